@@ -1,0 +1,114 @@
+// The audit event: one row of the append-only audit log, and the closed vocabularies the spec
+// defines for it (control-plane.md, "Audit event" and "Events"). Every producer (server routes,
+// proxy, runtime, agent callback) builds rows with these types; wire names are defined here once.
+
+export const EVENT_TYPES = [
+  // configuration mutations (category audit, actor control-plane)
+  'provider_created', 'provider_updated', 'provider_deleted', 'provider_archived', 'provider_unarchived',
+  'agent_role_created', 'agent_role_updated', 'agent_role_deleted', 'agent_role_archived', 'agent_role_unarchived',
+  'content_pack_created', 'content_pack_updated', 'content_pack_deleted', 'content_pack_cloned',
+  'credential_created', 'credential_deleted', 'credential_authorized', 'credential_status',
+  'secret_created', 'secret_deleted',
+  'api_key_created', 'api_key_revoked',
+  'membership_invited', 'membership_accepted', 'membership_updated', 'membership_removed', 'membership_first_seen',
+  'workspace_forked', 'workspace_fork_created',
+  // workspace and task lifecycle (category activity)
+  'workspace_created', 'workspace_provisioned', 'workspace_activated', 'workspace_deactivated', 'workspace_evicted',
+  'workspace_restarted', 'workspace_stopped', 'workspace_archived', 'workspace_unarchived',
+  'task_submitted', 'task_completed',
+  // proxy decisions (category audit, actor policy-engine)
+  'policy_decision',
+  // agent events (category activity, actor agent)
+  'session_start', 'session_end', 'session_wrap_up', 'task_start', 'task_end', 'iteration_start', 'iteration_end',
+  'agent_thinking', 'agent_response', 'current_status', 'tool_call', 'tool_result', 'compaction_start',
+  'compaction_end', 'step_status', 'progress_status', 'file_change',
+] as const
+export type EventType = (typeof EVENT_TYPES)[number]
+
+export const AGENT_EVENT_TYPES = [
+  'session_start', 'session_end', 'session_wrap_up', 'task_start', 'task_end', 'iteration_start', 'iteration_end',
+  'agent_thinking', 'agent_response', 'current_status', 'tool_call', 'tool_result', 'compaction_start',
+  'compaction_end', 'step_status', 'progress_status', 'file_change',
+] as const satisfies readonly EventType[]
+export type AgentEventType = (typeof AGENT_EVENT_TYPES)[number]
+
+export const CATEGORIES = ['audit', 'activity'] as const
+export type Category = (typeof CATEGORIES)[number]
+
+export const ACTORS = ['control-plane', 'policy-engine', 'agent'] as const
+export type Actor = (typeof ACTORS)[number]
+
+export const PHASES = ['request_headers', 'request_body', 'response_headers', 'response_body', 'dns'] as const
+export type Phase = (typeof PHASES)[number]
+
+export const POLICY_TYPES = ['http', 'dns'] as const
+export type PolicyType = (typeof POLICY_TYPES)[number]
+
+export const DECISIONS = ['allow', 'deny'] as const
+export type Decision = (typeof DECISIONS)[number]
+
+/** The sixteen deny reasons (closed enum of `reason`). */
+export const DENY_REASONS = [
+  'no_scheme', 'no_token', 'invalid_token', 'workspace_not_activated', 'workspace_gone', 'no_policy',
+  'policy_error', 'policy_empty', 'policy_type_error', 'no_match', 'invalid_json', 'format_mismatch',
+  'schema_violation', 'budget_exhausted', 'concurrency_exhausted', 'internal_error',
+] as const
+export type DenyReason = (typeof DENY_REASONS)[number]
+
+/** Values of `transforms_failed.<key>` and `auth_failures.<credential>`. */
+export const TRANSFORM_FAILURES = [
+  'compile_error', 'eval_error', 'type_mismatch', 'apply_error', 'body_absent', 'auth_unavailable',
+] as const
+export type TransformFailure = (typeof TRANSFORM_FAILURES)[number]
+
+/** Values of `floored.<counter>`. */
+export const FLOORED_REASONS = [
+  'framing_mismatch', 'format_mismatch', 'encoding_mismatch', 'parse_failed', 'cel_eval_error',
+  'extracted_below_failure_charge', 'terminator_not_observed',
+] as const
+export type FlooredReason = (typeof FLOORED_REASONS)[number]
+
+/** `user_id` of API-key requests and identity-provider-webhook-driven events. */
+export const SYSTEM_USER = 'system'
+
+/** One stored audit row, exactly the spec's columns. Optional columns are absent when not populated. */
+export interface AuditEvent {
+  id: string // UUIDv7
+  org_id: string
+  user_id: string
+  timestamp: string // RFC 3339, set at the source
+  event_type: EventType
+  category: Category
+  actor: Actor
+  workspace_id?: string
+  task_id?: string
+  agent_role?: string
+  agent_provider?: string
+  destination?: string
+  method?: string
+  path?: string
+  decision?: Decision
+  reason?: DenyReason
+  latency_ms?: number
+  transforms_applied?: number
+  validations_applied?: number
+  policy_type?: PolicyType
+  phase?: Phase
+  capability_name?: string
+  detail?: Record<string, unknown>
+  debits?: Record<string, number>
+  budget_state?: Record<string, unknown>
+  floored?: Record<string, FlooredReason>
+  transforms_failed?: Record<string, TransformFailure>
+  auth_used?: string[]
+  auth_failures?: Record<string, TransformFailure>
+}
+
+/** What a producer hands to the audit writer: id and timestamp are filled at the source when omitted. */
+export type NewAuditEvent = Omit<AuditEvent, 'id' | 'timestamp'> & { id?: string; timestamp?: string }
+
+/** The one way every part of corral records an event. Implemented by src/audit's batched writer. */
+export interface AuditSink {
+  /** Stamps id (UUIDv7) and timestamp now, queues the row and resolves once queued (waits while the queue is full). */
+  emit(event: NewAuditEvent): Promise<AuditEvent>
+}
