@@ -1,0 +1,7 @@
+// Public surface of the /v1 client.
+export { CorralClient, normalizeApiUrl, type ClientOptions, type RequestOptions, type QueryValue } from './client.js'
+export { ApiError, ApiConnectionError, apiErrorFrom, parseRetryAfter, type ErrorEnvelope } from './errors.js'
+export { followActivity, type FollowOptions } from './activity-stream.js'
+export { FILTER_COLUMNS, parseFilter, matchesFilters, FilterSyntaxError, type AuditFilter, type FilterColumn } from './filter.js'
+export { resolveTime } from './time.js'
+export * from './types.js'
