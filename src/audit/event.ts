@@ -112,3 +112,10 @@ export interface AuditSink {
   /** Stamps id (UUIDv7) and timestamp now, queues the row and resolves once queued (waits while the queue is full). */
   emit(event: NewAuditEvent): Promise<AuditEvent>
 }
+
+/** Columns `filter` accepts on audit queries and stats (spec, GET /v1/audit). `counter` is virtual. */
+export const FILTER_COLUMNS = [
+  'workspace_id', 'task_id', 'decision', 'destination', 'capability_name', 'event_type', 'category', 'agent_role',
+  'agent_provider', 'method', 'path', 'actor', 'counter', 'phase', 'policy_type',
+] as const
+export type FilterColumn = (typeof FILTER_COLUMNS)[number]

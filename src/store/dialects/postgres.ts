@@ -1,0 +1,152 @@
+// Postgres through a pg Pool. An optional schema isolates one store from others in the same
+// database (parallel test suites): every pooled connection gets it as search_path, and notify
+// channels are namespaced with it. LISTEN needs one dedicated connection; it reconnects with
+// backoff and re-subscribes when the connection drops.
+
+import pg from 'pg'
+import { Kysely, PostgresDialect, sql } from 'kysely'
+import type { Database } from '../schema.js'
+import { assertChannel, type NotifyHandler, type StoreDialect } from './types.js'
+
+// int8 (counts, epoch-ms) and numeric (sums) as JS numbers: every value we aggregate is far below 2^53.
+const types = {
+  getTypeParser(oid: number, format?: string) {
+    if (oid === 20 || oid === 1700) return (v: string) => Number(v)
+    return (pg.types.getTypeParser as (oid: number, format?: string) => unknown)(oid, format)
+  },
+}
+
+export interface PostgresOptions {
+  schema?: string
+  max?: number
+}
+
+export async function openPostgres(url: string, opts: PostgresOptions = {}): Promise<StoreDialect> {
+  const schema = opts.schema
+  if (schema !== undefined && !/^[a-z_][a-z0-9_]{0,40}$/.test(schema)) throw new TypeError(`invalid schema name: ${schema}`)
+  const base: pg.ClientConfig = { connectionString: url, types: types as pg.ClientConfig['types'] }
+  if (schema) {
+    const admin = new pg.Client(base)
+    await admin.connect()
+    try {
+      await admin.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`)
+    } catch (err) {
+      // Two processes creating the same schema at once: the loser sees a unique violation; the schema exists.
+      if ((err as { code?: string }).code !== '23505') throw err
+    } finally {
+      await admin.end()
+    }
+  }
+  const pool = new pg.Pool({
+    ...base,
+    max: opts.max ?? 10,
+    ...(schema ? { options: `-c search_path="${schema}"` } : {}),
+  })
+  // An idle pooled client that loses its connection emits 'error' on the pool; without a listener
+  // that would crash the process. The next checkout simply gets a fresh connection.
+  pool.on('error', () => {})
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
+  const prefix = schema ? `${schema}__` : ''
+  const listener = new Listener(base)
+
+  return {
+    name: 'postgres',
+    capabilities: { rowLocks: true, crossProcessNotify: true, maxBindParameters: 65_535 },
+    db,
+    async notify(channel, payload) {
+      assertChannel(channel)
+      await sql`SELECT pg_notify(${prefix + channel}, ${payload})`.execute(db)
+    },
+    async listen(channel, handler) {
+      assertChannel(channel)
+      return listener.add(prefix + channel, handler)
+    },
+    jsonHasKey(column, key) {
+      return sql<boolean>`COALESCE(${sql.ref(column)} ? ${key}, false)`
+    },
+    jsonNonEmpty(column) {
+      return sql<boolean>`(${sql.ref(column)} IS NOT NULL AND ${sql.ref(column)} <> '{}'::jsonb AND ${sql.ref(column)} <> '[]'::jsonb)`
+    },
+    jsonNumber(column, path) {
+      const p = `{${path.map((k) => JSON.stringify(k)).join(',')}}`
+      return sql<number | null>`(CASE WHEN jsonb_typeof(${sql.ref(column)} #> ${p}::text[]) = 'number' THEN (${sql.ref(column)} #>> ${p}::text[])::float8 END)`
+    },
+    async close() {
+      await listener.close()
+      await db.destroy()
+    },
+  }
+}
+
+/** One LISTEN connection shared by every channel of this store. */
+class Listener {
+  readonly #config: pg.ClientConfig
+  readonly #handlers = new Map<string, Set<NotifyHandler>>()
+  #client: pg.Client | undefined
+  #connecting: Promise<pg.Client> | undefined
+  #closed = false
+  #retryTimer: NodeJS.Timeout | undefined
+
+  constructor(config: pg.ClientConfig) {
+    this.#config = config
+  }
+
+  async add(channel: string, handler: NotifyHandler): Promise<() => Promise<void>> {
+    let set = this.#handlers.get(channel)
+    const first = !set
+    if (!set) {
+      set = new Set()
+      this.#handlers.set(channel, set)
+    }
+    set.add(handler)
+    const client = await this.#connect()
+    if (first) await client.query(`LISTEN "${channel}"`)
+    return async () => {
+      const current = this.#handlers.get(channel)
+      if (!current?.delete(handler) || current.size > 0) return
+      this.#handlers.delete(channel)
+      if (this.#client && !this.#closed) await this.#client.query(`UNLISTEN "${channel}"`).catch(() => {})
+    }
+  }
+
+  #connect(): Promise<pg.Client> {
+    if (this.#client) return Promise.resolve(this.#client)
+    this.#connecting ??= (async () => {
+      const client = new pg.Client(this.#config)
+      client.on('notification', (msg) => {
+        for (const h of this.#handlers.get(msg.channel) ?? []) h(msg.payload ?? '')
+      })
+      client.on('error', () => this.#lost(client))
+      client.on('end', () => this.#lost(client))
+      await client.connect()
+      for (const channel of this.#handlers.keys()) await client.query(`LISTEN "${channel}"`)
+      this.#client = client
+      return client
+    })().finally(() => {
+      this.#connecting = undefined
+    })
+    return this.#connecting
+  }
+
+  #lost(client: pg.Client): void {
+    if (this.#client !== client) return
+    this.#client = undefined
+    client.end().catch(() => {})
+    if (this.#closed) return
+    const retry = (delay: number) => {
+      this.#retryTimer = setTimeout(() => {
+        this.#connect().catch(() => retry(Math.min(delay * 2, 10_000)))
+      }, delay)
+      this.#retryTimer.unref()
+    }
+    retry(250)
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true
+    clearTimeout(this.#retryTimer)
+    const client = this.#client ?? (await this.#connecting?.catch(() => undefined))
+    this.#client = undefined
+    await client?.end().catch(() => {})
+  }
+}

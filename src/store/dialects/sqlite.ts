@@ -1,0 +1,84 @@
+// SQLite through better-sqlite3: one file, WAL so readers never block the writer, a busy timeout so
+// a second process (the admin CLI while `serve` runs) waits for the lock instead of failing.
+// notify/listen is an in-process emitter shared by every Store opened on the same file in this
+// process; SQLite has no cross-process notification (multi-replica deployments use Postgres).
+
+import { EventEmitter } from 'node:events'
+import { mkdirSync } from 'node:fs'
+import { dirname, resolve } from 'node:path'
+import BetterSqlite3 from 'better-sqlite3'
+import { Kysely, SqliteDialect, sql } from 'kysely'
+import type { Database } from '../schema.js'
+import { assertChannel, type StoreDialect } from './types.js'
+
+const emitters = new Map<string, { emitter: EventEmitter; refs: number }>()
+
+function sharedEmitter(file: string): EventEmitter {
+  let entry = emitters.get(file)
+  if (!entry) {
+    entry = { emitter: new EventEmitter(), refs: 0 }
+    entry.emitter.setMaxListeners(0)
+    emitters.set(file, entry)
+  }
+  entry.refs++
+  return entry.emitter
+}
+
+function releaseEmitter(file: string): void {
+  const entry = emitters.get(file)
+  if (entry && --entry.refs <= 0) emitters.delete(file)
+}
+
+/** Opens `path` (created with its parent directories when missing). `:memory:` is allowed for tests. */
+export function openSqlite(path: string): StoreDialect {
+  const file = path === ':memory:' ? `:memory:${Math.random()}` : resolve(path)
+  if (path !== ':memory:') mkdirSync(dirname(file), { recursive: true })
+  const database = new BetterSqlite3(path === ':memory:' ? ':memory:' : file)
+  database.pragma('journal_mode = WAL')
+  database.pragma('busy_timeout = 5000')
+  // NORMAL is durable across application crashes in WAL mode; only an OS crash can lose the last commits.
+  database.pragma('synchronous = NORMAL')
+  database.pragma('foreign_keys = ON')
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database }) })
+  const emitter = sharedEmitter(file)
+  let closed = false
+
+  return {
+    name: 'sqlite',
+    capabilities: { rowLocks: false, crossProcessNotify: false, maxBindParameters: 32_766 },
+    db,
+    async notify(channel, payload) {
+      assertChannel(channel)
+      // Deliver on a later tick, like a database notification: never inside the caller's stack.
+      setImmediate(() => emitter.emit(channel, payload))
+    },
+    async listen(channel, handler) {
+      assertChannel(channel)
+      emitter.on(channel, handler)
+      return async () => {
+        emitter.off(channel, handler)
+      }
+    },
+    jsonHasKey(column, key) {
+      return sql<boolean>`(json_type(${sql.ref(column)}, ${jsonPath([key])}) IS NOT NULL)`
+    },
+    jsonNonEmpty(column) {
+      return sql<boolean>`(${sql.ref(column)} IS NOT NULL AND EXISTS (SELECT 1 FROM json_each(${sql.ref(column)})))`
+    },
+    jsonNumber(column, path) {
+      const p = jsonPath(path)
+      return sql<number | null>`(CASE WHEN json_type(${sql.ref(column)}, ${p}) IN ('integer', 'real') THEN json_extract(${sql.ref(column)}, ${p}) END)`
+    },
+    async close() {
+      if (closed) return
+      closed = true
+      releaseEmitter(file)
+      await db.destroy()
+    },
+  }
+}
+
+/** A JSON path with every key quoted, passed as a bound parameter (never spliced into SQL). */
+function jsonPath(keys: readonly string[]): string {
+  return '$' + keys.map((k) => '.' + JSON.stringify(k)).join('')
+}

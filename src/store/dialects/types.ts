@@ -1,0 +1,40 @@
+// The shape every storage dialect exposes. Repositories and the audit module ask for a
+// capability or a SQL fragment here; nothing outside src/store/dialects tests the URL scheme.
+
+import type { Kysely, RawBuilder } from 'kysely'
+import type { Database } from '../schema.js'
+
+export type DialectName = 'sqlite' | 'postgres'
+
+export interface DialectCapabilities {
+  /** `SELECT … FOR UPDATE` exists (Postgres). SQLite serialises writers instead. */
+  readonly rowLocks: boolean
+  /** notify() reaches other processes on the same database (Postgres LISTEN/NOTIFY). */
+  readonly crossProcessNotify: boolean
+  /** Bound parameters allowed in one statement (batch inserts are sized from it). */
+  readonly maxBindParameters: number
+}
+
+export type NotifyHandler = (payload: string) => void
+
+export interface StoreDialect {
+  readonly name: DialectName
+  readonly capabilities: DialectCapabilities
+  readonly db: Kysely<Database>
+  /** Publishes to every listener of `channel` (other processes too where the dialect can). */
+  notify(channel: string, payload: string): Promise<void>
+  /** Subscribes to `channel`; resolves once listening; the returned function unsubscribes. */
+  listen(channel: string, handler: NotifyHandler): Promise<() => Promise<void>>
+  /** true when the JSON object in `column` has the top-level key `key` (false, never NULL, when the column is NULL). */
+  jsonHasKey(column: string, key: string): RawBuilder<boolean>
+  /** true when `column` holds a JSON object with at least one key. */
+  jsonNonEmpty(column: string): RawBuilder<boolean>
+  /** The number at `path` inside the JSON object in `column`, or NULL when absent or not a number. */
+  jsonNumber(column: string, path: readonly string[]): RawBuilder<number | null>
+  close(): Promise<void>
+}
+
+/** Notify channels are SQL identifiers on Postgres; the same rule everywhere keeps them portable. */
+export function assertChannel(channel: string): void {
+  if (!/^[a-z][a-z0-9_]{0,40}$/.test(channel)) throw new TypeError(`invalid notify channel name: ${channel}`)
+}

@@ -1,0 +1,106 @@
+// The store: one object over SQLite or Postgres with every repository, notify/listen and
+// transactions. `openStore` picks the dialect from the URL (the only place that looks at it),
+// migrates to latest, and hands back a Store whose repositories scope every read by org.
+
+import type { Kysely } from 'kysely'
+import { openPostgres } from './dialects/postgres.js'
+import { openSqlite } from './dialects/sqlite.js'
+import type { DialectCapabilities, DialectName, NotifyHandler, StoreDialect } from './dialects/types.js'
+import { migrateToLatestOrThrow } from './migrations/migrate.js'
+import { createRepositories, type Repositories } from './repositories/index.js'
+import type { Database } from './schema.js'
+
+export type { DialectCapabilities, DialectName, NotifyHandler, StoreDialect } from './dialects/types.js'
+export type { Database } from './schema.js'
+export type { Repositories } from './repositories/index.js'
+export { POSTURES, type Org, type Posture } from './repositories/orgs.js'
+export { normalizeEmail, type User } from './repositories/users.js'
+export { MEMBERSHIP_ROLES, type GuardedChange, type Membership, type MembershipRole, type MembershipStatus } from './repositories/memberships.js'
+export { PERMISSION_SETS, type ApiKey, type PermissionSet } from './repositories/api-keys.js'
+export type {
+  AuditFilterClause, AuditPageQuery, AuditStatsQuery, AuditStatsRow, AuditWhere, NumericPath, StatsDimension,
+} from './repositories/audit.js'
+export { newId, nowIso } from './ids.js'
+
+/** Repositories bound to one transaction, plus a notify that fires only after it commits. */
+export type StoreTransaction = Repositories & {
+  readonly db: Kysely<Database>
+  notify(channel: string, payload: string): void
+}
+
+export type Store = Repositories & {
+  readonly dialect: DialectName
+  readonly capabilities: DialectCapabilities
+  /** The raw Kysely handle, for repositories added by other parts (src/store only). */
+  readonly db: Kysely<Database>
+  /** Resolves when the database answers (readiness). */
+  ping(): Promise<void>
+  close(): Promise<void>
+  /** Announces `payload` to every listener of `channel` (every process on Postgres). */
+  notify(channel: string, payload: string): Promise<void>
+  listen(channel: string, handler: NotifyHandler): Promise<() => Promise<void>>
+  /** Runs `fn` in one transaction; notifications queued on it are sent only after commit. */
+  transaction<T>(fn: (tx: StoreTransaction) => Promise<T>): Promise<T>
+}
+
+export interface OpenStoreOptions {
+  /** Postgres only: keep every table in this schema (created when missing). */
+  schema?: string
+  /** Postgres only: pool size (default 10). */
+  poolSize?: number
+}
+
+/**
+ * Opens `sqlite:<path>` (parent directories created; `sqlite::memory:` for throwaway stores) or
+ * `postgres://…` / `postgresql://…`, and migrates it to the latest schema.
+ */
+export async function openStore(url: string, opts: OpenStoreOptions = {}): Promise<Store> {
+  const dialect = await openDialect(url, opts)
+  try {
+    await migrateToLatestOrThrow(dialect.db as Kysely<unknown>, dialect.name)
+  } catch (err) {
+    await dialect.close().catch(() => {})
+    throw err
+  }
+  return storeOver(dialect)
+}
+
+async function openDialect(url: string, opts: OpenStoreOptions): Promise<StoreDialect> {
+  if (url.startsWith('sqlite:')) {
+    const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '')
+    if (!path) throw new Error('store URL sqlite: needs a path, e.g. sqlite:./.corral/corral.db')
+    return openSqlite(path)
+  }
+  if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
+    return openPostgres(url, { schema: opts.schema, max: opts.poolSize })
+  }
+  throw new Error(`unsupported store URL (expected sqlite:<path> or postgres://…): ${url.replace(/\/\/[^@/]*@/, '//***@')}`)
+}
+
+function storeOver(dialect: StoreDialect): Store {
+  const { db } = dialect
+  let closed: Promise<void> | undefined
+  return {
+    ...createRepositories({ db, dialect }),
+    dialect: dialect.name,
+    capabilities: dialect.capabilities,
+    db,
+    async ping() {
+      await db.selectFrom('settings').select('key').limit(1).execute()
+    },
+    close() {
+      closed ??= dialect.close()
+      return closed
+    },
+    notify: (channel, payload) => dialect.notify(channel, payload),
+    listen: (channel, handler) => dialect.listen(channel, handler),
+    async transaction(fn) {
+      const pending: Array<[string, string]> = []
+      const result = await db.transaction().execute((trx) =>
+        fn({ ...createRepositories({ db: trx, dialect }), db: trx, notify: (c, p) => void pending.push([c, p]) }),
+      )
+      for (const [channel, payload] of pending) await dialect.notify(channel, payload)
+      return result
+    },
+  }
+}

@@ -1,0 +1,12 @@
+// Every migration, in order. Listed explicitly (no folder scan) so the same list works from tsx
+// sources and from dist. To add tables: write one file next to these and append one line here.
+import { core } from './20261122T100000-core.js'
+import { audit } from './20261122T100100-audit.js'
+import type { StoreMigration } from './types.js'
+
+export type { StoreMigration } from './types.js'
+
+export const migrations: readonly StoreMigration[] = [
+  core,
+  audit,
+]

@@ -1,0 +1,259 @@
+// The audit_events table: idempotent batch inserts, and the executors for the page and stats
+// queries that src/audit parses and validates. Only SQL lives here; the query grammar, cursor
+// encoding and permissions narrowing are src/audit's.
+
+import { sql, type Expression, type ExpressionBuilder, type RawBuilder, type SelectQueryBuilder, type SqlBool } from 'kysely'
+import type { AuditEvent, FilterColumn } from '../../audit/event.js'
+import type { StoreDialect } from '../dialects/types.js'
+import type { AuditEventsTable, Database } from '../schema.js'
+import type { RepoContext } from './context.js'
+
+export const AUDIT_TEXT_COLUMNS = [
+  'workspace_id', 'task_id', 'agent_role', 'agent_provider', 'destination', 'method', 'path', 'decision', 'reason',
+  'policy_type', 'phase', 'capability_name',
+] as const
+export const AUDIT_INT_COLUMNS = ['latency_ms', 'transforms_applied', 'validations_applied'] as const
+export const AUDIT_JSON_COLUMNS = ['detail', 'debits', 'budget_state', 'floored', 'transforms_failed', 'auth_used', 'auth_failures'] as const
+const COLUMN_COUNT = 8 + AUDIT_TEXT_COLUMNS.length + AUDIT_INT_COLUMNS.length + AUDIT_JSON_COLUMNS.length
+
+/** One parsed `filter` clause. */
+export interface AuditFilterClause {
+  column: FilterColumn
+  op: 'in' | 'not_in' | 'populated'
+  values: string[]
+}
+
+/** Restrictions shared by pages and stats (all optional except the org, which is a parameter). */
+export interface AuditWhere {
+  filters: AuditFilterClause[]
+  /** Inclusive lower bound, epoch ms. */
+  fromMs?: number
+  /** Exclusive upper bound, epoch ms. */
+  toMs?: number
+  /** `:own` narrowing. */
+  userId?: string
+  workspaceId?: string
+}
+
+export interface AuditPageQuery extends AuditWhere {
+  order: 'asc' | 'desc'
+  limit: number
+  /** Keyset position: rows strictly after this (ts, id) in `order`. */
+  after?: { ts: number; id: string }
+}
+
+/** A numeric value of a row: an integer column, or a number inside a JSON column. */
+export type NumericPath =
+  | { column: (typeof AUDIT_INT_COLUMNS)[number] }
+  | { column: 'debits' | 'budget_state' | 'detail'; path: string[] }
+
+export type StatsDimension = (typeof AUDIT_TEXT_COLUMNS)[number] | 'event_type' | 'category' | 'actor' | 'user_id'
+
+export interface AuditStatsQuery extends AuditWhere {
+  groupBy: StatsDimension[]
+  timeBucketMs?: number
+  bucketBy?: { value: NumericPath; bounds: number[] }
+  metric: { fn: 'count' } | { fn: 'sum' | 'avg'; value: NumericPath }
+  /** Restrict `dimension` to these values (the caller computed the top N first). */
+  onlyValues?: { dimension: StatsDimension; values: string[] }
+  maxRows: number
+}
+
+export interface AuditStatsRow {
+  group: string[]
+  /** Time-bucket start (epoch ms) or range index into bucketBy.bounds (0 = below the first bound). */
+  bucket?: number
+  value: number
+}
+
+type AuditQB = SelectQueryBuilder<Database, 'audit_events', object>
+
+export function createAuditRepository({ db, dialect }: RepoContext) {
+  const chunkRows = Math.max(1, Math.floor(dialect.capabilities.maxBindParameters / COLUMN_COUNT))
+
+  const numeric = (v: NumericPath): RawBuilder<number | null> =>
+    'path' in v ? dialect.jsonNumber(v.column, v.path) : sql<number | null>`${sql.ref(v.column)}`
+
+  const applyWhere = (qb: AuditQB, orgId: string, w: AuditWhere): AuditQB => {
+    let q = qb.where('org_id', '=', orgId)
+    if (w.workspaceId !== undefined) q = q.where('workspace_id', '=', w.workspaceId)
+    if (w.userId !== undefined) q = q.where('user_id', '=', w.userId)
+    if (w.fromMs !== undefined) q = q.where('ts', '>=', w.fromMs)
+    if (w.toMs !== undefined) q = q.where('ts', '<', w.toMs)
+    for (const f of w.filters) q = q.where((eb) => filterExpression(eb, dialect, f))
+    return q
+  }
+
+  return {
+    /** Inserts rows, ignoring ids already stored (idempotent retries). Returns how many were new. */
+    async insertBatch(events: readonly AuditEvent[]): Promise<number> {
+      if (events.length === 0) return 0
+      const rows = events.map(toRow)
+      let inserted = 0
+      const insertAll = async (trx: typeof db) => {
+        for (let i = 0; i < rows.length; i += chunkRows) {
+          const res = await trx
+            .insertInto('audit_events')
+            .values(rows.slice(i, i + chunkRows) as never)
+            .onConflict((oc) => oc.column('id').doNothing())
+            .executeTakeFirst()
+          inserted += Number(res.numInsertedOrUpdatedRows ?? 0)
+        }
+      }
+      // One transaction per batch: a batch commits whole (inside a Store transaction, as part of it).
+      if (db.isTransaction) await insertAll(db)
+      else await db.transaction().execute(insertAll)
+      return inserted
+    },
+
+    async getById(orgId: string, id: string): Promise<AuditEvent | undefined> {
+      if (!isUuid(id)) return undefined
+      const row = await db.selectFrom('audit_events').selectAll().where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst()
+      return row && fromRow(row)
+    },
+
+    /** Rows by id across orgs, in (ts, id) order: the live bus resolves notifications with it. */
+    async listByIds(ids: readonly string[]): Promise<AuditEvent[]> {
+      const valid = ids.filter(isUuid)
+      if (valid.length === 0) return []
+      const rows = await db.selectFrom('audit_events').selectAll().where('id', 'in', valid).orderBy('ts').orderBy('id').execute()
+      return rows.map(fromRow)
+    },
+
+    /** The (ts, id) position of one event of the org, for keyset resumption (Last-Event-ID). */
+    async positionOf(orgId: string, id: string): Promise<{ ts: number; id: string } | undefined> {
+      if (!isUuid(id)) return undefined
+      const row = await db.selectFrom('audit_events').select(['ts', 'id']).where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst()
+      return row && { ts: Number(row.ts), id: String(row.id) }
+    },
+
+    /** One keyset page in (ts, id) order. */
+    async page(orgId: string, q: AuditPageQuery): Promise<AuditEvent[]> {
+      let qb = applyWhere(db.selectFrom('audit_events'), orgId, q)
+      if (q.after) {
+        const { ts, id } = q.after
+        qb = qb.where((eb) => eb(eb.refTuple('ts', 'id'), q.order === 'asc' ? '>' : '<', eb.tuple(ts, id)))
+      }
+      const rows = await qb.selectAll().orderBy('ts', q.order).orderBy('id', q.order).limit(q.limit).execute()
+      return rows.map(fromRow)
+    },
+
+    /** Earliest matching timestamp (epoch ms): `time_bucket=auto` without `from` sizes buckets from it. */
+    async minTs(orgId: string, w: AuditWhere): Promise<number | undefined> {
+      const row = await applyWhere(db.selectFrom('audit_events'), orgId, w)
+        .select((eb) => eb.fn.min('ts').as('m'))
+        .executeTakeFirst()
+      return row?.m === null || row?.m === undefined ? undefined : Number(row.m)
+    },
+
+    /** Grouped aggregate rows. */
+    async stats(orgId: string, q: AuditStatsQuery): Promise<AuditStatsRow[]> {
+      const metricValue = q.metric.fn === 'count' ? undefined : numeric(q.metric.value)
+      const bucketValue = q.bucketBy ? numeric(q.bucketBy.value) : undefined
+      let qb = applyWhere(db.selectFrom('audit_events'), orgId, q)
+      if (metricValue) qb = qb.where(sql<SqlBool>`${metricValue} IS NOT NULL`)
+      if (bucketValue) qb = qb.where(sql<SqlBool>`${bucketValue} IS NOT NULL`)
+      if (q.onlyValues) {
+        const { dimension, values } = q.onlyValues
+        if (values.length === 0) return []
+        qb = qb.where(sql<SqlBool>`COALESCE(${sql.ref(dimension)}, '') IN (${sql.join(values)})`)
+      }
+      const selections: RawBuilder<unknown>[] = q.groupBy.map((d, i) => sql`COALESCE(${sql.ref(d)}, '')`.as(`g${i}`) as never)
+      const groupKeys = q.groupBy.map((_, i) => sql.ref(`g${i}`))
+      if (q.timeBucketMs !== undefined) {
+        const size = sql.lit(q.timeBucketMs)
+        selections.push(sql`((ts / ${size}) * ${size})`.as('b') as never)
+        groupKeys.push(sql.ref('b'))
+      } else if (q.bucketBy && bucketValue) {
+        const cases = q.bucketBy.bounds.map((b, i) => sql`WHEN ${bucketValue} < ${sql.lit(b)} THEN ${sql.lit(i)}`)
+        selections.push(sql`(CASE ${sql.join(cases, sql` `)} ELSE ${sql.lit(q.bucketBy.bounds.length)} END)`.as('b') as never)
+        groupKeys.push(sql.ref('b'))
+      }
+      const metricSql =
+        q.metric.fn === 'count' ? sql`count(*)` : q.metric.fn === 'sum' ? sql`COALESCE(sum(${metricValue}), 0)` : sql`avg(${metricValue})`
+      selections.push(metricSql.as('v') as never)
+      const hasBucket = q.timeBucketMs !== undefined || q.bucketBy !== undefined
+      let query = qb.select(selections as never)
+      if (groupKeys.length > 0) query = query.groupBy(groupKeys as never)
+      // Time series read left to right; within a bucket the biggest groups first.
+      if (hasBucket) query = query.orderBy(sql.ref('b'))
+      query = query.orderBy(sql.ref('v'), 'desc')
+      for (let i = 0; i < q.groupBy.length; i++) query = query.orderBy(sql.ref(`g${i}`))
+      const rows = (await query.limit(q.maxRows).execute()) as Array<Record<string, unknown>>
+      return rows.map((r) => ({
+        group: q.groupBy.map((_, i) => String(r[`g${i}`])),
+        ...(hasBucket ? { bucket: Number(r.b) } : {}),
+        value: Number(r.v),
+      }))
+    },
+
+    /** The `n` values of `dimension` with the largest metric, for `top=N:dimension`. */
+    async topValues(orgId: string, q: AuditStatsQuery, dimension: StatsDimension, n: number): Promise<string[]> {
+      const metricValue = q.metric.fn === 'count' ? undefined : numeric(q.metric.value)
+      let qb = applyWhere(db.selectFrom('audit_events'), orgId, q)
+      if (metricValue) qb = qb.where(sql<SqlBool>`${metricValue} IS NOT NULL`)
+      const metricSql =
+        q.metric.fn === 'count' ? sql`count(*)` : q.metric.fn === 'sum' ? sql`COALESCE(sum(${metricValue}), 0)` : sql`avg(${metricValue})`
+      const rows = (await qb
+        .select([sql`COALESCE(${sql.ref(dimension)}, '')`.as('d'), metricSql.as('v')] as never)
+        .groupBy(sql.ref('d') as never)
+        .orderBy(sql.ref('v'), 'desc')
+        .orderBy(sql.ref('d'))
+        .limit(n)
+        .execute()) as Array<Record<string, unknown>>
+      return rows.map((r) => String(r.d))
+    },
+  }
+}
+export type AuditRepository = ReturnType<typeof createAuditRepository>
+
+function filterExpression(eb: ExpressionBuilder<Database, 'audit_events'>, dialect: StoreDialect, f: AuditFilterClause): Expression<SqlBool> {
+  if (f.column === 'counter') {
+    if (f.op === 'populated') return sql<SqlBool>`(${dialect.jsonNonEmpty('debits')} OR ${dialect.jsonNonEmpty('budget_state')})`
+    const any = sql.join(
+      f.values.map((k) => sql`(${dialect.jsonHasKey('debits', k)} OR ${dialect.jsonHasKey('budget_state', k)})`),
+      sql` OR `,
+    )
+    return f.op === 'in' ? sql<SqlBool>`(${any})` : sql<SqlBool>`NOT (${any})`
+  }
+  const col = f.column
+  if (f.op === 'populated') return eb.and([eb(col, 'is not', null), eb(col, '<>', '')])
+  if (f.op === 'in') return eb(col, 'in', f.values)
+  // not-in keeps rows where the column is absent: their value is not one of the listed ones.
+  return eb.or([eb(col, 'is', null), eb(col, 'not in', f.values)])
+}
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+export function isUuid(s: string): boolean {
+  return UUID_RE.test(s)
+}
+
+type InsertRow = { [K in keyof AuditEventsTable]?: unknown }
+
+function toRow(e: AuditEvent): InsertRow {
+  const row: InsertRow = {
+    id: e.id,
+    org_id: e.org_id,
+    user_id: e.user_id,
+    timestamp: e.timestamp,
+    ts: Date.parse(e.timestamp),
+    event_type: e.event_type,
+    category: e.category,
+    actor: e.actor,
+  }
+  for (const c of AUDIT_TEXT_COLUMNS) row[c] = e[c] ?? null
+  for (const c of AUDIT_INT_COLUMNS) row[c] = e[c] ?? null
+  for (const c of AUDIT_JSON_COLUMNS) row[c] = e[c] === undefined || e[c] === null ? null : JSON.stringify(e[c])
+  return row
+}
+
+function fromRow(row: Record<string, unknown>): AuditEvent {
+  const out: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(row)) {
+    if (v === null || v === undefined || k === 'ts') continue
+    if ((AUDIT_JSON_COLUMNS as readonly string[]).includes(k)) out[k] = typeof v === 'string' ? JSON.parse(v) : v
+    else if ((AUDIT_INT_COLUMNS as readonly string[]).includes(k)) out[k] = Number(v)
+    else out[k] = typeof v === 'string' ? v : String(v)
+  }
+  return out as unknown as AuditEvent
+}

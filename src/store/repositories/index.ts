@@ -1,0 +1,28 @@
+// Every repository, registered once. A part that adds tables adds its factory here (one line) and
+// its table interface to schema.ts; the Store and its transactions then expose it.
+import { createApiKeysRepository } from './api-keys.js'
+import { createAuditRepository } from './audit.js'
+import type { RepoContext } from './context.js'
+import { createMembershipsRepository } from './memberships.js'
+import { createOrgsRepository } from './orgs.js'
+import { createSettingsRepository } from './settings.js'
+import { createUsersRepository } from './users.js'
+import { createWebhookNoncesRepository } from './webhook-nonces.js'
+
+export const repositoryFactories = {
+  orgs: createOrgsRepository,
+  users: createUsersRepository,
+  memberships: createMembershipsRepository,
+  apiKeys: createApiKeysRepository,
+  settings: createSettingsRepository,
+  webhookNonces: createWebhookNoncesRepository,
+  audit: createAuditRepository,
+} satisfies Record<string, (ctx: RepoContext) => object>
+
+export type Repositories = { [K in keyof typeof repositoryFactories]: ReturnType<(typeof repositoryFactories)[K]> }
+
+export function createRepositories(ctx: RepoContext): Repositories {
+  const out: Record<string, object> = {}
+  for (const [name, factory] of Object.entries(repositoryFactories)) out[name] = factory(ctx)
+  return out as Repositories
+}
