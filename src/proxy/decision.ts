@@ -1,0 +1,111 @@
+// The per-request DecisionContext (STYLE.md §4, after smokescreen's canonical decision): every
+// phase fills it, the runner records which phase is current, and the terminal phase turns it into
+// exactly one `policy_decision` audit row. Field names are the spec's audit columns, defined once
+// in src/audit/event.ts.
+import type { DenyReason, FlooredReason, Phase, TransformFailure } from '../audit/event.js'
+import type { AllowRuleEval, RuleMatch } from '../policy/types.js'
+
+/** A policy outcome: the request is refused with a reason from the spec's closed list. */
+export class PolicyDenial {
+  constructor(
+    readonly reason: DenyReason,
+    readonly detail: Record<string, unknown> = {},
+    /** HTTP status of the local reply; 403 unless the reason calls for another. */
+    readonly status = 403,
+  ) {}
+}
+
+/** A fault of the proxy itself (not a policy outcome). Recorded as `internal_error`. */
+export class ProxyFault extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'ProxyFault'
+  }
+}
+
+export function deny(reason: DenyReason, detail: Record<string, unknown> = {}, status = 403): PolicyDenial {
+  return new PolicyDenial(reason, detail, status)
+}
+
+/** What a phase returns: continue (undefined) or a denial. */
+export type PhaseOutcome = PolicyDenial | undefined
+
+/** Who the request is attributed to, once the token and workspace are known. */
+export interface Attribution {
+  org_id: string
+  user_id: string
+  workspace_id?: string
+  task_id?: string
+  agent_role?: string
+  agent_provider?: string
+}
+
+export class DecisionContext {
+  readonly startedAt = performance.now()
+  phase: Phase = 'request_headers'
+  attribution: Attribution = { org_id: '', user_id: 'system' }
+  destination: string
+  method: string
+  path: string
+  capability?: string
+  match?: RuleMatch
+  transformsApplied = 0
+  validationsApplied = 0
+  transformsFailed: Record<string, TransformFailure> = {}
+  authUsed: string[] = []
+  authFailures: Record<string, TransformFailure> = {}
+  debits: Record<string, number> = {}
+  budgetState: Record<string, unknown> = {}
+  floored: Record<string, FlooredReason> = {}
+  allowruleEval?: AllowRuleEval[]
+  denial?: PolicyDenial
+  /** Extra detail for allows (e.g. an upstream failure after admission). */
+  detail: Record<string, unknown> = {}
+  /** Set by the terminal phase; a second emission is a bug and is refused there. */
+  emitted = false
+
+  constructor(init: { destination: string; method: string; path: string }) {
+    this.destination = init.destination
+    this.method = init.method
+    this.path = init.path
+  }
+
+  latencyMs(): number {
+    return Math.max(0, Math.round(performance.now() - this.startedAt))
+  }
+}
+
+/** The JSON body of a local deny reply: enough for an agent to act, nothing secret. */
+export function denyBody(ctx: DecisionContext, denial: PolicyDenial): string {
+  const capability = ctx.capability ?? (typeof denial.detail.capability === 'string' ? denial.detail.capability : undefined)
+  return JSON.stringify({
+    error: {
+      code: 'policy_denied',
+      reason: denial.reason,
+      message: DENY_MESSAGES[denial.reason],
+      ...(capability ? { capability } : {}),
+      phase: ctx.phase,
+      ...(Object.keys(denial.detail).length ? { detail: denial.detail } : {}),
+    },
+  })
+}
+
+/** One sentence per reason, addressed to the agent that got the 403. */
+export const DENY_MESSAGES: Readonly<Record<DenyReason, string>> = Object.freeze({
+  no_scheme: 'HTTPS is required: send the request through the proxy with CONNECT (HTTPS_PROXY), not as plain HTTP.',
+  no_token: 'No capability token: set Proxy-Authorization: Bearer <token>.',
+  invalid_token: 'The capability token is invalid or expired.',
+  workspace_not_activated: 'The workspace named by the token is not known to this proxy or is not running.',
+  workspace_gone: 'The workspace was stopped while this request was in flight.',
+  no_policy: 'The workspace role has no capability policy; every outbound request is refused.',
+  policy_error: 'The capability policy failed to evaluate.',
+  policy_empty: 'The capability policy produced no result for this request.',
+  policy_type_error: 'The capability policy produced a result of an unexpected shape.',
+  no_match: 'No allow rule of the capability policy matches this request.',
+  invalid_json: 'The request body is not valid JSON.',
+  format_mismatch: "The request's Content-Type does not match the rule's request_format.",
+  schema_violation: "The request body does not satisfy the rule's request_schema.",
+  budget_exhausted: 'A budget counter reached its ceiling.',
+  concurrency_exhausted: 'A budget counter reached its max_concurrent in-flight limit.',
+  internal_error: 'The proxy failed internally while handling this request.',
+})

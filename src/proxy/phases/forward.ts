@@ -1,0 +1,75 @@
+// Forward: send the (possibly transformed) request upstream through the pooled client and relay
+// the response as it arrives (response_headers, then response_body). Bodies stream in both
+// directions unless an earlier phase buffered the request body; SSE events are written to the
+// client chunk by chunk, never held back.
+import { pipeline } from 'node:stream/promises'
+import type { Readable } from 'node:stream'
+import type { ProxyCore, RequestState } from '../request-state.js'
+import { HOP_BY_HOP } from '../upstream.js'
+import type { ResponseObserver } from '../response-observer.js'
+
+export async function forward(core: ProxyCore, st: RequestState, observer?: ResponseObserver): Promise<void> {
+  const { ctx, entry, req, res } = st
+  const out = st.transformed
+  const path = out ? out.path : ctx.path
+  const rawQuery = out ? out.rawQuery : st.policyRequest!.rawQuery
+  const origin = `${entry.scheme}://${entry.host.includes(':') ? `[${entry.host}]` : entry.host}:${entry.port}`
+  const hostHeader = entry.tunnel ? (req.headers.host ?? entry.host) : hostOf(req.url!) ?? entry.host
+
+  let body: Buffer | Readable | AsyncIterable<Buffer> | undefined
+  if (st.outgoingBody) body = st.outgoingBody
+  else if (st.body) body = st.body.length ? st.body : undefined
+  else if (hasBody(req)) body = counted(req, st)
+  if (Buffer.isBuffer(body)) st.requestBytes = body.length
+
+  const upstream = await core.upstream.send({
+    origin,
+    method: out?.method ?? ctx.method,
+    path: rawQuery ? `${path}?${rawQuery}` : path,
+    host: hostHeader,
+    headers: st.headers,
+    body,
+    signal: st.abort.signal,
+  })
+
+  ctx.phase = 'response_headers'
+  st.responseStatus = upstream.status
+  const headers: Record<string, string | string[]> = {}
+  for (const [k, v] of Object.entries(upstream.headers)) if (!HOP_BY_HOP.has(k) || k === 'content-length') headers[k] = v
+  observer?.onHeaders(upstream.status, headers)
+  res.writeHead(upstream.status, headers)
+
+  ctx.phase = 'response_body'
+  await pipeline(upstream.body, async function* (src: AsyncIterable<Buffer>) {
+    for await (const chunk of src) {
+      st.responseBytes += chunk.length
+      observer?.onChunk(chunk)
+      yield chunk
+    }
+  }, res)
+  observer?.onEnd(true)
+}
+
+function hasBody(req: RequestState['req']): boolean {
+  const h = req.headers
+  return (h['content-length'] !== undefined && h['content-length'] !== '0') || h['transfer-encoding'] !== undefined
+}
+
+/** Streams the client's body upstream while counting it (request.bytes). */
+function counted(req: RequestState['req'], st: RequestState): AsyncIterable<Buffer> {
+  const gen = async function* (): AsyncGenerator<Buffer> {
+    for await (const chunk of req as AsyncIterable<Buffer>) {
+      st.requestBytes += chunk.length
+      yield chunk
+    }
+  }
+  return gen()
+}
+
+function hostOf(absoluteUrl: string): string | undefined {
+  try {
+    return new URL(absoluteUrl).host
+  } catch {
+    return undefined
+  }
+}

@@ -1,0 +1,95 @@
+// Phase request_body: runs only when the admission needs the body (a body-matching rule, a
+// schema, a format, or a transform that reads or writes the body). The body is buffered up to
+// `maxInspectBytes`; beyond that the request is refused (413, reason schema_violation with
+// detail.body_too_large, see docs/proxy.md). Bodies nobody needs are never buffered: they stream
+// upstream in the forward phase.
+import type { IncomingMessage } from 'node:http'
+import type { BodyResult } from '../../policy/types.js'
+import { deny, type PhaseOutcome } from '../decision.js'
+import type { ProxyCore, RequestState } from '../request-state.js'
+
+export async function requestBody(core: ProxyCore, st: RequestState): Promise<PhaseOutcome> {
+  const admission = st.admission!
+  if (admission.decision === 'allow' && !admission.needsBody) return undefined
+  const { ctx } = st
+
+  const read = await readBody(st.req, core.maxInspectBytes)
+  if (read === 'too_large') {
+    const m = admission.decision === 'allow' ? admission.match : admission.candidates[0]!
+    return deny(
+      'schema_violation',
+      {
+        body_too_large: true,
+        limit_bytes: core.maxInspectBytes,
+        allowrule_eval: [{ capability: m.capability, rule: m.ruleKey, failed: 'schema', message: `body larger than ${core.maxInspectBytes} bytes cannot be inspected` }],
+      },
+      413,
+    )
+  }
+  // The workspace may have been stopped while the body was arriving.
+  if (!st.workspace!.active) return deny('workspace_gone')
+  st.body = read
+  st.requestBytes = read.length
+
+  const policy = st.workspace!.policy.kind === 'ok' ? st.workspace!.policy.policy : undefined
+  if (!policy) return deny('no_policy')
+  let result: BodyResult
+  try {
+    result = policy.checkBody(admission, { request: st.policyRequest!, context: st.policyContext!, body: read.length ? read : undefined })
+  } catch (err) {
+    return deny('policy_error', { message: err instanceof Error ? err.message.slice(0, 200) : 'evaluation failed' })
+  }
+  if (result === undefined || result === null) return deny('policy_empty')
+  if (typeof result !== 'object' || (result.decision !== 'allow' && result.decision !== 'deny')) return deny('policy_type_error')
+  ctx.validationsApplied += result.validationsApplied ?? 0
+  if (result.decision === 'deny') {
+    if (result.detail.allowrule_eval) ctx.allowruleEval = result.detail.allowrule_eval
+    if (result.detail.capability) ctx.capability = result.detail.capability
+    const detail: Record<string, unknown> = {}
+    for (const [k, v] of Object.entries(result.detail)) if (v !== undefined) detail[k] = v
+    return deny(result.reason, detail)
+  }
+  if (!result.match) return deny('policy_type_error')
+  ctx.match = result.match
+  ctx.capability = result.match.capability
+  st.admission = { decision: 'allow', match: result.match, needsBody: true }
+  if (result.json !== undefined) st.json = result.json
+  return undefined
+}
+
+/** Reads a request body into memory, stopping (and draining nothing more) past `limit` bytes. */
+export function readBody(req: IncomingMessage, limit: number): Promise<Buffer | 'too_large'> {
+  const declared = Number(req.headers['content-length'])
+  if (Number.isFinite(declared) && declared > limit) return Promise.resolve('too_large')
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = []
+    let size = 0
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length
+      if (size > limit) {
+        cleanup()
+        resolve('too_large')
+        return
+      }
+      chunks.push(chunk)
+    }
+    const onEnd = (): void => {
+      cleanup()
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size))
+    }
+    const onError = (err: Error): void => {
+      cleanup()
+      reject(err)
+    }
+    const onClose = (): void => {
+      if (!req.complete) {
+        cleanup()
+        reject(new Error('client closed the connection before the body ended'))
+      }
+    }
+    function cleanup(): void {
+      req.off('data', onData).off('end', onEnd).off('error', onError).off('close', onClose)
+    }
+    req.on('data', onData).on('end', onEnd).on('error', onError).on('close', onClose)
+  })
+}

@@ -1,0 +1,96 @@
+// Phase request_headers: capability token, workspace activation, policy presence, static rule
+// match and admission CEL (through CompiledPolicy.admit; this module never evaluates CEL itself).
+import type { AdmissionResult, CompiledPolicy, PolicyRequest } from '../../policy/types.js'
+import { deny, type PhaseOutcome } from '../decision.js'
+import type { ProxyCore, RequestState } from '../request-state.js'
+
+const ADMISSION_DECISIONS = new Set(['allow', 'pending', 'deny'])
+
+export async function requestHeaders(core: ProxyCore, st: RequestState): Promise<PhaseOutcome> {
+  const { ctx, entry } = st
+  const check = entry.tunnel ? await entry.tunnel.token : await core.tokens.check(header(st.req.headers['proxy-authorization']))
+  if (!check.ok) {
+    if (check.expired) ctx.attribution = { ...ctx.attribution, org_id: check.expired.org_id, workspace_id: check.expired.workspace_id }
+    return deny(check.reason)
+  }
+  const { claims } = check
+  ctx.attribution = { org_id: claims.org_id, user_id: 'system', workspace_id: claims.workspace_id, ...(claims.task_id ? { task_id: claims.task_id } : {}) }
+
+  const got = core.workspaces.get(claims.org_id, claims.workspace_id)
+  const activation = 'then' in got ? await got : { ok: true as const, workspace: got }
+  if (!activation.ok) return deny(activation.reason)
+  const ws = activation.workspace
+  st.workspace = ws
+  ws.inFlight++
+  const r = ws.record
+  ctx.attribution = { ...ctx.attribution, user_id: r.creator_user_id, agent_role: r.role, agent_provider: r.provider }
+
+  if (ws.policy.kind === 'none') return deny('no_policy')
+  if (ws.policy.kind === 'error') return deny('policy_error', { message: ws.policy.message })
+  const policy = ws.policy.policy
+  // A document with no capabilities can never produce a decision: "policy returned no result".
+  if (policy.capabilities.length === 0) return deny('policy_empty')
+
+  const request: PolicyRequest = {
+    method: ctx.method,
+    scheme: entry.scheme,
+    host: entry.host,
+    path: ctx.path,
+    rawQuery: rawQueryOf(st.req.url ?? ''),
+    headers: st.headers,
+  }
+  st.policyRequest = request
+  st.policyContext = {
+    workspace: { id: r.id, org_id: r.org_id, role: r.role, environment: r.environment },
+    ...(claims.task_id ? { task: { id: claims.task_id } } : {}),
+  }
+  return admit(policy, st)
+}
+
+function admit(policy: CompiledPolicy, st: RequestState): PhaseOutcome {
+  const { ctx } = st
+  let result: AdmissionResult
+  try {
+    result = policy.admit(st.policyRequest!, st.policyContext!)
+  } catch (err) {
+    return deny('policy_error', { message: err instanceof Error ? err.message.slice(0, 200) : 'evaluation failed' })
+  }
+  if (result === undefined || result === null) return deny('policy_empty')
+  if (typeof result !== 'object' || !ADMISSION_DECISIONS.has((result as { decision?: unknown }).decision as string)) {
+    return deny('policy_type_error')
+  }
+  if (result.decision === 'deny') {
+    const evals = result.detail.allowrule_eval
+    if (evals) ctx.allowruleEval = evals
+    if (result.detail.capability) ctx.capability = result.detail.capability
+    // An https-only rule that matched everything but the scheme: the request skipped the TLS front.
+    if (result.reason === 'no_match' && st.entry.scheme === 'http' && evals?.some((e) => e.failed === 'scheme')) {
+      return deny('no_scheme', detailOf(result.detail))
+    }
+    return deny(result.reason, detailOf(result.detail))
+  }
+  if (result.decision === 'allow') {
+    if (!result.match || typeof result.match.capability !== 'string') return deny('policy_type_error')
+    ctx.match = result.match
+    ctx.capability = result.match.capability
+  } else if (!Array.isArray(result.candidates) || result.candidates.length === 0) {
+    return deny('policy_type_error')
+  }
+  st.admission = result
+  return undefined
+}
+
+function detailOf(d: object): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(d)) if (v !== undefined) out[k] = v
+  return out
+}
+
+function rawQueryOf(url: string): string {
+  const q = url.indexOf('?')
+  return q < 0 ? '' : url.slice(q + 1)
+}
+
+function header(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v
+}

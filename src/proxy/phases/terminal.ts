@@ -1,0 +1,58 @@
+// The terminal phase: turns the DecisionContext into exactly one `policy_decision` row. It runs
+// for every request that reached the proxy, allowed or denied, and refuses to emit twice (a second
+// call is a lifecycle bug, like undici's handler asserts; it is reported, never written).
+import type { NewAuditEvent } from '../../audit/event.js'
+import type { DecisionContext } from '../decision.js'
+import type { ProxyCore } from '../request-state.js'
+
+const ALLOWRULE_EVAL_REASONS = new Set(['no_match', 'schema_violation', 'format_mismatch', 'no_scheme'])
+
+export function decisionRow(ctx: DecisionContext): NewAuditEvent {
+  const a = ctx.attribution
+  const denial = ctx.denial
+  const row: NewAuditEvent = {
+    org_id: a.org_id,
+    user_id: a.user_id,
+    event_type: 'policy_decision',
+    category: 'audit',
+    actor: 'policy-engine',
+    ...(a.workspace_id ? { workspace_id: a.workspace_id } : {}),
+    ...(a.task_id ? { task_id: a.task_id } : {}),
+    agent_role: a.agent_role ?? '',
+    agent_provider: a.agent_provider ?? '',
+    destination: ctx.destination,
+    method: ctx.method,
+    path: ctx.path,
+    decision: denial ? 'deny' : 'allow',
+    latency_ms: ctx.latencyMs(),
+    transforms_applied: ctx.transformsApplied,
+    validations_applied: ctx.validationsApplied,
+    policy_type: 'http',
+    phase: ctx.phase,
+    capability_name: ctx.capability ?? '',
+    transforms_failed: { ...ctx.transformsFailed },
+    auth_used: [...ctx.authUsed],
+    auth_failures: { ...ctx.authFailures },
+  }
+  if (denial) {
+    row.reason = denial.reason
+    const detail: Record<string, unknown> = { ...denial.detail }
+    if (ALLOWRULE_EVAL_REASONS.has(denial.reason) && ctx.allowruleEval && !detail.allowrule_eval) detail.allowrule_eval = ctx.allowruleEval
+    if (Object.keys(detail).length) row.detail = detail
+  } else {
+    row.debits = { ...ctx.debits }
+    row.budget_state = { ...ctx.budgetState }
+    row.floored = { ...ctx.floored }
+    if (Object.keys(ctx.detail).length) row.detail = { ...ctx.detail }
+  }
+  return row
+}
+
+export async function terminal(core: ProxyCore, ctx: DecisionContext): Promise<void> {
+  if (ctx.emitted) {
+    process.emitWarning('corral proxy: a second policy_decision for one request was suppressed', 'CorralProxyLifecycle')
+    return
+  }
+  ctx.emitted = true
+  await core.audit.emit(decisionRow(ctx))
+}

@@ -1,0 +1,44 @@
+// Request transforms: header, path, query and body mutations evaluated by the compiled policy,
+// then credential injection for its auth transforms. A failing transform is recorded in
+// `transforms_failed` (and `auth_failures` for auth) while the request still goes through: the
+// spec treats mutations as observation, not policy.
+import type { PhaseOutcome } from '../decision.js'
+import { injectCredentials } from '../credential-injection.js'
+import type { ProxyCore, RequestState } from '../request-state.js'
+
+const NO_SECRETS = (): undefined => undefined
+
+export async function transforms(core: ProxyCore, st: RequestState): Promise<PhaseOutcome> {
+  const ws = st.workspace!
+  if (ws.policy.kind !== 'ok') return undefined
+  const { ctx } = st
+  const admission = st.admission!
+  if (admission.decision !== 'allow') return undefined
+  const out = ws.policy.policy.applyTransforms({
+    match: admission.match,
+    request: st.policyRequest!,
+    context: st.policyContext!,
+    ...(st.json !== undefined ? { json: st.json } : {}),
+    hasBody: st.body ? st.body.length > 0 : hasBodyOnWire(st),
+    secrets: core.secrets ? core.secrets.lookupFor(ws.record.org_id) : NO_SECRETS,
+  })
+  st.transformed = out
+  ctx.transformsApplied += out.applied
+  Object.assign(ctx.transformsFailed, out.failed)
+
+  const headers: Record<string, string | string[]> = {}
+  for (const [name, values] of Object.entries(out.headers)) {
+    if (values.length === 0) continue
+    headers[name] = values.length === 1 ? values[0]! : values
+  }
+  st.headers = headers
+  if (out.bodyChanged && out.json !== undefined) st.outgoingBody = Buffer.from(JSON.stringify(out.json))
+
+  if (out.auth.length) await injectCredentials(core, st)
+  return undefined
+}
+
+function hasBodyOnWire(st: RequestState): boolean {
+  const h = st.req.headers
+  return (h['content-length'] !== undefined && h['content-length'] !== '0') || h['transfer-encoding'] !== undefined
+}

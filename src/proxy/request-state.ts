@@ -1,0 +1,93 @@
+// The state one request carries through the phases. Created by the front, read and filled by the
+// phases, closed by the terminal phase.
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { AuditSink } from '../audit/event.js'
+import type { PolicyContext, PolicyRequest, AdmissionResult, SecretLookup, TransformOutput } from '../policy/types.js'
+import type { PlacementLookup } from './credential-injection.js'
+import type { DecisionContext } from './decision.js'
+import type { CapabilityTokens, TokenCheck } from './token.js'
+import type { Upstream } from './upstream.js'
+import type { ActiveWorkspace, ActiveWorkspaces } from './workspaces.js'
+
+/** What the CONNECT front established for every request inside one tunnel. */
+export interface TunnelContext {
+  /** The CONNECT target (normalized hostname) and port: the only place requests in the tunnel go. */
+  host: string
+  port: number
+  /** TLS SNI the client sent, normalized; undefined when it sent none. */
+  sni?: string
+  /** Token verification done once per tunnel, at CONNECT. */
+  token: Promise<TokenCheck>
+}
+
+/** Where a request entered: plain HTTP (absolute URI) or inside an intercepted tunnel. */
+export interface Entry {
+  scheme: 'http' | 'https'
+  host: string
+  port: number
+  tunnel?: TunnelContext
+}
+
+/** Secrets of an org, readable synchronously by transforms (the policy's SecretLookup). */
+export interface SecretsSource {
+  lookupFor(orgId: string): SecretLookup
+  /** Warm the org's secrets before its first request (activation), so lookups stay synchronous. */
+  load(orgId: string): Promise<void>
+}
+
+/** A minted credential placed by provider rules; `undefined` when it cannot be minted. */
+export interface CredentialBroker {
+  mint(orgId: string, credentialName: string, provider: string): Promise<MintedCredential | undefined>
+}
+
+export interface MintedCredential {
+  kind: 'static_token' | 'basic_auth' | 'query_key'
+  /** static_token / query_key: the token; basic_auth: the password. */
+  secret: string
+  username?: string
+}
+
+/** Everything the phases share for the process lifetime. */
+export interface ProxyCore {
+  tokens: CapabilityTokens
+  workspaces: ActiveWorkspaces
+  audit: AuditSink
+  upstream: Upstream
+  secrets?: SecretsSource
+  credentials?: CredentialBroker
+  /** Provider slug → where a minted credential goes (src/policy/auth-providers.ts data). */
+  placements?: PlacementLookup
+  /** Largest request body buffered for inspection; larger bodies that must be inspected are denied. */
+  maxInspectBytes: number
+  /**
+   * Test-only fault seam: called at the start of each phase; a throw there is a fault of the
+   * proxy (internal_error). Never set in production wiring.
+   */
+  faultHook?: (phase: string) => void
+}
+
+export interface RequestState {
+  readonly req: IncomingMessage
+  readonly res: ServerResponse
+  readonly entry: Entry
+  readonly ctx: DecisionContext
+  readonly abort: AbortController
+  workspace?: ActiveWorkspace
+  policyRequest?: PolicyRequest
+  policyContext?: PolicyContext
+  admission?: Exclude<AdmissionResult, { decision: 'deny' }>
+  /** Request headers minus hop-by-hop and proxy headers (lowercase names). */
+  headers: Record<string, string | string[]>
+  /** Buffered body, when a phase needed it. */
+  body?: Buffer
+  /** Parsed JSON body from the body phase. */
+  json?: unknown
+  transformed?: TransformOutput
+  /** Final body to send upstream when a body transform changed it. */
+  outgoingBody?: Buffer
+  /** Size in bytes of the request body as relayed upstream. */
+  requestBytes: number
+  /** Response bytes relayed to the client. */
+  responseBytes: number
+  responseStatus?: number
+}

@@ -1,0 +1,143 @@
+// The phase runner: enforces the order of phases (STYLE.md §4), stops at the first denial, turns
+// thrown faults into `internal_error`, and always ends in the terminal phase, which writes the
+// request's one policy_decision row.
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import { DecisionContext, PolicyDenial, deny, denyBody, type PhaseOutcome } from './decision.js'
+import { forward } from './phases/forward.js'
+import { requestBody } from './phases/request-body.js'
+import { requestHeaders } from './phases/request-headers.js'
+import { terminal } from './phases/terminal.js'
+import { transforms } from './phases/transforms.js'
+import type { Entry, ProxyCore, RequestState } from './request-state.js'
+import { HOP_BY_HOP } from './upstream.js'
+
+/** An upstream that could not be reached or broke mid-response; the policy had allowed it. */
+export class UpstreamFailure extends Error {
+  constructor(readonly code: string, options?: { cause?: unknown }) {
+    super(`upstream ${code}`, options)
+    this.name = 'UpstreamFailure'
+  }
+}
+
+/**
+ * Runs one request through the phases. `preDenial` is the front's verdict for a request that did
+ * not come through it properly (no_scheme); it is still attributed from its token when it has one.
+ */
+export async function runRequest(core: ProxyCore, req: IncomingMessage, res: ServerResponse, entry: Entry, path: string, preDenial?: PolicyDenial): Promise<void> {
+  const ctx = new DecisionContext({ destination: entry.host, method: (req.method ?? 'GET').toUpperCase(), path })
+  const st: RequestState = { req, res, entry, ctx, abort: new AbortController(), headers: forwardableHeaders(req), requestBytes: 0, responseBytes: 0 }
+  res.once('close', () => {
+    if (!res.writableFinished) st.abort.abort()
+  })
+  try {
+    const denial = preDenial ? await attributeOnly(core, st, preDenial) : await admitAndPrepare(core, st)
+    if (denial) {
+      ctx.denial = denial
+      sendDeny(st, denial)
+      return
+    }
+    core.faultHook?.('forward')
+    try {
+      await forward(core, st)
+    } catch (err) {
+      upstreamFailed(st, err)
+    }
+  } catch (err) {
+    // A throw that is not a policy outcome is a fault of the proxy: internal_error, never silence.
+    const denial = err instanceof PolicyDenial ? err : deny('internal_error', {}, 500)
+    ctx.denial = denial
+    if (!res.headersSent) sendDeny(st, denial)
+    else res.destroy()
+  } finally {
+    if (st.workspace) st.workspace.inFlight--
+    await terminal(core, ctx)
+  }
+}
+
+async function admitAndPrepare(core: ProxyCore, st: RequestState): Promise<PhaseOutcome> {
+  const { ctx } = st
+  ctx.phase = 'request_headers'
+  core.faultHook?.('request_headers')
+  let d = await requestHeaders(core, st)
+  if (d) return d
+  ctx.phase = 'request_body'
+  core.faultHook?.('request_body')
+  d = await requestBody(core, st)
+  if (d) return d
+  core.faultHook?.('transforms')
+  d = await transforms(core, st)
+  if (d) return d
+  // Last look before bytes leave: a workspace stopped while we worked must not send anything.
+  if (!st.workspace!.active) return deny('workspace_gone')
+  return undefined
+}
+
+async function attributeOnly(core: ProxyCore, st: RequestState, denial: PolicyDenial): Promise<PolicyDenial> {
+  const auth = st.req.headers['proxy-authorization']
+  const check = await core.tokens.check(Array.isArray(auth) ? auth[0] : auth)
+  if (check.ok) st.ctx.attribution = { ...st.ctx.attribution, org_id: check.claims.org_id, workspace_id: check.claims.workspace_id }
+  return denial
+}
+
+function upstreamFailed(st: RequestState, err: unknown): void {
+  const code = err instanceof UpstreamFailure ? err.code : upstreamCode(err)
+  st.ctx.detail.upstream_error = code
+  if (st.abort.signal.aborted) {
+    st.ctx.detail.client_closed = true
+    return
+  }
+  if (!st.res.headersSent) {
+    const body = JSON.stringify({ error: { code: 'upstream_unavailable', message: `The upstream could not be reached (${code}).` } })
+    st.res.writeHead(502, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) })
+    st.res.end(body)
+  } else {
+    st.res.destroy()
+  }
+}
+
+/** A stable, non-sensitive code for an upstream error (no addresses, no provider text). */
+function upstreamCode(err: unknown): string {
+  const e = err as { code?: string; cause?: { code?: string } }
+  const code = e?.cause?.code ?? e?.code ?? 'error'
+  if (/CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ERR_TLS/.test(code)) return 'tls_verify_failed'
+  if (code === 'ECONNREFUSED') return 'connection_refused'
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'dns_failed'
+  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT') return 'timeout'
+  if (code === 'UND_ERR_SOCKET' || code === 'ECONNRESET' || code === 'ERR_STREAM_PREMATURE_CLOSE') return 'connection_reset'
+  return 'error'
+}
+
+function sendDeny(st: RequestState, denial: PolicyDenial): void {
+  const { res, req } = st
+  if (res.headersSent) {
+    res.destroy()
+    return
+  }
+  const body = denyBody(st.ctx, denial)
+  const headers: Record<string, string | number> = {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(body),
+    'x-corral-deny-reason': denial.reason,
+    'cache-control': 'no-store',
+  }
+  // An unread request body cannot be skipped on a keep-alive connection without reading it all.
+  if (!req.complete) headers.connection = 'close'
+  res.writeHead(denial.status, headers)
+  res.end(body)
+}
+
+/** The request's headers minus hop-by-hop and proxy headers; what policy and upstream see. */
+function forwardableHeaders(req: IncomingMessage): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {}
+  const connectionListed = new Set(
+    String(req.headers.connection ?? '')
+      .split(',')
+      .map((s) => s.trim().toLowerCase())
+      .filter(Boolean),
+  )
+  for (const [k, v] of Object.entries(req.headers)) {
+    if (v === undefined || HOP_BY_HOP.has(k) || connectionListed.has(k)) continue
+    out[k] = v
+  }
+  return out
+}

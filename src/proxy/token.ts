@@ -1,0 +1,110 @@
+// Capability tokens: what a workspace presents in `Proxy-Authorization: Bearer <token>`.
+// A compact JWS (HS256) naming org, workspace and optionally task, with an expiry. The signing
+// key lives in the store's settings so every proxy process on one database agrees; verification
+// is pure CPU (no database round trip). A minted token is a bearer secret: it is never logged,
+// audited or echoed back in a deny body.
+import { randomBytes } from 'node:crypto'
+import { SignJWT, jwtVerify, errors as joseErrors } from 'jose'
+
+export const TOKEN_KEY_SETTING = 'proxy.capability_token_key'
+const ISSUER = 'corral'
+const AUDIENCE = 'corral-proxy'
+const ALG = 'HS256'
+/** Tolerated clock skew between the minting process and the verifying proxy. */
+const CLOCK_TOLERANCE_S = 5
+
+export interface CapabilityClaims {
+  org_id: string
+  workspace_id: string
+  task_id?: string
+  /** Expiry, seconds since the epoch. */
+  exp: number
+}
+
+export type TokenCheck =
+  | { ok: true; claims: CapabilityClaims }
+  /** `expired` carries the claims of a correctly signed token past its expiry, for audit attribution only. */
+  | { ok: false; reason: 'no_token' | 'invalid_token'; expired?: { org_id: string; workspace_id: string } }
+
+/** The slice of the store's settings this module needs (get + atomic set-if-absent). */
+export interface TokenKeySettings {
+  setIfAbsent(key: string, value: string): Promise<unknown>
+  get(key: string): Promise<string | undefined | null>
+}
+
+/** Reads the shared signing key, creating it once; concurrent first starts agree through setIfAbsent. */
+export async function loadTokenKey(settings: TokenKeySettings): Promise<Uint8Array> {
+  await settings.setIfAbsent(TOKEN_KEY_SETTING, randomBytes(32).toString('base64url'))
+  const stored = await settings.get(TOKEN_KEY_SETTING)
+  if (!stored) throw new Error('capability token key missing from settings after setIfAbsent')
+  const key = Buffer.from(stored, 'base64url')
+  if (key.length < 32) throw new Error('capability token key in settings is shorter than 256 bits')
+  return new Uint8Array(key)
+}
+
+export class CapabilityTokens {
+  readonly #key: Uint8Array
+
+  constructor(key: Uint8Array) {
+    this.#key = key
+  }
+
+  async mint(subject: { org_id: string; workspace_id: string; task_id?: string }, ttlSeconds: number): Promise<{ token: string; expires_at: string }> {
+    if (!(ttlSeconds > 0)) throw new RangeError('token ttl must be positive')
+    const exp = Math.floor(Date.now() / 1000) + Math.ceil(ttlSeconds)
+    const claims: Record<string, string> = { org: subject.org_id, ws: subject.workspace_id }
+    if (subject.task_id) claims.task = subject.task_id
+    const token = await new SignJWT(claims)
+      .setProtectedHeader({ alg: ALG, typ: 'corral-cap+jwt' })
+      .setIssuer(ISSUER)
+      .setAudience(AUDIENCE)
+      .setIssuedAt()
+      .setExpirationTime(exp)
+      .sign(this.#key)
+    return { token, expires_at: new Date(exp * 1000).toISOString() }
+  }
+
+  /** Checks a `Proxy-Authorization` header value. Never throws. */
+  async check(header: string | undefined): Promise<TokenCheck> {
+    const token = bearer(header)
+    if (token === undefined) return { ok: false, reason: 'no_token' }
+    try {
+      const { payload } = await jwtVerify(token, this.#key, {
+        issuer: ISSUER,
+        audience: AUDIENCE,
+        algorithms: [ALG],
+        requiredClaims: ['exp', 'org', 'ws'],
+        clockTolerance: CLOCK_TOLERANCE_S,
+      })
+      const { org, ws, task, exp } = payload as Record<string, unknown>
+      if (typeof org !== 'string' || typeof ws !== 'string' || (task !== undefined && typeof task !== 'string') || typeof exp !== 'number') {
+        return { ok: false, reason: 'invalid_token' }
+      }
+      return { ok: true, claims: { org_id: org, workspace_id: ws, ...(task ? { task_id: task } : {}), exp } }
+    } catch (err) {
+      // Bad signature, wrong alg, expired, malformed: all one outcome, by design. Only an expired
+      // token has a verified signature, so only its claims may attribute the deny row.
+      if (err instanceof joseErrors.JWTExpired) {
+        const { org, ws } = err.payload as Record<string, unknown>
+        if (typeof org === 'string' && typeof ws === 'string') return { ok: false, reason: 'invalid_token', expired: { org_id: org, workspace_id: ws } }
+      }
+      return { ok: false, reason: 'invalid_token' }
+    }
+  }
+}
+
+/** `Bearer <token>` (scheme case-insensitive); `Basic` with the token as password is accepted too,
+ * because many HTTP clients can only put credentials into the proxy URL (`http://x:TOKEN@proxy`). */
+function bearer(header: string | undefined): string | undefined {
+  if (!header) return undefined
+  const m = /^\s*(\S+)\s+(\S+)\s*$/.exec(header)
+  if (!m) return header.trim() === '' ? undefined : '' // present but malformed → invalid_token
+  const scheme = m[1]!.toLowerCase()
+  if (scheme === 'bearer') return m[2]!
+  if (scheme === 'basic') {
+    const decoded = Buffer.from(m[2]!, 'base64').toString('utf8')
+    const colon = decoded.indexOf(':')
+    return colon >= 0 ? decoded.slice(colon + 1) : decoded
+  }
+  return ''
+}
