@@ -1,0 +1,245 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { closeSync, openSync } from 'node:fs'
+import { access, copyFile, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
+import { createInterface } from 'node:readline'
+import type { Readable } from 'node:stream'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { join } from 'node:path'
+import { RuntimeError } from './errors.js'
+import { RuntimeLayout } from './layout.js'
+import { ProxyBridge } from './proxy-bridge.js'
+import type {
+  AgentExit, AgentLaunch, AgentProcess, ProvisionSpec, RuntimeCheck, RuntimeKind, RuntimeOptions, SnapshotFileEntry,
+  SnapshotReason, SnapshotRecord, WorkspaceHandle, WorkspaceRuntime, WorkspaceStatus,
+} from './runtime.js'
+import { SANDBOX_INIT_SOURCE } from './sandbox-init.js'
+import { SnapshotStore } from './snapshot-store.js'
+
+/** What a driver runs on the host to start a workspace's init (bwrap …, or node directly). */
+export interface LaunchPlan {
+  file: string
+  args: string[]
+  env: Record<string, string>
+}
+
+interface Running {
+  child: ChildProcess
+  bridge: ProxyBridge | null
+  exited: Promise<AgentExit>
+}
+
+/** Files every workspace shares, written once per runtime start. */
+export interface SharedFiles {
+  init: string
+  passwd: string
+  group: string
+  /** The corral CA alone (NODE_EXTRA_CA_CERTS) and the system bundle plus it (OpenSSL tools). */
+  ca: string | null
+  caBundle: string | null
+}
+
+const SYSTEM_BUNDLES = ['/etc/ssl/certs/ca-certificates.crt', '/etc/pki/tls/certs/ca-bundle.crt', '/etc/ssl/cert.pem']
+
+/**
+ * Workspaces as directories on this host: the part both drivers share (layout, snapshots, the
+ * agent's lifecycle and logs). A driver says how to start the init process (`plan`) and whether
+ * the workspace reaches the proxy through the unix-socket bridge.
+ */
+export abstract class DirectoryRuntime implements WorkspaceRuntime {
+  abstract readonly kind: RuntimeKind
+  abstract readonly isolated: boolean
+  protected readonly layout: RuntimeLayout
+  protected readonly options: Readonly<RuntimeOptions>
+  protected readonly warn: (line: string) => void
+  readonly #running = new Map<string, Running>()
+  #shared: Promise<SharedFiles> | null = null
+
+  constructor(options: RuntimeOptions) {
+    this.options = Object.freeze({ ...options })
+    this.layout = new RuntimeLayout(options.root)
+    this.warn = options.warn ?? ((line) => process.stderr.write(`${line}\n`))
+  }
+
+  abstract check(): Promise<RuntimeCheck>
+  protected abstract readonly usesBridge: boolean
+  protected abstract plan(workspaceId: string, launch: AgentLaunch, shared: SharedFiles): LaunchPlan
+
+  async provision(spec: ProvisionSpec): Promise<WorkspaceHandle> {
+    const dir = this.layout.workspace(spec.workspaceId)
+    const dataDir = this.layout.data(spec.workspaceId)
+    const provisionFile = join(dir, 'provision.json')
+    // Re-adoption after a crash of serve: a workspace whose data dir exists was fully provisioned
+    // (the dir only appears by rename once a fork's restore has finished).
+    if (await exists(dataDir)) {
+      const saved = JSON.parse(await readFile(provisionFile, 'utf8').catch(() => '{}')) as { restoredFrom?: SnapshotRecord | null }
+      return { workspaceId: spec.workspaceId, dataDir, restoredFrom: saved.restoredFrom ?? null }
+    }
+    await mkdir(join(dir, 'logs'), { recursive: true })
+    let restoredFrom: SnapshotRecord | null = null
+    const partial = `${dataDir}.partial`
+    await rm(partial, { recursive: true, force: true })
+    await mkdir(partial, { mode: 0o755 })
+    if (spec.forkFrom && spec.forkFrom.taskCount > 0) {
+      const parent = this.#snapshotStore(spec.forkFrom.workspaceId)
+      restoredFrom = await parent.at(spec.forkFrom.taskCount)
+      if (!restoredFrom) {
+        await rm(partial, { recursive: true, force: true })
+        throw new RuntimeError('not_found',
+          `workspace ${spec.forkFrom.workspaceId} has no snapshot taken after ${spec.forkFrom.taskCount} tasks`,
+          { workspace_id: spec.forkFrom.workspaceId, fork_point_task_count: spec.forkFrom.taskCount })
+      }
+      await parent.restore(restoredFrom, partial)
+    }
+    await writeFile(provisionFile, JSON.stringify({ restoredFrom }))
+    await rename(partial, dataDir)
+    return { workspaceId: spec.workspaceId, dataDir, restoredFrom }
+  }
+
+  async startAgent(workspaceId: string, launch: AgentLaunch): Promise<AgentProcess> {
+    const dataDir = this.layout.data(workspaceId)
+    if (!(await exists(dataDir))) throw new RuntimeError('workspace_not_found', `workspace ${workspaceId} is not provisioned`)
+    if (this.#running.has(workspaceId)) throw new RuntimeError('agent_running', `an agent already runs in workspace ${workspaceId}`)
+    if (launch.command.length === 0) throw new RuntimeError('runtime_unavailable', 'empty agent command')
+    const shared = await this.#sharedFiles()
+    await rm(this.layout.stoppedMarker(workspaceId), { force: true })
+    const bridge = this.usesBridge ? await ProxyBridge.open(this.layout.socket(workspaceId), this.options.proxy) : null
+    const plan = this.plan(workspaceId, launch, shared)
+    const logPath = this.layout.logs(workspaceId)
+    await mkdir(join(this.layout.workspace(workspaceId), 'logs'), { recursive: true })
+    const log = openSync(logPath, 'a')
+    let child: ChildProcess
+    try {
+      // The environment goes through env, never argv: argv is world-readable in /proc.
+      child = spawn(plan.file, plan.args, { env: plan.env, stdio: ['pipe', log, log, 'pipe'] })
+    } finally {
+      closeSync(log)
+    }
+    const exited = new Promise<AgentExit>((resolve) => {
+      child.once('close', (code, signal) => resolve({ code, signal }))
+    })
+    const running: Running = { child, bridge, exited }
+    this.#running.set(workspaceId, running)
+    void exited.then(async () => {
+      this.#running.delete(workspaceId)
+      await bridge?.close()
+    })
+    child.stdin?.on('error', () => {}) // a sandbox that died first makes the stop request's EPIPE moot
+
+    const started = await waitForSpawn(child.stdio[3] as Readable, exited)
+    if (!started.ok) {
+      const tail = (await readFile(logPath, 'utf8').catch(() => '')).trim().split('\n').slice(-5).join(' | ')
+      throw new RuntimeError('runtime_unavailable',
+        `agent of workspace ${workspaceId} did not start: ${started.reason}${tail ? ` (log: ${tail})` : ''}`)
+    }
+    return { workspaceId, pid: child.pid ?? -1, exited, logPath }
+  }
+
+  async stopAgent(workspaceId: string): Promise<void> {
+    const running = this.#running.get(workspaceId)
+    if (!running) return
+    running.child.stdin?.end()
+    const grace = (this.options.stopGraceMs ?? 5000) + 2000
+    const timer = sleep(grace, 'timeout' as const, { ref: false })
+    if ((await Promise.race([running.exited, timer])) === 'timeout') running.child.kill('SIGKILL')
+    await running.exited
+  }
+
+  async snapshot(workspaceId: string, taskCount: number, reason: SnapshotReason): Promise<SnapshotRecord> {
+    const dataDir = this.layout.data(workspaceId)
+    if (!(await exists(dataDir))) throw new RuntimeError('workspace_not_found', `workspace ${workspaceId} is not provisioned`)
+    return this.#snapshotStore(workspaceId).create(dataDir, taskCount, reason)
+  }
+
+  async stop(workspaceId: string, taskCount: number): Promise<SnapshotRecord> {
+    await this.stopAgent(workspaceId)
+    const record = await this.snapshot(workspaceId, taskCount, 'stop')
+    await writeFile(this.layout.stoppedMarker(workspaceId), record.ref)
+    return record
+  }
+
+  snapshotAt(workspaceId: string, taskCount: number): Promise<SnapshotRecord | null> {
+    return this.#snapshotStore(workspaceId).at(taskCount)
+  }
+
+  snapshots(workspaceId: string): Promise<SnapshotRecord[]> {
+    return this.#snapshotStore(workspaceId).list()
+  }
+
+  async listSnapshotFiles(workspaceId: string, ref?: string): Promise<SnapshotFileEntry[]> {
+    const store = this.#snapshotStore(workspaceId)
+    return store.files(await store.get(ref))
+  }
+
+  async status(workspaceId: string): Promise<WorkspaceStatus> {
+    const snapshots = (await this.snapshots(workspaceId)).length
+    const running = this.#running.get(workspaceId)
+    if (running) return { workspaceId, phase: 'running', pid: running.child.pid, snapshots }
+    if (!(await exists(this.layout.data(workspaceId)))) return { workspaceId, phase: 'absent', snapshots }
+    const stopped = await exists(this.layout.stoppedMarker(workspaceId))
+    return { workspaceId, phase: stopped ? 'stopped' : 'ready', snapshots }
+  }
+
+  async remove(workspaceId: string): Promise<void> {
+    await this.stopAgent(workspaceId)
+    await rm(this.layout.workspace(workspaceId), { recursive: true, force: true })
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.#running.keys()].map((id) => this.stopAgent(id)))
+  }
+
+  #snapshotStore(workspaceId: string): SnapshotStore {
+    return new SnapshotStore(this.layout.snapshots(workspaceId), workspaceId)
+  }
+
+  #sharedFiles(): Promise<SharedFiles> {
+    this.#shared ??= this.#writeShared()
+    return this.#shared
+  }
+
+  async #writeShared(): Promise<SharedFiles> {
+    const dir = this.layout.shared
+    await mkdir(dir, { recursive: true })
+    const init = join(dir, 'init.mjs')
+    await writeFile(init, SANDBOX_INIT_SOURCE)
+    // The agent's identity inside the user namespace (uid/gid 1000), so tools that look the
+    // user up (ssh, git, pip) find one.
+    const passwd = join(dir, 'passwd')
+    await writeFile(passwd, 'root:x:0:0:root:/root:/usr/sbin/nologin\nagent:x:1000:1000:corral agent:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n')
+    const group = join(dir, 'group')
+    await writeFile(group, 'root:x:0:\nagent:x:1000:\nnogroup:x:65534:\n')
+    let ca: string | null = null
+    let caBundle: string | null = null
+    if (this.options.caCertPath) {
+      ca = join(dir, 'corral-ca.pem')
+      await copyFile(this.options.caCertPath, ca)
+      const corral = await readFile(ca, 'utf8')
+      let system = ''
+      for (const candidate of SYSTEM_BUNDLES) {
+        system = await readFile(candidate, 'utf8').catch(() => '')
+        if (system) break
+      }
+      caBundle = join(dir, 'ca-bundle.pem')
+      await writeFile(caBundle, `${system.trimEnd()}\n${corral.trimEnd()}\n`)
+    }
+    return { init, passwd, group, ca, caBundle }
+  }
+}
+
+async function exists(path: string): Promise<boolean> {
+  return access(path).then(() => true, () => false)
+}
+
+/** Waits for the init's `spawned <pid>` line on fd 3, or for it to fail or exit first. */
+async function waitForSpawn(status: Readable, exited: Promise<AgentExit>): Promise<{ ok: true } | { ok: false; reason: string }> {
+  const lines = createInterface({ input: status })
+  const first = once(lines, 'line').then(([line]) => String(line))
+  const result = await Promise.race([first, exited.then((e) => e)])
+  lines.close()
+  if (typeof result === 'string') {
+    if (result.startsWith('spawned')) return { ok: true }
+    return { ok: false, reason: result.replace(/^failed /, '') }
+  }
+  return { ok: false, reason: `sandbox exited before the agent started (code ${result.code}, signal ${result.signal})` }
+}

@@ -1,0 +1,20 @@
+import { CorralError } from '../errors.js'
+
+// Runtime failures that reach the API keep the spec's codes where the spec names one
+// (`workspace_not_found`, not found for a missing snapshot); the others are runtime faults.
+export const RUNTIME_ERROR_CODES = ['workspace_not_found', 'not_found', 'agent_running', 'runtime_unavailable'] as const
+export type RuntimeErrorCode = (typeof RUNTIME_ERROR_CODES)[number]
+
+const STATUS: Record<RuntimeErrorCode, number> = {
+  workspace_not_found: 404,
+  not_found: 404,
+  agent_running: 409,
+  runtime_unavailable: 503,
+}
+
+export class RuntimeError extends CorralError {
+  constructor(code: RuntimeErrorCode, message: string, details?: Record<string, unknown>, options?: { cause?: unknown }) {
+    super(code, message, STATUS[code], details, options)
+    this.name = 'RuntimeError'
+  }
+}

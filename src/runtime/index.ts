@@ -1,0 +1,14 @@
+// The runtime's public surface: the contract, the two drivers and a factory for `serve --runtime`.
+import { LocalRuntime, type LocalRuntimeOptions } from './local-runtime.js'
+import { ProcessRuntime } from './process-runtime.js'
+import type { RuntimeKind, WorkspaceRuntime } from './runtime.js'
+
+export * from './runtime.js'
+export { RuntimeError } from './errors.js'
+export { defaultAgentCommand } from './layout.js'
+export { LocalRuntime, type LocalRuntimeOptions } from './local-runtime.js'
+export { NO_ISOLATION_WARNING, ProcessRuntime } from './process-runtime.js'
+
+export function createRuntime(kind: RuntimeKind, options: LocalRuntimeOptions): WorkspaceRuntime {
+  return kind === 'local' ? new LocalRuntime(options) : new ProcessRuntime(options)
+}

@@ -1,0 +1,134 @@
+import { execFile } from 'node:child_process'
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { DirectoryRuntime, type LaunchPlan, type SharedFiles } from './directory-runtime.js'
+import { packageRoot } from './layout.js'
+import type { AgentLaunch, RuntimeCheck, RuntimeOptions } from './runtime.js'
+import {
+  bwrapArgs, nestedIn, nodePrefix, SANDBOX_CA, SANDBOX_CA_BUNDLE, SANDBOX_DATA, SANDBOX_INIT, SANDBOX_PROXY_PORT,
+  SANDBOX_PROXY_SOCKET, type SandboxMounts,
+} from './sandbox-args.js'
+
+const run = promisify(execFile)
+
+export interface LocalRuntimeOptions extends RuntimeOptions {
+  /** The bubblewrap binary; default `bwrap` from PATH. */
+  bwrap?: string
+  /** More host paths the agent needs read-only at the same place (a pack's agent, a toolchain). */
+  readOnlyPaths?: readonly string[]
+}
+
+/**
+ * The `local` driver: each workspace's agent runs under bubblewrap in its own user, PID and network
+ * namespaces. Its only network is loopback; HTTPS_PROXY points at the init's forwarder on
+ * 127.0.0.1:3128, which relays through a bind-mounted unix socket to the host's ProxyBridge and on
+ * to the policy proxy. An agent that ignores the proxy variables has nowhere to connect to.
+ */
+export class LocalRuntime extends DirectoryRuntime {
+  readonly kind = 'local' as const
+  readonly isolated = true
+  protected readonly usesBridge = true
+  readonly #bwrap: string
+  readonly #readOnly: string[]
+  #disableUserns = false
+
+  constructor(options: LocalRuntimeOptions) {
+    super(options)
+    this.#bwrap = options.bwrap ?? 'bwrap'
+    this.#readOnly = [packageRoot(), nodePrefix(), ...(options.readOnlyPaths ?? [])]
+  }
+
+  /**
+   * A real trial: starts a sandbox exactly as a workspace would be started (minus the bridge) and
+   * runs node in it. Reports what is missing in words a person can act on.
+   */
+  async check(): Promise<RuntimeCheck> {
+    const problems: string[] = []
+    let help = ''
+    try {
+      await run(this.#bwrap, ['--version'])
+      help = (await run(this.#bwrap, ['--help']).catch((e: { stdout?: string }) => ({ stdout: e.stdout ?? '' }))).stdout
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code
+      problems.push(code === 'ENOENT'
+        ? `bubblewrap is not installed (no ${this.#bwrap} on PATH): install the distribution's package (apt-get install bubblewrap, dnf install bubblewrap) or start with --runtime process, which runs agents WITHOUT isolation`
+        : `${this.#bwrap} --version failed: ${(err as Error).message}`)
+      return { ok: false, problems, warnings: [] }
+    }
+    this.#disableUserns = help.includes('--disable-userns')
+    const scratch = await mkdtemp(join(tmpdir(), 'corral-bwrap-check-'))
+    try {
+      const args = bwrapArgs(this.#mounts(scratch, '/dev/null', '/dev/null', null), [
+        process.execPath, '-e',
+        "require('fs').writeFileSync('/data/ok', String(process.getuid()))",
+      ])
+      // The trial binds /dev/null where the socket and init go: it checks namespaces and mounts only.
+      await run(this.#bwrap, args, { env: { PATH: '/usr/bin:/bin' }, timeout: 20_000 })
+      const uid = await readFile(join(scratch, 'ok'), 'utf8')
+      if (uid !== '1000') problems.push(`the sandbox runs as uid ${uid}, expected 1000 (is bwrap installed setuid?)`)
+    } catch (err) {
+      const stderr = String((err as { stderr?: string }).stderr ?? (err as Error).message).trim()
+      problems.push(`bubblewrap cannot create a sandbox here: ${stderr}. ${userNamespaceHint(stderr)}`.trim())
+    } finally {
+      await rm(scratch, { recursive: true, force: true })
+    }
+    return { ok: problems.length === 0, problems, warnings: [] }
+  }
+
+  protected plan(workspaceId: string, launch: AgentLaunch, shared: SharedFiles): LaunchPlan {
+    const mounts = this.#mounts(this.layout.data(workspaceId), shared.init, this.layout.socket(workspaceId), shared)
+    const proxyUrl = `http://127.0.0.1:${SANDBOX_PROXY_PORT}`
+    const env: Record<string, string> = {
+      PATH: '/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin',
+      HOME: '/tmp',
+      USER: 'agent',
+      LOGNAME: 'agent',
+      LANG: 'C.UTF-8',
+      HTTPS_PROXY: proxyUrl,
+      HTTP_PROXY: proxyUrl,
+      https_proxy: proxyUrl,
+      http_proxy: proxyUrl,
+      NO_PROXY: '',
+      no_proxy: '',
+      CORRAL_WORKSPACE_ID: workspaceId,
+      CORRAL_WORKSPACE_DIR: SANDBOX_DATA,
+      CORRAL_PROXY_URL: proxyUrl,
+      ...(shared.ca ? { NODE_EXTRA_CA_CERTS: SANDBOX_CA, CORRAL_CA_FILE: SANDBOX_CA } : {}),
+      ...(shared.caBundle
+        ? { SSL_CERT_FILE: SANDBOX_CA_BUNDLE, CURL_CA_BUNDLE: SANDBOX_CA_BUNDLE, REQUESTS_CA_BUNDLE: SANDBOX_CA_BUNDLE, GIT_SSL_CAINFO: SANDBOX_CA_BUNDLE }
+        : {}),
+      ...launch.env,
+      CORRAL_PROXY_TOKEN: launch.proxyToken,
+      // Read by the init only; it removes them from the agent's environment.
+      CORRAL_BRIDGE_SOCKET: SANDBOX_PROXY_SOCKET,
+      CORRAL_BRIDGE_PORT: String(SANDBOX_PROXY_PORT),
+      CORRAL_STOP_GRACE_MS: String(this.options.stopGraceMs ?? 5000),
+    }
+    return { file: this.#bwrap, args: bwrapArgs(mounts, [process.execPath, SANDBOX_INIT, ...launch.command]), env }
+  }
+
+  #mounts(dataDir: string, init: string, proxySocket: string, shared: SharedFiles | null): SandboxMounts {
+    return {
+      dataDir,
+      init,
+      passwd: shared?.passwd ?? '/dev/null',
+      group: shared?.group ?? '/dev/null',
+      proxySocket,
+      ca: shared?.ca ?? null,
+      caBundle: shared?.caBundle ?? null,
+      readOnly: this.#readOnly,
+      // Other workspaces' data must stay invisible even though the corral package is bound.
+      hide: nestedIn([this.layout.root, this.layout.sockets], this.#readOnly),
+      disableUserns: this.#disableUserns,
+    }
+  }
+}
+
+function userNamespaceHint(stderr: string): string {
+  if (/uid map|user namespace|Operation not permitted|No permissions to create/i.test(stderr)) {
+    return 'Unprivileged user namespaces look disabled: enable them (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04+ also kernel.apparmor_restrict_unprivileged_userns=0, or an AppArmor profile for bwrap), or start with --runtime process, which runs agents WITHOUT isolation.'
+  }
+  return ''
+}

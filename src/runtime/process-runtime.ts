@@ -1,0 +1,55 @@
+import { DirectoryRuntime, type LaunchPlan, type SharedFiles } from './directory-runtime.js'
+import type { AgentLaunch, RuntimeCheck, RuntimeOptions } from './runtime.js'
+
+export const NO_ISOLATION_WARNING =
+  'WARNING: --runtime process runs every agent as a plain child process of corral serve, with its user, ' +
+  'its files and its network. Nothing forces traffic through the policy proxy: an agent that ignores ' +
+  'HTTPS_PROXY bypasses policy and audit. Use it only on a trusted development machine without bubblewrap.'
+
+/**
+ * The `process` driver: no sandbox. The agent runs on the host with /data being the workspace
+ * directory's real path and the proxy variables pointing straight at the proxy. Same lifecycle,
+ * snapshots and logs as `local`, so everything but isolation can be used where bwrap cannot run.
+ */
+export class ProcessRuntime extends DirectoryRuntime {
+  readonly kind = 'process' as const
+  readonly isolated = false
+  protected readonly usesBridge = false
+
+  constructor(options: RuntimeOptions) {
+    super(options)
+    this.warn(NO_ISOLATION_WARNING)
+  }
+
+  async check(): Promise<RuntimeCheck> {
+    return { ok: true, problems: [], warnings: [NO_ISOLATION_WARNING] }
+  }
+
+  protected plan(workspaceId: string, launch: AgentLaunch, shared: SharedFiles): LaunchPlan {
+    const { host, port } = this.options.proxy
+    const proxyUrl = `http://${host.includes(':') ? `[${host}]` : host}:${port}`
+    const dataDir = this.layout.data(workspaceId)
+    const env: Record<string, string> = {
+      PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
+      HOME: process.env.HOME ?? dataDir,
+      LANG: process.env.LANG ?? 'C.UTF-8',
+      HTTPS_PROXY: proxyUrl,
+      HTTP_PROXY: proxyUrl,
+      https_proxy: proxyUrl,
+      http_proxy: proxyUrl,
+      NO_PROXY: '',
+      no_proxy: '',
+      CORRAL_WORKSPACE_ID: workspaceId,
+      CORRAL_WORKSPACE_DIR: dataDir,
+      CORRAL_PROXY_URL: proxyUrl,
+      ...(shared.ca ? { NODE_EXTRA_CA_CERTS: shared.ca, CORRAL_CA_FILE: shared.ca } : {}),
+      ...(shared.caBundle
+        ? { SSL_CERT_FILE: shared.caBundle, CURL_CA_BUNDLE: shared.caBundle, REQUESTS_CA_BUNDLE: shared.caBundle, GIT_SSL_CAINFO: shared.caBundle }
+        : {}),
+      ...launch.env,
+      CORRAL_PROXY_TOKEN: launch.proxyToken,
+      CORRAL_STOP_GRACE_MS: String(this.options.stopGraceMs ?? 5000),
+    }
+    return { file: process.execPath, args: [shared.init, ...launch.command], env }
+  }
+}

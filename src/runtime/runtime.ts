@@ -1,0 +1,133 @@
+// The workspace runtime contract (DESIGN.md "Workspaces"). The control plane owns workspace and task
+// state; a runtime only owns what lives on the machine: the workspace's /data directory, the agent
+// process and its sandbox, the bridge to the outbound proxy, and the snapshots (tars of /data). A
+// driver never decides state transitions: it does what it is told and reports what it sees.
+
+export const RUNTIME_KINDS = ['local', 'process'] as const
+export type RuntimeKind = (typeof RUNTIME_KINDS)[number]
+
+/** Where agents' outbound traffic goes: the policy proxy's TCP listener on the host. */
+export interface ProxyAddress {
+  host: string
+  port: number
+}
+
+export interface RuntimeOptions {
+  /** Root directory of the runtime's state (workspace dirs, snapshots). Usually `<data dir>/runtime`. */
+  root: string
+  proxy: ProxyAddress
+  /** PEM file of the corral CA, trusted inside every workspace (the proxy mints leaf certificates from it). */
+  caCertPath?: string
+  /** Diagnostics that a person should see (missing bubblewrap, no isolation); defaults to stderr. */
+  warn?: (line: string) => void
+  /** How long an agent gets between the stop request and SIGKILL. Default 5000 ms. */
+  stopGraceMs?: number
+}
+
+/** Result of the start-up check: `ok` false means the driver cannot run workspaces here. */
+export interface RuntimeCheck {
+  ok: boolean
+  /** Plain-language lines: what is missing and how to fix it, or why the mode is unsafe. */
+  problems: string[]
+  warnings: string[]
+}
+
+export interface ProvisionSpec {
+  workspaceId: string
+  /** Start from a parent's snapshot instead of an empty /data (a fork). */
+  forkFrom?: { workspaceId: string; taskCount: number }
+}
+
+export interface WorkspaceHandle {
+  readonly workspaceId: string
+  /** Host path of the directory mounted as /data inside the workspace. */
+  readonly dataDir: string
+  /** The snapshot a fork was restored from; null for an empty start (including a fork at 0). */
+  readonly restoredFrom: SnapshotRecord | null
+}
+
+export interface AgentLaunch {
+  /** argv run inside the workspace, e.g. `[node, corral/bin/run.js, 'agent']` or a pack's agent. */
+  command: readonly string[]
+  /** The capability token; exported as CORRAL_PROXY_TOKEN (sent as `Proxy-Authorization: Bearer`). */
+  proxyToken: string
+  /** Extra environment for the agent (task source, provider, model settings). Never logged. */
+  env?: Readonly<Record<string, string>>
+}
+
+export interface AgentExit {
+  code: number | null
+  signal: NodeJS.Signals | null
+}
+
+export interface AgentProcess {
+  readonly workspaceId: string
+  /** Host pid of the process that owns the workspace's sandbox (bwrap, or the init in process mode). */
+  readonly pid: number
+  /** Resolves when the agent and its sandbox are gone. */
+  readonly exited: Promise<AgentExit>
+  /** Host path of the agent's combined stdout/stderr log. */
+  readonly logPath: string
+}
+
+export type SnapshotReason = 'task' | 'stop'
+
+export interface SnapshotRecord {
+  /** Opaque reference, stable for the life of the workspace's snapshots (`fork_source_snapshot_ref`). */
+  ref: string
+  workspaceId: string
+  /** Completed tasks in the workspace when the snapshot was taken. */
+  taskCount: number
+  reason: SnapshotReason
+  createdAt: string
+  sizeBytes: number
+}
+
+/** One entry of a snapshot listing (control-plane.md "Snapshot file entry"). */
+export interface SnapshotFileEntry {
+  path: string
+  size: number
+  is_dir: boolean
+  /** Unix-epoch seconds with fractional milliseconds. */
+  mtime: number
+  readonly: boolean
+  mime_type?: string
+}
+
+export type WorkspacePhase = 'absent' | 'ready' | 'running' | 'stopped'
+
+export interface WorkspaceStatus {
+  workspaceId: string
+  phase: WorkspacePhase
+  /** Set while an agent runs. */
+  pid?: number
+  snapshots: number
+}
+
+export interface WorkspaceRuntime {
+  readonly kind: RuntimeKind
+  /** False for the `process` driver: agents there run with the privileges of `corral serve`. */
+  readonly isolated: boolean
+  /** A real trial run of the driver's sandbox; call at start and refuse to serve when not ok. */
+  check(): Promise<RuntimeCheck>
+  /** Creates (or, after a crash, re-adopts) the workspace directory; restores a fork's snapshot. */
+  provision(spec: ProvisionSpec): Promise<WorkspaceHandle>
+  /** Starts the agent inside the workspace; at most one agent per workspace at a time. */
+  startAgent(workspaceId: string, launch: AgentLaunch): Promise<AgentProcess>
+  /** Ends the running agent (grace period, then SIGKILL); resolves when it is gone. No-op when none runs. */
+  stopAgent(workspaceId: string): Promise<void>
+  /** Archives /data now, recorded with the number of completed tasks. */
+  snapshot(workspaceId: string, taskCount: number, reason: SnapshotReason): Promise<SnapshotRecord>
+  /** Stops the agent, takes the stop snapshot and tears the sandbox down; /data stays for a restart. */
+  stop(workspaceId: string, taskCount: number): Promise<SnapshotRecord>
+  /** The snapshot a fork at `taskCount` restores: the one taken right after that many tasks. */
+  snapshotAt(workspaceId: string, taskCount: number): Promise<SnapshotRecord | null>
+  snapshots(workspaceId: string): Promise<SnapshotRecord[]>
+  /** Reads the archive's headers only (no unpacking). Latest snapshot unless `ref` is given. */
+  listSnapshotFiles(workspaceId: string, ref?: string): Promise<SnapshotFileEntry[]>
+  status(workspaceId: string): Promise<WorkspaceStatus>
+  /** Deletes the workspace directory and its snapshots (after archive retention, not on stop). */
+  remove(workspaceId: string): Promise<void>
+  /** Stops every running agent (without snapshots) and closes bridges. */
+  close(): Promise<void>
+}

@@ -1,0 +1,90 @@
+import { existsSync, lstatSync, readlinkSync } from 'node:fs'
+import { dirname, relative, sep } from 'node:path'
+
+/** Inside-the-sandbox paths (the contract the agent sees). */
+export const SANDBOX_DATA = '/data'
+export const SANDBOX_RUN = '/run/corral'
+export const SANDBOX_PROXY_SOCKET = `${SANDBOX_RUN}/proxy.sock`
+export const SANDBOX_INIT = `${SANDBOX_RUN}/init.mjs`
+export const SANDBOX_CA = `${SANDBOX_RUN}/corral-ca.pem`
+export const SANDBOX_CA_BUNDLE = `${SANDBOX_RUN}/ca-bundle.pem`
+/** The loopback port the in-sandbox forwarder listens on; each sandbox has its own loopback. */
+export const SANDBOX_PROXY_PORT = 3128
+/** The agent's uid/gid inside the user namespace: never root, so it holds no capability there either. */
+export const SANDBOX_UID = 1000
+
+/** System directories bound read-only. Merged-/usr distributions have symlinks for the top-level ones. */
+const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib64', '/lib32', '/libx32', '/opt']
+/**
+ * Only these parts of /etc: the host's /etc holds secrets (shadow, ssh host keys, corral's own
+ * config) that the sandbox uid, mapped to the user running corral, could otherwise read.
+ */
+const ETC_ENTRIES = [
+  'ssl', 'ca-certificates', 'pki', 'alternatives', 'ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'localtime',
+  'nsswitch.conf', 'hosts', 'host.conf', 'protocols', 'services', 'mime.types', 'os-release', 'debian_version',
+  'profile', 'bash.bashrc', 'inputrc', 'gitconfig', 'timezone', 'magic', 'papersize',
+]
+
+export interface SandboxMounts {
+  dataDir: string
+  init: string
+  passwd: string
+  group: string
+  proxySocket: string
+  ca: string | null
+  caBundle: string | null
+  /** Host paths made visible read-only at the same place (the corral package, the node install). */
+  readOnly: readonly string[]
+  /** Host directories hidden under an empty tmpfs (the runtime root, when it lies inside a read-only path). */
+  hide: readonly string[]
+  disableUserns: boolean
+}
+
+/**
+ * The bubblewrap argv for one workspace: fresh user, PID, network, IPC, UTS and cgroup namespaces
+ * (`--unshare-all` without `--share-net`, so only a loopback interface exists), read-only system
+ * dirs, private /tmp, /dev and /proc, the workspace at /data, and the proxy socket, init and CA
+ * under /run/corral. The environment is not here: it is passed to bwrap itself, which hands it on.
+ */
+export function bwrapArgs(m: SandboxMounts, command: readonly string[]): string[] {
+  const args: string[] = [
+    '--unshare-all', '--unshare-user', '--uid', String(SANDBOX_UID), '--gid', String(SANDBOX_UID),
+    '--hostname', 'corral', '--die-with-parent', '--new-session', '--cap-drop', 'ALL',
+  ]
+  if (m.disableUserns) args.push('--disable-userns')
+  for (const dir of SYSTEM_DIRS) {
+    if (!existsSync(dir)) continue
+    const st = lstatSync(dir)
+    if (st.isSymbolicLink()) args.push('--symlink', readlinkSync(dir), dir)
+    else args.push('--ro-bind', dir, dir)
+  }
+  args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--dir', '/etc')
+  for (const entry of ETC_ENTRIES) args.push('--ro-bind-try', `/etc/${entry}`, `/etc/${entry}`)
+  args.push('--ro-bind', m.passwd, '/etc/passwd', '--ro-bind', m.group, '/etc/group')
+  for (const path of m.readOnly) {
+    if (SYSTEM_DIRS.some((d) => path === d || path.startsWith(`${d}${sep}`))) continue
+    args.push('--ro-bind', path, path)
+  }
+  for (const path of m.hide) args.push('--tmpfs', path)
+  args.push('--bind', m.dataDir, SANDBOX_DATA)
+  args.push('--dir', SANDBOX_RUN, '--ro-bind', m.init, SANDBOX_INIT, '--ro-bind', m.proxySocket, SANDBOX_PROXY_SOCKET)
+  if (m.ca) args.push('--ro-bind', m.ca, SANDBOX_CA)
+  if (m.caBundle) args.push('--ro-bind', m.caBundle, SANDBOX_CA_BUNDLE)
+  // Everything not mounted above lives on bwrap's scratch root; freeze it so /data and /tmp are the
+  // only writable places.
+  args.push('--remount-ro', '/', '--chdir', SANDBOX_DATA, '--', ...command)
+  return args
+}
+
+/** Paths of `hide` that lie inside one of `readOnly` (only those need hiding). */
+export function nestedIn(paths: readonly string[], parents: readonly string[]): string[] {
+  return paths.filter((p) => parents.some((parent) => {
+    const rel = relative(parent, p)
+    return rel === '' || (!rel.startsWith('..') && !rel.startsWith(sep))
+  }))
+}
+
+/** The install prefix of the node binary (e.g. /usr or ~/.nvm/versions/node/v20), bound read-only. */
+export function nodePrefix(execPath = process.execPath): string {
+  return dirname(dirname(execPath))
+}

@@ -1,0 +1,187 @@
+import { randomUUID } from 'node:crypto'
+import { mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
+import { extname, join } from 'node:path'
+import { create as tarCreate, extract as tarExtract, Header, type HeaderData, Pax } from 'tar'
+import { RuntimeError } from './errors.js'
+import type { SnapshotFileEntry, SnapshotReason, SnapshotRecord } from './runtime.js'
+
+const MANIFEST = 'manifest.json'
+/** Two zero blocks: the end-of-archive marker, i.e. a valid tar with no entries. */
+const EMPTY_TAR = Buffer.alloc(1024)
+
+/**
+ * The snapshots of one workspace: uncompressed tars of /data plus a manifest recording each one's
+ * task count. Uncompressed on purpose: a fork of 100 MB must restore within seconds, and listing
+ * walks the headers by seeking from one to the next, which compression would rule out.
+ */
+export class SnapshotStore {
+  readonly #dir: string
+  readonly #workspaceId: string
+
+  constructor(dir: string, workspaceId: string) {
+    this.#dir = dir
+    this.#workspaceId = workspaceId
+  }
+
+  /** Archives `dataDir` (every entry, relative paths) and records it. */
+  async create(dataDir: string, taskCount: number, reason: SnapshotReason): Promise<SnapshotRecord> {
+    await mkdir(this.#dir, { recursive: true })
+    const records = await this.list()
+    const seq = records.length === 0 ? 1 : Math.max(...records.map((r) => seqOf(r.ref))) + 1
+    const name = `${String(seq).padStart(6, '0')}-t${taskCount}-${reason}.tar`
+    const partial = join(this.#dir, `.${name}.${randomUUID()}.partial`)
+    const top = (await readdir(dataDir)).sort()
+    if (top.length === 0) await writeFile(partial, EMPTY_TAR)
+    // portable: leave out uid/gid/uname and the like, which mean nothing in another workspace.
+    else await tarCreate({ file: partial, cwd: dataDir, portable: true }, top)
+    await rename(partial, join(this.#dir, name))
+    const record: SnapshotRecord = {
+      ref: `${this.#workspaceId}/${name}`,
+      workspaceId: this.#workspaceId,
+      taskCount,
+      reason,
+      createdAt: new Date().toISOString(),
+      sizeBytes: (await stat(join(this.#dir, name))).size,
+    }
+    await this.#writeManifest([...records, record])
+    return record
+  }
+
+  async list(): Promise<SnapshotRecord[]> {
+    try {
+      return JSON.parse(await readFile(join(this.#dir, MANIFEST), 'utf8')) as SnapshotRecord[]
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return []
+      throw err
+    }
+  }
+
+  /**
+   * The snapshot a fork at `taskCount` restores: the one taken right after that many tasks
+   * completed. A stop snapshot at the same count is the fallback (a workspace stopped before its
+   * after-task snapshot was recorded); the latest wins when several qualify.
+   */
+  async at(taskCount: number): Promise<SnapshotRecord | null> {
+    const same = (await this.list()).filter((r) => r.taskCount === taskCount)
+    const preferred = same.filter((r) => r.reason === 'task')
+    const pool = preferred.length > 0 ? preferred : same
+    return pool.at(-1) ?? null
+  }
+
+  async get(ref?: string): Promise<SnapshotRecord> {
+    const records = await this.list()
+    const found = ref === undefined ? records.at(-1) : records.find((r) => r.ref === ref)
+    if (!found) {
+      throw new RuntimeError('not_found', ref === undefined
+        ? `workspace ${this.#workspaceId} has no snapshot yet`
+        : `snapshot ${ref} does not exist`, { workspace_id: this.#workspaceId })
+    }
+    return found
+  }
+
+  /** Unpacks a snapshot into `dir` (which must exist). Absolute paths and `..` are stripped by tar. */
+  async restore(record: SnapshotRecord, dir: string): Promise<void> {
+    await tarExtract({ file: this.#path(record), cwd: dir, preserveOwner: false })
+  }
+
+  /** Reads the archive's headers only, seeking over every entry's body (nothing is unpacked). */
+  async files(record: SnapshotRecord): Promise<SnapshotFileEntry[]> {
+    return readTarIndex(this.#path(record))
+  }
+
+  async remove(): Promise<void> {
+    await rm(this.#dir, { recursive: true, force: true })
+  }
+
+  #path(record: SnapshotRecord): string {
+    return join(this.#dir, record.ref.slice(record.ref.indexOf('/') + 1))
+  }
+
+  async #writeManifest(records: SnapshotRecord[]): Promise<void> {
+    const partial = join(this.#dir, `.${MANIFEST}.${randomUUID()}.partial`)
+    await writeFile(partial, JSON.stringify(records, null, 1))
+    await rename(partial, join(this.#dir, MANIFEST))
+  }
+}
+
+function seqOf(ref: string): number {
+  return Number.parseInt(ref.slice(ref.indexOf('/') + 1), 10) || 0
+}
+
+/** Walks a tar's 512-byte headers, applying pax and GNU long-name records to the entry they precede. */
+export async function readTarIndex(file: string): Promise<SnapshotFileEntry[]> {
+  const fh = await open(file, 'r')
+  try {
+    const { size: total } = await fh.stat()
+    const block = Buffer.alloc(512)
+    const entries: SnapshotFileEntry[] = []
+    let offset = 0
+    let ex: HeaderData | undefined
+    let gex: HeaderData | undefined
+    while (offset + 512 <= total) {
+      await fh.read(block, 0, 512, offset)
+      const header = new Header(block, 0, ex, gex)
+      if (header.nullBlock) break
+      if (!header.cksumValid) throw new Error(`${file}: corrupt tar header at byte ${offset}`)
+      const size = header.size ?? 0
+      const bodyAt = offset + 512
+      offset = bodyAt + Math.ceil(size / 512) * 512
+      const body = async (): Promise<string> => {
+        const buf = Buffer.alloc(size)
+        await fh.read(buf, 0, size, bodyAt)
+        return buf.toString('utf8')
+      }
+      switch (header.type) {
+        case 'ExtendedHeader':
+          ex = Pax.parse(await body(), ex, false)
+          continue
+        case 'GlobalExtendedHeader':
+          gex = Pax.parse(await body(), gex, true)
+          continue
+        case 'NextFileHasLongPath':
+        case 'OldGnuLongPath':
+          ex = { ...ex, path: (await body()).replace(/\0.*$/s, '') }
+          continue
+        case 'NextFileHasLongLinkpath':
+          continue
+        default:
+          break
+      }
+      ex = undefined
+      const isDir = header.type === 'Directory'
+      const path = (header.path ?? '').replace(/^\.\//, '').replace(/\/+$/, '')
+      if (path === '' || path === '.') continue
+      const entry: SnapshotFileEntry = {
+        path,
+        size: isDir ? 0 : size,
+        is_dir: isDir,
+        mtime: (header.mtime?.getTime() ?? 0) / 1000,
+        readonly: ((header.mode ?? 0o644) & 0o222) === 0,
+      }
+      const mime = isDir ? undefined : mimeType(path)
+      if (mime) entry.mime_type = mime
+      entries.push(entry)
+    }
+    return entries
+  } finally {
+    await fh.close()
+  }
+}
+
+// A short table covers what agents write; anything else is left without a mime_type (optional in
+// the spec) rather than guessed.
+const MIME: Record<string, string> = {
+  '.txt': 'text/plain', '.md': 'text/markdown', '.csv': 'text/csv', '.tsv': 'text/tab-separated-values',
+  '.json': 'application/json', '.jsonl': 'application/x-ndjson', '.yaml': 'application/yaml', '.yml': 'application/yaml',
+  '.xml': 'application/xml', '.html': 'text/html', '.htm': 'text/html', '.css': 'text/css',
+  '.js': 'text/javascript', '.mjs': 'text/javascript', '.ts': 'text/x-typescript', '.py': 'text/x-python',
+  '.sh': 'application/x-sh', '.go': 'text/x-go', '.rs': 'text/x-rust', '.java': 'text/x-java', '.c': 'text/x-c',
+  '.h': 'text/x-c', '.cpp': 'text/x-c++', '.sql': 'application/sql', '.toml': 'application/toml', '.log': 'text/plain',
+  '.pdf': 'application/pdf', '.png': 'image/png', '.jpg': 'image/jpeg', '.jpeg': 'image/jpeg', '.gif': 'image/gif',
+  '.svg': 'image/svg+xml', '.webp': 'image/webp', '.zip': 'application/zip', '.gz': 'application/gzip',
+  '.tar': 'application/x-tar', '.wasm': 'application/wasm', '.bin': 'application/octet-stream',
+}
+
+export function mimeType(path: string): string | undefined {
+  return MIME[extname(path).toLowerCase()]
+}

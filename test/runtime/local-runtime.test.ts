@@ -1,0 +1,113 @@
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { randomUUID } from 'node:crypto'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { packageRoot } from '../../src/runtime/layout.js'
+import { LocalRuntime } from '../../src/runtime/local-runtime.js'
+import { bwrapAvailable, hostAddress } from './helpers.js'
+import { PROBE_SCRIPT } from './probe-script.js'
+import { startStandInProxy, startTarget } from './stand-ins.js'
+
+const available = await bwrapAvailable()
+
+describe.skipIf(!available)(LocalRuntime.name, () => {
+  // The runtime root lies inside the (read-only bound) corral package on purpose: the sandbox must
+  // still not see other workspaces there.
+  let root: string
+  let runtime: LocalRuntime
+  let proxy: Awaited<ReturnType<typeof startStandInProxy>>
+  let target: Awaited<ReturnType<typeof startTarget>>
+
+  beforeAll(async () => {
+    await mkdir(join(packageRoot(), '.corral'), { recursive: true })
+    root = await mkdtemp(join(packageRoot(), '.corral', 'test-runtime-'))
+    proxy = await startStandInProxy()
+    target = await startTarget()
+    runtime = new LocalRuntime({ root, proxy: { host: '127.0.0.1', port: proxy.port }, stopGraceMs: 1000, warn: () => {} })
+  })
+
+  afterAll(async () => {
+    await runtime?.close()
+    await proxy?.close()
+    await target?.close()
+    await rm(root, { recursive: true, force: true })
+  })
+
+  it('passes its own start-up check', async () => {
+    expect(await runtime.check()).toEqual({ ok: true, problems: [], warnings: [] })
+  })
+
+  it('confines the agent: no network but the proxy, read-only host, own pid namespace, non-root', async () => {
+    const other = await runtime.provision({ workspaceId: `ws_other_${randomUUID().slice(0, 8)}` })
+    await writeFile(join(other.dataDir, 'secret.txt'), 'not yours')
+    const ws = await runtime.provision({ workspaceId: `ws_probe_${randomUUID().slice(0, 8)}` })
+    const repoFile = join(packageRoot(), 'package.json')
+    const agent = await runtime.startAgent(ws.workspaceId, {
+      command: [process.execPath, '-e', PROBE_SCRIPT],
+      proxyToken: 'cap_test_token',
+      env: {
+        PROBE_TARGET_PORT: String(target.port),
+        PROBE_HOST_ADDRESS: hostAddress() ?? '',
+        PROBE_REPO_FILE: repoFile,
+        PROBE_OTHER_WORKSPACE_FILE: join(other.dataDir, 'secret.txt'),
+      },
+    })
+    expect(await agent.exited).toEqual({ code: 0, signal: null })
+    const probe = JSON.parse(await readFile(join(ws.dataDir, 'probe.json'), 'utf8'))
+
+    expect(probe.uid).toBe(1000)
+    expect(probe.gid).toBe(1000)
+    // PID namespace: only bwrap's reaper, the init and the probe exist (pids count node's threads too).
+    expect(probe.pid).toBeLessThan(100)
+    expect(probe.pids).toBe(3)
+    // Network namespace: loopback only, nothing outside reachable directly, no DNS.
+    expect(probe.interfaces).toEqual(['lo'])
+    expect(probe.directLoopback).toBe('ECONNREFUSED')
+    if (hostAddress()) expect(probe.directHost).toBe('ENETUNREACH')
+    expect(['ENOTFOUND', 'EAI_AGAIN']).toContain(probe.dns)
+    // Through the proxy variables the same server is reachable, and the proxy saw the token.
+    expect(probe.viaProxy).toEqual({ status: 200, body: 'hello from outside' })
+    expect(proxy.seen).toContainEqual({ method: 'GET', url: `http://127.0.0.1:${target.port}/through-proxy`, proxyAuthorization: 'Bearer cap_test_token' })
+    expect(target.hits).toEqual(['GET /through-proxy'])
+    // Filesystem: /data writable, host read-only, host secrets and other workspaces invisible.
+    expect(probe.writeData).toBe('written')
+    expect(await readFile(join(ws.dataDir, 'written-inside.txt'), 'utf8')).toBe('x')
+    expect(probe.writeUsr).toBe('EROFS')
+    expect(probe.writeEtc).toBe('EROFS')
+    expect(probe.writeRepo).toBe('EROFS')
+    expect(probe.readShadow).toBe('ENOENT')
+    expect(probe.readRuntimeRoot).toBe('ENOENT')
+    // Environment: the token and proxy are set, the bridge plumbing is not leaked to the agent.
+    expect(probe.env).toEqual({ token: 'cap_test_token', bridgeSocketHidden: true, proxy: 'http://127.0.0.1:3128', ca: undefined, cwd: '/data' })
+    expect((await runtime.status(ws.workspaceId)).phase).toBe('ready')
+  })
+
+  it('stops a long-running agent, snapshots /data and reports the workspace stopped', async () => {
+    const ws = await runtime.provision({ workspaceId: `ws_stop_${randomUUID().slice(0, 8)}` })
+    const agent = await runtime.startAgent(ws.workspaceId, {
+      command: ['/bin/sh', '-c', 'echo started > /data/started.txt; exec sleep 600'],
+      proxyToken: 't',
+    })
+    expect((await runtime.status(ws.workspaceId)).phase).toBe('running')
+    await expect(runtime.startAgent(ws.workspaceId, { command: ['/bin/true'], proxyToken: 't' })).rejects.toMatchObject({ code: 'agent_running' })
+    const snap = await runtime.stop(ws.workspaceId, 0)
+    expect((await agent.exited).code).not.toBe(0)
+    expect(snap).toMatchObject({ workspaceId: ws.workspaceId, taskCount: 0, reason: 'stop' })
+    expect((await runtime.status(ws.workspaceId)).phase).toBe('stopped')
+    const files = await runtime.listSnapshotFiles(ws.workspaceId)
+    expect(files.map((f) => f.path)).toEqual(['started.txt'])
+  })
+
+  it('says plainly what is missing when bubblewrap is not installed', async () => {
+    const broken = new LocalRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, bwrap: 'bwrap-not-installed-here', warn: () => {} })
+    const check = await broken.check()
+    expect(check.ok).toBe(false)
+    expect(check.problems[0]).toMatch(/bubblewrap is not installed .*apt-get install bubblewrap.*--runtime process/)
+  })
+
+  it('reports an agent that cannot start, with its log', async () => {
+    const ws = await runtime.provision({ workspaceId: `ws_bad_${randomUUID().slice(0, 8)}` })
+    await expect(runtime.startAgent(ws.workspaceId, { command: ['/nonexistent/agent'], proxyToken: 't' }))
+      .rejects.toMatchObject({ code: 'runtime_unavailable', message: expect.stringMatching(/did not start: cannot start agent \/nonexistent\/agent: spawn \/nonexistent\/agent ENOENT/) })
+  })
+})
