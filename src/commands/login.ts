@@ -2,6 +2,7 @@ import { Flags } from '@oclif/core'
 import { ApiCommand } from '../cli/api-command.js'
 import { UsageError } from '../cli/errors.js'
 import { DEFAULT_PROFILE, configPath, readConfig, writeConfig } from '../cli/profiles.js'
+import { CorralClient } from '../client/client.js'
 import { ApiError } from '../client/errors.js'
 
 export interface LoginResult {
@@ -28,30 +29,37 @@ export default class Login extends ApiCommand<LoginResult> {
     const g = flags as { 'api-url'?: string; token?: string; profile?: string }
     if (!g['api-url'] || !g.token) throw new UsageError('login needs --api-url URL and --token TOKEN (or CORRAL_API_URL / CORRAL_TOKEN)')
     const name = g.profile ?? DEFAULT_PROFILE
-    await this.#verify()
+    // Login talks to exactly the URL and token given: --profile names what to save, not what to read.
+    let client: CorralClient
+    try {
+      client = new CorralClient({ apiUrl: g['api-url'], token: g.token, userAgent: this.config.userAgent })
+    } catch (error) {
+      throw new UsageError(`${(error as Error).message} (check --api-url)`)
+    }
+    await verify(client)
     const orgId = flags.org ?? orgFromSessionToken(g.token)
     const config = readConfig()
-    config.profiles[name] = { api_url: this.client.apiUrl, token: g.token, ...(orgId ? { org_id: orgId } : {}) }
+    config.profiles[name] = { api_url: client.apiUrl, token: g.token, ...(orgId ? { org_id: orgId } : {}) }
     config.current = name
     writeConfig(config)
-    return { profile: name, api_url: this.client.apiUrl, ...(orgId ? { org_id: orgId } : {}), config_path: configPath() }
-  }
-
-  /**
-   * Any authenticated read proves the token; a 403 still means the server knows it (a key whose
-   * template lacks audit read). Only 401 and transport failures stop the login.
-   */
-  async #verify(): Promise<void> {
-    try {
-      await this.client.queryAudit({ limit: 1 })
-    } catch (error) {
-      if (error instanceof ApiError && error.status === 403) return
-      throw error
-    }
+    return { profile: name, api_url: client.apiUrl, ...(orgId ? { org_id: orgId } : {}), config_path: configPath() }
   }
 
   protected override render(r: LoginResult): void {
     process.stdout.write(`Logged in to ${r.api_url} as profile "${r.profile}"${r.org_id ? ` (org ${r.org_id})` : ''}; saved to ${r.config_path}.\n`)
+  }
+}
+
+/**
+ * Any authenticated read proves the token; a 403 still means the server knows it (a key whose
+ * template lacks audit read). Only 401 and transport failures stop the login.
+ */
+async function verify(client: CorralClient): Promise<void> {
+  try {
+    await client.queryAudit({ limit: 1 })
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 403) return
+    throw error
   }
 }
 
