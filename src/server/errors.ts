@@ -1,0 +1,63 @@
+// The catalogue of every error code the /v1 API returns, with its HTTP status (STYLE.md §7).
+// Routes throw `apiError(code, …)`; the root error handler (app.ts) renders the spec's envelope.
+// docs/api.md lists the same table; test/server/errors-docs.test.ts keeps the two in step.
+import { CorralError } from '../errors.js'
+
+export const ERROR_CATALOGUE = {
+  // 400
+  validation_error: { status: 400, summary: 'A field, query parameter or body failed validation; details.fields maps each field to its problem.' },
+  invalid_json: { status: 400, summary: 'The request body is not well-formed JSON.' },
+  invalid_cursor: { status: 400, summary: 'The audit cursor is malformed, was tampered with, or belongs to another query.' },
+  invalid_query: { status: 400, summary: 'Unknown filter column or stats dimension, or bad metric/bucket grammar.' },
+  // 401
+  unauthenticated: { status: 401, summary: 'Missing, malformed, expired, forged or revoked credential.' },
+  invalid_signature: { status: 401, summary: 'Identity-provider webhook with a missing, stale or wrong signature, or a replayed id.' },
+  // 403
+  permission_denied: { status: 403, summary: 'The credential lacks the permission the route requires.' },
+  tenant_inactive: { status: 403, summary: 'The org is past_due, decommissioning or trial_expired; writes are refused (details.posture). API key revoke is exempt.' },
+  // 404
+  not_found: { status: 404, summary: 'No such route, or no such resource in the caller\'s org (cross-org ids included).' },
+  workspace_not_found: { status: 404, summary: 'No such workspace in the caller\'s org.' },
+  // 409
+  conflict: { status: 409, summary: 'The request conflicts with the current state (e.g. the email already has a membership).' },
+  last_owner: { status: 409, summary: 'The change would leave the org without an owner.' },
+  // 413 / 415
+  payload_too_large: { status: 413, summary: 'The request body exceeds the size limit.' },
+  unsupported_media_type: { status: 415, summary: 'The request body has a content type the route does not accept.' },
+  // 429
+  rate_limited: { status: 429, summary: 'Too many requests for this credential; retry after the Retry-After header (integer seconds).' },
+  // 5xx
+  internal_error: { status: 500, summary: 'An unexpected server fault; the request id locates it in the logs.' },
+  service_unavailable: { status: 503, summary: 'A dependency (the store) is unreachable, or the feature is not configured.' },
+} as const satisfies Record<string, { status: number; summary: string }>
+
+export type ErrorCode = keyof typeof ERROR_CATALOGUE
+
+/** A CorralError whose status comes from the catalogue, so a code can never carry the wrong status. */
+export function apiError(code: ErrorCode, message: string, details?: Record<string, unknown>): CorralError {
+  return new CorralError(code, message, ERROR_CATALOGUE[code].status, details)
+}
+
+export const notFound = (what = 'resource'): CorralError => apiError('not_found', `${what} not found`)
+
+export interface ErrorEnvelope {
+  error: { code: string; message: string; request_id: string; details?: Record<string, unknown> }
+}
+
+/** JSON schema of the envelope, attached to every route's 4xx/5xx responses. */
+export const envelopeSchema = {
+  type: 'object',
+  required: ['error'],
+  properties: {
+    error: {
+      type: 'object',
+      required: ['code', 'message', 'request_id'],
+      properties: {
+        code: { type: 'string' },
+        message: { type: 'string' },
+        request_id: { type: 'string' },
+        details: { type: 'object', additionalProperties: true },
+      },
+    },
+  },
+} as const

@@ -1,0 +1,50 @@
+// The server's structured JSON logger (pino). Credentials never reach a log line: headers and
+// fields that can hold one are redacted by path, and the request URL is logged without the
+// `api_key` query parameter browsers use for EventSource.
+import { pino, stdSerializers, stdTimeFunctions, type DestinationStream, type Logger, type LoggerOptions } from 'pino'
+
+export const REDACT_PATHS = [
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'req.headers["x-corral-signature"]',
+  'authorization',
+  'api_key',
+  'token',
+  'value',
+  'secret',
+  'secret_hash',
+  '*.authorization',
+  '*.api_key',
+  '*.token',
+  '*.value',
+  '*.secret',
+  '*.secret_hash',
+]
+
+const SECRET_QUERY_PARAMS = /([?&](?:api_key|token|access_token)=)[^&#]*/gi
+
+export function redactUrl(url: string): string {
+  return url.replace(SECRET_QUERY_PARAMS, '$1[Redacted]')
+}
+
+interface RequestLike {
+  method?: string
+  url?: string
+  ip?: string
+  headers?: Record<string, unknown>
+}
+
+export function createLogger(opts: { level?: string; destination?: NodeJS.WritableStream } = {}): Logger {
+  const options: LoggerOptions = {
+    level: opts.level ?? process.env.CORRAL_LOG_LEVEL ?? 'info',
+    base: undefined,
+    timestamp: stdTimeFunctions.isoTime,
+    redact: { paths: REDACT_PATHS, censor: '[Redacted]' },
+    serializers: {
+      req: (req: RequestLike) => ({ method: req.method, url: req.url ? redactUrl(req.url) : undefined, remote_address: req.ip }),
+      res: (res: { statusCode?: number }) => ({ status: res.statusCode }),
+      err: stdSerializers.err,
+    },
+  }
+  return opts.destination ? pino(options, opts.destination as DestinationStream) : pino(options)
+}
