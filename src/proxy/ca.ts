@@ -126,6 +126,11 @@ export class LeafMinter {
   }
 
   async #mint(host: string): Promise<SecureContext> {
+    return createSecureContext(await this.pemFor(host))
+  }
+
+  /** Signs a fresh leaf for `host` (uncached): key and certificate chain as PEM. */
+  async pemFor(host: string): Promise<{ key: string; cert: string }> {
     this.#leafKeys ??= (async () => {
       const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair
       return { keys, keyPem: pkcs8Pem(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey)) }
@@ -150,7 +155,7 @@ export class LeafMinter {
       ],
     })
     this.minted++
-    return createSecureContext({ key: keyPem, cert: leaf.toString('pem') + '\n' + this.#ca.certPem })
+    return { key: keyPem, cert: leaf.toString('pem') + '\n' + this.#ca.certPem }
   }
 }
 

@@ -11,12 +11,13 @@
 //  - the broker cannot mint it (unknown credential, decryption failure, provider error).
 import type { RequestState, ProxyCore, MintedCredential } from './request-state.js'
 
-export type Placement =
-  | { kind: 'header'; header: string; scheme?: string }
-  | { kind: 'query'; param: string }
-  | { kind: 'basic' }
+import { AUTH_PROVIDERS, isAuthProvider, type AuthPlacement } from '../policy/auth-providers.js'
 
-export type PlacementLookup = (provider: string) => Placement | undefined
+export type PlacementLookup = (provider: string) => AuthPlacement | undefined
+
+/** Placement from the policy's provider registry (data, not code). OAuth families mint through a later issue. */
+export const providerPlacement: PlacementLookup = (provider) =>
+  isAuthProvider(provider) && AUTH_PROVIDERS[provider].family !== 'oauth' ? AUTH_PROVIDERS[provider].placement : undefined
 
 const ECHOING_METHODS = new Set(['TRACE', 'TRACK'])
 
@@ -49,11 +50,11 @@ export async function injectCredentials(core: ProxyCore, st: RequestState): Prom
   }
 }
 
-function place(st: RequestState, placement: Placement, cred: MintedCredential): boolean {
+function place(st: RequestState, placement: AuthPlacement, cred: MintedCredential): boolean {
   switch (placement.kind) {
     case 'header': {
       if (cred.kind === 'basic_auth') return false
-      st.headers[placement.header.toLowerCase()] = placement.scheme ? `${placement.scheme} ${cred.secret}` : cred.secret
+      st.headers[placement.name.toLowerCase()] = placement.scheme ? `${placement.scheme} ${cred.secret}` : cred.secret
       return true
     }
     case 'basic': {

@@ -2,6 +2,7 @@
 // sources and from dist. To add tables: write one file next to these and append one line here.
 import { core } from './20261122T100000-core.js'
 import { audit } from './20261122T100100-audit.js'
+import { proxy } from './20261122T103000-proxy.js'
 import type { StoreMigration } from './types.js'
 
 export type { StoreMigration } from './types.js'
@@ -9,4 +10,5 @@ export type { StoreMigration } from './types.js'
 export const migrations: readonly StoreMigration[] = [
   core,
   audit,
+  proxy,
 ]

@@ -1,0 +1,94 @@
+// The proxy as a service with start/stop: what `corral serve` runs on `--proxy-port` and
+// `corral proxy` runs alone. Everything shared (CA, token key, pooled upstream agent, active
+// workspaces) is built once here.
+import type { AuditSink } from '../audit/event.js'
+import type { CompileResult } from '../policy/types.js'
+import { proxyTables } from '../store/proxy-tables.js'
+import type { Store } from '../store/index.js'
+import { LeafMinter, loadOrCreateCa, type CorralCa } from './ca.js'
+import { providerPlacement } from './credential-injection.js'
+import { ProxyFront } from './front.js'
+import type { CredentialBroker, ProxyCore, SecretsSource } from './request-state.js'
+import { CapabilityTokens, loadTokenKey } from './token.js'
+import { Upstream } from './upstream.js'
+import { ActiveWorkspaces, type WorkspaceDirectory } from './workspaces.js'
+
+export const DEFAULT_PROXY_PORT = 7071
+/** Largest request body buffered for inspection (schema, body CEL, body transforms). */
+export const DEFAULT_MAX_INSPECT_BYTES = 8 * 1024 * 1024
+
+export interface ProxyServiceOptions {
+  store: Store
+  audit: AuditSink
+  dataDir: string
+  /** Compiles a role's caps.yaml text; the policy module's cached compiler in production. */
+  compile: (capabilities: string) => CompileResult
+  port?: number
+  host?: string
+  /** Extra PEM roots for upstream verification (`--upstream-ca`). */
+  upstreamCaPem?: string[]
+  workspaceTtlMs?: number
+  maxInspectBytes?: number
+  directory?: WorkspaceDirectory
+  secrets?: SecretsSource
+  credentials?: CredentialBroker
+  /** Test-only fault seam, see ProxyCore.faultHook. */
+  faultHook?: (phase: string) => void
+}
+
+export class ProxyService {
+  readonly name = 'proxy'
+  readonly #opts: ProxyServiceOptions
+  #front: ProxyFront | undefined
+  #core: ProxyCore | undefined
+  #ca: CorralCa | undefined
+  port: number | undefined
+
+  constructor(opts: ProxyServiceOptions) {
+    this.#opts = opts
+  }
+
+  get workspaces(): ActiveWorkspaces {
+    if (!this.#core) throw new Error('proxy not started')
+    return this.#core.workspaces
+  }
+
+  get tokens(): CapabilityTokens {
+    if (!this.#core) throw new Error('proxy not started')
+    return this.#core.tokens
+  }
+
+  get ca(): CorralCa {
+    if (!this.#ca) throw new Error('proxy not started')
+    return this.#ca
+  }
+
+  async start(): Promise<number> {
+    const o = this.#opts
+    this.#ca = await loadOrCreateCa(o.dataDir)
+    const tokens = new CapabilityTokens(await loadTokenKey(o.store.settings))
+    const directory = o.directory ?? proxyTables(o.store.db).workspaces
+    const core: ProxyCore = {
+      tokens,
+      workspaces: new ActiveWorkspaces({ directory, compile: o.compile, audit: o.audit, ...(o.workspaceTtlMs ? { ttlMs: o.workspaceTtlMs } : {}) }),
+      audit: o.audit,
+      upstream: new Upstream({ ...(o.upstreamCaPem ? { extraCaPem: o.upstreamCaPem } : {}) }),
+      maxInspectBytes: o.maxInspectBytes ?? DEFAULT_MAX_INSPECT_BYTES,
+      placements: providerPlacement,
+      ...(o.secrets ? { secrets: o.secrets } : {}),
+      ...(o.credentials ? { credentials: o.credentials } : {}),
+      ...(o.faultHook ? { faultHook: o.faultHook } : {}),
+    }
+    this.#core = core
+    this.#front = new ProxyFront(core, new LeafMinter(this.#ca))
+    this.port = await this.#front.listen(o.port ?? DEFAULT_PROXY_PORT, o.host ?? '127.0.0.1')
+    return this.port
+  }
+
+  async stop(): Promise<void> {
+    await this.#front?.close(2_000)
+    this.#core?.workspaces.close()
+    await this.#core?.upstream.close()
+    this.#front = undefined
+  }
+}
