@@ -32,8 +32,9 @@ export class SnapshotStore {
     const partial = join(this.#dir, `.${name}.${randomUUID()}.partial`)
     const top = (await readdir(dataDir)).sort()
     if (top.length === 0) await writeFile(partial, EMPTY_TAR)
-    // portable: leave out uid/gid/uname and the like, which mean nothing in another workspace.
-    else await tarCreate({ file: partial, cwd: dataDir, portable: true }, top)
+    // Not `portable`: that mode widens permissions (losing read-only bits) and drops directory
+    // mtimes. Owners are recorded but never restored (see restore).
+    else await tarCreate({ file: partial, cwd: dataDir }, top)
     await rename(partial, join(this.#dir, name))
     const record: SnapshotRecord = {
       ref: `${this.#workspaceId}/${name}`,
