@@ -1,0 +1,330 @@
+// Our small CEL interface. `@marcbachmann/cel-js` is imported here and nowhere else, so the engine
+// can be swapped (see /work/shared/notes/cel-library.md). One environment per expression site
+// (the spec's "CEL variables by phase" table); every expression is parsed and type-checked at
+// save time; the hot path only calls a prebuilt program.
+//
+// Two deliberate deviations from the engine's defaults:
+// - `matches()` would build a backtracking JS RegExp on every call. We rewrite every
+//   `x.matches(p)` / `matches(x, p)` into `re2Matches(x, p)`, evaluated with RE2 (linear time);
+//   literal patterns are compiled at save time so a bad pattern is a diagnostic, not a runtime error.
+// - `secrets` may only be indexed with string literals, so the proxy knows before evaluation
+//   exactly which secrets an expression reads (and fetches only those).
+
+import { Environment, type ASTNode } from '@marcbachmann/cel-js'
+import RE2 from 're2'
+
+/** Where an expression sits; decides the variables it may see. */
+export type CelSite =
+  | 'match_headers'
+  | 'match_body'
+  | 'transform_header'
+  | 'transform_query'
+  | 'transform_path'
+  | 'transform_body'
+  | 'counter_headers'
+  | 'counter_document'
+  | 'counter_sse'
+  | 'terminal_cel'
+
+export type CelResultKind = 'bool' | 'string' | 'map' | 'number'
+
+export interface CelSiteOptions {
+  /** Transforms (header/query/path) opted into the body with requires_body plus a schema. */
+  withBody?: boolean
+}
+
+export interface CelIssue {
+  code: 'cel_syntax' | 'cel_undeclared' | 'cel_type' | 'cel_result_type' | 'cel_secrets_dynamic_key' | 'cel_secrets_not_allowed' | 'cel_invalid_regex'
+  message: string
+}
+
+/** A checked, ready-to-run expression. `run` throws on evaluation errors; callers map them to enums. */
+export interface CelProgram {
+  readonly source: string
+  /** Statically inferred result type as reported by the checker (e.g. `bool`, `dyn`). */
+  readonly type: string
+  /** Secret names read by the expression (string-literal keys). */
+  readonly secretKeys: readonly string[]
+  run(vars: Record<string, unknown>): unknown
+}
+
+export type CelCompileResult = { ok: true; program: CelProgram } | { ok: false; issues: CelIssue[] }
+
+const SITE_VARS: Record<CelSite, { request?: 'plain' | 'body'; response?: 'plain' | 'body'; ctx?: boolean; secrets?: boolean; event?: boolean }> = {
+  match_headers: { request: 'plain', ctx: true },
+  match_body: { request: 'body', ctx: true },
+  transform_header: { request: 'plain', ctx: true, secrets: true },
+  transform_query: { request: 'plain', ctx: true, secrets: true },
+  transform_path: { request: 'plain', ctx: true },
+  transform_body: { request: 'body', ctx: true, secrets: true },
+  counter_headers: { response: 'plain' },
+  counter_document: { response: 'body' },
+  counter_sse: { response: 'plain', event: true },
+  terminal_cel: { response: 'plain', event: true },
+}
+
+const SITE_LABEL: Record<CelSite, string> = {
+  match_headers: 'allow rule match',
+  match_body: 'allow rule match',
+  transform_header: 'header transform',
+  transform_query: 'query transform',
+  transform_path: 'path transform',
+  transform_body: 'body transform',
+  counter_headers: 'counter value',
+  counter_document: 'counter value',
+  counter_sse: 'counter value',
+  terminal_cel: 'terminal_cel',
+}
+
+const REQUEST_FIELDS = {
+  method: 'string',
+  path: 'string',
+  host: 'string',
+  scheme: 'string',
+  headers: 'map<string, string>',
+  raw_query: 'string',
+  query: 'map<string, list<string>>',
+} as const
+const RESPONSE_FIELDS = { status: 'int', headers: 'map<string, string>', size: 'int' } as const
+
+// Patterns compiled once; dynamic (non-literal) patterns are cached with a bound so a hostile
+// policy cannot grow memory without limit.
+const regexCache = new Map<string, RE2>()
+const REGEX_CACHE_MAX = 1000
+function re2For(pattern: string): RE2 {
+  let re = regexCache.get(pattern)
+  if (!re) {
+    re = new RE2(pattern, 'u')
+    if (regexCache.size >= REGEX_CACHE_MAX) regexCache.delete(regexCache.keys().next().value as string)
+    regexCache.set(pattern, re)
+  }
+  return re
+}
+
+/** Validates a regular expression with RE2; returns an error message or undefined. */
+export function re2Error(pattern: string): string | undefined {
+  try {
+    re2For(pattern)
+    return undefined
+  } catch (e) {
+    return (e as Error).message
+  }
+}
+
+function baseEnv(): Environment {
+  return new Environment({
+    homogeneousAggregateLiterals: false,
+    limits: { maxAstNodes: 2000, maxDepth: 64, maxListElements: 500, maxMapEntries: 500, maxCallArguments: 16 },
+  }).registerFunction('re2Matches(string, string): bool', (s: string, p: string) => re2For(p).test(s))
+}
+
+const envCache = new Map<string, Environment>()
+function envFor(site: CelSite, opts: CelSiteOptions): Environment {
+  const vars = SITE_VARS[site]
+  const requestKind = vars.request === 'plain' && opts.withBody ? 'body' : vars.request
+  const key = `${site}:${requestKind}`
+  const cached = envCache.get(key)
+  if (cached) return cached
+  const env = baseEnv()
+  if (requestKind) {
+    env.registerType('Request', { fields: requestKind === 'body' ? { ...REQUEST_FIELDS, body: 'dyn' } : { ...REQUEST_FIELDS } })
+    env.registerVariable('request', 'Request')
+  }
+  if (vars.response) {
+    env.registerType('Response', { fields: vars.response === 'body' ? { ...RESPONSE_FIELDS, body: 'dyn' } : { ...RESPONSE_FIELDS } })
+    env.registerVariable('response', 'Response')
+  }
+  if (vars.ctx) {
+    env.registerType('Workspace', { fields: { id: 'string', org_id: 'string', role: 'string', environment: 'string' } })
+    env.registerType('Task', { fields: { id: 'string' } })
+    env.registerVariable('workspace', 'Workspace')
+    env.registerVariable('task', 'Task')
+  }
+  if (vars.secrets) env.registerVariable('secrets', 'map<string, string>')
+  if (vars.event) env.registerVariable('event', 'map<string, dyn>')
+  envCache.set(key, env)
+  return env
+}
+
+function children(node: ASTNode): ASTNode[] {
+  const out: ASTNode[] = []
+  const visit = (v: unknown): void => {
+    if (Array.isArray(v)) v.forEach(visit)
+    else if (v && typeof v === 'object' && 'op' in v && 'args' in v) out.push(v as ASTNode)
+  }
+  visit(node.args)
+  return out
+}
+
+function walk(node: ASTNode, fn: (n: ASTNode, parent?: ASTNode) => void, parent?: ASTNode): void {
+  fn(node, parent)
+  for (const c of children(node)) walk(c, fn, node)
+}
+
+interface MatchesCall {
+  node: ASTNode
+  subject: ASTNode
+  pattern: ASTNode
+}
+
+function matchesCalls(ast: ASTNode): MatchesCall[] {
+  const out: MatchesCall[] = []
+  walk(ast, (n) => {
+    if (n.op === 'rcall' && n.args[0] === 'matches' && n.args[2].length === 1) out.push({ node: n, subject: n.args[1], pattern: n.args[2][0] })
+    else if (n.op === 'call' && n.args[0] === 'matches' && n.args[1].length === 2) out.push({ node: n, subject: n.args[1][0], pattern: n.args[1][1] })
+  })
+  return out
+}
+
+/** Rewrites every matches() call of `source` into re2Matches(), nested calls included. */
+function rewriteMatches(source: string, calls: MatchesCall[]): string {
+  return rewriteMatchesIn(source, calls, 0, source.length)
+}
+
+function rewriteMatchesIn(source: string, calls: MatchesCall[], start: number, end: number): string {
+  const within = calls.filter((c) => c.node.range.start >= start && c.node.range.end <= end)
+  const top = within
+    .filter((c) => !within.some((o) => o !== c && o.node.range.start <= c.node.range.start && o.node.range.end >= c.node.range.end))
+    .sort((a, b) => a.node.range.start - b.node.range.start)
+  let out = ''
+  let pos = start
+  for (const c of top) {
+    const rest = within.filter((o) => o !== c)
+    out += source.slice(pos, c.node.range.start)
+    out += `re2Matches(${rewriteMatchesIn(source, rest, c.subject.range.start, c.subject.range.end)}, ${rewriteMatchesIn(source, rest, c.pattern.range.start, c.pattern.range.end)})`
+    pos = c.node.range.end
+  }
+  return out + source.slice(pos, end)
+}
+
+function dottedName(node: ASTNode): string | undefined {
+  if (node.op === 'id') return node.args
+  if (node.op === '.') {
+    const base = dottedName(node.args[0])
+    return base === undefined ? undefined : `${base}.${node.args[1]}`
+  }
+  return undefined
+}
+
+const TYPED_ROOTS = new Set(['request', 'response', 'workspace', 'task'])
+
+function firstLine(message: string): string {
+  return message.split('\n')[0].trim()
+}
+
+function resultAccepted(kind: CelResultKind, type: string): boolean {
+  if (type === 'dyn') return true
+  switch (kind) {
+    case 'bool':
+      return type === 'bool'
+    case 'string':
+      return type === 'string'
+    case 'map':
+      return type === 'map' || type.startsWith('map<string,') || type.startsWith('map<dyn,')
+    case 'number':
+      return type === 'int' || type === 'uint' || type === 'double'
+  }
+}
+
+const KIND_LABEL: Record<CelResultKind, string> = { bool: 'bool', string: 'string', map: 'map(string, dyn)', number: 'a number (int, uint or double)' }
+
+/** Parses and type-checks an expression for a site; returns a runnable program or issues. */
+export function compileCel(source: string, site: CelSite, expected: CelResultKind, opts: CelSiteOptions = {}): CelCompileResult {
+  const env = envFor(site, opts)
+  let parsed
+  try {
+    parsed = env.parse(source)
+  } catch (e) {
+    return { ok: false, issues: [{ code: 'cel_syntax', message: `CEL syntax error: ${firstLine((e as Error).message)}` }] }
+  }
+  const issues: CelIssue[] = []
+  const secretKeys = new Set<string>()
+  const allowSecrets = SITE_VARS[site].secrets === true
+  walk(parsed.ast, (n, parent) => {
+    if (n.op !== 'id' || n.args !== 'secrets') return
+    if (!allowSecrets) {
+      issues.push({ code: 'cel_secrets_not_allowed', message: `secrets are not available in a ${SITE_LABEL[site]} expression` })
+      return
+    }
+    if (parent && parent.op === '[]' && parent.args[0] === n && parent.args[1].op === 'value' && typeof parent.args[1].args === 'string') {
+      secretKeys.add(parent.args[1].args)
+    } else if (parent && parent.op === '.' && parent.args[0] === n) {
+      secretKeys.add(parent.args[1])
+    } else {
+      issues.push({ code: 'cel_secrets_dynamic_key', message: 'secrets may only be indexed with a string literal, e.g. secrets["api_key"]' })
+    }
+  })
+  const calls = matchesCalls(parsed.ast)
+  for (const c of calls) {
+    if (c.pattern.op === 'value' && typeof c.pattern.args === 'string') {
+      const err = re2Error(c.pattern.args)
+      if (err) issues.push({ code: 'cel_invalid_regex', message: `invalid RE2 pattern ${JSON.stringify(c.pattern.args)}: ${err}` })
+    }
+  }
+  if (issues.length > 0) return { ok: false, issues: dedupe(issues) }
+
+  const checked = parsed.check()
+  if (!checked.valid) {
+    const err = checked.error as (Error & { code?: string; node?: ASTNode }) | undefined
+    const code = err?.code
+    if (code === 'unknown_variable') {
+      const name = err?.node && err.node.op === 'id' ? err.node.args : firstLine(err?.message ?? '').replace(/^Unknown variable:\s*/, '')
+      return { ok: false, issues: [{ code: 'cel_undeclared', message: `undeclared reference: ${name}` }] }
+    }
+    if (code === 'no_such_key' && err?.node && err.node.op === '.') {
+      const name = dottedName(err.node)
+      if (name && TYPED_ROOTS.has(name.split('.')[0])) return { ok: false, issues: [{ code: 'cel_undeclared', message: `undeclared reference: ${name}` }] }
+    }
+    return { ok: false, issues: [{ code: 'cel_type', message: `CEL type error: ${firstLine(err?.message ?? 'invalid expression')}` }] }
+  }
+  const type = checked.type ?? 'dyn'
+  if (!resultAccepted(expected, type)) {
+    return { ok: false, issues: [{ code: 'cel_result_type', message: `expression must produce ${KIND_LABEL[expected]}, but produces ${type}` }] }
+  }
+  const runnable = calls.length > 0 ? env.parse(rewriteMatches(source, calls)) : parsed
+  const program: CelProgram = Object.freeze({
+    source,
+    type,
+    secretKeys: Object.freeze([...secretKeys]),
+    run: (vars: Record<string, unknown>) => runnable(vars),
+  })
+  return { ok: true, program }
+}
+
+function dedupe(issues: CelIssue[]): CelIssue[] {
+  const seen = new Set<string>()
+  return issues.filter((i) => (seen.has(i.message) ? false : (seen.add(i.message), true)))
+}
+
+/** Turns a CEL number (bigint, double) into a non-negative safe integer, or undefined when it is not a usable amount. */
+export function celToAmount(v: unknown): number | undefined {
+  if (typeof v === 'bigint') {
+    if (v < 0n) return undefined
+    return v > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(v)
+  }
+  if (typeof v === 'number' && Number.isFinite(v) && v >= 0) return Math.min(Math.floor(v), Number.MAX_SAFE_INTEGER)
+  if (v && typeof v === 'object' && 'valueOf' in v) {
+    const inner = (v as { valueOf(): unknown }).valueOf()
+    if (inner !== v) return celToAmount(inner)
+  }
+  return undefined
+}
+
+/** True for a CEL map result (plain object or Map). */
+export function isCelMap(v: unknown): v is Record<string, unknown> | Map<unknown, unknown> {
+  return v instanceof Map || (typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Uint8Array))
+}
+
+/** Converts a CEL value into plain JSON (bigint → number, Map → object). */
+export function celToJson(v: unknown): unknown {
+  if (typeof v === 'bigint') return Number(v)
+  if (v instanceof Map) return Object.fromEntries([...v.entries()].map(([k, x]) => [String(k), celToJson(x)]))
+  if (Array.isArray(v)) return v.map(celToJson)
+  if (v instanceof Uint8Array) return Buffer.from(v).toString('base64')
+  if (v && typeof v === 'object') {
+    const inner = (v as { valueOf(): unknown }).valueOf()
+    if (inner !== v) return celToJson(inner)
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, celToJson(x)]))
+  }
+  return v
+}

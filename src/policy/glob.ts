@@ -1,0 +1,95 @@
+// Domain and path globs (semantics documented in docs/policy.md), compiled once into matchers.
+// Generated regular expressions contain no ambiguous repetition (each `*` is bounded by a
+// separator class), so plain RegExp is linear here; exact patterns skip regex entirely.
+
+export type Matcher = (value: string) => boolean
+
+function escapeRegex(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+}
+
+/** Lowercases, strips one trailing dot and drops the scheme's default port. */
+export function normalizeHost(host: string, scheme: 'http' | 'https' = 'https'): string {
+  let h = host.trim().toLowerCase()
+  let port = ''
+  const m = /^(.*?)(?::(\d+))?$/.exec(h)
+  if (m && !h.startsWith('[')) {
+    h = m[1]
+    port = m[2] ?? ''
+  }
+  if (h.endsWith('.')) h = h.slice(0, -1)
+  if ((scheme === 'https' && port === '443') || (scheme === 'http' && port === '80')) port = ''
+  return port ? `${h}:${port}` : h
+}
+
+/**
+ * Normalizes a domain pattern: lowercase, no trailing dot, no default port (443 and 80 are both
+ * dropped from patterns: a pattern does not know the scheme, and either default is the default).
+ */
+export function normalizeDomainPattern(pattern: string): string {
+  let p = pattern.trim().toLowerCase()
+  let port = ''
+  const m = /^(.*?)(?::(\d+))?$/.exec(p)
+  if (m) {
+    p = m[1]
+    port = m[2] ?? ''
+  }
+  if (p.endsWith('.')) p = p.slice(0, -1)
+  if (port === '443' || port === '80') port = ''
+  return port ? `${p}:${port}` : p
+}
+
+const LABEL = /^(?:\*\*|[a-z0-9_*-]+)$/
+
+/** Returns an error message for an invalid (normalized) domain pattern. */
+export function domainPatternError(p: string): string | undefined {
+  if (p === '') return 'domain pattern is empty'
+  const [host, port, ...rest] = p.split(':')
+  if (rest.length > 0 || (port !== undefined && !/^\d{1,5}$/.test(port)) || (port !== undefined && Number(port) > 65535)) return `"${p}" has an invalid port`
+  if (host.length > 253) return `"${p}" is longer than 253 characters`
+  const labels = host.split('.')
+  for (const l of labels) {
+    if (!LABEL.test(l)) return `"${p}" is not a hostname pattern (letters, digits, "-", "_", "*" and "**" labels only; no scheme, path or spaces)`
+    if (l.includes('**') && l !== '**') return `"${p}": "**" must be a whole label`
+  }
+  return undefined
+}
+
+export function compileDomain(p: string): Matcher {
+  if (!p.includes('*')) return (host) => host === p
+  const [host, port] = p.split(':')
+  const labels = host.split('.')
+  let re = ''
+  labels.forEach((l, i) => {
+    const last = i === labels.length - 1
+    if (l === '**') re += last ? '(?:[^.:]+\\.)*[^.:]+' : '(?:[^.:]+\\.)+'
+    else {
+      const body = l === '*' ? '[^.:]+' : l.split('*').map(escapeRegex).join('[^.:]*')
+      re += body + (last ? '' : '\\.')
+    }
+  })
+  const rx = new RegExp(`^${re}${port ? `:${port}` : ''}$`)
+  return (h) => rx.test(h)
+}
+
+export function pathPatternError(p: string): string | undefined {
+  if (!p.startsWith('/')) return `path pattern "${p}" must start with "/"`
+  if (/[\s?#]/.test(p)) return `path pattern "${p}" may not contain whitespace, "?" or "#"`
+  for (const seg of p.split('/')) if (seg.includes('**') && seg !== '**') return `path pattern "${p}": "**" must be a whole segment`
+  return undefined
+}
+
+export function compilePath(p: string): Matcher {
+  if (!p.includes('*')) return (path) => path === p
+  // A trailing "/**" also matches the prefix itself: "/v1/**" admits "/v1" and "/v1/".
+  const segs = p.split('/')
+  let re = ''
+  for (let i = 1; i < segs.length; i++) {
+    const s = segs[i]
+    const last = i === segs.length - 1
+    if (s === '**') re += last ? '(?:/.*)?' : '(?:/[^/]*)*'
+    else re += '/' + (s === '*' ? '[^/]*' : s.split('*').map(escapeRegex).join('[^/]*'))
+  }
+  const rx = new RegExp(`^${re}$`)
+  return (path) => rx.test(path)
+}

@@ -1,0 +1,407 @@
+// The CompiledPolicy: pure evaluators over the compiled model, called by the proxy on every
+// request. Nothing here parses YAML or compiles CEL/regex/schemas; evaluation errors come back as
+// deny reasons or transforms_failed values, never as exceptions.
+
+import type { TransformFailure } from '../audit/event.js'
+import { celToJson, isCelMap } from './cel.js'
+import { normalizeHost } from './glob.js'
+import { summarizeErrors } from './json-schema.js'
+import type { CCapability, CRule } from './model.js'
+import type {
+  AdmissionResult, AllowRuleEval, BodyInput, BodyResult, CompiledCounter, CompiledPolicy, Deny, HeaderMap, PolicyContext,
+  PolicyRequest, RuleMatch, TransformInput, TransformOutput,
+} from './types.js'
+
+type Outcome = AllowRuleEval["failed"]
+
+const EMPTY_WS = Object.freeze({ id: '', org_id: '', role: '', environment: '' })
+
+function joinHeaders(h: HeaderMap): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const k in h) {
+    const v = h[k]
+    out[k.toLowerCase()] = typeof v === 'string' ? v : v.join(', ')
+  }
+  return out
+}
+
+function decodeComponent(s: string): string {
+  try {
+    return decodeURIComponent(s.replace(/\+/g, ' '))
+  } catch {
+    return s
+  }
+}
+
+function parseQuery(raw: string): Record<string, string[]> {
+  const out: Record<string, string[]> = {}
+  if (raw === '') return out
+  for (const part of raw.split('&')) {
+    if (part === '') continue
+    const i = part.indexOf('=')
+    const k = decodeComponent(i < 0 ? part : part.slice(0, i))
+    const v = i < 0 ? '' : decodeComponent(part.slice(i + 1))
+    ;(out[k] ??= []).push(v)
+  }
+  return out
+}
+
+/** CEL `request` variable (body added only where the site opts in). */
+function requestVar(req: PolicyRequest, body?: unknown): Record<string, unknown> {
+  return {
+    method: req.method.toUpperCase(),
+    path: req.path,
+    host: normalizeHost(req.host, req.scheme),
+    scheme: req.scheme,
+    headers: joinHeaders(req.headers),
+    raw_query: req.rawQuery,
+    query: parseQuery(req.rawQuery),
+    ...(body !== undefined ? { body } : {}),
+  }
+}
+
+function contextVars(ctx: PolicyContext): Record<string, unknown> {
+  return { workspace: ctx.workspace ?? EMPTY_WS, task: { id: ctx.task?.id ?? '' } }
+}
+
+function ruleMatch(cap: CCapability, rule: CRule): RuleMatch {
+  return Object.freeze({ capability: cap.name, capabilityIndex: cap.index, ...(rule.name ? { rule: rule.name } : {}), ruleIndex: rule.index, ruleKey: rule.key })
+}
+
+function staticOutcome(rule: CRule, scheme: string, host: string, method: string, path: string): Outcome | undefined {
+  if (scheme !== 'https' && !rule.allowInsecure) return 'scheme'
+  let ok = false
+  for (const d of rule.domains) if (d(host)) { ok = true; break }
+  if (!ok) return 'domain'
+  if (!rule.methods.has(method)) return 'method'
+  if (rule.paths) {
+    ok = false
+    for (const p of rule.paths) if (p(path)) { ok = true; break }
+    if (!ok) return 'path'
+  }
+  return undefined
+}
+
+type CelCheck = { ok: true; value: boolean } | { ok: false; reason: 'policy_error' | 'policy_type_error' | 'policy_empty'; message: string }
+
+function runBool(run: () => unknown): CelCheck {
+  let v: unknown
+  try {
+    v = run()
+  } catch (e) {
+    return { ok: false, reason: 'policy_error', message: ((e as Error).message ?? String(e)).split('\n')[0] }
+  }
+  if (v === null || v === undefined) return { ok: false, reason: 'policy_empty', message: 'match expression returned no value' }
+  if (typeof v !== 'boolean') return { ok: false, reason: 'policy_type_error', message: `match expression returned ${typeof v}, not bool` }
+  return { ok: true, value: v }
+}
+
+function mediaType(headers: HeaderMap): string {
+  const v = headers['content-type']
+  return ((typeof v === 'string' ? v : v?.[0]) ?? '').split(';')[0].trim().toLowerCase()
+}
+
+function isJsonType(t: string): boolean {
+  return t === 'application/json' || (t.startsWith('application/') && t.endsWith('+json'))
+}
+
+function bodyText(body: Uint8Array | string): string {
+  return typeof body === 'string' ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8')
+}
+
+function deepMerge(target: unknown, patch: Record<string, unknown>): Record<string, unknown> {
+  const base: Record<string, unknown> = target && typeof target === 'object' && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {}
+  for (const [k, v] of Object.entries(patch)) {
+    base[k] = v && typeof v === 'object' && !Array.isArray(v) ? deepMerge(base[k], v as Record<string, unknown>) : v
+  }
+  return base
+}
+
+function encodeQueryComponent(s: string): string {
+  return encodeURIComponent(s)
+}
+
+function setQuery(raw: string, key: string, value: string | undefined): string {
+  const parts = raw === '' ? [] : raw.split('&').filter((p) => p !== '' && decodeComponent(p.split('=')[0]) !== key)
+  if (value !== undefined) parts.push(`${encodeQueryComponent(key)}=${encodeQueryComponent(value)}`)
+  return parts.join('&')
+}
+
+export class Policy implements CompiledPolicy {
+  readonly capabilities: CompiledPolicy['capabilities']
+  readonly #caps: readonly CCapability[]
+  readonly #byName: ReadonlyMap<string, CCapability>
+
+  constructor(
+    readonly hash: string,
+    caps: CCapability[],
+  ) {
+    this.#caps = caps
+    this.#byName = new Map(caps.map((c) => [c.name, c]))
+    this.capabilities = Object.freeze(
+      caps.map((c) =>
+        Object.freeze({
+          name: c.name,
+          rules: Object.freeze(c.rules.map((r) => Object.freeze({ ...(r.name ? { name: r.name } : {}), key: r.key, domains: Object.freeze([...r.domainPatterns]), methods: Object.freeze([...r.methods]), paths: Object.freeze([...r.pathPatterns]) }))),
+          counters: Object.freeze([...c.counters]),
+        }),
+      ),
+    )
+    Object.freeze(this)
+  }
+
+  admit(request: PolicyRequest, context: PolicyContext): AdmissionResult {
+    const host = normalizeHost(request.host, request.scheme)
+    const method = request.method.toUpperCase()
+    const { path, scheme } = request
+    let vars: Record<string, unknown> | undefined
+    const candidates: RuleMatch[] = []
+    let failure: CelCheck | undefined
+    for (const cap of this.#caps) {
+      for (const rule of cap.rules) {
+        if (staticOutcome(rule, scheme, host, method, path) !== undefined) continue
+        if (rule.matchRequiresBody) {
+          candidates.push(ruleMatch(cap, rule))
+          continue
+        }
+        if (rule.match) {
+          vars ??= { request: requestVar(request), ...contextVars(context) }
+          const res = runBool(() => rule.match!.run(vars!))
+          if (!res.ok) {
+            failure ??= res
+            continue
+          }
+          if (!res.value) continue
+        }
+        const match = ruleMatch(cap, rule)
+        if (candidates.length > 0) return { decision: 'pending', candidates: Object.freeze([...candidates, match]) }
+        return { decision: 'allow', match, needsBody: rule.needsBody }
+      }
+    }
+    if (candidates.length > 0) return { decision: 'pending', candidates: Object.freeze(candidates) }
+    return this.#noMatch(request, context, failure)
+  }
+
+  /** Slow path, only on deny: explain every rule's first failing criterion. */
+  #noMatch(request: PolicyRequest, context: PolicyContext, failure: CelCheck | undefined): Deny {
+    const host = normalizeHost(request.host, request.scheme)
+    const method = request.method.toUpperCase()
+    const evals: AllowRuleEval[] = []
+    const vars = { request: requestVar(request), ...contextVars(context) }
+    for (const cap of this.#caps) {
+      for (const rule of cap.rules) {
+        const failed = staticOutcome(rule, request.scheme, host, method, request.path)
+        if (failed) evals.push({ capability: cap.name, rule: rule.key, failed })
+        else if (rule.match) {
+          const res = runBool(() => rule.match!.run(vars))
+          evals.push(res.ok ? { capability: cap.name, rule: rule.key, failed: 'match' } : { capability: cap.name, rule: rule.key, failed: 'match_error', message: res.message })
+        }
+      }
+    }
+    if (failure && !failure.ok) return { decision: 'deny', reason: failure.reason, detail: { allowrule_eval: evals, message: failure.message } }
+    return { decision: 'deny', reason: 'no_match', detail: { allowrule_eval: evals } }
+  }
+
+  #rule(m: RuleMatch): { cap: CCapability; rule: CRule } | undefined {
+    const cap = this.#caps[m.capabilityIndex]
+    const rule = cap?.rules[m.ruleIndex]
+    return cap && rule && cap.name === m.capability ? { cap, rule } : undefined
+  }
+
+  checkBody(admission: Exclude<AdmissionResult, Deny>, input: BodyInput): BodyResult {
+    const candidates = admission.decision === 'allow' ? [admission.match] : admission.candidates
+    const present = input.body !== undefined && (typeof input.body === 'string' ? input.body.length > 0 : input.body.byteLength > 0)
+    let validations = 0
+    let parsed: { ok: boolean; value?: unknown } | undefined
+    const evals: AllowRuleEval[] = []
+    let failure: CelCheck | undefined
+    for (const m of candidates) {
+      const found = this.#rule(m)
+      if (!found) return { decision: 'deny', reason: 'internal_error', detail: { message: 'admission does not belong to this policy' }, validationsApplied: validations }
+      const { rule } = found
+      let json: unknown
+      if (rule.requestFormat === 'application/json' && present) {
+        if (!isJsonType(mediaType(input.request.headers))) {
+          evals.push({ capability: m.capability, rule: m.ruleKey, failed: 'format' })
+          return { decision: 'deny', reason: 'format_mismatch', detail: { allowrule_eval: evals, capability: m.capability, rule: m.ruleKey, message: `Content-Type must be application/json` }, validationsApplied: validations }
+        }
+        if (!parsed) {
+          try {
+            parsed = { ok: true, value: JSON.parse(bodyText(input.body!)) }
+          } catch {
+            parsed = { ok: false }
+          }
+        }
+        if (!parsed.ok) {
+          evals.push({ capability: m.capability, rule: m.ruleKey, failed: 'json' })
+          return { decision: 'deny', reason: 'invalid_json', detail: { allowrule_eval: evals, capability: m.capability, rule: m.ruleKey }, validationsApplied: validations }
+        }
+        json = parsed.value
+        if (rule.schema) {
+          validations++
+          if (!rule.schema(json)) {
+            const errors = summarizeErrors(rule.schema.errors)
+            evals.push({ capability: m.capability, rule: m.ruleKey, failed: 'schema', message: errors.join('; ') })
+            return { decision: 'deny', reason: 'schema_violation', detail: { allowrule_eval: evals, capability: m.capability, rule: m.ruleKey, errors }, validationsApplied: validations }
+          }
+        }
+      }
+      if (rule.matchRequiresBody && rule.match) {
+        const vars = { request: requestVar(input.request, json ?? null), ...contextVars(input.context) }
+        const res = runBool(() => rule.match!.run(vars))
+        if (!res.ok) {
+          failure ??= res
+          evals.push({ capability: m.capability, rule: m.ruleKey, failed: 'match_error', message: res.message })
+          continue
+        }
+        if (!res.value) {
+          evals.push({ capability: m.capability, rule: m.ruleKey, failed: 'match' })
+          continue
+        }
+      }
+      return { decision: 'allow', match: m, ...(json !== undefined ? { json } : {}), validationsApplied: validations }
+    }
+    if (failure && !failure.ok) return { decision: 'deny', reason: failure.reason, detail: { allowrule_eval: evals, message: failure.message }, validationsApplied: validations }
+    return { decision: 'deny', reason: 'no_match', detail: { allowrule_eval: evals }, validationsApplied: validations }
+  }
+
+  applyTransforms(input: TransformInput): TransformOutput {
+    const headers: Record<string, string[]> = {}
+    for (const k in input.request.headers) {
+      const v = input.request.headers[k]
+      headers[k.toLowerCase()] = typeof v === 'string' ? [v] : [...v]
+    }
+    const out: TransformOutput = {
+      method: input.request.method.toUpperCase(),
+      path: input.request.path,
+      rawQuery: input.request.rawQuery,
+      headers,
+      bodyChanged: false,
+      applied: 0,
+      appliedKeys: [],
+      failed: {},
+      auth: [],
+    }
+    if (input.json !== undefined) out.json = input.json
+    const found = this.#rule(input.match)
+    if (!found) return out
+    const { cap, rule } = found
+    const base = { request: requestVar(input.request), ...contextVars(input.context) }
+    const withBody = { ...base, request: requestVar(input.request, input.json ?? null) }
+    const hasBody = input.hasBody ?? input.json !== undefined
+
+    for (const t of cap.transforms) {
+      if (t.appliesTo && !(rule.name !== undefined && t.appliesTo.has(rule.name))) continue
+      const fail = (reason: TransformFailure) => {
+        out.failed[t.key] = reason
+      }
+      if (t.kind === 'auth') {
+        out.auth.push({ credential: t.credential, provider: t.provider, key: t.key })
+        continue
+      }
+      if (t.kind === 'body' && (!hasBody || out.json === undefined)) {
+        fail('body_absent')
+        continue
+      }
+      const program = 'value' in t ? t.value : undefined
+      let value: unknown
+      if (program) {
+        const vars: Record<string, unknown> = t.requiresBody ? { ...withBody } : { ...base }
+        if (program.secretKeys.length > 0) {
+          const secrets: Record<string, string> = {}
+          let missing = false
+          for (const k of program.secretKeys) {
+            let s: string | undefined
+            try {
+              s = input.secrets(k)
+            } catch {
+              s = undefined
+            }
+            if (s === undefined) missing = true
+            else secrets[k] = s
+          }
+          if (missing) {
+            fail('apply_error')
+            continue
+          }
+          vars.secrets = secrets
+        }
+        try {
+          value = program.run(vars)
+        } catch {
+          fail('eval_error')
+          continue
+        }
+      }
+      switch (t.kind) {
+        case 'header':
+          if (t.action === 'remove') delete headers[t.header]
+          else if (typeof value !== 'string') {
+            fail('type_mismatch')
+            continue
+          } else if (t.action === 'set') headers[t.header] = [value]
+          else (headers[t.header] ??= []).push(value)
+          break
+        case 'query':
+          if (t.action === 'remove') out.rawQuery = setQuery(out.rawQuery, t.param, undefined)
+          else if (typeof value !== 'string') {
+            fail('type_mismatch')
+            continue
+          } else out.rawQuery = setQuery(out.rawQuery, t.param, value)
+          break
+        case 'path': {
+          if (typeof value !== 'string') {
+            fail('type_mismatch')
+            continue
+          }
+          const s = value
+          const next = t.action === 'prefix' ? s + out.path : t.pattern!.replace(out.path, () => s)
+          if (!next.startsWith('/')) {
+            fail('apply_error')
+            continue
+          }
+          out.path = next
+          break
+        }
+        case 'body': {
+          const doc = out.json
+          if (t.action === 'merge') {
+            if (!isCelMap(value)) {
+              fail('type_mismatch')
+              continue
+            }
+            if (!doc || typeof doc !== 'object' || Array.isArray(doc)) {
+              fail('apply_error')
+              continue
+            }
+            out.json = deepMerge(doc, celToJson(value) as Record<string, unknown>)
+          } else {
+            if (typeof value !== 'string') {
+              fail('type_mismatch')
+              continue
+            }
+            if (!doc || typeof doc !== 'object' || Array.isArray(doc)) {
+              fail('apply_error')
+              continue
+            }
+            const current = (doc as Record<string, unknown>)[t.field!]
+            if (current !== undefined && typeof current !== 'string') {
+              fail('apply_error')
+              continue
+            }
+            out.json = { ...(doc as Record<string, unknown>), [t.field!]: value + (current ?? '') }
+          }
+          out.bodyChanged = true
+          break
+        }
+      }
+      out.applied++
+      out.appliedKeys.push(t.key)
+    }
+    return out
+  }
+
+  counters(capability: string): readonly CompiledCounter[] {
+    return this.#byName.get(capability)?.counters ?? []
+  }
+}

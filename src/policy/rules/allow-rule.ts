@@ -1,0 +1,155 @@
+// AllowRule: domains, methods, paths, allow_insecure, match, request_format, request_schema.
+
+import { isMap, isScalar, type Node } from 'yaml'
+import { compileSchema } from '../json-schema.js'
+import { compileDomain, compilePath, domainPatternError, normalizeDomainPattern, pathPatternError } from '../glob.js'
+import type { CelProgram } from '../cel.js'
+import type { CRule } from '../model.js'
+import { MapReader, pointer, type Reader } from '../yaml-reader.js'
+import { celOf, enumOf } from './shared.js'
+
+export const METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'HEAD', 'OPTIONS'] as const
+const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
+const KEYS = ['name', 'domains', 'methods', 'paths', 'allow_insecure', 'match', 'request_format', 'request_schema'] as const
+
+export interface AllowRuleResult {
+  rule?: CRule
+  node: Node
+  path: string
+  name?: { value: string; node: Node; path: string }
+  hasSchema: boolean
+  requestFormatJson: boolean
+}
+
+export function checkAllowRule(r: Reader, node: Node | null, path: string, index: number): AllowRuleResult | undefined {
+  if (!node || !isMap(node)) {
+    r.error('invalid_type', 'an allow rule must be a mapping', path, node)
+    return undefined
+  }
+  const errorsBefore = r.diagnostics.filter((d) => d.severity === 'error').length
+  const m = new MapReader(r, node, path, KEYS, 'allow rule')
+  const name = m.str('name')
+  if (name && name.value === '') r.error('invalid_name', 'allow rule name may not be empty', name.field.path, name.field.node)
+
+  // domains
+  m.require('domains', 'an allow rule')
+  const domains = m.strList('domains')
+  const domainPatterns: string[] = []
+  if (domains && domains.items.length === 0 && domains.field.node) r.error('empty_list', '"domains" needs at least one entry', domains.field.path, domains.field.node)
+  for (const d of domains?.items ?? []) {
+    const p = normalizeDomainPattern(d.value)
+    const err = domainPatternError(p)
+    if (err) r.error('invalid_domain', err, d.path, d.node)
+    else {
+      if (p === '**' || p === '*') r.warn('match_all_domain', `domain pattern "${d.value}" matches every host`, d.path, d.node)
+      domainPatterns.push(p)
+    }
+  }
+
+  // methods
+  m.require('methods', 'an allow rule')
+  const methods = m.strList('methods')
+  if (methods && methods.items.length === 0) r.error('empty_list', '"methods" needs at least one entry', methods.field.path, methods.field.node)
+  const methodSet = new Set<string>()
+  for (const it of methods?.items ?? []) {
+    if ((METHODS as readonly string[]).includes(it.value)) methodSet.add(it.value)
+    else {
+      const hint = (METHODS as readonly string[]).includes(it.value.toUpperCase()) ? ` (methods are uppercase: ${it.value.toUpperCase()})` : ''
+      r.error('invalid_method', `method "${it.value}" must be one of ${METHODS.join(', ')}${hint}`, it.path, it.node)
+    }
+  }
+
+  // paths
+  const paths = m.strList('paths')
+  const pathPatterns: string[] = []
+  for (const it of paths?.items ?? []) {
+    const err = pathPatternError(it.value)
+    if (err) r.error('invalid_path', err, it.path, it.node)
+    else pathPatterns.push(it.value)
+  }
+  if (pathPatterns.length === 0 && !(paths && paths.items.length > 0)) {
+    const writes = [...methodSet].filter((x) => WRITE_METHODS.has(x))
+    if (writes.length > 0 && methods) r.warn('unrestricted_write', `allow rule admits ${writes.join(', ')} on every path; list the endpoints in "paths"`, methods.field.path, methods.field.node)
+  }
+
+  const insecure = m.bool('allow_insecure')
+
+  // request_format
+  const format = enumOf(m, 'request_format', ['', 'application/json'] as const)
+
+  // match
+  let match: CelProgram | undefined
+  let matchRequiresBody = false
+  const mm = m.map('match')
+  if (mm) {
+    const mr = new MapReader(r, mm.node, mm.field.path, ['expr', 'requires_body'], 'match')
+    matchRequiresBody = mr.bool('requires_body')?.value ?? false
+    if (mr.require('expr', 'match')) match = celOf(mr, 'expr', matchRequiresBody ? 'match_body' : 'match_headers', 'bool')
+  }
+
+  // request_schema: YAML mapping or a JSON literal string
+  let schema: CRule['schema']
+  const sf = m.field('request_schema')
+  if (sf) {
+    let value: unknown
+    let parsedOk = true
+    if (sf.node && isScalar(sf.node) && typeof sf.node.value === 'string') {
+      try {
+        value = JSON.parse(sf.node.value)
+      } catch (e) {
+        parsedOk = false
+        r.error('invalid_schema', `request_schema JSON literal does not parse: ${(e as Error).message}`, sf.path, sf.node)
+      }
+    } else if (sf.node && (isMap(sf.node) || (isScalar(sf.node) && typeof sf.node.value === 'boolean'))) {
+      try {
+        value = sf.node.toJS(r.doc, { maxAliasCount: 50 })
+      } catch {
+        parsedOk = false
+        r.error('document_too_complex', 'request_schema expands too many aliases', sf.path, sf.node)
+      }
+    } else {
+      parsedOk = false
+      r.error('invalid_type', 'request_schema must be a mapping or a JSON literal string', sf.path, sf.node ?? sf.keyNode)
+    }
+    if (parsedOk) {
+      const res = compileSchema(value)
+      if (res.ok) schema = res.validate
+      else r.error(res.code, res.message, sf.path, sf.node)
+    }
+  }
+
+  const bodyReaders: string[] = []
+  if (sf) bodyReaders.push('request_schema')
+  if (matchRequiresBody) bodyReaders.push('a body-matching match expression')
+  if (bodyReaders.length > 0 && format !== 'application/json') {
+    const f = m.field('request_format')
+    r.error('request_format_required', `request_format: application/json is required because the rule reads the body (${bodyReaders.join(', ')})`, f?.path ?? pointer(path, 'request_format'), f?.node ?? node)
+  }
+
+  const errorsAfter = r.diagnostics.filter((d) => d.severity === 'error').length
+  const result: AllowRuleResult = {
+    node,
+    path,
+    hasSchema: sf !== undefined,
+    requestFormatJson: format === 'application/json',
+    ...(name && name.value !== '' ? { name: { value: name.value, node: name.field.node ?? name.field.keyNode, path: name.field.path } } : {}),
+  }
+  if (errorsAfter > errorsBefore) return result
+  result.rule = {
+    index,
+    ...(name && name.value !== '' ? { name: name.value } : {}),
+    key: name && name.value !== '' ? name.value : `allow[${index}]`,
+    domainPatterns,
+    domains: domainPatterns.map(compileDomain),
+    methods: methodSet,
+    pathPatterns,
+    paths: pathPatterns.length > 0 ? pathPatterns.map(compilePath) : null,
+    allowInsecure: insecure?.value ?? false,
+    ...(match ? { match } : {}),
+    matchRequiresBody,
+    requestFormat: format ?? '',
+    ...(schema ? { schema } : {}),
+    needsBody: format === 'application/json' || matchRequiresBody,
+  }
+  return result
+}

@@ -1,0 +1,49 @@
+// Helpers shared by the rule checks: CEL compilation with diagnostics, enums, names.
+
+import type { Node } from 'yaml'
+import { compileCel, type CelProgram, type CelResultKind, type CelSite, type CelSiteOptions } from '../cel.js'
+import type { Field, MapReader, Reader } from '../yaml-reader.js'
+
+export const NAME_PATTERN = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/
+
+/** Compiles a CEL field, reporting every issue at the expression's node. */
+export function celField(r: Reader, field: Field, source: string, site: CelSite, expected: CelResultKind, opts?: CelSiteOptions): CelProgram | undefined {
+  const res = compileCel(source, site, expected, opts)
+  if (res.ok) return res.program
+  for (const issue of res.issues) r.error(issue.code, issue.message, field.path, field.node ?? field.keyNode)
+  return undefined
+}
+
+/** Reads a CEL string field (required or optional) and compiles it. */
+export function celOf(m: MapReader, key: string, site: CelSite, expected: CelResultKind, opts?: CelSiteOptions): CelProgram | undefined {
+  const s = m.str(key)
+  if (!s) return undefined
+  if (s.value.trim() === '') {
+    m.r.error('cel_syntax', `"${key}" is an empty CEL expression`, s.field.path, s.field.node ?? s.field.keyNode)
+    return undefined
+  }
+  return celField(m.r, s.field, s.value, site, expected, opts)
+}
+
+/** Reads a string field constrained to a closed enum. */
+export function enumOf<T extends string>(m: MapReader, key: string, values: readonly T[]): T | undefined {
+  const s = m.str(key)
+  if (!s) return undefined
+  if ((values as readonly string[]).includes(s.value)) return s.value as T
+  const shown = values.map((v) => (v === '' ? '""' : v)).join(', ')
+  m.r.error('invalid_enum', `"${key}" must be one of ${shown}; got ${JSON.stringify(s.value)}`, s.field.path, s.field.node ?? s.field.keyNode)
+  return undefined
+}
+
+/** Validates a capability or counter name. */
+export function checkName(r: Reader, value: string, path: string, node: Node | null, what: string): boolean {
+  if (value.startsWith('_')) {
+    r.error('reserved_name', `${what} "${value}" starts with "_", which is reserved for the platform`, path, node)
+    return false
+  }
+  if (!NAME_PATTERN.test(value)) {
+    r.error('invalid_name', `${what} "${value}" must match [A-Za-z][A-Za-z0-9_-]{0,63}`, path, node)
+    return false
+  }
+  return true
+}
