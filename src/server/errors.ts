@@ -6,7 +6,6 @@ import { CorralError } from '../errors.js'
 export const ERROR_CATALOGUE = {
   // 400
   validation_error: { status: 400, summary: 'A field, query parameter or body failed validation; details.fields maps each field to its problem.' },
-  invalid_json: { status: 400, summary: 'The request body is not well-formed JSON.' },
   invalid_cursor: { status: 400, summary: 'The audit cursor is malformed, was tampered with, or belongs to another query.' },
   invalid_query: { status: 400, summary: 'Unknown filter column or stats dimension, or bad metric/bucket grammar.' },
   // 401
