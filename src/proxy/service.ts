@@ -2,6 +2,7 @@
 // `corral proxy` runs alone. Everything shared (CA, token key, pooled upstream agent, active
 // workspaces) is built once here.
 import type { AuditSink } from '../audit/event.js'
+import { compilePolicyCached } from '../policy/index.js'
 import type { CompileResult } from '../policy/types.js'
 import { proxyTables } from '../store/proxy-tables.js'
 import type { Store } from '../store/index.js'
@@ -21,8 +22,8 @@ export interface ProxyServiceOptions {
   store: Store
   audit: AuditSink
   dataDir: string
-  /** Compiles a role's caps.yaml text; the policy module's cached compiler in production. */
-  compile: (capabilities: string) => CompileResult
+  /** Compiles a role's caps.yaml text; defaults to the policy module's cached compiler. */
+  compile?: (capabilities: string) => CompileResult
   port?: number
   host?: string
   /** Extra PEM roots for upstream verification (`--upstream-ca`). */
@@ -70,7 +71,7 @@ export class ProxyService {
     const directory = o.directory ?? proxyTables(o.store.db).workspaces
     const core: ProxyCore = {
       tokens,
-      workspaces: new ActiveWorkspaces({ directory, compile: o.compile, audit: o.audit, ...(o.workspaceTtlMs ? { ttlMs: o.workspaceTtlMs } : {}) }),
+      workspaces: new ActiveWorkspaces({ directory, compile: o.compile ?? compilePolicyCached, audit: o.audit, ...(o.workspaceTtlMs ? { ttlMs: o.workspaceTtlMs } : {}) }),
       audit: o.audit,
       upstream: new Upstream({ ...(o.upstreamCaPem ? { extraCaPem: o.upstreamCaPem } : {}) }),
       maxInspectBytes: o.maxInspectBytes ?? DEFAULT_MAX_INSPECT_BYTES,

@@ -10,7 +10,6 @@ import { join } from 'node:path'
 import { v7 as uuidv7 } from 'uuid'
 import { ProxyAgent, fetch as undiciFetch } from 'undici'
 import type { AuditEvent, AuditSink, NewAuditEvent } from '../../src/audit/event.js'
-import type { CompileResult } from '../../src/policy/types.js'
 import { LeafMinter, loadOrCreateCa } from '../../src/proxy/ca.js'
 import { ProxyService, type ProxyServiceOptions } from '../../src/proxy/service.js'
 import { openStore, type Store } from '../../src/store/index.js'
@@ -85,13 +84,12 @@ export interface Harness {
   close(): Promise<void>
 }
 
-export async function startHarness(opts: { compile?: (t: string) => CompileResult } & Partial<ProxyServiceOptions> = {}): Promise<Harness> {
+export async function startHarness(opts: Partial<ProxyServiceOptions> = {}): Promise<Harness> {
   const dir = await mkdtemp(join(tmpdir(), 'corral-proxy-'))
   const store = await openStore(`sqlite:${join(dir, 'corral.db')}`)
   const audit = new RecordingAudit()
   const up = await startUpstreams(dir)
-  const compile = opts.compile ?? (() => ({ ok: false, diagnostics: [{ severity: 'error', code: 'x', message: 'no compiler wired', path: '', line: 1, column: 1 }] }) as CompileResult)
-  const proxy = new ProxyService({ store, audit, dataDir: join(dir, 'data'), port: 0, upstreamCaPem: [up.caPem], ...opts, compile })
+  const proxy = new ProxyService({ store, audit, dataDir: join(dir, 'data'), port: 0, upstreamCaPem: [up.caPem], ...opts })
   const port = await proxy.start()
   const org = await store.orgs.create({ name: `org-${Math.random().toString(36).slice(2)}` })
   const user = await store.users.create({ email: `u${Math.random().toString(36).slice(2)}@example.com` })
