@@ -57,7 +57,7 @@ export interface OpenStoreOptions {
 export async function openStore(url: string, opts: OpenStoreOptions = {}): Promise<Store> {
   const dialect = await openDialect(url, opts)
   try {
-    await migrateToLatestOrThrow(dialect.db as Kysely<unknown>, dialect.name)
+    await migrateToLatestOrThrow(dialect.db as Kysely<unknown>, dialect.name, dialect.name === 'postgres' ? opts.schema : undefined)
   } catch (err) {
     await dialect.close().catch(() => {})
     throw err

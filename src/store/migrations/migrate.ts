@@ -5,7 +5,8 @@ import { Migrator, type Kysely, type Migration } from 'kysely'
 import type { DialectName } from '../dialects/types.js'
 import { migrations } from './index.js'
 
-export async function migrateToLatestOrThrow(db: Kysely<unknown>, dialect: DialectName): Promise<void> {
+/** `schema`: the Postgres schema the store lives in, so the bookkeeping tables are looked up there too. */
+export async function migrateToLatestOrThrow(db: Kysely<unknown>, dialect: DialectName, schema?: string): Promise<void> {
   const provider = {
     async getMigrations(): Promise<Record<string, Migration>> {
       return Object.fromEntries(
@@ -15,7 +16,7 @@ export async function migrateToLatestOrThrow(db: Kysely<unknown>, dialect: Diale
   }
   // Unordered: a migration appended by another part with an earlier timestamp still runs on stores
   // that already applied later ones.
-  const migrator = new Migrator({ db, provider, allowUnorderedMigrations: true })
+  const migrator = new Migrator({ db, provider, allowUnorderedMigrations: true, ...(schema ? { migrationTableSchema: schema } : {}) })
   const { error, results } = await migrator.migrateToLatest()
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName

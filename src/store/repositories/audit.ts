@@ -87,23 +87,32 @@ export function createAuditRepository({ db, dialect }: RepoContext) {
   return {
     /** Inserts rows, ignoring ids already stored (idempotent retries). Returns how many were new. */
     async insertBatch(events: readonly AuditEvent[]): Promise<number> {
-      if (events.length === 0) return 0
+      return (await this.insertBatchReturningIds(events)).length
+    },
+
+    /**
+     * Like insertBatch, returning the ids that were new: a retried batch whose first attempt did
+     * commit announces nothing twice on the live bus.
+     */
+    async insertBatchReturningIds(events: readonly AuditEvent[]): Promise<string[]> {
+      if (events.length === 0) return []
       const rows = events.map(toRow)
-      let inserted = 0
+      const ids: string[] = []
       const insertAll = async (trx: typeof db) => {
         for (let i = 0; i < rows.length; i += chunkRows) {
           const res = await trx
             .insertInto('audit_events')
             .values(rows.slice(i, i + chunkRows) as never)
             .onConflict((oc) => oc.column('id').doNothing())
-            .executeTakeFirst()
-          inserted += Number(res.numInsertedOrUpdatedRows ?? 0)
+            .returning('id')
+            .execute()
+          for (const r of res) ids.push(String(r.id))
         }
       }
       // One transaction per batch: a batch commits whole (inside a Store transaction, as part of it).
       if (db.isTransaction) await insertAll(db)
       else await db.transaction().execute(insertAll)
-      return inserted
+      return ids
     },
 
     async getById(orgId: string, id: string): Promise<AuditEvent | undefined> {

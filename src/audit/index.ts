@@ -1,0 +1,19 @@
+// The audit log's public API: the batched writer (every producer's AuditSink), the query and
+// stats functions behind the /v1 audit routes, the live bus and the SSE stream.
+export * from './event.js'
+export { createAuditWriter, stamp, type AuditWriter, type AuditWriterOptions } from './writer.js'
+export { createAuditBus, type AuditBus, type AuditBusFilter, type AuditBusHandler, type AuditBusOptions } from './bus.js'
+export {
+  queryAudit, parseAuditQuery, DEFAULT_LIMIT, MAX_LIMIT,
+  type AuditPage, type AuditQueryInput, type AuditScope, type ParsedAuditQuery,
+} from './query.js'
+export {
+  auditStats, parseStatsQuery, STATS_DIMENSIONS, TIME_BUCKETS, MAX_STATS_ROWS, MAX_TOP,
+  type AuditStatsInput, type StatsBucket, type TimeBucket,
+} from './stats.js'
+export { parseFilters, parseFilter, matchesFilters, type FilterInput } from './filter.js'
+export {
+  streamActivity, DEFAULT_HEARTBEAT_MS, DEFAULT_MAX_DURATION_MS, RETRY_MS, MAX_PENDING_BYTES,
+  type StreamActivityOptions,
+} from './stream.js'
+export { AUDIT_CHANNEL } from './notify.js'

@@ -1,0 +1,145 @@
+// The live activity stream (SSE) behind GET /v1/activity/stream and the workspace variant.
+// Each event is `event: activity`, `id: <UUIDv7>`, `data: <JSON audit event>`. A reconnecting
+// client sends Last-Event-ID; we replay from the log after that event and then attach to the live
+// bus without a gap or a duplicate: subscribe first (buffering), replay, then drain the buffer
+// skipping ids the replay already sent. A client that cannot keep up is cut (it reconnects and
+// resumes) rather than buffered without bound. Route auth and permissions are the server's.
+
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import { CorralError } from '../errors.js'
+import type { AuditFilterClause, Store } from '../store/index.js'
+import { isUuid } from '../store/repositories/audit.js'
+import type { AuditBus } from './bus.js'
+import type { AuditEvent } from './event.js'
+import { matchesFilters, parseFilters, type FilterInput } from './filter.js'
+
+export const DEFAULT_HEARTBEAT_MS = 15_000
+export const DEFAULT_MAX_DURATION_MS = 60 * 60 * 1000
+/** Suggested reconnect delay sent as `retry:` when the stream opens. */
+export const RETRY_MS = 2_000
+/** Bytes a slow client may have pending before it is disconnected. */
+export const MAX_PENDING_BYTES = 1024 * 1024
+const REPLAY_PAGE = 500
+
+export interface StreamActivityOptions {
+  store: Store
+  bus: AuditBus
+  orgId: string
+  reply: ServerResponse
+  request: IncomingMessage
+  /** The Last-Event-ID header (or query parameter): resume after this event. */
+  lastEventId?: string
+  workspaceId?: string
+  /** `:own` narrowing by user_id. */
+  userId?: string
+  /** Audit filter clauses (same grammar as GET /v1/audit). */
+  filter?: FilterInput
+  heartbeatMs?: number
+  maxDurationMs?: number
+  /** Extra response headers (e.g. the request id). */
+  headers?: Record<string, string>
+}
+
+/**
+ * Streams until the client disconnects, the maximum duration passes, or the client falls too far
+ * behind. Throws (before anything is written) CorralError for a malformed Last-Event-ID or filter.
+ */
+export async function streamActivity(opts: StreamActivityOptions): Promise<void> {
+  const { store, bus, orgId, reply, request } = opts
+  const filters: AuditFilterClause[] = parseFilters(opts.filter)
+  const lastEventId = opts.lastEventId?.trim() || undefined
+  if (lastEventId !== undefined && !isUuid(lastEventId)) {
+    throw new CorralError('validation_error', 'Last-Event-ID must be the id of an audit event (a UUID)', 400, {
+      fields: { 'Last-Event-ID': 'must be a UUID' },
+    })
+  }
+  const scope = { workspaceId: opts.workspaceId, userId: opts.userId }
+  const wanted = (e: AuditEvent) => matchesFilters(e, filters)
+
+  let ended = false
+  let live = false
+  const buffer: AuditEvent[] = []
+  let resolveDone!: () => void
+  const done = new Promise<void>((r) => (resolveDone = r))
+
+  const unsubscribe = bus.subscribe(
+    orgId,
+    (e) => {
+      if (ended || !wanted(e)) return
+      if (live) send(e)
+      else buffer.push(e)
+    },
+    scope,
+  )
+
+  const finish = (destroy = false) => {
+    if (ended) return
+    ended = true
+    unsubscribe()
+    clearInterval(heartbeat)
+    clearTimeout(deadline)
+    if (destroy) reply.destroy()
+    else if (!reply.writableEnded) reply.end()
+    resolveDone()
+  }
+
+  const write = (chunk: string) => {
+    if (ended) return
+    reply.write(chunk)
+    // write() returning false is normal for a burst; only a client that stays behind is cut.
+    if (reply.writableLength > MAX_PENDING_BYTES) finish(true)
+  }
+  const send = (e: AuditEvent) => write(`event: activity\nid: ${e.id}\ndata: ${JSON.stringify(e)}\n\n`)
+
+  // The response's close (not the request's, which fires once its body is read) means the client left.
+  reply.on('close', () => finish())
+  reply.on('error', () => finish(true))
+
+  const heartbeat = setInterval(() => write(': heartbeat\n\n'), opts.heartbeatMs ?? DEFAULT_HEARTBEAT_MS)
+  heartbeat.unref()
+  const deadline = setTimeout(() => finish(), opts.maxDurationMs ?? DEFAULT_MAX_DURATION_MS)
+  deadline.unref()
+
+  try {
+    await bus.ready
+    reply.writeHead(200, {
+      ...opts.headers,
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache, no-transform',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+    })
+    write(`retry: ${RETRY_MS}\n\n`)
+    reply.flushHeaders?.()
+
+    const sent = new Set<string>()
+    if (lastEventId !== undefined) {
+      let after = await store.audit.positionOf(orgId, lastEventId)
+      // An id we do not hold (e.g. another org's) still names a point in time: a UUIDv7 embeds it.
+      after ??= { ts: uuidV7Millis(lastEventId), id: lastEventId.toLowerCase() }
+      while (!ended) {
+        const page = await store.audit.page(orgId, { filters, ...scope, order: 'asc', limit: REPLAY_PAGE, after })
+        for (const e of page) {
+          sent.add(e.id)
+          send(e)
+        }
+        if (page.length < REPLAY_PAGE) break
+        const last = page[page.length - 1]
+        after = { ts: Date.parse(last.timestamp), id: last.id }
+        if (reply.writableLength > 0 && !ended) await new Promise<void>((r) => (reply.once('drain', r), reply.once('close', r)))
+      }
+    }
+    for (const e of buffer.splice(0)) if (!sent.has(e.id)) send(e)
+    live = true
+  } catch (err) {
+    finish(true)
+    throw err
+  }
+  return done
+}
+
+/** The Unix-epoch milliseconds in the first 48 bits of a UUIDv7 (0 for other versions). */
+export function uuidV7Millis(id: string): number {
+  const hex = id.replaceAll('-', '')
+  return hex[12] === '7' ? parseInt(hex.slice(0, 12), 16) : 0
+}

@@ -1,0 +1,172 @@
+// The batched audit writer: every producer's AuditSink. Events are stamped at the source (UUIDv7
+// id, RFC 3339 timestamp), queued, and written in batches with insert-or-ignore on id. Nothing is
+// ever dropped: a full queue makes producers wait, and a failed batch is retried with backoff
+// until it commits. After a batch commits its new ids are announced on the live bus channel.
+
+import { v7 as uuidv7 } from 'uuid'
+import { CorralError } from '../errors.js'
+import { isUuid } from '../store/repositories/audit.js'
+import type { Store } from '../store/index.js'
+import {
+  ACTORS, CATEGORIES, DECISIONS, DENY_REASONS, EVENT_TYPES, PHASES, POLICY_TYPES,
+  type AuditEvent, type AuditSink, type NewAuditEvent,
+} from './event.js'
+import { publishCommitted } from './notify.js'
+
+export interface AuditWriterOptions {
+  /** Rows per insert transaction (default 500). */
+  batchSize?: number
+  /** How long a partial batch waits for company before it is written (default 20 ms). */
+  flushIntervalMs?: number
+  /** Events queued or in flight before emit() waits (default 10,000). */
+  maxQueue?: number
+  /** Where write failures are reported; they are retried, never dropped. */
+  logger?: { error(obj: object, msg: string): void }
+}
+
+export interface AuditWriter extends AuditSink {
+  /** Resolves when every event emitted before the call is committed. */
+  flush(): Promise<void>
+  /** Flushes and refuses further events (SIGTERM path). */
+  close(): Promise<void>
+}
+
+const MAX_BACKOFF_MS = 5_000
+
+export function createAuditWriter(store: Store, opts: AuditWriterOptions = {}): AuditWriter {
+  const batchSize = Math.max(1, opts.batchSize ?? 500)
+  const flushIntervalMs = Math.max(0, opts.flushIntervalMs ?? 20)
+  const maxQueue = Math.max(batchSize, opts.maxQueue ?? 10_000)
+  const logger = opts.logger ?? { error: (obj, msg) => console.error(msg, obj) }
+
+  const queue: AuditEvent[] = []
+  let inFlight = 0
+  let spaceWaiters: Array<() => void> = []
+  let running: Promise<void> | undefined
+  let timer: NodeJS.Timeout | undefined
+  let closed = false
+
+  const releaseWaiters = () => {
+    const waiters = spaceWaiters
+    spaceWaiters = []
+    for (const w of waiters) w()
+  }
+
+  const writeBatch = async (batch: AuditEvent[]) => {
+    let backoff = 50
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const ids = await store.audit.insertBatchReturningIds(batch)
+        await publishCommitted(store, batch, ids).catch((err: unknown) =>
+          logger.error({ err: errorInfo(err) }, 'audit: live notification failed (events are stored; streams resume from the log)'),
+        )
+        return
+      } catch (err) {
+        logger.error({ err: errorInfo(err), attempt, events: batch.length }, 'audit: batch insert failed; retrying')
+        await new Promise((r) => setTimeout(r, backoff))
+        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS)
+      }
+    }
+  }
+
+  const run = async () => {
+    while (queue.length > 0) {
+      const batch = queue.splice(0, batchSize)
+      inFlight += batch.length
+      try {
+        await writeBatch(batch)
+      } finally {
+        inFlight -= batch.length
+        releaseWaiters()
+      }
+    }
+  }
+
+  const kick = (): Promise<void> => {
+    if (timer) {
+      clearTimeout(timer)
+      timer = undefined
+    }
+    running ??= run().finally(() => {
+      running = undefined
+      if (queue.length > 0) void kick()
+    })
+    return running
+  }
+
+  const schedule = () => {
+    if (queue.length >= batchSize) void kick()
+    else if (!timer && !running) {
+      timer = setTimeout(() => void kick(), flushIntervalMs)
+      timer.unref()
+    }
+  }
+
+  return {
+    async emit(input: NewAuditEvent): Promise<AuditEvent> {
+      if (closed) throw new Error('audit writer is closed')
+      const event = stamp(input)
+      while (queue.length + inFlight >= maxQueue) {
+        await new Promise<void>((r) => spaceWaiters.push(r))
+        if (closed) throw new Error('audit writer is closed')
+      }
+      queue.push(event)
+      schedule()
+      return event
+    },
+    async flush() {
+      while (queue.length > 0 || running) await kick()
+    },
+    async close() {
+      closed = true
+      await this.flush()
+      releaseWaiters()
+    },
+  }
+}
+
+/** Validates an event against the closed vocabularies and fills id and timestamp. */
+export function stamp(input: NewAuditEvent): AuditEvent {
+  const fields: Record<string, string> = {}
+  const oneOf = (name: string, value: unknown, list: readonly string[], required: boolean) => {
+    if (value === undefined || value === null) {
+      if (required) fields[name] = 'is required'
+    } else if (!list.includes(value as string)) fields[name] = `must be one of: ${list.join(', ')}`
+  }
+  const nonEmpty = (name: string, value: unknown) => {
+    if (typeof value !== 'string' || value === '') fields[name] = 'must be a non-empty string'
+  }
+  nonEmpty('org_id', input.org_id)
+  nonEmpty('user_id', input.user_id)
+  oneOf('event_type', input.event_type, EVENT_TYPES, true)
+  oneOf('category', input.category, CATEGORIES, true)
+  oneOf('actor', input.actor, ACTORS, true)
+  oneOf('decision', input.decision, DECISIONS, false)
+  oneOf('reason', input.reason, DENY_REASONS, false)
+  oneOf('phase', input.phase, PHASES, false)
+  oneOf('policy_type', input.policy_type, POLICY_TYPES, false)
+  if (input.id !== undefined && !isUuid(input.id)) fields.id = 'must be a UUID'
+  let timestamp = new Date().toISOString()
+  if (input.timestamp !== undefined) {
+    const ms = Date.parse(input.timestamp)
+    if (Number.isNaN(ms)) fields.timestamp = 'must be an RFC 3339 date-time'
+    else timestamp = new Date(ms).toISOString()
+  }
+  for (const c of ['latency_ms', 'transforms_applied', 'validations_applied'] as const) {
+    const v = input[c]
+    if (v !== undefined && v !== null && !Number.isSafeInteger(v)) fields[c] = 'must be an integer'
+  }
+  if (Object.keys(fields).length > 0) {
+    throw new CorralError('validation_error', `invalid audit event: ${Object.entries(fields).map(([k, v]) => `${k} ${v}`).join('; ')}`, 400, { fields })
+  }
+  const event: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(input)) if (v !== undefined && v !== null) event[k] = v
+  event.id = input.id?.toLowerCase() ?? uuidv7()
+  event.timestamp = timestamp
+  return event as unknown as AuditEvent
+}
+
+function errorInfo(err: unknown): { message: string; code?: string } {
+  const e = err as { message?: string; code?: string }
+  return { message: e?.message ?? String(err), ...(e?.code ? { code: e.code } : {}) }
+}
