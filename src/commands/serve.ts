@@ -1,0 +1,53 @@
+import { Flags } from '@oclif/core'
+import { CorralCommand } from '../cli/base-command.js'
+import { storeFlags } from '../server/store-flags.js'
+
+export default class Serve extends CorralCommand<void> {
+  static override summary = 'Run the control plane: the /v1 API (and every other service) on one store.'
+  static override description =
+    'On first start with an empty store, creates org `default`, an owner user and an owner API key; the key is printed once and written to <data-dir>/admin.key (mode 0600). SIGTERM drains in-flight requests, flushes the audit log and exits 0.'
+  static override examples = ['<%= config.bin %> serve', '<%= config.bin %> serve --port 8080 --db postgres://corral@db/corral']
+  static override enableJsonFlag = false
+  static override flags = {
+    ...storeFlags,
+    host: Flags.string({ summary: 'Interface to listen on.', env: 'CORRAL_HOST', default: '127.0.0.1' }),
+    port: Flags.integer({ summary: 'API port (0 picks a free one).', env: 'CORRAL_PORT', default: 7070, min: 0, max: 65535 }),
+  }
+
+  async execute(): Promise<void> {
+    const { flags } = await this.parse(Serve)
+    // Heavy modules (fastify, kysely, drivers) load only here, so `corral --help` stays fast.
+    const { startServe } = await import('../server/serve.js')
+    const running = await startServe({ dataDir: flags['data-dir'], dbUrl: flags.db, host: flags.host, port: flags.port })
+    const key = running.bootstrap.adminKey
+    if (key) {
+      process.stdout.write(`Created org "default" with an owner API key (shown once; also saved to ${key.path}):\n  ${key.value}\n`)
+    }
+    process.stdout.write(`${running.readyLine()}\n`)
+
+    await new Promise<void>((resolve) => {
+      let stopping = false
+      const shutdown = (signal: string) => {
+        if (stopping) return
+        stopping = true
+        running.deps.logger.info({ signal }, 'shutting down: draining requests and flushing the audit log')
+        // A drain that hangs (a stuck upstream) must not keep the process alive forever.
+        const force = setTimeout(() => {
+          running.deps.logger.error('shutdown timed out after 20s; exiting')
+          process.exit(1)
+        }, 20_000)
+        force.unref()
+        running.stop().then(
+          () => resolve(),
+          (err: unknown) => {
+            running.deps.logger.error({ err }, 'shutdown failed')
+            process.exitCode = 1
+            resolve()
+          },
+        )
+      }
+      process.once('SIGTERM', () => shutdown('SIGTERM'))
+      process.once('SIGINT', () => shutdown('SIGINT'))
+    })
+  }
+}

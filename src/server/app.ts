@@ -1,0 +1,126 @@
+// buildApp(deps): the whole HTTP surface as one Fastify instance, with no sockets of its own —
+// `serve` listens and drains; tests drive it with inject(). One root error handler renders the
+// spec's envelope for everything (validation, bad JSON, CorralError, faults) and one not-found
+// handler answers unknown routes, so no framework default page ever leaks.
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
+import { CorralError } from '../errors.js'
+import { ApiKeyCache, KEY_REVOKED_CHANNEL } from './auth/key-cache.js'
+import type { AuthState } from './auth/authenticate.js'
+import { createAuthHook } from './auth/hook.js'
+import { ERROR_CATALOGUE, type ErrorEnvelope } from './errors.js'
+import { TokenBucketLimiter } from './rate-limit.js'
+import { REQUEST_ID_HEADER, mintRequestId } from './request-id.js'
+import { healthRoutes } from './routes/health.js'
+import { V1_ROUTES } from './routes/index.js'
+import type { ServerDeps } from './types.js'
+
+export interface App extends FastifyInstance {}
+
+export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: deps.logger as FastifyBaseLogger,
+    genReqId: mintRequestId,
+    logController: new LogController({ requestIdLogLabel: 'request_id' }),
+    bodyLimit: deps.config.bodyLimit ?? 1024 * 1024,
+    // Wrong types are validation errors, not silently coerced; unknown body fields are rejected by
+    // `additionalProperties: false` in the schemas rather than dropped.
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true } },
+    return503OnClosing: true,
+  })
+
+  app.decorateRequest('principal', null)
+  app.decorateRequest('grants', null as never)
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header(REQUEST_ID_HEADER, request.id)
+  })
+
+  app.setErrorHandler(errorHandler)
+  app.setNotFoundHandler((request, reply) => {
+    send(reply, request, 404, 'not_found', `no route ${request.method} ${request.url.split('?')[0]}`)
+  })
+
+  const state: AuthState = { cache: new ApiKeyCache({ ttlMs: deps.config.keyCacheTtlMs }), lastTouched: new Map() }
+  // A key revoked on another replica is evicted here too (Postgres NOTIFY; in-process on SQLite).
+  const unlisten = await deps.store.listen(KEY_REVOKED_CHANNEL, (keyId: string) => state.cache.evict(keyId))
+  app.addHook('onClose', async () => unlisten())
+  app.decorate('keyCache', state.cache)
+
+  const limiter = deps.config.rateLimit ? new TokenBucketLimiter(deps.config.rateLimit) : undefined
+
+  await app.register(async (root) => healthRoutes(root, deps))
+  await app.register(
+    async (v1) => {
+      v1.addHook('onRequest', createAuthHook(deps, state, limiter))
+      for (const routes of V1_ROUTES) await v1.register(async (scope) => routes(scope, deps))
+    },
+    { prefix: '/v1' },
+  )
+  return app
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The API-key verification cache (routes evict on revoke). */
+    keyCache: ApiKeyCache
+  }
+}
+
+function send(reply: FastifyReply, request: FastifyRequest, status: number, code: string, message: string, details?: Record<string, unknown>): void {
+  const body: ErrorEnvelope = { error: { code, message, request_id: String(request.id), ...(details ? { details } : {}) } }
+  if (reply.sent || reply.raw.headersSent) return
+  void reply.code(status).type('application/json; charset=utf-8').send(body)
+}
+
+interface ValidationIssue {
+  instancePath?: string
+  message?: string
+  keyword?: string
+  params?: Record<string, unknown>
+}
+
+/** details.fields from Ajv issues: `{label: 'must NOT have more than 100 characters'}`. */
+export function fieldsOf(issues: ValidationIssue[], context: string | undefined): Record<string, string> {
+  const fields: Record<string, string> = {}
+  for (const issue of issues) {
+    let name = (issue.instancePath ?? '').replace(/^\//, '').replaceAll('/', '.')
+    if (issue.keyword === 'required' && typeof issue.params?.missingProperty === 'string') {
+      name = name ? `${name}.${issue.params.missingProperty}` : issue.params.missingProperty
+    } else if (issue.keyword === 'additionalProperties' && typeof issue.params?.additionalProperty === 'string') {
+      name = name ? `${name}.${issue.params.additionalProperty}` : issue.params.additionalProperty
+      issue.message = 'is not a known field'
+    }
+    if (!name) name = context ?? 'body'
+    fields[name] ??= issue.message ?? 'is invalid'
+  }
+  return fields
+}
+
+function errorHandler(this: FastifyInstance, err: FastifyError & { validationContext?: string }, request: FastifyRequest, reply: FastifyReply): void {
+  if (err instanceof CorralError) {
+    if (err.status >= 500) request.log.error({ err }, 'request failed')
+    return send(reply, request, err.status, err.code, err.message, err.details)
+  }
+  if (err.validation) {
+    const fields = fieldsOf(err.validation as ValidationIssue[], err.validationContext)
+    return send(reply, request, 400, 'validation_error', `invalid ${err.validationContext ?? 'request'}: ${Object.entries(fields).map(([k, v]) => `${k} ${v}`).join('; ')}`, { fields })
+  }
+  switch (err.code) {
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return send(reply, request, 400, 'validation_error', 'the request body is not valid JSON', { fields: { body: err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' ? 'is empty' : 'is not valid JSON' } })
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return send(reply, request, 413, 'payload_too_large', 'the request body is too large')
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return send(reply, request, 415, 'unsupported_media_type', `unsupported content type ${request.headers['content-type'] ?? '(none)'}`)
+  }
+  // A SyntaxError from a custom JSON parser, or any other client error fastify flags with a 4xx.
+  if (err instanceof SyntaxError) return send(reply, request, 400, 'validation_error', 'the request body is not valid JSON', { fields: { body: 'is not valid JSON' } })
+  if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
+    return send(reply, request, err.statusCode, err.statusCode === 404 ? 'not_found' : 'validation_error', err.message)
+  }
+  request.log.error({ err }, 'unhandled error')
+  send(reply, request, 500, 'internal_error', 'internal error; quote the request id when reporting it')
+}
+
+export { ERROR_CATALOGUE }

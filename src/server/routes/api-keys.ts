@@ -1,0 +1,133 @@
+// API keys (spec "API keys"): create returns the secret once; only its hash is stored; revoke
+// deletes the row, evicts the verification cache here and on every replica, and is reachable in
+// every billing posture.
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { generateApiKeySecret, displayPrefix, hashApiKeySecret } from '../auth/api-key-secret.js'
+import { KEY_REVOKED_CHANNEL } from '../auth/key-cache.js'
+import { apiError, notFound } from '../errors.js'
+import { PERMISSION_SETS, type PermissionSet } from '../permissions.js'
+import { dateTime, idParams, statusOnly } from '../schemas/common.js'
+import type { Principal, ServerDeps } from '../types.js'
+
+const apiKeyProperties = {
+  id: { type: 'string' },
+  label: { type: 'string' },
+  prefix: { type: 'string' },
+  permission_set: { type: 'string', enum: PERMISSION_SETS },
+  created_by_user_id: { type: 'string' },
+  created_at: dateTime,
+  last_used_at: dateTime,
+} as const
+
+const apiKeySchema = {
+  type: 'object',
+  required: ['id', 'label', 'prefix', 'permission_set', 'created_at'],
+  properties: apiKeyProperties,
+} as const
+
+const createdKeySchema = {
+  type: 'object',
+  required: ['id', 'label', 'prefix', 'permission_set', 'created_at', 'value'],
+  properties: { ...apiKeyProperties, value: { type: 'string' } },
+} as const
+
+const createBody = {
+  type: 'object',
+  required: ['label', 'permission_set'],
+  additionalProperties: false,
+  properties: {
+    label: { type: 'string', minLength: 1, maxLength: 100 },
+    permission_set: { type: 'string', enum: PERMISSION_SETS },
+  },
+} as const
+
+const KEYS_WRITE = [['apikeys:write']] as const
+
+interface KeyRow {
+  id: string
+  label: string
+  prefix: string
+  permission_set: string
+  created_by_user_id?: string | null
+  created_at: string
+  last_used_at?: string | null
+}
+
+/** Drops nulls so optional fields are absent rather than null on the wire. */
+function publicKey(k: KeyRow) {
+  return {
+    id: k.id,
+    label: k.label,
+    prefix: k.prefix,
+    permission_set: k.permission_set,
+    created_at: k.created_at,
+    ...(k.created_by_user_id ? { created_by_user_id: k.created_by_user_id } : {}),
+    ...(k.last_used_at ? { last_used_at: k.last_used_at } : {}),
+  }
+}
+
+/** full_access keys can do more than any default role, so only owners (or full_access keys) mint them. */
+function assertMayIssue(principal: Principal, set: PermissionSet): void {
+  if (set !== 'full_access') return
+  const isOwner = principal.kind === 'session' ? principal.role === 'owner' : principal.permissionSet === 'full_access'
+  if (!isOwner) throw apiError('permission_denied', 'only owners can create full_access keys', { fields: { permission_set: 'requires the owner role' } })
+}
+
+export async function apiKeyRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
+  app.post<{ Body: { label: string; permission_set: PermissionSet } }>(
+    '/api-keys',
+    { config: { permission: KEYS_WRITE }, schema: { body: createBody, response: { 201: createdKeySchema } } },
+    async (request, reply) => {
+      const principal = request.principal!
+      assertMayIssue(principal, request.body.permission_set)
+      const value = generateApiKeySecret()
+      const key = await deps.store.apiKeys.create(principal.org.id, {
+        label: request.body.label,
+        permission_set: request.body.permission_set,
+        ...(principal.kind === 'session' ? { created_by_user_id: principal.userId } : {}),
+        secret_hash: hashApiKeySecret(value),
+        prefix: displayPrefix(value),
+      })
+      await emitKeyEvent(deps, request, 'api_key_created', key)
+      reply.code(201)
+      return { ...publicKey(key), value }
+    },
+  )
+
+  app.get(
+    '/api-keys',
+    {
+      config: { permission: KEYS_WRITE },
+      schema: { response: { 200: { type: 'object', required: ['api_keys'], properties: { api_keys: { type: 'array', items: apiKeySchema } } } } },
+    },
+    async (request) => ({ api_keys: (await deps.store.apiKeys.list(request.principal!.org.id)).map(publicKey) }),
+  )
+
+  app.delete<{ Params: { id: string } }>(
+    '/api-keys/:id',
+    { config: { permission: KEYS_WRITE, postureExempt: true }, schema: { params: idParams, response: { 200: statusOnly('revoked') } } },
+    async (request) => {
+      const orgId = request.principal!.org.id
+      // The built-in identity provider holds no remote copy of the key, so its delete is the local row.
+      const key = await deps.store.apiKeys.delete(orgId, request.params.id)
+      if (!key) throw notFound('api key')
+      // Evict before answering, then tell the other replicas; the next request with the secret is a 401.
+      app.keyCache.evict(key.id)
+      await deps.store.notify(KEY_REVOKED_CHANNEL, key.id)
+      await emitKeyEvent(deps, request, 'api_key_revoked', key)
+      return { status: 'revoked' }
+    },
+  )
+}
+
+async function emitKeyEvent(deps: ServerDeps, request: FastifyRequest, type: 'api_key_created' | 'api_key_revoked', key: KeyRow): Promise<void> {
+  const principal = request.principal!
+  await deps.audit.emit({
+    org_id: principal.org.id,
+    user_id: principal.userId,
+    event_type: type,
+    category: 'audit',
+    actor: 'control-plane',
+    detail: { resource_id: key.id, label: key.label, prefix: key.prefix, permission_set: key.permission_set },
+  })
+}

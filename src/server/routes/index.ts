@@ -1,0 +1,20 @@
+// Every /v1 resource plugin, in the order of the spec. Each is registered in its own
+// encapsulated scope under /v1 with the same ServerDeps; adding a resource is one line here.
+// (The proxy part adds secrets and credentials; the workspace part adds tasks, workspaces, roles.)
+import type { FastifyInstance } from 'fastify'
+import type { ServerDeps } from '../types.js'
+import { activityRoutes } from './activity.js'
+import { apiKeyRoutes } from './api-keys.js'
+import { auditRoutes } from './audit.js'
+import { orgRoutes } from './orgs.js'
+import { webhookRoutes } from './webhooks.js'
+
+export type RoutePlugin = (app: FastifyInstance, deps: ServerDeps) => Promise<void>
+
+export const V1_ROUTES: readonly RoutePlugin[] = [
+  apiKeyRoutes,
+  auditRoutes,
+  activityRoutes,
+  orgRoutes,
+  webhookRoutes,
+]

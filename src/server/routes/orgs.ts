@@ -1,0 +1,178 @@
+// Org memberships (spec "Memberships" operations and membership_* events) and GET /v1/me.
+// Cross-org ids are "not found". Only owners grant, change or remove the owner role; the store
+// refuses atomically to remove or demote the last active owner (409 last_owner).
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { Membership } from '../../store/index.js'
+import { apiError, notFound } from '../errors.js'
+import { ROLES, type Role } from '../permissions.js'
+import { statusOnly } from '../schemas/common.js'
+import type { Principal, ServerDeps } from '../types.js'
+
+const AUTH_WRITE = [['auth:write']] as const
+const AUTH_ANY = [['auth:write', 'auth:write:own']] as const
+
+export const membershipSchema = {
+  type: 'object',
+  required: ['org_id', 'user_id', 'email', 'role', 'status', 'created_at'],
+  properties: {
+    org_id: { type: 'string' },
+    user_id: { type: 'string' },
+    email: { type: 'string' },
+    role: { type: 'string', enum: ROLES },
+    status: { type: 'string', enum: ['pending', 'active'] },
+    invitation_id: { type: 'string' },
+    invited_by: { type: 'string' },
+    created_at: { type: 'string' },
+    accepted_at: { type: 'string' },
+    first_seen_at: { type: 'string' },
+  },
+} as const
+
+const orgParams = { type: 'object', required: ['id'], properties: { id: { type: 'string', minLength: 1, maxLength: 200 } } } as const
+const memberParams = {
+  type: 'object',
+  required: ['id', 'user_id'],
+  properties: { id: { type: 'string', minLength: 1, maxLength: 200 }, user_id: { type: 'string', minLength: 1, maxLength: 200 } },
+} as const
+
+const inviteBody = {
+  type: 'object',
+  required: ['email', 'role'],
+  additionalProperties: false,
+  properties: { email: { type: 'string', format: 'email', maxLength: 320 }, role: { type: 'string', enum: ROLES } },
+} as const
+const updateBody = { type: 'object', required: ['role'], additionalProperties: false, properties: { role: { type: 'string', enum: ROLES } } } as const
+
+function isOwner(p: Principal): boolean {
+  return p.kind === 'session' ? p.role === 'owner' : p.permissionSet === 'full_access'
+}
+
+function assertOwnerFor(p: Principal, what: string): void {
+  if (!isOwner(p)) throw apiError('permission_denied', `only owners can ${what}`)
+}
+
+/** The org in the path must be the caller's: any other id is reported as not found. */
+function ownOrg(request: FastifyRequest<{ Params: { id: string } }>): string {
+  const orgId = request.principal!.org.id
+  if (request.params.id !== orgId) throw notFound('org')
+  return orgId
+}
+
+export async function orgRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
+  const emit = (request: FastifyRequest, type: 'membership_invited' | 'membership_updated' | 'membership_removed', detail: Record<string, unknown>) =>
+    deps.audit.emit({ org_id: request.principal!.org.id, user_id: request.principal!.userId, event_type: type, category: 'audit', actor: 'control-plane', detail })
+
+  app.get(
+    '/me',
+    {
+      config: { permission: null },
+      schema: {
+        response: {
+          200: {
+            type: 'object',
+            required: ['org', 'kind', 'user_id', 'permissions'],
+            properties: {
+              org: { type: 'object', required: ['id', 'name', 'posture'], properties: { id: { type: 'string' }, name: { type: 'string' }, posture: { type: 'string' } } },
+              kind: { type: 'string', enum: ['api_key', 'session'] },
+              user_id: { type: 'string' },
+              email: { type: 'string' },
+              role: { type: 'string' },
+              key_id: { type: 'string' },
+              permission_set: { type: 'string' },
+              permissions: { type: 'array', items: { type: 'string' } },
+            },
+          },
+        },
+      },
+    },
+    async (request) => {
+      const p = request.principal!
+      return {
+        org: { id: p.org.id, name: p.org.name, posture: p.org.posture },
+        kind: p.kind,
+        user_id: p.userId,
+        permissions: [...p.permissions],
+        ...(p.email ? { email: p.email } : {}),
+        ...(p.role ? { role: p.role } : {}),
+        ...(p.keyId ? { key_id: p.keyId } : {}),
+        ...(p.permissionSet ? { permission_set: p.permissionSet } : {}),
+      }
+    },
+  )
+
+  app.get<{ Params: { id: string } }>(
+    '/orgs/:id/memberships',
+    {
+      config: { permission: AUTH_ANY },
+      schema: { params: orgParams, response: { 200: { type: 'object', required: ['memberships'], properties: { memberships: { type: 'array', items: membershipSchema } } } } },
+    },
+    async (request) => ({ memberships: await deps.store.memberships.list(ownOrg(request)) }),
+  )
+
+  app.post<{ Params: { id: string }; Body: { email: string; role: Role } }>(
+    '/orgs/:id/memberships',
+    { config: { permission: AUTH_WRITE }, schema: { params: orgParams, body: inviteBody, response: { 201: membershipSchema } } },
+    async (request, reply) => {
+      const orgId = ownOrg(request)
+      const p = request.principal!
+      if (request.body.role === 'owner') assertOwnerFor(p, 'invite owners')
+      const user = await deps.store.users.create({ email: request.body.email })
+      const membership = await deps.store.memberships.invite(orgId, {
+        user_id: user.id,
+        email: user.email,
+        role: request.body.role,
+        invited_by: p.kind === 'session' ? p.userId : undefined,
+      })
+      if (!membership) throw apiError('conflict', `${user.email} already has a membership in this org`, { fields: { email: 'already a member or invited' } })
+      await emit(request, 'membership_invited', { resource_id: user.id, email: membership.email, role: membership.role, invitation_id: membership.invitation_id })
+      reply.code(201)
+      return membership
+    },
+  )
+
+  app.patch<{ Params: { id: string; user_id: string }; Body: { role: Role } }>(
+    '/orgs/:id/memberships/:user_id',
+    { config: { permission: AUTH_WRITE }, schema: { params: memberParams, body: updateBody, response: { 200: membershipSchema } } },
+    async (request) => {
+      const orgId = ownOrg(request)
+      const current = await deps.store.memberships.get(orgId, request.params.user_id)
+      if (!current) throw notFound('membership')
+      if (current.role === 'owner' || request.body.role === 'owner') assertOwnerFor(request.principal!, 'grant or change the owner role')
+      const change = await deps.store.memberships.updateRoleUnlessLastOwner(orgId, current.user_id, request.body.role)
+      const membership = guarded(change)
+      if (change.ok && change.from_role !== membership.role) {
+        await emit(request, 'membership_updated', { resource_id: membership.user_id, email: membership.email, from_role: change.from_role, to_role: membership.role })
+      }
+      return membership
+    },
+  )
+
+  app.delete<{ Params: { id: string; user_id: string } }>(
+    '/orgs/:id/memberships/:user_id',
+    { config: { permission: AUTH_WRITE }, schema: { params: memberParams, response: { 200: statusOnly('removed') } } },
+    async (request) => {
+      const orgId = ownOrg(request)
+      const current = await deps.store.memberships.get(orgId, request.params.user_id)
+      if (!current) throw notFound('membership')
+      if (current.role === 'owner') assertOwnerFor(request.principal!, 'remove an owner')
+      const membership = guarded(await deps.store.memberships.removeUnlessLastOwner(orgId, current.user_id))
+      // Personal credentials are reaped by the credentials part when it exists; none are held here.
+      await emit(request, 'membership_removed', {
+        resource_id: membership.user_id,
+        email: membership.email,
+        role: membership.role,
+        was_pending: membership.status === 'pending',
+        credentials_reaped: 0,
+      })
+      return { status: 'removed' }
+    },
+  )
+}
+
+type Guarded = { ok: true; membership: Membership } | { ok: false; reason: 'not_found' | 'last_owner' }
+
+function guarded(change: Guarded): Membership {
+  if (change.ok) return change.membership
+  if (change.reason === 'last_owner') throw apiError('last_owner', 'the org must keep at least one active owner')
+  throw notFound('membership')
+}

@@ -1,0 +1,13 @@
+// Flags shared by `serve` and the operator `admin` commands: where the data lives.
+import { Flags } from '@oclif/core'
+
+export const storeFlags = {
+  'data-dir': Flags.string({ summary: 'Directory for the SQLite store, admin.key and other local state.', env: 'CORRAL_DATA_DIR', default: './.corral' }),
+  db: Flags.string({ summary: 'Store URL: sqlite:<path> or postgres://… (default sqlite:<data-dir>/corral.db).', env: 'CORRAL_DB_URL' }),
+}
+
+/** Opens the store the flags point at (heavy modules imported only here, at run time). */
+export async function openStoreFromFlags(flags: { 'data-dir': string; db?: string }) {
+  const [{ openStore }, { resolve, join }] = await Promise.all([import('../store/index.js'), import('node:path')])
+  return openStore(flags.db ?? `sqlite:${join(resolve(flags['data-dir']), 'corral.db')}`)
+}

@@ -1,0 +1,16 @@
+// Workspace-scoped routes (audit, stats, activity stream) check the workspace exists in the
+// caller's org and, for a `:own` grant, that the caller created it (spec: creator match).
+import type { FastifyRequest } from 'fastify'
+import { apiError } from './errors.js'
+import type { ServerDeps } from './types.js'
+
+/** `grantIndex` is the position of the workspace-read alternative in the route's requirement. */
+export async function requireWorkspace(deps: ServerDeps, request: FastifyRequest, id: string, grantIndex = 0): Promise<{ id: string; created_by: string }> {
+  const principal = request.principal!
+  const workspace = deps.workspaces ? await deps.workspaces.get(principal.org.id, id) : undefined
+  if (!workspace) throw apiError('workspace_not_found', `workspace ${id} not found`)
+  if (request.grants[grantIndex]?.scope === 'own' && workspace.created_by !== principal.creatorId) {
+    throw apiError('permission_denied', 'workspace:read:own only covers workspaces you created')
+  }
+  return workspace
+}
