@@ -83,10 +83,14 @@ export abstract class ApiCommand<T> extends CorralCommand<T> {
     return this.#client
   }
 
-  /** The org id to act on: the flag, else the org saved with the profile; otherwise a usage error. */
-  protected orgId(flag: string | undefined): string {
-    const orgId = flag ?? this.connection.profile?.org_id
-    if (!orgId) throw new UsageError('no organisation: pass --org ORG_ID (or set CORRAL_ORG), or log in again so the profile records it')
-    return orgId
+  /**
+   * The org id to act on: the flag, else the org saved with the profile when the profile's token
+   * is the one in use, else the credential's own org as the server reports it (GET /v1/me).
+   */
+  protected async orgId(flag: string | undefined): Promise<string> {
+    if (flag) return flag
+    const { profile, token } = this.connection
+    if (profile?.org_id && profile.token === token) return profile.org_id
+    return (await this.client.me()).org.id
   }
 }

@@ -44,5 +44,5 @@ export const workspace = Flags.string({ char: 'w', helpValue: 'ID', summary: 'Re
 export const org = Flags.string({
   env: 'CORRAL_ORG',
   helpValue: 'ORG_ID',
-  summary: 'Organisation id (default: the org saved by `corral login`).',
+  summary: "Organisation id (default: the credential's own org).",
 })

@@ -8,6 +8,7 @@ import type {
   AuditPage,
   AuditQuery,
   CreatedApiKey,
+  Me,
   MemberRole,
   Membership,
   PermissionSet,
@@ -109,6 +110,13 @@ export class CorralClient {
       if ((error as Error)?.name === 'AbortError') throw error
       throw new ApiConnectionError(this.apiUrl, error)
     }
+  }
+
+  // --- Identity -------------------------------------------------------------------------------
+
+  /** Who this credential is and which org it acts in (any valid credential may ask). */
+  me(): Promise<Me> {
+    return this.request('GET', '/me')
   }
 
   // --- API keys -------------------------------------------------------------------------------

@@ -39,6 +39,18 @@ export interface Membership {
   first_seen_at?: string
 }
 
+/** GET /v1/me: who the credential is, and the org it acts in. */
+export interface Me {
+  org: { id: string; name: string; posture?: string }
+  kind: 'api_key' | 'session'
+  user_id: string
+  permissions: string[]
+  email?: string
+  role?: MemberRole
+  key_id?: string
+  permission_set?: PermissionSet
+}
+
 export type AuditOrder = 'asc' | 'desc'
 
 /** Query parameters shared by GET /v1/audit and its workspace variant. */

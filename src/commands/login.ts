@@ -3,25 +3,27 @@ import { ApiCommand } from '../cli/api-command.js'
 import { UsageError } from '../cli/errors.js'
 import { DEFAULT_PROFILE, configPath, readConfig, writeConfig } from '../cli/profiles.js'
 import { CorralClient } from '../client/client.js'
-import { ApiError } from '../client/errors.js'
 
 export interface LoginResult {
   profile: string
   api_url: string
-  org_id?: string
+  org_id: string
+  org_name?: string
+  kind: 'api_key' | 'session'
+  user_id: string
   config_path: string
 }
 
 export default class Login extends ApiCommand<LoginResult> {
   static override summary = 'Check a token against the API and save it as a profile.'
-  static override description = `Saves --api-url and --token (or CORRAL_API_URL / CORRAL_TOKEN) under $XDG_CONFIG_HOME/corral/config.json (mode 0600) and makes the profile current. The token is verified first and never printed.`
+  static override description = `Asks the server who the token is (GET /v1/me), then saves the URL, the token and the token's org under $XDG_CONFIG_HOME/corral/config.json (mode 0600) and makes the profile current. The token is never printed. --profile names the profile to save (default "default").`
   static override examples = [
     '<%= config.bin %> login --api-url http://127.0.0.1:7070 --token "$(cat .corral/admin.key)"',
-    '<%= config.bin %> login --profile staging --api-url https://corral.staging.example.com --token crl_… --org org_01J…',
+    '<%= config.bin %> login --profile staging --api-url https://corral.staging.example.com --token crl_…',
   ]
 
   static override flags = {
-    org: Flags.string({ helpValue: 'ORG_ID', summary: 'Org id to record for `org members` (read from a session token when omitted).' }),
+    org: Flags.string({ helpValue: 'ORG_ID', summary: 'Org id to record instead of the one the server reports.' }),
   }
 
   async execute(): Promise<LoginResult> {
@@ -36,41 +38,17 @@ export default class Login extends ApiCommand<LoginResult> {
     } catch (error) {
       throw new UsageError(`${(error as Error).message} (check --api-url)`)
     }
-    await verify(client)
-    const orgId = flags.org ?? orgFromSessionToken(g.token)
+    const me = await client.me() // 401 here means the token is wrong: nothing is saved
+    const orgId = flags.org ?? me.org.id
     const config = readConfig()
-    config.profiles[name] = { api_url: client.apiUrl, token: g.token, ...(orgId ? { org_id: orgId } : {}) }
+    config.profiles[name] = { api_url: client.apiUrl, token: g.token, org_id: orgId }
     config.current = name
     writeConfig(config)
-    return { profile: name, api_url: client.apiUrl, ...(orgId ? { org_id: orgId } : {}), config_path: configPath() }
+    return { profile: name, api_url: client.apiUrl, org_id: orgId, org_name: me.org.name, kind: me.kind, user_id: me.user_id, config_path: configPath() }
   }
 
   protected override render(r: LoginResult): void {
-    process.stdout.write(`Logged in to ${r.api_url} as profile "${r.profile}"${r.org_id ? ` (org ${r.org_id})` : ''}; saved to ${r.config_path}.\n`)
-  }
-}
-
-/**
- * Any authenticated read proves the token; a 403 still means the server knows it (a key whose
- * template lacks audit read). Only 401 and transport failures stop the login.
- */
-async function verify(client: CorralClient): Promise<void> {
-  try {
-    await client.queryAudit({ limit: 1 })
-  } catch (error) {
-    if (error instanceof ApiError && error.status === 403) return
-    throw error
-  }
-}
-
-/** Session tokens are JWTs carrying `org_id`; reading the claim needs no verification (the server just did that). */
-function orgFromSessionToken(token: string): string | undefined {
-  const parts = token.split('.')
-  if (parts.length !== 3) return undefined
-  try {
-    const payload = JSON.parse(Buffer.from(parts[1], 'base64url').toString('utf8')) as { org_id?: unknown }
-    return typeof payload.org_id === 'string' ? payload.org_id : undefined
-  } catch {
-    return undefined
+    const who = r.kind === 'api_key' ? 'an API key' : `user ${r.user_id}`
+    process.stdout.write(`Logged in to ${r.api_url} (org ${r.org_name ?? r.org_id}, ${who}) as profile "${r.profile}"; saved to ${r.config_path}.\n`)
   }
 }

@@ -97,12 +97,16 @@ describe('connection resolution', () => {
     expect(api.requests[0].headers.authorization).toBe('Bearer crl_env')
   })
 
-  it('login verifies the token, saves a 0600 profile, and later commands use it', async () => {
-    api.route('GET /v1/audit', (_req, res) => json(res, 200, { events: [] }))
+  const me = (orgId = 'org_1') => ({ org: { id: orgId, name: 'default', posture: 'active' }, kind: 'api_key', user_id: 'system', permissions: ['audit:read'] })
+
+  it('login asks /v1/me, saves a 0600 profile with the org, and later commands use it', async () => {
+    api.route('GET /v1/me', (_req, res) => json(res, 200, me('org_1')))
     api.route('GET /v1/api-keys', (_req, res) => json(res, 200, { api_keys: [] }))
-    const login = await runCommand(Login, [...conn(), '--org', 'org_1'], env)
+    api.route('GET /v1/orgs/org_1/memberships', (_req, res) => json(res, 200, { memberships: [] }))
+    const login = await runCommand(Login, conn(), env)
     expect(login.exitCode).toBe(0)
     expect(login.stdout).not.toContain('crl_tok')
+    expect(login.stdout).toMatch(/org default, an API key/)
     const path = join(configHome, 'corral', 'config.json')
     expect(statSync(path).mode & 0o777).toBe(0o600)
     expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual({ current: 'default', profiles: { default: { api_url: api.url, token: 'crl_tok', org_id: 'org_1' } } })
@@ -110,46 +114,44 @@ describe('connection resolution', () => {
     const r = await runCommand(KeysList, ['--json'], env)
     expect(r.exitCode).toBe(0)
     expect(api.requests.at(-1)?.headers.authorization).toBe('Bearer crl_tok')
+    // The saved org serves `org members` without another /v1/me round trip.
+    const members = await runCommand(OrgMembersList, ['--json'], env)
+    expect(members.exitCode).toBe(0)
+    expect(api.requests.filter((q) => q.path === '/v1/me')).toHaveLength(1)
     // A flag still beats the profile, value by value.
     await runCommand(KeysList, ['--token', 'crl_other'], env)
     expect(api.requests.at(-1)?.headers.authorization).toBe('Bearer crl_other')
   })
 
-  it('login accepts a token the server knows but whose template cannot read audit (403)', async () => {
-    api.route('GET /v1/audit', (_req, res) => envelope(res, 403, 'permission_denied', 'lacks audit:read'))
-    const r = await runCommand(Login, [...conn(), '--profile', 'bot'], env)
+  it('login --profile saves under that name even when it does not exist yet', async () => {
+    api.route('GET /v1/me', (_req, res) => json(res, 200, me()))
+    const r = await runCommand(Login, [...conn(), '--profile', 'bot', '--org', 'org_override', '--json'], env)
     expect(r.exitCode).toBe(0)
+    expect(JSON.parse(r.stdout)).toMatchObject({ profile: 'bot', org_id: 'org_override', kind: 'api_key' })
   })
 
   it('login refuses a token the server rejects and saves nothing', async () => {
-    api.route('GET /v1/audit', (_req, res) => envelope(res, 401, 'unauthenticated', 'invalid credential'))
+    api.route('GET /v1/me', (_req, res) => envelope(res, 401, 'unauthenticated', 'invalid credential'))
     const r = await runCommand(Login, conn(), env)
     expect(r.exitCode).toBe(1)
     expect(r.stderr).toMatch(/invalid credential \[unauthenticated\]/)
     expect(() => statSync(join(configHome, 'corral', 'config.json'))).toThrow()
   })
 
-  it('login reads the org from a session token (JWT org_id claim)', async () => {
-    api.route('GET /v1/audit', (_req, res) => json(res, 200, { events: [] }))
-    const payload = Buffer.from(JSON.stringify({ sub: 'usr_1', org_id: 'org_jwt' })).toString('base64url')
-    const r = await runCommand(Login, ['--api-url', api.url, '--token', `eyJhbGciOiJFUzI1NiJ9.${payload}.sig`, '--json'], env)
-    expect(JSON.parse(r.stdout)).toMatchObject({ profile: 'default', org_id: 'org_jwt' })
-  })
-
   it('profile list / use / remove manage saved profiles without showing tokens', async () => {
-    api.route('GET /v1/audit', (_req, res) => json(res, 200, { events: [] }))
+    api.route('GET /v1/me', (_req, res) => json(res, 200, me()))
     await runCommand(Login, [...conn(), '--profile', 'a'], env)
     await runCommand(Login, [...conn(), '--profile', 'b'], env)
     let list = await runCommand(ProfileList, ['--json'], env)
     expect(JSON.parse(list.stdout)).toEqual([
-      { name: 'a', current: false, api_url: api.url },
-      { name: 'b', current: true, api_url: api.url },
+      { name: 'a', current: false, api_url: api.url, org_id: 'org_1' },
+      { name: 'b', current: true, api_url: api.url, org_id: 'org_1' },
     ])
     expect(list.stdout).not.toContain('crl_tok')
     await runCommand(ProfileUse, ['a'], env)
     await runCommand(ProfileRemove, ['b'], env)
     list = await runCommand(ProfileList, ['--json'], env)
-    expect(JSON.parse(list.stdout)).toEqual([{ name: 'a', current: true, api_url: api.url }])
+    expect(JSON.parse(list.stdout)).toEqual([{ name: 'a', current: true, api_url: api.url, org_id: 'org_1' }])
     const missing = await runCommand(ProfileUse, ['zzz'], env)
     expect(missing.exitCode).toBe(1)
     expect(missing.stderr).toMatch(/profile "zzz" not found \(known: a\)/)
@@ -232,10 +234,12 @@ describe('audit', () => {
 })
 
 describe('org members', () => {
-  it('needs an org id from --org or the profile', async () => {
-    const r = await runCommand(OrgMembersList, conn(), env)
-    expect(r.exitCode).toBe(2)
-    expect(r.stderr).toMatch(/pass --org ORG_ID/)
+  it("defaults to the credential's own org (GET /v1/me)", async () => {
+    api.route('GET /v1/me', (_req, res) => json(res, 200, { org: { id: 'org_me', name: 'x' }, kind: 'api_key', user_id: 'system', permissions: [] }))
+    api.route('GET /v1/orgs/org_me/memberships', (_req, res) => json(res, 200, { memberships: [] }))
+    const r = await runCommand(OrgMembersList, [...conn(), '--json'], env)
+    expect(r.exitCode).toBe(0)
+    expect(api.requests.map((q) => q.path)).toEqual(['/v1/me', '/v1/orgs/org_me/memberships'])
   })
 
   it('lists and invites in the given org', async () => {

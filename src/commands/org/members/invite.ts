@@ -14,7 +14,7 @@ export default class OrgMembersInvite extends ApiCommand<Membership> {
 
   async execute(): Promise<Membership> {
     const { args, flags } = await this.parse(OrgMembersInvite)
-    return this.client.inviteMember(this.orgId(flags.org), { email: args.email, role: flags.role })
+    return this.client.inviteMember(await this.orgId(flags.org), { email: args.email, role: flags.role })
   }
 
   protected override render(m: Membership): void {

@@ -10,7 +10,7 @@ export default class OrgMembersList extends ApiCommand<Membership[]> {
 
   async execute(): Promise<Membership[]> {
     const { flags } = await this.parse(OrgMembersList)
-    return this.client.listMembers(this.orgId(flags.org))
+    return this.client.listMembers(await this.orgId(flags.org))
   }
 
   protected override render(members: Membership[]): void {

@@ -16,7 +16,7 @@ export default class OrgMembersRemove extends ApiCommand<RemoveResult> {
 
   async execute(): Promise<RemoveResult> {
     const { args, flags } = await this.parse(OrgMembersRemove)
-    const orgId = this.orgId(flags.org)
+    const orgId = await this.orgId(flags.org)
     await this.client.removeMember(orgId, args.user)
     return { org_id: orgId, user_id: args.user, status: 'removed' }
   }

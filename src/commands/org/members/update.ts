@@ -14,7 +14,7 @@ export default class OrgMembersUpdate extends ApiCommand<Membership> {
 
   async execute(): Promise<Membership> {
     const { args, flags } = await this.parse(OrgMembersUpdate)
-    return this.client.updateMember(this.orgId(flags.org), args.user, { role: flags.role })
+    return this.client.updateMember(await this.orgId(flags.org), args.user, { role: flags.role })
   }
 
   protected override render(m: Membership): void {
