@@ -37,6 +37,7 @@ export const streamQuerystring = {
   properties: {
     api_key: { type: 'string' },
     last_event_id: { type: 'string', maxLength: 64 },
+    filter: stringOrList,
   },
 } as const
 
