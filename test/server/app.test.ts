@@ -1,0 +1,94 @@
+import { Writable } from 'node:stream'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createHarness, type Harness } from './harness.js'
+
+describe('app: envelope, posture, rate limit, health, logs', () => {
+  let h: Harness
+  const lines: string[] = []
+  beforeAll(async () => {
+    const logs = new Writable({
+      write(chunk, _enc, cb) {
+        lines.push(...String(chunk).split('\n').filter(Boolean))
+        cb()
+      },
+    })
+    h = await createHarness({ logs })
+  })
+  afterAll(() => h.close())
+
+  it('answers unknown routes with the 404 envelope, inside and outside /v1', async () => {
+    for (const url of ['/nope', '/v1/nope', '/v1/api-keys/x/y']) {
+      const res = await h.inject('GET', url)
+      expect(res.status).toBe(404)
+      expect(res.body.error).toMatchObject({ code: 'not_found' })
+      expect(res.body.error.request_id).toBe(res.headers['x-request-id'])
+    }
+  })
+
+  it('serves health and readiness without auth', async () => {
+    expect((await h.inject('GET', '/healthz')).body).toEqual({ status: 'ok' })
+    expect((await h.inject('GET', '/readyz')).body).toEqual({ status: 'ready' })
+  })
+
+  it('refuses writes with tenant_inactive in every inactive posture, but allows reads and key revoke', async () => {
+    for (const posture of ['past_due', 'decommissioning', 'trial_expired'] as const) {
+      const { orgId, ownerToken } = await h.newOrg()
+      const victim = await h.key(orgId, 'read_only')
+      await h.store.orgs.setPosture(orgId, posture)
+      const refused = await h.inject('POST', '/v1/api-keys', { token: ownerToken, body: { label: 'x', permission_set: 'read_only' } })
+      expect(refused.status).toBe(403)
+      expect(refused.body.error).toMatchObject({ code: 'tenant_inactive', details: { posture } })
+      expect((await h.inject('POST', `/v1/orgs/${orgId}/memberships`, { token: ownerToken, body: { email: 'a@b.co', role: 'member' } })).body.error.code).toBe('tenant_inactive')
+      expect((await h.inject('GET', '/v1/api-keys', { token: ownerToken })).status).toBe(200)
+      expect((await h.inject('DELETE', `/v1/api-keys/${victim.id}`, { token: ownerToken })).status).toBe(200)
+      await h.store.orgs.setPosture(orgId, 'active')
+      expect((await h.inject('POST', '/v1/api-keys', { token: ownerToken, body: { label: 'x', permission_set: 'read_only' } })).status).toBe(201)
+    }
+  })
+
+  it('refuses unsupported content types and unknown query parameters with the envelope', async () => {
+    const { orgId } = await h.newOrg()
+    const k = await h.key(orgId, 'full_access')
+    const res = await h.app.inject({ method: 'POST', url: '/v1/api-keys', headers: { authorization: `Bearer ${k.value}`, 'content-type': 'application/xml' }, payload: '<a/>' })
+    expect(res.statusCode).toBe(415)
+    expect(res.json().error.code).toBe('unsupported_media_type')
+    const q = await h.inject('GET', '/v1/audit?bogus=1', { token: k.value })
+    expect(q.status).toBe(400)
+    expect(q.body.error.details.fields).toHaveProperty('bogus')
+  })
+
+  it('logs JSON lines with the request id and never a credential', async () => {
+    const { orgId, ownerToken } = await h.newOrg()
+    const k = await h.key(orgId, 'full_access')
+    const created = await h.inject('POST', '/v1/api-keys', { token: k.value, body: { label: 'logged', permission_set: 'read_only' } })
+    await h.inject('GET', `/v1/activity/stream-does-not-exist?api_key=${k.value}`)
+    await h.inject('GET', '/v1/me', { token: ownerToken })
+    const text = lines.join('\n')
+    expect(text).toContain(String(created.headers['x-request-id']))
+    for (const secret of [k.value, created.body.value, ownerToken]) expect(text).not.toContain(secret)
+    const parsed = lines.map((l) => JSON.parse(l))
+    expect(parsed.some((l) => l.request_id === created.headers['x-request-id'])).toBe(true)
+  })
+})
+
+describe('app: rate limit', () => {
+  let limited: Harness
+  beforeAll(async () => {
+    limited = await createHarness({ config: { rateLimit: { capacity: 3, refillPerSecond: 0.01 } } })
+  })
+  afterAll(() => limited.close())
+
+  it('rate-limits per credential with 429 and an integer Retry-After', async () => {
+    const h = limited
+    const { orgId } = await h.newOrg()
+    const a = await h.key(orgId, 'read_only')
+    const b = await h.key(orgId, 'read_only')
+    for (let i = 0; i < 3; i++) expect((await h.inject('GET', '/v1/me', { token: a.value })).status).toBe(200)
+    const refused = await h.inject('GET', '/v1/me', { token: a.value })
+    expect(refused.status).toBe(429)
+    expect(refused.body.error.code).toBe('rate_limited')
+    expect(String(refused.headers['retry-after'])).toMatch(/^[1-9]\d*$/)
+    expect((await h.inject('GET', '/v1/me', { token: b.value })).status).toBe(200)
+  })
+
+})
