@@ -11,6 +11,8 @@ import { ApiConnectionError, type ApiError, apiErrorFrom } from './errors.js'
 
 export interface FollowOptions {
   readonly workspaceId?: string
+  /** Audit filter grammar; the server applies it before sending (and replays only matching events). */
+  readonly filter?: readonly string[]
   /** Resume after this event id (sent as Last-Event-ID on the first connection). */
   readonly lastEventId?: string
   readonly signal?: AbortSignal
@@ -26,7 +28,7 @@ export interface FollowOptions {
  */
 export async function followActivity(client: CorralClient, options: FollowOptions): Promise<void> {
   const { EventSource } = await import('eventsource')
-  const url = client.activityStreamUrl({ workspaceId: options.workspaceId })
+  const url = client.activityStreamUrl({ workspaceId: options.workspaceId }, options.filter)
   let refused: ApiError | undefined
   let lastId = options.lastEventId
 

@@ -154,9 +154,9 @@ export class CorralClient {
     return this.request('GET', `${workspacePrefix(scope.workspaceId)}/audit/stats`, { query: { ...query } })
   }
 
-  /** URL of the live activity stream (org-wide, or one workspace's). */
-  activityStreamUrl(scope: { workspaceId?: string } = {}): URL {
-    return this.url(`${workspacePrefix(scope.workspaceId)}/activity/stream`)
+  /** URL of the live activity stream (org-wide, or one workspace's), filtered server-side. */
+  activityStreamUrl(scope: { workspaceId?: string } = {}, filter?: readonly string[]): URL {
+    return this.url(`${workspacePrefix(scope.workspaceId)}/activity/stream`, { filter })
   }
 
   // --- Memberships ----------------------------------------------------------------------------

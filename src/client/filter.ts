@@ -1,20 +1,14 @@
-// The audit filter grammar (control-plane.md, GET /v1/audit): `col=a,b` (IN), `col!=a,b` (NOT IN),
-// `col!=` (populated). The CLI validates filters before sending them (a typo is a usage error, not
-// a round trip) and `audit tail` applies the same grammar to live events, since the activity stream
-// takes no filter parameters.
+// The audit filter grammar on the client side. The grammar and its semantics are defined once, in
+// src/audit/filter.ts (the server parses every `filter` parameter with it and matches live events
+// with it); the CLI reuses it to reject a typo before any request (a usage error, exit 2) and to
+// check streamed events, so `audit tail` and `audit query` can never disagree about a filter.
 
-import type { AuditEvent } from '../audit/event.js'
+import { FILTER_COLUMNS, type FilterColumn } from '../audit/event.js'
+import { matchesFilters, parseFilter as parseAuditFilter } from '../audit/filter.js'
+import type { AuditFilterClause } from '../store/index.js'
 
-/** The fifteen filterable columns; `counter` is virtual (a key of `debits` or `budget_state`). */
-export const FILTER_COLUMNS = [
-  'workspace_id', 'task_id', 'decision', 'destination', 'capability_name', 'event_type', 'category',
-  'agent_role', 'agent_provider', 'method', 'path', 'actor', 'counter', 'phase', 'policy_type',
-] as const
-export type FilterColumn = (typeof FILTER_COLUMNS)[number]
-
-export type AuditFilter =
-  | { readonly column: FilterColumn; readonly op: 'in' | 'not_in'; readonly values: readonly string[] }
-  | { readonly column: FilterColumn; readonly op: 'populated' }
+export { FILTER_COLUMNS, matchesFilters, type FilterColumn }
+export type AuditFilter = AuditFilterClause
 
 export class FilterSyntaxError extends Error {
   constructor(message: string) {
@@ -23,39 +17,11 @@ export class FilterSyntaxError extends Error {
   }
 }
 
+/** Parses `col=a,b`, `col!=a,b` or `col!=`; throws FilterSyntaxError with the server's own wording. */
 export function parseFilter(input: string): AuditFilter {
-  const match = /^([a-z_]+)(!=|=)(.*)$/s.exec(input.trim())
-  if (!match) throw new FilterSyntaxError(`invalid filter "${input}": expected col=a,b or col!=a,b or col!=`)
-  const [, column, operator, rest] = match
-  if (!(FILTER_COLUMNS as readonly string[]).includes(column)) {
-    throw new FilterSyntaxError(`unknown filter column "${column}" (filterable: ${FILTER_COLUMNS.join(', ')})`)
+  try {
+    return parseAuditFilter(input.trim())
+  } catch (error) {
+    throw new FilterSyntaxError((error as Error).message)
   }
-  const values = rest === '' ? [] : rest.split(',')
-  if (values.some((v) => v === '')) throw new FilterSyntaxError(`invalid filter "${input}": empty value in list`)
-  if (operator === '!=' && values.length === 0) return { column: column as FilterColumn, op: 'populated' }
-  if (values.length === 0) throw new FilterSyntaxError(`invalid filter "${input}": "=" needs at least one value`)
-  return { column: column as FilterColumn, op: operator === '=' ? 'in' : 'not_in', values }
-}
-
-/** Values of a column on one event; `counter` yields every counter key the event touches. */
-function columnValues(event: AuditEvent, column: FilterColumn): string[] {
-  if (column === 'counter') {
-    return [...new Set([...Object.keys(event.debits ?? {}), ...Object.keys(event.budget_state ?? {})])]
-  }
-  const value = event[column]
-  return value === undefined || value === null || value === '' ? [] : [String(value)]
-}
-
-/**
- * True when the event satisfies every filter (filters are ANDed). Unpopulated columns follow SQL
- * semantics, like the server: they match neither `col=…` nor `col!=…`, only the absence of a filter.
- */
-export function matchesFilters(event: AuditEvent, filters: readonly AuditFilter[]): boolean {
-  return filters.every((filter) => {
-    const values = columnValues(event, filter.column)
-    if (filter.op === 'populated') return values.length > 0
-    if (values.length === 0) return false
-    if (filter.op === 'in') return values.some((v) => filter.values.includes(v))
-    return values.every((v) => !filter.values.includes(v))
-  })
 }

@@ -213,7 +213,7 @@ describe('audit', () => {
     expect(r.stdout).toMatch(/deny\s+2026-01-01T00:00:00Z\s+1/)
   })
 
-  it('tail applies filters client-side and stops after --count', async () => {
+  it('tail sends filters to the server, re-checks them on each event, and stops after --count', async () => {
     api.route('GET /v1/activity/stream', (_req, res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' })
       for (const e of [ev('e1', { decision: 'allow' }), ev('e2', { decision: 'deny', reason: 'no_token' }), ev('e3', { decision: 'deny', reason: 'no_match' })]) {
@@ -223,6 +223,7 @@ describe('audit', () => {
     const r = await runCommand(AuditTail, [...conn(), '--filter', 'decision=deny', '--count', '2', '--json'], env)
     expect(r.exitCode).toBe(0)
     expect(r.stdout.trim().split('\n').map((l) => JSON.parse(l).id)).toEqual(['e2', 'e3'])
+    expect(api.requests[0].query.getAll('filter')).toEqual(['decision=deny'])
   })
 
   it('tail stops with one error line when the stream is refused', async () => {

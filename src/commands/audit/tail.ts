@@ -8,7 +8,7 @@ import { matchesFilters, parseFilter } from '../../client/filter.js'
 
 export default class AuditTail extends ApiCommand<undefined> {
   static override summary = 'Follow the live activity stream, one line per event (NDJSON with --json).'
-  static override description = `Follows the org-wide stream, or one workspace's with --workspace. Reconnects by itself and resumes after the last event seen (Last-Event-ID), so nothing is missed or repeated. --filter uses the audit query grammar and is applied to each event as it arrives. Ctrl-C stops (exit 0); a refused connection (for example a revoked key) stops with one error line (exit 1).`
+  static override description = `Follows the org-wide stream, or one workspace's with --workspace. Reconnects by itself and resumes after the last event seen (Last-Event-ID), so nothing is missed or repeated. --filter uses the audit query grammar; the server filters the stream, and the CLI checks each event against the same filters. Ctrl-C stops (exit 0); a refused connection (for example a revoked key) stops with one error line (exit 1).`
 
   static override examples = [
     '<%= config.bin %> audit tail',
@@ -36,6 +36,7 @@ export default class AuditTail extends ApiCommand<undefined> {
     try {
       await followActivity(this.client, {
         workspaceId: flags.workspace,
+        filter: flags.filter,
         lastEventId: flags['last-event-id'],
         signal: stop.signal,
         onOpen: () => diag(`Following ${flags.workspace ? `workspace ${flags.workspace}` : 'the organisation'}'s activity (Ctrl-C to stop)`),
