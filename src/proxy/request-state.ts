@@ -42,6 +42,8 @@ export interface CredentialBroker {
 
 export interface MintedCredential {
   kind: 'static_token' | 'basic_auth' | 'query_key'
+  /** Provider slug the credential was created for. */
+  provider?: string
   /** static_token / query_key: the token; basic_auth: the password. */
   secret: string
   username?: string

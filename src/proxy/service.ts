@@ -10,6 +10,8 @@ import { LeafMinter, loadOrCreateCa, type CorralCa } from './ca.js'
 import { providerPlacement } from './credential-injection.js'
 import { ProxyFront } from './front.js'
 import type { CredentialBroker, ProxyCore, SecretsSource } from './request-state.js'
+import { CREDENTIALS_CHANNEL, OrgSecrets, SECRETS_CHANNEL, StaticCredentialBroker } from './org-material.js'
+import { Sealer, loadMasterKey } from './sealed.js'
 import { CapabilityTokens, loadTokenKey } from './token.js'
 import { Upstream } from './upstream.js'
 import { ActiveWorkspaces, type WorkspaceDirectory } from './workspaces.js'
@@ -43,6 +45,7 @@ export class ProxyService {
   #front: ProxyFront | undefined
   #core: ProxyCore | undefined
   #ca: CorralCa | undefined
+  #unlisten: Array<() => Promise<void>> = []
   port: number | undefined
 
   constructor(opts: ProxyServiceOptions) {
@@ -68,7 +71,14 @@ export class ProxyService {
     const o = this.#opts
     this.#ca = await loadOrCreateCa(o.dataDir)
     const tokens = new CapabilityTokens(await loadTokenKey(o.store.settings))
-    const directory = o.directory ?? proxyTables(o.store.db).workspaces
+    const tables = proxyTables(o.store.db)
+    const directory = o.directory ?? tables.workspaces
+    const sealer = new Sealer(await loadMasterKey(o.dataDir))
+    const secrets = o.secrets ?? new OrgSecrets(tables, sealer)
+    const credentials = o.credentials ?? new StaticCredentialBroker(tables, sealer)
+    // The control plane announces changes (payload: org id); every proxy process drops its copy.
+    if (secrets instanceof OrgSecrets) this.#unlisten.push(await o.store.listen(SECRETS_CHANNEL, (orgId) => secrets.invalidate(orgId)))
+    if (credentials instanceof StaticCredentialBroker) this.#unlisten.push(await o.store.listen(CREDENTIALS_CHANNEL, (orgId) => credentials.invalidate(orgId)))
     const core: ProxyCore = {
       tokens,
       workspaces: new ActiveWorkspaces({ directory, compile: o.compile ?? compilePolicyCached, audit: o.audit, ...(o.workspaceTtlMs ? { ttlMs: o.workspaceTtlMs } : {}) }),
@@ -76,8 +86,8 @@ export class ProxyService {
       upstream: new Upstream({ ...(o.upstreamCaPem ? { extraCaPem: o.upstreamCaPem } : {}) }),
       maxInspectBytes: o.maxInspectBytes ?? DEFAULT_MAX_INSPECT_BYTES,
       placements: providerPlacement,
-      ...(o.secrets ? { secrets: o.secrets } : {}),
-      ...(o.credentials ? { credentials: o.credentials } : {}),
+      secrets,
+      credentials,
       ...(o.faultHook ? { faultHook: o.faultHook } : {}),
     }
     this.#core = core
@@ -88,6 +98,7 @@ export class ProxyService {
 
   async stop(): Promise<void> {
     await this.#front?.close(2_000)
+    for (const un of this.#unlisten.splice(0)) await un().catch(() => {})
     this.#core?.workspaces.close()
     await this.#core?.upstream.close()
     this.#front = undefined

@@ -3,7 +3,7 @@
 // bodies stream through unless a phase buffered them; response bodies come back as a stream.
 import { rootCertificates } from 'node:tls'
 import type { Readable } from 'node:stream'
-import { Agent, type Dispatcher } from 'undici'
+import { Agent, buildConnector, type Dispatcher } from 'undici'
 
 /** Connection-level headers that never cross a proxy (RFC 9110 §7.6.1), plus the proxy's own. */
 export const HOP_BY_HOP = new Set([
@@ -43,6 +43,7 @@ export class Upstream {
 
   constructor(opts: UpstreamOptions = {}) {
     const ca = opts.extraCaPem?.length ? [...rootCertificates, ...opts.extraCaPem] : undefined
+    const base = buildConnector({ ...(ca ? { ca } : {}), rejectUnauthorized: true })
     this.#agent = new Agent({
       connections: opts.connections ?? 256,
       pipelining: 1,
@@ -51,7 +52,9 @@ export class Upstream {
       // LLM streams can pause for minutes between tokens on long thinking; the agent's own
       // client decides when to give up.
       bodyTimeout: opts.bodyTimeoutMs ?? 0,
-      connect: { ...(ca ? { ca } : {}), rejectUnauthorized: true, ALPNProtocols: ['http/1.1'] },
+      // undici derives SNI and the verified identity from the Host header; the agent controls
+      // that header, so the identity is pinned to the origin (the CONNECT target) instead.
+      connect: (options, callback) => base({ ...options, servername: undefined }, callback),
     })
   }
 

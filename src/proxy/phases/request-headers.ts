@@ -25,6 +25,9 @@ export async function requestHeaders(core: ProxyCore, st: RequestState): Promise
   const r = ws.record
   ctx.attribution = { ...ctx.attribution, user_id: r.creator_user_id, agent_role: r.role, agent_provider: r.provider }
 
+  // Warm the org's secrets once (cached; transforms read them synchronously).
+  if (core.secrets) await core.secrets.load(r.org_id)
+
   if (ws.policy.kind === 'none') return deny('no_policy')
   if (ws.policy.kind === 'error') return deny('policy_error', { message: ws.policy.message })
   const policy = ws.policy.policy

@@ -1,0 +1,87 @@
+// Creating and deleting secrets and credentials: sealed at rest, announced on the store's bus so
+// every proxy drops its cached copy, and audited (secret_* / credential_* events, metadata only).
+// Used by the /v1 routes; never returns a value once stored.
+import type { AuditSink } from '../audit/event.js'
+import type { Store } from '../store/index.js'
+import { proxyTables, type CredentialMeta, type SecretMeta } from '../store/proxy-tables.js'
+import { isAuthProvider, AUTH_PROVIDERS } from '../policy/auth-providers.js'
+import { CREDENTIALS_CHANNEL, CREDENTIAL_KINDS, SECRETS_CHANNEL, type CredentialKind, type CredentialMaterial } from './org-material.js'
+import { credentialBinding, secretBinding, type Sealer } from './sealed.js'
+
+export const NAME_PATTERN = /^[A-Za-z][A-Za-z0-9_.-]{0,63}$/
+
+/** Thrown for input the caller must fix; the route maps it to validation_error with the field. */
+export class MaterialInputError extends Error {
+  constructor(readonly field: string, message: string) {
+    super(message)
+  }
+}
+
+export interface Actor { orgId: string; userId: string }
+
+export class OrgMaterialAdmin {
+  readonly #tables
+  constructor(private readonly store: Store, private readonly sealer: Sealer, private readonly audit: AuditSink) {
+    this.#tables = proxyTables(store.db)
+  }
+
+  async setSecret(actor: Actor, name: string, value: string): Promise<SecretMeta> {
+    if (!NAME_PATTERN.test(name)) throw new MaterialInputError('name', 'must match [A-Za-z][A-Za-z0-9_.-]{0,63}')
+    if (typeof value !== 'string' || value.length === 0) throw new MaterialInputError('value', 'must be a non-empty string')
+    const { meta } = await this.#tables.secrets.put(actor.orgId, name, this.sealer.seal(value, secretBinding(actor.orgId, name)), actor.userId)
+    await this.#event(actor, 'secret_created', { resource_id: name, name })
+    await this.store.notify(SECRETS_CHANNEL, actor.orgId)
+    return meta
+  }
+
+  listSecrets(actor: Actor): Promise<SecretMeta[]> {
+    return this.#tables.secrets.list(actor.orgId)
+  }
+
+  async deleteSecret(actor: Actor, name: string): Promise<boolean> {
+    const ok = await this.#tables.secrets.delete(actor.orgId, name)
+    if (!ok) return false
+    await this.#event(actor, 'secret_deleted', { resource_id: name, name })
+    await this.store.notify(SECRETS_CHANNEL, actor.orgId)
+    return true
+  }
+
+  async createCredential(actor: Actor, input: { name: string; provider: string; kind: string; token?: string; username?: string; password?: string }): Promise<CredentialMeta> {
+    if (!NAME_PATTERN.test(input.name)) throw new MaterialInputError('name', 'must match [A-Za-z][A-Za-z0-9_.-]{0,63}')
+    if (!(CREDENTIAL_KINDS as readonly string[]).includes(input.kind)) throw new MaterialInputError('kind', `must be one of ${CREDENTIAL_KINDS.join(', ')}`)
+    if (!isAuthProvider(input.provider) || AUTH_PROVIDERS[input.provider].family === 'oauth') throw new MaterialInputError('provider', 'unknown or OAuth provider (OAuth credentials are not supported yet)')
+    const kind = input.kind as CredentialKind
+    let material: CredentialMaterial
+    if (kind === 'basic_auth') {
+      if (!input.password) throw new MaterialInputError('password', 'required for basic_auth')
+      material = { username: input.username ?? '', password: input.password }
+    } else {
+      if (!input.token) throw new MaterialInputError('token', `required for ${kind}`)
+      material = { token: input.token }
+    }
+    if (await this.#tables.credentials.material(actor.orgId, input.name)) throw new MaterialInputError('name', 'a credential with this name exists')
+    const meta = await this.#tables.credentials.create(actor.orgId, {
+      name: input.name, provider: input.provider, kind, created_by_user_id: actor.userId,
+      ciphertext: this.sealer.seal(JSON.stringify(material), credentialBinding(actor.orgId, input.name)),
+    })
+    await this.#event(actor, 'credential_created', { resource_id: meta.id, name: meta.name, provider: meta.provider, kind: meta.kind, scopes: [], status: meta.status })
+    await this.store.notify(CREDENTIALS_CHANNEL, actor.orgId)
+    return meta
+  }
+
+  listCredentials(actor: Actor): Promise<CredentialMeta[]> {
+    return this.#tables.credentials.list(actor.orgId)
+  }
+
+  async deleteCredential(actor: Actor, id: string): Promise<CredentialMeta | undefined> {
+    const meta = await this.#tables.credentials.delete(actor.orgId, id)
+    if (!meta) return undefined
+    await this.#event(actor, 'credential_deleted', { resource_id: meta.id, name: meta.name, provider: meta.provider, kind: meta.kind })
+    await this.store.notify(CREDENTIALS_CHANNEL, actor.orgId)
+    return meta
+  }
+
+  async #event(actor: Actor, type: 'secret_created' | 'secret_deleted' | 'credential_created' | 'credential_deleted', detail: Record<string, unknown>): Promise<void> {
+    await this.audit.emit({ org_id: actor.orgId, user_id: actor.userId, event_type: type, category: 'audit', actor: 'control-plane', detail })
+  }
+}
