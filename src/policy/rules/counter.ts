@@ -33,13 +33,16 @@ export function parseDuration(s: string): number | undefined {
   return total
 }
 
-function checkScope(r: Reader, m: MapReader, key: 'workspace' | 'task'): BudgetScope | undefined {
+type ScopeRead = BudgetScope & { nodes: { max?: Node | null; ttl?: Node | null } }
+
+function checkScope(r: Reader, m: MapReader, key: 'workspace' | 'task'): ScopeRead | undefined {
   const mm = m.map(key)
   if (!mm) return undefined
   const s = new MapReader(r, mm.node, mm.field.path, ['max', 'ttl'], `${key} scope`)
-  const max = s.nonNegativeInt('max')?.value ?? 0
+  const maxRead = s.nonNegativeInt('max')
+  const max = maxRead?.value ?? 0
   const ttl = s.str('ttl')
-  const scope: BudgetScope = { max }
+  const scope: ScopeRead = { max, nodes: { max: maxRead?.field.node, ttl: ttl?.field.node } }
   if (ttl && ttl.value !== '') {
     const ms = parseDuration(ttl.value)
     if (ms === undefined || ms <= 0) r.error('invalid_duration', `ttl ${JSON.stringify(ttl.value)} must be a positive duration such as 90s, 5m, 1h30m or 24h`, ttl.field.path, ttl.field.node)
@@ -107,11 +110,6 @@ export function checkCounter(r: Reader, node: Node | null, path: string, capabil
       if (m.has('terminal_cel')) terminalCel = celOf(m, 'terminal_cel', 'terminal_cel', 'bool')
     }
   }
-  if (source !== 'response' || !bodyPhase) {
-    if (source === 'response' && requiresBody === undefined) {
-      // requires_body false is the default for headers-phase counters; nothing to add.
-    }
-  }
 
   // status_codes
   let statusCodes: string[] = []
@@ -142,8 +140,8 @@ export function checkCounter(r: Reader, node: Node | null, path: string, capabil
 
   if (workspace && task) {
     const tf = m.field('task')!
-    if (workspace.max > 0 && task.max > workspace.max) r.error('scope_order', `task max ${task.max} exceeds workspace max ${workspace.max}`, pointer(tf.path, 'max'), tf.node)
-    if (workspace.ttlMs !== undefined && task.ttlMs !== undefined && task.ttlMs > workspace.ttlMs) r.error('scope_order', `task ttl ${task.ttl} exceeds workspace ttl ${workspace.ttl}`, pointer(tf.path, 'ttl'), tf.node)
+    if (workspace.max > 0 && task.max > workspace.max) r.error('scope_order', `task max ${task.max} exceeds workspace max ${workspace.max}`, pointer(tf.path, 'max'), task.nodes.max ?? tf.node)
+    if (workspace.ttlMs !== undefined && task.ttlMs !== undefined && task.ttlMs > workspace.ttlMs) r.error('scope_order', `task ttl ${task.ttl} exceeds workspace ttl ${workspace.ttl}`, pointer(tf.path, 'ttl'), task.nodes.ttl ?? tf.node)
   }
   if (failureCharge) {
     for (const [k, s] of [['workspace', workspace], ['task', task]] as const) {
@@ -167,8 +165,8 @@ export function checkCounter(r: Reader, node: Node | null, path: string, capabil
     phase: source.startsWith('request.') ? 'request' : bodyPhase ? 'response_body' : 'response_headers',
     ...(framing ? { framing } : {}),
     ...(accumulator ? { accumulator } : {}),
-    ...(workspace ? { workspace } : {}),
-    ...(task ? { task } : {}),
+    ...(workspace ? { workspace: scopeOf(workspace) } : {}),
+    ...(task ? { task: scopeOf(task) } : {}),
     reservePerRequest: reserve?.value ?? 0,
     failureCharge: failureCharge?.value ?? 0,
     maxConcurrent: maxConcurrent?.value ?? 0,
@@ -181,4 +179,8 @@ export function checkCounter(r: Reader, node: Node | null, path: string, capabil
   }
   result.counter = makeCounter(spec)
   return result
+}
+
+function scopeOf(s: ScopeRead): BudgetScope {
+  return { max: s.max, ...(s.ttl !== undefined ? { ttl: s.ttl, ttlMs: s.ttlMs! } : {}) }
 }
