@@ -1,0 +1,93 @@
+import { readFileSync } from 'node:fs'
+import { rootCertificates } from 'node:tls'
+import { Agent as UndiciAgent, type Dispatcher, ProxyAgent } from 'undici'
+import type { AgentDefaults } from './agent-loop.js'
+import { PROVIDER_KINDS, type ProviderKind } from './model.js'
+import { ENVIRONMENTS, type Environment, THINKING_EFFORTS, type ThinkingEffort } from './task.js'
+
+/**
+ * Everything `corral agent` is told through its environment. The runtime sets the CORRAL_PROXY_*
+ * and workspace variables; the control plane adds the role's provider and settings.
+ */
+export interface AgentConfig {
+  provider: ProviderKind
+  /** Anthropic: https://api.anthropic.com; OpenAI-compatible: the base including /v1. */
+  baseUrl: string
+  model: string
+  /** Normally absent: the proxy's auth transform injects the provider credential. */
+  apiKey?: string
+  workspaceDir: string
+  /** Base URL of the agent callback, reached through the proxy: `<eventsUrl>/task/<id>/event`. */
+  eventsUrl: string
+  proxyUrl?: string
+  proxyToken?: string
+  /** Extra CA (the corral CA) to trust for TLS through the proxy. */
+  caFile?: string
+  taskFile?: string
+  defaults: Partial<AgentDefaults>
+  maxIterations?: number
+}
+
+export const DEFAULT_EVENTS_URL = 'https://corral.internal'
+
+/** Reads the agent's configuration; every problem is listed at once, by variable name. */
+export function configFromEnv(env: NodeJS.ProcessEnv = process.env): AgentConfig {
+  const problems: string[] = []
+  const provider = (env.CORRAL_PROVIDER_KIND ?? 'anthropic') as ProviderKind
+  if (!PROVIDER_KINDS.includes(provider)) problems.push(`CORRAL_PROVIDER_KIND must be one of ${PROVIDER_KINDS.join(', ')}`)
+  const baseUrl = env.CORRAL_PROVIDER_BASE_URL ?? (provider === 'openai' ? 'https://api.openai.com/v1' : 'https://api.anthropic.com')
+  const model = env.CORRAL_MODEL ?? ''
+  if (model === '') problems.push('CORRAL_MODEL is not set (the role\'s model, or the provider\'s default)')
+  const int = (name: string): number | undefined => {
+    const raw = env[name]
+    if (raw === undefined || raw === '') return undefined
+    const n = Number(raw)
+    if (!Number.isInteger(n) || n < 0) {
+      problems.push(`${name} must be a non-negative integer`)
+      return undefined
+    }
+    return n
+  }
+  const effort = env.CORRAL_THINKING_EFFORT as ThinkingEffort | undefined
+  if (effort !== undefined && effort !== '' as string && !THINKING_EFFORTS.includes(effort)) problems.push(`CORRAL_THINKING_EFFORT must be one of ${THINKING_EFFORTS.join(', ')}`)
+  const environment = env.CORRAL_ENVIRONMENT as Environment | undefined
+  if (environment !== undefined && environment !== '' as string && !ENVIRONMENTS.includes(environment)) problems.push(`CORRAL_ENVIRONMENT must be one of ${ENVIRONMENTS.join(', ')}`)
+  const defaults: Partial<AgentDefaults> = {}
+  if (effort) defaults.thinking_effort = effort
+  if (environment) defaults.environment = environment
+  if (env.CORRAL_ENVIRONMENT_DESCRIPTION) defaults.environment_description = env.CORRAL_ENVIRONMENT_DESCRIPTION
+  const continuations = int('CORRAL_MAX_CONTINUATIONS')
+  if (continuations !== undefined) defaults.max_continuations = continuations
+  const context = int('CORRAL_MAX_CONTEXT_TOKENS')
+  if (context !== undefined) defaults.max_context_tokens = context
+  const maxIterations = int('CORRAL_MAX_ITERATIONS')
+  if (problems.length > 0) throw new Error(`corral agent is not configured: ${problems.join('; ')}`)
+  return {
+    provider,
+    baseUrl,
+    model,
+    ...(env.CORRAL_MODEL_API_KEY ? { apiKey: env.CORRAL_MODEL_API_KEY } : {}),
+    workspaceDir: env.CORRAL_WORKSPACE_DIR ?? '/data',
+    eventsUrl: env.CORRAL_EVENTS_URL ?? DEFAULT_EVENTS_URL,
+    ...(env.CORRAL_PROXY_URL || env.HTTPS_PROXY ? { proxyUrl: env.CORRAL_PROXY_URL ?? env.HTTPS_PROXY } : {}),
+    ...(env.CORRAL_PROXY_TOKEN ? { proxyToken: env.CORRAL_PROXY_TOKEN } : {}),
+    ...(env.CORRAL_CA_FILE ? { caFile: env.CORRAL_CA_FILE } : {}),
+    ...(env.CORRAL_TASK_FILE ? { taskFile: env.CORRAL_TASK_FILE } : {}),
+    defaults,
+    ...(maxIterations !== undefined ? { maxIterations } : {}),
+  }
+}
+
+/**
+ * One HTTP client for model calls and events: through the proxy with the capability token as
+ * `Proxy-Authorization: Bearer`, trusting the corral CA that signs the proxy's leaf certificates.
+ */
+export function createDispatcher(config: Pick<AgentConfig, 'proxyUrl' | 'proxyToken' | 'caFile'>): Dispatcher {
+  const ca = config.caFile ? [...rootCertificates, readFileSync(config.caFile, 'utf8')] : undefined
+  if (!config.proxyUrl) return new UndiciAgent(ca ? { connect: { ca } } : {})
+  return new ProxyAgent({
+    uri: config.proxyUrl,
+    ...(config.proxyToken ? { token: `Bearer ${config.proxyToken}` } : {}),
+    ...(ca ? { requestTls: { ca } } : {}),
+  })
+}

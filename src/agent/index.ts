@@ -1,0 +1,39 @@
+// The reference agent's entry: wires configuration, model client, tools and event sink.
+import { join } from 'node:path'
+import { Agent } from './agent-loop.js'
+import { AnthropicClient } from './anthropic.js'
+import { type AgentConfig, createDispatcher } from './config.js'
+import { type EventSink, HttpEventSink } from './event-sink.js'
+import type { ModelClient } from './model.js'
+import { OpenAiClient } from './openai.js'
+import type { TaskOutcome } from './task.js'
+import type { TaskSource } from './task-source.js'
+import { Toolbox } from './tools.js'
+
+export { Agent, type AgentDefaults, type AgentOptions } from './agent-loop.js'
+export { configFromEnv, createDispatcher, DEFAULT_EVENTS_URL, type AgentConfig } from './config.js'
+export { type AgentEvent, type EventSink, HttpEventSink, MemoryEventSink, NdjsonEventSink } from './event-sink.js'
+export type { AgentTask, TaskOutcome } from './task.js'
+export { FileTaskSource, ListTaskSource, type TaskSource } from './task-source.js'
+
+/** The conversation file inside the workspace: it survives stop and restart, and a fork inherits it. */
+export const SESSION_FILE = '.corral/session.json'
+
+export async function runAgent(config: AgentConfig, source: TaskSource, sink?: EventSink, signal?: AbortSignal): Promise<TaskOutcome[]> {
+  const dispatcher = createDispatcher(config)
+  try {
+    const common = { baseUrl: config.baseUrl, model: config.model, dispatcher, ...(config.apiKey ? { apiKey: config.apiKey } : {}) }
+    const model: ModelClient = config.provider === 'openai' ? new OpenAiClient(common) : new AnthropicClient(common)
+    const agent = new Agent({
+      model,
+      tools: new Toolbox(config.workspaceDir),
+      sink: sink ?? new HttpEventSink(config.eventsUrl, dispatcher),
+      defaults: config.defaults,
+      sessionFile: join(config.workspaceDir, SESSION_FILE),
+      ...(config.maxIterations !== undefined ? { maxIterations: config.maxIterations } : {}),
+    })
+    return await agent.runSession(source, signal)
+  } finally {
+    await dispatcher.close()
+  }
+}

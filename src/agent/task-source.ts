@@ -1,0 +1,67 @@
+import { readFile } from 'node:fs/promises'
+import { ENVIRONMENTS, THINKING_EFFORTS, type AgentTask } from './task.js'
+
+/** Where the agent's tasks come from. The control plane's fetch-through-the-proxy endpoint is one; a file is another. */
+export interface TaskSource {
+  /** The next task, or null when there is none left (the agent then ends its session). */
+  next(): Promise<AgentTask | null>
+}
+
+/** Tasks handed over in a file: one JSON task, a JSON array, or NDJSON (one task per line). */
+export class FileTaskSource implements TaskSource {
+  readonly #path: string
+  #queue: AgentTask[] | null = null
+
+  constructor(path: string) {
+    this.#path = path
+  }
+
+  async next(): Promise<AgentTask | null> {
+    this.#queue ??= parseTasks(await readFile(this.#path, 'utf8'), this.#path)
+    return this.#queue.shift() ?? null
+  }
+}
+
+/** Tasks given in memory (tests, embedding). */
+export class ListTaskSource implements TaskSource {
+  readonly #queue: AgentTask[]
+  constructor(tasks: AgentTask[]) {
+    this.#queue = tasks.map((t, i) => validateTask(t, `task[${i}]`))
+  }
+  async next(): Promise<AgentTask | null> {
+    return this.#queue.shift() ?? null
+  }
+}
+
+export function parseTasks(text: string, origin: string): AgentTask[] {
+  const trimmed = text.trim()
+  if (trimmed === '') return []
+  let values: unknown[]
+  try {
+    const parsed: unknown = JSON.parse(trimmed)
+    values = Array.isArray(parsed) ? parsed : [parsed]
+  } catch {
+    values = trimmed.split('\n').filter((l) => l.trim() !== '').map((line, i) => {
+      try {
+        return JSON.parse(line) as unknown
+      } catch {
+        throw new Error(`${origin}: line ${i + 1} is not JSON`)
+      }
+    })
+  }
+  return values.map((v, i) => validateTask(v, `${origin}: task ${i + 1}`))
+}
+
+function validateTask(value: unknown, where: string): AgentTask {
+  const t = value as Partial<AgentTask> | null
+  if (!t || typeof t !== 'object') throw new Error(`${where} is not an object`)
+  if (typeof t.id !== 'string' || t.id === '') throw new Error(`${where}: id must be a non-empty string`)
+  if (typeof t.description !== 'string' || t.description === '') throw new Error(`${where}: description must be a non-empty string`)
+  if (t.thinking_effort !== undefined && !THINKING_EFFORTS.includes(t.thinking_effort)) throw new Error(`${where}: thinking_effort must be one of ${THINKING_EFFORTS.join(', ')}`)
+  if (t.environment !== undefined && !ENVIRONMENTS.includes(t.environment)) throw new Error(`${where}: environment must be one of ${ENVIRONMENTS.join(', ')}`)
+  for (const key of ['max_continuations', 'max_context_tokens'] as const) {
+    const n = t[key]
+    if (n !== undefined && (!Number.isInteger(n) || n < 0)) throw new Error(`${where}: ${key} must be a non-negative integer`)
+  }
+  return t as AgentTask
+}

@@ -1,0 +1,37 @@
+// What the agent works on: one task, with the role's settings already merged with the task's own
+// overrides by whoever hands it over (the control plane, or a task file).
+
+export const THINKING_EFFORTS = ['high', 'medium', 'low', 'off'] as const
+export type ThinkingEffort = (typeof THINKING_EFFORTS)[number]
+
+export const ENVIRONMENTS = ['development', 'staging', 'production'] as const
+export type Environment = (typeof ENVIRONMENTS)[number]
+
+export interface AgentTask {
+  id: string
+  description: string
+  /** Start with a fresh conversation, forgetting earlier tasks of this workspace. */
+  reset_session?: boolean
+  thinking_effort?: ThinkingEffort
+  /** How many times the agent is nudged to go on when the model stops without calling `finish`. */
+  max_continuations?: number
+  /** Context size (tokens) above which the conversation is compacted into a summary. */
+  max_context_tokens?: number
+  environment?: Environment
+  environment_description?: string
+  /** Paths under /data of files uploaded with the task (usually /data/uploads/<task_id>/…). */
+  uploads?: string[]
+  metadata?: Record<string, unknown>
+}
+
+export type TaskStatus = 'completed' | 'failed'
+
+export interface TaskOutcome {
+  task_id: string
+  status: TaskStatus
+  /** Why a task failed: `model_error`, `iteration_limit`, `context_limit`, `agent_error`, or the model's own. */
+  reason?: string
+  summary: string
+  iterations: number
+  usage: { input_tokens: number; output_tokens: number }
+}

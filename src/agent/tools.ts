@@ -1,0 +1,181 @@
+import { spawn } from 'node:child_process'
+import { lstat, mkdir, readFile, realpath, stat, writeFile } from 'node:fs/promises'
+import { dirname, isAbsolute, relative, resolve, sep } from 'node:path'
+import type { ToolSpec } from './model.js'
+
+/** Output the model sees from one tool call, at most. The rest is cut with a marker. */
+export const OUTPUT_CAP = 32 * 1024
+const DEFAULT_TIMEOUT_S = 120
+const MAX_TIMEOUT_S = 1800
+
+export const TOOL_SPECS: ToolSpec[] = [
+  {
+    name: 'run_command',
+    description: 'Run a shell command (/bin/sh -c) in the workspace directory. Returns exit code and combined output (truncated).',
+    input_schema: {
+      type: 'object',
+      properties: {
+        command: { type: 'string', description: 'The shell command line.' },
+        timeout_seconds: { type: 'integer', minimum: 1, maximum: MAX_TIMEOUT_S, description: `Default ${DEFAULT_TIMEOUT_S}.` },
+      },
+      required: ['command'],
+    },
+  },
+  {
+    name: 'read_file',
+    description: 'Read a UTF-8 text file under the workspace directory (path relative to it, or absolute inside it).',
+    input_schema: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] },
+  },
+  {
+    name: 'write_file',
+    description: 'Create or overwrite a text file under the workspace directory; parent directories are created.',
+    input_schema: {
+      type: 'object',
+      properties: { path: { type: 'string' }, content: { type: 'string' } },
+      required: ['path', 'content'],
+    },
+  },
+  {
+    name: 'finish',
+    description: 'End the task. Call exactly once when the work is done (or cannot be done), with a short summary for the user.',
+    input_schema: {
+      type: 'object',
+      properties: {
+        summary: { type: 'string' },
+        status: { type: 'string', enum: ['completed', 'failed'], description: 'Default completed.' },
+      },
+      required: ['summary'],
+    },
+  },
+]
+
+export interface ToolOutcome {
+  output: string
+  isError: boolean
+  /** Set when write_file changed a file (for the file_change event). */
+  fileChange?: { path: string; action: 'created' | 'modified'; size: number }
+  /** Set by finish. */
+  finish?: { summary: string; status: 'completed' | 'failed' }
+}
+
+/** Runs the agent's tools confined to one directory (/data in a workspace). */
+export class Toolbox {
+  readonly root: string
+
+  constructor(root: string) {
+    this.root = resolve(root)
+  }
+
+  async run(name: string, input: Record<string, unknown>, signal?: AbortSignal): Promise<ToolOutcome> {
+    try {
+      switch (name) {
+        case 'run_command':
+          return await this.#runCommand(input, signal)
+        case 'read_file':
+          return await this.#readFile(input)
+        case 'write_file':
+          return await this.#writeFile(input)
+        case 'finish': {
+          const summary = typeof input.summary === 'string' ? input.summary : ''
+          const status = input.status === 'failed' ? 'failed' : 'completed'
+          return { output: 'Task finished.', isError: false, finish: { summary, status } }
+        }
+        default:
+          return { output: `Unknown tool ${JSON.stringify(name)}. Available: ${TOOL_SPECS.map((t) => t.name).join(', ')}.`, isError: true }
+      }
+    } catch (err) {
+      return { output: (err as Error).message, isError: true }
+    }
+  }
+
+  /**
+   * Resolves a model-given path inside the root, refusing `..` escapes and symlinks that lead out
+   * (checked on the deepest existing ancestor, so a not-yet-created file is covered too).
+   */
+  async resolveInside(path: unknown): Promise<string> {
+    if (typeof path !== 'string' || path === '') throw new Error('path must be a non-empty string')
+    const target = isAbsolute(path) ? resolve(path) : resolve(this.root, path)
+    if (!inside(this.root, target)) throw new Error(`path ${path} is outside the workspace directory ${this.root}`)
+    let existing = target
+    for (;;) {
+      try {
+        await lstat(existing)
+        break
+      } catch {
+        existing = dirname(existing)
+      }
+    }
+    const real = await realpath(existing)
+    if (!inside(await realpath(this.root), real)) throw new Error(`path ${path} leads outside the workspace directory through a symbolic link`)
+    return target
+  }
+
+  async #readFile(input: Record<string, unknown>): Promise<ToolOutcome> {
+    const path = await this.resolveInside(input.path)
+    const content = await readFile(path, 'utf8')
+    return { output: cap(content), isError: false }
+  }
+
+  async #writeFile(input: Record<string, unknown>): Promise<ToolOutcome> {
+    if (typeof input.content !== 'string') throw new Error('content must be a string')
+    const path = await this.resolveInside(input.path)
+    const existed = await stat(path).then((s) => s.isFile(), () => false)
+    await mkdir(dirname(path), { recursive: true })
+    await writeFile(path, input.content)
+    const rel = relative(this.root, path)
+    const size = Buffer.byteLength(input.content)
+    return {
+      output: `Wrote ${size} bytes to ${rel}.`,
+      isError: false,
+      fileChange: { path: rel, action: existed ? 'modified' : 'created', size },
+    }
+  }
+
+  async #runCommand(input: Record<string, unknown>, signal?: AbortSignal): Promise<ToolOutcome> {
+    if (typeof input.command !== 'string' || input.command.trim() === '') throw new Error('command must be a non-empty string')
+    const seconds = Math.min(MAX_TIMEOUT_S, Math.max(1, Number(input.timeout_seconds) || DEFAULT_TIMEOUT_S))
+    // Own process group, so a timeout kills what the command started too.
+    const child = spawn('/bin/sh', ['-c', input.command], { cwd: this.root, detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
+    let output = ''
+    let dropped = 0
+    const take = (chunk: Buffer): void => {
+      const room = OUTPUT_CAP - output.length
+      if (room > 0) output += chunk.toString('utf8').slice(0, room)
+      dropped += Math.max(0, chunk.length - Math.max(room, 0))
+    }
+    child.stdout.on('data', take)
+    child.stderr.on('data', take)
+    let timedOut = false
+    const kill = (): void => {
+      try {
+        if (child.pid) process.kill(-child.pid, 'SIGKILL')
+      } catch {
+        /* already gone */
+      }
+    }
+    const timer = setTimeout(() => {
+      timedOut = true
+      kill()
+    }, seconds * 1000)
+    signal?.addEventListener('abort', kill, { once: true })
+    const [code, sig] = await new Promise<[number | null, NodeJS.Signals | null]>((done, fail) => {
+      child.once('error', fail)
+      child.once('close', (c, s) => done([c, s]))
+    }).finally(() => {
+      clearTimeout(timer)
+      signal?.removeEventListener('abort', kill)
+    })
+    const tail = dropped > 0 ? `\n[… ${dropped} more bytes of output cut]` : ''
+    const head = timedOut ? `timed out after ${seconds}s` : sig ? `killed by ${sig}` : `exit code ${code}`
+    return { output: `${head}\n${output}${tail}`, isError: timedOut || code !== 0 }
+  }
+}
+
+function inside(root: string, path: string): boolean {
+  const rel = relative(root, path)
+  return rel === '' || (!rel.startsWith(`..${sep}`) && rel !== '..' && !isAbsolute(rel))
+}
+
+function cap(text: string): string {
+  return text.length <= OUTPUT_CAP ? text : `${text.slice(0, OUTPUT_CAP)}\n[… ${text.length - OUTPUT_CAP} more characters cut]`
+}

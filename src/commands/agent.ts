@@ -1,0 +1,53 @@
+import { Flags } from '@oclif/core'
+import { CorralCommand } from '../cli/base-command.js'
+import { CliError } from '../cli/errors.js'
+import { diag } from '../cli/output.js'
+
+interface AgentResult {
+  tasks: Array<{ task_id: string; status: string; reason?: string; iterations: number }>
+}
+
+export default class AgentCommand extends CorralCommand<AgentResult> {
+  static override description = 'Run the reference agent inside a workspace (started by the runtime; configured through CORRAL_* variables)'
+  static override examples = [
+    'CORRAL_MODEL=claude-sonnet-4-5 corral agent --task-file /run/corral/task.json',
+    'corral agent --task-file task.json --events -   # events as NDJSON on stdout instead of the proxy callback',
+  ]
+  static override flags = {
+    'task-file': Flags.string({ description: 'JSON task, JSON array or NDJSON of tasks', env: 'CORRAL_TASK_FILE' }),
+    events: Flags.string({ description: "'-' writes events to stdout as NDJSON instead of posting them through the proxy" }),
+  }
+
+  async execute(): Promise<AgentResult> {
+    const { flags } = await this.parse(AgentCommand)
+    // Imported here, not at module top: the agent stack (undici clients) is not needed by other commands.
+    const { configFromEnv, FileTaskSource, NdjsonEventSink, runAgent } = await import('../agent/index.js')
+    let config
+    try {
+      config = configFromEnv()
+    } catch (err) {
+      throw new CliError((err as Error).message, 'agent_not_configured')
+    }
+    const taskFile = flags['task-file'] ?? config.taskFile
+    if (!taskFile) throw new CliError('no task source: pass --task-file or set CORRAL_TASK_FILE', 'agent_not_configured')
+    const controller = new AbortController()
+    const interrupt = (): void => {
+      diag('corral agent: interrupted, ending the current task')
+      controller.abort()
+    }
+    process.once('SIGTERM', interrupt)
+    process.once('SIGINT', interrupt)
+    try {
+      const sink = flags.events === '-' ? new NdjsonEventSink(process.stdout) : undefined
+      const outcomes = await runAgent(config, new FileTaskSource(taskFile), sink, controller.signal)
+      return { tasks: outcomes.map((o) => ({ task_id: o.task_id, status: o.status, ...(o.reason ? { reason: o.reason } : {}), iterations: o.iterations })) }
+    } finally {
+      process.off('SIGTERM', interrupt)
+      process.off('SIGINT', interrupt)
+    }
+  }
+
+  protected override render(result: AgentResult): void {
+    for (const t of result.tasks) diag(`task ${t.task_id}: ${t.status}${t.reason ? ` (${t.reason})` : ''} after ${t.iterations} iterations`)
+  }
+}
