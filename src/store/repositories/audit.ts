@@ -181,6 +181,8 @@ export function createAuditRepository({ db, dialect }: RepoContext) {
       const metricSql =
         q.metric.fn === 'count' ? sql`count(*)` : q.metric.fn === 'sum' ? sql`COALESCE(sum(${metricValue}), 0)` : sql`avg(${metricValue})`
       selections.push(metricSql.as('v') as never)
+      // Without grouping, SQL returns one row even over no input; `n` lets us drop it.
+      selections.push(sql`count(*)`.as('n') as never)
       const hasBucket = q.timeBucketMs !== undefined || q.bucketBy !== undefined
       let query = qb.select(selections as never)
       if (groupKeys.length > 0) query = query.groupBy(groupKeys as never)
@@ -189,7 +191,7 @@ export function createAuditRepository({ db, dialect }: RepoContext) {
       query = query.orderBy(sql.ref('v'), 'desc')
       for (let i = 0; i < q.groupBy.length; i++) query = query.orderBy(sql.ref(`g${i}`))
       const rows = (await query.limit(q.maxRows).execute()) as Array<Record<string, unknown>>
-      return rows.map((r) => ({
+      return rows.filter((r) => Number(r.n) > 0).map((r) => ({
         group: q.groupBy.map((_, i) => String(r[`g${i}`])),
         ...(hasBucket ? { bucket: Number(r.b) } : {}),
         value: Number(r.v),
