@@ -87,7 +87,11 @@ export class Agent {
       thinking_effort: s.thinking_effort, max_continuations: s.max_continuations, max_context_tokens: s.max_context_tokens,
       environment: s.environment, uploads: task.uploads ?? [],
     })
-    this.#messages.push({ role: 'user', content: [{ type: 'text', text: taskPrompt(task) }] })
+    // A resumed conversation ends with the previous task's finish result (a user turn); the new
+    // task joins it so user and assistant turns keep alternating.
+    const last = this.#messages.at(-1)
+    if (last?.role === 'user') last.content.push({ type: 'text', text: taskPrompt(task) })
+    else this.#messages.push({ role: 'user', content: [{ type: 'text', text: taskPrompt(task) }] })
 
     const usage: Usage = { input_tokens: 0, output_tokens: 0 }
     const maxIterations = this.#o.maxIterations ?? 50
