@@ -60,7 +60,7 @@ if (!baseUrl) {
         method: 'POST',
         headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
         body: JSON.stringify({ label: 'seen everywhere', permission_set: 'read_only' }),
-      }).then((r) => r.json())
+      }).then((r) => r.json() as Promise<{ id: string; value: string }>)
       const reader = stream.body!.getReader()
       let text = ''
       while (!text.includes(created.id)) {
@@ -79,7 +79,7 @@ if (!baseUrl) {
         method: 'POST',
         headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
         body: JSON.stringify({ label: 'revoke me', permission_set: 'read_only' }),
-      }).then((r) => r.json())
+      }).then((r) => r.json() as Promise<{ id: string; value: string }>)
       const me = () => fetch(`${b.url}/v1/me`, { headers: { authorization: `Bearer ${created.value}` } }).then((r) => r.status)
       expect(await me()).toBe(200) // cached on b
       expect((await fetch(`${a.url}/v1/api-keys/${created.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${adminKey}` } })).status).toBe(200)

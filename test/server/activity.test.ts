@@ -68,10 +68,10 @@ describe('activity stream routes', () => {
 
     const refused = await fetch(`${base}/v1/activity/stream?api_key=crl_revoked_or_never_was`)
     expect(refused.status).toBe(401)
-    expect((await refused.json()).error.code).toBe('unauthenticated')
+    expect(((await refused.json()) as any).error.code).toBe('unauthenticated')
     const badResume = await fetch(`${base}/v1/activity/stream`, { headers: { authorization: `Bearer ${m.token}`, 'last-event-id': 'not-a-uuid' } })
     expect(badResume.status).toBe(400)
-    expect((await badResume.json()).error).toMatchObject({ code: 'validation_error', request_id: badResume.headers.get('x-request-id') })
+    expect(((await badResume.json()) as any).error).toMatchObject({ code: 'validation_error', request_id: badResume.headers.get('x-request-id') })
     const ws = await fetch(`${base}/v1/workspaces/ws_nope/activity/stream?api_key=${encodeURIComponent((await h.key(orgId, 'read_only')).value)}`)
     expect(ws.status).toBe(404)
   })
