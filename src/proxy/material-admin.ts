@@ -12,7 +12,7 @@ export const NAME_PATTERN = /^[A-Za-z][A-Za-z0-9_.-]{0,63}$/
 
 /** Thrown for input the caller must fix; the route maps it to validation_error with the field. */
 export class MaterialInputError extends Error {
-  constructor(readonly field: string, message: string) {
+  constructor(readonly field: string, message: string, readonly kind: 'invalid' | 'conflict' = 'invalid') {
     super(message)
   }
 }
@@ -59,7 +59,7 @@ export class OrgMaterialAdmin {
       if (!input.token) throw new MaterialInputError('token', `required for ${kind}`)
       material = { token: input.token }
     }
-    if (await this.#tables.credentials.material(actor.orgId, input.name)) throw new MaterialInputError('name', 'a credential with this name exists')
+    if (await this.#tables.credentials.material(actor.orgId, input.name)) throw new MaterialInputError('name', 'a credential with this name exists', 'conflict')
     const meta = await this.#tables.credentials.create(actor.orgId, {
       name: input.name, provider: input.provider, kind, created_by_user_id: actor.userId,
       ciphertext: this.sealer.seal(JSON.stringify(material), credentialBinding(actor.orgId, input.name)),

@@ -35,6 +35,8 @@ export interface ProxyServiceOptions {
   directory?: WorkspaceDirectory
   secrets?: SecretsSource
   credentials?: CredentialBroker
+  /** Seals org material; loaded from CORRAL_MASTER_KEY / <dataDir>/master.key when absent. */
+  sealer?: Sealer
   /** Test-only fault seam, see ProxyCore.faultHook. */
   faultHook?: (phase: string) => void
 }
@@ -73,7 +75,7 @@ export class ProxyService {
     const tokens = new CapabilityTokens(await loadTokenKey(o.store.settings))
     const tables = proxyTables(o.store.db)
     const directory = o.directory ?? tables.workspaces
-    const sealer = new Sealer(await loadMasterKey(o.dataDir))
+    const sealer = o.sealer ?? new Sealer(await loadMasterKey(o.dataDir))
     const secrets = o.secrets ?? new OrgSecrets(tables, sealer)
     const credentials = o.credentials ?? new StaticCredentialBroker(tables, sealer)
     // The control plane announces changes (payload: org id); every proxy process drops its copy.

@@ -6,6 +6,7 @@ import { mkdir } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { createAuditBus, createAuditWriter } from '../audit/index.js'
+import { proxyService } from '../proxy/serve-service.js'
 import { openStore } from '../store/index.js'
 import { buildApp } from './app.js'
 import { bootstrap, type BootstrapResult } from './bootstrap.js'
@@ -62,7 +63,7 @@ export const apiService: ServiceFactory = async ({ deps, options }) => {
 }
 
 /** Started in order, stopped in reverse. */
-export const SERVICES: ServiceFactory[] = [apiService]
+export const SERVICES: ServiceFactory[] = [proxyService, apiService]
 
 export interface RunningServe {
   readonly services: readonly Service[]

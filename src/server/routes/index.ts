@@ -6,7 +6,9 @@ import type { ServerDeps } from '../types.js'
 import { activityRoutes } from './activity.js'
 import { apiKeyRoutes } from './api-keys.js'
 import { auditRoutes } from './audit.js'
+import { credentialRoutes } from './credentials.js'
 import { orgRoutes } from './orgs.js'
+import { secretRoutes } from './secrets.js'
 import { webhookRoutes } from './webhooks.js'
 
 export type RoutePlugin = (app: FastifyInstance, deps: ServerDeps) => Promise<void>
@@ -17,4 +19,6 @@ export const V1_ROUTES: readonly RoutePlugin[] = [
   activityRoutes,
   orgRoutes,
   webhookRoutes,
+  secretRoutes,
+  credentialRoutes,
 ]

@@ -1,0 +1,43 @@
+// The proxy as one of `corral serve`'s services (registered in src/server/serve.ts SERVICES).
+// Port: `proxyPort` option, else CORRAL_PROXY_PORT, else 7071 — or a free port when the API
+// itself was asked for port 0 (tests and parallel serves). Extra upstream roots: CORRAL_UPSTREAM_CA
+// (comma-separated PEM files). Workspace teardown: the workspace part publishes the workspace id
+// on WORKSPACE_STOPPED_CHANNEL after stop/archive; every proxy process deactivates it.
+import { readFile } from 'node:fs/promises'
+import type { ServiceFactory } from '../server/serve.js'
+import { registerSealer } from './material-keys.js'
+import { Sealer, loadMasterKey } from './sealed.js'
+import { DEFAULT_PROXY_PORT, ProxyService } from './service.js'
+
+export const WORKSPACE_STOPPED_CHANNEL = 'corral_workspace_stopped'
+
+export async function readCaFiles(list: string | undefined): Promise<string[] | undefined> {
+  if (!list) return undefined
+  return Promise.all(list.split(',').filter(Boolean).map((f) => readFile(f.trim(), 'utf8')))
+}
+
+export const proxyService: ServiceFactory = async ({ deps, options }) => {
+  const env = options.env ?? process.env
+  const sealer = new Sealer(await loadMasterKey(options.dataDir, env))
+  registerSealer(deps.store, sealer)
+  const explicit = (options as { proxyPort?: number }).proxyPort ?? (env.CORRAL_PROXY_PORT ? Number(env.CORRAL_PROXY_PORT) : undefined)
+  const port = explicit ?? (options.port === 0 ? 0 : DEFAULT_PROXY_PORT)
+  const upstreamCaPem = await readCaFiles(env.CORRAL_UPSTREAM_CA)
+  const proxy = new ProxyService({
+    store: deps.store, audit: deps.audit, dataDir: options.dataDir, port, host: options.host, sealer,
+    ...(upstreamCaPem ? { upstreamCaPem } : {}),
+  })
+  let unlisten: (() => Promise<void>) | undefined
+  return {
+    name: 'proxy',
+    async start() {
+      await proxy.start()
+      unlisten = await deps.store.listen(WORKSPACE_STOPPED_CHANNEL, (id) => void proxy.workspaces.deactivate(id))
+    },
+    async stop() {
+      await unlisten?.()
+      await proxy.stop()
+    },
+    address: () => (proxy.port === undefined ? undefined : `http://${options.host.includes(':') ? `[${options.host}]` : options.host}:${proxy.port}`),
+  }
+}

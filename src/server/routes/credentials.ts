@@ -1,0 +1,72 @@
+// Credentials (spec "Credentials"): static-token, basic-auth and query-key kinds (OAuth comes
+// later), sealed at rest and injected by the proxy's auth transforms at the provider's documented
+// placement. Responses carry metadata only; the material has no read-back path.
+import type { FastifyInstance } from 'fastify'
+import { AUTH_PROVIDERS } from '../../policy/auth-providers.js'
+import { CREDENTIAL_KINDS } from '../../proxy/org-material.js'
+import { notFound } from '../errors.js'
+import { dateTime, idParams, statusOnly } from '../schemas/common.js'
+import type { ServerDeps } from '../types.js'
+import { asValidation, materialAdmin } from './secrets.js'
+
+const AUTH_WRITE = [['auth:write']] as const
+const STATIC_PROVIDERS = Object.entries(AUTH_PROVIDERS).filter(([, p]) => p.family !== 'oauth').map(([slug]) => slug)
+
+const credentialSchema = {
+  type: 'object',
+  required: ['id', 'name', 'provider', 'kind', 'status', 'created_at', 'updated_at'],
+  properties: {
+    id: { type: 'string' }, name: { type: 'string' }, provider: { type: 'string' }, kind: { type: 'string' }, status: { type: 'string' },
+    created_by_user_id: { type: 'string' }, created_at: dateTime, updated_at: dateTime,
+  },
+} as const
+
+interface CreateBody { name: string; provider: string; kind: string; token?: string; username?: string; password?: string }
+
+export async function credentialRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
+  app.post<{ Body: CreateBody }>(
+    '/credentials',
+    {
+      config: { permission: AUTH_WRITE },
+      schema: {
+        body: {
+          type: 'object', required: ['name', 'provider', 'kind'], additionalProperties: false,
+          properties: {
+            name: { type: 'string', minLength: 1, maxLength: 64 },
+            provider: { type: 'string', enum: STATIC_PROVIDERS },
+            kind: { type: 'string', enum: CREDENTIAL_KINDS },
+            token: { type: 'string', minLength: 1, maxLength: 16384 },
+            username: { type: 'string', maxLength: 1024 },
+            password: { type: 'string', minLength: 1, maxLength: 16384 },
+          },
+        },
+        response: { 201: credentialSchema },
+      },
+    },
+    async (request, reply) => {
+      const p = request.principal!
+      const meta = await materialAdmin(deps).createCredential({ orgId: p.org.id, userId: p.userId }, request.body).catch(asValidation)
+      reply.code(201)
+      return meta
+    },
+  )
+
+  app.get(
+    '/credentials',
+    { config: { permission: AUTH_WRITE }, schema: { response: { 200: { type: 'object', required: ['credentials'], properties: { credentials: { type: 'array', items: credentialSchema } } } } } },
+    async (request) => {
+      const p = request.principal!
+      return { credentials: await materialAdmin(deps).listCredentials({ orgId: p.org.id, userId: p.userId }) }
+    },
+  )
+
+  app.delete<{ Params: { id: string } }>(
+    '/credentials/:id',
+    { config: { permission: AUTH_WRITE }, schema: { params: idParams, response: { 200: statusOnly('deleted') } } },
+    async (request) => {
+      const p = request.principal!
+      if (!(await materialAdmin(deps).deleteCredential({ orgId: p.org.id, userId: p.userId }, request.params.id))) throw notFound('credential')
+      return { status: 'deleted' }
+    },
+  )
+}
