@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { rootCertificates } from 'node:tls'
 import { Agent as UndiciAgent, type Dispatcher, ProxyAgent } from 'undici'
 import type { AgentDefaults } from './agent-loop.js'
@@ -29,6 +30,8 @@ export interface AgentConfig {
 }
 
 export const DEFAULT_EVENTS_URL = 'https://corral.internal'
+/** The task file the runtime hands over in the agent's inbox (CORRAL_INBOX) when CORRAL_TASK_FILE is not set. */
+export const TASKS_FILE = 'tasks.json'
 
 /** Reads the agent's configuration; every problem is listed at once, by variable name. */
 export function configFromEnv(env: NodeJS.ProcessEnv = process.env): AgentConfig {
@@ -72,7 +75,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): AgentConfig
     ...(env.CORRAL_PROXY_URL || env.HTTPS_PROXY ? { proxyUrl: env.CORRAL_PROXY_URL ?? env.HTTPS_PROXY } : {}),
     ...(env.CORRAL_PROXY_TOKEN ? { proxyToken: env.CORRAL_PROXY_TOKEN } : {}),
     ...(env.CORRAL_CA_FILE ? { caFile: env.CORRAL_CA_FILE } : {}),
-    ...(env.CORRAL_TASK_FILE ? { taskFile: env.CORRAL_TASK_FILE } : {}),
+    ...(env.CORRAL_TASK_FILE || env.CORRAL_INBOX ? { taskFile: env.CORRAL_TASK_FILE || join(env.CORRAL_INBOX!, TASKS_FILE) } : {}),
     defaults,
     ...(maxIterations !== undefined ? { maxIterations } : {}),
   }

@@ -29,7 +29,7 @@ export default class AgentCommand extends CorralCommand<AgentResult> {
       throw new CliError((err as Error).message, 'agent_not_configured')
     }
     const taskFile = flags['task-file'] ?? config.taskFile
-    if (!taskFile) throw new CliError('no task source: pass --task-file or set CORRAL_TASK_FILE', 'agent_not_configured')
+    if (!taskFile) throw new CliError('no task source: pass --task-file, or set CORRAL_TASK_FILE or CORRAL_INBOX', 'agent_not_configured')
     const controller = new AbortController()
     const interrupt = (): void => {
       diag('corral agent: interrupted, ending the current task')

@@ -63,7 +63,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
 
   abstract check(): Promise<RuntimeCheck>
   protected abstract readonly usesBridge: boolean
-  protected abstract plan(workspaceId: string, launch: AgentLaunch, shared: SharedFiles): LaunchPlan
+  protected abstract plan(workspaceId: string, launch: AgentLaunch, shared: SharedFiles, inbox: string): LaunchPlan
 
   async provision(spec: ProvisionSpec): Promise<WorkspaceHandle> {
     const dir = this.layout.workspace(spec.workspaceId)
@@ -102,9 +102,10 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     if (this.#running.has(workspaceId)) throw new RuntimeError('agent_running', `an agent already runs in workspace ${workspaceId}`)
     if (launch.command.length === 0) throw new RuntimeError('runtime_unavailable', 'empty agent command')
     const shared = await this.#sharedFiles()
+    const inbox = await this.#writeInbox(workspaceId, launch.files ?? {})
     await rm(this.layout.stoppedMarker(workspaceId), { force: true })
     const bridge = this.usesBridge ? await ProxyBridge.open(this.layout.socket(workspaceId), this.options.proxy) : null
-    const plan = this.plan(workspaceId, launch, shared)
+    const plan = this.plan(workspaceId, launch, shared, inbox)
     const logPath = this.layout.logs(workspaceId)
     await mkdir(join(this.layout.workspace(workspaceId), 'logs'), { recursive: true })
     const log = openSync(logPath, 'a')
@@ -187,6 +188,17 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
 
   async close(): Promise<void> {
     await Promise.all([...this.#running.keys()].map((id) => this.stopAgent(id)))
+  }
+
+  async #writeInbox(workspaceId: string, files: Readonly<Record<string, string>>): Promise<string> {
+    const inbox = this.layout.inbox(workspaceId)
+    await rm(inbox, { recursive: true, force: true })
+    await mkdir(inbox, { recursive: true })
+    for (const [name, content] of Object.entries(files)) {
+      if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(name)) throw new RuntimeError('runtime_unavailable', `invalid inbox file name ${JSON.stringify(name)}`)
+      await writeFile(join(inbox, name), content, { mode: 0o644 })
+    }
+    return inbox
   }
 
   #snapshotStore(workspaceId: string): SnapshotStore {

@@ -9,6 +9,7 @@ import { RuntimeError } from './errors.js'
 //   <root>/workspaces/<id>/data         mounted as /data
 //   <root>/workspaces/<id>/logs/agent.log
 //   <root>/workspaces/<id>/snapshots/   tars + manifest.json
+//   <root>/workspaces/<id>/inbox/       files handed to the agent (tasks.json), /run/corral/inbox inside
 //   <root>/workspaces/<id>/stopped      marker: the workspace was stopped (its snapshot taken)
 //   <root>/shared/                      init script, passwd/group, CA bundle (same for every workspace)
 //   <sockets>/<id>.sock                 the proxy bridge of a running workspace
@@ -49,6 +50,11 @@ export class RuntimeLayout {
     return join(this.workspace(id), 'snapshots')
   }
 
+  /** Files handed to the agent for one start (read-only inside, never snapshotted). */
+  inbox(id: string): string {
+    return join(this.workspace(id), 'inbox')
+  }
+
   stoppedMarker(id: string): string {
     return join(this.workspace(id), 'stopped')
   }
@@ -80,5 +86,6 @@ export function defaultAgentCommand(): string[] {
   const fromDist = fileURLToPath(import.meta.url).includes(`${join(root, 'dist')}/`)
   return fromDist
     ? [process.execPath, join(root, 'bin', 'run.js'), 'agent']
-    : [process.execPath, '--import', 'tsx', join(root, 'bin', 'dev.js'), 'agent']
+    // tsx by absolute URL: inside the sandbox the cwd is /data, where a bare 'tsx' would not resolve.
+    : [process.execPath, '--import', import.meta.resolve('tsx'), join(root, 'bin', 'dev.js'), 'agent']
 }

@@ -7,7 +7,7 @@ import { DirectoryRuntime, type LaunchPlan, type SharedFiles } from './directory
 import { packageRoot } from './layout.js'
 import type { AgentLaunch, RuntimeCheck, RuntimeOptions } from './runtime.js'
 import {
-  bwrapArgs, nestedIn, nodePrefix, SANDBOX_CA, SANDBOX_CA_BUNDLE, SANDBOX_DATA, SANDBOX_INIT, SANDBOX_PROXY_PORT,
+  bwrapArgs, nestedIn, nodePrefix, SANDBOX_CA, SANDBOX_CA_BUNDLE, SANDBOX_DATA, SANDBOX_INBOX, SANDBOX_INIT, SANDBOX_PROXY_PORT,
   SANDBOX_PROXY_SOCKET, type SandboxMounts,
 } from './sandbox-args.js'
 
@@ -77,8 +77,8 @@ export class LocalRuntime extends DirectoryRuntime {
     return { ok: problems.length === 0, problems, warnings: [] }
   }
 
-  protected plan(workspaceId: string, launch: AgentLaunch, shared: SharedFiles): LaunchPlan {
-    const mounts = this.#mounts(this.layout.data(workspaceId), shared.init, this.layout.socket(workspaceId), shared)
+  protected plan(workspaceId: string, launch: AgentLaunch, shared: SharedFiles, inbox: string): LaunchPlan {
+    const mounts = { ...this.#mounts(this.layout.data(workspaceId), shared.init, this.layout.socket(workspaceId), shared), inbox }
     const proxyUrl = `http://127.0.0.1:${SANDBOX_PROXY_PORT}`
     const env: Record<string, string> = {
       PATH: '/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin',
@@ -95,6 +95,7 @@ export class LocalRuntime extends DirectoryRuntime {
       CORRAL_WORKSPACE_ID: workspaceId,
       CORRAL_WORKSPACE_DIR: SANDBOX_DATA,
       CORRAL_PROXY_URL: proxyUrl,
+      CORRAL_INBOX: SANDBOX_INBOX,
       ...(shared.ca ? { NODE_EXTRA_CA_CERTS: SANDBOX_CA, CORRAL_CA_FILE: SANDBOX_CA } : {}),
       ...(shared.caBundle
         ? { SSL_CERT_FILE: SANDBOX_CA_BUNDLE, CURL_CA_BUNDLE: SANDBOX_CA_BUNDLE, REQUESTS_CA_BUNDLE: SANDBOX_CA_BUNDLE, GIT_SSL_CAINFO: SANDBOX_CA_BUNDLE }
@@ -116,6 +117,7 @@ export class LocalRuntime extends DirectoryRuntime {
       passwd: shared?.passwd ?? '/dev/null',
       group: shared?.group ?? '/dev/null',
       proxySocket,
+      inbox: null,
       ca: shared?.ca ?? null,
       caBundle: shared?.caBundle ?? null,
       readOnly: this.#readOnly,

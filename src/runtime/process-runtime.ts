@@ -25,7 +25,7 @@ export class ProcessRuntime extends DirectoryRuntime {
     return { ok: true, problems: [], warnings: [NO_ISOLATION_WARNING] }
   }
 
-  protected plan(workspaceId: string, launch: AgentLaunch, shared: SharedFiles): LaunchPlan {
+  protected plan(workspaceId: string, launch: AgentLaunch, shared: SharedFiles, inbox: string): LaunchPlan {
     const { host, port } = this.options.proxy
     const proxyUrl = `http://${host.includes(':') ? `[${host}]` : host}:${port}`
     const dataDir = this.layout.data(workspaceId)
@@ -42,6 +42,7 @@ export class ProcessRuntime extends DirectoryRuntime {
       CORRAL_WORKSPACE_ID: workspaceId,
       CORRAL_WORKSPACE_DIR: dataDir,
       CORRAL_PROXY_URL: proxyUrl,
+      CORRAL_INBOX: inbox,
       ...(shared.ca ? { NODE_EXTRA_CA_CERTS: shared.ca, CORRAL_CA_FILE: shared.ca } : {}),
       ...(shared.caBundle
         ? { SSL_CERT_FILE: shared.caBundle, CURL_CA_BUNDLE: shared.caBundle, REQUESTS_CA_BUNDLE: shared.caBundle, GIT_SSL_CAINFO: shared.caBundle }

@@ -53,6 +53,11 @@ export interface AgentLaunch {
   proxyToken: string
   /** Extra environment for the agent (task source, provider, model settings). Never logged. */
   env?: Readonly<Record<string, string>>
+  /**
+   * Files handed to the agent read-only (e.g. `tasks.json`), outside /data so they never reach a
+   * snapshot. Their directory is exported as CORRAL_INBOX. Names are plain file names.
+   */
+  files?: Readonly<Record<string, string>>
 }
 
 export interface AgentExit {

@@ -8,6 +8,7 @@ export const SANDBOX_PROXY_SOCKET = `${SANDBOX_RUN}/proxy.sock`
 export const SANDBOX_INIT = `${SANDBOX_RUN}/init.mjs`
 export const SANDBOX_CA = `${SANDBOX_RUN}/corral-ca.pem`
 export const SANDBOX_CA_BUNDLE = `${SANDBOX_RUN}/ca-bundle.pem`
+export const SANDBOX_INBOX = `${SANDBOX_RUN}/inbox`
 /** The loopback port the in-sandbox forwarder listens on; each sandbox has its own loopback. */
 export const SANDBOX_PROXY_PORT = 3128
 /** The agent's uid/gid inside the user namespace: never root, so it holds no capability there either. */
@@ -31,6 +32,8 @@ export interface SandboxMounts {
   passwd: string
   group: string
   proxySocket: string
+  /** Read-only directory of files handed to the agent. */
+  inbox: string | null
   ca: string | null
   caBundle: string | null
   /** Host paths made visible read-only at the same place (the corral package, the node install). */
@@ -68,6 +71,7 @@ export function bwrapArgs(m: SandboxMounts, command: readonly string[]): string[
   for (const path of m.hide) args.push('--tmpfs', path)
   args.push('--bind', m.dataDir, SANDBOX_DATA)
   args.push('--dir', SANDBOX_RUN, '--ro-bind', m.init, SANDBOX_INIT, '--ro-bind', m.proxySocket, SANDBOX_PROXY_SOCKET)
+  if (m.inbox) args.push('--ro-bind', m.inbox, SANDBOX_INBOX)
   if (m.ca) args.push('--ro-bind', m.ca, SANDBOX_CA)
   if (m.caBundle) args.push('--ro-bind', m.caBundle, SANDBOX_CA_BUNDLE)
   // Everything not mounted above lives on bwrap's scratch root; freeze it so /data and /tmp are the
