@@ -34,6 +34,16 @@ export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
     reply.header(REQUEST_ID_HEADER, request.id)
   })
 
+  // Many clients send `content-type: application/json` on every request, bodiless DELETEs
+  // included: an empty body is "no body" (schemas still require one where a route needs it).
+  // Non-empty bodies go through fastify's own parser (prototype-poisoning protection).
+  const parseJson = app.getDefaultJsonParser('error', 'error')
+  app.removeContentTypeParser('application/json')
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined)
+    parseJson(request, body as string, done)
+  })
+
   app.setErrorHandler(errorHandler)
   app.setNotFoundHandler((request, reply) => {
     send(reply, request, 404, 'not_found', `no route ${request.method} ${request.url.split('?')[0]}`)

@@ -57,6 +57,19 @@ describe('app: envelope, posture, rate limit, health, logs', () => {
     expect(q.body.error.details.fields).toHaveProperty('bogus')
   })
 
+  it('treats an empty JSON body as no body, and refuses prototype poisoning', async () => {
+    const { orgId, ownerKey } = await h.newOrg()
+    const k = await h.key(orgId, 'read_only')
+    const del = await h.inject('DELETE', `/v1/api-keys/${k.id}`, { token: ownerKey, payload: '' })
+    expect(del.status).toBe(200)
+    const empty = await h.inject('POST', '/v1/api-keys', { token: ownerKey, payload: '' })
+    expect(empty.status).toBe(400)
+    expect(empty.body.error.code).toBe('validation_error')
+    const poisoned = await h.inject('POST', '/v1/api-keys', { token: ownerKey, payload: '{"label":"x","permission_set":"read_only","__proto__":{"admin":true}}' })
+    expect(poisoned.status).toBe(400)
+    expect(poisoned.body.error.code).toBe('validation_error')
+  })
+
   it('logs JSON lines with the request id and never a credential', async () => {
     const { orgId, ownerToken } = await h.newOrg()
     const k = await h.key(orgId, 'full_access')

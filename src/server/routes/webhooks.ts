@@ -31,14 +31,11 @@ declare module 'fastify' {
 }
 
 export async function webhookRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
+  const parseJson = app.getDefaultJsonParser('error', 'error')
   app.removeContentTypeParser('application/json')
   app.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: 64 * 1024 }, (request, raw, done) => {
     request.rawBody = raw as string
-    try {
-      done(null, JSON.parse(raw as string))
-    } catch (err) {
-      done(err as Error, undefined)
-    }
+    parseJson(request, raw as string, done)
   })
 
   app.post<{ Body: { invitation_id: string; user_id?: string; email?: string } }>(
