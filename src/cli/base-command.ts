@@ -25,7 +25,9 @@ export abstract class CorralCommand<T> extends Command {
       return await super.parse(options, argv)
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error)
-      const first = message.split('\n').find((l) => l.trim() !== '')?.trim() ?? message
+      const lines = message.split('\n').map((l) => l.trim()).filter((l) => l !== '')
+      // oclif reports a custom flag's parse failure as "Parsing --flag" with the reason on the next line.
+      const first = /^Parsing --\S+$/.test(lines[0] ?? '') && lines[1] ? `${lines[0]}: ${lines[1]}` : (lines[0] ?? message)
       throw new UsageError(`${first} (see --help)`)
     }
   }
