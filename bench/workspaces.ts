@@ -1,0 +1,157 @@
+// Workspace runtime benchmark (not a test). What can be measured without the control plane:
+//  - sandbox cold start: provision + start until the agent inside has made its first request
+//    through the proxy bridge (a minimal agent, so this is the runtime's own cost), target p50 ≤ 500 ms
+//  - `corral agent` cold start: provision + start until its session_start event arrives through the
+//    proxy (uses dist/ when built, else the tsx sources — slower, noted in the output)
+//  - stop with snapshot, and fork, of a workspace holding 100 MB in 1,000 files (fork target ≤ 2 s)
+//  - snapshot listing of that workspace (target ≤ 100 ms)
+// Warm-pool claim time needs the control plane's pool and is measured with issue 5's routes.
+// Run: `npm run bench:workspaces` → prints a table, writes bench/results/workspaces.json.
+
+import { randomBytes, randomUUID } from 'node:crypto'
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { defaultAgentCommand, packageRoot } from '../src/runtime/layout.js'
+import { LocalRuntime } from '../src/runtime/local-runtime.js'
+import { ProcessRuntime } from '../src/runtime/process-runtime.js'
+import type { WorkspaceRuntime } from '../src/runtime/runtime.js'
+import { startStandInProxy } from '../test/runtime/stand-ins.js'
+
+const RUNS = Number(process.env.BENCH_RUNS ?? 10)
+const HEAVY_RUNS = Number(process.env.BENCH_HEAVY_RUNS ?? 3)
+const FILES = 1000
+const FILE_BYTES = 100 * 1024 // 1,000 × 100 KiB ≈ 100 MB
+
+const pct = (xs: number[], p: number): number => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]
+}
+const ms = (start: bigint): number => Number(process.hrtime.bigint() - start) / 1e6
+const row = (name: string, times: number[], target?: number) => ({
+  name, runs: times.length, p50_ms: +pct(times, 50).toFixed(1), p95_ms: +pct(times, 95).toFixed(1), min_ms: +Math.min(...times).toFixed(1),
+  target_ms: target, ok: target === undefined ? undefined : pct(times, 50) <= target,
+})
+
+/** A loopback server that resolves a waiter per workspace when that workspace's first request arrives. */
+async function startReadyServer() {
+  const waiters = new Map<string, () => void>()
+  const server = http.createServer((req, res) => {
+    const id = (req.url ?? '').split('/').filter(Boolean).at(-2) ?? ''
+    res.writeHead(202).end()
+    const w = waiters.get(decodeURIComponent(id))
+    if (w) {
+      waiters.delete(id)
+      w()
+    }
+  })
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    wait: (id: string) => new Promise<void>((r) => waiters.set(id, r)),
+    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()) }),
+  }
+}
+
+// The minimal agent: one request through HTTP_PROXY to <ready>/ready/<workspace>/x, then idle.
+const MINIMAL_AGENT = String.raw`
+const http = require('node:http'); const p = new URL(process.env.HTTP_PROXY)
+http.request({ host: p.hostname, port: p.port, path: process.env.READY_URL + '/ready/' + process.env.CORRAL_WORKSPACE_ID + '/x',
+  headers: { 'proxy-authorization': 'Bearer ' + process.env.CORRAL_PROXY_TOKEN } }, (r) => r.resume()).end()
+setInterval(() => {}, 1 << 30)`
+
+async function coldStarts(runtime: WorkspaceRuntime, ready: Awaited<ReturnType<typeof startReadyServer>>, command: (id: string) => { command: string[]; env: Record<string, string>; files?: Record<string, string> }, runs: number) {
+  const times: number[] = []
+  for (let i = 0; i < runs + 1; i++) {
+    const id = `ws_bench_${randomUUID().slice(0, 8)}`
+    const waited = ready.wait(id)
+    const start = process.hrtime.bigint()
+    await runtime.provision({ workspaceId: id })
+    const c = command(id)
+    await runtime.startAgent(id, { command: c.command, proxyToken: 'bench', env: c.env, ...(c.files ? { files: c.files } : {}) })
+    await waited
+    const t = ms(start)
+    if (i > 0) times.push(t) // the first run warms the page cache
+    await runtime.remove(id)
+  }
+  return times
+}
+
+async function heavy(runtime: WorkspaceRuntime) {
+  const stops: number[] = []
+  const forks: number[] = []
+  const listings: number[] = []
+  let entries = 0
+  for (let run = 0; run < HEAVY_RUNS; run++) {
+    const id = `ws_heavy_${randomUUID().slice(0, 8)}`
+    const ws = await runtime.provision({ workspaceId: id })
+    const blob = randomBytes(FILE_BYTES)
+    for (let d = 0; d < 10; d++) {
+      await mkdir(join(ws.dataDir, `dir${d}`))
+      for (let f = 0; f < FILES / 10; f++) await writeFile(join(ws.dataDir, `dir${d}`, `file${f}.bin`), blob)
+    }
+    await runtime.startAgent(id, { command: ['/bin/sh', '-c', 'exec sleep 600'], proxyToken: 'bench' })
+    let start = process.hrtime.bigint()
+    await runtime.stop(id, 1)
+    stops.push(ms(start))
+    for (let i = 0; i < 7; i++) {
+      start = process.hrtime.bigint()
+      entries = (await runtime.listSnapshotFiles(id)).length
+      listings.push(ms(start))
+    }
+    const child = `ws_fork_${randomUUID().slice(0, 8)}`
+    start = process.hrtime.bigint()
+    await runtime.provision({ workspaceId: child, forkFrom: { workspaceId: id, taskCount: 1 } })
+    forks.push(ms(start))
+    await runtime.remove(child)
+    await runtime.remove(id)
+  }
+  return { stops, forks, listings, entries }
+}
+
+const kind = process.env.BENCH_RUNTIME === 'process' ? 'process' : 'local'
+const scratch = await mkdtemp(join(tmpdir(), 'corral-bench-ws-'))
+const proxy = await startStandInProxy()
+const ready = await startReadyServer()
+const options = { root: scratch, proxy: { host: '127.0.0.1', port: proxy.port }, stopGraceMs: 1000, warn: () => {} }
+const runtime: WorkspaceRuntime = kind === 'local' ? new LocalRuntime(options) : new ProcessRuntime(options)
+const check = await runtime.check()
+if (!check.ok) {
+  console.error(`cannot run the ${kind} runtime here: ${check.problems.join('; ')}`)
+  process.exit(1)
+}
+
+try {
+  const minimal = await coldStarts(runtime, ready, () => ({ command: [process.execPath, '-e', MINIMAL_AGENT], env: { READY_URL: ready.url } }), RUNS)
+  // corral agent: its first event (session_start) posted to <ready>/task/<task id>/event; the
+  // model is never called because the bench stops the workspace right after.
+  const built = existsSync(join(packageRoot(), 'dist', 'commands', 'agent.js'))
+  const agentCommand = built ? [process.execPath, join(packageRoot(), 'bin', 'run.js'), 'agent'] : defaultAgentCommand()
+  const corralAgent = await coldStarts(runtime, ready, (id) => ({
+    command: agentCommand,
+    env: { CORRAL_MODEL: 'bench', CORRAL_PROVIDER_BASE_URL: 'http://127.0.0.1:1', CORRAL_EVENTS_URL: ready.url },
+    files: { 'tasks.json': JSON.stringify({ id, description: 'bench' }) },
+  }), Math.min(RUNS, 5))
+  const h = await heavy(runtime)
+  const results = [
+    row(`sandbox cold start → first request through the proxy (${kind})`, minimal, 500),
+    row(`corral agent cold start → session_start through the proxy (${built ? 'dist' : 'tsx sources'})`, corralAgent),
+    row('stop with snapshot, 100 MB in 1,000 files', h.stops),
+    row('fork (restore) of 100 MB in 1,000 files', h.forks, 2000),
+    row(`snapshot listing (${h.entries} entries)`, h.listings, 100),
+  ]
+  console.table(results)
+  mkdirSync(new URL('results/', import.meta.url), { recursive: true })
+  const out = new URL('results/workspaces.json', import.meta.url)
+  writeFileSync(out, JSON.stringify({ at: new Date().toISOString(), node: process.version, runtime: kind, cpus: (await import('node:os')).cpus().length, results }, null, 2) + '\n')
+  console.log(`wrote ${fileURLToPath(out)}`)
+} finally {
+  await runtime.close()
+  await proxy.close()
+  await ready.close()
+  await rm(scratch, { recursive: true, force: true })
+}
