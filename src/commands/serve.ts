@@ -18,7 +18,7 @@ export default class Serve extends CorralCommand<void> {
     const { flags } = await this.parse(Serve)
     // Heavy modules (fastify, kysely, drivers) load only here, so `corral --help` stays fast.
     const { startServe } = await import('../server/serve.js')
-    const running = await startServe({ dataDir: flags['data-dir'], dbUrl: flags.db, host: flags.host, port: flags.port })
+    const running = await startServe({ dataDir: flags['data-dir'], dbUrl: flags.db, host: flags.host, port: flags.port, flags })
     const key = running.bootstrap.adminKey
     if (key) {
       process.stdout.write(`Created org "default" with an owner API key (shown once; also saved to ${key.path}):\n  ${key.value}\n`)

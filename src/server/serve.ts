@@ -31,6 +31,8 @@ export interface ServeOptions {
   port: number
   env?: NodeJS.ProcessEnv
   logger?: Logger
+  /** Every parsed `serve` flag, so a service can read its own (e.g. the proxy's port). */
+  flags?: Readonly<Record<string, unknown>>
 }
 
 export interface ServeContext {
