@@ -20,6 +20,12 @@ export const RETRY_MS = 2_000
 /** Bytes a slow client may have pending before it is disconnected. */
 export const MAX_PENDING_BYTES = 1024 * 1024
 const REPLAY_PAGE = 500
+/**
+ * How long ids sent by the replay are remembered after going live. A row committed just before
+ * the replay read it can still have its notification in flight (Postgres delivers NOTIFY
+ * asynchronously); remembering the replayed ids for a while drops that late duplicate.
+ */
+const REPLAY_DEDUP_MS = 30_000
 
 export interface StreamActivityOptions {
   store: Store
@@ -62,12 +68,21 @@ export async function streamActivity(opts: StreamActivityOptions): Promise<void>
   let resolveDone!: () => void
   const done = new Promise<void>((r) => (resolveDone = r))
 
+  let sent = new Set<string>()
+  // On resume, the resume point is a floor: a live notification for an event at or before it is
+  // one the client already had (notifications can lag behind the rows the replay reads).
+  let floor: { ts: number; id: string } | undefined
+  const afterFloor = (e: AuditEvent) => {
+    if (!floor) return true
+    const ts = Date.parse(e.timestamp)
+    return ts > floor.ts || (ts === floor.ts && e.id > floor.id)
+  }
   const unsubscribe = bus.subscribe(
     orgId,
     (e) => {
       if (ended || !wanted(e)) return
-      if (live) send(e)
-      else buffer.push(e)
+      if (!live) buffer.push(e)
+      else if (!sent.has(e.id) && afterFloor(e)) send(e)
     },
     scope,
   )
@@ -78,6 +93,7 @@ export async function streamActivity(opts: StreamActivityOptions): Promise<void>
     unsubscribe()
     clearInterval(heartbeat)
     clearTimeout(deadline)
+    clearTimeout(forget)
     if (destroy) reply.destroy()
     else if (!reply.writableEnded) reply.end()
     resolveDone()
@@ -99,6 +115,7 @@ export async function streamActivity(opts: StreamActivityOptions): Promise<void>
   heartbeat.unref()
   const deadline = setTimeout(() => finish(), opts.maxDurationMs ?? DEFAULT_MAX_DURATION_MS)
   deadline.unref()
+  let forget: NodeJS.Timeout | undefined
 
   try {
     await bus.ready
@@ -112,11 +129,11 @@ export async function streamActivity(opts: StreamActivityOptions): Promise<void>
     write(`retry: ${RETRY_MS}\n\n`)
     reply.flushHeaders?.()
 
-    const sent = new Set<string>()
     if (lastEventId !== undefined) {
       let after = await store.audit.positionOf(orgId, lastEventId)
       // An id we do not hold (e.g. another org's) still names a point in time: a UUIDv7 embeds it.
       after ??= { ts: uuidV7Millis(lastEventId), id: lastEventId.toLowerCase() }
+      floor = after
       while (!ended) {
         const page = await store.audit.page(orgId, { filters, ...scope, order: 'asc', limit: REPLAY_PAGE, after })
         for (const e of page) {
@@ -129,8 +146,12 @@ export async function streamActivity(opts: StreamActivityOptions): Promise<void>
         if (reply.writableLength > 0 && !ended) await new Promise<void>((r) => (reply.once('drain', r), reply.once('close', r)))
       }
     }
-    for (const e of buffer.splice(0)) if (!sent.has(e.id)) send(e)
+    for (const e of buffer.splice(0)) if (!sent.has(e.id) && afterFloor(e)) send(e)
     live = true
+    if (sent.size > 0) {
+      forget = setTimeout(() => (sent = new Set()), REPLAY_DEDUP_MS)
+      forget.unref()
+    }
   } catch (err) {
     finish(true)
     throw err
