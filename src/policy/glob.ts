@@ -93,3 +93,52 @@ export function compilePath(p: string): Matcher {
   const rx = new RegExp(`^${re}$`)
   return (path) => rx.test(path)
 }
+
+/**
+ * Finds the rules whose domain patterns can match a host without testing every rule: exact
+ * patterns by host, wildcard patterns by the literal labels after their last wildcard label, and
+ * the rare patterns whose last label holds a wildcard in a short list tried for every host.
+ * Items are rule positions in document order; lookups return them sorted and are memoized per
+ * host (bounded), so admission touches only the few rules that name the host.
+ */
+export class DomainIndex {
+  readonly #exact = new Map<string, number[]>()
+  readonly #suffix = new Map<string, number[]>()
+  readonly #rest: number[] = []
+  readonly #memo = new Map<string, readonly number[]>()
+  static readonly MEMO_MAX = 4096
+
+  add(pattern: string, item: number): void {
+    const push = (m: Map<string, number[]>, k: string) => {
+      const l = m.get(k)
+      if (!l) m.set(k, [item])
+      else if (l[l.length - 1] !== item) l.push(item)
+    }
+    if (!pattern.includes('*')) return push(this.#exact, pattern)
+    const [host, port] = pattern.split(':')
+    const labels = host.split('.')
+    let k = labels.length - 1
+    while (k >= 0 && !labels[k].includes('*')) k--
+    if (k === labels.length - 1) {
+      if (this.#rest[this.#rest.length - 1] !== item) this.#rest.push(item)
+      return
+    }
+    push(this.#suffix, labels.slice(k + 1).join('.') + (port ? `:${port}` : ''))
+  }
+
+  lookup(host: string): readonly number[] {
+    const hit = this.#memo.get(host)
+    if (hit) return hit
+    const found = new Set<number>(this.#exact.get(host))
+    const colon = host.lastIndexOf(':')
+    const name = colon >= 0 && !host.endsWith(']') ? host.slice(0, colon) : host
+    const port = colon >= 0 && !host.endsWith(']') ? host.slice(colon) : ''
+    const labels = name.split('.')
+    for (let i = 1; i < labels.length; i++) for (const x of this.#suffix.get(labels.slice(i).join('.') + port) ?? []) found.add(x)
+    for (const x of this.#rest) found.add(x)
+    const out = Object.freeze([...found].sort((a, b) => a - b))
+    if (this.#memo.size >= DomainIndex.MEMO_MAX) this.#memo.delete(this.#memo.keys().next().value as string)
+    this.#memo.set(host, out)
+    return out
+  }
+}

@@ -4,7 +4,7 @@
 
 import type { TransformFailure } from '../audit/event.js'
 import { celToJson, isCelMap } from './cel.js'
-import { normalizeHost } from './glob.js'
+import { DomainIndex, normalizeHost } from './glob.js'
 import { summarizeErrors } from './json-schema.js'
 import type { CCapability, CRule } from './model.js'
 import type {
@@ -13,6 +13,8 @@ import type {
 } from './types.js'
 
 type Outcome = AllowRuleEval["failed"]
+
+const EVAL_DOMAIN_MAX = 20
 
 const EMPTY_WS = Object.freeze({ id: '', org_id: '', role: '', environment: '' })
 
@@ -68,11 +70,13 @@ function ruleMatch(cap: CCapability, rule: CRule): RuleMatch {
   return Object.freeze({ capability: cap.name, capabilityIndex: cap.index, ...(rule.name ? { rule: rule.name } : {}), ruleIndex: rule.index, ruleKey: rule.key })
 }
 
+// Criteria in evaluation order: domain, scheme, method, path (then match). Domain comes first
+// because it is what rules of different capabilities differ on, so allowrule_eval stays readable.
 function staticOutcome(rule: CRule, scheme: string, host: string, method: string, path: string): Outcome | undefined {
-  if (scheme !== 'https' && !rule.allowInsecure) return 'scheme'
   let ok = false
   for (const d of rule.domains) if (d(host)) { ok = true; break }
   if (!ok) return 'domain'
+  if (scheme !== 'https' && !rule.allowInsecure) return 'scheme'
   if (!rule.methods.has(method)) return 'method'
   if (rule.paths) {
     ok = false
@@ -131,6 +135,9 @@ export class Policy implements CompiledPolicy {
   readonly capabilities: CompiledPolicy['capabilities']
   readonly #caps: readonly CCapability[]
   readonly #byName: ReadonlyMap<string, CCapability>
+  /** Every allow rule in document order; DomainIndex items are positions in this list. */
+  readonly #flat: readonly { cap: CCapability; rule: CRule }[]
+  readonly #index = new DomainIndex()
 
   constructor(
     readonly hash: string,
@@ -138,6 +145,8 @@ export class Policy implements CompiledPolicy {
   ) {
     this.#caps = caps
     this.#byName = new Map(caps.map((c) => [c.name, c]))
+    this.#flat = caps.flatMap((cap) => cap.rules.map((rule) => ({ cap, rule })))
+    this.#flat.forEach(({ rule }, i) => rule.domainPatterns.forEach((d) => this.#index.add(d, i)))
     this.capabilities = Object.freeze(
       caps.map((c) =>
         Object.freeze({
@@ -157,26 +166,25 @@ export class Policy implements CompiledPolicy {
     let vars: Record<string, unknown> | undefined
     const candidates: RuleMatch[] = []
     let failure: CelCheck | undefined
-    for (const cap of this.#caps) {
-      for (const rule of cap.rules) {
-        if (staticOutcome(rule, scheme, host, method, path) !== undefined) continue
-        if (rule.matchRequiresBody) {
-          candidates.push(ruleMatch(cap, rule))
+    for (const i of this.#index.lookup(host)) {
+      const { cap, rule } = this.#flat[i]
+      if (staticOutcome(rule, scheme, host, method, path) !== undefined) continue
+      if (rule.matchRequiresBody) {
+        candidates.push(ruleMatch(cap, rule))
+        continue
+      }
+      if (rule.match) {
+        vars ??= { request: requestVar(request), ...contextVars(context) }
+        const res = runBool(() => rule.match!.run(vars!))
+        if (!res.ok) {
+          failure ??= res
           continue
         }
-        if (rule.match) {
-          vars ??= { request: requestVar(request), ...contextVars(context) }
-          const res = runBool(() => rule.match!.run(vars!))
-          if (!res.ok) {
-            failure ??= res
-            continue
-          }
-          if (!res.value) continue
-        }
-        const match = ruleMatch(cap, rule)
-        if (candidates.length > 0) return { decision: 'pending', candidates: Object.freeze([...candidates, match]) }
-        return { decision: 'allow', match, needsBody: rule.needsBody }
+        if (!res.value) continue
       }
+      const match = ruleMatch(cap, rule)
+      if (candidates.length > 0) return { decision: 'pending', candidates: Object.freeze([...candidates, match]) }
+      return { decision: 'allow', match, needsBody: rule.needsBody }
     }
     if (candidates.length > 0) return { decision: 'pending', candidates: Object.freeze(candidates) }
     return this.#noMatch(request, context, failure)
@@ -188,16 +196,19 @@ export class Policy implements CompiledPolicy {
     const method = request.method.toUpperCase()
     const evals: AllowRuleEval[] = []
     const vars = { request: requestVar(request), ...contextVars(context) }
-    for (const cap of this.#caps) {
-      for (const rule of cap.rules) {
-        const failed = staticOutcome(rule, request.scheme, host, method, request.path)
-        if (failed) evals.push({ capability: cap.name, rule: rule.key, failed })
-        else if (rule.match) {
-          const res = runBool(() => rule.match!.run(vars))
-          evals.push(res.ok ? { capability: cap.name, rule: rule.key, failed: 'match' } : { capability: cap.name, rule: rule.key, failed: 'match_error', message: res.message })
-        }
+    // Rules for other hosts would drown the useful entries: list the rules whose domain matched,
+    // and only when there are none, the first EVAL_DOMAIN_MAX rules as domain misses.
+    for (const i of this.#index.lookup(host)) {
+      const { cap, rule } = this.#flat[i]
+      const failed = staticOutcome(rule, request.scheme, host, method, request.path)
+      if (failed === 'domain') continue
+      if (failed) evals.push({ capability: cap.name, rule: rule.key, failed })
+      else if (rule.match) {
+        const res = runBool(() => rule.match!.run(vars))
+        evals.push(res.ok ? { capability: cap.name, rule: rule.key, failed: 'match' } : { capability: cap.name, rule: rule.key, failed: 'match_error', message: res.message })
       }
     }
+    if (evals.length === 0) for (const { cap, rule } of this.#flat.slice(0, EVAL_DOMAIN_MAX)) evals.push({ capability: cap.name, rule: rule.key, failed: 'domain' })
     if (failure && !failure.ok) return { decision: 'deny', reason: failure.reason, detail: { allowrule_eval: evals, message: failure.message } }
     return { decision: 'deny', reason: 'no_match', detail: { allowrule_eval: evals } }
   }
