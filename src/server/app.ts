@@ -7,14 +7,12 @@ import { CorralError } from '../errors.js'
 import { ApiKeyCache, KEY_REVOKED_CHANNEL } from './auth/key-cache.js'
 import type { AuthState } from './auth/authenticate.js'
 import { createAuthHook } from './auth/hook.js'
-import { ERROR_CATALOGUE, type ErrorEnvelope } from './errors.js'
+import type { ErrorEnvelope } from './errors.js'
 import { TokenBucketLimiter } from './rate-limit.js'
 import { REQUEST_ID_HEADER, mintRequestId } from './request-id.js'
 import { healthRoutes } from './routes/health.js'
 import { V1_ROUTES } from './routes/index.js'
 import type { ServerDeps } from './types.js'
-
-export interface App extends FastifyInstance {}
 
 export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
   const app = Fastify({
@@ -133,4 +131,3 @@ function errorHandler(this: FastifyInstance, err: FastifyError & { validationCon
   send(reply, request, 500, 'internal_error', 'internal error; quote the request id when reporting it')
 }
 
-export { ERROR_CATALOGUE }

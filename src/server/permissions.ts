@@ -1,6 +1,11 @@
 // Permission strings, the API-key permission-set templates and the default membership roles, in
 // one place (spec "Authentication" 5-9; the mappings the spec leaves open are ours and are
-// documented in docs/permissions.md, which test/server/permissions.test.ts keeps in step).
+// documented in docs/permissions.md, which test/server/permissions.test.ts keeps in step). The closed enums stored in the api_keys and memberships tables (permission
+// sets, roles) are the store's, re-exported here.
+import { PERMISSION_SETS, type PermissionSet } from '../store/repositories/api-keys.js'
+import { MEMBERSHIP_ROLES as ROLES, type MembershipRole as Role } from '../store/repositories/memberships.js'
+
+export { PERMISSION_SETS, ROLES, type PermissionSet, type Role }
 
 export const PERMISSIONS = [
   'apikeys:write',
@@ -18,11 +23,6 @@ export const PERMISSIONS = [
 ] as const
 export type Permission = (typeof PERMISSIONS)[number]
 
-export const PERMISSION_SETS = ['full_access', 'submit_observe', 'read_only'] as const
-export type PermissionSet = (typeof PERMISSION_SETS)[number]
-
-export const ROLES = ['owner', 'admin', 'member'] as const
-export type Role = (typeof ROLES)[number]
 
 /** What an API key created with each template may do. */
 export const PERMISSION_SET_GRANTS: Readonly<Record<PermissionSet, readonly Permission[]>> = Object.freeze({

@@ -3,7 +3,7 @@
 // workspaces) receive the same ServerDeps and declare the same config.
 import type { Logger } from 'pino'
 import type { AuditBus, AuditWriter } from '../audit/index.js'
-import type { Store } from '../store/index.js'
+import type { Org, Store } from '../store/index.js'
 import type { Identity } from './identity/index.js'
 import type { Grant, Permission, PermissionSet, Requirement, Role } from './permissions.js'
 
@@ -37,11 +37,9 @@ export interface ServerDeps {
   workspaces?: WorkspaceDirectory
 }
 
-export type Posture = 'active' | 'past_due' | 'decommissioning' | 'trial_expired'
-
 export interface Principal {
   kind: 'api_key' | 'session'
-  org: { id: string; name: string; posture: Posture | string }
+  org: Org
   /** Audit attribution: the user's id for sessions, `system` for API keys (spec Authentication 7). */
   userId: string
   /** Identity for `:own` creator matches: the user's id for sessions, the key's id for API keys. */

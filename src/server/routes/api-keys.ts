@@ -7,6 +7,7 @@ import { KEY_REVOKED_CHANNEL } from '../auth/key-cache.js'
 import { apiError, notFound } from '../errors.js'
 import { PERMISSION_SETS, type PermissionSet } from '../permissions.js'
 import { dateTime, idParams, statusOnly } from '../schemas/common.js'
+import type { ApiKey } from '../../store/index.js'
 import type { Principal, ServerDeps } from '../types.js'
 
 const apiKeyProperties = {
@@ -43,18 +44,8 @@ const createBody = {
 
 const KEYS_WRITE = [['apikeys:write']] as const
 
-interface KeyRow {
-  id: string
-  label: string
-  prefix: string
-  permission_set: string
-  created_by_user_id?: string | null
-  created_at: string
-  last_used_at?: string | null
-}
-
-/** Drops nulls so optional fields are absent rather than null on the wire. */
-function publicKey(k: KeyRow) {
+/** Exactly the spec's public fields (the response schema enforces it too). */
+function publicKey(k: ApiKey) {
   return {
     id: k.id,
     label: k.label,
@@ -120,7 +111,7 @@ export async function apiKeyRoutes(app: FastifyInstance, deps: ServerDeps): Prom
   )
 }
 
-async function emitKeyEvent(deps: ServerDeps, request: FastifyRequest, type: 'api_key_created' | 'api_key_revoked', key: KeyRow): Promise<void> {
+async function emitKeyEvent(deps: ServerDeps, request: FastifyRequest, type: 'api_key_created' | 'api_key_revoked', key: ApiKey): Promise<void> {
   const principal = request.principal!
   await deps.audit.emit({
     org_id: principal.org.id,

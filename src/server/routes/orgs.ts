@@ -2,7 +2,7 @@
 // Cross-org ids are "not found". Only owners grant, change or remove the owner role; the store
 // refuses atomically to remove or demote the last active owner (409 last_owner).
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import type { Membership } from '../../store/index.js'
+import type { GuardedChange, Membership } from '../../store/index.js'
 import { apiError, notFound } from '../errors.js'
 import { ROLES, type Role } from '../permissions.js'
 import { statusOnly } from '../schemas/common.js'
@@ -169,9 +169,7 @@ export async function orgRoutes(app: FastifyInstance, deps: ServerDeps): Promise
   )
 }
 
-type Guarded = { ok: true; membership: Membership } | { ok: false; reason: 'not_found' | 'last_owner' }
-
-function guarded(change: Guarded): Membership {
+function guarded(change: GuardedChange): Membership {
   if (change.ok) return change.membership
   if (change.reason === 'last_owner') throw apiError('last_owner', 'the org must keep at least one active owner')
   throw notFound('membership')
