@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { testDialects } from '../helpers/dialects.js'
 import { createHarness, type Harness } from './harness.js'
 
-describe('API key routes', () => {
+for (const d of testDialects()) describe(`API key routes [${d.name}]`, () => {
   let h: Harness
   beforeAll(async () => {
-    h = await createHarness()
+    h = await createHarness({ open: d.open })
   })
   afterAll(() => h.close())
 

@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { signWebhook } from '../../src/server/webhook-signature.js'
+import { testDialects } from '../helpers/dialects.js'
 import { createHarness, type Harness } from './harness.js'
 
-describe('membership routes and the invite-accepted webhook', () => {
+for (const d of testDialects()) describe(`membership routes and the invite-accepted webhook [${d.name}]`, () => {
   let h: Harness
   beforeAll(async () => {
-    h = await createHarness()
+    h = await createHarness({ open: d.open })
   })
   afterAll(() => h.close())
 
@@ -99,6 +100,17 @@ describe('membership routes and the invite-accepted webhook', () => {
     const [removed] = await events(ownerToken, 'membership_removed')
     expect(removed.detail).toEqual({ resource_id: m.userId, email, role: 'admin', was_pending: false, credentials_reaped: 0 })
     expect((await h.inject('DELETE', `/v1/orgs/${orgId}/memberships/${m.userId}`, { token: ownerToken })).status).toBe(404)
+  })
+
+  it('never lets concurrent demotions leave the org without an owner', async () => {
+    const { orgId, ownerToken, ownerId } = await h.newOrg()
+    const second = await h.member(orgId, 'owner')
+    const results = await Promise.all([
+      h.inject('PATCH', `/v1/orgs/${orgId}/memberships/${ownerId}`, { token: ownerToken, body: { role: 'member' } }),
+      h.inject('PATCH', `/v1/orgs/${orgId}/memberships/${second.userId}`, { token: second.token, body: { role: 'member' } }),
+    ])
+    expect(results.map((r) => r.status).sort()).toEqual([200, 409])
+    expect(await h.store.memberships.countOwners(orgId)).toBe(1)
   })
 
   it('keeps owner-only acts for owners', async () => {
