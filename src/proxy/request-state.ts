@@ -3,7 +3,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { AuditSink } from '../audit/event.js'
 import type { PolicyContext, PolicyRequest, AdmissionResult, SecretLookup, TransformOutput } from '../policy/types.js'
+import type { Budgets, Reservation } from './budgets.js'
 import type { PlacementLookup } from './credential-injection.js'
+import type { ResponseMeter } from './metering.js'
 import type { DecisionContext } from './decision.js'
 import type { CapabilityTokens, TokenCheck } from './token.js'
 import type { Upstream } from './upstream.js'
@@ -59,6 +61,7 @@ export interface ProxyCore {
   credentials?: CredentialBroker
   /** Provider slug → where a minted credential goes (src/policy/auth-providers.ts data). */
   placements?: PlacementLookup
+  budgets?: Budgets
   /** Largest request body buffered for inspection; larger bodies that must be inspected are denied. */
   maxInspectBytes: number
   /**
@@ -92,4 +95,6 @@ export interface RequestState {
   /** Response bytes relayed to the client. */
   responseBytes: number
   responseStatus?: number
+  reservation?: Reservation
+  meter?: ResponseMeter
 }

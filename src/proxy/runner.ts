@@ -4,7 +4,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { DecisionContext, PolicyDenial, deny, denyBody, type PhaseOutcome } from './decision.js'
 import { forward } from './phases/forward.js'
-import { requestBody } from './phases/request-body.js'
+import { requestBody, reserveBudgets } from './phases/request-body.js'
 import { requestHeaders } from './phases/request-headers.js'
 import { terminal } from './phases/terminal.js'
 import { transforms } from './phases/transforms.js'
@@ -38,7 +38,7 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
     }
     core.faultHook?.('forward')
     try {
-      await forward(core, st)
+      await forward(core, st, st.meter)
     } catch (err) {
       upstreamFailed(st, err)
     }
@@ -50,6 +50,7 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
     else res.destroy()
   } finally {
     if (st.workspace) st.workspace.inFlight--
+    settleBudgets(core, st)
     await terminal(core, ctx)
   }
 }
@@ -64,12 +65,28 @@ async function admitAndPrepare(core: ProxyCore, st: RequestState): Promise<Phase
   core.faultHook?.('request_body')
   d = await requestBody(core, st)
   if (d) return d
+  d = await reserveBudgets(core, st)
+  if (d) return d
   core.faultHook?.('transforms')
   d = await transforms(core, st)
   if (d) return d
   // Last look before bytes leave: a workspace stopped while we worked must not send anything.
   if (!st.workspace!.active) return deny('workspace_gone')
   return undefined
+}
+
+/** Commits debits of an allowed request, or returns the holds of a denied one. */
+function settleBudgets(core: ProxyCore, st: RequestState): void {
+  const r = st.reservation
+  if (!r || !core.budgets) return
+  if (st.ctx.denial) {
+    core.budgets.release(r)
+    return
+  }
+  const s = core.budgets.settle(r, st.meter!.values(st.requestBytes))
+  st.ctx.debits = s.debits
+  st.ctx.budgetState = s.budgetState
+  st.ctx.floored = s.floored
 }
 
 async function attributeOnly(core: ProxyCore, st: RequestState, denial: PolicyDenial): Promise<PolicyDenial> {

@@ -12,6 +12,8 @@ import { ProxyFront } from './front.js'
 import type { CredentialBroker, ProxyCore, SecretsSource } from './request-state.js'
 import { CREDENTIALS_CHANNEL, OrgSecrets, SECRETS_CHANNEL, StaticCredentialBroker } from './org-material.js'
 import { Sealer, loadMasterKey } from './sealed.js'
+import { budgetLedgers } from '../store/budget-ledgers.js'
+import { Budgets } from './budgets.js'
 import { CapabilityTokens, loadTokenKey } from './token.js'
 import { Upstream } from './upstream.js'
 import { ActiveWorkspaces, type WorkspaceDirectory } from './workspaces.js'
@@ -81,9 +83,14 @@ export class ProxyService {
     // The control plane announces changes (payload: org id); every proxy process drops its copy.
     if (secrets instanceof OrgSecrets) this.#unlisten.push(await o.store.listen(SECRETS_CHANNEL, (orgId) => secrets.invalidate(orgId)))
     if (credentials instanceof StaticCredentialBroker) this.#unlisten.push(await o.store.listen(CREDENTIALS_CHANNEL, (orgId) => credentials.invalidate(orgId)))
+    const budgets = new Budgets(budgetLedgers(o.store))
     const core: ProxyCore = {
       tokens,
-      workspaces: new ActiveWorkspaces({ directory, compile: o.compile ?? compilePolicyCached, audit: o.audit, ...(o.workspaceTtlMs ? { ttlMs: o.workspaceTtlMs } : {}) }),
+      budgets,
+      workspaces: new ActiveWorkspaces({
+        directory, compile: o.compile ?? compilePolicyCached, audit: o.audit, onTeardown: (id) => budgets.close(id).catch(() => {}),
+        ...(o.workspaceTtlMs ? { ttlMs: o.workspaceTtlMs } : {}),
+      }),
       audit: o.audit,
       upstream: new Upstream({ ...(o.upstreamCaPem ? { extraCaPem: o.upstreamCaPem } : {}) }),
       maxInspectBytes: o.maxInspectBytes ?? DEFAULT_MAX_INSPECT_BYTES,
@@ -103,6 +110,7 @@ export class ProxyService {
     for (const un of this.#unlisten.splice(0)) await un().catch(() => {})
     this.#core?.workspaces.close()
     await this.#core?.upstream.close()
+    await this.#core?.budgets?.close()
     this.#front = undefined
   }
 }

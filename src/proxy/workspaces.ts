@@ -62,6 +62,8 @@ export interface ActiveWorkspacesOptions {
   audit: AuditSink
   /** Idle time after which state is evicted (workspace_evicted). Default 30 minutes. */
   ttlMs?: number
+  /** Called after a workspace's state is torn down (budget leases are returned there). */
+  onTeardown?: (workspaceId: string) => Promise<void> | void
 }
 
 export class ActiveWorkspaces {
@@ -123,6 +125,7 @@ export class ActiveWorkspaces {
     this.#byId.delete(workspaceId)
     ws.tearDown()
     await this.#lifecycle('workspace_deactivated', ws)
+    await this.#opts.onTeardown?.(workspaceId)
     return true
   }
 
@@ -134,6 +137,7 @@ export class ActiveWorkspaces {
         this.#byId.delete(id)
         ws.tearDown()
         await this.#lifecycle('workspace_evicted', ws)
+        await this.#opts.onTeardown?.(id)
         n++
       }
     }

@@ -40,13 +40,18 @@ export async function forward(core: ProxyCore, st: RequestState, observer?: Resp
   res.writeHead(upstream.status, headers)
 
   ctx.phase = 'response_body'
-  await pipeline(upstream.body, async function* (src: AsyncIterable<Buffer>) {
-    for await (const chunk of src) {
-      st.responseBytes += chunk.length
-      observer?.onChunk(chunk)
-      yield chunk
-    }
-  }, res)
+  try {
+    await pipeline(upstream.body, async function* (src: AsyncIterable<Buffer>) {
+      for await (const chunk of src) {
+        st.responseBytes += chunk.length
+        observer?.onChunk(chunk)
+        yield chunk
+      }
+    }, res)
+  } catch (err) {
+    observer?.onEnd(false)
+    throw err
+  }
   observer?.onEnd(true)
 }
 

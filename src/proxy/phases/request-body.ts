@@ -5,7 +5,9 @@
 // upstream in the forward phase.
 import type { IncomingMessage } from 'node:http'
 import type { BodyResult } from '../../policy/types.js'
+import { Reservation } from '../budgets.js'
 import { deny, type PhaseOutcome } from '../decision.js'
+import { ResponseMeter } from '../metering.js'
 import type { ProxyCore, RequestState } from '../request-state.js'
 
 export async function requestBody(core: ProxyCore, st: RequestState): Promise<PhaseOutcome> {
@@ -54,6 +56,24 @@ export async function requestBody(core: ProxyCore, st: RequestState): Promise<Ph
   ctx.capability = result.match.capability
   st.admission = { decision: 'allow', match: result.match, needsBody: true }
   if (result.json !== undefined) st.json = result.json
+  return undefined
+}
+
+/**
+ * Budget reservations (still the request_body phase): request amounts plus reserve_per_request
+ * for every counter of the matched capability, and max_concurrent. Also arms response metering.
+ */
+export async function reserveBudgets(core: ProxyCore, st: RequestState): Promise<PhaseOutcome> {
+  const ws = st.workspace!
+  if (!core.budgets || ws.policy.kind !== 'ok' || st.admission?.decision !== 'allow') return undefined
+  const counters = ws.policy.policy.counters(st.admission.match.capability)
+  if (counters.length === 0) return undefined
+  const declared = Number(st.req.headers['content-length'])
+  const bytes = st.body ? st.body.length : Number.isFinite(declared) ? declared : 0
+  const r = await core.budgets.reserve(ws.record.org_id, ws.record.id, st.ctx.attribution.task_id, counters, bytes)
+  if (!(r instanceof Reservation)) return r
+  st.reservation = r
+  st.meter = new ResponseMeter(counters, core.maxInspectBytes)
   return undefined
 }
 

@@ -3,6 +3,7 @@
 import { core } from './20261122T100000-core.js'
 import { audit } from './20261122T100100-audit.js'
 import { proxy } from './20261122T103000-proxy.js'
+import { budgetLedgers } from './20261122T104000-budget-ledgers.js'
 import type { StoreMigration } from './types.js'
 
 export type { StoreMigration } from './types.js'
@@ -11,4 +12,5 @@ export const migrations: readonly StoreMigration[] = [
   core,
   audit,
   proxy,
+  budgetLedgers,
 ]

@@ -1,0 +1,230 @@
+// Budgets: reservations at admission, debits at the terminal phase, ledgers in the store.
+//
+// The hot path never waits on the database except to refill a lease (docs/proxy.md, "Budgets"):
+//  - a counter scope with a ceiling (max > 0) is served from a local *lease*: allowance taken from
+//    the store ledger atomically (`acquire`), LEASE_FRACTION of the ceiling at a time (at least
+//    what the request needs). Reserving and debiting within the lease is synchronous, so parallel
+//    requests in one process cannot both spend the same unit, and processes sharing one database
+//    cannot spend the same unit either: each unit is granted to one lease only;
+//  - unlimited scopes (max 0) and debits beyond a lease are written behind, in one batch every
+//    FLUSH_MS; unused leases are returned on stop, eviction and window change.
+// Worst-case overshoot of a ceiling: a response counter's actual debit can exceed what was
+// reserved for it (the tokens were already spent upstream), so the ledger may pass `max` by at most
+// the sum over in-flight requests of (actual − reserve_per_request); the next admission is then
+// refused. A crash loses the unused part of a lease as if spent (undercount of what is left,
+// never an overshoot), at most LEASE_FRACTION of the ceiling per process and counter.
+import type { CompiledCounter, CounterValue } from '../policy/types.js'
+import type { FlooredReason } from '../audit/event.js'
+import type { BudgetLedgers, LedgerKey } from '../store/budget-ledgers.js'
+import { deny, type PolicyDenial } from './decision.js'
+
+const LEASE_FRACTION = 0.05
+const FLUSH_MS = 100
+
+type ScopeName = 'workspace' | 'task'
+
+class Slot {
+  lease = 0
+  /** Ledger `used` at the last database answer (includes our unreturned lease). */
+  dbUsed = 0
+  windowStart = 0
+  pending = 0
+  inFlight = 0
+  acquiring: Promise<void> | undefined
+  constructor(readonly k: LedgerKey, readonly max: number) {}
+
+  /** Best local estimate of what is really spent in this window. */
+  used(): number {
+    return Math.max(0, this.dbUsed - this.lease + this.pending)
+  }
+}
+
+interface Held { slot: Slot; amount: number }
+
+interface CounterHold {
+  counter: CompiledCounter
+  scopes: { scope: ScopeName; held: Held }[]
+  concurrencySlot: Slot
+}
+
+/** What one request holds between admission and the terminal phase. */
+export class Reservation {
+  settled = false
+  constructor(readonly holds: CounterHold[]) {}
+}
+
+export interface Settlement {
+  debits: Record<string, number>
+  budgetState: Record<string, unknown>
+  floored: Record<string, FlooredReason>
+}
+
+export class Budgets {
+  readonly #ledgers: BudgetLedgers
+  readonly #slots = new Map<string, Slot>()
+  readonly #timer: NodeJS.Timeout
+  #flushing: Promise<void> = Promise.resolve()
+
+  constructor(ledgers: BudgetLedgers) {
+    this.#ledgers = ledgers
+    this.#timer = setInterval(() => void this.flush(), FLUSH_MS)
+    this.#timer.unref()
+  }
+
+  #slot(orgId: string, workspaceId: string, scope: string, counter: CompiledCounter, max: number, ttlMs: number | undefined): Slot {
+    const key = `${workspaceId}|${scope}|${counter.capability}|${counter.name}`
+    let s = this.#slots.get(key)
+    if (!s) {
+      s = new Slot({ key, orgId, workspaceId, ...(ttlMs ? { ttlMs } : {}) }, max)
+      this.#slots.set(key, s)
+    }
+    // A ttl window that ended locally: the lease belonged to the old window (the ledger resets).
+    if (ttlMs && s.windowStart && Date.now() - s.windowStart >= ttlMs) {
+      s.lease = 0
+      s.dbUsed = 0
+      s.windowStart = 0
+    }
+    return s
+  }
+
+  /**
+   * Reserves, for each counter of the matched capability, its request amount plus
+   * reserve_per_request, in every scope that applies. Refuses with budget_exhausted or
+   * concurrency_exhausted (detail.counter, detail.scope). Synchronous unless a lease must be refilled.
+   */
+  async reserve(orgId: string, workspaceId: string, taskId: string | undefined, counters: readonly CompiledCounter[], requestBytes: number): Promise<Reservation | PolicyDenial> {
+    const holds: CounterHold[] = []
+    const undo = (): void => this.#release(new Reservation(holds))
+    for (const counter of counters) {
+      const amount = counter.requestAmount(requestBytes) + counter.reservePerRequest
+      const wsScope = counter.workspace
+      const scopes: { scope: ScopeName; slot: Slot }[] = [
+        { scope: 'workspace', slot: this.#slot(orgId, workspaceId, 'ws', counter, wsScope?.max ?? 0, wsScope?.ttlMs) },
+      ]
+      if (taskId && counter.task) scopes.push({ scope: 'task', slot: this.#slot(orgId, workspaceId, `task:${taskId}`, counter, counter.task.max, counter.task.ttlMs) })
+      const concurrencySlot = scopes[0]!.slot
+      if (counter.maxConcurrent > 0 && concurrencySlot.inFlight >= counter.maxConcurrent) {
+        undo()
+        return deny('concurrency_exhausted', { counter: counter.name, scope: 'workspace', max_concurrent: counter.maxConcurrent }, 429)
+      }
+      const hold: CounterHold = { counter, scopes: [], concurrencySlot }
+      holds.push(hold)
+      concurrencySlot.inFlight++
+      for (const { scope, slot } of scopes) {
+        if (slot.max > 0) {
+          // Something must be left even when nothing is reserved up front (a response counter
+          // without reserve_per_request): a spent ceiling refuses the next request.
+          const ok = await this.#ensureLease(slot, Math.max(amount, 1))
+          if (!ok) {
+            undo()
+            return deny('budget_exhausted', { counter: counter.name, scope, max: slot.max, used: slot.used() }, 429)
+          }
+          slot.lease -= amount
+        }
+        hold.scopes.push({ scope, held: { slot, amount } })
+      }
+    }
+    return new Reservation(holds)
+  }
+
+  async #ensureLease(slot: Slot, need: number): Promise<boolean> {
+    while (slot.lease < need) {
+      if (slot.acquiring) {
+        await slot.acquiring
+        continue
+      }
+      const want = Math.max(need - slot.lease, Math.ceil(slot.max * LEASE_FRACTION))
+      let granted = 0
+      slot.acquiring = this.#ledgers.acquire(slot.k, slot.max, want).then(({ granted: g, snapshot }) => {
+        granted = g
+        if (slot.windowStart && snapshot.windowStart !== slot.windowStart) slot.lease = 0
+        slot.lease += g
+        slot.dbUsed = snapshot.used
+        slot.windowStart = snapshot.windowStart
+      }).finally(() => {
+        slot.acquiring = undefined
+      })
+      await slot.acquiring
+      if (granted === 0) return slot.lease >= need
+    }
+    return true
+  }
+
+  /** Returns every held amount (the request was denied or failed before any debit). */
+  #release(r: Reservation): void {
+    for (const h of r.holds) {
+      h.concurrencySlot.inFlight = Math.max(0, h.concurrencySlot.inFlight - 1)
+      for (const { held } of h.scopes) if (held.slot.max > 0) held.slot.lease += held.amount
+    }
+  }
+
+  release(r: Reservation): void {
+    if (r.settled) return
+    r.settled = true
+    this.#release(r)
+  }
+
+  /** Commits the actual debits (by counter name) against the holds; returns the row's budget columns. */
+  settle(r: Reservation, actual: ReadonlyMap<string, CounterValue>): Settlement {
+    const out: Settlement = { debits: {}, budgetState: {}, floored: {} }
+    if (r.settled) return out
+    r.settled = true
+    for (const h of r.holds) {
+      h.concurrencySlot.inFlight = Math.max(0, h.concurrencySlot.inFlight - 1)
+      const v = actual.get(h.counter.name) ?? { value: 0 }
+      const debit = Math.max(0, Math.floor(v.value))
+      out.debits[h.counter.name] = debit
+      if (v.floored) out.floored[h.counter.name] = v.floored
+      const state: Record<string, unknown> = {}
+      for (const { scope, held } of h.scopes) {
+        const slot = held.slot
+        if (slot.max > 0) {
+          if (debit <= held.amount) slot.lease += held.amount - debit
+          else {
+            const extra = debit - held.amount
+            const fromLease = Math.min(slot.lease, extra)
+            slot.lease -= fromLease
+            slot.pending += extra - fromLease
+          }
+        } else slot.pending += debit
+        state[scope] = { used: slot.used(), max: slot.max, ...(slot.max > 0 ? { remaining: Math.max(0, slot.max - slot.used()) } : {}) }
+      }
+      out.budgetState[h.counter.name] = state
+    }
+    return out
+  }
+
+  /** Writes pending debits (write-behind). Never concurrent with itself. */
+  flush(): Promise<void> {
+    this.#flushing = this.#flushing.then(async () => {
+      const items: { k: LedgerKey; delta: number; slot: Slot }[] = []
+      for (const slot of this.#slots.values()) if (slot.pending !== 0) items.push({ k: slot.k, delta: slot.pending, slot })
+      if (!items.length) return
+      for (const it of items) it.slot.pending -= it.delta
+      try {
+        const snaps = await this.#ledgers.adjust(items)
+        for (const it of items) {
+          const s = snaps.get(it.k.key)
+          if (s) it.slot.dbUsed = s.used
+        }
+      } catch {
+        for (const it of items) it.slot.pending += it.delta // retried next tick; nothing is dropped
+      }
+    })
+    return this.#flushing
+  }
+
+  /** Flushes and returns unused leases to the ledger (stop, or a workspace torn down). */
+  async close(workspaceId?: string): Promise<void> {
+    if (!workspaceId) clearInterval(this.#timer)
+    await this.flush()
+    const returns: { k: LedgerKey; delta: number; leasedInWindow: number }[] = []
+    for (const [key, slot] of this.#slots) {
+      if (workspaceId && slot.k.workspaceId !== workspaceId) continue
+      if (slot.inFlight > 0) continue
+      if (slot.lease > 0) returns.push({ k: slot.k, delta: -slot.lease, leasedInWindow: slot.windowStart })
+      this.#slots.delete(key)
+    }
+    if (returns.length) await this.#ledgers.adjust(returns)
+  }
+}
