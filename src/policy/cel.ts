@@ -263,7 +263,12 @@ export function compileCel(source: string, site: CelSite, expected: CelResultKin
   }
   if (issues.length > 0) return { ok: false, issues: dedupe(issues) }
 
-  const checked = parsed.check()
+  let checked: ReturnType<typeof parsed.check>
+  try {
+    checked = parsed.check()
+  } catch (e) {
+    return { ok: false, issues: [{ code: 'cel_type', message: `CEL type error: ${firstLine((e as Error).message ?? String(e))}` }] }
+  }
   if (!checked.valid) {
     const err = checked.error as (Error & { code?: string; node?: ASTNode }) | undefined
     const code = err?.code
@@ -281,7 +286,14 @@ export function compileCel(source: string, site: CelSite, expected: CelResultKin
   if (!resultAccepted(expected, type)) {
     return { ok: false, issues: [{ code: 'cel_result_type', message: `expression must produce ${KIND_LABEL[expected]}, but produces ${type}` }] }
   }
-  const runnable = calls.length > 0 ? env.parse(rewriteMatches(source, calls)) : parsed
+  let runnable = parsed
+  if (calls.length > 0) {
+    try {
+      runnable = env.parse(rewriteMatches(source, calls))
+    } catch (e) {
+      return { ok: false, issues: [{ code: 'cel_syntax', message: `CEL syntax error: ${firstLine((e as Error).message)}` }] }
+    }
+  }
   const program: CelProgram = Object.freeze({
     source,
     type,

@@ -297,8 +297,11 @@ export class Policy implements CompiledPolicy {
     const found = this.#rule(input.match)
     if (!found) return out
     const { cap, rule } = found
-    const base = { request: requestVar(input.request), ...contextVars(input.context) }
-    const withBody = { ...base, request: requestVar(input.request, input.json ?? null) }
+    // CEL variables are built on first use: many transforms (remove, auth, literals) need none.
+    let base: Record<string, unknown> | undefined
+    let withBody: Record<string, unknown> | undefined
+    const varsFor = (body: boolean) =>
+      body ? (withBody ??= { request: requestVar(input.request, input.json ?? null), ...contextVars(input.context) }) : (base ??= { request: requestVar(input.request), ...contextVars(input.context) })
     const hasBody = input.hasBody ?? input.json !== undefined
 
     for (const t of cap.transforms) {
@@ -317,7 +320,7 @@ export class Policy implements CompiledPolicy {
       const program = 'value' in t ? t.value : undefined
       let value: unknown
       if (program) {
-        const vars: Record<string, unknown> = t.requiresBody ? { ...withBody } : { ...base }
+        const vars: Record<string, unknown> = { ...varsFor(t.requiresBody) }
         if (program.secretKeys.length > 0) {
           const secrets: Record<string, string> = {}
           let missing = false

@@ -213,6 +213,24 @@ export class MapReader {
   }
 }
 
+/** Reports duplicate keys anywhere below `node` (used for free-form values such as request_schema). */
+export function scanDuplicateKeys(r: Reader, node: Node | null, path: string, depth = 0): void {
+  if (!node || depth > 64) return
+  if (isMap(node)) {
+    const seen = new Set<string>()
+    for (const pair of node.items as Pair<unknown, unknown>[]) {
+      const k = r.resolve(pair.key)
+      if (!k || !isScalar(k)) continue
+      const key = String(k.value)
+      if (seen.has(key)) r.error('duplicate_key', `duplicate key "${key}"`, pointer(path, key), k)
+      seen.add(key)
+      scanDuplicateKeys(r, r.resolve(pair.value), pointer(path, key), depth + 1)
+    }
+  } else if (isSeq(node)) {
+    seqItems(r, node, path).forEach((it) => scanDuplicateKeys(r, it.node, it.path, depth + 1))
+  }
+}
+
 export function seqItems(r: Reader, node: YAMLSeq, path: string): { node: Node | null; path: string }[] {
   return (node.items as unknown[]).map((it, i) => ({ node: r.resolve(it), path: pointer(path, i) }))
 }

@@ -102,3 +102,16 @@ describe('compilePolicy', () => {
     expect(compilePolicy(doc(`        value: size(response.headers)\n`)).ok).toBe(true)
   })
 })
+
+describe('request_schema', () => {
+  const rule = (schema: string) => `- name: a\n  type: http\n  allow:\n    - domains: [a.example]\n      methods: [POST]\n      paths: [/x]\n      request_format: application/json\n      request_schema:\n${schema}`
+  it('flags duplicate keys inside a YAML schema with their path', () => {
+    const res = compilePolicy(rule('        type: object\n        properties:\n          a: {type: string}\n          a: {type: integer}\n'))
+    expect(res.diagnostics.map((d) => [d.code, d.path, d.line, d.column])).toEqual([['duplicate_key', '/0/allow/0/request_schema/properties/a', 12, 11]])
+  })
+  it('accepts a JSON literal and internal $ref, rejects external and unknown drafts', () => {
+    expect(compilePolicy(rule(`        '{"$defs": {"n": {"type": "integer"}}, "properties": {"n": {"$ref": "#/$defs/n"}}}'\n`)).ok).toBe(true)
+    expect(compilePolicy(rule('        {properties: {n: {$ref: "other.json#/n"}}}\n')).diagnostics.map((d) => d.code)).toEqual(['external_ref'])
+    expect(compilePolicy(rule('        {$schema: "http://json-schema.org/draft-04/schema#"}\n')).diagnostics.map((d) => d.code)).toEqual(['invalid_schema'])
+  })
+})

@@ -5,7 +5,7 @@ import { compileSchema } from '../json-schema.js'
 import { compileDomain, compilePath, domainPatternError, normalizeDomainPattern, pathPatternError } from '../glob.js'
 import type { CelProgram } from '../cel.js'
 import type { CRule } from '../model.js'
-import { MapReader, pointer, type Reader } from '../yaml-reader.js'
+import { MapReader, pointer, scanDuplicateKeys, type Reader } from '../yaml-reader.js'
 import { celOf, enumOf } from './shared.js'
 
 export const METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'HEAD', 'OPTIONS'] as const
@@ -101,11 +101,16 @@ export function checkAllowRule(r: Reader, node: Node | null, path: string, index
         r.error('invalid_schema', `request_schema JSON literal does not parse: ${(e as Error).message}`, sf.path, sf.node)
       }
     } else if (sf.node && (isMap(sf.node) || (isScalar(sf.node) && typeof sf.node.value === 'boolean'))) {
-      try {
-        value = sf.node.toJS(r.doc, { maxAliasCount: 50 })
-      } catch {
-        parsedOk = false
-        r.error('document_too_complex', 'request_schema expands too many aliases', sf.path, sf.node)
+      const before = r.diagnostics.length
+      scanDuplicateKeys(r, sf.node, sf.path)
+      if (r.diagnostics.length > before) parsedOk = false
+      else {
+        try {
+          value = sf.node.toJS(r.doc, { maxAliasCount: 50 })
+        } catch {
+          parsedOk = false
+          r.error('document_too_complex', 'request_schema expands too many aliases', sf.path, sf.node)
+        }
       }
     } else {
       parsedOk = false
