@@ -202,7 +202,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
   }
 
   #snapshotStore(workspaceId: string): SnapshotStore {
-    return new SnapshotStore(this.layout.snapshots(workspaceId), workspaceId)
+    return new SnapshotStore(this.layout.snapshots(workspaceId), workspaceId, this.options.archiver)
   }
 
   #sharedFiles(): Promise<SharedFiles> {

@@ -2,6 +2,7 @@
 // state; a runtime only owns what lives on the machine: the workspace's /data directory, the agent
 // process and its sandbox, the bridge to the outbound proxy, and the snapshots (tars of /data). A
 // driver never decides state transitions: it does what it is told and reports what it sees.
+import type { Archiver } from './archiver.js'
 
 export const RUNTIME_KINDS = ['local', 'process'] as const
 export type RuntimeKind = (typeof RUNTIME_KINDS)[number]
@@ -22,6 +23,8 @@ export interface RuntimeOptions {
   warn?: (line: string) => void
   /** How long an agent gets between the stop request and SIGKILL. Default 5000 ms. */
   stopGraceMs?: number
+  /** Snapshot tar implementation; default GNU tar when installed, else the tar package. */
+  archiver?: Archiver
 }
 
 /** Result of the start-up check: `ok` false means the driver cannot run workspaces here. */

@@ -3,18 +3,19 @@ import { chmod, mkdir, mkdtemp, readFile, rm, stat, utimes, writeFile } from 'no
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { gnuTar, nodeTar } from '../../src/runtime/archiver.js'
 import { ProcessRuntime } from '../../src/runtime/process-runtime.js'
 import { readTarIndex } from '../../src/runtime/snapshot-store.js'
 
 // Snapshots are driver-independent (DirectoryRuntime); the process driver exercises them without
-// needing bubblewrap.
-describe('snapshots and forks', () => {
+// needing bubblewrap. Both tar implementations run the same round-trips.
+describe.each([gnuTar, nodeTar])('snapshots and forks with $name', (archiver) => {
   let root: string
   let runtime: ProcessRuntime
 
   beforeAll(async () => {
     root = await mkdtemp(join(tmpdir(), 'corral-snap-'))
-    runtime = new ProcessRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {} })
+    runtime = new ProcessRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, archiver })
   })
   afterAll(async () => {
     await runtime.close()
@@ -36,6 +37,10 @@ describe('snapshots and forks', () => {
     const when = new Date('2026-03-04T05:06:07Z')
     await utimes(join(ws.dataDir, 'notes.md'), when, when)
 
+    const precise = new Date(1_772_600_767_123)
+    await writeFile(join(ws.dataDir, 'precise.txt'), 'ms')
+    await utimes(join(ws.dataDir, 'precise.txt'), precise, precise)
+
     const snap = await runtime.snapshot(ws.workspaceId, 1, 'task')
     const files = await runtime.listSnapshotFiles(ws.workspaceId)
     const byPath = new Map(files.map((f) => [f.path, f]))
@@ -45,6 +50,8 @@ describe('snapshots and forks', () => {
     expect(byPath.get(long)).toMatchObject({ size: 2, mime_type: 'application/json' })
     expect(byPath.get('blob')).toMatchObject({ size: 70_000 })
     expect(byPath.get('blob')).not.toHaveProperty('mime_type')
+    // pax (GNU tar) keeps milliseconds; a ustar header (the tar package) holds whole seconds.
+    expect(byPath.get('precise.txt')!.mtime).toBe(archiver.name === 'gnu-tar' ? 1_772_600_767.123 : 1_772_600_767)
     const blobMtime = (await stat(join(ws.dataDir, 'blob'))).mtimeMs / 1000
     expect(Math.abs(byPath.get('blob')!.mtime - blobMtime)).toBeLessThan(1)
     // The same listing by ref, and an unknown ref is not found.
@@ -97,7 +104,7 @@ describe('snapshots and forks', () => {
   it('re-adopts a provisioned workspace after a restart and rejects ids that could escape the root', async () => {
     const ws = await runtime.provision({ workspaceId: id('adopt') })
     await writeFile(join(ws.dataDir, 'kept'), 'yes')
-    const again = await new ProcessRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {} }).provision({ workspaceId: ws.workspaceId })
+    const again = await new ProcessRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, archiver }).provision({ workspaceId: ws.workspaceId })
     expect(again.dataDir).toBe(ws.dataDir)
     expect(await readFile(join(again.dataDir, 'kept'), 'utf8')).toBe('yes')
     await expect(runtime.provision({ workspaceId: '../etc' })).rejects.toMatchObject({ code: 'workspace_not_found' })
@@ -106,7 +113,7 @@ describe('snapshots and forks', () => {
   it('rejects a corrupt archive instead of listing garbage', async () => {
     const file = join(root, 'corrupt.tar')
     await writeFile(file, Buffer.alloc(512, 65))
-    await expect(readTarIndex(file)).rejects.toThrow(/corrupt tar header at byte 0/)
+    expect(() => readTarIndex(file)).toThrow(/corrupt tar header at byte 0/)
   })
 })
 
