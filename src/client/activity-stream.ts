@@ -15,11 +15,28 @@ export interface FollowOptions {
   readonly filter?: readonly string[]
   /** Resume after this event id (sent as Last-Event-ID on the first connection). */
   readonly lastEventId?: string
+  /**
+   * Without `lastEventId`, anchor the stream at the newest stored event before connecting, so a
+   * reconnect that happens before the first event arrives still resumes without a gap. Needs audit
+   * read access; without it the stream simply starts live. Default true.
+   */
+  readonly anchor?: boolean
   readonly signal?: AbortSignal
   readonly onEvent: (event: AuditEvent) => void
   /** Called when the connection dropped and the client is about to reconnect. */
   readonly onReconnecting?: (lastEventId: string | undefined) => void
   readonly onOpen?: () => void
+}
+
+async function newestEventId(client: CorralClient, workspaceId: string | undefined): Promise<string | undefined> {
+  try {
+    const page = await client.queryAudit({ order: 'desc', limit: 1 }, { workspaceId })
+    return page.events[0]?.id
+  } catch (error) {
+    // No audit read permission is not a reason to refuse following; anything else is reported.
+    if ((error as ApiError).status === 403) return undefined
+    throw error
+  }
 }
 
 /**
@@ -30,7 +47,7 @@ export async function followActivity(client: CorralClient, options: FollowOption
   const { EventSource } = await import('eventsource')
   const url = client.activityStreamUrl({ workspaceId: options.workspaceId }, options.filter)
   let refused: ApiError | undefined
-  let lastId = options.lastEventId
+  let lastId = options.lastEventId ?? (options.anchor === false ? undefined : await newestEventId(client, options.workspaceId))
 
   const fetchWithAuth: typeof fetch = async (input, init) => {
     const given = new Headers(init?.headers)

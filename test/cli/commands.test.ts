@@ -188,9 +188,10 @@ describe('audit', () => {
   })
 
   it('query rejects a bad filter or time before any request (exit 2)', async () => {
-    for (const args of [['--filter', 'user_id=x'], ['--from', 'yesterday'], ['--limit', '10001']]) {
+    for (const [args, reason] of [[['--filter', 'user_id=x'], /--filter: unknown filter column "user_id"/], [['--from', 'yesterday'], /--from: invalid time "yesterday"/], [['--limit', '10001'], /10001/]] as const) {
       const r = await runCommand(AuditQuery, [...conn(), ...args], env)
       expect(r.exitCode, args.join(' ')).toBe(2)
+      expect(r.stderr).toMatch(reason)
     }
     expect(api.requests).toHaveLength(0)
   })
@@ -220,15 +221,17 @@ describe('audit', () => {
         res.write(`event: activity\nid: ${e.id}\ndata: ${JSON.stringify(e)}\n\n`)
       }
     })
+    api.route('GET /v1/audit', (_req, res) => json(res, 200, { events: [] }))
     const r = await runCommand(AuditTail, [...conn(), '--filter', 'decision=deny', '--count', '2', '--json'], env)
     expect(r.exitCode).toBe(0)
     expect(r.stdout.trim().split('\n').map((l) => JSON.parse(l).id)).toEqual(['e2', 'e3'])
-    expect(api.requests[0].query.getAll('filter')).toEqual(['decision=deny'])
+    expect(api.requests.map((q) => q.path)).toEqual(['/v1/audit', '/v1/activity/stream'])
+    expect(api.requests[1].query.getAll('filter')).toEqual(['decision=deny'])
   })
 
   it('tail stops with one error line when the stream is refused', async () => {
     api.route('GET /v1/activity/stream', (_req, res) => envelope(res, 401, 'unauthenticated', 'the API key was revoked'))
-    const r = await runCommand(AuditTail, conn(), env)
+    const r = await runCommand(AuditTail, [...conn(), '--last-event-id', 'e0'], env)
     expect(r.exitCode).toBe(1)
     expect(r.stderr.trim().split('\n').at(-1)).toBe('Error: the API key was revoked [unauthenticated] (request req_401)')
   })

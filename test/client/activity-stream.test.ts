@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import type { ServerResponse } from 'node:http'
 import { ApiError, CorralClient, followActivity } from '../../src/client/index.js'
 import type { AuditEvent } from '../../src/audit/event.js'
-import { envelope, type LoopbackApi, startLoopbackApi } from './loopback-api.js'
+import { envelope, json, type LoopbackApi, startLoopbackApi } from './loopback-api.js'
 
 let api: LoopbackApi
 let client: CorralClient
@@ -44,6 +44,7 @@ describe(followActivity.name, () => {
     const reconnects: (string | undefined)[] = []
     const stop = new AbortController()
     await followActivity(client, {
+      anchor: false,
       signal: stop.signal,
       onReconnecting: (last) => reconnects.push(last),
       onEvent: (e) => {
@@ -68,9 +69,36 @@ describe(followActivity.name, () => {
     expect(seen).toEqual(['after-e7'])
   })
 
+  it('anchors at the newest stored event so an early reconnect has something to resume from', async () => {
+    api.route('GET /v1/workspaces/ws_2/audit', (req, res) => {
+      expect([req.query.get('order'), req.query.get('limit')]).toEqual(['desc', '1'])
+      json(res, 200, { events: [event('newest')] })
+    })
+    api.route('GET /v1/workspaces/ws_2/activity/stream', (req, res) => {
+      openStream(res)
+      send(res, event('after-' + String(req.headers['last-event-id'])))
+    })
+    const stop = new AbortController()
+    const seen: string[] = []
+    await followActivity(client, { workspaceId: 'ws_2', signal: stop.signal, onEvent: (e) => (seen.push(e.id), stop.abort()) })
+    expect(seen).toEqual(['after-newest'])
+  })
+
+  it('starts live when the credential may not read the audit log (403 on the anchor query)', async () => {
+    api.route('GET /v1/audit', (_req, res) => envelope(res, 403, 'permission_denied', 'no audit read'))
+    api.route('GET /v1/activity/stream', (req, res) => {
+      openStream(res)
+      send(res, event('after-' + String(req.headers['last-event-id'])))
+    })
+    const stop = new AbortController()
+    const seen: string[] = []
+    await followActivity(client, { signal: stop.signal, onEvent: (e) => (seen.push(e.id), stop.abort()) })
+    expect(seen).toEqual(['after-undefined'])
+  })
+
   it('stops with the API error when the server refuses the stream (revoked key)', async () => {
     api.route('GET /v1/activity/stream', (_req, res) => envelope(res, 401, 'unauthenticated', 'the API key was revoked'))
-    const error = await followActivity(client, { onEvent: () => {} }).catch((e: unknown) => e)
+    const error = await followActivity(client, { anchor: false, onEvent: () => {} }).catch((e: unknown) => e)
     expect(error).toBeInstanceOf(ApiError)
     expect(error).toMatchObject({ status: 401, envelope: { code: 'unauthenticated', request_id: 'req_401' } })
     expect(api.requests).toHaveLength(1)

@@ -59,7 +59,8 @@ function tail(args: string[], extraEnv: Record<string, string> = {}) {
   }
 }
 
-describe('corral CLI against a real serve', () => {
+// Every test spawns several processes; a loaded 2-core CI machine needs more than the 30 s default.
+describe('corral CLI against a real serve', { timeout: 90_000 }, () => {
   let login: LoginResult
 
   it('login verifies the admin key and saves a 0600 profile', async () => {
@@ -169,6 +170,37 @@ describe('corral CLI against a real serve', () => {
     expect(await resumed.exited).toBe(0)
     expect(resumed.events()[0]).toMatchObject({ event_type: 'api_key_revoked', detail: { resource_id: key.id } })
   })
+
+  it('audit tail survives the server ending the stream: it reconnects with Last-Event-ID, no gap, no duplicate', async () => {
+    // A second serve whose streams last under a second, so every tail reconnects several times.
+    const short = await startServe({ env: { CORRAL_STREAM_MAX_DURATION_MS: '800', CORRAL_STREAM_HEARTBEAT_MS: '200' } })
+    try {
+      const conn = { CORRAL_API_URL: short.url, CORRAL_TOKEN: short.adminKey }
+      const create = async (label: string) => {
+        const r = await runCorral(['keys', 'create', '--label', label, '--permission-set', 'read_only', '--json'], { env: { ...env(), ...conn } })
+        expect(r.code, r.stderr).toBe(0)
+        return (JSON.parse(r.stdout) as CreatedApiKey).id
+      }
+      const t = tail(['--filter', 'event_type=api_key_created', '--count', '3'], conn)
+      await t.connected
+      const reconnects = () => (t.stderr().match(/reconnecting/g) ?? []).length
+      const waitFor = async (cond: () => boolean) => {
+        while (!cond()) await new Promise((r) => setTimeout(r, 50))
+      }
+      const ids = [await create('r1')]
+      await waitFor(() => t.events().length === 1)
+      // Each next key is created only after the stream has been cut at least once more.
+      for (const label of ['r2', 'r3']) {
+        const before = reconnects()
+        await waitFor(() => reconnects() > before)
+        ids.push(await create(label))
+      }
+      expect(await t.exited).toBe(0)
+      expect(t.events().map((e) => e.detail?.resource_id)).toEqual(ids)
+    } finally {
+      await short.stop()
+    }
+  }, 120_000) // several process spawns and reconnect delays; generous for a loaded CI machine
 
   it('audit tail exits 0 on SIGINT and 1 with one line when its key is revoked', async () => {
     const t = tail([])

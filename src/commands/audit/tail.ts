@@ -33,14 +33,19 @@ export default class AuditTail extends ApiCommand<undefined> {
     process.once('SIGINT', onSignal)
     process.once('SIGTERM', onSignal)
     let printed = 0
+    let opened = false
     try {
       await followActivity(this.client, {
         workspaceId: flags.workspace,
         filter: flags.filter,
         lastEventId: flags['last-event-id'],
         signal: stop.signal,
-        onOpen: () => diag(`Following ${flags.workspace ? `workspace ${flags.workspace}` : 'the organisation'}'s activity (Ctrl-C to stop)`),
-        onReconnecting: (last) => diag(`Connection lost; reconnecting${last ? ` after ${last}` : ''}…`),
+        onOpen: () => {
+          if (opened) return diag('Reconnected.')
+          opened = true
+          diag(`Following ${flags.workspace ? `workspace ${flags.workspace}` : 'the organisation'}'s activity (Ctrl-C to stop)`)
+        },
+        onReconnecting: (last) => diag(`Stream ended; reconnecting${last ? ` after ${last}` : ''}…`),
         onEvent: (event) => {
           if (!matchesFilters(event, filters)) return
           process.stdout.write((json ? JSON.stringify(event) : eventLine(event)) + '\n')
