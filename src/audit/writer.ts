@@ -69,8 +69,11 @@ export function createAuditWriter(store: Store, opts: AuditWriterOptions = {}): 
     }
   }
 
+  // Full batches are written back to back; a partial batch waits for the flush interval (or an
+  // explicit flush) so that a steady trickle still coalesces into few transactions.
+  let flushRequested = false
   const run = async () => {
-    while (queue.length > 0) {
+    while (queue.length >= batchSize || (queue.length > 0 && flushRequested)) {
       const batch = queue.splice(0, batchSize)
       inFlight += batch.length
       try {
@@ -89,15 +92,21 @@ export function createAuditWriter(store: Store, opts: AuditWriterOptions = {}): 
     }
     running ??= run().finally(() => {
       running = undefined
-      if (queue.length > 0) void kick()
+      flushRequested = false
+      if (queue.length > 0) schedule()
     })
     return running
   }
 
-  const schedule = () => {
+  function schedule(): void {
+    if (running) return
     if (queue.length >= batchSize) void kick()
-    else if (!timer && !running) {
-      timer = setTimeout(() => void kick(), flushIntervalMs)
+    else if (!timer) {
+      timer = setTimeout(() => {
+        timer = undefined
+        flushRequested = true
+        void kick()
+      }, flushIntervalMs)
       timer.unref()
     }
   }
@@ -115,7 +124,10 @@ export function createAuditWriter(store: Store, opts: AuditWriterOptions = {}): 
       return event
     },
     async flush() {
-      while (queue.length > 0 || running) await kick()
+      while (queue.length > 0 || running) {
+        flushRequested = true
+        await kick()
+      }
     },
     async close() {
       closed = true

@@ -6,7 +6,7 @@
 import pg from 'pg'
 import { Kysely, PostgresDialect, sql } from 'kysely'
 import type { Database } from '../schema.js'
-import { assertChannel, type NotifyHandler, type StoreDialect } from './types.js'
+import { assertChannel, type BulkColumn, type NotifyHandler, type StoreDialect } from './types.js'
 
 // int8 (counts, epoch-ms) and numeric (sums) as JS numbers: every value we aggregate is far below 2^53.
 const types = {
@@ -70,6 +70,20 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
     jsonNumber(column, path) {
       const p = `{${path.map((k) => JSON.stringify(k)).join(',')}}`
       return sql<number | null>`(CASE WHEN jsonb_typeof(${sql.ref(column)} #> ${p}::text[]) = 'number' THEN (${sql.ref(column)} #>> ${p}::text[])::float8 END)`
+    },
+    async insertIgnoreMany(table: string, columns: readonly BulkColumn[], rows: readonly unknown[][], key: string) {
+      if (rows.length === 0) return []
+      // One statement whatever the row count: each column travels as one array parameter. JSON
+      // travels as text and is cast per element, since a jsonb[] literal would need its own escaping.
+      const arrays = columns.map((_, i) => rows.map((r) => r[i] ?? null))
+      const unnestArgs = columns.map((c, i) => `$${i + 1}::${c.pgType === 'jsonb' ? 'text' : c.pgType}[]`).join(', ')
+      const select = columns.map((c, i) => (c.pgType === 'jsonb' ? `u.c${i}::jsonb` : `u.c${i}`)).join(', ')
+      const text =
+        `INSERT INTO "${table}" (${columns.map((c) => `"${c.name}"`).join(', ')}) ` +
+        `SELECT ${select} FROM unnest(${unnestArgs}) AS u(${columns.map((_, i) => `c${i}`).join(', ')}) ` +
+        `ON CONFLICT ("${key}") DO NOTHING RETURNING "${key}"`
+      const res = await pool.query<Record<string, unknown>>(text, arrays)
+      return res.rows.map((r) => String(r[key]))
     },
     async close() {
       await listener.close()

@@ -9,7 +9,7 @@ import { dirname, resolve } from 'node:path'
 import BetterSqlite3 from 'better-sqlite3'
 import { Kysely, SqliteDialect, sql } from 'kysely'
 import type { Database } from '../schema.js'
-import { assertChannel, type StoreDialect } from './types.js'
+import { assertChannel, type BulkColumn, type StoreDialect } from './types.js'
 
 const emitters = new Map<string, { emitter: EventEmitter; refs: number }>()
 
@@ -42,6 +42,7 @@ export function openSqlite(path: string): StoreDialect {
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database }) })
   const emitter = sharedEmitter(file)
   let closed = false
+  const statements = new Map<string, BetterSqlite3.Statement>()
 
   return {
     name: 'sqlite',
@@ -69,6 +70,21 @@ export function openSqlite(path: string): StoreDialect {
       const p = jsonPath(path)
       return sql<number | null>`(CASE WHEN json_type(${sql.ref(column)}, ${p}) IN ('integer', 'real') THEN json_extract(${sql.ref(column)}, ${p}) END)`
     },
+    async insertIgnoreMany(table: string, columns: readonly BulkColumn[], rows: readonly unknown[][], key: string) {
+      const names = columns.map((c) => c.name)
+      const keyIndex = names.indexOf(key)
+      const text = `INSERT INTO ${quote(table)} (${names.map(quote).join(', ')}) VALUES (${names.map(() => '?').join(', ')}) ON CONFLICT (${quote(key)}) DO NOTHING`
+      let stmt = statements.get(text)
+      if (!stmt) statements.set(text, (stmt = database.prepare(text)))
+      const insert = stmt
+      const inserted: string[] = []
+      const runAll = database.transaction(() => {
+        for (const row of rows) if (insert.run(row).changes === 1) inserted.push(String(row[keyIndex]))
+      })
+      // Holding Kysely's connection keeps every other query of this store out of our transaction.
+      await db.connection().execute(async () => runAll.immediate())
+      return inserted
+    },
     async close() {
       if (closed) return
       closed = true
@@ -76,6 +92,10 @@ export function openSqlite(path: string): StoreDialect {
       await db.destroy()
     },
   }
+}
+
+function quote(identifier: string): string {
+  return `"${identifier.replaceAll('"', '""')}"`
 }
 
 /** A JSON path with every key quoted, passed as a bound parameter (never spliced into SQL). */

@@ -17,6 +17,12 @@ export interface DialectCapabilities {
 
 export type NotifyHandler = (payload: string) => void
 
+/** A column of a bulk insert: its name and the Postgres type its values are cast to. */
+export interface BulkColumn {
+  readonly name: string
+  readonly pgType: 'text' | 'uuid' | 'bigint' | 'integer' | 'jsonb'
+}
+
 export interface StoreDialect {
   readonly name: DialectName
   readonly capabilities: DialectCapabilities
@@ -31,6 +37,13 @@ export interface StoreDialect {
   jsonNonEmpty(column: string): RawBuilder<boolean>
   /** The number at `path` inside the JSON object in `column`, or NULL when absent or not a number. */
   jsonNumber(column: string, path: readonly string[]): RawBuilder<number | null>
+  /**
+   * The fast path for append-heavy tables (the audit log): inserts `rows` (values in `columns`
+   * order) in one transaction, skipping rows whose `key` already exists, and returns the keys that
+   * were inserted. SQLite: one prepared statement reused per row; Postgres: one statement over
+   * unnest() arrays. Must not be called inside a Kysely transaction.
+   */
+  insertIgnoreMany(table: string, columns: readonly BulkColumn[], rows: readonly unknown[][], key: string): Promise<string[]>
   close(): Promise<void>
 }
 

@@ -4,7 +4,7 @@
 
 import { sql, type Expression, type ExpressionBuilder, type RawBuilder, type SelectQueryBuilder, type SqlBool } from 'kysely'
 import type { AuditEvent, FilterColumn } from '../../audit/event.js'
-import type { StoreDialect } from '../dialects/types.js'
+import type { BulkColumn, StoreDialect } from '../dialects/types.js'
 import type { AuditEventsTable, Database } from '../schema.js'
 import type { RepoContext } from './context.js'
 
@@ -15,6 +15,16 @@ export const AUDIT_TEXT_COLUMNS = [
 export const AUDIT_INT_COLUMNS = ['latency_ms', 'transforms_applied', 'validations_applied'] as const
 export const AUDIT_JSON_COLUMNS = ['detail', 'debits', 'budget_state', 'floored', 'transforms_failed', 'auth_used', 'auth_failures'] as const
 const COLUMN_COUNT = 8 + AUDIT_TEXT_COLUMNS.length + AUDIT_INT_COLUMNS.length + AUDIT_JSON_COLUMNS.length
+
+/** Every column with its Postgres type, for the bulk insert path. */
+const BULK_COLUMNS: readonly BulkColumn[] = [
+  { name: 'id', pgType: 'uuid' },
+  ...(['org_id', 'user_id', 'timestamp'] as const).map((name) => ({ name, pgType: 'text' as const })),
+  { name: 'ts', pgType: 'bigint' },
+  ...(['event_type', 'category', 'actor', ...AUDIT_TEXT_COLUMNS] as const).map((name) => ({ name, pgType: 'text' as const })),
+  ...AUDIT_INT_COLUMNS.map((name) => ({ name, pgType: 'integer' as const })),
+  ...AUDIT_JSON_COLUMNS.map((name) => ({ name, pgType: 'jsonb' as const })),
+]
 
 /** One parsed `filter` clause. */
 export interface AuditFilterClause {
@@ -96,6 +106,13 @@ export function createAuditRepository({ db, dialect }: RepoContext) {
      */
     async insertBatchReturningIds(events: readonly AuditEvent[]): Promise<string[]> {
       if (events.length === 0) return []
+      if (!db.isTransaction) {
+        const rows = events.map((e) => {
+          const row = toRow(e)
+          return BULK_COLUMNS.map((c) => row[c.name as keyof InsertRow])
+        })
+        return dialect.insertIgnoreMany('audit_events', BULK_COLUMNS, rows, 'id')
+      }
       const rows = events.map(toRow)
       const ids: string[] = []
       const insertAll = async (trx: typeof db) => {

@@ -1,0 +1,165 @@
+// Audit log benchmark (not a test): ingest through the batched writer, filtered first pages, a
+// deep cursor page and a grouped time-bucketed stats query, at 1M events, on SQLite and (when
+// CORRAL_BENCH_PG_URL or CORRAL_TEST_PG_URL is set) Postgres. Writes bench/results/audit.json and
+// prints a table. Targets (issue 2): ingest >= 50,000 events/s on SQLite, filtered page p95 <= 20 ms,
+// stats <= 1 s.
+//
+//   npm run bench:audit                 # 1,000,000 events
+//   CORRAL_BENCH_EVENTS=100000 npm run bench:audit
+
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { cpus, loadavg, tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { randomBytes } from 'node:crypto'
+import pg from 'pg'
+import { auditStats, createAuditWriter, queryAudit, type NewAuditEvent } from '../src/audit/index.js'
+import { encodeCursor } from '../src/audit/cursor.js'
+import { cursorBinding } from '../src/audit/query.js'
+import { openStore, type Store } from '../src/store/index.js'
+
+const N = Number(process.env.CORRAL_BENCH_EVENTS ?? 1_000_000)
+const ORG = 'org_bench'
+const SPAN_MS = 7 * 24 * 3_600_000
+const START = Date.parse('2026-01-01T00:00:00.000Z')
+const PAGE_RUNS = 50
+const TARGETS = { ingest_events_per_s: 50_000, filtered_page_p95_ms: 20, stats_ms: 1_000 }
+
+const DESTS = ['api.anthropic.com', 'api.openai.com', 'github.com', 'pypi.org', 'registry.npmjs.org']
+
+function event(i: number): NewAuditEvent {
+  const deny = i % 20 === 0
+  const common = {
+    org_id: ORG,
+    user_id: ['usr_a', 'usr_b', 'usr_c', 'system'][i % 4],
+    timestamp: new Date(START + Math.floor((i / N) * SPAN_MS)).toISOString(),
+    workspace_id: `ws_${i % 50}`,
+    agent_role: ['coder', 'reviewer'][i % 2],
+    agent_provider: 'anthropic',
+  }
+  if (i % 10 === 9) return { ...common, event_type: 'tool_call', category: 'activity', actor: 'agent', detail: { tool: 'bash', n: i % 7 } }
+  return {
+    ...common,
+    event_type: 'policy_decision',
+    category: 'audit',
+    actor: 'policy-engine',
+    destination: DESTS[i % DESTS.length],
+    method: i % 3 ? 'POST' : 'GET',
+    path: '/v1/messages',
+    decision: deny ? 'deny' : 'allow',
+    ...(deny ? { reason: 'no_match' as const } : {}),
+    latency_ms: (i * 7) % 500,
+    transforms_applied: 1,
+    validations_applied: 1,
+    policy_type: 'http',
+    phase: deny ? 'request_headers' : 'response_body',
+    capability_name: deny ? undefined : 'messages',
+    ...(deny ? {} : { debits: { tokens: (i * 13) % 4000, requests: 1 }, budget_state: { tokens: { used: i % 100000, max: 1000000 } } }),
+  }
+}
+
+function pct(samples: number[], p: number): number {
+  const s = [...samples].sort((a, b) => a - b)
+  return +s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)].toFixed(2)
+}
+
+async function timed<T>(fn: () => Promise<T>): Promise<[number, T]> {
+  const t = performance.now()
+  const out = await fn()
+  return [performance.now() - t, out]
+}
+
+async function pageStats(fn: () => Promise<unknown>) {
+  await fn() // warm-up
+  const samples: number[] = []
+  for (let i = 0; i < PAGE_RUNS; i++) samples.push((await timed(fn))[0])
+  return { p50_ms: pct(samples, 50), p95_ms: pct(samples, 95) }
+}
+
+async function run(dialect: string, store: Store) {
+  process.stderr.write(`[${dialect}] ingesting ${N.toLocaleString()} events through the writer…\n`)
+  const writer = createAuditWriter(store, { batchSize: 2_000, maxQueue: 20_000, flushIntervalMs: 5 })
+  const [ingestMs] = await timed(async () => {
+    for (let i = 0; i < N; i++) await writer.emit(event(i))
+    await writer.close()
+  })
+  const ingest = Math.round(N / (ingestMs / 1000))
+  process.stderr.write(`[${dialect}] ingest ${ingest.toLocaleString()} events/s; querying…\n`)
+
+  const filtered = await pageStats(() => queryAudit(store, ORG, { filter: ['decision=deny'], limit: 100 }))
+  const filteredWs = await pageStats(() => queryAudit(store, ORG, { filter: ['event_type=policy_decision', 'destination=github.com'], limit: 100 }, { workspaceId: 'ws_7' }))
+  const filteredOwn = await pageStats(() => queryAudit(store, ORG, { filter: ['counter=tokens'], limit: 100 }, { userId: 'usr_b' }))
+
+  // A cursor half-way through the log, as a client paging 5,000 pages deep would hold.
+  const mid = (await store.audit.page(ORG, { filters: [], order: 'desc', limit: 1, toMs: START + SPAN_MS / 2 }))[0]
+  const deepQuery = { filter: ['decision=allow'], limit: 100 }
+  const binding = cursorBinding(ORG, { filters: [{ column: 'decision', op: 'in', values: ['allow'] }], order: 'desc' }, {})
+  const cursor = await encodeCursor(store, binding, { ts: Date.parse(mid.timestamp), id: mid.id })
+  const deep = await pageStats(() => queryAudit(store, ORG, { ...deepQuery, cursor }))
+
+  const [statsMs, statsOut] = await timed(() => auditStats(store, ORG, { group_by: 'decision', time_bucket: 'auto' }))
+  const [topMs] = await timed(() => auditStats(store, ORG, { top: '3:destination', metric: 'sum:debits.tokens', time_bucket: '1d' }))
+  return {
+    dialect,
+    events: N,
+    ingest_events_per_s: ingest,
+    ingest_ms: Math.round(ingestMs),
+    filtered_page: filtered,
+    filtered_page_workspace: filteredWs,
+    filtered_page_own_counter: filteredOwn,
+    deep_cursor_page: deep,
+    stats_group_by_time_bucket_ms: Math.round(statsMs),
+    stats_buckets: statsOut.buckets.length,
+    stats_top_sum_debits_ms: Math.round(topMs),
+  }
+}
+
+async function main() {
+  const results = []
+  const dir = mkdtempSync(join(tmpdir(), 'corral-bench-'))
+  try {
+    const sqlite = await openStore(`sqlite:${join(dir, 'bench.db')}`)
+    results.push(await run('sqlite', sqlite))
+    await sqlite.close()
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+  const pgUrl = process.env.CORRAL_BENCH_PG_URL || process.env.CORRAL_TEST_PG_URL
+  if (pgUrl) {
+    const schema = `bench_${randomBytes(4).toString('hex')}`
+    const store = await openStore(pgUrl, { schema })
+    try {
+      results.push(await run('postgres', store))
+    } finally {
+      await store.close()
+      const c = new pg.Client({ connectionString: pgUrl })
+      await c.connect()
+      await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+      await c.end()
+    }
+  } else {
+    process.stderr.write('postgres: skipped (set CORRAL_BENCH_PG_URL or CORRAL_TEST_PG_URL)\n')
+  }
+
+  // The load average matters on a shared machine: record it next to the numbers.
+  const out = { at: new Date().toISOString(), node: process.version, cpus: cpus().length, loadavg: loadavg(), targets: TARGETS, results }
+  const file = resolve(import.meta.dirname, 'results/audit.json')
+  mkdirSync(resolve(import.meta.dirname, 'results'), { recursive: true })
+  writeFileSync(file, JSON.stringify(out, null, 2) + '\n')
+
+  const rows = results.map((r) => ({
+    dialect: r.dialect,
+    'ingest ev/s': r.ingest_events_per_s,
+    'page p50/p95 ms': `${r.filtered_page.p50_ms} / ${r.filtered_page.p95_ms}`,
+    'ws page p95': r.filtered_page_workspace.p95_ms,
+    'own+counter p95': r.filtered_page_own_counter.p95_ms,
+    'deep page p50/p95 ms': `${r.deep_cursor_page.p50_ms} / ${r.deep_cursor_page.p95_ms}`,
+    'stats ms': r.stats_group_by_time_bucket_ms,
+    'top+sum ms': r.stats_top_sum_debits_ms,
+  }))
+  console.table(rows)
+  console.log(`targets: ingest >= ${TARGETS.ingest_events_per_s} ev/s (sqlite), page p95 <= ${TARGETS.filtered_page_p95_ms} ms, stats <= ${TARGETS.stats_ms} ms`)
+  console.log(`machine: ${cpus().length} cpus, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`)
+  console.log(`wrote ${file}`)
+}
+
+await main()
