@@ -122,7 +122,18 @@ export function readTarIndex(file: string): SnapshotFileEntry[] {
   const fd = openSync(file, 'r')
   try {
     const total = fstatSync(fd).size
-    const block = Buffer.alloc(512)
+    // A pax entry is three consecutive blocks (pax header, pax body, file header): one read of a
+    // small window usually covers them all, so most entries cost a single pread.
+    let window = Buffer.alloc(0)
+    let windowAt = 0
+    const readAt = (at: number, length: number): Buffer => {
+      if (at < windowAt || at + length > windowAt + window.length) {
+        window = Buffer.alloc(Math.max(length, 4096))
+        window = window.subarray(0, readSync(fd, window, 0, window.length, at))
+        windowAt = at
+      }
+      return window.subarray(at - windowAt, at - windowAt + length)
+    }
     const entries: SnapshotFileEntry[] = []
     let offset = 0
     let ex: HeaderData | undefined
@@ -131,18 +142,13 @@ export function readTarIndex(file: string): SnapshotFileEntry[] {
     // can lose the last millisecond, so the text is kept and rounded here.
     let paxMtime: number | undefined
     while (offset + 512 <= total) {
-      readSync(fd, block, 0, 512, offset)
-      const header = new Header(block, 0, ex, gex)
+      const header = new Header(readAt(offset, 512), 0, ex, gex)
       if (header.nullBlock) break
       if (!header.cksumValid) throw new Error(`${file}: corrupt tar header at byte ${offset}`)
       const size = header.size ?? 0
       const bodyAt = offset + 512
       offset = bodyAt + Math.ceil(size / 512) * 512
-      const body = (): string => {
-        const buf = Buffer.alloc(size)
-        readSync(fd, buf, 0, size, bodyAt)
-        return buf.toString('utf8')
-      }
+      const body = (): string => readAt(bodyAt, size).toString('utf8')
       switch (header.type) {
         case 'ExtendedHeader': {
           const text = body()
