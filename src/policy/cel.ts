@@ -115,7 +115,13 @@ function baseEnv(): Environment {
   return new Environment({
     homogeneousAggregateLiterals: false,
     limits: { maxAstNodes: 2000, maxDepth: 64, maxListElements: 500, maxMapEntries: 500, maxCallArguments: 16 },
-  }).registerFunction('re2Matches(string, string): bool', (s: string, p: string) => re2For(p).test(s))
+  }).registerFunction({
+    name: 're2Matches',
+    receiverType: 'string',
+    returnType: 'bool',
+    params: [{ name: 'pattern', type: 'string' }],
+    handler: (s: string, p: string) => re2For(p).test(s),
+  })
 }
 
 const envCache = new Map<string, Environment>()
@@ -167,34 +173,31 @@ interface MatchesCall {
   pattern: ASTNode
 }
 
+// `x.matches(p)` is the only form the engine accepts (the global `matches(x, p)` does not type-check).
 function matchesCalls(ast: ASTNode): MatchesCall[] {
   const out: MatchesCall[] = []
   walk(ast, (n) => {
     if (n.op === 'rcall' && n.args[0] === 'matches' && n.args[2].length === 1) out.push({ node: n, subject: n.args[1], pattern: n.args[2][0] })
-    else if (n.op === 'call' && n.args[0] === 'matches' && n.args[1].length === 2) out.push({ node: n, subject: n.args[1][0], pattern: n.args[1][1] })
   })
   return out
 }
 
-/** Rewrites every matches() call of `source` into re2Matches(), nested calls included. */
-function rewriteMatches(source: string, calls: MatchesCall[]): string {
-  return rewriteMatchesIn(source, calls, 0, source.length)
-}
-
-function rewriteMatchesIn(source: string, calls: MatchesCall[], start: number, end: number): string {
-  const within = calls.filter((c) => c.node.range.start >= start && c.node.range.end <= end)
-  const top = within
-    .filter((c) => !within.some((o) => o !== c && o.node.range.start <= c.node.range.start && o.node.range.end >= c.node.range.end))
-    .sort((a, b) => a.node.range.start - b.node.range.start)
-  let out = ''
-  let pos = start
-  for (const c of top) {
-    const rest = within.filter((o) => o !== c)
-    out += source.slice(pos, c.node.range.start)
-    out += `re2Matches(${rewriteMatchesIn(source, rest, c.subject.range.start, c.subject.range.end)}, ${rewriteMatchesIn(source, rest, c.pattern.range.start, c.pattern.range.end)})`
-    pos = c.node.range.end
+/**
+ * Renames the method of every `x.matches(p)` call to `re2Matches`, in place. AST ranges leave out
+ * parentheses, so slicing sub-expressions is unreliable; renaming one identifier is not: the name
+ * sits between the receiver's end and the argument's start. The caller re-parses the result and
+ * checks that no `matches` call is left.
+ */
+function rewriteMatches(source: string, calls: MatchesCall[]): string | undefined {
+  const positions: number[] = []
+  for (const c of calls) {
+    const at = source.lastIndexOf('matches', c.pattern.range.start)
+    if (at < c.subject.range.end) return undefined
+    positions.push(at)
   }
-  return out + source.slice(pos, end)
+  let out = source
+  for (const at of positions.sort((a, b) => b - a)) out = out.slice(0, at) + 're2Matches' + out.slice(at + 'matches'.length)
+  return out
 }
 
 function dottedName(node: ASTNode): string | undefined {
@@ -288,11 +291,22 @@ export function compileCel(source: string, site: CelSite, expected: CelResultKin
   }
   let runnable = parsed
   if (calls.length > 0) {
-    try {
-      runnable = env.parse(rewriteMatches(source, calls))
-    } catch (e) {
-      return { ok: false, issues: [{ code: 'cel_syntax', message: `CEL syntax error: ${firstLine((e as Error).message)}` }] }
+    const rewritten = rewriteMatches(source, calls)
+    let ok = false
+    if (rewritten !== undefined) {
+      try {
+        runnable = env.parse(rewritten)
+        const left = matchesCalls(runnable.ast).length
+        let renamed = 0
+        walk(runnable.ast, (n) => {
+          if (n.op === 'rcall' && n.args[0] === 're2Matches') renamed++
+        })
+        ok = left === 0 && renamed >= calls.length && runnable.check().valid
+      } catch {
+        ok = false
+      }
     }
+    if (!ok) return { ok: false, issues: [{ code: 'cel_syntax', message: 'unsupported use of matches(): write it as <string>.matches(<pattern>)' }] }
   }
   const program: CelProgram = Object.freeze({
     source,
