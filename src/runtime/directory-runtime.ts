@@ -110,6 +110,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     await mkdir(join(this.layout.workspace(workspaceId), 'logs'), { recursive: true })
     const log = openSync(logPath, 'a')
     let child: ChildProcess
+    let spawnError: Error | null = null
     try {
       // The environment goes through env, never argv: argv is world-readable in /proc.
       child = spawn(plan.file, plan.args, { env: plan.env, stdio: ['pipe', log, log, 'pipe'] })
@@ -118,6 +119,11 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     }
     const exited = new Promise<AgentExit>((resolve) => {
       child.once('close', (code, signal) => resolve({ code, signal }))
+      // A spawn failure (missing bwrap or node) may emit only 'error'.
+      child.once('error', (err) => {
+        spawnError = err
+        resolve({ code: null, signal: null })
+      })
     })
     const running: Running = { child, bridge, exited }
     this.#running.set(workspaceId, running)
@@ -127,7 +133,8 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     })
     child.stdin?.on('error', () => {}) // a sandbox that died first makes the stop request's EPIPE moot
 
-    const started = await waitForSpawn(child.stdio[3] as Readable, exited)
+    const started = await waitForSpawn(child.stdio[3] as Readable | null, exited)
+    if (!started.ok && spawnError) started.reason = `cannot run ${plan.file}: ${(spawnError as Error).message}`
     if (!started.ok) {
       const tail = (await readFile(logPath, 'utf8').catch(() => '')).trim().split('\n').slice(-5).join(' | ')
       throw new RuntimeError('runtime_unavailable',
@@ -244,7 +251,11 @@ async function exists(path: string): Promise<boolean> {
 }
 
 /** Waits for the init's `spawned <pid>` line on fd 3, or for it to fail or exit first. */
-async function waitForSpawn(status: Readable, exited: Promise<AgentExit>): Promise<{ ok: true } | { ok: false; reason: string }> {
+async function waitForSpawn(status: Readable | null, exited: Promise<AgentExit>): Promise<{ ok: true } | { ok: false; reason: string }> {
+  if (!status) {
+    await exited
+    return { ok: false, reason: 'the sandbox could not be started' }
+  }
   const lines = createInterface({ input: status })
   const first = once(lines, 'line').then(([line]) => String(line))
   const result = await Promise.race([first, exited.then((e) => e)])

@@ -103,6 +103,11 @@ describe.skipIf(!available)(LocalRuntime.name, () => {
     const check = await broken.check()
     expect(check.ok).toBe(false)
     expect(check.problems[0]).toMatch(/bubblewrap is not installed .*apt-get install bubblewrap.*--runtime process/)
+    // Starting anyway fails with the reason, and leaves no agent or bridge behind.
+    const ws = await broken.provision({ workspaceId: `ws_nobwrap_${randomUUID().slice(0, 8)}` })
+    await expect(broken.startAgent(ws.workspaceId, { command: ['/bin/true'], proxyToken: 't' }))
+      .rejects.toMatchObject({ code: 'runtime_unavailable', message: expect.stringMatching(/cannot run bwrap-not-installed-here: spawn bwrap-not-installed-here ENOENT/) })
+    expect((await broken.status(ws.workspaceId)).phase).toBe('ready')
   })
 
   it('reports an agent that cannot start, with its log', async () => {
