@@ -69,11 +69,16 @@ export async function followActivity(client: CorralClient, options: FollowOption
   const source = new EventSource(url, { fetch: fetchWithAuth })
   try {
     await new Promise<void>((resolve, reject) => {
-      const stop = () => resolve()
+      // Close at once: events already parsed from the same chunk must not be delivered after a stop.
+      const stop = () => {
+        source.close()
+        resolve()
+      }
       if (options.signal?.aborted) return stop()
       options.signal?.addEventListener('abort', stop, { once: true })
       source.addEventListener('open', () => options.onOpen?.())
       source.addEventListener('activity', (message) => {
+        if (options.signal?.aborted) return
         if (message.lastEventId) lastId = message.lastEventId
         try {
           options.onEvent(JSON.parse(message.data) as AuditEvent)

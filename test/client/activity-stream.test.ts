@@ -58,6 +58,17 @@ describe(followActivity.name, () => {
     expect(api.requests.every((r) => r.headers.authorization === 'Bearer crl_tail')).toBe(true)
   })
 
+  it('delivers nothing after the caller stops, even events from the same chunk', async () => {
+    api.route('GET /v1/activity/stream', (_req, res) => {
+      openStream(res)
+      res.write(['a', 'b', 'c'].map((id) => `event: activity\nid: ${id}\ndata: ${JSON.stringify(event(id))}\n\n`).join(''))
+    })
+    const stop = new AbortController()
+    const seen: string[] = []
+    await followActivity(client, { anchor: false, signal: stop.signal, onEvent: (e) => (seen.push(e.id), seen.length === 2 && stop.abort()) })
+    expect(seen).toEqual(['a', 'b'])
+  })
+
   it('resumes from a given event id on the first connection', async () => {
     api.route('GET /v1/workspaces/ws_9/activity/stream', (req, res) => {
       openStream(res)
