@@ -137,13 +137,15 @@ export async function streamActivity(opts: StreamActivityOptions): Promise<void>
       while (!ended) {
         const page = await store.audit.page(orgId, { filters, ...scope, order: 'asc', limit: REPLAY_PAGE, after })
         for (const e of page) {
+          if (ended) break
           sent.add(e.id)
           send(e)
+          // The replay reads from the log at the client's pace: wait for the socket to drain.
+          if (reply.writableNeedDrain) await drained(reply)
         }
         if (page.length < REPLAY_PAGE) break
         const last = page[page.length - 1]
         after = { ts: Date.parse(last.timestamp), id: last.id }
-        if (reply.writableLength > 0 && !ended) await new Promise<void>((r) => (reply.once('drain', r), reply.once('close', r)))
       }
     }
     for (const e of buffer.splice(0)) if (!sent.has(e.id) && afterFloor(e)) send(e)
@@ -157,6 +159,18 @@ export async function streamActivity(opts: StreamActivityOptions): Promise<void>
     throw err
   }
   return done
+}
+
+function drained(reply: ServerResponse): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      reply.off('drain', done)
+      reply.off('close', done)
+      resolve()
+    }
+    reply.on('drain', done)
+    reply.on('close', done)
+  })
 }
 
 /** The Unix-epoch milliseconds in the first 48 bits of a UUIDv7 (0 for other versions). */

@@ -167,6 +167,18 @@ for (const d of testDialects()) {
       c.close()
     })
 
+    it('replays more than a page and more than the slow-client limit to a reading client', async () => {
+      const org = orgId()
+      const blob = 'y'.repeat(4096)
+      const first = await emitN(1, () => mutation(org))
+      const rest = await emitN(700, (i) => mutation(org, { detail: { resource_id: `r${i}`, blob } }))
+      const c = connect(route({ orgId: org }), { 'Last-Event-ID': first[0].id })
+      await expect.poll(() => c.ids().length, { timeout: 15_000 }).toBe(700)
+      expect(c.ids()).toEqual(rest.map((e) => e.id))
+      expect(c.ended()).toBe(false)
+      c.close()
+    })
+
     it('Last-Event-ID from the query, an unknown id resumes from the time it encodes', async () => {
       const org = orgId()
       const events = await emitN(5, () => mutation(org))
