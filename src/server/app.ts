@@ -56,13 +56,26 @@ export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
   const limiter = deps.config.rateLimit ? new TokenBucketLimiter(deps.config.rateLimit) : undefined
 
   await app.register(async (root) => healthRoutes(root, deps))
-  await app.register(
+  app.register(
     async (v1) => {
       v1.addHook('onRequest', createAuthHook(deps, state, limiter))
+      // Fail at startup, not at request time, when a /v1 route forgets to say who may call it.
+      v1.addHook('onRoute', (route) => {
+        const config = (route.config ?? {}) as { permission?: unknown; auth?: unknown }
+        if (config.auth !== false && config.permission === undefined) {
+          throw new Error(`route ${String(route.method)} ${route.url} declares neither config.permission nor config.auth: false`)
+        }
+      })
       for (const routes of V1_ROUTES) await v1.register(async (scope) => routes(scope, deps))
     },
     { prefix: '/v1' },
   )
+  try {
+    await app.ready()
+  } catch (err) {
+    await app.close().catch(() => {})
+    throw err
+  }
   return app
 }
 

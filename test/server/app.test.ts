@@ -105,3 +105,46 @@ describe('app: rate limit', () => {
   })
 
 })
+
+describe('app: route declarations', () => {
+  it('every /v1 route declares its permission (or auth: false), and my routes a response schema', async () => {
+    const h = await createHarness()
+    try {
+      const routes: Array<{ method: string; url: string; config: any; schema: any }> = []
+      // printRoutes has no structured form: register the same route list under an onRoute spy.
+      const spyApp = (await import('fastify')).default()
+      spyApp.addHook('onRoute', (r) => void routes.push({ method: String(r.method), url: r.url, config: r.config, schema: r.schema }))
+      const { V1_ROUTES } = await import('../../src/server/routes/index.js')
+      await spyApp.register(async (v1) => {
+        for (const plugin of V1_ROUTES) await v1.register(async (scope) => plugin(scope, h.deps))
+      }, { prefix: '/v1' })
+      await spyApp.ready()
+      await spyApp.close()
+      const v1 = routes.filter((r) => r.url.startsWith('/v1') && r.method !== 'HEAD')
+      expect(v1.length).toBeGreaterThan(10)
+      for (const r of v1) expect(r.config?.auth === false || r.config?.permission !== undefined, `${r.method} ${r.url}`).toBe(true)
+      const mine = v1.filter((r) => /\/(api-keys|audit|orgs|me|webhooks)/.test(r.url))
+      for (const r of mine) expect(r.schema?.response, `${r.method} ${r.url}`).toBeDefined()
+    } finally {
+      await h.close()
+    }
+  })
+
+  it('refuses to start with a /v1 route that declares no permission', async () => {
+    const h = await createHarness()
+    try {
+      const { V1_ROUTES } = await import('../../src/server/routes/index.js')
+      const { buildApp } = await import('../../src/server/app.js')
+      const list = V1_ROUTES as Array<(app: any) => Promise<void>>
+      const careless = async (app: any) => void app.get('/careless', async () => ({}))
+      list.push(careless)
+      try {
+        await expect(buildApp(h.deps)).rejects.toThrow(/declares neither config.permission/)
+      } finally {
+        list.pop()
+      }
+    } finally {
+      await h.close()
+    }
+  })
+})
