@@ -4,9 +4,9 @@
 // save time; the hot path only calls a prebuilt program.
 //
 // Two deliberate deviations from the engine's defaults:
-// - `matches()` would build a backtracking JS RegExp on every call. We rewrite every
-//   `x.matches(p)` / `matches(x, p)` into `re2Matches(x, p)`, evaluated with RE2 (linear time);
-//   literal patterns are compiled at save time so a bad pattern is a diagnostic, not a runtime error.
+// - `matches()` would build a backtracking JS RegExp on every call. We rename every
+//   `x.matches(p)` to `x.re2Matches(p)`, evaluated with RE2 (linear time); literal patterns are
+//   compiled at save time so a bad pattern is a diagnostic, not a runtime error.
 // - `secrets` may only be indexed with string literals, so the proxy knows before evaluation
 //   exactly which secrets an expression reads (and fetches only those).
 
