@@ -81,15 +81,21 @@ export interface Harness {
   token(workspaceId: string, opts?: { task?: string; ttl?: number; org?: string }): Promise<string>
   /** fetch through the proxy like an agent (CONNECT for https, absolute URI for http). */
   fetch(url: string, init: { token?: string; method?: string; body?: string; headers?: Record<string, string> }): Promise<{ status: number; body: string; headers: Headers }>
+  /** Like fetch, but hands back the undici Response so a test can read the body as it streams. */
+  /** Stops the proxy and closes the store, then opens both again on the same data (a process restart). */
+  restart(): Promise<void>
+  open(url: string, init: { token?: string; method?: string; body?: string; headers?: Record<string, string> }): Promise<Response>
   close(): Promise<void>
 }
 
-export async function startHarness(opts: Partial<ProxyServiceOptions> = {}): Promise<Harness> {
+export async function startHarness(opts: Partial<ProxyServiceOptions> & { dbUrl?: string } = {}): Promise<Harness> {
   const dir = await mkdtemp(join(tmpdir(), 'corral-proxy-'))
-  const store = await openStore(`sqlite:${join(dir, 'corral.db')}`)
+  const store = opts.store ?? (await openStore(opts.dbUrl ?? `sqlite:${join(dir, 'corral.db')}`))
   const audit = new RecordingAudit()
   const up = await startUpstreams(dir)
-  const proxy = new ProxyService({ store, audit, dataDir: join(dir, 'data'), port: 0, upstreamCaPem: [up.caPem], ...opts })
+  const dbUrl = opts.dbUrl ?? `sqlite:${join(dir, 'corral.db')}`
+  const makeProxy = (st: Store) => new ProxyService({ audit, dataDir: join(dir, 'data'), port: 0, upstreamCaPem: [up.caPem], ...opts, store: st } as ProxyServiceOptions)
+  let proxy = makeProxy(store)
   const port = await proxy.start()
   const org = await store.orgs.create({ name: `org-${Math.random().toString(36).slice(2)}` })
   const user = await store.users.create({ email: `u${Math.random().toString(36).slice(2)}@example.com` })
@@ -100,15 +106,29 @@ export async function startHarness(opts: Partial<ProxyServiceOptions> = {}): Pro
     dir, store, audit, proxy, up, tables, orgId: org!.id, userId: user.id,
     proxyUrl: `http://127.0.0.1:${port}`,
     async workspace(capabilities, state = 'idle') {
-      const roleId = await tables.workspaces.createRole(org!.id, { name: `role-${Math.random().toString(36).slice(2)}`, provider_id: providerId, capabilities })
-      const workspaceId = await tables.workspaces.create(org!.id, { role_id: roleId, created_by_user_id: user.id, state })
+      const roleId = await h.tables.workspaces.createRole(org!.id, { name: `role-${Math.random().toString(36).slice(2)}`, provider_id: providerId, capabilities })
+      const workspaceId = await h.tables.workspaces.create(org!.id, { role_id: roleId, created_by_user_id: user.id, state })
       return { workspaceId, roleId, token: await h.token(workspaceId) }
+    },
+    async restart() {
+      await Promise.all(agents.splice(0).map((a) => a.close().catch(() => {})))
+      await h.proxy.stop()
+      await h.store.close()
+      h.store = await openStore(dbUrl)
+      h.tables = proxyTables(h.store.db)
+      proxy = makeProxy(h.store)
+      h.proxy = proxy
+      h.proxyUrl = `http://127.0.0.1:${await proxy.start()}`
     },
     async token(workspaceId, o = {}) {
       const minted = await proxy.tokens.mint({ org_id: o.org ?? org!.id, workspace_id: workspaceId, ...(o.task ? { task_id: o.task } : {}) }, o.ttl ?? 600)
       return minted.token
     },
     async fetch(url, init) {
+      const res = await h.open(url, init)
+      return { status: res.status, body: await res.text(), headers: res.headers as unknown as Headers }
+    },
+    async open(url, init) {
       const agent = new ProxyAgent({
         uri: h.proxyUrl,
         ...(init.token !== undefined ? { token: `Bearer ${init.token}` } : {}),
@@ -116,14 +136,13 @@ export async function startHarness(opts: Partial<ProxyServiceOptions> = {}): Pro
         proxyTunnel: url.startsWith('https:'),
       })
       agents.push(agent)
-      const res = await undiciFetch(url, { dispatcher: agent, method: init.method ?? 'GET', ...(init.body !== undefined ? { body: init.body } : {}), ...(init.headers ? { headers: init.headers } : {}) })
-      return { status: res.status, body: await res.text(), headers: res.headers as unknown as Headers }
+      return (await undiciFetch(url, { dispatcher: agent, method: init.method ?? 'GET', ...(init.body !== undefined ? { body: init.body } : {}), ...(init.headers ? { headers: init.headers } : {}) })) as unknown as Response
     },
     async close() {
       await Promise.all(agents.map((a) => a.close().catch(() => {})))
-      await proxy.stop()
+      await h.proxy.stop()
       await up.close()
-      await store.close()
+      await h.store.close()
       await rm(dir, { recursive: true, force: true })
     },
   }
