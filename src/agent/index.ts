@@ -7,20 +7,28 @@ import { type EventSink, HttpEventSink } from './event-sink.js'
 import type { ModelClient } from './model.js'
 import { OpenAiClient } from './openai.js'
 import type { TaskOutcome } from './task.js'
-import type { TaskSource } from './task-source.js'
+import { FileTaskSource, HttpTaskSource, type TaskSource } from './task-source.js'
 import { Toolbox } from './tools.js'
 
 export { Agent, type AgentDefaults, type AgentOptions } from './agent-loop.js'
 export { configFromEnv, createDispatcher, DEFAULT_EVENTS_URL, type AgentConfig } from './config.js'
 export { type AgentEvent, type EventSink, HttpEventSink, MemoryEventSink, NdjsonEventSink } from './event-sink.js'
 export type { AgentTask, TaskOutcome } from './task.js'
-export { FileTaskSource, ListTaskSource, type TaskSource } from './task-source.js'
+export { FileTaskSource, HttpTaskSource, ListTaskSource, type TaskSource } from './task-source.js'
 
 /** The conversation file inside the workspace: it survives stop and restart, and a fork inherits it. */
 export const SESSION_FILE = '.corral/session.json'
 
-export async function runAgent(config: AgentConfig, source: TaskSource, sink?: EventSink, signal?: AbortSignal): Promise<TaskOutcome[]> {
+/**
+ * Runs the agent until its task source is empty. Without an explicit source: the task file
+ * (CORRAL_TASK_FILE, or tasks.json in CORRAL_INBOX) when configured, else the control plane's
+ * `GET <events url>/tasks/next` through the proxy.
+ */
+export async function runAgent(config: AgentConfig, source?: TaskSource, sink?: EventSink, signal?: AbortSignal): Promise<TaskOutcome[]> {
   const dispatcher = createDispatcher(config)
+  source ??= config.taskFile
+    ? new FileTaskSource(config.taskFile)
+    : new HttpTaskSource(config.eventsUrl, dispatcher, signal ? { signal } : {})
   try {
     const common = { baseUrl: config.baseUrl, model: config.model, dispatcher, ...(config.apiKey ? { apiKey: config.apiKey } : {}) }
     const model: ModelClient = config.provider === 'openai' ? new OpenAiClient(common) : new AnthropicClient(common)

@@ -1,4 +1,6 @@
 import { readFile } from 'node:fs/promises'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { type Dispatcher, request } from 'undici'
 import { ENVIRONMENTS, THINKING_EFFORTS, type AgentTask } from './task.js'
 
 /** Where the agent's tasks come from. The control plane's fetch-through-the-proxy endpoint is one; a file is another. */
@@ -64,4 +66,40 @@ function validateTask(value: unknown, where: string): AgentTask {
     if (n !== undefined && (!Number.isInteger(n) || n < 0)) throw new Error(`${where}: ${key} must be a non-negative integer`)
   }
   return t as AgentTask
+}
+
+/**
+ * Tasks fetched through the proxy from the control plane (for warm workspaces whose agent starts
+ * before any task exists). Proposed contract, to be served by issue 5's agent endpoint:
+ * `GET <base>/tasks/next` → 200 with one task (JSON), 204 when none is ready yet (the agent asks
+ * again after `Retry-After` seconds, default 1), 404 or 410 when the workspace has no more work
+ * (the agent ends its session). The capability token identifies the workspace.
+ */
+export class HttpTaskSource implements TaskSource {
+  readonly #url: string
+  readonly #dispatcher: Dispatcher
+  readonly #signal: AbortSignal | undefined
+  readonly #pause: (ms: number, signal?: AbortSignal) => Promise<unknown>
+
+  constructor(baseUrl: string, dispatcher: Dispatcher, options: { signal?: AbortSignal; pause?: (ms: number, signal?: AbortSignal) => Promise<unknown> } = {}) {
+    this.#url = `${baseUrl.replace(/\/+$/, '')}/tasks/next`
+    this.#dispatcher = dispatcher
+    this.#signal = options.signal
+    this.#pause = options.pause ?? ((ms, signal) => sleep(ms, undefined, { signal }).catch(() => undefined))
+  }
+
+  async next(): Promise<AgentTask | null> {
+    while (!this.#signal?.aborted) {
+      const res = await request(this.#url, { method: 'GET', dispatcher: this.#dispatcher, headers: { accept: 'application/json' }, ...(this.#signal ? { signal: this.#signal } : {}) })
+      const text = await res.body.text()
+      if (res.statusCode === 200) return parseTasks(text, this.#url)[0] ?? null
+      if (res.statusCode === 404 || res.statusCode === 410) return null
+      if (res.statusCode !== 204 && res.statusCode !== 429 && res.statusCode < 500) {
+        throw new Error(`${this.#url} answered ${res.statusCode}: ${text.slice(0, 300)}`)
+      }
+      const retryAfter = Number(res.headers['retry-after'])
+      await this.#pause(Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1000 : 1000, this.#signal)
+    }
+    return null
+  }
 }

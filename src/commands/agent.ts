@@ -14,7 +14,7 @@ export default class AgentCommand extends CorralCommand<AgentResult> {
     'corral agent --task-file task.json --events -   # events as NDJSON on stdout instead of the proxy callback',
   ]
   static override flags = {
-    'task-file': Flags.string({ description: 'JSON task, JSON array or NDJSON of tasks', env: 'CORRAL_TASK_FILE' }),
+    'task-file': Flags.string({ description: 'JSON task, JSON array or NDJSON of tasks (default: $CORRAL_INBOX/tasks.json, else fetched from the control plane)', env: 'CORRAL_TASK_FILE' }),
     events: Flags.string({ description: "'-' writes events to stdout as NDJSON instead of posting them through the proxy" }),
   }
 
@@ -28,8 +28,8 @@ export default class AgentCommand extends CorralCommand<AgentResult> {
     } catch (err) {
       throw new CliError((err as Error).message, 'agent_not_configured')
     }
+    // Without a task file the agent asks the control plane for work through the proxy.
     const taskFile = flags['task-file'] ?? config.taskFile
-    if (!taskFile) throw new CliError('no task source: pass --task-file, or set CORRAL_TASK_FILE or CORRAL_INBOX', 'agent_not_configured')
     const controller = new AbortController()
     const interrupt = (): void => {
       diag('corral agent: interrupted, ending the current task')
@@ -39,7 +39,7 @@ export default class AgentCommand extends CorralCommand<AgentResult> {
     process.once('SIGINT', interrupt)
     try {
       const sink = flags.events === '-' ? new NdjsonEventSink(process.stdout) : undefined
-      const outcomes = await runAgent(config, new FileTaskSource(taskFile), sink, controller.signal)
+      const outcomes = await runAgent(config, taskFile ? new FileTaskSource(taskFile) : undefined, sink, controller.signal)
       return { tasks: outcomes.map((o) => ({ task_id: o.task_id, status: o.status, ...(o.reason ? { reason: o.reason } : {}), iterations: o.iterations })) }
     } finally {
       process.off('SIGTERM', interrupt)
