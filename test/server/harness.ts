@@ -10,7 +10,7 @@ import { openStore, type Store } from '../../src/store/index.js'
 import { buildApp } from '../../src/server/app.js'
 import { displayPrefix, generateApiKeySecret, hashApiKeySecret } from '../../src/server/auth/api-key-secret.js'
 import { createLogger } from '../../src/server/logger.js'
-import { BuiltinIdentityProvider, Identity, type IdentityProvider } from '../../src/server/identity/index.js'
+import { BuiltinIdentityProvider, Identity, type ApiKeyProvisioner, type IdentityProvider } from '../../src/server/identity/index.js'
 import type { PermissionSet, Role } from '../../src/server/permissions.js'
 import type { ServerConfig, ServerDeps, WorkspaceDirectory } from '../../src/server/types.js'
 
@@ -19,6 +19,7 @@ export interface HarnessOptions {
   config?: Partial<ServerConfig>
   workspaces?: WorkspaceDirectory
   externalIdentity?: IdentityProvider[]
+  keys?: ApiKeyProvisioner
   logs?: NodeJS.WritableStream
 }
 
@@ -57,7 +58,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     audit,
     bus,
     logger,
-    identity: new Identity(builtin, opts.externalIdentity),
+    identity: new Identity(builtin, opts.externalIdentity, opts.keys),
     config: { rateLimit: false, webhookSecret: 'whsec_test', ...opts.config },
     ...(opts.workspaces ? { workspaces: opts.workspaces } : {}),
   }

@@ -23,3 +23,15 @@ export interface IdentityProvider {
   /** Verifies signature, issuer, audience and expiry; throws (any error) when the token is not valid. */
   verify(token: string): Promise<SessionIdentity>
 }
+
+/**
+ * Where API-key secrets come from (spec: keys are created "through the identity provider" and
+ * mirrored locally). The built-in provisioner mints them itself; an external provider's would call
+ * its management API. corral stores only the hash and the public columns either way.
+ */
+export interface ApiKeyProvisioner {
+  /** Mints the secret of a new key. */
+  mint(orgId: string, input: { label: string; permission_set: string }): Promise<{ value: string }>
+  /** Deletes the key at the provider; resolves when it is gone, including when it was already absent. */
+  revoke(orgId: string, keyId: string): Promise<void>
+}

@@ -2,7 +2,7 @@
 // deletes the row, evicts the verification cache here and on every replica, and is reachable in
 // every billing posture.
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { generateApiKeySecret, displayPrefix, hashApiKeySecret } from '../auth/api-key-secret.js'
+import { displayPrefix, hashApiKeySecret } from '../auth/api-key-secret.js'
 import { KEY_REVOKED_CHANNEL } from '../auth/key-cache.js'
 import { apiError, notFound } from '../errors.js'
 import { PERMISSION_SETS, type PermissionSet } from '../permissions.js'
@@ -71,7 +71,7 @@ export async function apiKeyRoutes(app: FastifyInstance, deps: ServerDeps): Prom
     async (request, reply) => {
       const principal = request.principal!
       assertMayIssue(principal, request.body.permission_set)
-      const value = generateApiKeySecret()
+      const { value } = await deps.identity.keys.mint(principal.org.id, request.body)
       const key = await deps.store.apiKeys.create(principal.org.id, {
         label: request.body.label,
         permission_set: request.body.permission_set,
@@ -99,9 +99,11 @@ export async function apiKeyRoutes(app: FastifyInstance, deps: ServerDeps): Prom
     { config: { permission: KEYS_WRITE, postureExempt: true }, schema: { params: idParams, response: { 200: statusOnly('revoked') } } },
     async (request) => {
       const orgId = request.principal!.org.id
-      // The built-in identity provider holds no remote copy of the key, so its delete is the local row.
+      if (!(await deps.store.apiKeys.get(orgId, request.params.id))) throw notFound('api key')
+      // Spec order: the provider's delete (not-found there is success), the local mirror, the cache.
+      await deps.identity.keys.revoke(orgId, request.params.id)
       const key = await deps.store.apiKeys.delete(orgId, request.params.id)
-      if (!key) throw notFound('api key')
+      if (!key) throw notFound('api key') // revoked concurrently by another request
       // Evict before answering, then tell the other replicas; the next request with the secret is a 401.
       app.keyCache.evict(key.id)
       await deps.store.notify(KEY_REVOKED_CHANNEL, key.id)
