@@ -1,4 +1,5 @@
-import { Flags, Interfaces } from '@oclif/core'
+import * as Flags from '@oclif/core/flags'
+import type * as Interfaces from '@oclif/core/interfaces'
 import { CorralClient } from '../client/client.js'
 import { CorralCommand } from './base-command.js'
 import { UsageError } from './errors.js'

@@ -1,4 +1,7 @@
-import { Command, Errors, Interfaces } from '@oclif/core'
+// Subpath imports: the package index would load all of oclif (semver included) for every command.
+import { Command } from '@oclif/core/command'
+import * as Errors from '@oclif/core/errors'
+import type * as Interfaces from '@oclif/core/interfaces'
 import { CliError, UsageError } from './errors.js'
 import { diag, paint } from './output.js'
 

@@ -2,7 +2,7 @@
 // baseFlags; the audit query flags below are reused by `audit query`, `audit stats` and `audit tail`
 // and validate their input on parse, so a typo is a usage error (exit 2) before any request is sent.
 
-import { Flags } from '@oclif/core'
+import * as Flags from '@oclif/core/flags'
 import { parseFilter } from '../client/filter.js'
 import { resolveTime } from '../client/time.js'
 

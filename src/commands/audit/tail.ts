@@ -1,4 +1,4 @@
-import { Flags } from '@oclif/core'
+import * as Flags from '@oclif/core/flags'
 import { ApiCommand } from '../../cli/api-command.js'
 import { eventLine } from '../../cli/audit-render.js'
 import * as q from '../../cli/flags.js'

@@ -1,4 +1,4 @@
-import { Flags } from '@oclif/core'
+import * as Flags from '@oclif/core/flags'
 import { ApiCommand } from '../../cli/api-command.js'
 import { diag, paint } from '../../cli/output.js'
 import { PERMISSION_SETS, type CreatedApiKey } from '../../client/types.js'

@@ -1,4 +1,4 @@
-import { Args } from '@oclif/core'
+import * as Args from '@oclif/core/args'
 import { ApiCommand } from '../../cli/api-command.js'
 
 export interface RevokeResult {

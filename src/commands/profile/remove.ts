@@ -1,4 +1,4 @@
-import { Args } from '@oclif/core'
+import * as Args from '@oclif/core/args'
 import { CorralCommand } from '../../cli/base-command.js'
 import { readConfig, selectProfile, writeConfig } from '../../cli/profiles.js'
 

@@ -1,4 +1,5 @@
-import { Args, Flags } from '@oclif/core'
+import * as Args from '@oclif/core/args'
+import * as Flags from '@oclif/core/flags'
 import { ApiCommand } from '../../../cli/api-command.js'
 import * as q from '../../../cli/flags.js'
 import { MEMBER_ROLES, type Membership } from '../../../client/types.js'
