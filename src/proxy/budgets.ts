@@ -114,12 +114,11 @@ export class Budgets {
         if (slot.max > 0) {
           // Something must be left even when nothing is reserved up front (a response counter
           // without reserve_per_request): a spent ceiling refuses the next request.
-          const ok = await this.#ensureLease(slot, Math.max(amount, 1))
+          const ok = await this.#take(slot, Math.max(amount, 1), amount)
           if (!ok) {
             undo()
             return deny('budget_exhausted', { counter: counter.name, scope, max: slot.max, used: slot.used() }, 429)
           }
-          slot.lease -= amount
         }
         hold.scopes.push({ scope, held: { slot, amount } })
       }
@@ -127,8 +126,17 @@ export class Budgets {
     return new Reservation(holds)
   }
 
-  async #ensureLease(slot: Slot, need: number): Promise<boolean> {
-    while (slot.lease < need) {
+  /**
+   * Takes `amount` from the slot's lease once at least `need` is there, refilling the lease from
+   * the ledger when short. The check and the take happen in one synchronous step: several waiters
+   * woken by one refill must not all see the same units.
+   */
+  async #take(slot: Slot, need: number, amount: number): Promise<boolean> {
+    for (;;) {
+      if (slot.lease >= need) {
+        slot.lease -= amount
+        return true
+      }
       if (slot.acquiring) {
         await slot.acquiring
         continue
@@ -145,9 +153,8 @@ export class Budgets {
         slot.acquiring = undefined
       })
       await slot.acquiring
-      if (granted === 0) return slot.lease >= need
+      if (granted === 0 && slot.lease < need) return false
     }
-    return true
   }
 
   /** Returns every held amount (the request was denied or failed before any debit). */
