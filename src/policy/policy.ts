@@ -6,7 +6,7 @@ import type { TransformFailure } from '../audit/event.js'
 import { celToJson, isCelMap } from './cel.js'
 import { DomainIndex, normalizeHost } from './glob.js'
 import { summarizeErrors } from './json-schema.js'
-import type { CCapability, CRule } from './model.js'
+import type { CCapability, CRule, CTransform } from './model.js'
 import type {
   AdmissionResult, AllowRuleEval, BodyInput, BodyResult, CompiledCounter, CompiledPolicy, Deny, HeaderMap, PolicyContext,
   PolicyRequest, RuleMatch, TransformInput, TransformOutput,
@@ -25,6 +25,10 @@ function joinHeaders(h: HeaderMap): Record<string, string> {
     out[k.toLowerCase()] = typeof v === 'string' ? v : v.join(', ')
   }
   return out
+}
+
+function errorLine(e: unknown): string {
+  return (e instanceof Error ? e.message : String(e)).split('\n')[0].slice(0, 200)
 }
 
 function decodeComponent(s: string): string {
@@ -159,7 +163,17 @@ export class Policy implements CompiledPolicy {
     Object.freeze(this)
   }
 
+  // The public evaluators never throw: anything unexpected (a malformed request object, a bug)
+  // becomes a deny with policy_error, which the proxy records like any other decision.
   admit(request: PolicyRequest, context: PolicyContext): AdmissionResult {
+    try {
+      return this.#admit(request, context)
+    } catch (e) {
+      return { decision: 'deny', reason: 'policy_error', detail: { message: errorLine(e) } }
+    }
+  }
+
+  #admit(request: PolicyRequest, context: PolicyContext): AdmissionResult {
     const host = normalizeHost(request.host, request.scheme)
     const method = request.method.toUpperCase()
     const { path, scheme } = request
@@ -220,6 +234,14 @@ export class Policy implements CompiledPolicy {
   }
 
   checkBody(admission: Exclude<AdmissionResult, Deny>, input: BodyInput): BodyResult {
+    try {
+      return this.#checkBody(admission, input)
+    } catch (e) {
+      return { decision: 'deny', reason: 'policy_error', detail: { message: errorLine(e) }, validationsApplied: 0 }
+    }
+  }
+
+  #checkBody(admission: Exclude<AdmissionResult, Deny>, input: BodyInput): BodyResult {
     const candidates = admission.decision === 'allow' ? [admission.match] : admission.candidates
     const present = input.body !== undefined && (typeof input.body === 'string' ? input.body.length > 0 : input.body.byteLength > 0)
     let validations = 0
@@ -317,102 +339,105 @@ export class Policy implements CompiledPolicy {
         fail('body_absent')
         continue
       }
-      const program = 'value' in t ? t.value : undefined
-      let value: unknown
-      if (program) {
-        const vars: Record<string, unknown> = { ...varsFor(t.requiresBody) }
-        if (program.secretKeys.length > 0) {
-          const secrets: Record<string, string> = {}
-          let missing = false
-          for (const k of program.secretKeys) {
-            let s: string | undefined
-            try {
-              s = input.secrets(k)
-            } catch {
-              s = undefined
-            }
-            if (s === undefined) missing = true
-            else secrets[k] = s
-          }
-          if (missing) {
-            fail('apply_error')
-            continue
-          }
-          vars.secrets = secrets
+      try {
+        if (this.#applyOne(t, input, out, varsFor)) {
+          out.applied++
+          out.appliedKeys.push(t.key)
         }
-        try {
-          value = program.run(vars)
-        } catch {
-          fail('eval_error')
-          continue
-        }
+      } catch {
+        fail('apply_error')
       }
-      switch (t.kind) {
-        case 'header':
-          if (t.action === 'remove') delete headers[t.header]
-          else if (typeof value !== 'string') {
-            fail('type_mismatch')
-            continue
-          } else if (t.action === 'set') headers[t.header] = [value]
-          else (headers[t.header] ??= []).push(value)
-          break
-        case 'query':
-          if (t.action === 'remove') out.rawQuery = setQuery(out.rawQuery, t.param, undefined)
-          else if (typeof value !== 'string') {
-            fail('type_mismatch')
-            continue
-          } else out.rawQuery = setQuery(out.rawQuery, t.param, value)
-          break
-        case 'path': {
-          if (typeof value !== 'string') {
-            fail('type_mismatch')
-            continue
-          }
-          const s = value
-          const next = t.action === 'prefix' ? s + out.path : t.pattern!.replace(out.path, () => s)
-          if (!next.startsWith('/')) {
-            fail('apply_error')
-            continue
-          }
-          out.path = next
-          break
-        }
-        case 'body': {
-          const doc = out.json
-          if (t.action === 'merge') {
-            if (!isCelMap(value)) {
-              fail('type_mismatch')
-              continue
-            }
-            if (!doc || typeof doc !== 'object' || Array.isArray(doc)) {
-              fail('apply_error')
-              continue
-            }
-            out.json = deepMerge(doc, celToJson(value) as Record<string, unknown>)
-          } else {
-            if (typeof value !== 'string') {
-              fail('type_mismatch')
-              continue
-            }
-            if (!doc || typeof doc !== 'object' || Array.isArray(doc)) {
-              fail('apply_error')
-              continue
-            }
-            const current = (doc as Record<string, unknown>)[t.field!]
-            if (current !== undefined && typeof current !== 'string') {
-              fail('apply_error')
-              continue
-            }
-            out.json = { ...(doc as Record<string, unknown>), [t.field!]: value + (current ?? '') }
-          }
-          out.bodyChanged = true
-          break
-        }
-      }
-      out.applied++
-      out.appliedKeys.push(t.key)
     }
     return out
+  }
+
+  /** Applies one non-auth transform to `out`; returns false when it failed (recorded in out.failed). */
+  #applyOne(t: CTransform, input: TransformInput, out: TransformOutput, varsFor: (body: boolean) => Record<string, unknown>): boolean {
+    const headers = out.headers
+    const fail = (reason: TransformFailure): false => {
+      out.failed[t.key] = reason
+      return false
+    }
+    const program = 'value' in t ? t.value : undefined
+    let value: unknown
+    if (program) {
+      const vars: Record<string, unknown> = { ...varsFor(t.requiresBody) }
+      if (program.secretKeys.length > 0) {
+        const secrets: Record<string, string> = {}
+        let missing = false
+        for (const k of program.secretKeys) {
+          let s: string | undefined
+          try {
+            s = input.secrets(k)
+          } catch {
+            s = undefined
+          }
+          if (s === undefined) missing = true
+          else secrets[k] = s
+        }
+        if (missing) return fail('apply_error')
+        vars.secrets = secrets
+      }
+      try {
+        value = program.run(vars)
+      } catch {
+        return fail('eval_error')
+      }
+    }
+    switch (t.kind) {
+      case 'header':
+        if (t.action === 'remove') delete headers[t.header]
+        else if (typeof value !== 'string') {
+          return fail('type_mismatch')
+        } else if (t.action === 'set') headers[t.header] = [value]
+        else (headers[t.header] ??= []).push(value)
+        break
+      case 'query':
+        if (t.action === 'remove') out.rawQuery = setQuery(out.rawQuery, t.param, undefined)
+        else if (typeof value !== 'string') {
+          return fail('type_mismatch')
+        } else out.rawQuery = setQuery(out.rawQuery, t.param, value)
+        break
+      case 'path': {
+        if (typeof value !== 'string') {
+          return fail('type_mismatch')
+        }
+        const s = value
+        const next = t.action === 'prefix' ? s + out.path : t.pattern!.replace(out.path, () => s)
+        if (!next.startsWith('/')) {
+          return fail('apply_error')
+        }
+        out.path = next
+        break
+      }
+      case 'body': {
+        const doc = out.json
+        if (t.action === 'merge') {
+          if (!isCelMap(value)) {
+            return fail('type_mismatch')
+          }
+          if (!doc || typeof doc !== 'object' || Array.isArray(doc)) {
+            return fail('apply_error')
+          }
+          out.json = deepMerge(doc, celToJson(value) as Record<string, unknown>)
+        } else {
+          if (typeof value !== 'string') {
+            return fail('type_mismatch')
+          }
+          if (!doc || typeof doc !== 'object' || Array.isArray(doc)) {
+            return fail('apply_error')
+          }
+          const current = (doc as Record<string, unknown>)[t.field!]
+          if (current !== undefined && typeof current !== 'string') {
+            return fail('apply_error')
+          }
+          out.json = { ...(doc as Record<string, unknown>), [t.field!]: value + (current ?? '') }
+        }
+        out.bodyChanged = true
+        break
+      }
+    }
+    return true
   }
 
   counters(capability: string): readonly CompiledCounter[] {

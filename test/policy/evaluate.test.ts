@@ -416,3 +416,21 @@ describe('counters', () => {
     expect(m.end()).toEqual({ value: 9 })
   })
 })
+
+describe('evaluators never throw', () => {
+  const p = compile(`
+- name: n
+  type: http
+  allow:
+    - {name: r, domains: [n.example], methods: [POST], request_format: application/json, request_schema: {type: object}}
+  transforms:
+    - {name: h, header: {name: X, action: set, value: '"v"'}}
+`)
+  it('turns malformed input into policy_error denies and failed transforms', () => {
+    const bad = { method: undefined, host: 7, path: null, headers: null } as unknown as PolicyRequest
+    expect(p.admit(bad, {})).toMatchObject({ decision: 'deny', reason: 'policy_error' })
+    const match = { capability: 'n', capabilityIndex: 0, rule: 'r', ruleIndex: 0, ruleKey: 'r' }
+    expect(p.checkBody({ decision: 'allow', match, needsBody: true }, { request: bad, context: {}, body: '{}' })).toMatchObject({ decision: 'deny', reason: 'policy_error' })
+    expect(p.checkBody({ decision: 'allow', match: { ...match, capabilityIndex: 9 }, needsBody: true }, { request: req('POST', 'https://n.example/'), context: {}, body: '{}' })).toMatchObject({ decision: 'deny', reason: 'internal_error' })
+  })
+})
