@@ -94,3 +94,36 @@ export function createDispatcher(config: Pick<AgentConfig, 'proxyUrl' | 'proxyTo
     ...(ca ? { requestTls: { ca } } : {}),
   })
 }
+
+/** What the control plane knows about a role and its provider, as the agent needs it. */
+export interface AgentLaunchSettings {
+  provider: { kind: ProviderKind; base_url?: string | null; default_model?: string | null }
+  role: {
+    model?: string | null
+    thinking_effort?: ThinkingEffort | null
+    max_continuations?: number | null
+    max_context_tokens?: number | null
+    environment?: Environment | null
+    environment_description?: string | null
+  }
+  /** Base URL of the agent callback and task endpoint as the proxy serves it. */
+  eventsUrl?: string
+}
+
+/**
+ * The environment `corral agent` reads (the inverse of configFromEnv), for the control plane to
+ * pass as `AgentLaunch.env`. Unset settings are left out so the agent's defaults apply.
+ */
+export function agentEnvironment(s: AgentLaunchSettings): Record<string, string> {
+  const env: Record<string, string> = { CORRAL_PROVIDER_KIND: s.provider.kind }
+  const model = s.role.model || s.provider.default_model
+  if (model) env.CORRAL_MODEL = model
+  if (s.provider.base_url) env.CORRAL_PROVIDER_BASE_URL = s.provider.base_url
+  if (s.role.thinking_effort) env.CORRAL_THINKING_EFFORT = s.role.thinking_effort
+  if (s.role.max_continuations != null) env.CORRAL_MAX_CONTINUATIONS = String(s.role.max_continuations)
+  if (s.role.max_context_tokens != null) env.CORRAL_MAX_CONTEXT_TOKENS = String(s.role.max_context_tokens)
+  if (s.role.environment) env.CORRAL_ENVIRONMENT = s.role.environment
+  if (s.role.environment_description) env.CORRAL_ENVIRONMENT_DESCRIPTION = s.role.environment_description
+  if (s.eventsUrl) env.CORRAL_EVENTS_URL = s.eventsUrl
+  return env
+}

@@ -11,7 +11,7 @@ import { FileTaskSource, HttpTaskSource, type TaskSource } from './task-source.j
 import { Toolbox } from './tools.js'
 
 export { Agent, type AgentDefaults, type AgentOptions } from './agent-loop.js'
-export { configFromEnv, createDispatcher, DEFAULT_EVENTS_URL, type AgentConfig } from './config.js'
+export { agentEnvironment, configFromEnv, createDispatcher, DEFAULT_EVENTS_URL, TASKS_FILE, type AgentConfig, type AgentLaunchSettings } from './config.js'
 export { type AgentEvent, type EventSink, HttpEventSink, MemoryEventSink, NdjsonEventSink } from './event-sink.js'
 export type { AgentTask, TaskOutcome } from './task.js'
 export { FileTaskSource, HttpTaskSource, ListTaskSource, type TaskSource } from './task-source.js'

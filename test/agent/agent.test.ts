@@ -201,6 +201,23 @@ describe('Agent task handling', () => {
     }
   })
 
+  it('ends the task as interrupted when stopped mid-tool, killing the running command', async () => {
+    const root = await workspace()
+    const h = await harness('anthropic', () => ({ tools: [{ name: 'run_command', input: { command: 'echo started > started.txt; sleep 60' } }] }), root)
+    const controller = new AbortController()
+    try {
+      const run = h.agent.runSession(new ListTaskSource([{ id: 'long', description: 'wait' }]), controller.signal)
+      while (!(await readFile(join(root, 'started.txt'), 'utf8').catch(() => ''))) await new Promise((r) => setTimeout(r, 20))
+      controller.abort()
+      const [outcome] = await run
+      expect(outcome).toMatchObject({ status: 'failed', reason: 'interrupted', iterations: 1 })
+      expect(h.sink.events.find((e) => e.type === 'tool_result')).toMatchObject({ is_error: true, output: expect.stringMatching(/^killed by SIGKILL/) })
+      expect(h.sink.types().slice(-2)).toEqual(['task_end', 'session_end'])
+    } finally {
+      await h.close()
+    }
+  })
+
   it('stops a model that never finishes at the iteration limit', async () => {
     const root = await workspace()
     const h = await harness('openai', () => ({ tools: [{ name: 'read_file', input: { path: 'missing.txt' } }] }), root, { maxIterations: 3 })

@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { configFromEnv, DEFAULT_EVENTS_URL } from '../../src/agent/config.js'
+import { agentEnvironment, configFromEnv, DEFAULT_EVENTS_URL } from '../../src/agent/config.js'
 import { FileTaskSource, parseTasks } from '../../src/agent/task-source.js'
 
 describe('agent configuration', () => {
@@ -18,6 +18,24 @@ describe('agent configuration', () => {
       proxyUrl: 'http://127.0.0.1:3128', proxyToken: 'tok', caFile: '/run/corral/corral-ca.pem',
       defaults: { thinking_effort: 'low', max_continuations: 2, max_context_tokens: 90000, environment: 'production', environment_description: 'live' },
     })
+  })
+
+  it('builds the agent environment from a role and its provider, and reads it back', () => {
+    const env = agentEnvironment({
+      provider: { kind: 'anthropic', base_url: 'https://api.anthropic.com', default_model: 'claude-default' },
+      role: { model: null, thinking_effort: 'high', max_continuations: 0, max_context_tokens: null, environment: 'staging', environment_description: 'stage' },
+      eventsUrl: 'https://corral.internal',
+    })
+    expect(env).toEqual({
+      CORRAL_PROVIDER_KIND: 'anthropic', CORRAL_MODEL: 'claude-default', CORRAL_PROVIDER_BASE_URL: 'https://api.anthropic.com',
+      CORRAL_THINKING_EFFORT: 'high', CORRAL_MAX_CONTINUATIONS: '0', CORRAL_ENVIRONMENT: 'staging', CORRAL_ENVIRONMENT_DESCRIPTION: 'stage',
+      CORRAL_EVENTS_URL: 'https://corral.internal',
+    })
+    expect(configFromEnv(env)).toMatchObject({
+      provider: 'anthropic', model: 'claude-default',
+      defaults: { thinking_effort: 'high', max_continuations: 0, environment: 'staging', environment_description: 'stage' },
+    })
+    expect(agentEnvironment({ provider: { kind: 'openai' }, role: { model: 'gpt-x' } })).toEqual({ CORRAL_PROVIDER_KIND: 'openai', CORRAL_MODEL: 'gpt-x' })
   })
 
   it('lists every problem at once', () => {
