@@ -1,6 +1,8 @@
 // Four renderings of one diagnostics list: text (with source line and caret), JSON, SARIF 2.1.0
 // and GitHub workflow annotations.
 
+import path from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { CODES, type Code } from './codes.js'
 import type { Diagnostic } from './types.js'
 
@@ -43,6 +45,12 @@ export function formatText(report: LintReport, sources: ReadonlyMap<string, stri
   return out
 }
 
+/** SARIF artifact URIs: relative paths as URI references, absolute paths as file: URLs. */
+function artifactUri(file: string): string {
+  if (path.isAbsolute(file)) return pathToFileURL(file).href
+  return file.split(path.sep).join('/').split('/').map(encodeURIComponent).join('/')
+}
+
 const DOCS_URL = 'https://github.com/corral-dev/corral/blob/main/docs/caps-rules.md'
 
 export function formatSarif(report: LintReport): string {
@@ -74,7 +82,7 @@ export function formatSarif(report: LintReport): string {
             message: { text: d.message },
             locations: [
               {
-                physicalLocation: { artifactLocation: { uri: f.file.split('\\').join('/') }, region: { startLine: d.line, startColumn: d.column } },
+                physicalLocation: { artifactLocation: { uri: artifactUri(f.file) }, region: { startLine: d.line, startColumn: d.column } },
                 ...(d.path ? { logicalLocations: [{ fullyQualifiedName: d.path, kind: 'member' }] } : {}),
               },
             ],

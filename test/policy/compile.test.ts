@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { CODES, compilePolicy, compilePolicyCached } from '../../src/policy/index.js'
+import { renderRulesDoc } from '../../src/policy/rules-doc.js'
 
 const FIXTURES = path.join(import.meta.dirname, '../fixtures/caps')
 
@@ -25,6 +26,9 @@ describe('golden fixtures', () => {
 
 describe('rule by rule (docs/caps-rules.md examples)', () => {
   const docs = readFileSync(path.join(import.meta.dirname, '../../docs/caps-rules.md'), 'utf8')
+  it('docs/caps-rules.md is generated from the catalogue (see src/policy/rules-doc.ts to regenerate)', () => {
+    expect(docs).toBe(renderRulesDoc())
+  })
   for (const [code, info] of Object.entries(CODES)) {
     it(`${code}: the bad example raises it, the good one is clean`, () => {
       expect(docs).toContain(`## ${code}`)
