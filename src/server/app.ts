@@ -7,7 +7,7 @@ import { CorralError } from '../errors.js'
 import { ApiKeyCache, KEY_REVOKED_CHANNEL } from './auth/key-cache.js'
 import type { AuthState } from './auth/authenticate.js'
 import { createAuthHook } from './auth/hook.js'
-import type { ErrorEnvelope } from './errors.js'
+import { apiError, type ErrorEnvelope } from './errors.js'
 import { TokenBucketLimiter } from './rate-limit.js'
 import { REQUEST_ID_HEADER, mintRequestId } from './request-id.js'
 import { healthRoutes } from './routes/health.js'
@@ -23,13 +23,24 @@ export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
     // Wrong types are validation errors, not silently coerced; unknown body fields are rejected by
     // `additionalProperties: false` in the schemas rather than dropped.
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true } },
-    return503OnClosing: true,
+    // fastify's own 503-on-closing body is not our envelope; the hook below answers instead.
+    return503OnClosing: false,
   })
 
   app.decorateRequest('principal', null)
   app.decorateRequest('grants', null as never)
+  // While draining (SIGTERM), requests arriving on kept-alive connections are refused so the load
+  // balancer retries elsewhere; requests already in flight finish.
+  let closing = false
+  app.addHook('preClose', async () => {
+    closing = true
+  })
   app.addHook('onRequest', async (request, reply) => {
     reply.header(REQUEST_ID_HEADER, request.id)
+    if (closing) {
+      reply.header('connection', 'close')
+      throw apiError('service_unavailable', 'the server is shutting down; retry')
+    }
   })
 
   // Many clients send `content-type: application/json` on every request, bodiless DELETEs
@@ -40,6 +51,13 @@ export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined)
     parseJson(request, body as string, done)
+  })
+
+  // Responses finishing during the drain close their keep-alive connection, so close() does not
+  // wait for the client's idle timeout.
+  app.addHook('onSend', async (_request, reply, payload) => {
+    if (closing) reply.header('connection', 'close')
+    return payload
   })
 
   app.setErrorHandler(errorHandler)

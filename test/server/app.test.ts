@@ -1,3 +1,4 @@
+import { connect, type AddressInfo } from 'node:net'
 import { Writable } from 'node:stream'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createHarness, type Harness } from './harness.js'
@@ -146,5 +147,45 @@ describe('app: route declarations', () => {
     } finally {
       await h.close()
     }
+  })
+})
+
+describe('app: shutdown', () => {
+  it('lets an in-flight request finish during close, closes its keep-alive connection, and refuses new ones', async () => {
+    const h = await createHarness()
+    const { orgId } = await h.newOrg()
+    const k = await h.key(orgId, 'read_only')
+    expect((await h.inject('GET', '/v1/me', { token: k.value })).status).toBe(200) // key now cached
+    await h.app.listen({ port: 0, host: '127.0.0.1' })
+    const port = (h.app.server.address() as AddressInfo).port
+    // Hold the request inside the handler chain (a cached key still reads its org).
+    const realGet = h.store.orgs.get
+    let release!: () => void
+    const gate = new Promise<void>((r) => (release = r))
+    let entered!: () => void
+    const inside = new Promise<void>((r) => (entered = r))
+    h.store.orgs.get = async (id: string) => {
+      entered()
+      await gate
+      return realGet(id)
+    }
+    const socket = connect(port, '127.0.0.1')
+    let raw = ''
+    socket.on('data', (c) => (raw += String(c)))
+    const socketClosed = new Promise<void>((r) => socket.on('close', () => r()))
+    socket.write(`GET /v1/me HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${k.value}\r\nConnection: keep-alive\r\n\r\n`)
+    await inside
+    const closed = h.app.close()
+    await new Promise((r) => setTimeout(r, 50))
+    const refused = await new Promise<string>((r) => connect(port, '127.0.0.1').on('error', (e: NodeJS.ErrnoException) => r(String(e.code))).on('connect', () => r('connected')))
+    release()
+    await closed // resolves without waiting for the client's keep-alive timeout
+    await socketClosed
+    h.store.orgs.get = realGet
+    expect(raw).toMatch(/^HTTP\/1\.1 200/)
+    expect(raw.toLowerCase()).toContain('connection: close')
+    expect(raw).toContain('"kind":"api_key"')
+    expect(refused).toBe('ECONNREFUSED')
+    await h.close()
   })
 })
