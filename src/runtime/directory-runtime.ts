@@ -63,6 +63,8 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
 
   abstract check(): Promise<RuntimeCheck>
   protected abstract readonly usesBridge: boolean
+  /** Once, before the first agent starts: driver-specific detection (e.g. bwrap's options). */
+  protected async prepare(): Promise<void> {}
   protected abstract plan(workspaceId: string, launch: AgentLaunch, shared: SharedFiles, inbox: string): LaunchPlan
 
   async provision(spec: ProvisionSpec): Promise<WorkspaceHandle> {
@@ -218,6 +220,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
   }
 
   async #writeShared(): Promise<SharedFiles> {
+    await this.prepare()
     const dir = this.layout.shared
     await mkdir(dir, { recursive: true })
     const init = join(dir, 'init.mjs')

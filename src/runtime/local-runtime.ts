@@ -33,6 +33,7 @@ export class LocalRuntime extends DirectoryRuntime {
   readonly #bwrap: string
   readonly #readOnly: string[]
   #disableUserns = false
+  #probed = false
 
   constructor(options: LocalRuntimeOptions) {
     super(options)
@@ -58,6 +59,7 @@ export class LocalRuntime extends DirectoryRuntime {
       return { ok: false, problems, warnings: [] }
     }
     this.#disableUserns = help.includes('--disable-userns')
+    this.#probed = true
     const scratch = await mkdtemp(join(tmpdir(), 'corral-bwrap-check-'))
     try {
       const args = bwrapArgs(this.#mounts(scratch, '/dev/null', '/dev/null', null), [
@@ -75,6 +77,14 @@ export class LocalRuntime extends DirectoryRuntime {
       await rm(scratch, { recursive: true, force: true })
     }
     return { ok: problems.length === 0, problems, warnings: [] }
+  }
+
+  /** Probes bwrap's options when serve started workspaces without calling check() first. */
+  protected override async prepare(): Promise<void> {
+    if (this.#probed) return
+    const help = await run(this.#bwrap, ['--help']).then((r) => r.stdout, (e: { stdout?: string }) => e.stdout ?? '')
+    this.#disableUserns = help.includes('--disable-userns')
+    this.#probed = true
   }
 
   protected plan(workspaceId: string, launch: AgentLaunch, shared: SharedFiles, inbox: string): LaunchPlan {

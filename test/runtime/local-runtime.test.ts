@@ -42,7 +42,9 @@ describe.skipIf(!available)(LocalRuntime.name, () => {
     await writeFile(join(other.dataDir, 'secret.txt'), 'not yours')
     const ws = await runtime.provision({ workspaceId: `ws_probe_${randomUUID().slice(0, 8)}` })
     const repoFile = join(packageRoot(), 'package.json')
-    const agent = await runtime.startAgent(ws.workspaceId, {
+    // A runtime on which check() was never called must sandbox just as tightly.
+    const fresh = new LocalRuntime({ root, proxy: { host: '127.0.0.1', port: proxy.port }, stopGraceMs: 1000, warn: () => {} })
+    const agent = await fresh.startAgent(ws.workspaceId, {
       command: [process.execPath, '-e', PROBE_SCRIPT],
       proxyToken: 'cap_test_token',
       env: {
@@ -77,9 +79,11 @@ describe.skipIf(!available)(LocalRuntime.name, () => {
     expect(probe.writeRepo).toBe('EROFS')
     expect(probe.readShadow).toBe('ENOENT')
     expect(probe.readRuntimeRoot).toBe('ENOENT')
+    // No nested user namespace (bwrap --disable-userns): no way to regain capabilities inside.
+    expect(probe.nestedUserns).not.toBe(0)
     // Environment: the token and proxy are set, the bridge plumbing is not leaked to the agent.
     expect(probe.env).toEqual({ token: 'cap_test_token', bridgeSocketHidden: true, proxy: 'http://127.0.0.1:3128', ca: undefined, cwd: '/data' })
-    expect((await runtime.status(ws.workspaceId)).phase).toBe('ready')
+    expect((await fresh.status(ws.workspaceId)).phase).toBe('ready')
   })
 
   it('stops a long-running agent, snapshots /data and reports the workspace stopped', async () => {
@@ -89,6 +93,7 @@ describe.skipIf(!available)(LocalRuntime.name, () => {
       proxyToken: 't',
     })
     expect((await runtime.status(ws.workspaceId)).phase).toBe('running')
+    while (!(await readFile(join(ws.dataDir, 'started.txt'), 'utf8').catch(() => ''))) await new Promise((r) => setTimeout(r, 20))
     await expect(runtime.startAgent(ws.workspaceId, { command: ['/bin/true'], proxyToken: 't' })).rejects.toMatchObject({ code: 'agent_running' })
     const snap = await runtime.stop(ws.workspaceId, 0)
     expect((await agent.exited).code).not.toBe(0)

@@ -35,6 +35,7 @@ const viaProxy = () => new Promise((resolve) => {
     writeRepo: tryWrite(process.env.PROBE_REPO_FILE),
     readShadow: tryRead('/etc/shadow'),
     readRuntimeRoot: tryRead(process.env.PROBE_OTHER_WORKSPACE_FILE),
+    nestedUserns: require('node:child_process').spawnSync('unshare', ['--user', 'true']).status,
     env: { token: process.env.CORRAL_PROXY_TOKEN, bridgeSocketHidden: process.env.CORRAL_BRIDGE_SOCKET === undefined,
       proxy: process.env.HTTPS_PROXY, ca: process.env.NODE_EXTRA_CA_CERTS, cwd: process.cwd() },
     viaProxy: await viaProxy(),
