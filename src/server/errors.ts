@@ -8,6 +8,7 @@ export const ERROR_CATALOGUE = {
   validation_error: { status: 400, summary: 'A field, query parameter or body failed validation; details.fields maps each field to its problem.' },
   invalid_cursor: { status: 400, summary: 'The audit cursor is malformed, was tampered with, or belongs to another query.' },
   invalid_query: { status: 400, summary: 'Unknown filter column or stats dimension, or bad metric/bucket grammar.' },
+  invalid_capabilities: { status: 400, summary: "The role's capability policy does not compile (task create); details carry the issues." },
   // 401
   unauthenticated: { status: 401, summary: 'Missing, malformed, expired, forged or revoked credential.' },
   invalid_signature: { status: 401, summary: 'Identity-provider webhook with a missing, stale or wrong signature, or a replayed id.' },
@@ -20,6 +21,15 @@ export const ERROR_CATALOGUE = {
   // 409
   conflict: { status: 409, summary: 'The request conflicts with the current state (e.g. the email already has a membership).' },
   last_owner: { status: 409, summary: 'The change would leave the org without an owner.' },
+  workspace_archived: { status: 409, summary: 'Follow-up task on an archived workspace.' },
+  workspace_not_ready: { status: 409, summary: 'Follow-up task on a workspace that is not ready.' },
+  task_already_running: { status: 409, summary: 'A task is already active on the workspace; cancel it first.' },
+  role_archived: { status: 409, summary: 'The agent role is archived (task create, fork, role patch).' },
+  provider_archived: { status: 409, summary: 'The provider is archived (task create, fork).' },
+  invalid_state: { status: 409, summary: 'The workspace is not in a state that allows this (e.g. fork of a busy parent).' },
+  workspaces_active: { status: 409, summary: 'Provider archive while workspaces using a dependent role still run.' },
+  not_archived: { status: 409, summary: 'Unarchive of something that is not archived.' },
+  workspace_already_stopped: { status: 409, summary: 'Stop of a workspace that is already stopped.' },
   // 413 / 415
   payload_too_large: { status: 413, summary: 'The request body exceeds the size limit.' },
   unsupported_media_type: { status: 415, summary: 'The request body has a content type the route does not accept.' },
@@ -27,7 +37,8 @@ export const ERROR_CATALOGUE = {
   rate_limited: { status: 429, summary: 'Too many requests for this credential; retry after the Retry-After header (integer seconds).' },
   // 5xx
   internal_error: { status: 500, summary: 'An unexpected server fault; the request id locates it in the logs.' },
-  service_unavailable: { status: 503, summary: 'A dependency (the store) is unreachable, or the feature is not configured.' },
+  service_unavailable: { status: 503, summary: 'A dependency (the store) is unreachable, the server is shutting down, or the feature is not configured.' },
+  oauth_unavailable: { status: 503, summary: 'The OAuth subsystem cannot start a consent flow right now.' },
 } as const satisfies Record<string, { status: number; summary: string }>
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE

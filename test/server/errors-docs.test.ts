@@ -11,3 +11,30 @@ describe('error catalogue', () => {
     expect(documented).toEqual(inCode)
   })
 })
+
+describe('error codes used in the code base', () => {
+  it('every code thrown with a literal is in the catalogue with the same status', async () => {
+    const { readdirSync, statSync } = await import('node:fs')
+    const { join } = await import('node:path')
+    const root = new URL('../../src/', import.meta.url).pathname
+    const files: string[] = []
+    const walk = (dir: string) => {
+      for (const name of readdirSync(dir)) {
+        const p = join(dir, name)
+        if (statSync(p).isDirectory()) walk(p)
+        else if (p.endsWith('.ts')) files.push(p)
+      }
+    }
+    walk(root)
+    const problems: string[] = []
+    for (const file of files) {
+      const text = readFileSync(file, 'utf8')
+      for (const m of text.matchAll(/apiError\(\s*'([a-z_]+)'/g)) if (!(m[1] in ERROR_CATALOGUE)) problems.push(`${file}: apiError('${m[1]}')`)
+      for (const m of text.matchAll(/new CorralError\(\s*'([a-z_]+)',[^,]*,\s*(\d{3})/g)) {
+        const entry = (ERROR_CATALOGUE as Record<string, { status: number }>)[m[1]]
+        if (!entry || entry.status !== Number(m[2])) problems.push(`${file}: CorralError('${m[1]}', …, ${m[2]})`)
+      }
+    }
+    expect(problems).toEqual([])
+  })
+})
