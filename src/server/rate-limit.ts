@@ -1,6 +1,8 @@
 // A per-key token bucket (spec: 429 with `Retry-After`, integer seconds until the bucket refills).
 // In memory, per process: with several replicas each enforces its own bucket, so the effective
 // limit is replicas × capacity (docs/decisions-server.md). Reused later for task-create limits.
+import type { FastifyReply } from 'fastify'
+import { apiError } from './errors.js'
 
 export interface TokenBucketOptions {
   /** Bucket size: the burst a key may spend at once. */
@@ -42,4 +44,16 @@ export class TokenBucketLimiter {
     this.#buckets.set(key, { tokens, at: now })
     return { ok: false, retryAfterSeconds: Math.max(1, Math.ceil((cost - tokens) / refillPerSecond)) }
   }
+}
+
+/**
+ * Takes a token for `key` or refuses the request: sets `Retry-After` and throws 429
+ * `rate_limited` (rendered as the envelope). Use from a route or hook, e.g. per-org task create:
+ * `enforceRateLimit(taskLimiter, principal.org.id, reply)`.
+ */
+export function enforceRateLimit(limiter: TokenBucketLimiter, key: string, reply: FastifyReply, cost = 1): void {
+  const taken = limiter.take(key, cost)
+  if (taken.ok) return
+  reply.header('retry-after', String(taken.retryAfterSeconds))
+  throw apiError('rate_limited', `rate limit exceeded; retry in ${taken.retryAfterSeconds}s`, { retry_after_seconds: taken.retryAfterSeconds })
 }

@@ -4,7 +4,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { apiError } from '../errors.js'
 import { evaluate } from '../permissions.js'
-import type { TokenBucketLimiter } from '../rate-limit.js'
+import { enforceRateLimit, type TokenBucketLimiter } from '../rate-limit.js'
 import type { ServerDeps } from '../types.js'
 import { authenticate, type AuthState } from './authenticate.js'
 
@@ -36,13 +36,7 @@ export function createAuthHook(deps: ServerDeps, state: AuthState, limiter: Toke
     request.principal = principal
     request.log = request.log.child({ org_id: principal.org.id, ...(principal.keyId ? { key_id: principal.keyId } : { user_id: principal.userId }) })
 
-    if (limiter) {
-      const taken = limiter.take(principal.keyId ?? `usr:${principal.userId}:${principal.org.id}`)
-      if (!taken.ok) {
-        reply.header('retry-after', String(taken.retryAfterSeconds))
-        throw apiError('rate_limited', `rate limit exceeded; retry in ${taken.retryAfterSeconds}s`, { retry_after_seconds: taken.retryAfterSeconds })
-      }
-    }
+    if (limiter) enforceRateLimit(limiter, principal.keyId ?? `usr:${principal.userId}:${principal.org.id}`, reply)
 
     const grants = evaluate(principal.permissions, config.permission)
     if (!grants) {
