@@ -137,44 +137,51 @@ export function createAuditWriter(store: Store, opts: AuditWriterOptions = {}): 
   }
 }
 
-/** Validates an event against the closed vocabularies and fills id and timestamp. */
+const VOCABULARIES = {
+  event_type: new Set<string>(EVENT_TYPES),
+  category: new Set<string>(CATEGORIES),
+  actor: new Set<string>(ACTORS),
+  decision: new Set<string>(DECISIONS),
+  reason: new Set<string>(DENY_REASONS),
+  phase: new Set<string>(PHASES),
+  policy_type: new Set<string>(POLICY_TYPES),
+} as const
+const REQUIRED = new Set(['event_type', 'category', 'actor'])
+const INTEGER_COLUMNS = ['latency_ms', 'transforms_applied', 'validations_applied'] as const
+const CANONICAL_TS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
+
+/** Validates an event against the closed vocabularies and fills id and timestamp. (Hot path: every event.) */
 export function stamp(input: NewAuditEvent): AuditEvent {
-  const fields: Record<string, string> = {}
-  const oneOf = (name: string, value: unknown, list: readonly string[], required: boolean) => {
+  let fields: Record<string, string> | undefined
+  const fail = (name: string, message: string) => ((fields ??= {})[name] = message)
+  if (typeof input.org_id !== 'string' || input.org_id === '') fail('org_id', 'must be a non-empty string')
+  if (typeof input.user_id !== 'string' || input.user_id === '') fail('user_id', 'must be a non-empty string')
+  for (const [name, allowed] of Object.entries(VOCABULARIES)) {
+    const value = (input as unknown as Record<string, unknown>)[name]
     if (value === undefined || value === null) {
-      if (required) fields[name] = 'is required'
-    } else if (!list.includes(value as string)) fields[name] = `must be one of: ${list.join(', ')}`
+      if (REQUIRED.has(name)) fail(name, 'is required')
+    } else if (!allowed.has(value as string)) fail(name, `must be one of: ${[...allowed].join(', ')}`)
   }
-  const nonEmpty = (name: string, value: unknown) => {
-    if (typeof value !== 'string' || value === '') fields[name] = 'must be a non-empty string'
-  }
-  nonEmpty('org_id', input.org_id)
-  nonEmpty('user_id', input.user_id)
-  oneOf('event_type', input.event_type, EVENT_TYPES, true)
-  oneOf('category', input.category, CATEGORIES, true)
-  oneOf('actor', input.actor, ACTORS, true)
-  oneOf('decision', input.decision, DECISIONS, false)
-  oneOf('reason', input.reason, DENY_REASONS, false)
-  oneOf('phase', input.phase, PHASES, false)
-  oneOf('policy_type', input.policy_type, POLICY_TYPES, false)
-  if (input.id !== undefined && !isUuid(input.id)) fields.id = 'must be a UUID'
-  let timestamp = new Date().toISOString()
-  if (input.timestamp !== undefined) {
+  if (input.id !== undefined && !isUuid(input.id)) fail('id', 'must be a UUID')
+  let timestamp: string
+  if (input.timestamp === undefined) timestamp = new Date().toISOString()
+  else {
     const ms = Date.parse(input.timestamp)
-    if (Number.isNaN(ms)) fields.timestamp = 'must be an RFC 3339 date-time'
-    else timestamp = new Date(ms).toISOString()
+    if (Number.isNaN(ms)) {
+      fail('timestamp', 'must be an RFC 3339 date-time')
+      timestamp = ''
+    } else timestamp = CANONICAL_TS.test(input.timestamp) ? input.timestamp : new Date(ms).toISOString()
   }
-  for (const c of ['latency_ms', 'transforms_applied', 'validations_applied'] as const) {
+  for (const c of INTEGER_COLUMNS) {
     const v = input[c]
-    if (v !== undefined && v !== null && !Number.isSafeInteger(v)) fields[c] = 'must be an integer'
+    if (v !== undefined && v !== null && !Number.isSafeInteger(v)) fail(c, 'must be an integer')
   }
-  if (Object.keys(fields).length > 0) {
+  if (fields) {
     throw new CorralError('validation_error', `invalid audit event: ${Object.entries(fields).map(([k, v]) => `${k} ${v}`).join('; ')}`, 400, { fields })
   }
-  const event: Record<string, unknown> = {}
-  for (const [k, v] of Object.entries(input)) if (v !== undefined && v !== null) event[k] = v
-  event.id = input.id?.toLowerCase() ?? uuidv7()
-  event.timestamp = timestamp
+  const event = { ...input, id: input.id?.toLowerCase() ?? uuidv7(), timestamp } as Record<string, unknown>
+  // Optional columns are absent, never null or undefined, in stored and streamed events.
+  for (const k in event) if (event[k] === undefined || event[k] === null) delete event[k]
   return event as unknown as AuditEvent
 }
 
