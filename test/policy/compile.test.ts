@@ -119,3 +119,19 @@ describe('request_schema', () => {
     expect(compilePolicy(rule('        {$schema: "http://json-schema.org/draft-04/schema#"}\n')).diagnostics.map((d) => d.code)).toEqual(['invalid_schema'])
   })
 })
+
+describe('CEL fields written as YAML numbers or booleans', () => {
+  it('are read as the CEL literal text', () => {
+    const res = compilePolicy(`- name: a
+  type: http
+  allow:
+    - {domains: [a.example], methods: [GET], match: {expr: true}}
+  budgets:
+    counters:
+      - {name: prs, source: response, status_codes: [201], accumulator: sum, value: 1, task: {max: 3}}
+`)
+    if (!res.ok) throw new Error(JSON.stringify(res.diagnostics))
+    expect(res.policy.counters('a')[0].fromResponseHeaders({ status: 201, headers: {}, size: 0 })).toEqual({ value: 1 })
+    expect(compilePolicy(`- {name: a, type: http, allow: [{domains: [a.example], methods: [GET], match: {expr: 1}}]}`).diagnostics.map((d) => d.code)).toEqual(['cel_result_type'])
+  })
+})

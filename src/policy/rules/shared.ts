@@ -1,6 +1,6 @@
 // Helpers shared by the rule checks: CEL compilation with diagnostics, enums, names.
 
-import type { Node } from 'yaml'
+import { isScalar, type Node } from 'yaml'
 import { compileCel, type CelProgram, type CelResultKind, type CelSite, type CelSiteOptions } from '../cel.js'
 import type { Field, MapReader, Reader } from '../yaml-reader.js'
 
@@ -16,6 +16,11 @@ export function celField(r: Reader, field: Field, source: string, site: CelSite,
 
 /** Reads a CEL string field (required or optional) and compiles it. */
 export function celOf(m: MapReader, key: string, site: CelSite, expected: CelResultKind, opts?: CelSiteOptions): CelProgram | undefined {
+  // `value: 1` or `expr: true` are CEL literals that YAML read as a number or a bool: take the text as written.
+  const f = m.field(key)
+  if (f?.node && isScalar(f.node) && (typeof f.node.value === 'number' || typeof f.node.value === 'boolean')) {
+    return celField(m.r, f, f.node.source ?? String(f.node.value), site, expected, opts)
+  }
   const s = m.str(key)
   if (!s) return undefined
   if (s.value.trim() === '') {
