@@ -1,0 +1,116 @@
+// The proxy inside a real `corral serve`: secrets and credentials through the CLI and the /v1 API,
+// `ca export`, `admin proxy-token`, then `curl -x` through the serve's proxy to an HTTPS upstream
+// with its own CA (trusted via CORRAL_UPSTREAM_CA), and the one policy_decision row read back
+// through the audit API (the real batched writer).
+import { execFile } from 'node:child_process'
+import { createServer, type Server } from 'node:https'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { AuditEvent } from '../../src/audit/event.js'
+import { LeafMinter, loadOrCreateCa } from '../../src/proxy/ca.js'
+import { openStore } from '../../src/store/index.js'
+import { proxyTables } from '../../src/store/proxy-tables.js'
+import { runCorral, startServe, type RunningServe } from '../helpers/serve.js'
+
+const run = promisify(execFile)
+
+const CAPS = `
+- name: gh
+  type: http
+  allow:
+    - domains: ["127.0.0.1"]
+      methods: [GET]
+      paths: ["/repos/*"]
+  transforms:
+    - name: key
+      header: { name: x-api-key, action: set, value: 'secrets["api_key"]' }
+    - name: auth
+      auth: { credential: github-bot, provider: github }
+`
+
+describe('proxy in corral serve (e2e)', () => {
+  let tmp: string
+  let upstream: Server
+  let upstreamPort: number
+  let serve: RunningServe
+  let proxyUrl: string
+  const env = (): Record<string, string> => ({ CORRAL_API_URL: serve.url, CORRAL_TOKEN: serve.adminKey, XDG_CONFIG_HOME: tmp })
+
+  beforeAll(async () => {
+    tmp = mkdtempSync(join(tmpdir(), 'corral-proxy-e2e-'))
+    const ca = await loadOrCreateCa(join(tmp, 'upstream-ca'))
+    writeFileSync(join(tmp, 'upstream-ca.pem'), ca.certPem)
+    upstream = createServer(await new LeafMinter(ca).pemFor('127.0.0.1'), (req, res) => res.end(JSON.stringify({ url: req.url, headers: req.headers })))
+    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r))
+    upstreamPort = (upstream.address() as AddressInfo).port
+    serve = await startServe({ env: { CORRAL_UPSTREAM_CA: join(tmp, 'upstream-ca.pem') } })
+    const m = /proxy (http:\/\/[^\s,)]+)/.exec(serve.output())
+    if (!m) throw new Error(`no proxy address in the ready line:\n${serve.output()}`)
+    proxyUrl = m[1]!
+  })
+  afterAll(async () => {
+    await serve?.stop()
+    upstream?.closeAllConnections()
+    await new Promise((r) => upstream?.close(r))
+    rmSync(tmp, { recursive: true, force: true })
+  })
+
+  it('secret and credential commands store values the API never returns', async () => {
+    const set = await runCorral(['secret', 'set', 'api_key', '--value-stdin', '--json'], { env: env(), input: 'sk-e2e-secret\n' })
+    expect(set.code, set.stderr).toBe(0)
+    expect(JSON.parse(set.stdout)).toMatchObject({ name: 'api_key' })
+    const cred = await runCorral(['credential', 'create', 'github-bot', '--provider', 'github', '--kind', 'static_token', '--secret-stdin', '--json'], { env: env(), input: 'ghp_e2e_token' })
+    expect(cred.code, cred.stderr).toBe(0)
+    const list = await runCorral(['credential', 'list', '--json'], { env: env() })
+    expect(JSON.parse(list.stdout)).toEqual([expect.objectContaining({ name: 'github-bot', provider: 'github', kind: 'static_token', status: 'active' })])
+    const secrets = await runCorral(['secret', 'list', '--json'], { env: env() })
+    expect(secrets.stdout).not.toContain('sk-e2e')
+    expect(list.stdout).not.toContain('ghp_')
+    const bad = await runCorral(['credential', 'create', 'x', '--provider', 'nope', '--kind', 'static_token', '--secret', 't'], { env: env() })
+    expect(bad.code).toBe(1)
+    expect(bad.stderr).toMatch(/validation_error/)
+  })
+
+  it('curl through the serve proxy with an operator token: credentials injected, one audit row', async () => {
+    const store = await openStore(`sqlite:${join(serve.dataDir, 'corral.db')}`)
+    let workspaceId: string
+    try {
+      const org = (await store.orgs.getByName('default'))!
+      const t = proxyTables(store.db)
+      const prov = await t.workspaces.createProvider(org.id, { name: 'github' })
+      const role = await t.workspaces.createRole(org.id, { name: 'coder', provider_id: prov, capabilities: CAPS })
+      workspaceId = await t.workspaces.create(org.id, { role_id: role, created_by_user_id: 'usr_e2e' })
+    } finally {
+      await store.close()
+    }
+    const tok = await runCorral(['admin', 'proxy-token', '--workspace', workspaceId, '--ttl', '5m', '--data-dir', serve.dataDir, '--json'])
+    expect(tok.code, tok.stderr + tok.stdout).toBe(0)
+    const { token } = JSON.parse(tok.stdout) as { token: string }
+    const caOut = await runCorral(['ca', 'export', '--data-dir', serve.dataDir])
+    expect(caOut.stdout).toMatch(/^-----BEGIN CERTIFICATE-----/)
+    expect(caOut.stdout).not.toMatch(/PRIVATE/)
+    writeFileSync(join(tmp, 'corral-ca.pem'), caOut.stdout)
+
+    const { stdout } = await run('curl', ['-sS', '-x', proxyUrl, '--proxy-header', `Proxy-Authorization: Bearer ${token}`, '--cacert', join(tmp, 'corral-ca.pem'), `https://127.0.0.1:${upstreamPort}/repos/x`])
+    const echo = JSON.parse(stdout) as { headers: Record<string, string> }
+    expect(echo.headers.authorization).toBe('Bearer ghp_e2e_token')
+    expect(echo.headers['x-api-key']).toBe('sk-e2e-secret')
+
+    let rows: AuditEvent[] = []
+    for (let i = 0; i < 100 && rows.length === 0; i++) {
+      const res = await fetch(`${serve.url}/v1/audit?filter=event_type=policy_decision`, { headers: { authorization: `Bearer ${serve.adminKey}` } })
+      rows = ((await res.json()) as { events: AuditEvent[] }).events
+      if (!rows.length) await new Promise((r) => setTimeout(r, 50))
+    }
+    expect(rows).toHaveLength(1)
+    expect(rows[0]).toMatchObject({ decision: 'allow', workspace_id: workspaceId, user_id: 'usr_e2e', capability_name: 'gh', auth_used: ['github-bot'], transforms_applied: 2, agent_role: 'coder', agent_provider: 'github' })
+    expect(JSON.stringify(rows)).not.toMatch(/ghp_|sk-e2e|Bearer ey/)
+    const types = await fetch(`${serve.url}/v1/audit?filter=event_type=secret_created,credential_created,workspace_activated`, { headers: { authorization: `Bearer ${serve.adminKey}` } })
+    const evs = ((await types.json()) as { events: AuditEvent[] }).events.map((e) => e.event_type).sort()
+    expect(evs).toEqual(['credential_created', 'secret_created', 'workspace_activated'])
+  })
+})
