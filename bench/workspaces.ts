@@ -1,8 +1,9 @@
 // Workspace runtime benchmark (not a test). What can be measured without the control plane:
 //  - sandbox cold start: provision + start until the agent inside has made its first request
 //    through the proxy bridge (a minimal agent, so this is the runtime's own cost), target p50 ≤ 500 ms
-//  - `corral agent` cold start: provision + start until its session_start event arrives through the
-//    proxy (uses dist/ when built, else the tsx sources — slower, noted in the output)
+//  - reference agent cold start: provision + start until its session_start event arrives through
+//    the proxy (dist/agent/main.js when built, else the tsx sources — slower, noted in the output),
+//    and the same through `corral agent` (oclif) for comparison
 //  - stop with snapshot, and fork, of a workspace holding 100 MB in 1,000 files (fork target ≤ 2 s)
 //  - snapshot listing of that workspace (target ≤ 100 ms)
 // Warm-pool claim time needs the control plane's pool and is measured with issue 5's routes.
@@ -130,17 +131,25 @@ try {
   const minimal = await coldStarts(runtime, ready, () => ({ command: [process.execPath, '-e', MINIMAL_AGENT], env: { READY_URL: ready.url } }), RUNS)
   // corral agent: its first event (session_start) posted to <ready>/task/<task id>/event; the
   // model is never called because the bench stops the workspace right after.
-  const built = existsSync(join(packageRoot(), 'dist', 'commands', 'agent.js'))
-  const agentCommand = built ? [process.execPath, join(packageRoot(), 'bin', 'run.js'), 'agent'] : defaultAgentCommand()
+  const built = existsSync(join(packageRoot(), 'dist', 'agent', 'main.js'))
+  const agentCommand = built ? [process.execPath, join(packageRoot(), 'dist', 'agent', 'main.js')] : defaultAgentCommand()
+  const cliAgent = [process.execPath, join(packageRoot(), 'bin', 'run.js'), 'agent']
   const corralAgent = await coldStarts(runtime, ready, (id) => ({
     command: agentCommand,
     env: { CORRAL_MODEL: 'bench', CORRAL_PROVIDER_BASE_URL: 'http://127.0.0.1:1', CORRAL_EVENTS_URL: ready.url },
     files: { 'tasks.json': JSON.stringify({ id, description: 'bench' }) },
   }), Math.min(RUNS, 5))
+  // The same agent behind oclif (`corral agent`), for comparison.
+  const viaCli = built ? await coldStarts(runtime, ready, (id) => ({
+    command: cliAgent,
+    env: { CORRAL_MODEL: 'bench', CORRAL_PROVIDER_BASE_URL: 'http://127.0.0.1:1', CORRAL_EVENTS_URL: ready.url },
+    files: { 'tasks.json': JSON.stringify({ id, description: 'bench' }) },
+  }), Math.min(RUNS, 5)) : []
   const h = await heavy(runtime)
   const results = [
     row(`sandbox cold start → first request through the proxy (${kind})`, minimal, 500),
-    row(`corral agent cold start → session_start through the proxy (${built ? 'dist' : 'tsx sources'})`, corralAgent),
+    row(`agent cold start → session_start through the proxy (${built ? 'dist/agent/main.js' : 'tsx sources'})`, corralAgent),
+    ...(viaCli.length > 0 ? [row('same via `corral agent` (oclif)', viaCli)] : []),
     row('stop with snapshot, 100 MB in 1,000 files', h.stops),
     row('fork (restore) of 100 MB in 1,000 files', h.forks, 2000),
     row(`snapshot listing (${h.entries} entries)`, h.listings, 100),

@@ -2,8 +2,8 @@
 import { join } from 'node:path'
 import { Agent } from './agent-loop.js'
 import { AnthropicClient } from './anthropic.js'
-import { type AgentConfig, createDispatcher } from './config.js'
-import { type EventSink, HttpEventSink } from './event-sink.js'
+import { type AgentConfig, configFromEnv, createDispatcher } from './config.js'
+import { type EventSink, HttpEventSink, NdjsonEventSink } from './event-sink.js'
 import type { ModelClient } from './model.js'
 import { OpenAiClient } from './openai.js'
 import type { TaskOutcome } from './task.js'
@@ -43,5 +43,38 @@ export async function runAgent(config: AgentConfig, source?: TaskSource, sink?: 
     return await agent.runSession(source, signal)
   } finally {
     await dispatcher.close()
+  }
+}
+
+export interface AgentProcessOptions {
+  taskFile?: string
+  /** Write events to stdout as NDJSON instead of posting them. */
+  eventsToStdout?: boolean
+  /** Diagnostics (stderr). */
+  log?: (line: string) => void
+}
+
+/**
+ * The agent as a process: configuration from the environment, SIGTERM/SIGINT end the current task
+ * as `interrupted`. Shared by `corral agent` and the lean entry the runtime starts (main.ts).
+ * Throws (message only) when the environment is incomplete.
+ */
+export async function runAgentProcess(options: AgentProcessOptions = {}): Promise<TaskOutcome[]> {
+  const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`))
+  const config = configFromEnv()
+  const taskFile = options.taskFile ?? config.taskFile
+  const controller = new AbortController()
+  const interrupt = (): void => {
+    log('corral agent: interrupted, ending the current task')
+    controller.abort()
+  }
+  process.once('SIGTERM', interrupt)
+  process.once('SIGINT', interrupt)
+  try {
+    const sink = options.eventsToStdout ? new NdjsonEventSink(process.stdout) : undefined
+    return await runAgent(config, taskFile ? new FileTaskSource(taskFile) : undefined, sink, controller.signal)
+  } finally {
+    process.off('SIGTERM', interrupt)
+    process.off('SIGINT', interrupt)
   }
 }

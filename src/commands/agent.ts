@@ -8,43 +8,27 @@ interface AgentResult {
 }
 
 export default class AgentCommand extends CorralCommand<AgentResult> {
-  static override description = 'Run the reference agent inside a workspace (started by the runtime; configured through CORRAL_* variables)'
+  static override description = 'Run the reference agent inside a workspace (started by the runtime; configured through CORRAL_* variables, see docs/agent.md)'
   static override examples = [
-    'CORRAL_MODEL=claude-sonnet-4-5 corral agent --task-file /run/corral/task.json',
-    'corral agent --task-file task.json --events -   # events as NDJSON on stdout instead of the proxy callback',
+    'CORRAL_MODEL=claude-sonnet-4-5 corral agent --task-file tasks.json',
+    'corral agent --task-file tasks.json --events -   # events as NDJSON on stdout instead of the proxy callback',
   ]
   static override flags = {
     'task-file': Flags.string({ description: 'JSON task, JSON array or NDJSON of tasks (default: $CORRAL_INBOX/tasks.json, else fetched from the control plane)', env: 'CORRAL_TASK_FILE' }),
-    events: Flags.string({ description: "'-' writes events to stdout as NDJSON instead of posting them through the proxy" }),
+    events: Flags.string({ description: "'-' writes events to stdout as NDJSON instead of posting them through the proxy", options: ['-'] }),
   }
 
   async execute(): Promise<AgentResult> {
     const { flags } = await this.parse(AgentCommand)
     // Imported here, not at module top: the agent stack (undici clients) is not needed by other commands.
-    const { configFromEnv, FileTaskSource, NdjsonEventSink, runAgent } = await import('../agent/index.js')
-    let config
+    const { runAgentProcess } = await import('../agent/index.js')
+    let outcomes
     try {
-      config = configFromEnv()
+      outcomes = await runAgentProcess({ ...(flags['task-file'] ? { taskFile: flags['task-file'] } : {}), eventsToStdout: flags.events === '-', log: diag })
     } catch (err) {
-      throw new CliError((err as Error).message, 'agent_not_configured')
+      throw new CliError((err as Error).message, 'agent_failed')
     }
-    // Without a task file the agent asks the control plane for work through the proxy.
-    const taskFile = flags['task-file'] ?? config.taskFile
-    const controller = new AbortController()
-    const interrupt = (): void => {
-      diag('corral agent: interrupted, ending the current task')
-      controller.abort()
-    }
-    process.once('SIGTERM', interrupt)
-    process.once('SIGINT', interrupt)
-    try {
-      const sink = flags.events === '-' ? new NdjsonEventSink(process.stdout) : undefined
-      const outcomes = await runAgent(config, taskFile ? new FileTaskSource(taskFile) : undefined, sink, controller.signal)
-      return { tasks: outcomes.map((o) => ({ task_id: o.task_id, status: o.status, ...(o.reason ? { reason: o.reason } : {}), iterations: o.iterations })) }
-    } finally {
-      process.off('SIGTERM', interrupt)
-      process.off('SIGINT', interrupt)
-    }
+    return { tasks: outcomes.map((o) => ({ task_id: o.task_id, status: o.status, ...(o.reason ? { reason: o.reason } : {}), iterations: o.iterations })) }
   }
 
   protected override render(result: AgentResult): void {

@@ -78,14 +78,15 @@ export function packageRoot(): string {
 }
 
 /**
- * argv that runs `corral agent` with the same build the caller runs: compiled `bin/run.js` when
- * corral runs from dist/, the tsx development entry when it runs from sources (tests, bin/dev.js).
+ * argv that runs the reference agent (the lean entry behind `corral agent`, without the CLI
+ * framework) with the same build the caller runs: dist/agent/main.js when corral runs from dist/,
+ * the TypeScript source through tsx when it runs from sources (tests, bin/dev.js).
  */
 export function defaultAgentCommand(): string[] {
   const root = packageRoot()
   const fromDist = fileURLToPath(import.meta.url).includes(`${join(root, 'dist')}/`)
   return fromDist
-    ? [process.execPath, join(root, 'bin', 'run.js'), 'agent']
+    ? [process.execPath, join(root, 'dist', 'agent', 'main.js')]
     // tsx by absolute URL: inside the sandbox the cwd is /data, where a bare 'tsx' would not resolve.
-    : [process.execPath, '--import', import.meta.resolve('tsx'), join(root, 'bin', 'dev.js'), 'agent']
+    : [process.execPath, '--import', import.meta.resolve('tsx'), join(root, 'src', 'agent', 'main.ts')]
 }
