@@ -43,6 +43,13 @@ export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
     }
   })
 
+  // Responses finishing during the drain close their keep-alive connection, so close() does not
+  // wait for the client's idle timeout.
+  app.addHook('onSend', async (_request, reply, payload) => {
+    if (closing) reply.header('connection', 'close')
+    return payload
+  })
+
   // Many clients send `content-type: application/json` on every request, bodiless DELETEs
   // included: an empty body is "no body" (schemas still require one where a route needs it).
   // Non-empty bodies go through fastify's own parser (prototype-poisoning protection).
@@ -51,13 +58,6 @@ export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined)
     parseJson(request, body as string, done)
-  })
-
-  // Responses finishing during the drain close their keep-alive connection, so close() does not
-  // wait for the client's idle timeout.
-  app.addHook('onSend', async (_request, reply, payload) => {
-    if (closing) reply.header('connection', 'close')
-    return payload
   })
 
   app.setErrorHandler(errorHandler)
