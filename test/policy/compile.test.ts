@@ -135,3 +135,24 @@ describe('CEL fields written as YAML numbers or booleans', () => {
     expect(compilePolicy(`- {name: a, type: http, allow: [{domains: [a.example], methods: [GET], match: {expr: 1}}]}`).diagnostics.map((d) => d.code)).toEqual(['cel_result_type'])
   })
 })
+
+describe('Accept-Encoding pin', () => {
+  const doc = (appliesTo: string) => `- name: a
+  type: http
+  allow:
+    - {name: one, domains: [a.example], methods: [GET]}
+    - {name: two, domains: [b.example], methods: [GET]}
+  transforms:
+    - {${appliesTo}header: {name: accept-encoding, action: set, value: "'identity'"}}
+  budgets:
+    counters:
+      - {name: out, source: response.bytes, status_codes: [2xx], workspace: {max: 10}}
+`
+  it('must reach every rule the counter meters', () => {
+    expect(compilePolicy(doc('')).ok).toBe(true)
+    expect(compilePolicy(doc('applies_to: [one, two], ')).ok).toBe(true)
+    const partial = compilePolicy(doc('applies_to: [one], '))
+    expect(partial.diagnostics.map((d) => [d.code, d.path])).toEqual([['accept_encoding_required', '/0/budgets/counters/0']])
+    expect(partial.diagnostics[0].message).toContain('allow rule "two"')
+  })
+})

@@ -97,14 +97,18 @@ export function checkCapability(r: Reader, node: Node | null, path: string, inde
   }
   uniqueNames(r, counters.map((c) => c.name), 'counter name')
 
+  // The counter meters responses of every rule of the capability, so the pin must reach them all.
   const bodyCounter = counters.find((c) => c.readsBody)
-  if (bodyCounter && !transforms.some((t) => t.pinsIdentity)) {
-    r.error(
-      'accept_encoding_required',
-      `counter ${bodyCounter.name ? `"${bodyCounter.name.value}"` : ''} reads the response body, so the capability needs a header transform {name: Accept-Encoding, action: set, value: '"identity"'}`,
-      bodyCounter.path,
-      bodyCounter.node,
-    )
+  const pins = transforms.filter((t) => t.pinsIdentity)
+  const covered = (rule: AllowRuleResult) => pins.some((t) => t.appliesTo.length === 0 || (rule.name !== undefined && t.appliesTo.some((a) => a.value === rule.name!.value)))
+  const uncovered = rules.filter((rule) => !covered(rule))
+  if (bodyCounter && (pins.length === 0 || uncovered.length > 0)) {
+    const counter = bodyCounter.name ? `counter "${bodyCounter.name.value}"` : 'a counter'
+    const message =
+      pins.length === 0
+        ? `${counter} reads the response body, so the capability needs a header transform {name: Accept-Encoding, action: set, value: '"identity"'}`
+        : `${counter} reads the response body, but the Accept-Encoding: identity transform does not apply to allow rule ${uncovered[0].name ? `"${uncovered[0].name.value}"` : uncovered[0].path}`
+    r.error('accept_encoding_required', message, bodyCounter.path, bodyCounter.node)
   }
 
   const after = r.diagnostics.filter((d) => d.severity === 'error').length
