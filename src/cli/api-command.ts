@@ -2,41 +2,36 @@ import * as Flags from '@oclif/core/flags'
 import type * as Interfaces from '@oclif/core/interfaces'
 import { CorralClient } from '../client/client.js'
 import { CorralCommand } from './base-command.js'
+import { type Connection, resolveConnection } from './connection.js'
 import { UsageError } from './errors.js'
-import { readConfig, selectProfile, type Profile } from './profiles.js'
+import { readConfig } from './profiles.js'
 
-/** The connection flags every API command takes, in the GLOBAL help group. */
+/**
+ * The connection flags every API command takes, in the GLOBAL help group. Their environment
+ * variables are resolved by ./connection.ts rather than by oclif, because a chosen profile must
+ * outrank them (see there).
+ */
 export const connectionFlags = {
   'api-url': Flags.string({
-    env: 'CORRAL_API_URL',
     helpGroup: 'GLOBAL',
     helpValue: 'URL',
-    summary: 'Base URL of the corral API (default: from the profile).',
+    summary: 'Base URL of the corral API [env: CORRAL_API_URL] (default: from the profile).',
   }),
   token: Flags.string({
-    env: 'CORRAL_TOKEN',
     helpGroup: 'GLOBAL',
-    summary: 'API key or session token (default: from the profile).',
+    summary: 'API key or session token [env: CORRAL_TOKEN] (default: from the profile).',
   }),
   profile: Flags.string({
-    env: 'CORRAL_PROFILE',
     helpGroup: 'GLOBAL',
     helpValue: 'NAME',
-    summary: 'Saved profile to use (see `corral login`, `corral profile list`).',
+    summary: 'Saved profile to use [env: CORRAL_PROFILE] (see `corral login`, `corral profile list`).',
   }),
-}
-
-export interface Connection {
-  apiUrl: string
-  token: string
-  profileName?: string
-  profile?: Profile
 }
 
 /**
- * Base of every command that talks to the /v1 API. The connection resolves per value from the
- * flag, then its environment variable, then the saved profile (`--profile`, else the current one),
- * and only when a command first touches `this.client`, so local commands never read the config.
+ * Base of every command that talks to the /v1 API. The connection is resolved by
+ * `resolveConnection` (flag, chosen profile, environment, current profile) only when a command
+ * first touches `this.client`, so commands that fail on their own flags never read the config.
  */
 export abstract class ApiCommand<T> extends CorralCommand<T> {
   static override baseFlags = { ...connectionFlags }
@@ -55,21 +50,13 @@ export abstract class ApiCommand<T> extends CorralCommand<T> {
     return parsed
   }
 
-  /** Where and as whom this command talks, resolved lazily (see the class comment). */
+  /** Where and as whom this command talks, resolved lazily (see ./connection.ts). */
   protected get connection(): Connection {
-    if (this.#connection) return this.#connection
-    const g = this.#globals
-    const needsProfile = g.profile !== undefined || g['api-url'] === undefined || g.token === undefined
-    const selected = needsProfile ? selectProfile(readConfig(), g.profile) : undefined
-    const apiUrl = g['api-url'] ?? selected?.profile.api_url
-    const token = g.token ?? selected?.profile.token
-    if (!apiUrl) {
-      throw new UsageError('no API URL: pass --api-url (or set CORRAL_API_URL), or save a profile with `corral login --api-url URL --token TOKEN`')
-    }
-    if (!token) {
-      throw new UsageError('no token: pass --token (or set CORRAL_TOKEN), or save a profile with `corral login --api-url URL --token TOKEN`')
-    }
-    this.#connection = { apiUrl, token, profileName: selected?.name, profile: selected?.profile }
+    this.#connection ??= resolveConnection(
+      { apiUrl: this.#globals['api-url'], token: this.#globals.token, profile: this.#globals.profile },
+      process.env,
+      () => readConfig(),
+    )
     return this.#connection
   }
 

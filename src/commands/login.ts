@@ -1,5 +1,6 @@
 import * as Flags from '@oclif/core/flags'
 import { ApiCommand } from '../cli/api-command.js'
+import { ENV } from '../cli/connection.js'
 import { UsageError } from '../cli/errors.js'
 import { DEFAULT_PROFILE, configPath, readConfig, writeConfig } from '../cli/profiles.js'
 import { CorralClient } from '../client/client.js'
@@ -29,19 +30,21 @@ export default class Login extends ApiCommand<LoginResult> {
   async execute(): Promise<LoginResult> {
     const { flags } = await this.parse(Login)
     const g = flags as { 'api-url'?: string; token?: string; profile?: string }
-    if (!g['api-url'] || !g.token) throw new UsageError('login needs --api-url URL and --token TOKEN (or CORRAL_API_URL / CORRAL_TOKEN)')
-    const name = g.profile ?? DEFAULT_PROFILE
+    const apiUrl = g['api-url'] || process.env[ENV.apiUrl]
+    const token = g.token || process.env[ENV.token]
+    if (!apiUrl || !token) throw new UsageError('login needs --api-url URL and --token TOKEN (or CORRAL_API_URL / CORRAL_TOKEN)')
+    const name = g.profile || process.env[ENV.profile] || DEFAULT_PROFILE
     // Login talks to exactly the URL and token given: --profile names what to save, not what to read.
     let client: CorralClient
     try {
-      client = new CorralClient({ apiUrl: g['api-url'], token: g.token, userAgent: this.config.userAgent })
+      client = new CorralClient({ apiUrl, token, userAgent: this.config.userAgent })
     } catch (error) {
       throw new UsageError(`${(error as Error).message} (check --api-url)`)
     }
     const me = await client.me() // 401 here means the token is wrong: nothing is saved
     const orgId = flags.org ?? me.org.id
     const config = readConfig()
-    config.profiles[name] = { api_url: client.apiUrl, token: g.token, org_id: orgId }
+    config.profiles[name] = { api_url: client.apiUrl, token, org_id: orgId }
     config.current = name
     writeConfig(config)
     return { profile: name, api_url: client.apiUrl, org_id: orgId, org_name: me.org.name, kind: me.kind, user_id: me.user_id, config_path: configPath() }
