@@ -7,6 +7,13 @@ import { createRequire } from 'node:module'
 import type { ErrorObject, ValidateFunction } from 'ajv'
 
 const require = createRequire(import.meta.url)
+const RE2 = require('re2') as new (pattern: string, flags?: string) => RegExp
+
+/** ajv's `code.regExp` hook: (source, flags) → an object with test(); RE2 provides it. */
+function re2RegExp(source: string, flags: string): RegExp {
+  return new RE2(source, flags)
+}
+re2RegExp.code = 'new require("re2")'
 
 type AjvLike = { compile(schema: object): ValidateFunction; validateSchema(schema: object): boolean | Promise<unknown>; errors?: ErrorObject[] | null; errorsText(errors?: ErrorObject[] | null): string }
 
@@ -24,7 +31,9 @@ function ajvFor(draft: Draft): AjvLike {
   // ajv ships CommonJS; createRequire keeps the import simple under NodeNext.
   const mod = draft === '2020' ? require('ajv/dist/2020') : draft === '2019' ? require('ajv/dist/2019') : require('ajv')
   const Ctor = (mod.default ?? mod) as new (opts: object) => AjvLike
-  a = new Ctor({ strict: false, allErrors: false, validateSchema: true, loadSchema: undefined, addUsedSchema: false })
+  // `pattern` and `patternProperties` run on request bodies on the hot path: evaluate them with RE2
+  // (linear time) instead of backtracking JS RegExp; a pattern RE2 cannot compile is a save-time error.
+  a = new Ctor({ strict: false, allErrors: false, validateSchema: true, loadSchema: undefined, addUsedSchema: false, code: { regExp: re2RegExp } })
   const formats = require('ajv-formats')
   ;(formats.default ?? formats)(a)
   instances.set(draft, a)

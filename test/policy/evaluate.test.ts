@@ -434,3 +434,18 @@ describe('evaluators never throw', () => {
     expect(p.checkBody({ decision: 'allow', match: { ...match, capabilityIndex: 9 }, needsBody: true }, { request: req('POST', 'https://n.example/'), context: {}, body: '{}' })).toMatchObject({ decision: 'deny', reason: 'internal_error' })
   })
 })
+
+describe('schema patterns run on RE2', () => {
+  const doc = (pat: string) =>
+    `- {name: a, type: http, allow: [{domains: [a.example], methods: [POST], request_format: application/json, request_schema: {type: object, properties: {s: {type: string, pattern: '${pat}'}}}}]}`
+  it('evaluates a catastrophic pattern in linear time and rejects non-RE2 syntax at save', () => {
+    const p = compile(doc('^(a|a)+$'))
+    const r = req('POST', 'https://a.example/', { 'content-type': 'application/json' })
+    const adm = p.admit(r, {})
+    if (adm.decision === 'deny') throw new Error('unexpected deny')
+    // With a backtracking engine this input takes 2^40 steps; RE2 answers at once.
+    expect(p.checkBody(adm, { request: r, context: {}, body: JSON.stringify({ s: 'a'.repeat(40) + '!' }) })).toMatchObject({ decision: 'deny', reason: 'schema_violation' })
+    expect(p.checkBody(adm, { request: r, context: {}, body: '{"s":"aaa"}' }).decision).toBe('allow')
+    expect(compilePolicy(doc('(?=x)')).diagnostics.map((d) => d.code)).toEqual(['invalid_schema'])
+  })
+})
