@@ -437,7 +437,7 @@ describe('evaluators never throw', () => {
 
 describe('schema patterns run on RE2', () => {
   const doc = (pat: string) =>
-    `- {name: a, type: http, allow: [{domains: [a.example], methods: [POST], request_format: application/json, request_schema: {type: object, properties: {s: {type: string, pattern: '${pat}'}}}}]}`
+    `- {name: a, type: http, allow: [{domains: [a.example], methods: [POST], paths: [/], request_format: application/json, request_schema: {type: object, properties: {s: {type: string, pattern: '${pat}'}}}}]}`
   it('evaluates a catastrophic pattern in linear time and rejects non-RE2 syntax at save', () => {
     const p = compile(doc('^(a|a)+$'))
     const r = req('POST', 'https://a.example/', { 'content-type': 'application/json' })
