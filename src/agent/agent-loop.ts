@@ -132,7 +132,7 @@ export class Agent {
         let finish: { summary: string; status: 'completed' | 'failed' } | undefined
         for (const call of turn.content) {
           if (call.type !== 'tool_use') continue
-          await this.#emit(task.id, { type: 'tool_call', iteration, tool_use_id: call.id, tool: call.name, input: call.input })
+          await this.#emit(task.id, { type: 'tool_call', iteration, tool_use_id: call.id, tool: call.name, input: clipStrings(call.input) })
           const started = Date.now()
           const out = await this.#o.tools.run(call.name, call.input, signal)
           await this.#emit(task.id, {
@@ -253,6 +253,16 @@ export function systemPrompt(root: string, s: AgentDefaults): string {
   ]
   if (s.environment_description) lines.push(`About this environment: ${s.environment_description}`)
   return lines.join('\n')
+}
+
+/**
+ * Tool input as reported in an event: long strings (a whole file for write_file) are cut, so an
+ * audit row stays small; the model and the tool still get the full value.
+ */
+export function clipStrings(value: Record<string, unknown>, max = EVENT_OUTPUT_CAP): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(value).map(([k, v]) => [
+    k, typeof v === 'string' && v.length > max ? `${v.slice(0, max)}… [${v.length - max} more characters]` : v,
+  ]))
 }
 
 function taskPrompt(task: AgentTask): string {

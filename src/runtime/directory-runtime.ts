@@ -53,6 +53,8 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
   protected readonly options: Readonly<RuntimeOptions>
   protected readonly warn: (line: string) => void
   readonly #running = new Map<string, Running>()
+  /** Workspaces between the start request and their entry in #running (closes the check-then-act gap). */
+  readonly #starting = new Set<string>()
   #shared: Promise<SharedFiles> | null = null
 
   constructor(options: RuntimeOptions) {
@@ -100,9 +102,20 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
 
   async startAgent(workspaceId: string, launch: AgentLaunch): Promise<AgentProcess> {
     const dataDir = this.layout.data(workspaceId)
-    if (!(await exists(dataDir))) throw new RuntimeError('workspace_not_found', `workspace ${workspaceId} is not provisioned`)
-    if (this.#running.has(workspaceId)) throw new RuntimeError('agent_running', `an agent already runs in workspace ${workspaceId}`)
+    if (this.#running.has(workspaceId) || this.#starting.has(workspaceId)) {
+      throw new RuntimeError('agent_running', `an agent already runs in workspace ${workspaceId}`)
+    }
     if (launch.command.length === 0) throw new RuntimeError('runtime_unavailable', 'empty agent command')
+    this.#starting.add(workspaceId)
+    try {
+      if (!(await exists(dataDir))) throw new RuntimeError('workspace_not_found', `workspace ${workspaceId} is not provisioned`)
+      return await this.#start(workspaceId, launch)
+    } finally {
+      this.#starting.delete(workspaceId)
+    }
+  }
+
+  async #start(workspaceId: string, launch: AgentLaunch): Promise<AgentProcess> {
     const shared = await this.#sharedFiles()
     const inbox = await this.#writeInbox(workspaceId, launch.files ?? {})
     await rm(this.layout.stoppedMarker(workspaceId), { force: true })
@@ -130,7 +143,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     const running: Running = { child, bridge, exited }
     this.#running.set(workspaceId, running)
     void exited.then(async () => {
-      this.#running.delete(workspaceId)
+      if (this.#running.get(workspaceId) === running) this.#running.delete(workspaceId)
       await bridge?.close()
     })
     child.stdin?.on('error', () => {}) // a sandbox that died first makes the stop request's EPIPE moot

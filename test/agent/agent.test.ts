@@ -89,6 +89,7 @@ describe.each(['anthropic', 'openai'] as const)('Agent with the %s streaming API
       expect(ev('agent_thinking')[0]).toMatchObject({ text: 'I should write the file, then check it.', task_id: 'task_1' })
       expect(ev('agent_response')[0]).toMatchObject({ text: 'Writing the greeting.' })
       expect(ev('file_change')[0]).toMatchObject({ path: 'out/hello.txt', action: 'created', size: 21 })
+      expect(ev('tool_call')[0]).toMatchObject({ tool: 'write_file', input: { path: 'out/hello.txt', content: 'hello from the model\n' } })
       expect(ev('tool_result')[1]).toMatchObject({ tool: 'run_command', is_error: false, output: 'exit code 0\nhello from the model\nran\n' })
       expect(ev('task_start')[0]).toMatchObject({ description: 'Say hello in out/hello.txt', thinking_effort: 'medium', environment: 'staging' })
       expect(ev('task_end')[0]).toMatchObject({ status: 'completed', iterations: 2 })
@@ -213,6 +214,20 @@ describe('Agent task handling', () => {
       expect(outcome).toMatchObject({ status: 'failed', reason: 'interrupted', iterations: 1 })
       expect(h.sink.events.find((e) => e.type === 'tool_result')).toMatchObject({ is_error: true, output: expect.stringMatching(/^killed by SIGKILL/) })
       expect(h.sink.types().slice(-2)).toEqual(['task_end', 'session_end'])
+    } finally {
+      await h.close()
+    }
+  })
+
+  it('reports long tool input clipped in tool_call events while the tool gets all of it', async () => {
+    const root = await workspace()
+    const big = 'x'.repeat(10_000)
+    const h = await harness('anthropic', (_b, i) => i === 0 ? { tools: [{ name: 'write_file', input: { path: 'big.txt', content: big } }] } : { tools: [{ name: 'finish', input: { summary: 'ok' } }] }, root)
+    try {
+      await h.agent.runSession(new ListTaskSource([{ id: 'big', description: 'write a big file' }]))
+      expect(await readFile(join(root, 'big.txt'), 'utf8')).toBe(big)
+      const call = h.sink.events.find((e) => e.type === 'tool_call')!
+      expect((call.input as { content: string }).content).toMatch(/^x{2000}… \[8000 more characters\]$/)
     } finally {
       await h.close()
     }

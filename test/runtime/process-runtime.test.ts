@@ -36,6 +36,17 @@ describe(ProcessRuntime.name, () => {
     expect(JSON.parse(await readFile(join(ws.dataDir, 'env.json'), 'utf8'))).toMatchObject({ p: 'http://127.0.0.1:4567', t: 'tok', x: 'yes' })
   })
 
+  it('refuses a second agent in the same workspace, even when both starts race', async () => {
+    const ws = await runtime.provision({ workspaceId: 'ws_proc_race' })
+    const launch = { command: ['/bin/sh', '-c', 'exec sleep 600'], proxyToken: 'tok' }
+    const results = await Promise.allSettled([runtime.startAgent(ws.workspaceId, launch), runtime.startAgent(ws.workspaceId, launch)])
+    expect(results.map((r) => r.status).sort()).toEqual(['fulfilled', 'rejected'])
+    expect(results.find((r) => r.status === 'rejected')).toMatchObject({ reason: { code: 'agent_running' } })
+    await runtime.stopAgent(ws.workspaceId)
+    expect((await runtime.status(ws.workspaceId)).phase).toBe('ready')
+    await expect(runtime.startAgent('ws_never_provisioned', launch)).rejects.toMatchObject({ code: 'workspace_not_found' })
+  })
+
   it('stops an agent that ignores SIGTERM with SIGKILL after the grace period, and logs its output', async () => {
     const ws = await runtime.provision({ workspaceId: 'ws_proc_stubborn' })
     const agent = await runtime.startAgent(ws.workspaceId, {
