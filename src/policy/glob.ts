@@ -10,6 +10,8 @@ function escapeRegex(s: string): string {
 
 /** Lowercases, strips one trailing dot and drops the scheme's default port. */
 export function normalizeHost(host: string, scheme: 'http' | 'https' = 'https'): string {
+  // Fast path for the common case: already lowercase, no port, no trailing dot, no spaces.
+  if (/^[a-z0-9.-]*[a-z0-9-]$/.test(host)) return host
   let h = host.trim().toLowerCase()
   let port = ''
   const m = /^(.*?)(?::(\d+))?$/.exec(h)

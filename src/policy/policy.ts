@@ -140,7 +140,7 @@ export class Policy implements CompiledPolicy {
   readonly #caps: readonly CCapability[]
   readonly #byName: ReadonlyMap<string, CCapability>
   /** Every allow rule in document order; DomainIndex items are positions in this list. */
-  readonly #flat: readonly { cap: CCapability; rule: CRule }[]
+  readonly #flat: readonly { cap: CCapability; rule: CRule; match: RuleMatch }[]
   readonly #index = new DomainIndex()
 
   constructor(
@@ -149,7 +149,8 @@ export class Policy implements CompiledPolicy {
   ) {
     this.#caps = caps
     this.#byName = new Map(caps.map((c) => [c.name, c]))
-    this.#flat = caps.flatMap((cap) => cap.rules.map((rule) => ({ cap, rule })))
+    // RuleMatch objects are built once and shared: admission allocates nothing on an allow.
+    this.#flat = caps.flatMap((cap) => cap.rules.map((rule) => ({ cap, rule, match: ruleMatch(cap, rule) })))
     this.#flat.forEach(({ rule }, i) => rule.domainPatterns.forEach((d) => this.#index.add(d, i)))
     this.capabilities = Object.freeze(
       caps.map((c) =>
@@ -181,10 +182,10 @@ export class Policy implements CompiledPolicy {
     const candidates: RuleMatch[] = []
     let failure: CelCheck | undefined
     for (const i of this.#index.lookup(host)) {
-      const { cap, rule } = this.#flat[i]
+      const { rule, match } = this.#flat[i]
       if (staticOutcome(rule, scheme, host, method, path) !== undefined) continue
       if (rule.matchRequiresBody) {
-        candidates.push(ruleMatch(cap, rule))
+        candidates.push(match)
         continue
       }
       if (rule.match) {
@@ -196,7 +197,6 @@ export class Policy implements CompiledPolicy {
         }
         if (!res.value) continue
       }
-      const match = ruleMatch(cap, rule)
       if (candidates.length > 0) return { decision: 'pending', candidates: Object.freeze([...candidates, match]) }
       return { decision: 'allow', match, needsBody: rule.needsBody }
     }
