@@ -58,7 +58,9 @@ function median(xs: number[]): number {
 }
 
 function rate(fn: () => void, minMs = 500): number {
-  for (let i = 0; i < 1000; i++) fn()
+  // Warm up (JIT, memo caches) for a fixed time before measuring.
+  const warm = performance.now()
+  while (performance.now() - warm < 200) for (let i = 0; i < 1000; i++) fn()
   let n = 0
   const start = performance.now()
   let elapsed = 0
