@@ -42,6 +42,11 @@ function fastPath() {
 }
 
 if (!fastPath()) {
+  // `corral audit tail | head -3`: when the reader goes away, stop quietly instead of crashing on EPIPE.
+  process.stdout.on('error', (error) => {
+    if (error.code === 'EPIPE') process.exit(0)
+    throw error
+  })
   // Node ≥ 22.1 can keep compiled code between runs; it makes every command start faster.
   module.enableCompileCache?.()
   // `@oclif/core/execute` rather than the package index: the index eagerly loads all of oclif.

@@ -15,6 +15,18 @@ function request(e: AuditEvent): string {
   return [e.method, `${e.destination ?? ''}${e.path ?? ''}`].filter(Boolean).join(' ')
 }
 
+const DETAIL_WIDTH = 60
+
+/** `k=v k=v` of an event's detail, scalars only, cut to a width that keeps a table readable. */
+export function detailSummary(detail: Record<string, unknown> | undefined, width = DETAIL_WIDTH): string {
+  if (!detail) return ''
+  const parts = Object.entries(detail)
+    .filter(([, v]) => v !== null && v !== undefined && typeof v !== 'object')
+    .map(([k, v]) => `${k}=${String(v)}`)
+  const text = parts.join(' ')
+  return text.length > width ? `${text.slice(0, width - 1)}…` : text
+}
+
 export const auditColumns: readonly Column<AuditEvent>[] = [
   { header: 'time', get: (e) => e.timestamp },
   { header: 'event_type', get: (e) => e.event_type },
@@ -23,6 +35,7 @@ export const auditColumns: readonly Column<AuditEvent>[] = [
   { header: 'workspace', get: (e) => e.workspace_id },
   { header: 'decision', get: outcome },
   { header: 'destination', get: request },
+  { header: 'detail', get: (e) => detailSummary(e.detail) },
 ]
 
 /** One readable line per event, for `audit tail`. Colour only on a TTY and never with NO_COLOR. */
@@ -35,6 +48,8 @@ export function eventLine(e: AuditEvent, stream: NodeJS.WriteStream = process.st
   if (req) parts.push(req)
   if (e.capability_name) parts.push(`cap=${e.capability_name}`)
   if (e.latency_ms !== undefined) parts.push(`${e.latency_ms}ms`)
+  const detail = detailSummary(e.detail, 120)
+  if (detail) parts.push(paint('dim', detail, stream))
   return parts.join('  ')
 }
 
