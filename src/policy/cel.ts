@@ -231,8 +231,23 @@ function resultAccepted(kind: CelResultKind, type: string): boolean {
 
 const KIND_LABEL: Record<CelResultKind, string> = { bool: 'bool', string: 'string', map: 'map(string, dyn)', number: 'a number (int, uint or double)' }
 
+// Programs are immutable, so identical expressions at the same kind of site share one program
+// (policies repeat the same values, e.g. '"identity"', across capabilities). Bounded.
+const programCache = new Map<string, CelCompileResult>()
+const PROGRAM_CACHE_MAX = 5000
+
 /** Parses and type-checks an expression for a site; returns a runnable program or issues. */
 export function compileCel(source: string, site: CelSite, expected: CelResultKind, opts: CelSiteOptions = {}): CelCompileResult {
+  const key = `${site}\u0000${expected}\u0000${opts.withBody ? 1 : 0}\u0000${source}`
+  const hit = programCache.get(key)
+  if (hit) return hit
+  const res = compileCelUncached(source, site, expected, opts)
+  if (programCache.size >= PROGRAM_CACHE_MAX) programCache.delete(programCache.keys().next().value as string)
+  programCache.set(key, res)
+  return res
+}
+
+function compileCelUncached(source: string, site: CelSite, expected: CelResultKind, opts: CelSiteOptions): CelCompileResult {
   const env = envFor(site, opts)
   let parsed
   try {
