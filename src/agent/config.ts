@@ -88,9 +88,15 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): AgentConfig
 export function createDispatcher(config: Pick<AgentConfig, 'proxyUrl' | 'proxyToken' | 'caFile'>): Dispatcher {
   const ca = config.caFile ? [...rootCertificates, readFileSync(config.caFile, 'utf8')] : undefined
   if (!config.proxyUrl) return new UndiciAgent(ca ? { connect: { ca } } : {})
+  // The proxy variables carry the token as userinfo for generic tools; this client sends it as
+  // Bearer instead, so the URL is stripped of credentials (the password is the token).
+  const url = new URL(config.proxyUrl)
+  const token = config.proxyToken ?? (url.password ? decodeURIComponent(url.password) : undefined)
+  url.username = ''
+  url.password = ''
   return new ProxyAgent({
-    uri: config.proxyUrl,
-    ...(config.proxyToken ? { token: `Bearer ${config.proxyToken}` } : {}),
+    uri: url.toString(),
+    ...(token ? { token: `Bearer ${token}` } : {}),
     ...(ca ? { requestTls: { ca } } : {}),
   })
 }

@@ -90,3 +90,11 @@ export function defaultAgentCommand(): string[] {
     // tsx by absolute URL: inside the sandbox the cwd is /data, where a bare 'tsx' would not resolve.
     : [process.execPath, '--import', import.meta.resolve('tsx'), join(root, 'src', 'agent', 'main.ts')]
 }
+
+/** `http://corral:<token>@host:port`: the proxy URL as generic HTTP clients carry credentials. */
+export function proxyUrlWithToken(proxyUrl: string, token: string): string {
+  const url = new URL(proxyUrl)
+  url.username = 'corral'
+  url.password = token
+  return url.toString().replace(/\/$/, '')
+}

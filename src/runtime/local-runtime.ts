@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { DirectoryRuntime, type LaunchPlan, type SharedFiles } from './directory-runtime.js'
-import { packageRoot } from './layout.js'
+import { packageRoot, proxyUrlWithToken } from './layout.js'
 import type { AgentLaunch, RuntimeCheck, RuntimeOptions } from './runtime.js'
 import {
   bwrapArgs, nestedIn, nodePrefix, SANDBOX_CA, SANDBOX_CA_BUNDLE, SANDBOX_DATA, SANDBOX_INBOX, SANDBOX_INIT, SANDBOX_PROXY_PORT,
@@ -90,16 +90,19 @@ export class LocalRuntime extends DirectoryRuntime {
   protected plan(workspaceId: string, launch: AgentLaunch, shared: SharedFiles, inbox: string): LaunchPlan {
     const mounts = { ...this.#mounts(this.layout.data(workspaceId), shared.init, this.layout.socket(workspaceId), shared), inbox }
     const proxyUrl = `http://127.0.0.1:${SANDBOX_PROXY_PORT}`
+    // Tools that only know the proxy variables (curl, pip, git, Python requests) send the userinfo
+    // as `Proxy-Authorization: Basic`, which the proxy accepts with the token as password.
+    const withToken = proxyUrlWithToken(proxyUrl, launch.proxyToken)
     const env: Record<string, string> = {
       PATH: '/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin',
       HOME: '/tmp',
       USER: 'agent',
       LOGNAME: 'agent',
       LANG: 'C.UTF-8',
-      HTTPS_PROXY: proxyUrl,
-      HTTP_PROXY: proxyUrl,
-      https_proxy: proxyUrl,
-      http_proxy: proxyUrl,
+      HTTPS_PROXY: withToken,
+      HTTP_PROXY: withToken,
+      https_proxy: withToken,
+      http_proxy: withToken,
       NO_PROXY: '',
       no_proxy: '',
       CORRAL_WORKSPACE_ID: workspaceId,

@@ -1,4 +1,5 @@
 import { DirectoryRuntime, type LaunchPlan, type SharedFiles } from './directory-runtime.js'
+import { proxyUrlWithToken } from './layout.js'
 import type { AgentLaunch, RuntimeCheck, RuntimeOptions } from './runtime.js'
 
 export const NO_ISOLATION_WARNING =
@@ -29,14 +30,15 @@ export class ProcessRuntime extends DirectoryRuntime {
     const { host, port } = this.options.proxy
     const proxyUrl = `http://${host.includes(':') ? `[${host}]` : host}:${port}`
     const dataDir = this.layout.data(workspaceId)
+    const withToken = proxyUrlWithToken(proxyUrl, launch.proxyToken)
     const env: Record<string, string> = {
       PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
       HOME: process.env.HOME ?? dataDir,
       LANG: process.env.LANG ?? 'C.UTF-8',
-      HTTPS_PROXY: proxyUrl,
-      HTTP_PROXY: proxyUrl,
-      https_proxy: proxyUrl,
-      http_proxy: proxyUrl,
+      HTTPS_PROXY: withToken,
+      HTTP_PROXY: withToken,
+      https_proxy: withToken,
+      http_proxy: withToken,
       NO_PROXY: '',
       no_proxy: '',
       CORRAL_WORKSPACE_ID: workspaceId,

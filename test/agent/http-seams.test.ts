@@ -69,6 +69,18 @@ describe('agent HTTP seams through the proxy', () => {
     }
   })
 
+  it('takes the token from proxy URL userinfo (as the proxy variables carry it) and sends it as Bearer', async () => {
+    const cp = await startControlPlane([{ status: 410 }])
+    const dispatcher = createDispatcher({ proxyUrl: `http://corral:tok.from.url@127.0.0.1:${proxy.port}` })
+    try {
+      expect(await new HttpTaskSource(cp.url, dispatcher).next()).toBeNull()
+      expect(proxy.seen.at(-1)?.proxyAuthorization).toBe('Bearer tok.from.url')
+    } finally {
+      await dispatcher.close()
+      await cp.close()
+    }
+  })
+
   it('HttpTaskSource fails loudly on a client error instead of spinning', async () => {
     const cp = await startControlPlane([{ status: 403, body: { error: { code: 'no_match' } } }])
     const dispatcher = createDispatcher({ proxyUrl: `http://127.0.0.1:${proxy.port}`, proxyToken: 'tok' })

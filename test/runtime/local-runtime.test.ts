@@ -1,7 +1,10 @@
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { randomUUID } from 'node:crypto'
+import https from 'node:https'
+import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { LeafMinter, loadOrCreateCa } from '../../src/proxy/ca.js'
 import { packageRoot } from '../../src/runtime/layout.js'
 import { LocalRuntime } from '../../src/runtime/local-runtime.js'
 import { bwrapAvailable, hostAddress } from './helpers.js'
@@ -82,8 +85,33 @@ describe.skipIf(!available)(LocalRuntime.name, () => {
     // No nested user namespace (bwrap --disable-userns): no way to regain capabilities inside.
     expect(probe.nestedUserns).not.toBe(0)
     // Environment: the token and proxy are set, the bridge plumbing is not leaked to the agent.
-    expect(probe.env).toEqual({ token: 'cap_test_token', bridgeSocketHidden: true, proxy: 'http://127.0.0.1:3128', ca: undefined, cwd: '/data' })
+    expect(probe.env).toEqual({ token: 'cap_test_token', bridgeSocketHidden: true, proxy: 'http://corral:cap_test_token@127.0.0.1:3128', ca: undefined, cwd: '/data' })
     expect((await fresh.status(ws.workspaceId)).phase).toBe('ready')
+  })
+
+  it('makes the corral CA trusted by ordinary tools: curl reaches an HTTPS server through the proxy', async () => {
+    const ca = await loadOrCreateCa(join(root, 'ca'))
+    await writeFile(join(root, 'corral-ca.pem'), ca.certPem)
+    const leaf = await new LeafMinter(ca).pemFor('127.0.0.1')
+    const server = https.createServer(leaf, (_req, res) => res.end('tls ok'))
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+    const port = (server.address() as AddressInfo).port
+    const trusting = new LocalRuntime({ root, proxy: { host: '127.0.0.1', port: proxy.port }, caCertPath: join(root, 'corral-ca.pem'), warn: () => {} })
+    try {
+      const ws = await trusting.provision({ workspaceId: `ws_curl_${randomUUID().slice(0, 8)}` })
+      const agent = await trusting.startAgent(ws.workspaceId, {
+        command: ['/bin/sh', '-c', `curl -sS --max-time 20 https://127.0.0.1:${port}/ > /data/curl.out 2>&1; echo $? > /data/curl.rc`],
+        proxyToken: 'tok_curl',
+      })
+      await agent.exited
+      expect(await readFile(join(ws.dataDir, 'curl.out'), 'utf8')).toBe('tls ok')
+      expect((await readFile(join(ws.dataDir, 'curl.rc'), 'utf8')).trim()).toBe('0')
+      // curl knows only the proxy variables: the token reaches the proxy as Basic userinfo.
+      expect(proxy.seen).toContainEqual({ method: 'CONNECT', url: `127.0.0.1:${port}`, proxyAuthorization: `Basic ${Buffer.from('corral:tok_curl').toString('base64')}` })
+    } finally {
+      server.closeAllConnections()
+      server.close()
+    }
   })
 
   it('stops a long-running agent, snapshots /data and reports the workspace stopped', async () => {

@@ -33,7 +33,7 @@ describe(ProcessRuntime.name, () => {
       env: { EXTRA: 'yes' },
     })
     expect(await agent.exited).toEqual({ code: 0, signal: null })
-    expect(JSON.parse(await readFile(join(ws.dataDir, 'env.json'), 'utf8'))).toMatchObject({ p: 'http://127.0.0.1:4567', t: 'tok', x: 'yes' })
+    expect(JSON.parse(await readFile(join(ws.dataDir, 'env.json'), 'utf8'))).toMatchObject({ p: 'http://corral:tok@127.0.0.1:4567', t: 'tok', x: 'yes' })
   })
 
   it('refuses a second agent in the same workspace, even when both starts race', async () => {
