@@ -35,7 +35,9 @@ export const gnuTar: Archiver = {
   name: 'gnu-tar',
   async create(dir, entries, file) {
     try {
-      await run('tar', ['--create', '--file', file, '--format=posix', '--pax-option=delete=atime,delete=ctime', '--numeric-owner', '--directory', dir, '--', ...entries], { maxBuffer: 16 * 1024 * 1024 })
+      // --ignore-failed-read: a file the agent made unreadable (chmod 000, when serve is not root)
+      // is left out with a warning instead of failing the whole stop.
+      await run('tar', ['--create', '--file', file, '--format=posix', '--pax-option=delete=atime,delete=ctime', '--numeric-owner', '--ignore-failed-read', '--directory', dir, '--', ...entries], { maxBuffer: 16 * 1024 * 1024 })
     } catch (err) {
       // Exit 1 is "some files differ" (changed while read); the archive is complete and usable.
       if ((err as { code?: number }).code !== 1) throw new Error(`tar --create failed: ${String((err as { stderr?: string }).stderr ?? (err as Error).message).trim()}`)
