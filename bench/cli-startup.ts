@@ -26,9 +26,12 @@ function once(argv: string[]): number {
 }
 
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]
-const results = cases.map((c) => {
-  once(c.argv) // warm the file cache
-  const times = Array.from({ length: runs }, () => once(c.argv)).sort((a, b) => a - b)
+// Rounds interleave the cases, so a load change on a shared machine hits every case alike.
+for (const c of cases) once(c.argv) // warm the file cache
+const samples = cases.map(() => [] as number[])
+for (let round = 0; round < runs; round++) cases.forEach((c, i) => samples[i].push(once(c.argv)))
+const results = cases.map((c, i) => {
+  const times = samples[i].sort((a, b) => a - b)
   const p50 = pct(times, 50)
   return { name: c.name, runs, p50_ms: +p50.toFixed(1), p95_ms: +pct(times, 95).toFixed(1), min_ms: +times[0].toFixed(1), target_ms: c.target, ok: c.target === undefined ? undefined : p50 < c.target }
 })
