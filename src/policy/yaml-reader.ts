@@ -4,7 +4,7 @@
 
 import { isAlias, isMap, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node, type Pair, type YAMLMap, type YAMLSeq } from 'yaml'
 import type { Diagnostic, Severity } from './types.js'
-import { CODES, type Code } from './codes.js'
+import type { Code } from './codes.js'
 
 export const MAX_SOURCE_BYTES = 1024 * 1024
 const MAX_RESOLVED_NODES = 200_000
@@ -233,8 +233,4 @@ export function scanDuplicateKeys(r: Reader, node: Node | null, path: string, de
 
 export function seqItems(r: Reader, node: YAMLSeq, path: string): { node: Node | null; path: string }[] {
   return (node.items as unknown[]).map((it, i) => ({ node: r.resolve(it), path: pointer(path, i) }))
-}
-
-export function isCode(code: string): code is Code {
-  return code in CODES
 }
