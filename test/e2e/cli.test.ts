@@ -13,12 +13,15 @@ import { CORRAL_BIN, runCorral, startServe, type RunningServe } from '../helpers
 
 let serve: RunningServe
 let configHome: string
+/** Tails still running when a test fails are killed at the end, never left behind. */
+const tails = new Set<import('node:child_process').ChildProcess>()
 
 beforeAll(async () => {
   serve = await startServe()
   configHome = mkdtempSync(join(tmpdir(), 'corral-cli-e2e-'))
 })
 afterAll(async () => {
+  for (const child of tails) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
   await serve?.stop()
   if (configHome) rmSync(configHome, { recursive: true, force: true })
 })
@@ -42,6 +45,7 @@ function tail(args: string[], extraEnv: Record<string, string> = {}) {
   let stderr = ''
   child.stdout.on('data', (c) => (stdout += String(c)))
   child.stderr.on('data', (c) => (stderr += String(c)))
+  tails.add(child)
   const exited = new Promise<number | null>((r) => child.once('close', (code) => r(code)))
   const connected = new Promise<void>((resolve, reject) => {
     const check = () => /Following/.test(stderr) && resolve()
