@@ -1,8 +1,18 @@
 // Domain and path globs (semantics documented in docs/policy.md), compiled once into matchers.
-// Generated regular expressions contain no ambiguous repetition (each `*` is bounded by a
-// separator class), so plain RegExp is linear here; exact patterns skip regex entirely.
+// Exact patterns skip regex entirely. A glob with at most one `*` per segment (label) and at most
+// one `**` compiles to a JS RegExp that cannot backtrack more than linearly; anything with more
+// wildcards (e.g. `/a*b*c*`, which would backtrack polynomially on a long agent-chosen path) is
+// run on RE2 instead.
+
+import RE2 from 're2'
 
 export type Matcher = (value: string) => boolean
+
+function matcherFor(source: string, parts: string[]): Matcher {
+  const manyStars = parts.some((p) => p !== '**' && (p.match(/\*/g)?.length ?? 0) > 1) || parts.filter((p) => p === '**').length > 1
+  const rx: { test(s: string): boolean } = manyStars ? new RE2(source, 'u') : new RegExp(source)
+  return (value) => rx.test(value)
+}
 
 function escapeRegex(s: string): string {
   return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
@@ -70,8 +80,7 @@ export function compileDomain(p: string): Matcher {
       re += body + (last ? '' : '\\.')
     }
   })
-  const rx = new RegExp(`^${re}${port ? `:${port}` : ''}$`)
-  return (h) => rx.test(h)
+  return matcherFor(`^${re}${port ? `:${port}` : ''}$`, labels)
 }
 
 export function pathPatternError(p: string): string | undefined {
@@ -92,8 +101,7 @@ export function compilePath(p: string): Matcher {
     if (s === '**') re += last ? '(?:/.*)?' : '(?:/[^/]*)*'
     else re += '/' + (s === '*' ? '[^/]*' : s.split('*').map(escapeRegex).join('[^/]*'))
   }
-  const rx = new RegExp(`^${re}$`)
-  return (path) => rx.test(path)
+  return matcherFor(`^${re}$`, segs)
 }
 
 /**

@@ -449,3 +449,18 @@ describe('schema patterns run on RE2', () => {
     expect(compilePolicy(doc('(?=x)')).diagnostics.map((d) => d.code)).toEqual(['invalid_schema'])
   })
 })
+
+describe('globs with many wildcards', () => {
+  const p = compile(`
+- name: g
+  type: http
+  allow:
+    - {name: multi, domains: ["a*b*c.example"], methods: [GET], paths: ["/x*y*z*w", "/**/deep/**"]}
+`)
+  it('match like the simple ones and stay linear on hostile input (RE2)', () => {
+    expect(p.admit(req('GET', 'https://aXbYc.example/x1y2z3w'), {}).decision).toBe('allow')
+    expect(p.admit(req('GET', 'https://abc.example/a/b/deep/c'), {}).decision).toBe('allow')
+    expect(p.admit(req('GET', 'https://abc.example/deep'), {}).decision).toBe('allow')
+    expect(p.admit(req('GET', 'https://abc.example/x' + 'y'.repeat(20000) + 'z'.repeat(20000)), {}).decision).toBe('deny')
+  })
+})
