@@ -22,16 +22,22 @@ function escapeRegex(s: string): string {
 export function normalizeHost(host: string, scheme: 'http' | 'https' = 'https'): string {
   // Fast path for the common case: already lowercase, no port, no trailing dot, no spaces.
   if (/^[a-z0-9.-]*[a-z0-9-]$/.test(host)) return host
-  let h = host.trim().toLowerCase()
-  let port = ''
-  const m = /^(.*?)(?::(\d+))?$/.exec(h)
-  if (m && !h.startsWith('[')) {
-    h = m[1]
-    port = m[2] ?? ''
+  const { name, port } = splitPort(host.trim().toLowerCase())
+  const h = name.endsWith('.') ? name.slice(0, -1) : name
+  const p = (scheme === 'https' && port === '443') || (scheme === 'http' && port === '80') ? '' : port
+  return p ? `${h}:${p}` : h
+}
+
+/** Splits `name:port` with string operations only (the host is agent-controlled; no regex backtracking). */
+function splitPort(h: string): { name: string; port: string } {
+  const i = h.lastIndexOf(':')
+  if (i < 0 || h.endsWith(']')) return { name: h, port: '' }
+  const port = h.slice(i + 1)
+  for (let k = 0; k < port.length; k++) {
+    const c = port.charCodeAt(k)
+    if (c < 48 || c > 57) return { name: h, port: '' }
   }
-  if (h.endsWith('.')) h = h.slice(0, -1)
-  if ((scheme === 'https' && port === '443') || (scheme === 'http' && port === '80')) port = ''
-  return port ? `${h}:${port}` : h
+  return port === '' ? { name: h, port: '' } : { name: h.slice(0, i), port }
 }
 
 /**
@@ -39,13 +45,9 @@ export function normalizeHost(host: string, scheme: 'http' | 'https' = 'https'):
  * dropped from patterns: a pattern does not know the scheme, and either default is the default).
  */
 export function normalizeDomainPattern(pattern: string): string {
-  let p = pattern.trim().toLowerCase()
-  let port = ''
-  const m = /^(.*?)(?::(\d+))?$/.exec(p)
-  if (m) {
-    p = m[1]
-    port = m[2] ?? ''
-  }
+  const split = splitPort(pattern.trim().toLowerCase())
+  let p = split.name
+  let port = split.port
   if (p.endsWith('.')) p = p.slice(0, -1)
   if (port === '443' || port === '80') port = ''
   return port ? `${p}:${port}` : p

@@ -464,3 +464,16 @@ describe('globs with many wildcards', () => {
     expect(p.admit(req('GET', 'https://abc.example/x' + 'y'.repeat(20000) + 'z'.repeat(20000)), {}).decision).toBe('deny')
   })
 })
+
+describe('normalizeHost', () => {
+  it('lowercases, strips one trailing dot and the default port of the scheme', async () => {
+    const { normalizeHost } = await import('../../src/policy/index.js')
+    expect(normalizeHost('API.Example.COM.')).toBe('api.example.com')
+    expect(normalizeHost('api.example.com:443')).toBe('api.example.com')
+    expect(normalizeHost('api.example.com:443', 'http')).toBe('api.example.com:443')
+    expect(normalizeHost('api.example.com:80', 'http')).toBe('api.example.com')
+    expect(normalizeHost('api.example.com:8443')).toBe('api.example.com:8443')
+    expect(normalizeHost('[::1]')).toBe('[::1]')
+    expect(normalizeHost('a' + ':1'.repeat(50000)).length).toBeGreaterThan(0)
+  })
+})
