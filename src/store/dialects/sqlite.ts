@@ -76,7 +76,9 @@ export function openSqlite(path: string): StoreDialect {
     },
     jsonNumber(column, path) {
       const p = jsonPath(path)
-      return sql<number | null>`(CASE WHEN json_type(${sql.ref(column)}, ${p}) IN ('integer', 'real') THEN json_extract(${sql.ref(column)}, ${p}) END)`
+      // typeof() of the extracted value (not json_type) lets SQLite reuse its parse of this row's JSON.
+      const v = sql`json_extract(${sql.ref(column)}, ${p})`
+      return sql<number | null>`(CASE WHEN typeof(${v}) IN ('integer', 'real') THEN ${v} END)`
     },
     async insertIgnoreMany(table: string, columns: readonly BulkColumn[], rows: readonly unknown[][], key: string) {
       const names = columns.map((c) => c.name)

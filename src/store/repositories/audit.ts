@@ -172,8 +172,9 @@ export function createAuditRepository({ db, dialect }: RepoContext) {
     async stats(orgId: string, q: AuditStatsQuery): Promise<AuditStatsRow[]> {
       const metricValue = q.metric.fn === 'count' ? undefined : numeric(q.metric.value)
       const bucketValue = q.bucketBy ? numeric(q.bucketBy.value) : undefined
+      // Rows without a metric value are not filtered in WHERE (that would evaluate the JSON path
+      // twice more per row): the aggregate ignores NULLs and `n` counts values, so empty groups drop out.
       let qb = applyWhere(db.selectFrom('audit_events'), orgId, q)
-      if (metricValue) qb = qb.where(sql<SqlBool>`${metricValue} IS NOT NULL`)
       if (bucketValue) qb = qb.where(sql<SqlBool>`${bucketValue} IS NOT NULL`)
       if (q.onlyValues) {
         const { dimension, values } = q.onlyValues
@@ -195,7 +196,7 @@ export function createAuditRepository({ db, dialect }: RepoContext) {
         q.metric.fn === 'count' ? sql`count(*)` : q.metric.fn === 'sum' ? sql`COALESCE(sum(${metricValue}), 0)` : sql`avg(${metricValue})`
       selections.push(metricSql.as('v') as never)
       // Without grouping, SQL returns one row even over no input; `n` lets us drop it.
-      selections.push(sql`count(*)`.as('n') as never)
+      selections.push((metricValue ? sql`count(${metricValue})` : sql`count(*)`).as('n') as never)
       const hasBucket = q.timeBucketMs !== undefined || q.bucketBy !== undefined
       let query = qb.select(selections as never)
       if (groupKeys.length > 0) query = query.groupBy(groupKeys as never)
@@ -214,13 +215,13 @@ export function createAuditRepository({ db, dialect }: RepoContext) {
     /** The `n` values of `dimension` with the largest metric, for `top=N:dimension`. */
     async topValues(orgId: string, q: AuditStatsQuery, dimension: StatsDimension, n: number): Promise<string[]> {
       const metricValue = q.metric.fn === 'count' ? undefined : numeric(q.metric.value)
-      let qb = applyWhere(db.selectFrom('audit_events'), orgId, q)
-      if (metricValue) qb = qb.where(sql<SqlBool>`${metricValue} IS NOT NULL`)
+      const qb = applyWhere(db.selectFrom('audit_events'), orgId, q)
       const metricSql =
         q.metric.fn === 'count' ? sql`count(*)` : q.metric.fn === 'sum' ? sql`COALESCE(sum(${metricValue}), 0)` : sql`avg(${metricValue})`
       const rows = (await qb
         .select([sql`COALESCE(${sql.ref(dimension)}, '')`.as('d'), metricSql.as('v')] as never)
         .groupBy(sql.ref('d') as never)
+        .$if(metricValue !== undefined, (b) => b.having(sql<SqlBool>`count(${metricValue}) > 0`))
         .orderBy(sql.ref('v'), 'desc')
         .orderBy(sql.ref('d'))
         .limit(n)
