@@ -233,6 +233,12 @@ export const CODES = {
     bad: doc('', `  transforms:\n    - path: {action: replace, pattern: '^/v1/(.*)', value: '"/v2/$1"'}\n`),
     good: doc('', `  transforms:\n    - path: {action: replace, pattern: '^/v1/', value: '"/v2/"'}\n`),
   },
+  no_capabilities: {
+    severity: 'warning',
+    title: 'The document is an empty list: a workspace with this policy can reach nothing.',
+    bad: '[]\n',
+    good: OK,
+  },
   match_all_domain: {
     severity: 'warning',
     title: 'A domain pattern matches every host (`*`, `**`).',

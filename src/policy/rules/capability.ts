@@ -140,6 +140,7 @@ export function checkDocument(r: Reader, root: Node | null): CCapability[] {
     r.error('not_a_list', 'a caps.yaml document must be a YAML list of capabilities', '', root)
     return []
   }
+  if (root.items.length === 0) r.warn('no_capabilities', 'the document has no capabilities: every outbound request will be denied', '', root)
   const results = seqItems(r, root, '').map((it, i) => checkCapability(r, it.node, it.path, i))
   uniqueNames(r, results.map((x) => x.name), 'capability name')
   // uniqueNames says "in this capability"; capability names are document-wide.
