@@ -6,6 +6,7 @@ import type { AuditBus, AuditWriter } from '../audit/index.js'
 import type { Org, Store } from '../store/index.js'
 import type { Identity } from './identity/index.js'
 import type { Grant, Permission, PermissionSet, Requirement, Role } from './permissions.js'
+import type { WorkspaceControl } from './workspace-control.js'
 
 export interface ServerConfig {
   /** Per-credential token bucket on /v1; false disables it. */
@@ -35,6 +36,8 @@ export interface ServerDeps {
   config: ServerConfig
   identity: Identity
   workspaces?: WorkspaceDirectory
+  /** The workspace controller, for role/provider routes (absent → no workspaces exist). */
+  workspaceControl?: WorkspaceControl
 }
 
 export interface Principal {

@@ -21,6 +21,8 @@ export type {
   AuditFilterClause, AuditPageQuery, AuditStatsQuery, AuditStatsRow, AuditWhere, NumericPath, StatsDimension,
 } from './repositories/audit.js'
 export { newId, nowIso } from './ids.js'
+export { PROVIDER_KINDS, type Provider, type ProviderKind } from './repositories/providers.js'
+export { ENVIRONMENTS, POOL_POLICIES, THINKING_EFFORTS, type AgentRole, type Environment, type PoolPolicy, type ThinkingEffort } from './repositories/agent-roles.js'
 
 /** Repositories bound to one transaction, plus a notify that fires only after it commits. */
 export type StoreTransaction = Repositories & {

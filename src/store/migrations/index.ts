@@ -4,6 +4,8 @@ import { core } from './20261122T100000-core.js'
 import { audit } from './20261122T100100-audit.js'
 import { proxy } from './20261122T103000-proxy.js'
 import { budgetLedgers } from './20261122T104000-budget-ledgers.js'
+import { workspacesTasks } from './20261122T111000-workspaces.js'
+import { roles } from './20261122T110000-roles.js'
 import type { StoreMigration } from './types.js'
 
 export type { StoreMigration } from './types.js'
@@ -13,4 +15,6 @@ export const migrations: readonly StoreMigration[] = [
   audit,
   proxy,
   budgetLedgers,
+  roles,
+  workspacesTasks,
 ]

@@ -1,10 +1,12 @@
 // Every repository, registered once. A part that adds tables adds its factory here (one line) and
 // its table interface to schema.ts; the Store and its transactions then expose it.
+import { createAgentRolesRepository } from './agent-roles.js'
 import { createApiKeysRepository } from './api-keys.js'
 import { createAuditRepository } from './audit.js'
 import type { RepoContext } from './context.js'
 import { createMembershipsRepository } from './memberships.js'
 import { createOrgsRepository } from './orgs.js'
+import { createProvidersRepository } from './providers.js'
 import { createSettingsRepository } from './settings.js'
 import { createUsersRepository } from './users.js'
 import { createWebhookNoncesRepository } from './webhook-nonces.js'
@@ -17,6 +19,8 @@ export const repositoryFactories = {
   settings: createSettingsRepository,
   webhookNonces: createWebhookNoncesRepository,
   audit: createAuditRepository,
+  providers: createProvidersRepository,
+  agentRoles: createAgentRolesRepository,
 } satisfies Record<string, (ctx: RepoContext) => object>
 
 export type Repositories = { [K in keyof typeof repositoryFactories]: ReturnType<(typeof repositoryFactories)[K]> }
