@@ -174,7 +174,10 @@ export class MapReader {
     if (!f) return undefined
     const v = f.node && isScalar(f.node) ? f.node.value : undefined
     const n = typeof v === 'number' ? v : typeof v === 'bigint' ? Number(v) : NaN
-    if (!Number.isInteger(n) || n < 0 || n > 9223372036854775807) {
+    // Doubles cannot tell 2^63 from 2^63-1: check the literal as written.
+    const src = f.node && isScalar(f.node) ? f.node.source : undefined
+    const tooBig = typeof src === 'string' && /^\+?\d+$/.test(src) && BigInt(src) > 9223372036854775807n
+    if (!Number.isInteger(n) || n < 0 || tooBig) {
       this.r.error('invalid_number', `"${key}" must be a non-negative integer (int64)`, f.path, f.node ?? f.keyNode)
       return undefined
     }

@@ -156,3 +156,11 @@ describe('Accept-Encoding pin', () => {
     expect(partial.diagnostics[0].message).toContain('allow rule "two"')
   })
 })
+
+describe('int64 bounds', () => {
+  const doc = (max: string) => `- {name: a, type: http, allow: [{domains: [a.example], methods: [GET]}], budgets: {counters: [{name: c, source: request.count, workspace: {max: ${max}}}]}}`
+  it('accepts 2^63-1 and rejects 2^63, negatives and fractions', () => {
+    expect(compilePolicy(doc('9223372036854775807')).ok).toBe(true)
+    for (const bad of ['9223372036854775808', '-1', '1.5', '"10"']) expect(compilePolicy(doc(bad)).diagnostics.map((d) => d.code)).toContain('invalid_number')
+  })
+})
