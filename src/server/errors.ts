@@ -29,6 +29,8 @@ export const ERROR_CATALOGUE = {
   invalid_state: { status: 409, summary: 'The workspace is not in a state that allows this (e.g. fork of a busy parent).' },
   workspaces_active: { status: 409, summary: 'Provider archive while workspaces using a dependent role still run.' },
   not_archived: { status: 409, summary: 'Unarchive of something that is not archived.' },
+  provider_in_use: { status: 409, summary: 'Provider delete while agent roles (archived ones included) still reference it.' },
+  role_in_use: { status: 409, summary: 'Agent role delete while workspaces (any state) still reference it; archive it instead.' },
   workspace_already_stopped: { status: 409, summary: 'Stop of a workspace that is already stopped.' },
   // 413 / 415
   payload_too_large: { status: 413, summary: 'The request body exceeds the size limit.' },
