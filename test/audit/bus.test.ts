@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { AUDIT_CHANNEL, createAuditBus, createAuditWriter, stamp, type AuditEvent } from '../../src/audit/index.js'
 import { publishCommitted } from '../../src/audit/notify.js'
+import { sql } from 'kysely'
 import type { Store } from '../../src/store/index.js'
 import { openSibling, testDialects } from '../helpers/dialects.js'
 import { decision, mutation, orgId } from './fixtures.js'
@@ -81,6 +82,32 @@ for (const d of testDialects()) {
     })
 
     if (d.name === 'postgres') {
+      it('recovers when the LISTEN connection is dropped', async () => {
+        const bus = createAuditBus(store)
+        await bus.ready
+        const org = orgId()
+        const got: string[] = []
+        bus.subscribe(org, (e) => got.push(e.id))
+        const writer = createAuditWriter(store)
+        const before = await writer.emit(mutation(org))
+        await writer.flush()
+        await expect.poll(() => got).toEqual([before.id])
+        // Only this store's listener: its application_name carries the test schema.
+        const killed = await sql<{ n: number }>`SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity
+          WHERE application_name = 'corral-listen:' || current_schema() AND datname = current_database()`.execute(store.db)
+        expect(killed.rows[0].n).toBeGreaterThan(0)
+        // Keep emitting until the re-established LISTEN hears one (events during the gap are in the log).
+        await expect
+          .poll(async () => {
+            await writer.emit(mutation(org))
+            await writer.flush()
+            return got.length
+          }, { timeout: 15_000, interval: 200 })
+          .toBeGreaterThan(1)
+        await writer.close()
+        await bus.close()
+      })
+
       it('fans out across processes: events written through one store reach the bus of another', async () => {
         const other = await openSibling(store)
         const busHere = createAuditBus(store)

@@ -47,7 +47,8 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   pool.on('error', () => {})
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
   const prefix = schema ? `${schema}__` : ''
-  const listener = new Listener(base)
+  // Named so operators (and tests) can tell the LISTEN connection apart in pg_stat_activity.
+  const listener = new Listener({ ...base, application_name: schema ? `corral-listen:${schema}` : 'corral-listen' })
 
   return {
     name: 'postgres',
