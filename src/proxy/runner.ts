@@ -2,6 +2,7 @@
 // thrown faults into `internal_error`, and always ends in the terminal phase, which writes the
 // request's one policy_decision row.
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import { CONTROL_HOST, serveControlEndpoint } from './control-endpoint.js'
 import { DecisionContext, PolicyDenial, deny, denyBody, type PhaseOutcome } from './decision.js'
 import { forward } from './phases/forward.js'
 import { requestBody, reserveBudgets } from './phases/request-body.js'
@@ -24,6 +25,8 @@ export class UpstreamFailure extends Error {
  * not come through it properly (no_scheme); it is still attributed from its token when it has one.
  */
 export async function runRequest(core: ProxyCore, req: IncomingMessage, res: ServerResponse, entry: Entry, path: string, preDenial?: PolicyDenial): Promise<void> {
+  // Workspace → control plane callbacks (agent events), answered after the token check: control-endpoint.ts.
+  if (!preDenial && entry.host === CONTROL_HOST && (await serveControlEndpoint(core, req, res, entry, path))) return
   const ctx = new DecisionContext({ destination: entry.host, method: (req.method ?? 'GET').toUpperCase(), path })
   const st: RequestState = { req, res, entry, ctx, abort: new AbortController(), headers: forwardableHeaders(req), requestBytes: 0, responseBytes: 0 }
   res.once('close', () => {

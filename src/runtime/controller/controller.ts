@@ -1,0 +1,489 @@
+// The workspace controller: the control plane's half of a workspace. The store holds the actual
+// state (`state`) and what the API asked for (`desired_state`); the controller moves one toward the
+// other and drives the WorkspaceRuntime, which only does what it is told (docs/runtime.md).
+//
+// Everything that changes one workspace runs under that workspace's lock, in order. A reconcile
+// visits every unsettled workspace at start and on a timer, so a crash of `serve` in the middle of
+// a provision, a task or a stop leaves nothing stuck (docs/workspaces.md "Crash safety").
+//
+// One agent process per task: the task is handed over in `$CORRAL_INBOX/tasks.json`, the agent
+// reports through the proxy (agent-events.ts), ends with `task_end` and exits; the controller then
+// snapshots /data and the workspace is idle again. The conversation survives in /data/.corral.
+import { cp, mkdir, rm } from 'node:fs/promises'
+import { join } from 'node:path'
+import type { Logger } from 'pino'
+import type { AuditSink, EventType, NewAuditEvent } from '../../audit/event.js'
+import { WORKSPACE_STOPPED_CHANNEL } from '../../proxy/serve-service.js'
+import type { CapabilityTokens } from '../../proxy/token.js'
+import { apiError } from '../../server/errors.js'
+import type { WorkspaceControl } from '../../server/workspace-control.js'
+import type { Store } from '../../store/index.js'
+import {
+  workspaceTables, type RoleConfig, type TaskOptions, type TaskRecord, type WorkspaceRecord, type WorkspaceState,
+} from '../../store/repositories/workspaces.js'
+import type { AgentProcess, SnapshotFileEntry, WorkspaceRuntime } from '../runtime.js'
+import { agentEnv, agentTask } from './agent-launch.js'
+
+export const DEFAULT_TASK_TIMEOUT_SECONDS = 3600
+
+/** Who acts: `userId` attributes audit rows, `creatorId` is the `:own` identity (key id for API keys). */
+export interface Actor {
+  userId: string
+  creatorId: string
+}
+
+export interface TaskInput {
+  id?: string
+  description: string
+  options: TaskOptions
+  metadata?: Record<string, unknown>
+  /** File names already written to `stagingDir(task id)`. */
+  uploads?: string[]
+}
+
+export interface ControllerOptions {
+  store: Store
+  audit: AuditSink
+  runtime: WorkspaceRuntime
+  tokens: CapabilityTokens
+  /** argv of the agent inside the workspace (defaultAgentCommand()). */
+  agentCommand: readonly string[]
+  /** Where uploads wait until the workspace's /data exists. */
+  stagingRoot: string
+  logger?: Logger
+  /** Extra environment for every agent (e.g. CORRAL_EVENTS_URL, CORRAL_MAX_ITERATIONS). */
+  agentEnv?: Record<string, string>
+  reconcileIntervalMs?: number
+  defaultTaskTimeoutSeconds?: number
+}
+
+interface RunningTask {
+  taskId: string
+  process: AgentProcess
+  timer?: NodeJS.Timeout
+}
+
+export class WorkspaceController implements WorkspaceControl {
+  readonly #o: ControllerOptions
+  readonly #t: ReturnType<typeof workspaceTables>
+  readonly #locks = new Map<string, Promise<unknown>>()
+  readonly #running = new Map<string, RunningTask>()
+  readonly #idleTimers = new Map<string, NodeJS.Timeout>()
+  #interval: NodeJS.Timeout | undefined
+  #closed = false
+
+  constructor(opts: ControllerOptions) {
+    this.#o = opts
+    this.#t = workspaceTables(opts.store.db)
+  }
+
+  get tables() {
+    return this.#t
+  }
+
+  stagingDir(taskId: string): string {
+    return join(this.#o.stagingRoot, taskId)
+  }
+
+  /** Reconciles everything once (crash recovery), then keeps a slow loop running as a safety net. */
+  async start(): Promise<void> {
+    await this.reconcileAll()
+    this.#interval = setInterval(() => void this.reconcileAll(), this.#o.reconcileIntervalMs ?? 5_000)
+    this.#interval.unref()
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true
+    if (this.#interval) clearInterval(this.#interval)
+    for (const t of this.#idleTimers.values()) clearTimeout(t)
+    for (const r of this.#running.values()) if (r.timer) clearTimeout(r.timer)
+    // Agents die with serve; their tasks are failed by the next start's reconcile.
+    await Promise.allSettled([...this.#locks.values()])
+  }
+
+  async reconcileAll(): Promise<void> {
+    if (this.#closed) return
+    const ids = await this.#t.unsettled().catch((err: unknown) => {
+      this.#o.logger?.error({ err }, 'reconcile scan failed')
+      return [] as string[]
+    })
+    await Promise.all(ids.map((id) => this.kick(id)))
+  }
+
+  /** Schedules a reconcile of one workspace; resolves when it ran. */
+  kick(workspaceId: string): Promise<void> {
+    return this.#withLock(workspaceId, () => this.#reconcile(workspaceId)).catch((err: unknown) => {
+      this.#o.logger?.error({ err, workspace_id: workspaceId }, 'workspace reconcile failed')
+    })
+  }
+
+  // ---- API operations ---------------------------------------------------------------------
+
+  /** POST /v1/tasks and POST /v1/workspaces: a new workspace (and its first task, atomically). */
+  async createWorkspace(orgId: string, actor: Actor, role: RoleConfig, first?: TaskInput): Promise<{ workspace: WorkspaceRecord; task?: TaskRecord }> {
+    const out = await this.#o.store.transaction(async (tx) => {
+      const t = workspaceTables(tx.db)
+      const id = await t.create(orgId, { role_id: role.id, created_by: actor.creatorId, created_by_user_id: actor.userId })
+      const task = first ? await t.tasks.create(orgId, { ...first, workspace_id: id, created_by: actor.creatorId }) : undefined
+      return { workspace: (await t.get(orgId, id))!, task }
+    })
+    await this.#emit(out.workspace, 'workspace_created', actor.userId, { forked: false })
+    if (out.task) await this.#emit(out.workspace, 'task_submitted', actor.userId, { description: out.task.description }, out.task.id)
+    void this.kick(out.workspace.id)
+    return out
+  }
+
+  /** POST /v1/workspaces/{id}/tasks. */
+  async submitTask(orgId: string, actor: Actor, workspaceId: string, input: TaskInput): Promise<TaskRecord> {
+    const task = await this.#withLock(workspaceId, async () => {
+      const ws = await this.#mustGet(orgId, workspaceId)
+      if (ws.state === 'archived' || ws.desired_state === 'archived') throw apiError('workspace_archived', `workspace ${ws.id} is archived; unarchive it first`)
+      if (ws.state === 'provisioning' || ws.state === 'stopping') throw apiError('workspace_not_ready', `workspace ${ws.id} is ${ws.state}; retry when it is idle`)
+      const active = await this.#t.tasks.active(ws.id)
+      if (active || ws.state === 'busy') throw apiError('task_already_running', `task ${active?.id ?? ''} is active on workspace ${ws.id}; cancel it first`.replace('  ', ' '), active ? { task_id: active.id } : undefined)
+      const created = await this.#t.tasks.create(orgId, { ...input, workspace_id: ws.id, created_by: actor.creatorId })
+      // A stopped workspace restarts for the task: provisioning re-adopts its /data.
+      if (ws.state === 'stopped') {
+        await this.#t.transition(ws.id, ['stopped'], 'provisioning', { desired_state: 'running' })
+      }
+      await this.#emit(ws, 'task_submitted', actor.userId, { description: created.description }, created.id)
+      return created
+    })
+    void this.kick(workspaceId)
+    return task
+  }
+
+  /** POST /v1/tasks/{id}/cancel: a queued task ends at once; a running one also stops its agent. */
+  async cancelTask(orgId: string, taskId: string): Promise<TaskRecord> {
+    const task = await this.#t.tasks.get(orgId, taskId)
+    if (!task) throw apiError('not_found', `task ${taskId} not found`)
+    await this.#withLock(task.workspace_id, async () => {
+      const ws = (await this.#t.byId(task.workspace_id))!
+      if (await this.#finishTask(ws, taskId, 'cancelled', 'cancelled_by_user')) {
+        const run = this.#running.get(ws.id)
+        if (run?.taskId === taskId) await this.#o.runtime.stopAgent(ws.id)
+      }
+    })
+    return (await this.#t.tasks.get(orgId, taskId))!
+  }
+
+  /** POST /v1/workspaces/{id}/stop: snapshot and tear down; resolves when stopped. */
+  async stop(orgId: string, workspaceId: string, actorUserId?: string): Promise<WorkspaceRecord> {
+    return this.#withLock(workspaceId, async () => {
+      const ws = await this.#mustGet(orgId, workspaceId)
+      if (ws.state === 'stopped' || ws.state === 'archived') throw apiError('workspace_already_stopped', `workspace ${ws.id} is already ${ws.state}`)
+      await this.#t.update(ws.id, { desired_state: 'stopped' })
+      await this.#stopNow(ws, actorUserId)
+      return (await this.#t.byId(ws.id))!
+    })
+  }
+
+  async archive(orgId: string, workspaceId: string, actorUserId: string): Promise<WorkspaceRecord> {
+    return this.#withLock(workspaceId, async () => {
+      const ws = await this.#mustGet(orgId, workspaceId)
+      if (ws.state === 'archived') return ws
+      await this.#t.update(ws.id, { desired_state: 'archived' })
+      if (ws.state !== 'stopped') await this.#stopNow(ws, actorUserId)
+      await this.#t.update(ws.id, { state: 'archived', archived_at: new Date().toISOString() })
+      await this.#emit(ws, 'workspace_archived', actorUserId)
+      return (await this.#t.byId(ws.id))!
+    })
+  }
+
+  /** Unarchive lands in `stopped` (the spec leaves it open; docs/workspaces.md): a task restarts it. */
+  async unarchive(orgId: string, workspaceId: string, actorUserId: string): Promise<WorkspaceRecord> {
+    return this.#withLock(workspaceId, async () => {
+      const ws = await this.#mustGet(orgId, workspaceId)
+      if (ws.state !== 'archived') throw apiError('not_archived', `workspace ${ws.id} is not archived`)
+      await this.#t.update(ws.id, { state: 'stopped', desired_state: 'stopped', archived_at: null })
+      await this.#emit(ws, 'workspace_unarchived', actorUserId)
+      return (await this.#t.byId(ws.id))!
+    })
+  }
+
+  /** POST /v1/workspaces/{id}/fork: a child restored from the parent's snapshot after `forkPoint` tasks. */
+  async fork(orgId: string, actor: Actor, parentId: string, forkPoint: number, role: RoleConfig): Promise<WorkspaceRecord> {
+    const child = await this.#withLock(parentId, async () => {
+      const parent = await this.#mustGet(orgId, parentId)
+      if (!['idle', 'stopped'].includes(parent.state)) {
+        throw apiError('invalid_state', `workspace ${parent.id} is ${parent.state}; fork an idle or stopped workspace`, { state: parent.state })
+      }
+      if (forkPoint > parent.task_count) {
+        throw apiError('validation_error', `fork_point_task_count ${forkPoint} is beyond the ${parent.task_count} tasks workspace ${parent.id} has run`, { fields: { fork_point_task_count: `must be at most ${parent.task_count}` } })
+      }
+      const snap = forkPoint === 0 ? null : await this.#o.runtime.snapshotAt(parent.id, forkPoint)
+      if (forkPoint > 0 && !snap) {
+        throw apiError('validation_error', `workspace ${parent.id} has no snapshot after ${forkPoint} tasks`, { fields: { fork_point_task_count: 'no snapshot at this point' } })
+      }
+      const id = await this.#t.create(orgId, {
+        role_id: role.id, created_by: actor.creatorId, created_by_user_id: actor.userId, parent_workspace_id: parent.id,
+        fork_point_task_count: forkPoint, ...(snap ? { fork_source_snapshot_ref: snap.ref } : {}),
+      })
+      const created = (await this.#t.byId(id))!
+      const ref = snap?.ref ?? ''
+      await this.#emit(parent, 'workspace_forked', actor.userId, { resource_id: parent.id, child_workspace_id: id, fork_point_task_count: forkPoint, fork_source_snapshot_ref: ref }, undefined, 'audit')
+      await this.#emit(created, 'workspace_fork_created', actor.userId, { resource_id: id, parent_workspace_id: parent.id, fork_point_task_count: forkPoint, fork_source_snapshot_ref: ref }, undefined, 'audit')
+      await this.#emit(created, 'workspace_created', actor.userId, { forked: true, parent_workspace_id: parent.id, fork_point_task_count: forkPoint, fork_source_snapshot_ref: ref })
+      return created
+    })
+    void this.kick(child.id)
+    return child
+  }
+
+  async snapshotFiles(orgId: string, workspaceId: string): Promise<SnapshotFileEntry[]> {
+    const ws = await this.#mustGet(orgId, workspaceId)
+    const snaps = await this.#o.runtime.snapshots(ws.id).catch(() => [])
+    if (snaps.length === 0) throw apiError('not_found', `workspace ${ws.id} has no snapshot yet`)
+    return this.#o.runtime.listSnapshotFiles(ws.id)
+  }
+
+  /** Called by the agent callback when the agent reports `task_end`. First writer wins. */
+  async agentTaskEnded(workspaceId: string, taskId: string, status: 'completed' | 'failed', reason?: string, summary?: string): Promise<void> {
+    await this.#withLock(workspaceId, async () => {
+      const ws = await this.#t.byId(workspaceId)
+      if (ws) await this.#finishTask(ws, taskId, status, reason, summary)
+    })
+  }
+
+  // ---- WorkspaceControl (role/provider routes) --------------------------------------------
+
+  activeCount(orgId: string, roleIds: readonly string[]): Promise<number> {
+    return this.#t.activeCountForRoles(orgId, roleIds)
+  }
+
+  async stopForRole(orgId: string, roleId: string): Promise<number> {
+    const ids = await this.#t.idsForRole(orgId, roleId, ['provisioning', 'idle', 'busy'])
+    let n = 0
+    for (const id of ids) {
+      await this.#t.update(id, { desired_state: 'stopped' })
+      n++
+      void this.kick(id)
+    }
+    return n
+  }
+
+  /** Agents start per task and read the role at each start, so an idle workspace picks the change
+   * up with its next task; the restart is recorded (`workspace_restarted`) for each. */
+  async restartIdleForRole(orgId: string, roleId: string): Promise<number> {
+    const ids = await this.#t.idsForRole(orgId, roleId, ['idle'])
+    for (const id of ids) {
+      const ws = await this.#t.byId(id)
+      if (ws) await this.#emit(ws, 'workspace_restarted', ws.created_by_user_id)
+    }
+    return ids.length
+  }
+
+  // ---- the reconcile step ------------------------------------------------------------------
+
+  async #reconcile(id: string): Promise<void> {
+    if (this.#closed) return
+    let ws = await this.#t.byId(id)
+    if (!ws) return
+    if (ws.state === 'provisioning') {
+      if (ws.desired_state !== 'running') {
+        await this.#stopNow(ws)
+        return
+      }
+      if (!(await this.#provision(ws))) return
+      ws = (await this.#t.byId(id))!
+    }
+    if (ws.state === 'busy' && !this.#running.has(ws.id)) {
+      // The agent of this task died with a previous serve: fail the task cleanly, keep the workspace.
+      for (const t of await this.#t.tasks.running(ws.id)) await this.#finishTask(ws, t.id, 'failed', 'interrupted')
+      await this.#t.transition(ws.id, ['busy'], 'idle')
+      ws = (await this.#t.byId(id))!
+    }
+    if (ws.state === 'stopping') {
+      await this.#stopNow(ws)
+      return
+    }
+    if (ws.state !== 'idle') return
+    if (ws.desired_state !== 'running') {
+      await this.#stopNow(ws)
+      if (ws.desired_state === 'archived') {
+        await this.#t.update(ws.id, { state: 'archived', archived_at: new Date().toISOString() })
+        await this.#emit(ws, 'workspace_archived', ws.created_by_user_id)
+      }
+      return
+    }
+    const next = await this.#t.tasks.nextSubmitted(ws.id)
+    if (next) {
+      this.#clearIdle(ws.id)
+      await this.#startTask(ws, next)
+    } else {
+      await this.#armIdle(ws)
+    }
+  }
+
+  async #provision(ws: WorkspaceRecord): Promise<boolean> {
+    try {
+      await this.#o.runtime.provision({
+        workspaceId: ws.id,
+        ...(ws.parent_workspace_id && ws.fork_point_task_count ? { forkFrom: { workspaceId: ws.parent_workspace_id, taskCount: ws.fork_point_task_count } } : {}),
+      })
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err)
+      this.#o.logger?.error({ err, workspace_id: ws.id }, 'provisioning failed')
+      await this.#t.update(ws.id, { state: 'stopped', desired_state: 'stopped', failure: message.slice(0, 500) })
+      for (let t = await this.#t.tasks.nextSubmitted(ws.id); t; t = await this.#t.tasks.nextSubmitted(ws.id)) {
+        await this.#finishTask(ws, t.id, 'failed', 'provision_failed')
+      }
+      return false
+    }
+    if (await this.#t.transition(ws.id, ['provisioning'], 'idle', { failure: null })) {
+      await this.#emit(ws, 'workspace_provisioned', ws.created_by_user_id)
+    }
+    return true
+  }
+
+  async #startTask(ws: WorkspaceRecord, task: TaskRecord): Promise<void> {
+    const role = await this.#t.role(ws.org_id, { id: ws.role_id })
+    const handle = await this.#o.runtime.provision({ workspaceId: ws.id }) // re-adopts the existing /data
+    if (task.uploads.length) {
+      const target = join(handle.dataDir, 'uploads', task.id)
+      await mkdir(target, { recursive: true })
+      await cp(this.stagingDir(task.id), target, { recursive: true })
+      await rm(this.stagingDir(task.id), { recursive: true, force: true })
+    }
+    if (!(await this.#t.tasks.start(task.id))) return
+    await this.#t.transition(ws.id, ['idle'], 'busy', { last_activity_at: new Date().toISOString() })
+    const timeoutS = role?.task_timeout_seconds || this.#o.defaultTaskTimeoutSeconds || DEFAULT_TASK_TIMEOUT_SECONDS
+    let proc: AgentProcess
+    try {
+      const { token } = await this.#o.tokens.mint({ org_id: ws.org_id, workspace_id: ws.id, task_id: task.id }, timeoutS + 300)
+      proc = await this.#o.runtime.startAgent(ws.id, {
+        command: this.#o.agentCommand,
+        proxyToken: token,
+        env: { ...(role ? agentEnv(role) : {}), ...this.#o.agentEnv },
+        files: { 'tasks.json': JSON.stringify([agentTask(task)]) },
+      })
+    } catch (err) {
+      this.#o.logger?.error({ err, workspace_id: ws.id, task_id: task.id }, 'agent did not start')
+      await this.#finishTask(ws, task.id, 'failed', 'agent_start_failed')
+      await this.#t.transition(ws.id, ['busy'], 'idle')
+      return
+    }
+    const run: RunningTask = { taskId: task.id, process: proc }
+    run.timer = setTimeout(() => void this.#timeout(ws.id, task.id), timeoutS * 1000)
+    run.timer.unref()
+    this.#running.set(ws.id, run)
+    void proc.exited.then(() => this.#withLock(ws.id, () => this.#afterAgent(ws.id, task.id)).catch((err: unknown) => {
+      this.#o.logger?.error({ err, workspace_id: ws.id }, 'after-task handling failed')
+    }))
+  }
+
+  async #timeout(workspaceId: string, taskId: string): Promise<void> {
+    await this.#withLock(workspaceId, async () => {
+      const ws = await this.#t.byId(workspaceId)
+      if (ws && (await this.#finishTask(ws, taskId, 'failed', 'timeout'))) await this.#o.runtime.stopAgent(workspaceId)
+    })
+  }
+
+  /** The agent is gone: settle its task, snapshot /data, and go idle (then the next task, if any). */
+  async #afterAgent(workspaceId: string, taskId: string): Promise<void> {
+    const run = this.#running.get(workspaceId)
+    if (run?.taskId !== taskId) return // a stop already settled it
+    this.#running.delete(workspaceId)
+    if (run.timer) clearTimeout(run.timer)
+    const ws = await this.#t.byId(workspaceId)
+    if (!ws) return
+    await this.#finishTask(ws, taskId, 'failed', 'agent_exited')
+    const count = ws.task_count + 1
+    try {
+      const snap = await this.#o.runtime.snapshot(workspaceId, count, 'task')
+      await this.#t.update(workspaceId, { task_count: count, last_snapshot_ref: snap.ref, last_activity_at: new Date().toISOString() })
+    } catch (err) {
+      this.#o.logger?.error({ err, workspace_id: workspaceId }, 'after-task snapshot failed')
+      await this.#t.update(workspaceId, { task_count: count })
+    }
+    await this.#t.transition(workspaceId, ['busy'], 'idle')
+    if (!this.#closed) queueMicrotask(() => void this.kick(workspaceId))
+  }
+
+  /** Tears the workspace down now (caller holds the lock): cancel its work, stop snapshot, `stopped`. */
+  async #stopNow(ws: WorkspaceRecord, actorUserId?: string): Promise<void> {
+    this.#clearIdle(ws.id)
+    const run = this.#running.get(ws.id)
+    let count = ws.task_count
+    if (ws.state === 'provisioning') {
+      // Nothing ran yet: no snapshot to take.
+      for (let t = await this.#t.tasks.nextSubmitted(ws.id); t; t = await this.#t.tasks.nextSubmitted(ws.id)) await this.#finishTask(ws, t.id, 'cancelled', 'workspace_stopped')
+      await this.#t.update(ws.id, { state: 'stopped' })
+      await this.#emit(ws, 'workspace_stopped', actorUserId ?? ws.created_by_user_id)
+      await this.#o.store.notify(WORKSPACE_STOPPED_CHANNEL, ws.id)
+      return
+    }
+    await this.#t.transition(ws.id, ['idle', 'busy', 'stopping'], 'stopping')
+    if (run) {
+      this.#running.delete(ws.id)
+      if (run.timer) clearTimeout(run.timer)
+      await this.#finishTask(ws, run.taskId, 'cancelled', 'workspace_stopped')
+      count++
+    }
+    for (const t of await this.#t.tasks.running(ws.id)) await this.#finishTask(ws, t.id, 'failed', 'interrupted')
+    for (let t = await this.#t.tasks.nextSubmitted(ws.id); t; t = await this.#t.tasks.nextSubmitted(ws.id)) await this.#finishTask(ws, t.id, 'cancelled', 'workspace_stopped')
+    const snap = await this.#o.runtime.stop(ws.id, count)
+    await this.#t.update(ws.id, { state: 'stopped', task_count: count, last_snapshot_ref: snap.ref, stopped_once: 1 })
+    await this.#emit(ws, 'workspace_stopped', actorUserId ?? ws.created_by_user_id)
+    await this.#o.store.notify(WORKSPACE_STOPPED_CHANNEL, ws.id)
+  }
+
+  async #armIdle(ws: WorkspaceRecord): Promise<void> {
+    if (this.#idleTimers.has(ws.id)) return
+    const role = await this.#t.role(ws.org_id, { id: ws.role_id })
+    const idle = role?.idle_timeout_seconds
+    if (!idle || idle <= 0) return
+    const timer = setTimeout(() => {
+      this.#idleTimers.delete(ws.id)
+      void this.#withLock(ws.id, async () => {
+        const now = await this.#t.byId(ws.id)
+        if (now?.state !== 'idle' || (await this.#t.tasks.active(ws.id))) return
+        await this.#t.update(ws.id, { desired_state: 'stopped' })
+        await this.#stopNow(now)
+      }).catch((err: unknown) => this.#o.logger?.error({ err, workspace_id: ws.id }, 'idle stop failed'))
+    }, idle * 1000)
+    timer.unref()
+    this.#idleTimers.set(ws.id, timer)
+  }
+
+  #clearIdle(id: string): void {
+    const t = this.#idleTimers.get(id)
+    if (t) clearTimeout(t)
+    this.#idleTimers.delete(id)
+  }
+
+  /** Ends a task once (first writer wins) and records `task_completed`. */
+  async #finishTask(ws: WorkspaceRecord, taskId: string, status: 'completed' | 'failed' | 'cancelled', reason?: string, summary?: string): Promise<boolean> {
+    if (!(await this.#t.tasks.finish(taskId, status, reason, summary))) return false
+    await this.#emit(ws, 'task_completed', ws.created_by_user_id, { status, ...(reason ? { reason } : {}) }, taskId)
+    return true
+  }
+
+  async #mustGet(orgId: string, id: string): Promise<WorkspaceRecord> {
+    const ws = await this.#t.get(orgId, id)
+    if (!ws) throw apiError('workspace_not_found', `workspace ${id} not found`)
+    return ws
+  }
+
+  async #emit(ws: WorkspaceRecord, type: EventType, userId: string, detail?: Record<string, unknown>, taskId?: string, category: 'activity' | 'audit' = 'activity'): Promise<void> {
+    const event: NewAuditEvent = {
+      org_id: ws.org_id, user_id: userId, event_type: type, category, actor: 'control-plane',
+      workspace_id: ws.id, agent_role: ws.role_name, agent_provider: ws.provider_name,
+      ...(taskId ? { task_id: taskId } : {}), ...(detail ? { detail } : {}),
+    }
+    await this.#o.audit.emit(event)
+  }
+
+  #withLock<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.#locks.get(id) ?? Promise.resolve()
+    const next = prev.catch(() => {}).then(fn)
+    const tail = next.catch(() => {})
+    this.#locks.set(id, tail)
+    void tail.then(() => {
+      if (this.#locks.get(id) === tail) this.#locks.delete(id)
+    })
+    return next
+  }
+}
+
+export type { WorkspaceState }
