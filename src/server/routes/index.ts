@@ -4,10 +4,12 @@
 import type { FastifyInstance } from 'fastify'
 import type { ServerDeps } from '../types.js'
 import { activityRoutes } from './activity.js'
+import { agentRoleRoutes } from './agent-roles.js'
 import { apiKeyRoutes } from './api-keys.js'
 import { auditRoutes } from './audit.js'
 import { credentialRoutes } from './credentials.js'
 import { orgRoutes } from './orgs.js'
+import { providerRoutes } from './providers.js'
 import { secretRoutes } from './secrets.js'
 import { webhookRoutes } from './webhooks.js'
 
@@ -21,4 +23,6 @@ export const V1_ROUTES: readonly RoutePlugin[] = [
   webhookRoutes,
   secretRoutes,
   credentialRoutes,
+  providerRoutes,
+  agentRoleRoutes,
 ]

@@ -121,7 +121,8 @@ function toColumns(fields: AgentRolePatch): Partial<AgentRolesTable> {
 }
 
 export function createAgentRolesRepository(ctx: RepoContext) {
-  const db = ctx.db as unknown as Kysely<{ agent_roles: AgentRolesTable }>
+  // workspaces: only role_id is read here (the delete guard); the workspace part owns that table.
+  const db = ctx.db as unknown as Kysely<{ agent_roles: AgentRolesTable; workspaces: { org_id: string; role_id: string } }>
   return {
     async create(orgId: string, input: AgentRoleFields & { created_by?: string }): Promise<AgentRole> {
       const now = nowIso()
@@ -208,6 +209,16 @@ export function createAgentRolesRepository(ctx: RepoContext) {
     async idsByProvider(orgId: string, providerId: string): Promise<string[]> {
       const rows = await db.selectFrom('agent_roles').select('id').where('org_id', '=', orgId).where('provider_id', '=', providerId).execute()
       return rows.map((r) => r.id)
+    },
+    /** How many workspace rows (any state, archived included) reference the role: they pin it against delete. */
+    async workspaceCount(orgId: string, id: string): Promise<number> {
+      const row = await db
+        .selectFrom('workspaces')
+        .select((eb) => eb.fn.countAll<number | string>().as('n'))
+        .where('org_id', '=', orgId)
+        .where('role_id', '=', id)
+        .executeTakeFirstOrThrow()
+      return Number(row.n)
     },
     /** Deletes the row; returns what was deleted, undefined when not found. */
     async delete(orgId: string, id: string): Promise<AgentRole | undefined> {
