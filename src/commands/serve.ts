@@ -12,6 +12,7 @@ export default class Serve extends CorralCommand<void> {
     ...storeFlags,
     host: Flags.string({ summary: 'Interface to listen on.', env: 'CORRAL_HOST', default: '127.0.0.1' }),
     port: Flags.integer({ summary: 'API port (0 picks a free one).', env: 'CORRAL_PORT', default: 7070, min: 0, max: 65535 }),
+    runtime: Flags.string({ summary: 'Workspace runtime: local (bubblewrap sandbox) or process (no isolation, development only).', env: 'CORRAL_RUNTIME', options: ['local', 'process'], default: 'local' }),
   }
 
   async execute(): Promise<void> {

@@ -7,6 +7,7 @@ import { join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { createAuditBus, createAuditWriter } from '../audit/index.js'
 import { proxyService } from '../proxy/serve-service.js'
+import { workspaceService } from '../runtime/controller/service.js'
 import { openStore } from '../store/index.js'
 import { buildApp } from './app.js'
 import { bootstrap, type BootstrapResult } from './bootstrap.js'
@@ -39,6 +40,8 @@ export interface ServeContext {
   readonly options: Readonly<ServeOptions>
   readonly deps: ServerDeps
   readonly bootstrap: BootstrapResult
+  /** Services already started (earlier entries of SERVICES), e.g. the proxy for its address. */
+  readonly services: readonly Service[]
 }
 
 export type ServiceFactory = (ctx: ServeContext) => Service | Promise<Service>
@@ -65,7 +68,7 @@ export const apiService: ServiceFactory = async ({ deps, options }) => {
 }
 
 /** Started in order, stopped in reverse. */
-export const SERVICES: ServiceFactory[] = [proxyService, apiService]
+export const SERVICES: ServiceFactory[] = [proxyService, workspaceService, apiService]
 
 export interface RunningServe {
   readonly services: readonly Service[]
@@ -97,9 +100,9 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     identity,
   }
   const boot = await bootstrap(store, audit, { dataDir, ownerEmail: env.CORRAL_OWNER_EMAIL })
-  const ctx: ServeContext = { options: { ...options, dataDir }, deps, bootstrap: boot }
-
   const started: Service[] = []
+  const ctx: ServeContext = { options: { ...options, dataDir }, deps, bootstrap: boot, services: started }
+
   const stop = async () => {
     for (const service of [...started].reverse()) {
       await service.stop().catch((err: unknown) => logger.error({ err, service: service.name }, 'service did not stop cleanly'))

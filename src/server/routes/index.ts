@@ -11,7 +11,9 @@ import { credentialRoutes } from './credentials.js'
 import { orgRoutes } from './orgs.js'
 import { providerRoutes } from './providers.js'
 import { secretRoutes } from './secrets.js'
+import { taskRoutes } from './tasks.js'
 import { webhookRoutes } from './webhooks.js'
+import { workspaceRoutes } from './workspaces.js'
 
 export type RoutePlugin = (app: FastifyInstance, deps: ServerDeps) => Promise<void>
 
@@ -25,4 +27,6 @@ export const V1_ROUTES: readonly RoutePlugin[] = [
   credentialRoutes,
   providerRoutes,
   agentRoleRoutes,
+  taskRoutes,
+  workspaceRoutes,
 ]

@@ -1,0 +1,60 @@
+// The agent callback (spec "Agent events"): `POST /task/{id}/event` from inside a workspace,
+// reached through the proxy's control endpoint (src/proxy/control-endpoint.ts) after the capability
+// token check. The body's `type` must be one of AGENT_EVENT_TYPES; the row is category `activity`,
+// actor `agent`, with the raw body as `detail`. `task_end` completes the task (the controller then
+// snapshots when the agent exits). `GET /tasks/next` answers 404: tasks are handed over in the
+// agent's inbox, one agent per task, so an HttpTaskSource agent simply ends its session.
+import { AGENT_EVENT_TYPES, type AgentEventType, type AuditSink } from '../../audit/event.js'
+import type { ControlEndpointHandler, ControlReply } from '../../proxy/control-endpoint.js'
+import type { CapabilityClaims } from '../../proxy/token.js'
+import type { WorkspaceController } from './controller.js'
+
+const EVENT_PATH = /^\/task\/([A-Za-z0-9_-]{1,128})\/event\/?$/
+const TYPES = new Set<string>(AGENT_EVENT_TYPES)
+
+const refuse = (status: number, code: string, message: string): ControlReply => ({ status, body: { error: { code, message } } })
+
+export class AgentEvents implements ControlEndpointHandler {
+  readonly #controller: WorkspaceController
+  readonly #audit: AuditSink
+
+  constructor(controller: WorkspaceController, audit: AuditSink) {
+    this.#controller = controller
+    this.#audit = audit
+  }
+
+  async handle(claims: CapabilityClaims, method: string, path: string, body: Buffer): Promise<ControlReply> {
+    if (method === 'GET' && /^\/tasks\/next\/?$/.test(path)) return refuse(404, 'no_more_tasks', 'tasks are handed over in the inbox')
+    const m = EVENT_PATH.exec(path)
+    if (!m) return refuse(404, 'not_found', `no control-plane endpoint ${method} ${path}`)
+    if (method !== 'POST') return refuse(405, 'method_not_allowed', 'agent events are POSTed')
+    const taskId = m[1]!
+    // A token minted for one task cannot write events of another.
+    if (claims.task_id !== undefined && claims.task_id !== taskId) return refuse(403, 'permission_denied', 'the capability token is for another task')
+    let event: Record<string, unknown>
+    try {
+      const parsed: unknown = JSON.parse(body.toString('utf8'))
+      if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return refuse(400, 'validation_error', 'the body must be a JSON object')
+      event = parsed as Record<string, unknown>
+    } catch {
+      return refuse(400, 'validation_error', 'the body is not valid JSON')
+    }
+    if (typeof event.type !== 'string' || !TYPES.has(event.type)) {
+      return refuse(400, 'validation_error', `type must be one of ${AGENT_EVENT_TYPES.join(', ')}`)
+    }
+    const ws = await this.#controller.tables.get(claims.org_id, claims.workspace_id)
+    const task = await this.#controller.tables.tasks.get(claims.org_id, taskId)
+    if (!ws || !task || task.workspace_id !== ws.id) return refuse(404, 'not_found', `task ${taskId} not found in this workspace`)
+    await this.#audit.emit({
+      org_id: ws.org_id, user_id: ws.created_by_user_id, event_type: event.type as AgentEventType, category: 'activity', actor: 'agent',
+      workspace_id: ws.id, task_id: taskId, agent_role: ws.role_name, agent_provider: ws.provider_name, detail: event,
+    })
+    if (event.type === 'task_end') {
+      const status = event.status === 'completed' ? 'completed' : 'failed'
+      const reason = typeof event.reason === 'string' ? event.reason : status === 'failed' ? 'agent_reported_failure' : undefined
+      const summary = typeof event.summary === 'string' ? event.summary.slice(0, 4000) : undefined
+      await this.#controller.agentTaskEnded(ws.id, taskId, status, reason, summary)
+    }
+    return { status: 202, body: { status: 'accepted' } }
+  }
+}

@@ -1,0 +1,80 @@
+// The workspace controller as one of `corral serve`'s services, started after the proxy (it needs
+// the proxy's address, the corral CA and the capability-token key) and before the API (whose
+// routes it serves through ServerDeps.workspaceControl / workspaces / controller).
+// `--runtime local|process` (env CORRAL_RUNTIME, default local). A runtime whose check() fails
+// does not stop serve: the reason is logged once in plain words and task creation answers
+// service_unavailable with it, so the rest of the control plane stays usable.
+import { join } from 'node:path'
+import { caCertPath } from '../../proxy/ca.js'
+import { registerControlEndpoint } from '../../proxy/control-endpoint.js'
+import { CapabilityTokens, loadTokenKey } from '../../proxy/token.js'
+import type { ServiceFactory } from '../../server/serve.js'
+import type { ServerDeps } from '../../server/types.js'
+import { createRuntime, defaultAgentCommand, RUNTIME_KINDS, type RuntimeKind } from '../index.js'
+import { AgentEvents } from './agent-events.js'
+import { WorkspaceController } from './controller.js'
+
+declare module '../../server/types.js' {
+  interface ServerDeps {
+    /** The workspace controller (routes/workspaces.ts, routes/tasks.ts); absent when serve runs without it. */
+    controller?: WorkspaceController
+    /** Why workspaces cannot run here (runtime check failed); task creation refuses with it. */
+    workspacesUnavailable?: string
+  }
+}
+
+export const workspaceService: ServiceFactory = async ({ deps, options, services }) => {
+  const env = options.env ?? process.env
+  const kind = String(options.flags?.runtime ?? env.CORRAL_RUNTIME ?? 'local') as RuntimeKind
+  if (!RUNTIME_KINDS.includes(kind)) throw new Error(`--runtime must be one of ${RUNTIME_KINDS.join(', ')} (got ${kind})`)
+  const proxyAddress = services.find((s) => s.name === 'proxy')?.address?.()
+  if (!proxyAddress) throw new Error('the workspace controller needs the proxy service, which did not start')
+  const proxyUrl = new URL(proxyAddress)
+  const runtime = createRuntime(kind, {
+    root: join(options.dataDir, 'runtime'),
+    proxy: { host: proxyUrl.hostname.replace(/^\[|\]$/g, ''), port: Number(proxyUrl.port) },
+    caCertPath: caCertPath(options.dataDir),
+    warn: (line) => deps.logger.warn(line),
+  })
+  const controller = new WorkspaceController({
+    store: deps.store,
+    audit: deps.audit,
+    runtime,
+    tokens: new CapabilityTokens(await loadTokenKey(deps.store.settings)),
+    agentCommand: env.CORRAL_AGENT_COMMAND ? JSON.parse(env.CORRAL_AGENT_COMMAND) as string[] : defaultAgentCommand(),
+    stagingRoot: join(options.dataDir, 'uploads'),
+    logger: deps.logger,
+    ...(env.CORRAL_AGENT_MAX_ITERATIONS ? { agentEnv: { CORRAL_MAX_ITERATIONS: env.CORRAL_AGENT_MAX_ITERATIONS } } : {}),
+  })
+  wire(deps, controller)
+  let unregister: (() => void) | undefined
+  return {
+    name: 'workspaces',
+    async start() {
+      const check = await runtime.check()
+      if (!check.ok) {
+        deps.workspacesUnavailable = `the ${kind} workspace runtime cannot run here: ${check.problems.join('; ')}`
+        deps.logger.warn(deps.workspacesUnavailable)
+      }
+      for (const w of check.warnings) deps.logger.warn(w)
+      unregister = registerControlEndpoint(deps.audit, new AgentEvents(controller, deps.audit))
+      await controller.start()
+    },
+    async stop() {
+      unregister?.()
+      await controller.close()
+      await runtime.close()
+    },
+  }
+}
+
+function wire(deps: ServerDeps, controller: WorkspaceController): void {
+  deps.controller = controller
+  deps.workspaceControl = controller
+  deps.workspaces = {
+    async get(orgId, id) {
+      const ws = await controller.tables.get(orgId, id)
+      return ws ? { id: ws.id, created_by: ws.created_by } : undefined
+    },
+  }
+}

@@ -1,0 +1,203 @@
+// What POST /v1/tasks and POST /v1/workspaces/{id}/tasks share: the request body as JSON or
+// multipart/form-data (repeatable `file` parts, written to the controller's staging directory
+// until the workspace's /data exists, then moved to /data/uploads/<task_id>/), one validator for
+// both (multipart fields arrive as strings and are coerced first), role resolution with its
+// refusals, and the per-org task rate limit.
+import { createWriteStream } from 'node:fs'
+import { mkdir, rm } from 'node:fs/promises'
+import { basename, join } from 'node:path'
+import { pipeline } from 'node:stream/promises'
+import { Ajv } from 'ajv'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { compilePolicyCached } from '../../policy/index.js'
+import type { WorkspaceController, TaskInput, Actor } from '../../runtime/controller/controller.js'
+import { newId } from '../../store/ids.js'
+import type { RoleConfig, TaskRecord } from '../../store/repositories/workspaces.js'
+import { fieldsOf } from '../app.js'
+import { apiError } from '../errors.js'
+import { enforceRateLimit, TokenBucketLimiter } from '../rate-limit.js'
+import { dateTime } from '../schemas/common.js'
+import type { ServerDeps } from '../types.js'
+
+export interface TaskBodyFields {
+  role_id?: string
+  role_name?: string
+  description: string
+  environment?: string
+  thinking_effort?: string
+  max_continuations?: number
+  max_context_tokens?: number
+  reset_session?: boolean
+  metadata?: Record<string, unknown>
+}
+
+const common = {
+  description: { type: 'string', minLength: 1, maxLength: 100_000 },
+  thinking_effort: { type: 'string', enum: ['high', 'medium', 'low', 'off'] },
+  max_continuations: { type: 'integer', minimum: 0, maximum: 1000 },
+  max_context_tokens: { type: 'integer', minimum: 0 },
+} as const
+const createBody = {
+  type: 'object', required: ['description'], additionalProperties: false,
+  properties: { ...common, role_id: { type: 'string', minLength: 1 }, role_name: { type: 'string', minLength: 1 }, environment: { type: 'string', enum: ['development', 'staging', 'production'] } },
+} as const
+const followUpBody = {
+  type: 'object', required: ['description'], additionalProperties: false,
+  properties: { ...common, reset_session: { type: 'boolean' }, metadata: { type: 'object' } },
+} as const
+
+const ajv = new Ajv({ allErrors: true, coerceTypes: false })
+const validateCreate = ajv.compile(createBody)
+const validateFollowUp = ajv.compile(followUpBody)
+
+/** At most this many files per task, each at most MAX_FILE_BYTES. */
+const MAX_FILES = 20
+const MAX_FILE_BYTES = 100 * 1024 * 1024
+
+export const acceptedSchema = {
+  type: 'object', required: ['task_id', 'workspace_id', 'status'],
+  properties: { task_id: { type: 'string' }, workspace_id: { type: 'string' }, status: { type: 'string' } },
+} as const
+
+export const taskSchema = {
+  type: 'object',
+  required: ['id', 'workspace_id', 'status', 'description', 'created_by', 'created_at', 'updated_at'],
+  properties: {
+    id: { type: 'string' }, workspace_id: { type: 'string' }, status: { type: 'string' }, reason: { type: 'string' },
+    description: { type: 'string' }, summary: { type: 'string' },
+    options: { type: 'object', additionalProperties: true },
+    metadata: { type: 'object', additionalProperties: true },
+    uploads: { type: 'array', items: { type: 'string' } },
+    created_by: { type: 'string' }, created_at: dateTime, updated_at: dateTime, started_at: dateTime, finished_at: dateTime,
+  },
+} as const
+
+export function taskView(t: TaskRecord): Record<string, unknown> {
+  const { org_id: _o, ...rest } = t
+  return rest
+}
+
+export function controllerOf(deps: ServerDeps): WorkspaceController {
+  if (!deps.controller) throw apiError('service_unavailable', 'this server runs no workspace controller')
+  return deps.controller
+}
+
+export function actorOf(request: FastifyRequest): Actor {
+  const p = request.principal!
+  return { userId: p.userId, creatorId: p.creatorId }
+}
+
+/** role_id takes precedence over role_name when both are given (docs/workspaces.md). */
+export async function resolveRole(controller: WorkspaceController, orgId: string, ref: { role_id?: string; role_name?: string }): Promise<RoleConfig> {
+  if (!ref.role_id && !ref.role_name) throw apiError('validation_error', 'role_id or role_name is required', { fields: { role_id: 'role_id or role_name is required' } })
+  const role = await controller.tables.role(orgId, ref.role_id ? { id: ref.role_id } : { name: ref.role_name! })
+  if (!role) throw apiError('not_found', `agent role ${ref.role_id ?? ref.role_name} not found`)
+  if (role.role_archived) throw apiError('role_archived', `agent role ${role.name} is archived; unarchive it first`)
+  if (role.provider_archived) throw apiError('provider_archived', `provider ${role.provider_name} of role ${role.name} is archived`)
+  if (role.capabilities?.trim()) {
+    const compiled = compilePolicyCached(role.capabilities)
+    if (!compiled.ok) {
+      const issues = compiled.diagnostics.filter((d) => d.severity === 'error').slice(0, 20).map((d) => ({ code: d.code, message: d.message, line: d.line, column: d.column }))
+      throw apiError('invalid_capabilities', `the capabilities of role ${role.name} do not compile: ${issues[0]?.message ?? 'invalid policy'}`, { issues })
+    }
+  }
+  return role
+}
+
+export interface TaskLimiter {
+  enforce(orgId: string, reply: FastifyReply): void
+}
+
+/** Per-org bucket on task create and follow-up (spec Limits). Size and refill: docs/workspaces.md. */
+export function taskLimiter(deps: ServerDeps): TaskLimiter {
+  const conf = deps.taskRateLimit ?? { capacity: 30, refillPerSecond: 0.5 }
+  if (conf === false) return { enforce() {} }
+  const limiter = new TokenBucketLimiter(conf)
+  return { enforce: (orgId, reply) => enforceRateLimit(limiter, `tasks:${orgId}`, reply) }
+}
+
+/**
+ * Reads and validates the task body (JSON or multipart). Uploaded files are written under the
+ * controller's staging dir for the new task id; they are removed again if validation fails.
+ */
+export async function readTaskInput(request: FastifyRequest, controller: WorkspaceController, opts: { followUp: boolean }): Promise<TaskInput & { role?: { role_id?: string; role_name?: string } }> {
+  const id = newId('task')
+  const uploads: string[] = []
+  let fields: Record<string, unknown>
+  if (request.isMultipart()) {
+    fields = {}
+    const staging = controller.stagingDir(id)
+    try {
+      for await (const part of request.parts({ limits: { files: MAX_FILES, fileSize: MAX_FILE_BYTES } })) {
+        if (part.type === 'file') {
+          if (part.fieldname !== 'file') {
+            part.file.resume()
+            throw apiError('validation_error', `unexpected file field ${part.fieldname}`, { fields: { [part.fieldname]: 'only `file` parts are accepted' } })
+          }
+          const name = basename(part.filename || '')
+          if (!name || name === '.' || name === '..' || uploads.includes(name)) {
+            part.file.resume()
+            throw apiError('validation_error', `bad or duplicate upload name ${JSON.stringify(part.filename)}`, { fields: { file: 'each file needs a distinct plain name' } })
+          }
+          await mkdir(staging, { recursive: true })
+          await pipeline(part.file, createWriteStream(join(staging, name), { mode: 0o644 }))
+          if (part.file.truncated) throw apiError('payload_too_large', `upload ${name} is over ${MAX_FILE_BYTES} bytes`)
+          uploads.push(name)
+        } else {
+          fields[part.fieldname] = coerce(part.fieldname, String(part.value))
+        }
+      }
+    } catch (err) {
+      await rm(staging, { recursive: true, force: true })
+      const e = err as { code?: string }
+      if (e.code === 'FST_FILES_LIMIT') throw apiError('payload_too_large', `at most ${MAX_FILES} files per task`)
+      if (e.code === 'FST_REQ_FILE_TOO_LARGE') throw apiError('payload_too_large', `an upload is over ${MAX_FILE_BYTES} bytes`)
+      throw err
+    }
+  } else {
+    fields = (request.body ?? {}) as Record<string, unknown>
+    if (typeof fields !== 'object' || Array.isArray(fields)) throw apiError('validation_error', 'the body must be a JSON object', { fields: { body: 'must be an object' } })
+  }
+  const validate = opts.followUp ? validateFollowUp : validateCreate
+  if (!validate(fields)) {
+    await rm(controller.stagingDir(id), { recursive: true, force: true })
+    const f = fieldsOf(validate.errors ?? [], 'body')
+    throw apiError('validation_error', `invalid body: ${Object.entries(f).map(([k, v]) => `${k} ${v}`).join('; ')}`, { fields: f })
+  }
+  const b = fields as unknown as TaskBodyFields
+  return {
+    id,
+    description: b.description,
+    options: {
+      ...(b.reset_session !== undefined ? { reset_session: b.reset_session } : {}),
+      ...(b.environment ? { environment: b.environment } : {}),
+      ...(b.thinking_effort ? { thinking_effort: b.thinking_effort } : {}),
+      ...(b.max_continuations !== undefined ? { max_continuations: b.max_continuations } : {}),
+      ...(b.max_context_tokens !== undefined ? { max_context_tokens: b.max_context_tokens } : {}),
+    },
+    ...(b.metadata ? { metadata: b.metadata } : {}),
+    uploads,
+    role: { ...(b.role_id ? { role_id: b.role_id } : {}), ...(b.role_name ? { role_name: b.role_name } : {}) },
+  }
+}
+
+/** Multipart values are strings; integers, booleans and the metadata object are parsed here. */
+function coerce(name: string, value: string): unknown {
+  if ((name === 'max_continuations' || name === 'max_context_tokens') && /^\d+$/.test(value)) return Number(value)
+  if (name === 'reset_session' && (value === 'true' || value === 'false')) return value === 'true'
+  if (name === 'metadata') {
+    try {
+      return JSON.parse(value) as unknown
+    } catch {
+      return value
+    }
+  }
+  return value
+}
+
+declare module '../types.js' {
+  interface ServerDeps {
+    /** Per-org bucket on task create and follow-up; default 30 tasks, refilling one per 2 s. */
+    taskRateLimit?: { capacity: number; refillPerSecond: number } | false
+  }
+}
