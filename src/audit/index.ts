@@ -13,7 +13,7 @@ export {
 } from './stats.js'
 export { parseFilters, parseFilter, matchesFilters, type FilterInput } from './filter.js'
 export {
-  streamActivity, DEFAULT_HEARTBEAT_MS, DEFAULT_MAX_DURATION_MS, RETRY_MS, MAX_PENDING_BYTES,
+  streamActivity, DEFAULT_HEARTBEAT_MS, DEFAULT_MAX_DURATION_MS, RETRY_MS, MAX_PENDING_BYTES, MAX_BUFFERED_EVENTS,
   type StreamActivityOptions,
 } from './stream.js'
 export { AUDIT_CHANNEL } from './notify.js'

@@ -20,6 +20,8 @@ export const RETRY_MS = 2_000
 /** Bytes a slow client may have pending before it is disconnected. */
 export const MAX_PENDING_BYTES = 1024 * 1024
 const REPLAY_PAGE = 500
+/** Live events held back while a replay runs; a client that far behind is cut and resumes. */
+export const MAX_BUFFERED_EVENTS = 10_000
 /**
  * How long ids sent by the replay are remembered after going live. A row committed just before
  * the replay read it can still have its notification in flight (Postgres delivers NOTIFY
@@ -81,21 +83,25 @@ export async function streamActivity(opts: StreamActivityOptions): Promise<void>
     orgId,
     (e) => {
       if (ended || !wanted(e)) return
-      if (!live) buffer.push(e)
-      else if (!sent.has(e.id) && afterFloor(e)) send(e)
+      if (!live) {
+        buffer.push(e)
+        if (buffer.length > MAX_BUFFERED_EVENTS) finish('destroy')
+      } else if (!sent.has(e.id) && afterFloor(e)) send(e)
     },
     scope,
   )
 
-  const finish = (destroy = false) => {
+  // end: a clean end of stream; destroy: cut the connection; detach: nothing was written yet, so
+  // leave the response to the caller (it renders the error envelope).
+  const finish = (mode: 'end' | 'destroy' | 'detach' = 'end') => {
     if (ended) return
     ended = true
     unsubscribe()
     clearInterval(heartbeat)
     clearTimeout(deadline)
     clearTimeout(forget)
-    if (destroy) reply.destroy()
-    else if (!reply.writableEnded) reply.end()
+    if (mode === 'destroy') reply.destroy()
+    else if (mode === 'end' && !reply.writableEnded) reply.end()
     resolveDone()
   }
 
@@ -103,16 +109,15 @@ export async function streamActivity(opts: StreamActivityOptions): Promise<void>
     if (ended) return
     reply.write(chunk)
     // write() returning false is normal for a burst; only a client that stays behind is cut.
-    if (reply.writableLength > MAX_PENDING_BYTES) finish(true)
+    if (reply.writableLength > MAX_PENDING_BYTES) finish('destroy')
   }
   const send = (e: AuditEvent) => write(`event: activity\nid: ${e.id}\ndata: ${JSON.stringify(e)}\n\n`)
 
   // The response's close (not the request's, which fires once its body is read) means the client left.
   reply.on('close', () => finish())
-  reply.on('error', () => finish(true))
+  reply.on('error', () => finish('destroy'))
 
-  const heartbeat = setInterval(() => write(': heartbeat\n\n'), opts.heartbeatMs ?? DEFAULT_HEARTBEAT_MS)
-  heartbeat.unref()
+  let heartbeat: NodeJS.Timeout | undefined
   const deadline = setTimeout(() => finish(), opts.maxDurationMs ?? DEFAULT_MAX_DURATION_MS)
   deadline.unref()
   let forget: NodeJS.Timeout | undefined
@@ -128,6 +133,8 @@ export async function streamActivity(opts: StreamActivityOptions): Promise<void>
     })
     write(`retry: ${RETRY_MS}\n\n`)
     reply.flushHeaders?.()
+    heartbeat = setInterval(() => write(': heartbeat\n\n'), opts.heartbeatMs ?? DEFAULT_HEARTBEAT_MS)
+    heartbeat.unref()
 
     if (lastEventId !== undefined) {
       let after = await store.audit.positionOf(orgId, lastEventId)
@@ -155,7 +162,7 @@ export async function streamActivity(opts: StreamActivityOptions): Promise<void>
       forget.unref()
     }
   } catch (err) {
-    finish(true)
+    finish(reply.headersSent ? 'destroy' : 'detach')
     throw err
   }
   return done

@@ -228,6 +228,18 @@ for (const d of testDialects()) {
       expect(JSON.parse(badFilter.body()).error.code).toBe('invalid_query')
     })
 
+    it('leaves the response to the caller when it fails before streaming', async () => {
+      const failing = Promise.reject(new CorralError('store_unavailable', 'listen failed', 503))
+      failing.catch(() => {})
+      let unsubscribed = false
+      const brokenBus: AuditBus = { ready: failing, subscribe: () => () => void (unsubscribed = true), close: async () => {} }
+      const c = connect(route({ orgId: orgId(), bus: brokenBus }))
+      await expect.poll(() => c.ended()).toBe(true)
+      expect(c.status()).toBe(503)
+      expect(JSON.parse(c.body()).error.code).toBe('store_unavailable')
+      expect(unsubscribed).toBe(true)
+    })
+
     it('stops and unsubscribes when the client goes away', async () => {
       const org = orgId()
       const before = streams.length
