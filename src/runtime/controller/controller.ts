@@ -287,6 +287,14 @@ export class WorkspaceController implements WorkspaceControl {
       if (!(await this.#provision(ws))) return
       ws = (await this.#t.byId(id))!
     }
+    if ((ws.state === 'idle' || ws.state === 'busy') && ws.desired_state !== 'running') {
+      await this.#stopNow(ws)
+      if (ws.desired_state === 'archived') {
+        await this.#t.update(ws.id, { state: 'archived', archived_at: new Date().toISOString() })
+        await this.#emit(ws, 'workspace_archived', ws.created_by_user_id)
+      }
+      return
+    }
     if (ws.state === 'busy' && !this.#running.has(ws.id)) {
       // The agent of this task died with a previous serve: fail the task cleanly, keep the workspace.
       for (const t of await this.#t.tasks.running(ws.id)) await this.#finishTask(ws, t.id, 'failed', 'interrupted')
@@ -298,14 +306,6 @@ export class WorkspaceController implements WorkspaceControl {
       return
     }
     if (ws.state !== 'idle') return
-    if (ws.desired_state !== 'running') {
-      await this.#stopNow(ws)
-      if (ws.desired_state === 'archived') {
-        await this.#t.update(ws.id, { state: 'archived', archived_at: new Date().toISOString() })
-        await this.#emit(ws, 'workspace_archived', ws.created_by_user_id)
-      }
-      return
-    }
     const next = await this.#t.tasks.nextSubmitted(ws.id)
     if (next) {
       this.#clearIdle(ws.id)
@@ -381,6 +381,8 @@ export class WorkspaceController implements WorkspaceControl {
 
   /** The agent is gone: settle its task, snapshot /data, and go idle (then the next task, if any). */
   async #afterAgent(workspaceId: string, taskId: string): Promise<void> {
+    // After close() this process no longer owns the workspace: the next start's reconcile settles it.
+    if (this.#closed) return
     const run = this.#running.get(workspaceId)
     if (run?.taskId !== taskId) return // a stop already settled it
     this.#running.delete(workspaceId)

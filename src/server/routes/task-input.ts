@@ -110,10 +110,17 @@ export interface TaskLimiter {
 
 /** Per-org bucket on task create and follow-up (spec Limits). Size and refill: docs/workspaces.md. */
 export function taskLimiter(deps: ServerDeps): TaskLimiter {
-  const conf = deps.taskRateLimit ?? { capacity: 30, refillPerSecond: 0.5 }
-  if (conf === false) return { enforce() {} }
-  const limiter = new TokenBucketLimiter(conf)
-  return { enforce: (orgId, reply) => enforceRateLimit(limiter, `tasks:${orgId}`, reply) }
+  // Built on first use, so the setting may be filled in after the app was built.
+  let limiter: TokenBucketLimiter | false | undefined
+  return {
+    enforce(orgId, reply) {
+      if (limiter === undefined) {
+        const conf = deps.taskRateLimit ?? { capacity: 30, refillPerSecond: 0.5 }
+        limiter = conf === false ? false : new TokenBucketLimiter(conf)
+      }
+      if (limiter) enforceRateLimit(limiter, `tasks:${orgId}`, reply)
+    },
+  }
 }
 
 /**

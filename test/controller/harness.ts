@@ -1,0 +1,80 @@
+// A workspace controller over a real store and the real `process` runtime, with the stand-in agent
+// (stand-in-agent.mjs) instead of the model-driven one. Each call makes a fresh org, provider and role.
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { createAuditWriter, type AuditWriter } from '../../src/audit/index.js'
+import { CapabilityTokens } from '../../src/proxy/token.js'
+import { AgentEvents } from '../../src/runtime/controller/agent-events.js'
+import { WorkspaceController, type Actor } from '../../src/runtime/controller/controller.js'
+import { ProcessRuntime } from '../../src/runtime/index.js'
+import type { Store } from '../../src/store/index.js'
+import { proxyTables } from '../../src/store/proxy-tables.js'
+import type { RoleConfig } from '../../src/store/repositories/workspaces.js'
+
+export const STAND_IN_AGENT = resolve(import.meta.dirname, 'stand-in-agent.mjs')
+
+export interface ControllerRig {
+  store: Store
+  audit: AuditWriter
+  runtime: ProcessRuntime
+  tokens: CapabilityTokens
+  controller: WorkspaceController
+  events: AgentEvents
+  root: string
+  orgId: string
+  role: RoleConfig
+  actor: Actor
+  /** A new controller over the same store and runtime root (a restarted serve). */
+  restart(): Promise<WorkspaceController>
+  close(): Promise<void>
+}
+
+export async function controllerRig(store: Store, opts: { taskTimeoutSeconds?: number; idleTimeoutSeconds?: number } = {}): Promise<ControllerRig> {
+  const root = mkdtempSync(join(tmpdir(), 'corral-ctl-'))
+  const audit = createAuditWriter(store, { flushIntervalMs: 1 })
+  const runtime = new ProcessRuntime({ root: join(root, 'runtime'), proxy: { host: '127.0.0.1', port: 9 }, warn: () => {}, stopGraceMs: 500 })
+  const tokens = new CapabilityTokens(new Uint8Array(randomBytes(32)))
+  const make = () => new WorkspaceController({
+    store, audit, runtime, tokens, agentCommand: [process.execPath, STAND_IN_AGENT], stagingRoot: join(root, 'uploads'), reconcileIntervalMs: 60_000,
+  })
+  const org = await store.orgs.create({ name: `org-${randomBytes(4).toString('hex')}` })
+  const t = proxyTables(store.db)
+  const providerId = await t.workspaces.createProvider(org!.id, { name: 'anthropic' })
+  const roleId = await t.workspaces.createRole(org!.id, { name: 'coder', provider_id: providerId })
+  await store.db.updateTable('agent_roles' as never).set({
+    task_timeout_seconds: opts.taskTimeoutSeconds ?? null, idle_timeout_seconds: opts.idleTimeoutSeconds ?? null,
+  } as never).where('id' as never, '=', roleId as never).execute()
+  let controller = make()
+  await controller.start()
+  const role = (await controller.tables.role(org!.id, { id: roleId }))!
+  const controllers = [controller]
+  return {
+    store, audit, runtime, tokens, controller, root, orgId: org!.id, role,
+    events: new AgentEvents(controller, audit),
+    actor: { userId: 'usr_test', creatorId: 'usr_test' },
+    async restart() {
+      controller = make()
+      controllers.push(controller)
+      await controller.start()
+      return controller
+    },
+    async close() {
+      for (const c of controllers) await c.close()
+      await runtime.close()
+      await audit.close()
+      rmSync(root, { recursive: true, force: true })
+    },
+  }
+}
+
+export async function waitFor<T>(probe: () => Promise<T | undefined | false>, what: string, timeoutMs = 15_000): Promise<T> {
+  const until = Date.now() + timeoutMs
+  for (;;) {
+    const v = await probe()
+    if (v) return v
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 25))
+  }
+}

@@ -1,0 +1,27 @@
+// A stand-in agent for controller tests (no model, no proxy): reads its task from
+// $CORRAL_INBOX/tasks.json and acts on the description.
+//   "write NAME TEXT"  writes NAME under the workspace dir and exits 0
+//   "wait NAME TEXT"   waits for a `go` file in the workspace dir, then writes NAME and exits 0
+//   "sleep"            waits until it is stopped
+//   "crash"            exits 3 without doing anything
+import { readFileSync, writeFileSync, appendFileSync } from 'node:fs'
+import { join } from 'node:path'
+
+const [task] = JSON.parse(readFileSync(join(process.env.CORRAL_INBOX, 'tasks.json'), 'utf8'))
+const dir = process.env.CORRAL_WORKSPACE_DIR
+appendFileSync(join(dir, 'tasks.log'), `${task.id} ${task.description}\n`)
+const [verb, name, ...rest] = task.description.split(' ')
+if (verb === 'write') {
+  writeFileSync(join(dir, name), rest.join(' '))
+} else if (verb === 'wait') {
+  const { existsSync } = await import('node:fs')
+  const timer = setInterval(() => {
+    if (!existsSync(join(dir, 'go'))) return
+    clearInterval(timer)
+    writeFileSync(join(dir, name), rest.join(' '))
+  }, 30)
+} else if (verb === 'sleep') {
+  setInterval(() => {}, 1000)
+} else if (verb === 'crash') {
+  process.exit(3)
+}
