@@ -109,14 +109,18 @@ export interface TaskLimiter {
 }
 
 /** Per-org bucket on task create and follow-up (spec Limits). Size and refill: docs/workspaces.md. */
+const limiters = new WeakMap<ServerDeps, TokenBucketLimiter | false>()
+
+/** One bucket per org, shared by task create and follow-up (both route plugins use the same deps). */
 export function taskLimiter(deps: ServerDeps): TaskLimiter {
-  // Built on first use, so the setting may be filled in after the app was built.
-  let limiter: TokenBucketLimiter | false | undefined
   return {
     enforce(orgId, reply) {
+      // Built on first use, so the setting may be filled in after the app was built.
+      let limiter = limiters.get(deps)
       if (limiter === undefined) {
         const conf = deps.taskRateLimit ?? { capacity: 30, refillPerSecond: 0.5 }
         limiter = conf === false ? false : new TokenBucketLimiter(conf)
+        limiters.set(deps, limiter)
       }
       if (limiter) enforceRateLimit(limiter, `tasks:${orgId}`, reply)
     },
