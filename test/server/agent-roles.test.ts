@@ -1,20 +1,21 @@
-// /v1/agent-roles on the real app and a real SQLite store: every spec field round-trips, compile
+// /v1/agent-roles on the real app and a real store (SQLite, and Postgres when configured): every spec field round-trips, compile
 // on save (invalid_capabilities with the compiler's diagnostics), partial PATCH semantics,
 // archive/unarchive, delete guard, stop-workspaces, every refusal code, every event with its detail
 // keys, cross-org ids, permissions and the posture gate.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { proxyTables } from '../../src/store/proxy-tables.js'
+import { testDialects } from '../helpers/dialects.js'
 import { createHarness, type Harness } from './harness.js'
 import { tableWorkspaceControl } from './agent-roles-fixtures.js'
 
 const CAPS = '- name: api\n  type: http\n  allow:\n    - domains: [api.anthropic.com]\n      methods: [POST]\n'
 const BAD_CAPS = '- name: 1api\n  type: http\n  allow: []\n'
 
-describe('agent role routes', () => {
+for (const d of testDialects()) describe(`agent role routes [${d.name}]`, () => {
   let h: Harness
   let control: ReturnType<typeof tableWorkspaceControl>
   beforeAll(async () => {
-    h = await createHarness()
+    h = await createHarness({ open: d.open })
     control = tableWorkspaceControl(h.store)
     h.deps.workspaceControl = control
   })

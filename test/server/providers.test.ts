@@ -1,17 +1,18 @@
-// /v1/providers on the real app and a real SQLite store: create/list/show/patch/delete, archive
+// /v1/providers on the real app and a real store (SQLite, and Postgres when configured): create/list/show/patch/delete, archive
 // with its cascade and the workspaces_active guard, unarchive, every refusal code, every event with
 // its detail keys, cross-org ids, permissions and the posture gate.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { proxyTables } from '../../src/store/proxy-tables.js'
+import { testDialects } from '../helpers/dialects.js'
 import { createHarness, type Harness } from './harness.js'
 import { tableWorkspaceControl } from './agent-roles-fixtures.js'
 
 const CAPS = '- name: api\n  type: http\n  allow:\n    - domains: [api.anthropic.com]\n      methods: [POST]\n'
 
-describe('provider routes', () => {
+for (const d of testDialects()) describe(`provider routes [${d.name}]`, () => {
   let h: Harness
   beforeAll(async () => {
-    h = await createHarness()
+    h = await createHarness({ open: d.open })
     h.deps.workspaceControl = tableWorkspaceControl(h.store)
   })
   afterAll(() => h.close())
