@@ -1,0 +1,64 @@
+import { Args } from '@oclif/core'
+import * as Flags from '@oclif/core/flags'
+import { ApiCommand } from '../../cli/api-command.js'
+import { FindingsExit, UsageError } from '../../cli/errors.js'
+import { diag } from '../../cli/output.js'
+import { workspacesApi, type TaskAccepted, type TaskRecord, type TaskSubmission } from '../../client/workspaces.js'
+
+type Result = TaskAccepted | TaskRecord | undefined
+
+export default class TaskSubmit extends ApiCommand<Result> {
+  static override summary = 'Submit a task: a new workspace from a role, or a follow-up on --workspace.'
+  static override description = `Files given with --file are uploaded and land in the workspace at /data/uploads/<task id>/. With --wait the command follows the workspace's activity stream and shows the agent's events live until the task ends; it exits 1 unless the task completed. With --json and --wait, the output is NDJSON: every event, then the final task.`
+  static override examples = [
+    '<%= config.bin %> task submit --role coder "Fix the failing test" --file report.txt --wait',
+    '<%= config.bin %> task submit --workspace ws_0193… "Now add a changelog entry" --json',
+  ]
+
+  static override args = { description: Args.string({ required: true, description: 'What the agent should do.' }) }
+  static override flags = {
+    role: Flags.string({ char: 'r', helpValue: 'NAME', summary: 'Agent role name (or id) for the new workspace.', exclusive: ['workspace'] }),
+    workspace: Flags.string({ char: 'w', helpValue: 'ID', summary: 'Submit a follow-up task to this workspace instead.' }),
+    file: Flags.string({ char: 'f', multiple: true, helpValue: 'PATH', summary: 'Upload a file with the task (repeatable).' }),
+    wait: Flags.boolean({ summary: 'Follow the agent live until the task ends.' }),
+    'thinking-effort': Flags.string({ options: ['high', 'medium', 'low', 'off'], summary: 'Override the role\'s thinking effort.' }),
+    'max-continuations': Flags.integer({ min: 0, summary: 'Override the role\'s max continuations.' }),
+    'reset-session': Flags.boolean({ summary: 'Follow-up only: start with a fresh agent session.' }),
+  }
+
+  async execute(): Promise<Result> {
+    const { args, flags } = await this.parse(TaskSubmit)
+    if (!flags.role && !flags.workspace) throw new UsageError('pass --role NAME for a new workspace, or --workspace ID for a follow-up (see --help)')
+    if (flags['reset-session'] && !flags.workspace) throw new UsageError('--reset-session only applies to a follow-up (--workspace) (see --help)')
+    const api = workspacesApi(this.client)
+    const s: TaskSubmission = {
+      description: args.description,
+      ...(flags['thinking-effort'] ? { thinking_effort: flags['thinking-effort'] } : {}),
+      ...(flags['max-continuations'] !== undefined ? { max_continuations: flags['max-continuations'] } : {}),
+      ...(flags.file ? { files: flags.file } : {}),
+    }
+    const accepted = flags.workspace
+      ? await api.followUp(flags.workspace, { ...s, ...(flags['reset-session'] ? { reset_session: true } : {}) })
+      : await api.submitTask({ ...s, ...(/^role_[0-9a-f]{32}$/.test(flags.role!) ? { role_id: flags.role } : { role_name: flags.role }) })
+    if (!flags.wait) return accepted
+    const json = this.jsonEnabled()
+    if (!json) diag(`Task ${accepted.task_id} submitted to workspace ${accepted.workspace_id}; following its activity (Ctrl-C stops watching, the task goes on).`)
+    const stop = new AbortController()
+    const onSignal = () => stop.abort()
+    process.once('SIGINT', onSignal)
+    let task: TaskRecord
+    try {
+      const { watchTask } = await import('../../cli/task-watch.js')
+      task = await watchTask(this.client, { taskId: accepted.task_id, workspaceId: accepted.workspace_id, json, signal: stop.signal })
+    } finally {
+      process.off('SIGINT', onSignal)
+    }
+    if (json) process.stdout.write(JSON.stringify(task) + '\n')
+    if (task.status !== 'completed' && !stop.signal.aborted) throw new FindingsExit()
+    return undefined
+  }
+
+  protected override render(r: Result): void {
+    if (r && 'task_id' in r) process.stdout.write(`Task ${r.task_id} ${r.status} on workspace ${r.workspace_id}\n`)
+  }
+}

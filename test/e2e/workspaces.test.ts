@@ -1,0 +1,165 @@
+// The issue's end-to-end flow on real processes: `corral serve` with the local (bubblewrap)
+// runtime — the process runtime where bubblewrap cannot run — a fake Anthropic API over HTTPS on
+// loopback speaking the real streaming format, a role whose policy allows only that provider with
+// an output-token budget metered from the SSE usage events. A task is submitted with an uploaded
+// file; the reference agent writes a file with a tool and finishes; the audit log holds the
+// policy decisions with debits, the agent events and the lifecycle events; the snapshot lists the
+// files; a fork at 1 gets a follow-up task that sees the parent's file.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { LeafMinter, loadOrCreateCa } from '../../src/proxy/ca.js'
+import { startFakeAnthropic, type FakeProvider } from '../agent/fake-model.js'
+import { runCorral, startServe, type RunningServe } from '../helpers/serve.js'
+import { bwrapAvailable } from '../runtime/helpers.js'
+
+const RUNTIME = (await bwrapAvailable()) ? 'local' : 'process'
+
+const CAPS = `
+- name: model
+  type: http
+  allow:
+    - name: messages
+      domains: ["127.0.0.1"]
+      methods: [POST]
+      paths: [/v1/messages]
+  transforms:
+    - name: identity
+      header: {name: Accept-Encoding, action: set, value: '"identity"'}
+  budgets:
+    counters:
+      - name: output_tokens
+        source: response
+        requires_body: true
+        framing: sse
+        format: application/json
+        encoding: identity
+        status_codes: ["2xx"]
+        sse_event: message_delta
+        accumulator: max
+        value: int(event.data.usage.output_tokens)
+        terminal_event_type: message_stop
+        reserve_per_request: 100
+        failure_charge: 10
+        workspace: {max: 100000, ttl: 24h}
+        task: {max: 50000, ttl: 1h}
+`
+
+/** The model's side of both tasks: tools first, then `finish` once tool results came back. */
+function script(body: any) {
+  const last = body.messages.at(-1)
+  const sawResults = Array.isArray(last?.content) && last.content.some((c: any) => c.type === 'tool_result')
+  if (sawResults) return { text: 'Done.', tools: [{ name: 'finish', input: { summary: 'all done' } }], usage: { input: 50, output: 7 } }
+  const prompt = JSON.stringify(body.messages)
+  if (prompt.includes('follow up')) {
+    return { tools: [{ name: 'run_command', input: { command: 'cat report.md > seen-by-fork.txt' } }], usage: { input: 40, output: 11 } }
+  }
+  return {
+    text: 'Writing the report.',
+    tools: [
+      { name: 'write_file', input: { path: 'report.md', content: '# Report\n' } },
+      { name: 'run_command', input: { command: 'cp uploads/*/notes.txt notes-copy.txt' } },
+    ],
+    usage: { input: 60, output: 23 },
+  }
+}
+
+describe(`workspaces end to end (${RUNTIME} runtime)`, () => {
+  let tmp: string
+  let provider: FakeProvider
+  let serve: RunningServe
+  const api = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${serve.url}/v1${path}`, {
+      method, headers: { authorization: `Bearer ${serve.adminKey}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+    })
+    return { status: res.status, body: await res.json() as any }
+  }
+  const until = async <T>(probe: () => Promise<T | undefined | false>, what: string, ms = 30_000): Promise<T> => {
+    const end = Date.now() + ms
+    for (;;) {
+      const v = await probe()
+      if (v) return v
+      if (Date.now() > end) throw new Error(`timed out waiting for ${what}\n${serve.output().slice(-3000)}`)
+      await new Promise((r) => setTimeout(r, 100))
+    }
+  }
+  const taskDone = (id: string) => until(async () => {
+    const t = (await api('GET', `/tasks/${id}`)).body
+    return ['completed', 'failed', 'cancelled'].includes(t.status) && t
+  }, `task ${id}`)
+  const idleAfter = (id: string, count: number) => until(async () => {
+    const w = (await api('GET', `/workspaces/${id}`)).body
+    return w.state === 'idle' && w.task_count === count && w
+  }, `workspace ${id} idle after ${count} tasks`)
+  const audit = async (wsId: string, ...filters: string[]) =>
+    (await api('GET', `/workspaces/${wsId}/audit?order=asc&limit=1000${filters.map((f) => `&filter=${encodeURIComponent(f)}`).join('')}`)).body.events as any[]
+
+  beforeAll(async () => {
+    tmp = mkdtempSync(join(tmpdir(), 'corral-ws-e2e-'))
+    const ca = await loadOrCreateCa(join(tmp, 'upstream-ca'))
+    writeFileSync(join(tmp, 'upstream-ca.pem'), ca.certPem)
+    provider = await startFakeAnthropic(script, await new LeafMinter(ca).pemFor('127.0.0.1'))
+    serve = await startServe({ env: { CORRAL_UPSTREAM_CA: join(tmp, 'upstream-ca.pem') }, args: ['--runtime', RUNTIME] })
+  })
+  afterAll(async () => {
+    await serve?.stop()
+    await provider?.close()
+    rmSync(tmp, { recursive: true, force: true })
+  })
+
+  it('task with an upload → agent → events → completed → snapshot; fork at 1 takes a follow-up', async () => {
+    const prov = await api('POST', '/providers', { name: 'fake-anthropic', kind: 'anthropic', base_url: provider.url, default_model: 'claude-test' })
+    expect(prov.status).toBe(201)
+    const role = await api('POST', '/agent-roles', { name: 'coder', provider_id: prov.body.id, capabilities: CAPS })
+    expect(role.status).toBe(201)
+
+    // Submit through the CLI with an uploaded file.
+    writeFileSync(join(tmp, 'notes.txt'), 'remember the milk\n')
+    const env = { CORRAL_API_URL: serve.url, CORRAL_TOKEN: serve.adminKey, XDG_CONFIG_HOME: tmp }
+    const submitted = await runCorral(['task', 'submit', '--role', 'coder', 'Write a report', '--file', join(tmp, 'notes.txt'), '--json'], { env })
+    expect(submitted.code, submitted.stderr).toBe(0)
+    const accepted = JSON.parse(submitted.stdout)
+    expect(accepted).toMatchObject({ task_id: expect.stringMatching(/^task_/), workspace_id: expect.stringMatching(/^ws_/), status: 'submitted' })
+    const wsId: string = accepted.workspace_id
+
+    const done = await taskDone(accepted.task_id)
+    expect(done, JSON.stringify(done)).toMatchObject({ status: 'completed', summary: 'all done', uploads: ['notes.txt'] })
+    await idleAfter(wsId, 1)
+
+    const decisions = await audit(wsId, 'event_type=policy_decision')
+    expect(decisions.length).toBe(2)
+    for (const d of decisions) {
+      expect(d).toMatchObject({ decision: 'allow', capability_name: 'model', destination: '127.0.0.1', path: '/v1/messages', task_id: accepted.task_id, agent_role: 'coder', agent_provider: 'fake-anthropic' })
+    }
+    expect(decisions.map((d) => d.debits.output_tokens).sort()).toEqual([23, 7].sort())
+
+    const agentEvents = await audit(wsId, 'actor=agent')
+    const kinds = agentEvents.map((e) => e.event_type)
+    expect(kinds).toEqual(expect.arrayContaining(['session_start', 'task_start', 'tool_call', 'tool_result', 'file_change', 'task_end']))
+    expect(agentEvents.find((e) => e.event_type === 'file_change').detail).toMatchObject({ path: 'report.md', action: 'created' })
+    expect(agentEvents.every((e) => e.category === 'activity' && e.task_id === accepted.task_id)).toBe(true)
+
+    const lifecycle = (await audit(wsId, 'actor=control-plane')).map((e) => e.event_type)
+    expect(lifecycle).toEqual(['workspace_created', 'task_submitted', 'workspace_provisioned', 'task_completed'])
+
+    const files = (await api('GET', `/workspaces/${wsId}/snapshot/files`)).body.entries.map((e: any) => e.path)
+    expect(files).toEqual(expect.arrayContaining(['report.md', 'notes-copy.txt', `uploads/${accepted.task_id}/notes.txt`]))
+
+    // Fork at 1 and give the child a follow-up that reads the parent's file.
+    const fork = await api('POST', `/workspaces/${wsId}/fork`, { fork_point_task_count: 1 })
+    expect(fork).toMatchObject({ status: 202, body: { status: 'provisioning' } })
+    const child: string = fork.body.workspace_id
+    await until(async () => (await api('GET', `/workspaces/${child}`)).body.state === 'idle', 'fork provisioned')
+    const follow = await api('POST', `/workspaces/${child}/tasks`, { description: 'follow up: check the report' })
+    expect(follow.status).toBe(202)
+    expect((await taskDone(follow.body.task_id)).status).toBe('completed')
+    await idleAfter(child, 1)
+    const childFiles = (await api('GET', `/workspaces/${child}/snapshot/files`)).body.entries.map((e: any) => e.path)
+    expect(childFiles).toEqual(expect.arrayContaining(['report.md', 'seen-by-fork.txt']))
+    const childEvents = (await audit(child)).map((e) => e.event_type)
+    expect(childEvents).toEqual(expect.arrayContaining(['workspace_fork_created', 'workspace_created', 'workspace_provisioned', 'task_submitted', 'task_completed']))
+    expect((await audit(wsId, 'event_type=workspace_forked'))[0].detail).toMatchObject({ child_workspace_id: child, fork_point_task_count: 1 })
+  }, 90_000)
+})
