@@ -231,6 +231,19 @@ for (const d of testDialects()) describe(`agent role routes [${d.name}]`, () => 
     expect((await h.inject('POST', `/v1/agent-roles/${role.id}/archive`, { token: a.ownerToken })).body.error.code).toBe('tenant_inactive')
   })
 
+  it('no interleaving of role create and provider archive leaves an active role on an archived provider', async () => {
+    const { ownerToken, prov } = await setup()
+    const [created, archived] = await Promise.all([
+      Promise.all(['a', 'b', 'c', 'd'].map((name) => h.inject('POST', '/v1/agent-roles', { token: ownerToken, body: { name, provider_id: prov.id } }))),
+      h.inject('POST', `/v1/providers/${prov.id}/archive`, { token: ownerToken }),
+    ])
+    expect(archived.status).toBe(200)
+    for (const res of created) expect([201, 409]).toContain(res.status)
+    const made = created.filter((r) => r.status === 201).length
+    expect(archived.body.cascaded_roles).toBe(made) // every role that got in was archived with the provider
+    expect((await h.inject('GET', '/v1/agent-roles', { token: ownerToken })).body.agent_roles).toEqual([])
+  })
+
   it('without a workspace controller, roles behave as if no workspaces exist', async () => {
     const { ownerToken, prov } = await setup()
     const role = (await h.inject('POST', '/v1/agent-roles', { token: ownerToken, body: { name: 'r', provider_id: prov.id } })).body

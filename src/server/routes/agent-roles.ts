@@ -5,7 +5,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { EventType } from '../../audit/event.js'
 import { compilePolicy } from '../../policy/index.js'
-import { ENVIRONMENTS, POOL_POLICIES, THINKING_EFFORTS, type AgentRole } from '../../store/index.js'
+import { ENVIRONMENTS, POOL_POLICIES, THINKING_EFFORTS, type AgentRole, type StoreTransaction } from '../../store/index.js'
 import type { AgentRoleFields, AgentRolePatch } from '../../store/repositories/agent-roles.js'
 import { apiError, notFound } from '../errors.js'
 import { dateTime, idParams, statusOnly } from '../schemas/common.js'
@@ -91,11 +91,15 @@ export async function agentRoleRoutes(app: FastifyInstance, deps: ServerDeps): P
     async (request, reply) => {
       const p = request.principal!
       const body = request.body
-      await assertProviderUsable(deps, p.org.id, body.provider_id)
       checkPool(body)
       checkCapabilities(body.capabilities)
-      if (await store.agentRoles.getByName(p.org.id, body.name)) throw apiError('conflict', `an agent role named ${body.name} already exists`, { fields: { name: 'already exists' } })
-      const role = await store.agentRoles.create(p.org.id, { ...body, created_by: p.userId }).catch(duplicateName(body.name, 'agent role'))
+      const role = await store
+        .transaction(async (tx) => {
+          await assertProviderUsable(tx, p.org.id, body.provider_id)
+          if (await tx.agentRoles.getByName(p.org.id, body.name)) throw apiError('conflict', `an agent role named ${body.name} already exists`, { fields: { name: 'already exists' } })
+          return tx.agentRoles.create(p.org.id, { ...body, created_by: p.userId })
+        })
+        .catch(duplicateName(body.name, 'agent role'))
       await emitRoleEvent(deps, request, 'agent_role_created', role)
       reply.code(201)
       return role
@@ -136,15 +140,19 @@ export async function agentRoleRoutes(app: FastifyInstance, deps: ServerDeps): P
     async (request) => {
       const orgId = request.principal!.org.id
       const body = request.body
-      const current = (await store.agentRoles.get(orgId, request.params.id)) ?? throwNotFound()
-      if (current.archived_at) throw apiError('role_archived', `agent role ${current.name} is archived; unarchive it first`)
-      if (body.provider_id !== undefined && body.provider_id !== current.provider_id) await assertProviderUsable(deps, orgId, body.provider_id)
-      checkPool({ ...current, ...body })
       if (body.capabilities !== undefined) checkCapabilities(body.capabilities)
-      if (body.name !== undefined && body.name !== current.name && (await store.agentRoles.getByName(orgId, body.name))) {
-        throw apiError('conflict', `an agent role named ${body.name} already exists`, { fields: { name: 'already exists' } })
-      }
-      const role = (await store.agentRoles.update(orgId, current.id, body).catch(duplicateName(body.name ?? '', 'agent role'))) ?? throwNotFound()
+      const role = await store
+        .transaction(async (tx) => {
+          const current = (await tx.agentRoles.get(orgId, request.params.id)) ?? throwNotFound()
+          if (current.archived_at) throw apiError('role_archived', `agent role ${current.name} is archived; unarchive it first`)
+          if (body.provider_id !== undefined && body.provider_id !== current.provider_id) await assertProviderUsable(tx, orgId, body.provider_id)
+          checkPool({ ...current, ...body })
+          if (body.name !== undefined && body.name !== current.name && (await tx.agentRoles.getByName(orgId, body.name))) {
+            throw apiError('conflict', `an agent role named ${body.name} already exists`, { fields: { name: 'already exists' } })
+          }
+          return (await tx.agentRoles.update(orgId, current.id, body)) ?? throwNotFound()
+        })
+        .catch(duplicateName(body.name ?? '', 'agent role'))
       await emitRoleEvent(deps, request, 'agent_role_updated', role, { patched_fields: Object.keys(body).sort() })
       await restartIdleWorkspaces(deps, request, orgId, [role.id])
       return role
@@ -187,12 +195,15 @@ export async function agentRoleRoutes(app: FastifyInstance, deps: ServerDeps): P
     { config: { permission: CAPS_WRITE }, schema: { params: idParams, response: { 200: statusOnly('unarchived') } } },
     async (request) => {
       const orgId = request.principal!.org.id
-      const current = (await store.agentRoles.get(orgId, request.params.id)) ?? throwNotFound()
-      if (!current.archived_at) throw apiError('not_archived', `agent role ${current.name} is not archived`)
-      // A role whose provider is archived could not run a task anyway; unarchive the provider first.
-      const provider = await store.providers.get(orgId, current.provider_id)
-      if (provider?.archived_at) throw apiError('provider_archived', `provider ${provider.name} is archived; unarchive it first`)
-      await store.agentRoles.setArchived(orgId, current.id, false)
+      const current = await store.transaction(async (tx) => {
+        const role = (await tx.agentRoles.get(orgId, request.params.id)) ?? throwNotFound()
+        if (!role.archived_at) throw apiError('not_archived', `agent role ${role.name} is not archived`)
+        // A role whose provider is archived could not run a task anyway; unarchive the provider first.
+        const provider = await tx.providers.getForUse(orgId, role.provider_id)
+        if (provider?.archived_at) throw apiError('provider_archived', `provider ${provider.name} is archived; unarchive it first`)
+        await tx.agentRoles.setArchived(orgId, role.id, false)
+        return role
+      })
       await emitRoleEvent(deps, request, 'agent_role_unarchived', current)
       return { status: 'unarchived' }
     },
@@ -218,9 +229,9 @@ function throwNotFound(): never {
   throw notFound('agent role')
 }
 
-/** The provider exists in the caller's org (else a field error) and is not archived. */
-async function assertProviderUsable(deps: ServerDeps, orgId: string, providerId: string): Promise<void> {
-  const provider = await deps.store.providers.get(orgId, providerId)
+/** The provider exists in the caller's org (else a field error) and is not archived; locked until the transaction ends. */
+async function assertProviderUsable(tx: StoreTransaction, orgId: string, providerId: string): Promise<void> {
+  const provider = await tx.providers.getForUse(orgId, providerId)
   if (!provider) throw fieldError('provider_id', 'no such provider in this organisation')
   if (provider.archived_at) throw apiError('provider_archived', `provider ${provider.name} is archived`)
 }

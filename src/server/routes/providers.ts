@@ -193,10 +193,14 @@ export async function providerRoutes(app: FastifyInstance, deps: ServerDeps): Pr
       if (active > 0) {
         throw apiError('workspaces_active', `${active} workspace(s) using a role of provider ${current.name} still run; stop them first (corral role stop-workspaces)`, { active_workspaces: active })
       }
+      // The row lock orders this against role creates and unarchives on the same provider.
       const cascaded = await store.transaction(async (tx) => {
+        const locked = await tx.providers.getForUse(orgId, current.id)
+        if (!locked || locked.archived_at) return undefined // a concurrent archive won
         await tx.providers.setArchived(orgId, current.id, true)
         return tx.agentRoles.archiveByProvider(orgId, current.id)
       })
+      if (cascaded === undefined) return { status: 'archived', cascaded_roles: 0 }
       await emitProviderEvent(deps, request, 'provider_archived', current, { cascaded_roles: cascaded })
       return { status: 'archived', cascaded_roles: cascaded }
     },

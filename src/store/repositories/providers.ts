@@ -85,6 +85,17 @@ export function createProvidersRepository(ctx: RepoContext) {
       const row = await db.selectFrom('providers').selectAll().where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst()
       return row && toRecord(row)
     },
+    /**
+     * Inside a transaction: the provider, locked against a concurrent archive until commit (row lock
+     * on Postgres; SQLite serialises writers anyway). Role create/unarchive use it so a role can
+     * never be attached to a provider that is being archived.
+     */
+    async getForUse(orgId: string, id: string): Promise<Provider | undefined> {
+      let q = db.selectFrom('providers').selectAll().where('org_id', '=', orgId).where('id', '=', id)
+      if (ctx.dialect.capabilities.rowLocks) q = q.forUpdate()
+      const row = await q.executeTakeFirst()
+      return row && toRecord(row)
+    },
     async getByName(orgId: string, name: string): Promise<Provider | undefined> {
       const row = await db.selectFrom('providers').selectAll().where('org_id', '=', orgId).where('name', '=', name).executeTakeFirst()
       return row && toRecord(row)
