@@ -49,12 +49,12 @@ const CAPS = `
 /** The model's side of both tasks: tools first, then `finish` once tool results came back. */
 function script(body: any) {
   const last = body.messages.at(-1)
-  const sawResults = Array.isArray(last?.content) && last.content.some((c: any) => c.type === 'tool_result')
-  if (sawResults) return { text: 'Done.', tools: [{ name: 'finish', input: { summary: 'all done' } }], usage: { input: 50, output: 7 } }
-  const prompt = JSON.stringify(body.messages)
-  if (prompt.includes('follow up')) {
+  // A resumed session's new task message also carries the previous turn's tool results.
+  if (JSON.stringify(last).includes('follow up')) {
     return { tools: [{ name: 'run_command', input: { command: 'cat report.md > seen-by-fork.txt' } }], usage: { input: 40, output: 11 } }
   }
+  const sawResults = Array.isArray(last?.content) && last.content.some((c: any) => c.type === 'tool_result')
+  if (sawResults) return { text: 'Done.', tools: [{ name: 'finish', input: { summary: 'all done' } }], usage: { input: 50, output: 17 } }
   return {
     text: 'Writing the report.',
     tools: [
@@ -133,7 +133,7 @@ describe(`workspaces end to end (${RUNTIME} runtime)`, () => {
     for (const d of decisions) {
       expect(d).toMatchObject({ decision: 'allow', capability_name: 'model', destination: '127.0.0.1', path: '/v1/messages', task_id: accepted.task_id, agent_role: 'coder', agent_provider: 'fake-anthropic' })
     }
-    expect(decisions.map((d) => d.debits.output_tokens).sort()).toEqual([23, 7].sort())
+    expect(decisions.map((d) => d.debits.output_tokens).sort((a, b) => a - b)).toEqual([17, 23])
 
     const agentEvents = await audit(wsId, 'actor=agent')
     const kinds = agentEvents.map((e) => e.event_type)
