@@ -23,6 +23,8 @@ export class ProxyFront {
   readonly #inner: Server
   readonly #tunnels = new WeakMap<Socket, TunnelContext>()
   readonly #sockets = new Set<Socket>()
+  /** Cheap counters for benchmarks and operators (no per-request logging). */
+  readonly stats = { tunnels: 0, requests: 0 }
 
   constructor(core: ProxyCore, minter: LeafMinter) {
     this.#core = core
@@ -68,6 +70,7 @@ export class ProxyFront {
 
   /** Plain HTTP: an absolute-URI request (`GET http://host/path`). */
   async #plain(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    this.stats.requests++
     const url = req.url ?? '/'
     let parsed: URL | undefined
     try {
@@ -94,6 +97,7 @@ export class ProxyFront {
       socket.end('HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\nCONNECT needs host:port\n')
       return
     }
+    this.stats.tunnels++
     const auth = req.headers['proxy-authorization']
     const tunnel: TunnelContext = { host: target.host, port: target.port, token: this.#core.tokens.check(Array.isArray(auth) ? auth[0] : auth) }
     let defaultContext
@@ -122,6 +126,7 @@ export class ProxyFront {
 
   /** A request inside an intercepted tunnel. */
   async #tunneled(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    this.stats.requests++
     const tunnel = this.#tunnels.get(req.socket)
     let path = req.url ?? '/'
     if (/^https?:\/\//i.test(path)) {

@@ -71,6 +71,11 @@ export class ProxyService {
     return this.#ca
   }
 
+  /** Tunnels opened and requests seen since start. */
+  stats(): { tunnels: number; requests: number } {
+    return { ...(this.#front?.stats ?? { tunnels: 0, requests: 0 }) }
+  }
+
   async start(): Promise<number> {
     const o = this.#opts
     this.#ca = await loadOrCreateCa(o.dataDir)

@@ -1,7 +1,7 @@
 // The upstream client: one pooled undici Agent for every upstream, built at start, keep-alive on,
 // normal certificate verification against the system roots plus `--upstream-ca` extras. Request
 // bodies stream through unless a phase buffered them; response bodies come back as a stream.
-import { rootCertificates } from 'node:tls'
+import { createSecureContext, rootCertificates } from 'node:tls'
 import type { Readable } from 'node:stream'
 import { Agent, buildConnector, type Dispatcher } from 'undici'
 
@@ -14,7 +14,7 @@ export const HOP_BY_HOP = new Set([
 export interface UpstreamOptions {
   /** Extra PEM roots trusted for upstream TLS (tests, private CAs). */
   extraCaPem?: string[]
-  /** Max idle keep-alive connections per origin. */
+  /** Max connections per origin; default unlimited (every in-flight stream needs its own; idle ones are reused). */
   connections?: number
   headersTimeoutMs?: number
   bodyTimeoutMs?: number
@@ -43,9 +43,12 @@ export class Upstream {
 
   constructor(opts: UpstreamOptions = {}) {
     const ca = opts.extraCaPem?.length ? [...rootCertificates, ...opts.extraCaPem] : undefined
-    const base = buildConnector({ ...(ca ? { ca } : {}), rejectUnauthorized: true })
+    // One SecureContext for every upstream connection: passing `ca` to each tls.connect would
+    // re-parse every root certificate per connection (it dominated the first profile).
+    const secureContext = ca ? createSecureContext({ ca }) : undefined
+    const base = buildConnector({ ...(secureContext ? { secureContext } : {}), rejectUnauthorized: true } as buildConnector.BuildOptions)
     this.#agent = new Agent({
-      connections: opts.connections ?? 256,
+      ...(opts.connections ? { connections: opts.connections } : {}),
       pipelining: 1,
       keepAliveTimeout: 30_000,
       headersTimeout: opts.headersTimeoutMs ?? 300_000,

@@ -19,7 +19,16 @@ export async function forward(core: ProxyCore, st: RequestState, observer?: Resp
   let body: Buffer | Readable | AsyncIterable<Buffer> | undefined
   if (st.outgoingBody) body = st.outgoingBody
   else if (st.body) body = st.body.length ? st.body : undefined
-  else if (hasBody(req)) body = counted(req, st)
+  else if (hasBody(req)) {
+    // A declared length is forwarded as is and the stream handed to undici untouched (fast
+    // path); only chunked bodies go through the counting generator.
+    const declared = Number(req.headers['content-length'])
+    if (Number.isFinite(declared) && declared >= 0) {
+      body = req
+      st.requestBytes = declared
+      st.headers['content-length'] = String(declared)
+    } else body = counted(req, st)
+  }
   if (Buffer.isBuffer(body)) st.requestBytes = body.length
 
   const upstream = await core.upstream.send({

@@ -1,0 +1,44 @@
+// The benchmark's upstream (own process): a keep-alive HTTPS server on loopback with its own CA.
+//   POST /v1/messages  → small JSON answer
+//   GET  /v1/stream    → SSE, ~2 KB in 20 events (Anthropic-style usage in message_delta), 1 ms apart
+//   GET  /v1/hold      → SSE that sends one event and stays open until the client leaves
+// Prints `READY <port>` once listening. Argument: directory for the CA.
+import { createServer } from 'node:https'
+import type { AddressInfo } from 'node:net'
+import { LeafMinter, loadOrCreateCa } from '../src/proxy/ca.js'
+
+const dir = process.argv[2]!
+const ca = await loadOrCreateCa(dir)
+const pem = await new LeafMinter(ca).pemFor('127.0.0.1')
+const pad = 'x'.repeat(80)
+const ev = (event: string, data: unknown): string => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`
+
+const server = createServer({ ...pem, keepAlive: true }, (req, res) => {
+  if (req.method === 'POST') {
+    let n = 0
+    req.on('data', (c: Buffer) => (n += c.length))
+    req.on('end', () => {
+      const body = JSON.stringify({ id: 'msg_1', received: n, usage: { input_tokens: 12, output_tokens: 3 } })
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) })
+      res.end(body)
+    })
+    return
+  }
+  req.resume()
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
+  res.write(ev('message_start', { type: 'message_start', message: { usage: { input_tokens: 10, output_tokens: 1 } } }))
+  if (req.url === '/v1/hold') return // held open; ends when the client disconnects
+  let i = 0
+  const timer = setInterval(() => {
+    if (++i < 18) res.write(ev('content_block_delta', { type: 'content_block_delta', delta: { text: pad } }))
+    else {
+      clearInterval(timer)
+      res.write(ev('message_delta', { type: 'message_delta', usage: { output_tokens: 120 } }))
+      res.end(ev('message_stop', { type: 'message_stop' }))
+    }
+  }, 1)
+  res.on('close', () => clearInterval(timer))
+})
+server.keepAliveTimeout = 60_000
+server.maxConnections = 10_000
+server.listen(0, '127.0.0.1', () => process.stdout.write(`READY ${(server.address() as AddressInfo).port}\n`))

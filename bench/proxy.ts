@@ -1,0 +1,340 @@
+// Outbound proxy benchmark (not a test). One process tree on loopback: a keep-alive HTTPS upstream
+// (bench/proxy-upstream.ts), `corral proxy` (built binary when dist/ exists, else sources), squid as
+// a plain CONNECT tunnel and mitmproxy as an intercepting peer (both from the distribution's
+// packages, installed with apt-get when missing), and this process as the load generator (undici
+// with a ProxyAgent). Same request mix everywhere: a JSON POST matched by a body CEL rule with one
+// header transform, one auth transform and one request counter, and an SSE stream of ~2 KB in 20
+// events metered by a token counter. Writes bench/results/proxy.json.
+//
+//   npm run bench:proxy
+//   CORRAL_BENCH_SECONDS=10 npm run bench:proxy       # longer closed-loop runs
+//   CORRAL_BENCH_PROFILE=1 npm run bench:proxy        # --cpu-prof of the corral proxy → bench/results/prof/
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { connect, createServer as createNetServer, type AddressInfo } from 'node:net'
+import { cpus, tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { Agent, ProxyAgent, request, type Dispatcher } from 'undici'
+import { createAuditWriter } from '../src/audit/index.js'
+import { OrgMaterialAdmin } from '../src/proxy/material-admin.js'
+import { Sealer, loadMasterKey } from '../src/proxy/sealed.js'
+import { CapabilityTokens, loadTokenKey } from '../src/proxy/token.js'
+import { openStore } from '../src/store/index.js'
+import { proxyTables } from '../src/store/proxy-tables.js'
+
+const ROOT = resolve(import.meta.dirname, '..')
+const SECONDS = Number(process.env.CORRAL_BENCH_SECONDS ?? 5)
+const CONCURRENCY = 32
+const RATE = 500
+const STREAMS = 1000
+const TARGETS = { vs_squid: 0.4, vs_mitmproxy: 8, added_p50_ms: 0.5, added_p99_ms: 1.5, ttfe_extra_ms: 5, rss_mb: 300 }
+
+const CAPS = `
+- name: llm
+  type: http
+  allow:
+    - name: messages
+      domains: ["127.0.0.1"]
+      methods: [POST]
+      paths: ["/v1/messages"]
+      request_format: application/json
+      match:
+        requires_body: true
+        expr: request.body.model == "claude-bench" && request.body.max_tokens <= 4096
+    - name: stream
+      domains: ["127.0.0.1"]
+      methods: [GET]
+      paths: ["/v1/stream", "/v1/hold"]
+  transforms:
+    - name: version
+      header: { name: anthropic-version, action: set, value: '"2023-06-01"' }
+    - name: identity
+      header: { name: accept-encoding, action: set, value: '"identity"' }
+    - name: key
+      auth: { credential: anthropic-key, provider: anthropic }
+  budgets:
+    counters:
+      - name: requests
+        source: request.count
+        workspace: { max: 0 }
+      - name: tokens
+        source: response
+        requires_body: true
+        framing: sse
+        format: application/json
+        encoding: identity
+        sse_event: message_delta
+        value: event.data.usage.output_tokens
+        accumulator: max
+        terminal_event_type: message_stop
+        status_codes: ["2xx"]
+        workspace: { max: 0 }
+`
+
+const POST_BODY = JSON.stringify({ model: 'claude-bench', max_tokens: 1024, messages: [{ role: 'user', content: 'x'.repeat(400) }] })
+
+interface Target { name: string; dispatcher: () => Dispatcher; pid?: number }
+interface Result { throughput_rps: number; p50_ms: number; p99_ms: number; ttfe_ms: number; errors: number; rss_mb_streams?: number }
+
+const children: ChildProcess[] = []
+const cleanup = (): void => {
+  for (const c of children) if (c.exitCode === null) c.kill('SIGTERM')
+}
+process.on('exit', cleanup)
+
+function spawnUntil(cmd: string, args: string[], pattern: RegExp, opts: { env?: NodeJS.ProcessEnv } = {}): Promise<{ child: ChildProcess; match: RegExpExecArray }> {
+  const child = spawn(cmd, args, { env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  children.push(child)
+  let out = ''
+  return new Promise((res, rej) => {
+    const timer = setTimeout(() => rej(new Error(`${cmd} did not start:\n${out}`)), 30_000)
+    const on = (c: Buffer): void => {
+      out += String(c)
+      const m = pattern.exec(out)
+      if (m) {
+        clearTimeout(timer)
+        res({ child, match: m })
+      }
+    }
+    child.stdout!.on('data', on)
+    child.stderr!.on('data', on)
+    child.once('exit', (code) => rej(new Error(`${cmd} exited ${code}:\n${out}`)))
+  })
+}
+
+async function waitPort(port: number): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const ok = await new Promise<boolean>((r) => {
+      const s = connect(port, '127.0.0.1', () => (s.end(), r(true)))
+      s.on('error', () => r(false))
+    })
+    if (ok) return
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  throw new Error(`port ${port} never opened`)
+}
+
+function freePort(): Promise<number> {
+  return new Promise((r) => {
+    const srv = createNetServer()
+    srv.listen(0, '127.0.0.1', () => {
+      const p = (srv.address() as AddressInfo).port
+      srv.close(() => r(p))
+    })
+  })
+}
+
+function ensurePackages(): { squid: boolean; mitm: boolean } {
+  const has = (bin: string): boolean => {
+    try {
+      execFileSync('sh', ['-c', `command -v ${bin}`], { stdio: 'ignore' })
+      return true
+    } catch {
+      return false
+    }
+  }
+  if (!has('squid') || !has('mitmdump')) {
+    process.stderr.write('installing squid and mitmproxy with apt-get …\n')
+    try {
+      execFileSync('apt-get', ['install', '-y', '-q', 'squid', 'mitmproxy'], { stdio: 'ignore', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } })
+    } catch {
+      process.stderr.write('apt-get failed; peers that are missing are skipped\n')
+    }
+  }
+  return { squid: has('squid'), mitm: has('mitmdump') }
+}
+
+const pct = (xs: number[], p: number): number => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s.length ? s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]! : NaN
+}
+const round = (n: number, d = 2): number => Math.round(n * 10 ** d) / 10 ** d
+
+async function post(d: Dispatcher, origin: string): Promise<void> {
+  const r = await request(`${origin}/v1/messages`, { dispatcher: d, method: 'POST', headers: { 'content-type': 'application/json' }, body: POST_BODY })
+  await r.body.text()
+  if (r.statusCode !== 200) throw new Error(`POST ${r.statusCode}`)
+}
+
+async function stream(d: Dispatcher, origin: string, onFirst?: () => void): Promise<void> {
+  const r = await request(`${origin}/v1/stream`, { dispatcher: d, method: 'GET' })
+  if (r.statusCode !== 200) throw new Error(`stream ${r.statusCode}`)
+  let first = true
+  for await (const _ of r.body) {
+    if (first) onFirst?.()
+    first = false
+  }
+}
+
+async function measure(t: Target, origin: string): Promise<Result> {
+  let errors = 0
+  // Closed loop at concurrency 32, the mix alternating POST and SSE.
+  const d1 = t.dispatcher()
+  for (let i = 0; i < 64; i++) await (i % 2 ? post(d1, origin) : stream(d1, origin)).catch(() => errors++) // warm-up
+  let done = 0
+  const end = Date.now() + SECONDS * 1000
+  await Promise.all(Array.from({ length: CONCURRENCY }, async (_, w) => {
+    let i = w
+    while (Date.now() < end) {
+      await (i++ % 2 ? post(d1, origin) : stream(d1, origin)).then(() => done++, () => errors++)
+    }
+  }))
+  const throughput = done / SECONDS
+  await d1.close()
+
+  // Open loop at a fixed rate: POST latency.
+  const d2 = t.dispatcher()
+  for (let i = 0; i < 50; i++) await post(d2, origin).catch(() => errors++)
+  const lat: number[] = []
+  const n = RATE * Math.min(SECONDS, 4)
+  const start = performance.now()
+  const pending: Promise<void>[] = []
+  for (let i = 0; i < n; i++) {
+    const at = start + (i * 1000) / RATE
+    const wait = at - performance.now()
+    if (wait > 1) await new Promise((r) => setTimeout(r, wait))
+    const t0 = performance.now()
+    pending.push(post(d2, origin).then(() => void lat.push(performance.now() - t0), () => void errors++))
+  }
+  await Promise.all(pending)
+  await d2.close()
+
+  // Time to first SSE event, sequential.
+  const d3 = t.dispatcher()
+  await stream(d3, origin).catch(() => errors++)
+  const ttfe: number[] = []
+  for (let i = 0; i < 40; i++) {
+    const t0 = performance.now()
+    await stream(d3, origin, () => ttfe.push(performance.now() - t0)).catch(() => errors++)
+  }
+  await d3.close()
+  return { throughput_rps: round(throughput, 1), p50_ms: round(pct(lat, 50)), p99_ms: round(pct(lat, 99)), ttfe_ms: round(pct(ttfe, 50)), errors }
+}
+
+/** Opens STREAMS held SSE streams through a proxy and reads the proxy's resident set size. */
+async function rssAtStreams(t: Target, origin: string): Promise<number> {
+  const d = t.dispatcher()
+  const controllers: AbortController[] = []
+  let opened = 0
+  const openOne = async (): Promise<void> => {
+    const ac = new AbortController()
+    controllers.push(ac)
+    const r = await request(`${origin}/v1/hold`, { dispatcher: d, signal: ac.signal })
+    await new Promise<void>((res) => r.body.once('data', () => res()))
+    r.body.on('data', () => {}).on('error', () => {})
+    opened++
+  }
+  // In waves of 100, like agents ramping up (and within the listen backlog); all stay open.
+  for (let i = 0; i < STREAMS; i += 100) await Promise.all(Array.from({ length: Math.min(100, STREAMS - i) }, openOne))
+  const status = readFileSync(`/proc/${t.pid}/status`, 'utf8')
+  const rss = Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024
+  for (const ac of controllers) ac.abort()
+  await d.destroy().catch(() => {})
+  if (opened !== STREAMS) throw new Error(`only ${opened} streams opened`)
+  return round(rss, 1)
+}
+
+async function main(): Promise<void> {
+  const tmp = mkdtempSync(join(tmpdir(), 'corral-bench-proxy-'))
+  chmodSync(tmp, 0o777)
+  const resultsDir = join(ROOT, 'bench/results')
+  mkdirSync(resultsDir, { recursive: true })
+  try {
+    const peers = ensurePackages()
+    const up = await spawnUntil(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/proxy-upstream.ts'), join(tmp, 'upca')], /READY (\d+)/)
+    const upPort = Number(up.match[1])
+    const origin = `https://127.0.0.1:${upPort}`
+    const upCa = readFileSync(join(tmp, 'upca/ca.pem'), 'utf8')
+
+    // Seed a workspace, its secret material and a capability token, as the control plane would.
+    const dataDir = join(tmp, 'data')
+    const dbUrl = `sqlite:${join(tmp, 'corral.db')}`
+    const store = await openStore(dbUrl)
+    const org = (await store.orgs.create({ name: 'bench' }))!
+    const t = proxyTables(store.db)
+    const prov = await t.workspaces.createProvider(org.id, { name: 'anthropic' })
+    const role = await t.workspaces.createRole(org.id, { name: 'bench', provider_id: prov, capabilities: CAPS })
+    const ws = await t.workspaces.create(org.id, { role_id: role, created_by_user_id: 'usr_bench' })
+    const audit = createAuditWriter(store)
+    await new OrgMaterialAdmin(store, new Sealer(await loadMasterKey(dataDir)), audit)
+      .createCredential({ orgId: org.id, userId: 'usr_bench' }, { name: 'anthropic-key', provider: 'anthropic', kind: 'static_token', token: 'sk-bench' })
+    const token = (await new CapabilityTokens(await loadTokenKey(store.settings)).mint({ org_id: org.id, workspace_id: ws }, 3600)).token
+    await audit.close()
+    await store.close()
+
+    const built = existsSync(join(ROOT, 'dist/commands/proxy.js'))
+    const nodeArgs = process.env.CORRAL_BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir', join(resultsDir, 'prof')] : []
+    const entry = built ? [join(ROOT, 'bin/run.js')] : ['--import', 'tsx', join(ROOT, 'bin/dev.js')]
+    const corral = await spawnUntil(process.execPath, [...nodeArgs, ...entry, 'proxy', '--data-dir', dataDir, '--db', dbUrl, '--port', '0', '--upstream-ca', join(tmp, 'upca/ca.pem')], /ready: (http:\/\/\S+)/, { env: { CORRAL_LOG_LEVEL: 'warn' } })
+    const corralUrl = corral.match[1]!
+    const corralCa = readFileSync(join(dataDir, 'ca.pem'), 'utf8')
+
+    const targets: Target[] = [
+      { name: 'direct', dispatcher: () => new Agent({ connect: { ca: upCa } }) },
+      { name: 'corral', pid: corral.child.pid!, dispatcher: () => new ProxyAgent({ uri: corralUrl, token: `Bearer ${token}`, requestTls: { ca: corralCa } }) },
+    ]
+    if (peers.squid) {
+      const port = await freePort()
+      const conf = join(tmp, 'squid.conf')
+      writeFileSync(conf, [
+        `http_port 127.0.0.1:${port}`, 'acl CONNECT method CONNECT', 'http_access allow all', 'cache deny all', 'access_log none',
+        `cache_log ${join(tmp, 'squid-cache.log')}`, `pid_filename ${join(tmp, 'squid.pid')}`, `coredump_dir ${tmp}`, 'shutdown_lifetime 0 seconds',
+      ].join('\n') + '\n')
+      const squid = spawn('squid', ['-N', '-f', conf], { stdio: 'ignore' })
+      children.push(squid)
+      await waitPort(port)
+      targets.push({ name: 'squid', pid: squid.pid!, dispatcher: () => new ProxyAgent({ uri: `http://127.0.0.1:${port}`, requestTls: { ca: upCa } }) })
+    }
+    if (peers.mitm) {
+      const port = await freePort()
+      const confdir = join(tmp, 'mitm')
+      const mitm = spawn('mitmdump', ['-q', '--listen-host', '127.0.0.1', '--listen-port', String(port), '--set', `confdir=${confdir}`, '--set', `ssl_verify_upstream_trusted_ca=${join(tmp, 'upca/ca.pem')}`], { stdio: 'ignore' })
+      children.push(mitm)
+      await waitPort(port)
+      const mitmCa = readFileSync(join(confdir, 'mitmproxy-ca-cert.pem'), 'utf8')
+      targets.push({ name: 'mitmproxy', pid: mitm.pid!, dispatcher: () => new ProxyAgent({ uri: `http://127.0.0.1:${port}`, requestTls: { ca: mitmCa } }) })
+    }
+
+    const results: Record<string, Result> = {}
+    for (const target of targets) {
+      process.stderr.write(`measuring ${target.name} …\n`)
+      results[target.name] = await measure(target, origin)
+    }
+    process.stderr.write(`opening ${STREAMS} streams through corral …\n`)
+    results.corral!.rss_mb_streams = await rssAtStreams(targets[1]!, origin)
+
+    const d = results.direct!
+    const c = results.corral!
+    const summary = {
+      machine: { cpus: cpus().length, node: process.version },
+      seconds: SECONDS,
+      results,
+      corral_vs_squid_throughput: results.squid ? round(c.throughput_rps / results.squid.throughput_rps) : null,
+      corral_vs_mitmproxy_throughput: results.mitmproxy ? round(c.throughput_rps / results.mitmproxy.throughput_rps) : null,
+      added_latency_ms: { p50: round(c.p50_ms - d.p50_ms), p99: round(c.p99_ms - d.p99_ms) },
+      ttfe_extra_ms: round(c.ttfe_ms - d.ttfe_ms),
+      targets: TARGETS,
+    }
+    const met = {
+      vs_squid: summary.corral_vs_squid_throughput === null ? null : summary.corral_vs_squid_throughput >= TARGETS.vs_squid,
+      vs_mitmproxy: summary.corral_vs_mitmproxy_throughput === null ? null : summary.corral_vs_mitmproxy_throughput >= TARGETS.vs_mitmproxy,
+      added_p50: summary.added_latency_ms.p50 <= TARGETS.added_p50_ms,
+      added_p99: summary.added_latency_ms.p99 <= TARGETS.added_p99_ms,
+      ttfe: summary.ttfe_extra_ms <= TARGETS.ttfe_extra_ms,
+      rss: (c.rss_mb_streams ?? Infinity) <= TARGETS.rss_mb,
+    }
+    writeFileSync(join(resultsDir, 'proxy.json'), JSON.stringify({ ...summary, met }, null, 2) + '\n')
+    const rows = Object.entries(results).map(([name, r]) => `${name.padEnd(10)} ${String(r.throughput_rps).padStart(8)} req/s  p50 ${String(r.p50_ms).padStart(6)} ms  p99 ${String(r.p99_ms).padStart(6)} ms  first event ${String(r.ttfe_ms).padStart(6)} ms  errors ${r.errors}`)
+    process.stdout.write(`${rows.join('\n')}\n`)
+    process.stdout.write(`corral/squid ${summary.corral_vs_squid_throughput}  corral/mitmproxy ${summary.corral_vs_mitmproxy_throughput}  added p50 ${summary.added_latency_ms.p50} ms  p99 ${summary.added_latency_ms.p99} ms  first-event extra ${summary.ttfe_extra_ms} ms  RSS@${STREAMS} streams ${c.rss_mb_streams} MB\n`)
+    process.stdout.write(`targets met: ${JSON.stringify(met)}\nwrote bench/results/proxy.json\n`)
+  } finally {
+    cleanup()
+    // Let the children exit cleanly (the corral proxy writes its --cpu-prof on exit).
+    await Promise.all(children.map((c) => (c.exitCode !== null ? undefined : new Promise((r) => { c.once('exit', r); setTimeout(r, 8_000) }))))
+    rmSync(tmp, { recursive: true, force: true })
+  }
+}
+
+await main()
+process.exit(0)
