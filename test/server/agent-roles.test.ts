@@ -114,6 +114,9 @@ for (const d of testDialects()) describe(`agent role routes [${d.name}]`, () => 
     const p2 = await h.inject('PATCH', `/v1/agent-roles/${role.id}`, { token: ownerToken, body: { pack_ids: ['p3'] } })
     expect(p2.body.pack_ids).toEqual(['p3'])
     expect(control.restarts).toEqual([role.id, role.id])
+    // A label-only change does not respawn anything.
+    expect((await h.inject('PATCH', `/v1/agent-roles/${role.id}`, { token: ownerToken, body: { display_name: 'R' } })).status).toBe(200)
+    expect(control.restarts).toEqual([role.id, role.id])
     // The merged record is checked: a floor above the existing ceiling is refused.
     const tooBig = await h.inject('PATCH', `/v1/agent-roles/${role.id}`, { token: ownerToken, body: { pool_size: 5 } })
     expect(tooBig.body.error.details.fields).toHaveProperty('pool_size')
@@ -128,6 +131,7 @@ for (const d of testDialects()) describe(`agent role routes [${d.name}]`, () => 
     expect(ev.map((e) => e.detail)).toEqual([
       { resource_id: role.id, name: 'r', display_name: '', provider_id: prov.id, model: '', patched_fields: ['description', 'model'] },
       { resource_id: role.id, name: 'r', display_name: '', provider_id: prov.id, model: '', patched_fields: ['pack_ids'] },
+      { resource_id: role.id, name: 'r', display_name: 'R', provider_id: prov.id, model: '', patched_fields: ['display_name'] },
     ])
   })
 

@@ -17,6 +17,7 @@ const count = { type: 'integer', minimum: 0, maximum: 2147483647 } as const
 const nullableCount = { type: ['integer', 'null'], minimum: 0, maximum: 2147483647 } as const
 const nullableText = (maxLength: number) => ({ type: ['string', 'null'], maxLength }) as const
 const MAX_CAPABILITIES_BYTES = 256 * 1024
+const LABEL_FIELDS = new Set(['display_name', 'description'])
 
 const roleSchema = {
   type: 'object',
@@ -154,7 +155,8 @@ export async function agentRoleRoutes(app: FastifyInstance, deps: ServerDeps): P
         })
         .catch(duplicateName(body.name ?? '', 'agent role'))
       await emitRoleEvent(deps, request, 'agent_role_updated', role, { patched_fields: Object.keys(body).sort() })
-      await restartIdleWorkspaces(deps, request, orgId, [role.id])
+      // Labels do not reach the agent; anything else does, so idle workspaces respawn to pick it up.
+      if (Object.keys(body).some((k) => !LABEL_FIELDS.has(k))) await restartIdleWorkspaces(deps, request, orgId, [role.id])
       return role
     },
   )

@@ -18,6 +18,7 @@ export const ANY_MEMBER: Requirement = null
 
 /** Same grammar as capability names (spec Limits): letter first, then letters, digits, `_` and `-`. */
 export const NAME_SCHEMA = { type: 'string', pattern: '^[A-Za-z][A-Za-z0-9_-]{0,63}$' } as const
+const LABEL_FIELDS = new Set(['display_name', 'description', 'name'])
 const HOSTNAME_RE = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/
 
 const text = (maxLength: number) => ({ type: 'string', maxLength }) as const
@@ -151,8 +152,11 @@ export async function providerRoutes(app: FastifyInstance, deps: ServerDeps): Pr
       if (body.name !== undefined && body.name !== current.name) await assertNameFree(deps, orgId, body.name)
       const provider = (await store.providers.update(orgId, current.id, patch).catch(duplicateName(body.name ?? ''))) ?? throwNotFound()
       await emitProviderEvent(deps, request, 'provider_updated', provider, { patched_fields: Object.keys(body).sort() })
-      // Roles read the provider's endpoint and default model at provisioning: respawn idle workspaces.
-      await restartIdleWorkspaces(deps, request, orgId, (await store.agentRoles.list(orgId, { providerId: provider.id })).map((r) => r.id))
+      // Roles read the provider's endpoint and default model at provisioning: respawn idle workspaces
+      // (labels do not reach the agent).
+      if (Object.keys(body).some((k) => !LABEL_FIELDS.has(k))) {
+        await restartIdleWorkspaces(deps, request, orgId, (await store.agentRoles.list(orgId, { providerId: provider.id })).map((r) => r.id))
+      }
       return provider
     },
   )
