@@ -42,6 +42,7 @@ async function follow(client: CorralClient, o: WatchOptions, onEvent: (e: AuditE
   let last: string | undefined
   let ended = false
   const see = (e: AuditEvent) => {
+    if (ended) return // the view ends with the task's task_completed
     last = e.id
     if (e.task_id !== undefined && e.task_id !== o.taskId && e.event_type !== 'task_completed') return
     if (e.task_id === o.taskId || !e.task_id) onEvent(e)
