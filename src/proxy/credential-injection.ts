@@ -54,7 +54,9 @@ function place(st: RequestState, placement: AuthPlacement, cred: MintedCredentia
   switch (placement.kind) {
     case 'header': {
       if (cred.kind === 'basic_auth') return false
-      st.headers[placement.name.toLowerCase()] = placement.scheme ? `${placement.scheme} ${cred.secret}` : cred.secret
+      // "Bearer" + token → "Bearer <token>"; a scheme ending in "=" (PagerDuty's "Token token=") takes the token directly.
+      const scheme = placement.scheme
+      st.headers[placement.name.toLowerCase()] = !scheme ? cred.secret : scheme.endsWith('=') ? `${scheme}${cred.secret}` : `${scheme} ${cred.secret}`
       return true
     }
     case 'basic': {
