@@ -38,6 +38,11 @@ export function openSqlite(path: string): StoreDialect {
   database.pragma('busy_timeout = 5000')
   // NORMAL is durable across application crashes in WAL mode; only an OS crash can lose the last commits.
   database.pragma('synchronous = NORMAL')
+  // Checkpoint every ~40 MiB of WAL instead of the default ~4 MiB: the audit log's hot pages (the
+  // append end of each index) are copied into the database file once per checkpoint, so rarer
+  // checkpoints write them fewer times (measured: about 15% cheaper ingest; docs/storage.md). The
+  // cost is a larger -wal file between checkpoints and a longer pause on the commit that runs one.
+  database.pragma('wal_autocheckpoint = 10000')
   database.pragma('foreign_keys = ON')
   // A 64 MiB page cache keeps the audit indexes' hot pages in memory at millions of rows.
   database.pragma('cache_size = -65536')

@@ -275,11 +275,22 @@ function toRow(e: AuditEvent): InsertRow {
 const BULK_TEXT = ['org_id', 'user_id', 'timestamp'] as const
 const BULK_TEXT2 = ['event_type', 'category', 'actor', ...AUDIT_TEXT_COLUMNS] as const
 
+// Consecutive events mostly share a timestamp string (one per millisecond): parse each once.
+let lastTsText = ''
+let lastTsMs = 0
+function epochMs(timestamp: string): number {
+  if (timestamp !== lastTsText) {
+    lastTsMs = Date.parse(timestamp)
+    lastTsText = timestamp
+  }
+  return lastTsMs
+}
+
 /** One event as values in BULK_COLUMNS order (the ingest hot path: no intermediate object). */
 function toBulkRow(e: AuditEvent): unknown[] {
   const r: unknown[] = [e.id]
   for (const c of BULK_TEXT) r.push(e[c])
-  r.push(Date.parse(e.timestamp))
+  r.push(epochMs(e.timestamp))
   for (const c of BULK_TEXT2) r.push(e[c] ?? null)
   for (const c of AUDIT_INT_COLUMNS) r.push(e[c] ?? null)
   for (const c of AUDIT_JSON_COLUMNS) {
