@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process'
 import { stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
+import { ProxyAgent, request } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LeafMinter, loadOrCreateCa } from '../../src/proxy/ca.js'
 import { parseAuthority } from '../../src/proxy/front.js'
@@ -69,6 +70,23 @@ describe('ProxyFront (real sockets, no policy needed)', () => {
     expect(rows[0]!.org_id).toBe('')
     expect(rows[1]).toMatchObject({ org_id: h.orgId, workspace_id: workspaceId })
     for (const r of rows) expect(JSON.stringify(r)).not.toContain(good.split('.')[2])
+  }, 20_000)
+
+  it('invalid_token: a keep-alive tunnel stops working when its token expires', async () => {
+    const { workspaceId } = await h.workspace(null)
+    const token = await h.token(workspaceId, { ttl: 1 })
+    const agent = new ProxyAgent({ uri: h.proxyUrl, token: `Bearer ${token}`, requestTls: { ca: h.proxy.ca.certPem } })
+    try {
+      const first = await request(target(), { dispatcher: agent })
+      expect(JSON.parse(await first.body.text()).error.reason).toBe('no_policy')
+      await new Promise((r) => setTimeout(r, 6_500))
+      const tunnels = h.proxy.stats().tunnels
+      const second = await request(target(), { dispatcher: agent })
+      expect(JSON.parse(await second.body.text()).error.reason).toBe('invalid_token')
+      expect(h.proxy.stats().tunnels).toBe(tunnels) // same tunnel, re-checked
+    } finally {
+      await agent.close()
+    }
   }, 20_000)
 
   it('workspace_not_activated: unknown workspace, stopped workspace, token of another org', async () => {

@@ -5,6 +5,7 @@ import { deny, type PhaseOutcome } from '../decision.js'
 import type { ProxyCore, RequestState } from '../request-state.js'
 
 const ADMISSION_DECISIONS = new Set(['allow', 'pending', 'deny'])
+const TOKEN_CLOCK_TOLERANCE_MS = 5_000
 
 export async function requestHeaders(core: ProxyCore, st: RequestState): Promise<PhaseOutcome> {
   const { ctx, entry } = st
@@ -14,6 +15,11 @@ export async function requestHeaders(core: ProxyCore, st: RequestState): Promise
     return deny(check.reason)
   }
   const { claims } = check
+  // A keep-alive tunnel outlives its CONNECT: the token's expiry still applies to every request.
+  if (entry.tunnel && claims.exp * 1000 + TOKEN_CLOCK_TOLERANCE_MS < Date.now()) {
+    ctx.attribution = { ...ctx.attribution, org_id: claims.org_id, workspace_id: claims.workspace_id }
+    return deny('invalid_token')
+  }
   ctx.attribution = { org_id: claims.org_id, user_id: 'system', workspace_id: claims.workspace_id, ...(claims.task_id ? { task_id: claims.task_id } : {}) }
 
   const got = core.workspaces.get(claims.org_id, claims.workspace_id)
