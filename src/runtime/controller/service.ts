@@ -47,6 +47,7 @@ export const workspaceService: ServiceFactory = async ({ deps, options, services
     ...(env.CORRAL_AGENT_MAX_ITERATIONS ? { agentEnv: { CORRAL_MAX_ITERATIONS: env.CORRAL_AGENT_MAX_ITERATIONS } } : {}),
   })
   wire(deps, controller)
+  deps.taskRateLimit = taskRateFromEnv(env)
   let unregister: (() => void) | undefined
   return {
     name: 'workspaces',
@@ -77,4 +78,14 @@ function wire(deps: ServerDeps, controller: WorkspaceController): void {
       return ws ? { id: ws.id, created_by: ws.created_by } : undefined
     },
   }
+}
+
+/** CORRAL_TASK_RATE_BURST (default 30) and CORRAL_TASK_RATE_PER_SECOND (default 0.5); either 0 disables. */
+export function taskRateFromEnv(env: NodeJS.ProcessEnv): { capacity: number; refillPerSecond: number } | false {
+  const burst = env.CORRAL_TASK_RATE_BURST === undefined || env.CORRAL_TASK_RATE_BURST === '' ? 30 : Number(env.CORRAL_TASK_RATE_BURST)
+  const rate = env.CORRAL_TASK_RATE_PER_SECOND === undefined || env.CORRAL_TASK_RATE_PER_SECOND === '' ? 0.5 : Number(env.CORRAL_TASK_RATE_PER_SECOND)
+  if (!Number.isFinite(burst) || !Number.isFinite(rate) || burst < 0 || rate < 0) {
+    throw new Error('CORRAL_TASK_RATE_BURST and CORRAL_TASK_RATE_PER_SECOND must be non-negative numbers')
+  }
+  return burst === 0 || rate === 0 ? false : { capacity: Math.max(1, Math.floor(burst)), refillPerSecond: rate }
 }
