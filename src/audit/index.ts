@@ -1,7 +1,7 @@
 // The audit log's public API: the batched writer (every producer's AuditSink), the query and
 // stats functions behind the /v1 audit routes, the live bus and the SSE stream.
 export * from './event.js'
-export { createAuditWriter, stamp, type AuditWriter, type AuditWriterOptions } from './writer.js'
+export { AuditDrainTimeoutError, createAuditWriter, stamp, type AuditWriter, type AuditWriterOptions } from './writer.js'
 export { createAuditBus, type AuditBus, type AuditBusFilter, type AuditBusHandler, type AuditBusOptions } from './bus.js'
 export {
   queryAudit, parseAuditQuery, DEFAULT_LIMIT, MAX_LIMIT,

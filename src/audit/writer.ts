@@ -2,6 +2,10 @@
 // id, RFC 3339 timestamp), queued, and written in batches with insert-or-ignore on id. Nothing is
 // ever dropped: a full queue makes producers wait, and a failed batch is retried with backoff
 // until it commits. After a batch commits its new ids are announced on the live bus channel.
+// The one exception is shutdown: close() waits at most `drainTimeoutMs` for the queue to commit;
+// past that (the database is down) it gives up, names how many events were not persisted in the
+// error log and rejects with AuditDrainTimeoutError, so the process exits non-zero and says so
+// instead of hanging on SIGTERM. Those events are lost with the process (docs/audit.md).
 
 import { v7 as uuidv7 } from 'uuid'
 import { CorralError } from '../errors.js'
@@ -22,12 +26,31 @@ export interface AuditWriterOptions {
   maxQueue?: number
   /** Where write failures are reported; they are retried, never dropped. */
   logger?: { error(obj: object, msg: string): void }
+  /**
+   * How long close() waits for queued events to commit before giving up (default 10 s: under the
+   * 20 s forced exit of `corral serve` and `corral proxy`, so the count is logged before that).
+   */
+  drainTimeoutMs?: number
+}
+
+/** close() could not commit every event before its deadline; `pending` events were not persisted. */
+export class AuditDrainTimeoutError extends Error {
+  constructor(
+    readonly pending: number,
+    readonly drainTimeoutMs: number,
+  ) {
+    super(`audit: ${pending} event(s) not persisted: the database did not accept them within the ${drainTimeoutMs} ms shutdown drain deadline; they are lost when this process exits`)
+    this.name = 'AuditDrainTimeoutError'
+  }
 }
 
 export interface AuditWriter extends AuditSink {
   /** Resolves when every event emitted before the call is committed. */
   flush(): Promise<void>
-  /** Flushes and refuses further events (SIGTERM path). */
+  /**
+   * Refuses further events and flushes, waiting at most drainTimeoutMs; then stops retrying,
+   * logs the number of events not persisted and rejects with AuditDrainTimeoutError.
+   */
   close(): Promise<void>
 }
 
@@ -38,6 +61,7 @@ export function createAuditWriter(store: Store, opts: AuditWriterOptions = {}): 
   const flushIntervalMs = Math.max(0, opts.flushIntervalMs ?? 20)
   const maxQueue = Math.max(batchSize, opts.maxQueue ?? 10_000)
   const logger = opts.logger ?? { error: (obj, msg) => console.error(msg, obj) }
+  const drainTimeoutMs = Math.max(0, opts.drainTimeoutMs ?? 10_000)
 
   const queue: AuditEvent[] = []
   let inFlight = 0
@@ -45,6 +69,9 @@ export function createAuditWriter(store: Store, opts: AuditWriterOptions = {}): 
   let running: Promise<void> | undefined
   let timer: NodeJS.Timeout | undefined
   let closed = false
+  // Set when close() gave up: retries stop so the process can exit.
+  let abandoned: AuditDrainTimeoutError | undefined
+  let wakeBackoff: (() => void) | undefined
 
   const releaseWaiters = () => {
     const waiters = spaceWaiters
@@ -54,7 +81,7 @@ export function createAuditWriter(store: Store, opts: AuditWriterOptions = {}): 
 
   const writeBatch = async (batch: AuditEvent[]) => {
     let backoff = 50
-    for (let attempt = 1; ; attempt++) {
+    for (let attempt = 1; !abandoned; attempt++) {
       try {
         const ids = await store.audit.insertBatchReturningIds(batch)
         await publishCommitted(store, batch, ids).catch((err: unknown) =>
@@ -63,7 +90,15 @@ export function createAuditWriter(store: Store, opts: AuditWriterOptions = {}): 
         return
       } catch (err) {
         logger.error({ err: errorInfo(err), attempt, events: batch.length }, 'audit: batch insert failed; retrying')
-        await new Promise((r) => setTimeout(r, backoff))
+        if (abandoned) return
+        await new Promise<void>((r) => {
+          const t = setTimeout(r, backoff)
+          wakeBackoff = () => {
+            clearTimeout(t)
+            r()
+          }
+        })
+        wakeBackoff = undefined
         backoff = Math.min(backoff * 2, MAX_BACKOFF_MS)
       }
     }
@@ -73,7 +108,7 @@ export function createAuditWriter(store: Store, opts: AuditWriterOptions = {}): 
   // explicit flush) so that a steady trickle still coalesces into few transactions.
   let flushRequested = false
   const run = async () => {
-    while (queue.length >= batchSize || (queue.length > 0 && flushRequested)) {
+    while (!abandoned && (queue.length >= batchSize || (queue.length > 0 && flushRequested))) {
       const batch = queue.splice(0, batchSize)
       inFlight += batch.length
       try {
@@ -99,7 +134,7 @@ export function createAuditWriter(store: Store, opts: AuditWriterOptions = {}): 
   }
 
   function schedule(): void {
-    if (running) return
+    if (running || abandoned) return
     if (queue.length >= batchSize) void kick()
     else if (!timer) {
       timer = setTimeout(() => {
@@ -124,15 +159,28 @@ export function createAuditWriter(store: Store, opts: AuditWriterOptions = {}): 
       return event
     },
     async flush() {
-      while (queue.length > 0 || running) {
+      while (!abandoned && (queue.length > 0 || running)) {
         flushRequested = true
         await kick()
       }
+      if (abandoned) throw abandoned
     },
     async close() {
       closed = true
-      await this.flush()
+      if (abandoned) throw abandoned
+      let deadline: NodeJS.Timeout | undefined
+      const drained = this.flush().then(() => true)
+      const expired = new Promise<false>((r) => (deadline = setTimeout(() => r(false), drainTimeoutMs)))
+      const ok = await Promise.race([drained, expired]).finally(() => clearTimeout(deadline))
       releaseWaiters()
+      if (ok) return
+      // The in-flight batch (if its insert ever returns) and the queue are what was not persisted.
+      const pending = queue.length + inFlight
+      abandoned = new AuditDrainTimeoutError(pending, drainTimeoutMs)
+      drained.catch(() => {})
+      wakeBackoff?.()
+      logger.error({ pending, drainTimeoutMs }, abandoned.message)
+      throw abandoned
     },
   }
 }

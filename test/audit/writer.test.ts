@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { AUDIT_CHANNEL, createAuditWriter, queryAudit, stamp } from '../../src/audit/index.js'
+import { AUDIT_CHANNEL, AuditDrainTimeoutError, createAuditWriter, queryAudit, stamp } from '../../src/audit/index.js'
 import { CorralError } from '../../src/errors.js'
 import type { Store } from '../../src/store/index.js'
 import { testDialects } from '../helpers/dialects.js'
@@ -114,6 +114,29 @@ for (const d of testDialects()) {
       await writer.close()
       expect(await count(org)).toBe(2)
       expect(logged.filter((m) => m.includes('retrying'))).toHaveLength(2)
+    })
+
+    it('close() gives up after the drain deadline while the database is down, naming the events not persisted', async () => {
+      const org = orgId()
+      const logged: string[] = []
+      let attempts = 0
+      const down = withInsert(store, async () => {
+        attempts++
+        throw new Error('database went away')
+      })
+      const writer = createAuditWriter(down, { batchSize: 2, logger: quietLogger(logged), drainTimeoutMs: 150 })
+      for (let i = 0; i < 3; i++) await writer.emit(mutation(org))
+      const err = await writer.close().then(() => undefined, (e: unknown) => e)
+      expect(err).toBeInstanceOf(AuditDrainTimeoutError)
+      expect((err as AuditDrainTimeoutError).pending).toBe(3)
+      expect(logged.at(-1)).toMatch(/^audit: 3 event\(s\) not persisted.*150 ms/)
+      // Retries stop: nothing keeps the process alive or busy after the deadline.
+      const after = attempts
+      await new Promise((r) => setTimeout(r, 300))
+      expect(attempts).toBe(after)
+      await expect(writer.flush()).rejects.toBeInstanceOf(AuditDrainTimeoutError)
+      await expect(writer.emit(mutation(org))).rejects.toThrow(/closed/)
+      expect(await count(org)).toBe(0)
     })
 
     it('announces committed ids on the audit channel, once', async () => {
