@@ -49,7 +49,25 @@ if (!fastPath()) {
   })
   // Node ≥ 22.1 can keep compiled code between runs; it makes every command start faster.
   module.enableCompileCache?.()
-  // `@oclif/core/execute` rather than the package index: the index eagerly loads all of oclif.
-  const { execute } = await import('@oclif/core/execute')
-  await execute({ dir: import.meta.url })
+  if (!(await capsLintWithoutOclif())) {
+    // `@oclif/core/execute` rather than the package index: the index eagerly loads all of oclif.
+    const { execute } = await import('@oclif/core/execute')
+    await execute({ dir: import.meta.url })
+  }
+}
+
+/**
+ * `corral caps lint FILE... [--format X]` runs in CI on every push (budget: 400 ms, bench/policy.ts).
+ * Its plain forms are served without oclif by the same functions the command uses; anything else
+ * (--help, --json, bad flags, unreadable files) is declined and goes through oclif as usual.
+ */
+async function capsLintWithoutOclif() {
+  if (argv[0] !== 'caps' || argv[1] !== 'lint') return false
+  let lint
+  try {
+    lint = await import('../dist/policy/lint-cli.js')
+  } catch {
+    return false
+  }
+  return lint.lintWithoutOclif(argv.slice(2))
 }

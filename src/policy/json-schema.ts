@@ -5,6 +5,7 @@
 
 import { createRequire } from 'node:module'
 import type { ErrorObject, ValidateFunction } from 'ajv'
+import { META_AJV_VERSION, META_VALIDATORS } from './json-schema-meta.js'
 
 const require = createRequire(import.meta.url)
 const RE2 = require('re2') as new (pattern: string, flags?: string) => RegExp
@@ -15,27 +16,61 @@ function re2RegExp(source: string, flags: string): RegExp {
 }
 re2RegExp.code = 'new require("re2")'
 
-type AjvLike = { compile(schema: object): ValidateFunction; validateSchema(schema: object): boolean | Promise<unknown>; errors?: ErrorObject[] | null; errorsText(errors?: ErrorObject[] | null): string }
+export type AjvLike = {
+  compile(schema: object): ValidateFunction
+  getSchema(keyRef: string): ValidateFunction | undefined
+  validateSchema(schema: object): boolean | Promise<unknown>
+  errors?: ErrorObject[] | null
+  errorsText(errors?: ErrorObject[] | null): string
+  readonly schemas: Record<string, { validate?: ValidateFunction } | undefined>
+}
 
 const DRAFTS = {
   'https://json-schema.org/draft/2020-12/schema': '2020',
   'https://json-schema.org/draft/2019-09/schema': '2019',
   'http://json-schema.org/draft-07/schema': '07',
 } as const
-type Draft = (typeof DRAFTS)[keyof typeof DRAFTS]
+export type Draft = (typeof DRAFTS)[keyof typeof DRAFTS]
+export const META_SCHEMA_IDS = Object.fromEntries(Object.entries(DRAFTS).map(([id, d]) => [d, id])) as Record<Draft, string>
 
-const instances = new Map<Draft, AjvLike>()
-function ajvFor(draft: Draft): AjvLike {
-  let a = instances.get(draft)
-  if (a) return a
+/** A fresh ajv instance for a draft, with formats; `source` keeps generated code (for standalone output). */
+export function newAjv(draft: Draft, opts: { source?: boolean } = {}): AjvLike {
   // ajv ships CommonJS; createRequire keeps the import simple under NodeNext.
   const mod = draft === '2020' ? require('ajv/dist/2020') : draft === '2019' ? require('ajv/dist/2019') : require('ajv')
   const Ctor = (mod.default ?? mod) as new (opts: object) => AjvLike
   // `pattern` and `patternProperties` run on request bodies on the hot path: evaluate them with RE2
   // (linear time) instead of backtracking JS RegExp; a pattern RE2 cannot compile is a save-time error.
-  a = new Ctor({ strict: false, allErrors: false, validateSchema: true, loadSchema: undefined, addUsedSchema: false, code: { regExp: re2RegExp } })
+  const a = new Ctor({ strict: false, allErrors: false, validateSchema: true, loadSchema: undefined, addUsedSchema: false, code: { regExp: re2RegExp, ...(opts.source ? { source: true } : {}) } })
   const formats = require('ajv-formats')
   ;(formats.default ?? formats)(a)
+  return a
+}
+
+/**
+ * Every schema is checked against its draft's meta-schema, and ajv compiles that meta-schema on
+ * first use: ~100 ms, most of a `caps lint` run. json-schema-meta.ts holds the same validators as
+ * ajv standalone code, generated with these very options (json-schema-meta.gen.ts); installing one
+ * as the meta-schema's compiled function leaves ajv's own checking and messages unchanged.
+ * test/policy/json-schema-meta.test.ts fails when the generated code is stale and compares
+ * verdicts and messages with ajv's own meta-schema compilation. With another ajv version
+ * installed, ajv compiles the meta-schema itself as before.
+ */
+function installMetaValidator(a: AjvLike, draft: Draft): void {
+  if (require('ajv/package.json').version !== META_AJV_VERSION) return
+  const env = a.schemas[META_SCHEMA_IDS[draft]]
+  if (!env || env.validate) return
+  const module = { exports: {} as { default?: ValidateFunction } }
+  // Standalone code is CommonJS that requires ajv runtime helpers (and RE2, via code.regExp).
+  new Function('module', 'exports', 'require', META_VALIDATORS[draft])(module, module.exports, require)
+  if (typeof module.exports.default === 'function') env.validate = module.exports.default
+}
+
+const instances = new Map<Draft, AjvLike>()
+function ajvFor(draft: Draft): AjvLike {
+  let a = instances.get(draft)
+  if (a) return a
+  a = newAjv(draft)
+  installMetaValidator(a, draft)
   instances.set(draft, a)
   return a
 }

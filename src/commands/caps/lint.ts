@@ -2,10 +2,11 @@ import { Args, Flags } from '@oclif/core'
 import { CorralCommand } from '../../cli/base-command.js'
 import { FindingsExit } from '../../cli/errors.js'
 import type { LintReport } from '../../policy/format.js'
+// lint-cli loads the compiler lazily, keeping `corral --help` and the other commands' startup cheap.
+import { LINT_FORMATS, lintFiles, renderLint, type LintFormat } from '../../policy/lint-cli.js'
 
-const FORMATS = ['text', 'json', 'sarif', 'github'] as const
-type Format = (typeof FORMATS)[number]
-
+// bin/run.js serves the plain invocations (files, "-", --format) without oclif through the same
+// functions of src/policy/lint-cli.ts; this class handles the rest (--json, --help, usage errors).
 export default class CapsLint extends CorralCommand<LintReport> {
   static override summary = 'Check caps.yaml policy documents offline (no server needed).'
   static override description =
@@ -18,50 +19,26 @@ export default class CapsLint extends CorralCommand<LintReport> {
   static override strict = false
   static override args = { file: Args.string({ description: 'Policy files to check; "-" reads standard input.' }) }
   static override flags = {
-    format: Flags.option({ options: FORMATS, default: 'text' as Format, summary: 'Output format (--json is the same as --format json).' })(),
+    format: Flags.option({ options: LINT_FORMATS, default: 'text' as LintFormat, summary: 'Output format (--json is the same as --format json).' })(),
   }
 
-  #format: Format = 'text'
-  #sources = new Map<string, string>()
-  #fmt?: typeof import('../../policy/format.js')
-  #relative: (file: string) => string = (f) => f
+  #output = ''
 
   async execute(): Promise<LintReport> {
     const { argv, flags } = await this.parse(CapsLint)
-    this.#format = this.jsonEnabled() ? 'json' : flags.format
-    // Lazy imports keep `corral --help` and the other commands' startup cheap.
-    const { readPolicyInputs, repoRelative } = await import('../../policy/lint-inputs.js')
-    const { lintSources, toJsonReport } = await import('../../policy/lint.js')
-    this.#fmt = await import('../../policy/format.js')
-    this.#relative = repoRelative
-    this.#sources = await readPolicyInputs(argv as string[])
-    const report = lintSources(this.#sources)
-    if (report.files.some((f) => !f.valid)) {
-      if (this.jsonEnabled()) process.stdout.write(JSON.stringify(toJsonReport(report)) + '\n')
-      else this.#print(report)
+    const format: LintFormat = this.jsonEnabled() ? 'json' : flags.format
+    const { toJsonReport } = await import('../../policy/format.js')
+    const run = await lintFiles(argv as string[])
+    if (run.report.files.some((f) => !f.valid)) {
+      process.stdout.write(await renderLint(run, format))
       throw new FindingsExit('policy errors found')
     }
-    return toJsonReport(report)
+    // Under --json oclif prints the returned report itself.
+    if (!this.jsonEnabled()) this.#output = await renderLint(run, format)
+    return toJsonReport(run.report)
   }
 
-  protected override render(report: LintReport): void {
-    this.#print(report)
-  }
-
-  #print(report: LintReport): void {
-    const { formatGithub, formatSarif, formatText, toJsonReport } = this.#fmt!
-    switch (this.#format) {
-      case 'json':
-        process.stdout.write(JSON.stringify(toJsonReport(report)) + '\n')
-        break
-      case 'sarif':
-        process.stdout.write(formatSarif(report))
-        break
-      case 'github':
-        process.stdout.write(formatGithub(report, this.#relative))
-        break
-      default:
-        process.stdout.write(formatText(report, this.#sources))
-    }
+  protected override render(): void {
+    process.stdout.write(this.#output)
   }
 }
