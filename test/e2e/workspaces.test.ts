@@ -168,5 +168,23 @@ describe(`workspaces end to end (${RUNTIME} runtime)`, () => {
     const childEvents = (await audit(child)).map((e) => e.event_type)
     expect(childEvents).toEqual(expect.arrayContaining(['workspace_fork_created', 'workspace_created', 'workspace_provisioned', 'task_submitted', 'task_completed']))
     expect((await audit(wsId, 'event_type=workspace_forked'))[0].detail).toMatchObject({ child_workspace_id: child, fork_point_task_count: 1 })
+
+    // The workspace commands against the same serve.
+    const cli = async (...args: string[]) => {
+      const r = await runCorral([...args, '--json'], { env })
+      expect(r.code, r.stderr).toBe(0)
+      return JSON.parse(r.stdout)
+    }
+    const listed = await cli('workspace', 'list', '--role', 'coder')
+    expect(listed.map((w: any) => w.id)).toEqual([child, wsId])
+    expect((await cli('workspace', 'files', child)).map((f: any) => f.path)).toContain('seen-by-fork.txt')
+    expect(await cli('workspace', 'show', wsId)).toMatchObject({ id: wsId, task_count: 1, tasks: [{ id: accepted.task_id, status: 'completed' }] })
+    expect(await cli('task', 'show', accepted.task_id)).toMatchObject({ status: 'completed', uploads: ['notes.txt'] })
+    expect(await cli('workspace', 'stop', child)).toMatchObject({ id: child, state: 'stopped' })
+    const again = await runCorral(['workspace', 'stop', child], { env })
+    expect(again.code).toBe(1)
+    expect(again.stderr).toContain('workspace_already_stopped')
+    expect(await cli('workspace', 'archive', child)).toMatchObject({ state: 'archived' })
+    expect((await cli('workspace', 'list', '--state', 'archived')).map((w: any) => w.id)).toEqual([child])
   }, 90_000)
 })
