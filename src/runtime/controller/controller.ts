@@ -123,7 +123,8 @@ export class WorkspaceController implements WorkspaceControl {
   async createWorkspace(orgId: string, actor: Actor, role: RoleConfig, first?: TaskInput): Promise<{ workspace: WorkspaceRecord; task?: TaskRecord }> {
     const out = await this.#o.store.transaction(async (tx) => {
       const t = workspaceTables(tx.db)
-      const id = await t.create(orgId, { role_id: role.id, created_by: actor.creatorId, created_by_user_id: actor.userId })
+      const env = first?.options.environment
+      const id = await t.create(orgId, { role_id: role.id, created_by: actor.creatorId, created_by_user_id: actor.userId, ...(env ? { environment: env } : {}) })
       const task = first ? await t.tasks.create(orgId, { ...first, workspace_id: id, created_by: actor.creatorId }) : undefined
       return { workspace: (await t.get(orgId, id))!, task }
     })
@@ -140,7 +141,9 @@ export class WorkspaceController implements WorkspaceControl {
       if (ws.state === 'archived' || ws.desired_state === 'archived') throw apiError('workspace_archived', `workspace ${ws.id} is archived; unarchive it first`)
       if (ws.state === 'provisioning' || ws.state === 'stopping') throw apiError('workspace_not_ready', `workspace ${ws.id} is ${ws.state}; retry when it is idle`)
       const active = await this.#t.tasks.active(ws.id)
-      if (active || ws.state === 'busy') throw apiError('task_already_running', `task ${active?.id ?? ''} is active on workspace ${ws.id}; cancel it first`.replace('  ', ' '), active ? { task_id: active.id } : undefined)
+      if (active || ws.state === 'busy') {
+        throw apiError('task_already_running', `${active ? `task ${active.id}` : 'a task'} is active on workspace ${ws.id}; cancel it first`, active ? { task_id: active.id } : undefined)
+      }
       const created = await this.#t.tasks.create(orgId, { ...input, workspace_id: ws.id, created_by: actor.creatorId })
       // A stopped workspace restarts for the task: provisioning re-adopts its /data.
       if (ws.state === 'stopped') {
@@ -424,8 +427,17 @@ export class WorkspaceController implements WorkspaceControl {
     }
     for (const t of await this.#t.tasks.running(ws.id)) await this.#finishTask(ws, t.id, 'failed', 'interrupted')
     for (let t = await this.#t.tasks.nextSubmitted(ws.id); t; t = await this.#t.tasks.nextSubmitted(ws.id)) await this.#finishTask(ws, t.id, 'cancelled', 'workspace_stopped')
-    const snap = await this.#o.runtime.stop(ws.id, count)
-    await this.#t.update(ws.id, { state: 'stopped', task_count: count, last_snapshot_ref: snap.ref, stopped_once: 1 })
+    try {
+      const snap = await this.#o.runtime.stop(ws.id, count)
+      await this.#t.update(ws.id, { state: 'stopped', task_count: count, last_snapshot_ref: snap.ref, stopped_once: 1 })
+    } catch (err) {
+      // A stop must end: without the snapshot the workspace is still stopped (and says why),
+      // rather than retried by every reconcile.
+      this.#o.logger?.error({ err, workspace_id: ws.id }, 'stop snapshot failed')
+      await this.#o.runtime.stopAgent(ws.id).catch(() => {})
+      const message = err instanceof Error ? err.message : String(err)
+      await this.#t.update(ws.id, { state: 'stopped', task_count: count, failure: `stop snapshot failed: ${message}`.slice(0, 500) })
+    }
     await this.#emit(ws, 'workspace_stopped', actorUserId ?? ws.created_by_user_id)
     await this.#o.store.notify(WORKSPACE_STOPPED_CHANNEL, ws.id)
   }
