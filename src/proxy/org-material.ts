@@ -29,7 +29,9 @@ export class OrgSecrets implements SecretsSource {
     const entry = this.#cache.get(orgId)
     if (entry && Date.now() - entry.at < REFRESH_MS) return Promise.resolve()
     if (entry) {
-      entry.loading ??= this.#read(orgId).catch(() => {})
+      entry.loading ??= this.#read(orgId).catch(() => {}).finally(() => {
+        entry.loading = undefined // a failed refresh is retried on a later request
+      })
       return Promise.resolve() // stale-while-revalidate: never block a request on a refresh
     }
     return this.#read(orgId)

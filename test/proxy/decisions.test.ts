@@ -207,6 +207,14 @@ describe('policy decisions through the proxy (real policy, real sockets)', () =>
     expect(rows.map((r) => r.reason)).toEqual(['policy_type_error', 'policy_error', 'policy_empty'])
   })
 
+  it('policy_empty: a document without capabilities produces no result', async () => {
+    const empty = await h.workspace('[]\n')
+    const res = await h.fetch(`${base()}/v1/models`, { token: empty.token })
+    expect(JSON.parse(res.body).error.reason).toBe('policy_empty')
+    const [row] = await newRows(1)
+    expect(row).toMatchObject({ decision: 'deny', reason: 'policy_empty', phase: 'request_headers', workspace_id: empty.workspaceId })
+  })
+
   it('a body over the inspection limit is refused with 413 without buffering it all', async () => {
     const big = JSON.stringify({ model: 'm', pad: 'x'.repeat(9 * 1024 * 1024) })
     const res = await h.fetch(`${base()}/v1/messages`, { token: ws.token, method: 'POST', headers: { 'content-type': 'application/json' }, body: big })
