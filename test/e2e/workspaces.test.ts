@@ -169,6 +169,13 @@ describe(`workspaces end to end (${RUNTIME} runtime)`, () => {
     expect(childEvents).toEqual(expect.arrayContaining(['workspace_fork_created', 'workspace_created', 'workspace_provisioned', 'task_submitted', 'task_completed']))
     expect((await audit(wsId, 'event_type=workspace_forked'))[0].detail).toMatchObject({ child_workspace_id: child, fork_point_task_count: 1 })
 
+    // The people's view of --wait: live lines on stderr, ending with the task's outcome; exit 0.
+    const watched = await runCorral(['task', 'submit', '--workspace', wsId, 'Another pass over the report', '--wait'], { env })
+    expect(watched.code, watched.stderr).toBe(0)
+    expect(watched.stderr).toMatch(/task_end/)
+    expect(watched.stderr).toMatch(/Task task_\w+ completed: all done/)
+    await idleAfter(wsId, 2)
+
     // The workspace commands against the same serve.
     const cli = async (...args: string[]) => {
       const r = await runCorral([...args, '--json'], { env })
@@ -178,7 +185,7 @@ describe(`workspaces end to end (${RUNTIME} runtime)`, () => {
     const listed = await cli('workspace', 'list', '--role', 'coder')
     expect(listed.map((w: any) => w.id)).toEqual([child, wsId])
     expect((await cli('workspace', 'files', child)).map((f: any) => f.path)).toContain('seen-by-fork.txt')
-    expect(await cli('workspace', 'show', wsId)).toMatchObject({ id: wsId, task_count: 1, tasks: [{ id: accepted.task_id, status: 'completed' }] })
+    expect(await cli('workspace', 'show', wsId)).toMatchObject({ id: wsId, task_count: 2, tasks: [{ id: accepted.task_id, status: 'completed' }, { status: 'completed' }] })
     expect(await cli('task', 'show', accepted.task_id)).toMatchObject({ status: 'completed', uploads: ['notes.txt'] })
     expect(await cli('workspace', 'stop', child)).toMatchObject({ id: child, state: 'stopped' })
     const again = await runCorral(['workspace', 'stop', child], { env })
