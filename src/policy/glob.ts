@@ -69,8 +69,26 @@ export function domainPatternError(p: string): string | undefined {
   return undefined
 }
 
+// Matchers are pure, so equal patterns share one (policies repeat domains and paths, and a
+// recompiled document reuses the previous matchers). Bounded like the other compile caches.
+const matcherCache = new Map<string, Matcher>()
+const MATCHER_CACHE_MAX = 10_000
+function cachedMatcher(key: string, build: () => Matcher): Matcher {
+  let m = matcherCache.get(key)
+  if (!m) {
+    m = build()
+    if (matcherCache.size >= MATCHER_CACHE_MAX) matcherCache.delete(matcherCache.keys().next().value as string)
+    matcherCache.set(key, m)
+  }
+  return m
+}
+
 export function compileDomain(p: string): Matcher {
   if (!p.includes('*')) return (host) => host === p
+  return cachedMatcher(`d:${p}`, () => buildDomainMatcher(p))
+}
+
+function buildDomainMatcher(p: string): Matcher {
   const [host, port] = p.split(':')
   const labels = host.split('.')
   let re = ''
@@ -94,6 +112,10 @@ export function pathPatternError(p: string): string | undefined {
 
 export function compilePath(p: string): Matcher {
   if (!p.includes('*')) return (path) => path === p
+  return cachedMatcher(`p:${p}`, () => buildPathMatcher(p))
+}
+
+function buildPathMatcher(p: string): Matcher {
   // A trailing "/**" also matches the prefix itself: "/v1/**" admits "/v1" and "/v1/".
   const segs = p.split('/')
   let re = ''

@@ -67,15 +67,36 @@ export class Reader {
 }
 
 export function pointer(base: string, token: string | number): string {
-  return `${base}/${String(token).replace(/~/g, '~0').replace(/\//g, '~1')}`
+  const t = String(token)
+  // Most keys need no escaping; skipping the two regex passes matters on large documents.
+  if (!t.includes('~') && !t.includes('/')) return `${base}/${t}`
+  return `${base}/${t.replace(/~/g, '~0').replace(/\//g, '~1')}`
 }
 
 export type Parsed = { reader: Reader; root: Node | null }
 
+// yaml's Parser reads process.env.LOG_TOKENS for every token (its Composer reads LOG_STREAM per
+// document). On Node each process.env read is a call into C++, which made up about a sixth of
+// the parse of a 200-capability policy. The parse is synchronous, so while it runs a plain object
+// can stand in for process.env without any other code observing it; it is put back in all cases.
+const ENV_SWAPPABLE = Object.getOwnPropertyDescriptor(process, 'env')?.writable === true
+const PLAIN_ENV: NodeJS.ProcessEnv = Object.freeze({}) as NodeJS.ProcessEnv
+
+function withPlainEnv<T>(fn: () => T): T {
+  if (!ENV_SWAPPABLE) return fn()
+  const env = process.env
+  process.env = PLAIN_ENV
+  try {
+    return fn()
+  } finally {
+    process.env = env
+  }
+}
+
 /** Parses YAML text; syntax errors become diagnostics on the returned reader. */
 export function parseYaml(source: string): Parsed {
   const lines = new LineCounter()
-  const doc = parseDocument(source, { lineCounter: lines, uniqueKeys: false, prettyErrors: false, strict: true, keepSourceTokens: false })
+  const doc = withPlainEnv(() => parseDocument(source, { lineCounter: lines, uniqueKeys: false, prettyErrors: false, strict: true, keepSourceTokens: false }))
   const reader = new Reader(doc, lines)
   for (const e of doc.errors) {
     const offset = e.pos?.[0] ?? 0
