@@ -188,6 +188,24 @@ for (const dialect of testDialects()) {
       expect(await types(r, id)).toEqual(['workspace_provisioned'])
     })
 
+    it('warm pool: keeps pool_size workspaces provisioned; a task claims one (no provisioning) and the pool refills', async () => {
+      const r = await setup({ poolSize: 2 })
+      const pooled = async () => (await r.controller.tables.list(r.orgId, { state: ['idle'] })).filter((w) => w.pooled)
+      const ready = await waitFor(async () => { const p = await pooled(); return p.length === 2 && p }, 'two pooled idle workspaces')
+      expect(ready.every((w) => w.created_by === 'system')).toBe(true)
+      expect(await r.controller.activeCount(r.orgId, [r.role.id])).toBe(0) // pool members do not block a provider archive
+      await expect(r.controller.submitTask(r.orgId, r.actor, ready[0]!.id, { description: 'x', options: {} })).rejects.toMatchObject({ code: 'workspace_not_ready' })
+
+      const { workspace, task: t } = await r.controller.createWorkspace(r.orgId, r.actor, r.role, { description: 'crash', options: {} })
+      expect(ready.map((w) => w.id)).toContain(workspace.id)
+      expect(workspace).toMatchObject({ state: 'idle', pooled: false, created_by: 'usr_test' })
+      await settled(r, t!.id, 'failed')
+      await waitFor(async () => (await pooled()).length === 2, 'the pool refilled')
+      const seen = await events(r, workspace.id)
+      expect(seen.map((e) => [e.event_type, e.user_id])).toEqual(expect.arrayContaining([['workspace_created', 'system'], ['task_submitted', 'usr_test']]))
+      expect(seen.filter((e) => e.event_type === 'workspace_created')).toHaveLength(1)
+    })
+
     it('WorkspaceControl: activeCount and stopForRole', async () => {
       const r = await setup()
       const { workspace } = await r.controller.createWorkspace(r.orgId, r.actor, r.role, { description: 'sleep', options: {} })

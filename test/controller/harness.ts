@@ -31,7 +31,7 @@ export interface ControllerRig {
   close(): Promise<void>
 }
 
-export async function controllerRig(store: Store, opts: { taskTimeoutSeconds?: number; idleTimeoutSeconds?: number } = {}): Promise<ControllerRig> {
+export async function controllerRig(store: Store, opts: { taskTimeoutSeconds?: number; idleTimeoutSeconds?: number; poolSize?: number } = {}): Promise<ControllerRig> {
   const root = mkdtempSync(join(tmpdir(), 'corral-ctl-'))
   const audit = createAuditWriter(store, { flushIntervalMs: 1 })
   const runtime = new ProcessRuntime({ root: join(root, 'runtime'), proxy: { host: '127.0.0.1', port: 9 }, warn: () => {}, stopGraceMs: 500 })
@@ -45,6 +45,7 @@ export async function controllerRig(store: Store, opts: { taskTimeoutSeconds?: n
   const roleId = await t.workspaces.createRole(org!.id, { name: 'coder', provider_id: providerId })
   await store.db.updateTable('agent_roles' as never).set({
     task_timeout_seconds: opts.taskTimeoutSeconds ?? null, idle_timeout_seconds: opts.idleTimeoutSeconds ?? null,
+    ...(opts.poolSize ? { pool_policy: 'static', pool_size: opts.poolSize } : {}),
   } as never).where('id' as never, '=', roleId as never).execute()
   let controller = make()
   await controller.start()

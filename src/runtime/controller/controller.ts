@@ -12,7 +12,7 @@
 import { cp, mkdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
-import type { AuditSink, EventType, NewAuditEvent } from '../../audit/event.js'
+import { SYSTEM_USER, type AuditSink, type EventType, type NewAuditEvent } from '../../audit/event.js'
 import { WORKSPACE_STOPPED_CHANNEL } from '../../proxy/serve-service.js'
 import type { CapabilityTokens } from '../../proxy/token.js'
 import { apiError } from '../../server/errors.js'
@@ -71,6 +71,7 @@ export class WorkspaceController implements WorkspaceControl {
   readonly #idleTimers = new Map<string, NodeJS.Timeout>()
   #interval: NodeJS.Timeout | undefined
   #closed = false
+  #filling = false
 
   constructor(opts: ControllerOptions) {
     this.#o = opts
@@ -108,6 +109,7 @@ export class WorkspaceController implements WorkspaceControl {
       return [] as string[]
     })
     await Promise.all(ids.map((id) => this.kick(id)))
+    await this.fillPools()
   }
 
   /** Schedules a reconcile of one workspace; resolves when it ran. */
@@ -124,14 +126,43 @@ export class WorkspaceController implements WorkspaceControl {
     const out = await this.#o.store.transaction(async (tx) => {
       const t = workspaceTables(tx.db)
       const env = first?.options.environment
-      const id = await t.create(orgId, { role_id: role.id, created_by: actor.creatorId, created_by_user_id: actor.userId, ...(env ? { environment: env } : {}) })
+      const owner = { created_by: actor.creatorId, created_by_user_id: actor.userId, ...(env ? { environment: env } : {}) }
+      // A warm pool member of the role, when one is ready, skips provisioning.
+      const claimed = await t.claimPooled(orgId, role.id, owner)
+      const id = claimed ?? (await t.create(orgId, { role_id: role.id, ...owner }))
       const task = first ? await t.tasks.create(orgId, { ...first, workspace_id: id, created_by: actor.creatorId }) : undefined
-      return { workspace: (await t.get(orgId, id))!, task }
+      return { workspace: (await t.get(orgId, id))!, task, claimed: claimed !== undefined }
     })
-    await this.#emit(out.workspace, 'workspace_created', actor.userId, { forked: false })
+    // A claimed pool member had its workspace_created (user `system`) when the pool made it.
+    if (!out.claimed) await this.#emit(out.workspace, 'workspace_created', actor.userId, { forked: false })
     if (out.task) await this.#emit(out.workspace, 'task_submitted', actor.userId, { description: out.task.description }, out.task.id)
     void this.kick(out.workspace.id)
-    return out
+    if (out.claimed) void this.fillPools()
+    return { workspace: out.workspace, ...(out.task ? { task: out.task } : {}) }
+  }
+
+  /**
+   * Keeps each pooled role's warm pool at `pool_size` unclaimed workspaces (provisioning or idle).
+   * `dynamic` is treated as `static` with `pool_size` as the target (docs/workspaces.md).
+   */
+  async fillPools(): Promise<void> {
+    if (this.#filling || this.#closed) return
+    this.#filling = true
+    try {
+      for (const pool of await this.#t.pooledRoles()) {
+        const missing = pool.pool_size - (await this.#t.poolCount(pool.role_id))
+        for (let i = 0; i < missing; i++) {
+          const id = await this.#t.create(pool.org_id, { role_id: pool.role_id, created_by: SYSTEM_USER, created_by_user_id: SYSTEM_USER, pooled: true })
+          const ws = (await this.#t.byId(id))!
+          await this.#emit(ws, 'workspace_created', SYSTEM_USER, { forked: false, pooled: true })
+          void this.kick(id)
+        }
+      }
+    } catch (err) {
+      this.#o.logger?.error({ err }, 'warm pool fill failed')
+    } finally {
+      this.#filling = false
+    }
   }
 
   /** POST /v1/workspaces/{id}/tasks. */
@@ -140,6 +171,7 @@ export class WorkspaceController implements WorkspaceControl {
       const ws = await this.#mustGet(orgId, workspaceId)
       if (ws.state === 'archived' || ws.desired_state === 'archived') throw apiError('workspace_archived', `workspace ${ws.id} is archived; unarchive it first`)
       if (ws.state === 'provisioning' || ws.state === 'stopping') throw apiError('workspace_not_ready', `workspace ${ws.id} is ${ws.state}; retry when it is idle`)
+      if (ws.pooled) throw apiError('workspace_not_ready', `workspace ${ws.id} is an unclaimed warm-pool workspace; POST /v1/tasks with its role claims one`)
       const active = await this.#t.tasks.active(ws.id)
       if (active || ws.state === 'busy') {
         throw apiError('task_already_running', `${active ? `task ${active.id}` : 'a task'} is active on workspace ${ws.id}; cancel it first`, active ? { task_id: active.id } : undefined)
@@ -443,7 +475,8 @@ export class WorkspaceController implements WorkspaceControl {
   }
 
   async #armIdle(ws: WorkspaceRecord): Promise<void> {
-    if (this.#idleTimers.has(ws.id)) return
+    // Pool members wait for a claim; an idle stop would only drain and refill the pool.
+    if (this.#idleTimers.has(ws.id) || ws.pooled) return
     const role = await this.#t.role(ws.org_id, { id: ws.role_id })
     const idle = role?.idle_timeout_seconds
     if (!idle || idle <= 0) return

@@ -24,7 +24,7 @@ export const workspaceSchema = {
     id: { type: 'string' }, org_id: { type: 'string' }, role_id: { type: 'string' }, role_name: { type: 'string' },
     provider_id: { type: 'string' }, provider_name: { type: 'string' }, state: { type: 'string' }, desired_state: { type: 'string' },
     created_by: { type: 'string' }, task_count: { type: 'integer' }, parent_workspace_id: { type: 'string' },
-    fork_point_task_count: { type: 'integer' }, fork_source_snapshot_ref: { type: 'string' }, has_snapshot: { type: 'boolean' },
+    fork_point_task_count: { type: 'integer' }, fork_source_snapshot_ref: { type: 'string' }, has_snapshot: { type: 'boolean' }, pooled: { type: 'boolean' },
     failure: { type: 'string' }, created_at: dateTime, updated_at: dateTime, last_activity_at: dateTime, archived_at: dateTime,
   },
 } as const

@@ -5,6 +5,7 @@ import { audit } from './20261122T100100-audit.js'
 import { proxy } from './20261122T103000-proxy.js'
 import { budgetLedgers } from './20261122T104000-budget-ledgers.js'
 import { workspacesTasks } from './20261122T111000-workspaces.js'
+import { workspacePool } from './20261122T112000-workspace-pool.js'
 import { roles } from './20261122T110000-roles.js'
 import type { StoreMigration } from './types.js'
 
@@ -17,4 +18,5 @@ export const migrations: readonly StoreMigration[] = [
   budgetLedgers,
   roles,
   workspacesTasks,
+  workspacePool,
 ]

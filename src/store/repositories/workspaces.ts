@@ -32,6 +32,8 @@ export interface WorkspaceRecord {
   fork_source_snapshot_ref?: string
   last_snapshot_ref?: string
   stopped_once: boolean
+  /** Provisioned ahead for the role's warm pool, not yet claimed by a task. */
+  pooled: boolean
   environment?: string
   failure?: string
   created_at: string
@@ -98,7 +100,7 @@ function workspaceOf(r: Row): WorkspaceRecord {
   const out: Row = {
     id: r.id, org_id: r.org_id, role_id: r.role_id, role_name: r.role_name, provider_id: r.provider_id, provider_name: r.provider_name,
     state: r.state, desired_state: r.desired_state, created_by: r.created_by ?? r.created_by_user_id, created_by_user_id: r.created_by_user_id,
-    task_count: Number(r.task_count), stopped_once: Boolean(Number(r.stopped_once)), created_at: r.created_at, updated_at: r.updated_at,
+    task_count: Number(r.task_count), stopped_once: Boolean(Number(r.stopped_once)), pooled: Boolean(Number(r.pooled ?? 0)), created_at: r.created_at, updated_at: r.updated_at,
   }
   for (const k of ['parent_workspace_id', 'fork_source_snapshot_ref', 'last_snapshot_ref', 'environment', 'failure', 'last_activity_at', 'archived_at']) {
     if (r[k] !== null && r[k] !== undefined) out[k] = r[k]
@@ -159,7 +161,7 @@ export function workspaceTables(anyDb: Kysely<any>) {
     },
 
     async create(orgId: string, w: {
-      role_id: string; created_by: string; created_by_user_id: string; environment?: string
+      role_id: string; created_by: string; created_by_user_id: string; environment?: string; pooled?: boolean
       parent_workspace_id?: string; fork_point_task_count?: number; fork_source_snapshot_ref?: string
     }): Promise<string> {
       const id = newId('ws')
@@ -169,6 +171,7 @@ export function workspaceTables(anyDb: Kysely<any>) {
         created_by: w.created_by, created_by_user_id: w.created_by_user_id, task_count: 0,
         parent_workspace_id: w.parent_workspace_id ?? null, fork_point_task_count: w.fork_point_task_count ?? null,
         fork_source_snapshot_ref: w.fork_source_snapshot_ref ?? null, created_at: now, updated_at: now, last_activity_at: now,
+        pooled: w.pooled ? 1 : 0,
       }).execute()
       return id
     },
@@ -208,7 +211,7 @@ export function workspaceTables(anyDb: Kysely<any>) {
     async activeCountForRoles(orgId: string, roleIds: readonly string[]): Promise<number> {
       if (roleIds.length === 0) return 0
       const r = await db.selectFrom('workspaces').select((eb: any) => eb.fn.countAll().as('n'))
-        .where('org_id', '=', orgId).where('role_id', 'in', roleIds)
+        .where('org_id', '=', orgId).where('role_id', 'in', roleIds).where('pooled', '=', 0)
         .where('state', 'in', ['provisioning', 'idle', 'busy', 'stopping']).executeTakeFirst()
       return Number((r as Row | undefined)?.n ?? 0)
     },
@@ -229,6 +232,40 @@ export function workspaceTables(anyDb: Kysely<any>) {
     async transition(id: string, from: readonly WorkspaceState[], to: WorkspaceState, extra: Record<string, unknown> = {}): Promise<boolean> {
       const r = await db.updateTable('workspaces').set({ state: to, ...extra, updated_at: nowIso() }).where('id', '=', id).where('state', 'in', from).executeTakeFirst()
       return Number(r.numUpdatedRows) > 0
+    },
+
+    /** Roles with a warm pool to keep filled: not archived, provider not archived, pool_size > 0. */
+    async pooledRoles(): Promise<Array<{ org_id: string; role_id: string; pool_size: number }>> {
+      const rows = await db.selectFrom('agent_roles as r').innerJoin('providers as p', 'p.id', 'r.provider_id')
+        .select(['r.org_id', 'r.id as role_id', 'r.pool_size'])
+        .where('r.pool_policy', 'in', ['static', 'dynamic']).where('r.pool_size', '>', 0)
+        .where('r.archived_at', 'is', null).where('p.archived_at', 'is', null)
+        .execute()
+      return rows.map((r: Row) => ({ org_id: r.org_id, role_id: r.role_id, pool_size: Number(r.pool_size) }))
+    },
+
+    /** Unclaimed pool members of a role that are (or are becoming) ready. */
+    async poolCount(roleId: string): Promise<number> {
+      const r = await db.selectFrom('workspaces').select((eb: any) => eb.fn.countAll().as('n'))
+        .where('role_id', '=', roleId).where('pooled', '=', 1).where('state', 'in', ['provisioning', 'idle']).executeTakeFirst()
+      return Number((r as Row | undefined)?.n ?? 0)
+    },
+
+    /**
+     * Claims one idle pool member of the role for a caller; undefined when none is ready. The
+     * `pooled = 1` guard makes a concurrent second claim of the same row update nothing.
+     */
+    async claimPooled(orgId: string, roleId: string, owner: { created_by: string; created_by_user_id: string; environment?: string }): Promise<string | undefined> {
+      const candidates = await db.selectFrom('workspaces').select('id').where('org_id', '=', orgId).where('role_id', '=', roleId)
+        .where('pooled', '=', 1).where('state', '=', 'idle').orderBy('created_at').limit(3).execute()
+      for (const { id } of candidates as Row[]) {
+        const now = nowIso()
+        const r = await db.updateTable('workspaces')
+          .set({ pooled: 0, created_by: owner.created_by, created_by_user_id: owner.created_by_user_id, environment: owner.environment ?? null, updated_at: now, last_activity_at: now })
+          .where('id', '=', id).where('pooled', '=', 1).where('state', '=', 'idle').executeTakeFirst()
+        if (Number(r.numUpdatedRows) > 0) return id as string
+      }
+      return undefined
     },
 
     tasks: {
