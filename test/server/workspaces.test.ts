@@ -1,21 +1,23 @@
 // /v1 tasks and workspaces routes over the real app, a real SQLite store and the workspace
 // controller with the `process` runtime and the stand-in agent: every refusal code of the spec's
 // task/workspace endpoints, multipart uploads, ownership (`:own`), cross-org, posture, rate limit.
+// On SQLite, and on Postgres too when CORRAL_TEST_PG_URL is set.
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { proxyTables } from '../../src/store/proxy-tables.js'
 import { controllerRig, waitFor, type ControllerRig } from '../controller/harness.js'
+import { testDialects } from '../helpers/dialects.js'
 import { createHarness, type Harness } from './harness.js'
 
-describe('tasks and workspaces routes', () => {
+for (const dialect of testDialects()) describe(`tasks and workspaces routes (${dialect.name})`, () => {
   let h: Harness
   let rig: ControllerRig
   let org: Awaited<ReturnType<Harness['newOrg']>>
   let roleId: string
 
   beforeAll(async () => {
-    h = await createHarness()
+    h = await createHarness({ open: dialect.open })
     rig = await controllerRig(h.store)
     h.deps.controller = rig.controller
     h.deps.workspaces = { get: async (o, id) => { const w = await rig.controller.tables.get(o, id); return w && { id: w.id, created_by: w.created_by } } }
@@ -191,7 +193,7 @@ describe('tasks and workspaces routes', () => {
     expect([refused.status, refused.body.error.code]).toEqual([403, 'tenant_inactive'])
     await h.store.orgs.setPosture(o.orgId, 'active')
 
-    const h2 = await createHarness()
+    const h2 = await createHarness({ open: dialect.open })
     const rig2 = await controllerRig(h2.store)
     try {
       h2.deps.controller = rig2.controller
