@@ -179,6 +179,19 @@ for (const dialect of testDialects()) describe(`tasks and workspaces routes (${d
     expect((await h.inject('GET', `/v1/workspaces/${theirs.body.workspace_id}/snapshot/files`, { token: other.ownerKey })).status).toBe(404)
   })
 
+  it('a runtime that cannot run here refuses new work with its reason (503) and keeps reads working', async () => {
+    h.deps.workspacesUnavailable = 'the local workspace runtime cannot run here: bwrap is not installed'
+    try {
+      const res = await submit({ role_name: 'coder', description: 'x' })
+      expect([res.status, res.body.error.code]).toEqual([503, 'service_unavailable'])
+      expect(res.body.error.message).toContain('bwrap is not installed')
+      expect((await h.inject('POST', '/v1/workspaces', { token: org.ownerKey, body: { role_name: 'coder' } })).status).toBe(503)
+      expect((await h.inject('GET', '/v1/workspaces', { token: org.ownerKey })).status).toBe(200)
+    } finally {
+      delete h.deps.workspacesUnavailable
+    }
+  })
+
   it('snapshot listing before any snapshot is not found', async () => {
     const pending = await rig.controller.tables.create(org.orgId, { role_id: roleId, created_by: 'x', created_by_user_id: 'x' })
     const res = await h.inject('GET', `/v1/workspaces/${pending}/snapshot/files`, { token: org.ownerKey })

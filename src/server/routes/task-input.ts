@@ -82,6 +82,13 @@ export function controllerOf(deps: ServerDeps): WorkspaceController {
   return deps.controller
 }
 
+/** The controller, for routes that start work: refused with the runtime's reason when it cannot run here. */
+export function runnableController(deps: ServerDeps): WorkspaceController {
+  const controller = controllerOf(deps)
+  if (deps.workspacesUnavailable) throw apiError('service_unavailable', deps.workspacesUnavailable)
+  return controller
+}
+
 export function actorOf(request: FastifyRequest): Actor {
   const p = request.principal!
   return { userId: p.userId, creatorId: p.creatorId }

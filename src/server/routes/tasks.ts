@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify'
 import { apiError } from '../errors.js'
 import { idParams } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
-import { acceptedSchema, actorOf, controllerOf, readTaskInput, resolveRole, taskLimiter, taskSchema, taskView } from './task-input.js'
+import { acceptedSchema, actorOf, controllerOf, readTaskInput, resolveRole, runnableController, taskLimiter, taskSchema, taskView } from './task-input.js'
 import { ownedWorkspace } from './workspaces.js'
 
 const CREATE = [['workspace:write', 'workspace:write:own'], ['tasks:write', 'tasks:write:own']] as const
@@ -21,8 +21,7 @@ export async function taskRoutes(app: FastifyInstance, deps: ServerDeps): Promis
     '/tasks',
     { config: { permission: CREATE }, schema: { response: { 202: acceptedSchema } } },
     async (request, reply) => {
-      const controller = controllerOf(deps)
-      if (deps.workspacesUnavailable) throw apiError('service_unavailable', deps.workspacesUnavailable)
+      const controller = runnableController(deps)
       const p = request.principal!
       limiter.enforce(p.org.id, reply)
       const { role: ref, ...input } = await readTaskInput(request, controller, { followUp: false })

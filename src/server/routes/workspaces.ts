@@ -11,7 +11,7 @@ import { WORKSPACE_STATES } from '../../store/repositories/workspaces.js'
 import { apiError } from '../errors.js'
 import { dateTime, idParams } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
-import { acceptedSchema, actorOf, controllerOf, readTaskInput, resolveRole, taskLimiter, taskSchema, taskView, type TaskBodyFields } from './task-input.js'
+import { acceptedSchema, actorOf, controllerOf, readTaskInput, resolveRole, runnableController, taskLimiter, taskSchema, taskView, type TaskBodyFields } from './task-input.js'
 
 const READ = [['workspace:read', 'workspace:read:own']] as const
 const WRITE = [['workspace:write', 'workspace:write:own']] as const
@@ -61,7 +61,7 @@ export async function workspaceRoutes(app: FastifyInstance, deps: ServerDeps): P
       },
     },
     async (request, reply) => {
-      const controller = controllerOf(deps)
+      const controller = runnableController(deps)
       const p = request.principal!
       const role = await resolveRole(controller, p.org.id, request.body ?? {})
       const { workspace } = await controller.createWorkspace(p.org.id, actorOf(request), role)
@@ -109,7 +109,7 @@ export async function workspaceRoutes(app: FastifyInstance, deps: ServerDeps): P
     '/workspaces/:id/tasks',
     { config: { permission: TASKS_WRITE }, schema: { params: idParams, response: { 202: acceptedSchema } } },
     async (request, reply) => {
-      const controller = controllerOf(deps)
+      const controller = runnableController(deps)
       const p = request.principal!
       const ws = await ownedWorkspace(controller, request, request.params.id)
       limiter.enforce(p.org.id, reply)
@@ -172,7 +172,7 @@ export async function workspaceRoutes(app: FastifyInstance, deps: ServerDeps): P
       },
     },
     async (request, reply) => {
-      const controller = controllerOf(deps)
+      const controller = runnableController(deps)
       const parent = await ownedWorkspace(controller, request, request.params.id)
       const role = await resolveRole(controller, parent.org_id, { role_id: parent.role_id })
       const child = await controller.fork(parent.org_id, actorOf(request), parent.id, request.body.fork_point_task_count, role)
