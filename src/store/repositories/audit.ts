@@ -179,37 +179,57 @@ export function createAuditRepository({ db, dialect }: RepoContext) {
     async stats(orgId: string, q: AuditStatsQuery): Promise<AuditStatsRow[]> {
       const metricValue = q.metric.fn === 'count' ? undefined : numeric(q.metric.value)
       const bucketValue = q.bucketBy ? numeric(q.bucketBy.value) : undefined
-      // Rows without a metric value are not filtered in WHERE (that would evaluate the JSON path
-      // twice more per row): the aggregate ignores NULLs and `n` counts values, so empty groups drop out.
-      let qb = applyWhere(db.selectFrom('audit_events'), orgId, q)
-      if (bucketValue) qb = qb.where(sql<SqlBool>`${bucketValue} IS NOT NULL`)
-      if (q.onlyValues) {
-        const { dimension, values } = q.onlyValues
-        if (values.length === 0) return []
-        qb = qb.where(sql<SqlBool>`COALESCE(${sql.ref(dimension)}, '') IN (${sql.join(values)})`)
-      }
       const topIndex = q.top ? q.groupBy.indexOf(q.top.dimension) : -1
       if (q.top && (topIndex < 0 || q.bucketBy)) throw new TypeError('stats top: the dimension must be grouped, and bucketBy uses topValues() + onlyValues')
-      const selections: RawBuilder<unknown>[] = q.groupBy.map((d, i) => sql`COALESCE(${sql.ref(d)}, '')`.as(`g${i}`) as never)
-      const groupKeys = q.groupBy.map((_, i) => sql.ref(`g${i}`))
+      if (q.onlyValues?.values.length === 0) return []
+      // Two levels: an inner query computes each row's group values, bucket and metric value once
+      // (r.g0…, r.b or r.bv, r.m); the outer query aggregates them. Written flat, every aggregate
+      // and CASE branch re-evaluated the JSON path (four or more JSON lookups per row for sum). The
+      // inner query carries LIMIT -1 (SQLite) / OFFSET 0 (Postgres) so that neither planner
+      // flattens it back: SQLite streams it as a co-routine, Postgres as a subquery scan.
+      let inner = applyWhere(db.selectFrom('audit_events'), orgId, q)
+      if (q.onlyValues) {
+        const { dimension, values } = q.onlyValues
+        inner = inner.where(sql<SqlBool>`COALESCE(${sql.ref(dimension)}, '') IN (${sql.join(values)})`)
+      }
+      const rowValues: RawBuilder<unknown>[] = q.groupBy.map((d, i) => sql`COALESCE(${sql.ref(d)}, '')`.as(`g${i}`) as never)
       if (q.timeBucketMs !== undefined) {
         const size = sql.lit(q.timeBucketMs)
-        selections.push(sql`((ts / ${size}) * ${size})`.as('b') as never)
+        rowValues.push(sql`((ts / ${size}) * ${size})`.as('b') as never)
+      }
+      if (bucketValue) rowValues.push(bucketValue.as('bv') as never)
+      if (metricValue) rowValues.push(metricValue.as('m') as never)
+      if (rowValues.length === 0) rowValues.push(sql`1`.as('one') as never)
+      const innerSelect = inner.select(rowValues as never)
+      const fenced = dialect.name === 'sqlite' ? innerSelect.limit(-1) : innerSelect.offset(0)
+
+      const selections: RawBuilder<unknown>[] = q.groupBy.map((_, i) => sql.ref(`r.g${i}`).as(`g${i}`) as never)
+      const groupKeys = q.groupBy.map((_, i) => sql.ref(`g${i}`))
+      const m = sql.ref('r.m')
+      if (q.timeBucketMs !== undefined) {
+        selections.push(sql.ref('r.b').as('b') as never)
         groupKeys.push(sql.ref('b'))
-      } else if (q.bucketBy && bucketValue) {
-        const cases = q.bucketBy.bounds.map((b, i) => sql`WHEN ${bucketValue} < ${sql.lit(b)} THEN ${sql.lit(i)}`)
+      } else if (q.bucketBy) {
+        const bv = sql.ref('r.bv')
+        const cases = q.bucketBy.bounds.map((b, i) => sql`WHEN ${bv} < ${sql.lit(b)} THEN ${sql.lit(i)}`)
         selections.push(sql`(CASE ${sql.join(cases, sql` `)} ELSE ${sql.lit(q.bucketBy.bounds.length)} END)`.as('b') as never)
         groupKeys.push(sql.ref('b'))
       }
-      const metricSql =
-        q.metric.fn === 'count' ? sql`count(*)` : q.metric.fn === 'sum' ? sql`COALESCE(sum(${metricValue}), 0)` : sql`avg(${metricValue})`
+      const metricSql = q.metric.fn === 'count' ? sql`count(*)` : q.metric.fn === 'sum' ? sql`COALESCE(sum(${m}), 0)` : sql`avg(${m})`
       selections.push(metricSql.as('v') as never)
-      // Without grouping, SQL returns one row even over no input; `n` lets us drop it.
-      selections.push((metricValue ? sql`count(${metricValue})` : sql`count(*)`).as('n') as never)
+      // Rows without a metric value are kept (filtering them would be one more JSON lookup per
+      // row): the aggregates ignore NULLs and `n` counts values, so empty groups drop out. Without
+      // grouping, SQL returns one row even over no input; `n` lets us drop it too.
+      selections.push((metricValue ? sql`count(${m})` : sql`count(*)`).as('n') as never)
       // avg ranks top values by sum/count over all of a value's groups.
-      if (q.top && q.metric.fn === 'avg') selections.push(sql`sum(${metricValue})`.as('s') as never)
+      if (q.top && q.metric.fn === 'avg') selections.push(sql`sum(${m})`.as('s') as never)
       const hasBucket = q.timeBucketMs !== undefined || q.bucketBy !== undefined
-      let query = qb.select(selections as never)
+      type Loose = SelectQueryBuilder<Record<string, Record<string, unknown>>, string, Record<string, unknown>>
+      let query = (db as unknown as Kysely<Record<string, Record<string, unknown>>>)
+        .selectFrom(fenced.as('r') as never)
+        .select(selections as never) as unknown as Loose
+      // Rows without a bucket value belong to no range.
+      if (bucketValue) query = query.where(sql<SqlBool>`r.bv IS NOT NULL`)
       if (groupKeys.length > 0) query = query.groupBy(groupKeys as never)
       if (q.top) {
         // WITH g AS (the groups), t AS (the top n values of the dimension, ranked over g)
