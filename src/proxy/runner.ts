@@ -9,7 +9,7 @@ import { requestBody, reserveBudgets } from './phases/request-body.js'
 import { requestHeaders } from './phases/request-headers.js'
 import { terminal } from './phases/terminal.js'
 import { transforms } from './phases/transforms.js'
-import type { Entry, ProxyCore, RequestState } from './request-state.js'
+import { ClientGone, type Entry, type ProxyCore, type RequestState } from './request-state.js'
 import { HOP_BY_HOP } from './upstream.js'
 
 /** An upstream that could not be reached or broke mid-response; the policy had allowed it. */
@@ -28,7 +28,7 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
   // Workspace → control plane callbacks (agent events), answered after the token check: control-endpoint.ts.
   if (!preDenial && entry.host === CONTROL_HOST && (await serveControlEndpoint(core, req, res, entry, path))) return
   const ctx = new DecisionContext({ destination: entry.host, method: (req.method ?? 'GET').toUpperCase(), path })
-  const st: RequestState = { req, res, entry, ctx, abort: new AbortController(), headers: forwardableHeaders(req), requestBytes: 0, responseBytes: 0 }
+  const st: RequestState = { req, res, entry, ctx, abort: new ClientGone(), headers: forwardableHeaders(req), requestBytes: 0, responseBytes: 0 }
   res.once('close', () => {
     if (!res.writableFinished) st.abort.abort()
   })
@@ -102,7 +102,7 @@ async function attributeOnly(core: ProxyCore, st: RequestState, denial: PolicyDe
 function upstreamFailed(st: RequestState, err: unknown): void {
   const code = err instanceof UpstreamFailure ? err.code : upstreamCode(err)
   st.ctx.detail.upstream_error = code
-  if (st.abort.signal.aborted) {
+  if (st.abort.aborted) {
     st.ctx.detail.client_closed = true
     return
   }

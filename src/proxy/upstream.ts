@@ -29,7 +29,7 @@ export interface UpstreamRequest {
   host: string
   headers: Record<string, string | string[]>
   body: Readable | Buffer | AsyncIterable<Buffer> | undefined
-  signal: AbortSignal
+  signal: AbortSignal | import('node:events').EventEmitter
 }
 
 export interface UpstreamResponse {

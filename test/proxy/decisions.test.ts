@@ -152,6 +152,32 @@ describe('policy decisions through the proxy (real policy, real sockets)', () =>
     expect(row).toMatchObject({ decision: 'allow', capability_name: 'llm', validations_applied: 1, transforms_applied: 3, transforms_failed: {} })
   })
 
+  it('a client that leaves mid-stream cuts the upstream request; the row records it once', async () => {
+    let upstreamClosed!: () => void
+    const closed = new Promise<void>((r) => (upstreamClosed = r))
+    const echo = h.up.handler.current
+    h.up.handler.current = (req, res) => {
+      if (!req.url!.includes('/hold')) return echo(req, res)
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write('data: first\n\n')
+      res.on('close', () => upstreamClosed())
+    }
+    try {
+      const ac = new AbortController()
+      const res = await h.open(`${base()}/v1/models/hold`, { token: ws.token, signal: ac.signal } as never)
+      const reader = res.body!.getReader()
+      await reader.read()
+      ac.abort()
+      await closed
+      const [row] = await newRows(1)
+      expect(row).toMatchObject({ decision: 'allow', path: '/v1/models/hold', detail: { client_closed: true } })
+      await new Promise((r) => setTimeout(r, 50))
+      expect(h.audit.decisions().length).toBe(before + 1)
+    } finally {
+      h.up.handler.current = echo
+    }
+  })
+
   it('body_absent: a body transform on a request without a body', async () => {
     const res = await h.fetch(`${base()}/v1/empty`, { token: ws.token, method: 'POST' })
     expect(res.status).toBe(200)

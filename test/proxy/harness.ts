@@ -136,7 +136,8 @@ export async function startHarness(opts: Partial<ProxyServiceOptions> & { dbUrl?
         proxyTunnel: url.startsWith('https:'),
       })
       agents.push(agent)
-      return (await undiciFetch(url, { dispatcher: agent, method: init.method ?? 'GET', ...(init.body !== undefined ? { body: init.body } : {}), ...(init.headers ? { headers: init.headers } : {}) })) as unknown as Response
+      const signal = (init as { signal?: AbortSignal }).signal
+      return (await undiciFetch(url, { dispatcher: agent, ...(signal ? { signal } : {}), method: init.method ?? 'GET', ...(init.body !== undefined ? { body: init.body } : {}), ...(init.headers ? { headers: init.headers } : {}) })) as unknown as Response
     },
     async close() {
       await Promise.all(agents.map((a) => a.close().catch(() => {})))

@@ -38,7 +38,7 @@ export async function forward(core: ProxyCore, st: RequestState, observer?: Resp
     host: hostHeader,
     headers: st.headers,
     body,
-    signal: st.abort.signal,
+    signal: st.abort,
   })
 
   ctx.phase = 'response_headers'
