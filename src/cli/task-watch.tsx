@@ -41,10 +41,14 @@ async function follow(client: CorralClient, o: WatchOptions, onEvent: (e: AuditE
   o.signal?.addEventListener('abort', () => stop.abort(), { once: true })
   let last: string | undefined
   let ended = false
+  // The view starts at the task's own task_submitted (a follow-up's workspace has older history)
+  // and shows the task's events plus the workspace's lifecycle events in between.
+  let started = false
   const see = (e: AuditEvent) => {
     if (ended) return // the view ends with the task's task_completed
     last = e.id
-    if (e.task_id !== undefined && e.task_id !== o.taskId && e.event_type !== 'task_completed') return
+    if (e.task_id === o.taskId) started = true
+    if (!started) return
     if (e.task_id === o.taskId || !e.task_id) onEvent(e)
     if (e.event_type === 'task_completed' && e.task_id === o.taskId) {
       ended = true
