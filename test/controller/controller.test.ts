@@ -217,5 +217,17 @@ for (const dialect of testDialects()) {
       expect(await r.controller.activeCount(r.orgId, [r.role.id])).toBe(0)
       expect(await r.controller.stopForRole(r.orgId, r.role.id)).toBe(0)
     })
+
+    it('WorkspaceControl: restartIdleForRole records workspace_restarted for idle workspaces only', async () => {
+      const r = await setup()
+      const { workspace: idle } = await r.controller.createWorkspace(r.orgId, r.actor, r.role, { description: 'crash', options: {} })
+      await waitFor(async () => { const w = await ws(r, idle.id); return w?.state === 'idle' && w.task_count === 1 }, 'idle after a task')
+      const { workspace: busy } = await r.controller.createWorkspace(r.orgId, r.actor, r.role, { description: 'sleep', options: {} })
+      await state(r, busy.id, 'busy')
+      expect(await r.controller.restartIdleForRole(r.orgId, r.role.id)).toBe(1)
+      expect(await types(r, idle.id)).toContain('workspace_restarted')
+      expect(await types(r, busy.id)).not.toContain('workspace_restarted')
+      await r.controller.stop(r.orgId, busy.id)
+    })
   })
 }

@@ -87,6 +87,7 @@ for (const dialect of testDialects()) describe(`tasks and workspaces routes (${d
     form.append('max_continuations', '2')
     form.append('file', new Blob(['alpha']), 'notes.txt')
     form.append('file', new Blob(['beta']), 'data.csv')
+    form.append('file', new Blob([Buffer.alloc(3 * 1024 * 1024, 7)]), 'big.bin') // over the 1 MiB JSON body limit
     const req = new Request('http://x/', { method: 'POST', body: form })
     const res = await h.app.inject({
       method: 'POST', url: '/v1/tasks', payload: Buffer.from(await req.arrayBuffer()),
@@ -98,8 +99,9 @@ for (const dialect of testDialects()) describe(`tasks and workspaces routes (${d
     const dir = join(rig.root, 'runtime', 'workspaces', workspace_id, 'data', 'uploads', task_id)
     expect(readFileSync(join(dir, 'notes.txt'), 'utf8')).toBe('alpha')
     expect(readFileSync(join(dir, 'data.csv'), 'utf8')).toBe('beta')
+    expect(readFileSync(join(dir, 'big.bin')).length).toBe(3 * 1024 * 1024)
     const task = (await h.inject('GET', `/v1/tasks/${task_id}`, { token: org.ownerKey })).body
-    expect(task).toMatchObject({ uploads: ['notes.txt', 'data.csv'], options: { max_continuations: 2 } })
+    expect(task).toMatchObject({ uploads: ['notes.txt', 'data.csv', 'big.bin'], options: { max_continuations: 2 } })
     expect(existsSync(rig.controller.stagingDir(task_id))).toBe(false)
     await rig.controller.stop(org.orgId, workspace_id)
   })
