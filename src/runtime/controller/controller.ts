@@ -19,7 +19,7 @@ import { apiError } from '../../server/errors.js'
 import type { WorkspaceControl } from '../../server/workspace-control.js'
 import type { Store } from '../../store/index.js'
 import {
-  workspaceTables, type RoleConfig, type TaskOptions, type TaskRecord, type WorkspaceRecord, type WorkspaceState,
+  workspaceTables, type RoleConfig, type TaskOptions, type TaskRecord, type WorkspaceRecord,
 } from '../../store/repositories/workspaces.js'
 import type { AgentProcess, SnapshotFileEntry, WorkspaceRuntime } from '../runtime.js'
 import { agentEnv, agentTask } from './agent-launch.js'
@@ -533,4 +533,3 @@ export class WorkspaceController implements WorkspaceControl {
   }
 }
 
-export type { WorkspaceState }
