@@ -182,11 +182,13 @@ export function createAuditRepository({ db, dialect }: RepoContext) {
       const topIndex = q.top ? q.groupBy.indexOf(q.top.dimension) : -1
       if (q.top && (topIndex < 0 || q.bucketBy)) throw new TypeError('stats top: the dimension must be grouped, and bucketBy uses topValues() + onlyValues')
       if (q.onlyValues?.values.length === 0) return []
-      // Two levels: an inner query computes each row's group values, bucket and metric value once
-      // (r.g0…, r.b or r.bv, r.m); the outer query aggregates them. Written flat, every aggregate
-      // and CASE branch re-evaluated the JSON path (four or more JSON lookups per row for sum). The
-      // inner query carries LIMIT -1 (SQLite) / OFFSET 0 (Postgres) so that neither planner
-      // flattens it back: SQLite streams it as a co-routine, Postgres as a subquery scan.
+      // Two levels: an inner query computes each row's group values, bucket and metric value
+      // (r.g0…, r.b or r.bv, r.m); the outer query aggregates them. On SQLite, when a value comes
+      // from a JSON column, the inner query carries LIMIT -1 so the planner does not flatten it
+      // back: it runs as a co-routine and each row's JSON path is evaluated once instead of in
+      // every aggregate and CASE branch (four or more lookups per row for sum; measured ~40% faster
+      // at 1M rows). Otherwise both planners flatten it into the plain grouped query. (An OFFSET 0
+      // fence on Postgres showed no gain in the 1M bench and rules out parallel aggregation.)
       let inner = applyWhere(db.selectFrom('audit_events'), orgId, q)
       if (q.onlyValues) {
         const { dimension, values } = q.onlyValues
@@ -201,7 +203,8 @@ export function createAuditRepository({ db, dialect }: RepoContext) {
       if (metricValue) rowValues.push(metricValue.as('m') as never)
       if (rowValues.length === 0) rowValues.push(sql`1`.as('one') as never)
       const innerSelect = inner.select(rowValues as never)
-      const fenced = dialect.name === 'sqlite' ? innerSelect.limit(-1) : innerSelect.offset(0)
+      const fromJson = (q.metric.fn !== 'count' && 'path' in q.metric.value) || (q.bucketBy !== undefined && 'path' in q.bucketBy.value)
+      const fenced = dialect.name === 'sqlite' && fromJson ? innerSelect.limit(-1) : innerSelect
 
       const selections: RawBuilder<unknown>[] = q.groupBy.map((_, i) => sql.ref(`r.g${i}`).as(`g${i}`) as never)
       const groupKeys = q.groupBy.map((_, i) => sql.ref(`g${i}`))
