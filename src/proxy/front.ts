@@ -10,7 +10,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { isIP, type AddressInfo, type Socket } from 'node:net'
 import { TLSSocket } from 'node:tls'
 import { LeafMinter, normalizeHost } from './ca.js'
-import { deny } from './decision.js'
+import { DecisionContext, deny, denyBody } from './decision.js'
+import { terminal } from './phases/terminal.js'
 import type { Entry, ProxyCore, TunnelContext } from './request-state.js'
 import { runRequest } from './runner.js'
 
@@ -33,6 +34,9 @@ export class ProxyFront {
     this.#outer = createServer(serverOpts, (req, res) => void this.#plain(req, res))
     this.#inner = createServer(serverOpts, (req, res) => void this.#tunneled(req, res))
     this.#outer.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => void this.#connect(req, socket, head))
+    // Protocol upgrades (WebSocket) cannot be inspected by the phases: refused, with their row.
+    this.#outer.on('upgrade', (req: IncomingMessage, socket: Socket) => void this.#upgrade(req, socket, undefined))
+    this.#inner.on('upgrade', (req: IncomingMessage, socket: Socket) => void this.#upgrade(req, socket, this.#tunnels.get(socket)))
     for (const s of [this.#outer, this.#inner]) {
       s.on('clientError', (_err, socket: Socket) => {
         if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n')
@@ -124,6 +128,12 @@ export class ProxyFront {
     this.#inner.emit('connection', tls)
   }
 
+  #upgrade(req: IncomingMessage, socket: Socket, tunnel: TunnelContext | undefined): Promise<void> {
+    this.stats.requests++
+    socket.on('error', () => socket.destroy())
+    return refuseUpgrade(this.#core, req, socket, tunnel)
+  }
+
   /** A request inside an intercepted tunnel. */
   async #tunneled(req: IncomingMessage, res: ServerResponse): Promise<void> {
     this.stats.requests++
@@ -143,6 +153,31 @@ export class ProxyFront {
     const entry: Entry = { scheme: 'https', host: tunnel.host, port: tunnel.port, tunnel }
     return runRequest(this.#core, req, res, entry, path)
   }
+}
+
+/** Refuses an Upgrade request with a 403 and writes its one decision row (reason no_match). */
+async function refuseUpgrade(core: ProxyCore, req: IncomingMessage, socket: Socket, tunnel: TunnelContext | undefined): Promise<void> {
+  const url = req.url ?? '/'
+  let path = url.split('?')[0] || '/'
+  let host = tunnel?.host ?? ''
+  if (/^https?:\/\//i.test(url)) {
+    try {
+      const u = new URL(url)
+      path = u.pathname
+      host ||= normalizeHost(u.hostname)
+    } catch {
+      path = '/'
+    }
+  }
+  const ctx = new DecisionContext({ destination: host || normalizeHost(String(req.headers.host ?? '').replace(/:\d+$/, '')), method: (req.method ?? 'GET').toUpperCase(), path })
+  const auth = req.headers['proxy-authorization']
+  const check = tunnel ? await tunnel.token : await core.tokens.check(Array.isArray(auth) ? auth[0] : auth)
+  if (check.ok) ctx.attribution = { ...ctx.attribution, org_id: check.claims.org_id, workspace_id: check.claims.workspace_id }
+  const denial = deny('no_match', { message: 'protocol upgrades (WebSocket) are not supported through the proxy' })
+  ctx.denial = denial
+  const body = denyBody(ctx, denial)
+  if (socket.writable) socket.end(`HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-corral-deny-reason: no_match\r\nconnection: close\r\n\r\n${body}`)
+  await terminal(core, ctx)
 }
 
 /** `host:port` of a CONNECT line; IPv6 in brackets. Undefined when malformed. */

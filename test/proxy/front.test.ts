@@ -139,6 +139,17 @@ describe('ProxyFront (real sockets, no policy needed)', () => {
     expect(rows[0]).toMatchObject({ reason: 'no_scheme', workspace_id: workspaceId, path: '/secret' })
   })
 
+  it('a WebSocket upgrade inside a tunnel is refused with a 403 and one row', async () => {
+    const { token, workspaceId } = await h.workspace(null)
+    const before = h.audit.decisions().length
+    const { stdout } = await run('curl', ['-sS', '-x', h.proxyUrl, '--proxy-header', `Proxy-Authorization: Bearer ${token}`, '--cacert', join(h.dir, 'data', 'ca.pem'),
+      '-H', 'Connection: Upgrade', '-H', 'Upgrade: websocket', '-H', 'Sec-WebSocket-Version: 13', '-H', 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', '-w', '\n%{http_code}', `https://127.0.0.1:${h.up.httpsPort}/ws`])
+    expect(stdout.trim().split('\n').pop()).toBe('403')
+    const rows = (await h.audit.waitForDecisions(before + 1)).slice(before)
+    expect(rows).toHaveLength(1)
+    expect(rows[0]).toMatchObject({ decision: 'deny', reason: 'no_match', path: '/ws', workspace_id: workspaceId })
+  })
+
   it('workspace lifecycle: deactivate emits workspace_deactivated, idle state is evicted after the TTL', async () => {
     const a = await h.workspace(null)
     const b = await h.workspace(null)
