@@ -8,8 +8,12 @@
 // path and is denied there (no_token / invalid_token) with its decision row.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { AuditSink } from '../audit/event.js'
+import { makeCounter } from '../policy/counters.js'
+import type { CompiledCounter } from '../policy/types.js'
+import { PolicyDenial } from './decision.js'
 import type { Entry, ProxyCore } from './request-state.js'
 import type { CapabilityClaims } from './token.js'
+import { ActiveWorkspace } from './workspaces.js'
 
 export const CONTROL_HOST = 'corral.internal'
 /** Largest callback body accepted (an agent event). */
@@ -21,8 +25,45 @@ export interface ControlReply {
   headers?: Record<string, string>
 }
 
+/** The outcome of debiting the `agent_events` counters for one callback. */
+export type AgentEventCharge =
+  | { ok: true; debits: Record<string, number>; budget_state: Record<string, unknown> }
+  | { ok: false; status: number; reason: string; detail: Record<string, unknown> }
+
 export interface ControlEndpointHandler {
-  handle(claims: CapabilityClaims, method: string, path: string, body: Buffer): Promise<ControlReply>
+  /**
+   * `charge` debits the workspace's `agent_events` counters (call it once the body is valid, just
+   * before recording it). Absent when the handler is driven without a proxy (tests): no gate.
+   */
+  handle(claims: CapabilityClaims, method: string, path: string, body: Buffer, charge?: () => Promise<AgentEventCharge>): Promise<ControlReply>
+}
+
+/** The capability whose counters gate agent events (docs/workspaces.md, "Agent events"). */
+export const AGENT_EVENTS_CAPABILITY = 'agent_events'
+
+/** Used when the policy has no `agent_events` capability: one `requests` unit per event, no ceiling. */
+const DEFAULT_AGENT_EVENT_COUNTERS: readonly CompiledCounter[] = [makeCounter({
+  name: 'requests', capability: AGENT_EVENTS_CAPABILITY, source: 'request.count', phase: 'request',
+  reservePerRequest: 0, failureCharge: 0, maxConcurrent: 0, statusCodes: [],
+})]
+
+/**
+ * Debits one agent event against the workspace's budgets through the proxy's own Budgets (same
+ * ledgers, leases and deny reasons as outbound traffic). Request-sourced counters count
+ * (request.count 1, request.bytes the body size); response-sourced ones have nothing to count.
+ */
+async function chargeAgentEvent(core: ProxyCore, claims: CapabilityClaims, bodyBytes: number): Promise<AgentEventCharge> {
+  if (!core.budgets) return { ok: true, debits: {}, budget_state: {} }
+  const got = core.workspaces.get(claims.org_id, claims.workspace_id)
+  const active = got instanceof ActiveWorkspace ? got : await got.then((r) => (r.ok ? r.workspace : undefined))
+  if (!active) return { ok: false, status: 403, reason: 'workspace_not_activated', detail: {} }
+  if (active.policy.kind === 'error') return { ok: false, status: 403, reason: 'policy_error', detail: { message: active.policy.message } }
+  const declared = active.policy.kind === 'ok' ? active.policy.policy.counters(AGENT_EVENTS_CAPABILITY) : []
+  const counters = declared.length ? declared : DEFAULT_AGENT_EVENT_COUNTERS
+  const held = await core.budgets.reserve(claims.org_id, claims.workspace_id, claims.task_id, counters, bodyBytes)
+  if (held instanceof PolicyDenial) return { ok: false, status: held.status, reason: held.reason, detail: held.detail }
+  const settled = core.budgets.settle(held, new Map(counters.map((c) => [c.name, { value: c.requestAmount(bodyBytes) }])))
+  return { ok: true, debits: settled.debits, budget_state: settled.budgetState }
 }
 
 const handlers = new WeakMap<AuditSink, ControlEndpointHandler>()
@@ -46,7 +87,7 @@ export async function serveControlEndpoint(core: ProxyCore, req: IncomingMessage
     const body = await readBody(req)
     reply = body === undefined
       ? { status: 413, body: { error: { code: 'payload_too_large', message: 'agent callback body over 1 MiB' } } }
-      : await handler.handle(check.claims, (req.method ?? 'GET').toUpperCase(), path, body)
+      : await handler.handle(check.claims, (req.method ?? 'GET').toUpperCase(), path, body, () => chargeAgentEvent(core, check.claims, body.length))
   } catch {
     reply = { status: 500, body: { error: { code: 'internal_error', message: 'the control plane failed to handle the callback' } } }
   }

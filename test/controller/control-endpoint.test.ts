@@ -1,7 +1,9 @@
 // The proxy's control endpoint (corral.internal) on real sockets: an agent's event callback with
 // a valid capability token reaches the registered handler and writes no policy_decision; without a
 // token, or with a bad one, it is denied like any other request (one decision row); a proxy with no
-// handler registered treats the host as any other upstream.
+// handler registered treats the host as any other upstream. The `charge` it hands the handler
+// debits the policy's `agent_events` counters through the proxy's real budgets (default: one
+// `requests` unit, no ceiling) and refuses a spent ceiling with budget_exhausted.
 import { afterEach, describe, expect, it } from 'vitest'
 import { registerControlEndpoint, type ControlEndpointHandler } from '../../src/proxy/control-endpoint.js'
 import type { CapabilityClaims } from '../../src/proxy/token.js'
@@ -59,5 +61,51 @@ describe('proxy control endpoint (corral.internal)', () => {
     expect(res.headers.get('x-corral-deny-reason')).toBe('no_policy')
     const [row] = await h.audit.waitForDecisions(1)
     expect(row).toMatchObject({ decision: 'deny', reason: 'no_policy', workspace_id: workspaceId })
+  })
+
+  const charging = (): ControlEndpointHandler => ({
+    async handle(_claims, _method, _path, _body, charge) {
+      const c = await charge!()
+      return c.ok ? { status: 202, body: { debits: c.debits, budget_state: c.budget_state } } : { status: c.status, body: { error: { code: c.reason, details: c.detail } } }
+    },
+  })
+  const post = (hh: Harness, token: string) => hh.fetch('https://corral.internal/task/task_abc/event', { token, method: 'POST', body: '{"type":"task_start"}', headers: { 'content-type': 'application/json' } })
+
+  it('charges the agent_events capability counters; a spent ceiling answers 429 budget_exhausted', async () => {
+    h = await startHarness()
+    registerControlEndpoint(h.audit, charging())
+    const { workspaceId } = await h.workspace(`
+- name: agent_events
+  type: http
+  allow:
+    - domains: ["corral.internal"]
+      methods: [POST]
+  budgets:
+    counters:
+      - name: events
+        source: request.count
+        workspace: { max: 2 }
+`)
+    const token = await h.token(workspaceId, { task: 'task_abc' })
+    for (let i = 0; i < 2; i++) {
+      const ok = await post(h, token)
+      expect(ok.status).toBe(202)
+      expect(JSON.parse(ok.body)).toMatchObject({ debits: { events: 1 } })
+    }
+    const spent = await post(h, token)
+    expect(spent.status).toBe(429)
+    expect(JSON.parse(spent.body)).toMatchObject({ error: { code: 'budget_exhausted', details: { counter: 'events', scope: 'workspace', max: 2 } } })
+  })
+
+  it('without an agent_events capability each event debits one `requests` unit with no ceiling', async () => {
+    h = await startHarness()
+    registerControlEndpoint(h.audit, charging())
+    const { workspaceId } = await h.workspace(null)
+    const token = await h.token(workspaceId, { task: 'task_abc' })
+    for (let i = 0; i < 3; i++) {
+      const ok = await post(h, token)
+      expect(ok.status).toBe(202)
+      expect(JSON.parse(ok.body)).toMatchObject({ debits: { requests: 1 }, budget_state: { requests: { workspace: { max: 0 } } } })
+    }
   })
 })

@@ -67,8 +67,21 @@ for (const dialect of testDialects()) {
       expect((await post(JSON.stringify({ type: 'tool_call' }), '/task/task_other/event')).status).toBe(403)
       expect((await post(JSON.stringify({ type: 'tool_call' }), `/task/${t!.id}/event`, { ...claims, workspace_id: 'ws_elsewhere' })).status).toBe(404)
       expect((await r.events.handle(claims, 'GET', '/tasks/next', Buffer.alloc(0))).status).toBe(404)
-      expect((await post(JSON.stringify({ type: 'current_status', text: 'thinking' }))).status).toBe(202)
-      expect((await types(r, workspace.id)).filter((x) => x === 'current_status')).toHaveLength(1)
+      // Each type's schema (agent-event-schemas.ts): the fields corral relies on are checked.
+      expect(await post(JSON.stringify({ type: 'task_end', status: 'done' }))).toMatchObject({ status: 400, body: { error: { code: 'validation_error', details: { fields: { '/status': expect.any(String) } } } } })
+      expect(await post(JSON.stringify({ type: 'tool_call' }))).toMatchObject({ status: 400, body: { error: { details: { fields: { '/tool': expect.any(String) } } } } })
+      expect((await post(JSON.stringify({ type: 'iteration_start', iteration: -1 }))).status).toBe(400)
+      // A budget deny from the proxy's charge is passed on and nothing is recorded.
+      const status = Buffer.from(JSON.stringify({ type: 'current_status', text: 'thinking' }))
+      const denied = await r.events.handle(claims, 'POST', `/task/${t!.id}/event`, status,
+        async () => ({ ok: false, status: 429, reason: 'budget_exhausted', detail: { counter: 'requests', scope: 'workspace' } }))
+      expect(denied).toMatchObject({ status: 429, body: { error: { code: 'budget_exhausted', details: { counter: 'requests' } } } })
+      const charged = await r.events.handle(claims, 'POST', `/task/${t!.id}/event`, status,
+        async () => ({ ok: true, debits: { requests: 1 }, budget_state: { requests: { workspace: { used: 1, max: 0 } } } }))
+      expect(charged.status).toBe(202)
+      const rows = (await events(r, workspace.id)).filter((e) => e.event_type === 'current_status')
+      expect(rows).toHaveLength(1)
+      expect(rows[0]).toMatchObject({ debits: { requests: 1 }, detail: { type: 'current_status', text: 'thinking' } })
       await state(r, workspace.id, 'busy')
       await r.controller.stop(r.orgId, workspace.id)
     })

@@ -1,18 +1,22 @@
 // The agent callback (spec "Agent events"): `POST /task/{id}/event` from inside a workspace,
 // reached through the proxy's control endpoint (src/proxy/control-endpoint.ts) after the capability
-// token check. The body's `type` must be one of AGENT_EVENT_TYPES; the row is category `activity`,
-// actor `agent`, with the raw body as `detail`. `task_end` completes the task (the controller then
+// token check. The body's `type` must be one of AGENT_EVENT_TYPES and the body must match that
+// type's schema (agent-event-schemas.ts); then the `agent_events` counters are debited through the
+// proxy's budgets (a deny answers 429/403 and records nothing). The row is category `activity`,
+// actor `agent`, with the raw body as `detail` and the debits on the row. `task_end` completes the task (the controller then
 // snapshots when the agent exits). `GET /tasks/next` answers 404: tasks are handed over in the
 // agent's inbox, one agent per task, so an HttpTaskSource agent simply ends its session.
 import { AGENT_EVENT_TYPES, type AgentEventType, type AuditSink } from '../../audit/event.js'
-import type { ControlEndpointHandler, ControlReply } from '../../proxy/control-endpoint.js'
+import type { AgentEventCharge, ControlEndpointHandler, ControlReply } from '../../proxy/control-endpoint.js'
 import type { CapabilityClaims } from '../../proxy/token.js'
+import { agentEventErrors } from './agent-event-schemas.js'
 import type { WorkspaceController } from './controller.js'
 
 const EVENT_PATH = /^\/task\/([A-Za-z0-9_-]{1,128})\/event\/?$/
 const TYPES = new Set<string>(AGENT_EVENT_TYPES)
 
-const refuse = (status: number, code: string, message: string): ControlReply => ({ status, body: { error: { code, message } } })
+const refuse = (status: number, code: string, message: string, details?: Record<string, unknown>): ControlReply =>
+  ({ status, body: { error: { code, message, ...(details ? { details } : {}) } } })
 
 export class AgentEvents implements ControlEndpointHandler {
   readonly #controller: WorkspaceController
@@ -23,7 +27,7 @@ export class AgentEvents implements ControlEndpointHandler {
     this.#audit = audit
   }
 
-  async handle(claims: CapabilityClaims, method: string, path: string, body: Buffer): Promise<ControlReply> {
+  async handle(claims: CapabilityClaims, method: string, path: string, body: Buffer, charge?: () => Promise<AgentEventCharge>): Promise<ControlReply> {
     if (method === 'GET' && /^\/tasks\/next\/?$/.test(path)) return refuse(404, 'no_more_tasks', 'tasks are handed over in the inbox')
     const m = EVENT_PATH.exec(path)
     if (!m) return refuse(404, 'not_found', `no control-plane endpoint ${method} ${path}`)
@@ -40,14 +44,19 @@ export class AgentEvents implements ControlEndpointHandler {
       return refuse(400, 'validation_error', 'the body is not valid JSON')
     }
     if (typeof event.type !== 'string' || !TYPES.has(event.type)) {
-      return refuse(400, 'validation_error', `type must be one of ${AGENT_EVENT_TYPES.join(', ')}`)
+      return refuse(400, 'validation_error', `type must be one of ${AGENT_EVENT_TYPES.join(', ')}`, { fields: { '/type': 'unknown agent event type' } })
     }
     const ws = await this.#controller.tables.get(claims.org_id, claims.workspace_id)
     const task = await this.#controller.tables.tasks.get(claims.org_id, taskId)
     if (!ws || !task || task.workspace_id !== ws.id) return refuse(404, 'not_found', `task ${taskId} not found in this workspace`)
+    const fields = agentEventErrors(event.type as AgentEventType, event)
+    if (fields) return refuse(400, 'validation_error', `the ${event.type} event does not match its schema`, { fields })
+    const charged = charge ? await charge() : undefined
+    if (charged && !charged.ok) return refuse(charged.status, charged.reason, `agent event refused by the workspace policy (${charged.reason})`, charged.detail)
     await this.#audit.emit({
       org_id: ws.org_id, user_id: ws.created_by_user_id, event_type: event.type as AgentEventType, category: 'activity', actor: 'agent',
       workspace_id: ws.id, task_id: taskId, agent_role: ws.role_name, agent_provider: ws.provider_name, detail: event,
+      ...(charged?.ok ? { debits: charged.debits, budget_state: charged.budget_state } : {}),
     })
     if (event.type === 'task_end') {
       const status = event.status === 'completed' ? 'completed' : 'failed'
