@@ -12,6 +12,8 @@ export default class Serve extends CorralCommand<void> {
     ...storeFlags,
     host: Flags.string({ summary: 'Interface to listen on.', env: 'CORRAL_HOST', default: '127.0.0.1' }),
     port: Flags.integer({ summary: 'API port (0 picks a free one).', env: 'CORRAL_PORT', default: 7070, min: 0, max: 65535 }),
+    // No oclif default: unset means the proxy service decides (7071, or a free port when --port is 0).
+    'proxy-port': Flags.integer({ summary: 'Outbound policy proxy port (default 7071; a free one when --port is 0).', env: 'CORRAL_PROXY_PORT', min: 0, max: 65535 }),
     runtime: Flags.string({ summary: 'Workspace runtime: local (bubblewrap sandbox) or process (no isolation, development only).', env: 'CORRAL_RUNTIME', options: ['local', 'process'], default: 'local' }),
   }
 
@@ -19,7 +21,12 @@ export default class Serve extends CorralCommand<void> {
     const { flags } = await this.parse(Serve)
     // Heavy modules (fastify, kysely, drivers) load only here, so `corral --help` stays fast.
     const { startServe } = await import('../server/serve.js')
-    const running = await startServe({ dataDir: flags['data-dir'], dbUrl: flags.db, host: flags.host, port: flags.port, flags })
+    const options = {
+      dataDir: flags['data-dir'], dbUrl: flags.db, host: flags.host, port: flags.port, flags,
+      // Read by the proxy service (src/proxy/serve-service.ts).
+      ...(flags['proxy-port'] !== undefined ? { proxyPort: flags['proxy-port'] } : {}),
+    }
+    const running = await startServe(options)
     const key = running.bootstrap.adminKey
     if (key) {
       process.stdout.write(`Created org "default" with an owner API key (shown once; also saved to ${key.path}):\n  ${key.value}\n`)
