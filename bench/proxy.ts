@@ -9,6 +9,7 @@
 //   npm run bench:proxy
 //   CORRAL_BENCH_SECONDS=10 npm run bench:proxy       # longer closed-loop runs
 //   CORRAL_BENCH_PROFILE=1 npm run bench:proxy        # --cpu-prof of the corral proxy → bench/results/prof/
+//   CORRAL_BENCH_PEERS=squid npm run bench:proxy       # only these peers (comma list; '' for none)
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { connect, createServer as createNetServer, type AddressInfo } from 'node:net'
@@ -240,7 +241,9 @@ async function main(): Promise<void> {
   const resultsDir = join(ROOT, 'bench/results')
   mkdirSync(resultsDir, { recursive: true })
   try {
-    const peers = ensurePackages()
+    const only = process.env.CORRAL_BENCH_PEERS?.split(',').map((s) => s.trim())
+    const found = ensurePackages()
+    const peers = { squid: found.squid && (!only || only.includes('squid')), mitm: found.mitm && (!only || only.includes('mitmproxy')) }
     const up = await spawnUntil(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/proxy-upstream.ts'), join(tmp, 'upca')], /READY (\d+)/)
     const upPort = Number(up.match[1])
     const origin = `https://127.0.0.1:${upPort}`

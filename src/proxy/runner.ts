@@ -149,14 +149,15 @@ function sendDeny(st: RequestState, denial: PolicyDenial): void {
 /** The request's headers minus hop-by-hop and proxy headers; what policy and upstream see. */
 function forwardableHeaders(req: IncomingMessage): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {}
-  const connectionListed = new Set(
-    String(req.headers.connection ?? '')
-      .split(',')
-      .map((s) => s.trim().toLowerCase())
-      .filter(Boolean),
-  )
-  for (const [k, v] of Object.entries(req.headers)) {
-    if (v === undefined || HOP_BY_HOP.has(k) || connectionListed.has(k)) continue
+  // Most requests name no extra hop-by-hop headers in Connection: skip building the set then.
+  const connection = req.headers.connection
+  const connectionListed = connection && !/^\s*(keep-alive|close)\s*$/i.test(connection)
+    ? new Set(connection.split(',').map((s) => s.trim().toLowerCase()).filter(Boolean))
+    : undefined
+  const h = req.headers
+  for (const k in h) {
+    const v = h[k]
+    if (v === undefined || HOP_BY_HOP.has(k) || connectionListed?.has(k)) continue
     out[k] = v
   }
   return out

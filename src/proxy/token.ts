@@ -42,8 +42,15 @@ export async function loadTokenKey(settings: TokenKeySettings): Promise<Uint8Arr
   return new Uint8Array(key)
 }
 
+/** Verified tokens kept so a client that opens many tunnels pays the signature check once. */
+const VERIFIED_CACHE_MAX = 10_000
+
 export class CapabilityTokens {
   readonly #key: Uint8Array
+  // token → its verified claims. Only successful checks are kept, and a hit is re-checked against
+  // `exp` (with the same tolerance) so an expiring token falls back to the full check, which
+  // gives the expired outcome. The cache holds nothing the process did not already hold.
+  readonly #verified = new Map<string, CapabilityClaims>()
 
   constructor(key: Uint8Array) {
     this.#key = key
@@ -68,6 +75,8 @@ export class CapabilityTokens {
   async check(header: string | undefined): Promise<TokenCheck> {
     const token = bearer(header)
     if (token === undefined) return { ok: false, reason: 'no_token' }
+    const cached = this.#verified.get(token)
+    if (cached && cached.exp + CLOCK_TOLERANCE_S > Date.now() / 1000) return { ok: true, claims: cached }
     try {
       const { payload } = await jwtVerify(token, this.#key, {
         issuer: ISSUER,
@@ -80,7 +89,10 @@ export class CapabilityTokens {
       if (typeof org !== 'string' || typeof ws !== 'string' || (task !== undefined && typeof task !== 'string') || typeof exp !== 'number') {
         return { ok: false, reason: 'invalid_token' }
       }
-      return { ok: true, claims: { org_id: org, workspace_id: ws, ...(task ? { task_id: task } : {}), exp } }
+      const claims: CapabilityClaims = { org_id: org, workspace_id: ws, ...(task ? { task_id: task } : {}), exp }
+      if (this.#verified.size >= VERIFIED_CACHE_MAX) this.#verified.clear()
+      this.#verified.set(token, claims)
+      return { ok: true, claims }
     } catch (err) {
       // Bad signature, wrong alg, expired, malformed: all one outcome, by design. Only an expired
       // token has a verified signature, so only its claims may attribute the deny row.

@@ -2,7 +2,6 @@
 // the response as it arrives (response_headers, then response_body). Bodies stream in both
 // directions unless an earlier phase buffered the request body; SSE events are written to the
 // client chunk by chunk, never held back.
-import { pipeline } from 'node:stream/promises'
 import type { Readable } from 'node:stream'
 import type { ProxyCore, RequestState } from '../request-state.js'
 import { HOP_BY_HOP } from '../upstream.js'
@@ -50,18 +49,59 @@ export async function forward(core: ProxyCore, st: RequestState, observer?: Resp
 
   ctx.phase = 'response_body'
   try {
-    await pipeline(upstream.body, async function* (src: AsyncIterable<Buffer>) {
-      for await (const chunk of src) {
-        st.responseBytes += chunk.length
-        observer?.onChunk(chunk)
-        yield chunk
-      }
-    }, res)
+    await relay(upstream.body, res, (chunk) => {
+      st.responseBytes += chunk.length
+      observer?.onChunk(chunk)
+    })
   } catch (err) {
     observer?.onEnd(false)
     throw err
   }
   observer?.onEnd(true)
+}
+
+/**
+ * Relays the upstream body to the client chunk by chunk with backpressure, like
+ * `pipeline(src, res)` but without its per-call AbortController and async-iterator machinery
+ * (they showed up in the profile). Rejects when either side breaks before the end and then
+ * destroys the other side, so a client that leaves cuts the upstream and a cut upstream cuts
+ * the client (never a truncated response that looks complete).
+ */
+function relay(src: Readable, res: RequestState['res'], onChunk: (chunk: Buffer) => void): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    let done = false
+    const finish = (err?: Error): void => {
+      if (done) return
+      done = true
+      src.off('data', onData).off('end', onEnd).off('error', onSrcError).off('close', onSrcClose)
+      res.off('drain', onDrain).off('close', onResClose).off('error', onResError).off('finish', onResFinish)
+      if (err) {
+        src.destroy()
+        res.destroy()
+        reject(err)
+      } else resolve()
+    }
+    const onData = (chunk: Buffer): void => {
+      onChunk(chunk)
+      if (!res.write(chunk)) src.pause()
+    }
+    const onDrain = (): void => void src.resume()
+    // Settles on the response's 'finish', or (premature) 'close', whichever comes first.
+    const onEnd = (): void => void res.end()
+    const onResFinish = (): void => finish()
+    const onSrcError = (err: Error): void => finish(err)
+    const onSrcClose = (): void => {
+      if (!src.readableEnded) finish(Object.assign(new Error('upstream body closed early'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }))
+    }
+    const onResClose = (): void => {
+      if (!res.writableFinished) finish(Object.assign(new Error('client closed the response early'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }))
+    }
+    const onResError = (err: Error): void => finish(err)
+    src.on('data', onData).once('end', onEnd).once('error', onSrcError).once('close', onSrcClose)
+    res.on('drain', onDrain).once('close', onResClose).once('error', onResError).once('finish', onResFinish)
+    // The client may have left while the upstream answered: its 'close' has already fired.
+    if (res.destroyed) onResClose()
+  })
 }
 
 function hasBody(req: RequestState['req']): boolean {
