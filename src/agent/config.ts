@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { rootCertificates } from 'node:tls'
-import { Agent as UndiciAgent, type Dispatcher, ProxyAgent } from 'undici'
+import { Agent as UndiciAgent, Dispatcher, ProxyAgent } from 'undici'
 import type { AgentDefaults } from './agent-loop.js'
 import { PROVIDER_KINDS, type ProviderKind } from './model.js'
 import { ENVIRONMENTS, type Environment, THINKING_EFFORTS, type ThinkingEffort } from './task.js'
@@ -75,7 +75,9 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): AgentConfig
     ...(env.CORRAL_PROXY_URL || env.HTTPS_PROXY ? { proxyUrl: env.CORRAL_PROXY_URL ?? env.HTTPS_PROXY } : {}),
     ...(env.CORRAL_PROXY_TOKEN ? { proxyToken: env.CORRAL_PROXY_TOKEN } : {}),
     ...(env.CORRAL_CA_FILE ? { caFile: env.CORRAL_CA_FILE } : {}),
-    ...(env.CORRAL_TASK_FILE || env.CORRAL_INBOX ? { taskFile: env.CORRAL_TASK_FILE || join(env.CORRAL_INBOX!, TASKS_FILE) } : {}),
+    // CORRAL_TASK_SOURCE=http: a warm agent started before its task exists asks the control plane
+    // (`GET <events url>/tasks/next`) even though the runtime gave it an inbox.
+    ...(env.CORRAL_TASK_SOURCE !== 'http' && (env.CORRAL_TASK_FILE || env.CORRAL_INBOX) ? { taskFile: env.CORRAL_TASK_FILE || join(env.CORRAL_INBOX!, TASKS_FILE) } : {}),
     defaults,
     ...(maxIterations !== undefined ? { maxIterations } : {}),
   }
@@ -86,6 +88,56 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): AgentConfig
  * `Proxy-Authorization: Bearer`, trusting the corral CA that signs the proxy's leaf certificates.
  */
 export function createDispatcher(config: Pick<AgentConfig, 'proxyUrl' | 'proxyToken' | 'caFile'>): Dispatcher {
+  return new TokenDispatcher(config)
+}
+
+/**
+ * Delegates to a proxy client built for the current capability token. A warm agent starts with a
+ * workspace token and adopts the task's own token when the task is handed over (`proxy_token` in
+ * the task, docs/agent.md), so its traffic is attributed to and budgeted on that task.
+ */
+export class TokenDispatcher extends Dispatcher {
+  readonly #config: Pick<AgentConfig, 'proxyUrl' | 'proxyToken' | 'caFile'>
+  #inner: Dispatcher
+
+  constructor(config: Pick<AgentConfig, 'proxyUrl' | 'proxyToken' | 'caFile'>) {
+    super()
+    this.#config = config
+    this.#inner = proxyClient(config)
+  }
+
+  /** Later requests carry `token`; requests in flight finish on the old client, which then closes. */
+  useToken(token: string): void {
+    const old = this.#inner
+    this.#inner = proxyClient({ ...this.#config, proxyToken: token })
+    void old.close().catch(() => undefined)
+  }
+
+  override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    return this.#inner.dispatch(options, handler)
+  }
+
+  override close(): Promise<void>
+  override close(callback: () => void): void
+  override close(callback?: () => void): Promise<void> | void {
+    const p = this.#inner.close()
+    if (callback) void p.then(callback, callback)
+    else return p
+  }
+
+  override destroy(): Promise<void>
+  override destroy(err: Error | null): Promise<void>
+  override destroy(callback: () => void): void
+  override destroy(err: Error | null, callback: () => void): void
+  override destroy(a?: Error | null | (() => void), b?: () => void): Promise<void> | void {
+    const cb = typeof a === 'function' ? a : b
+    const p = this.#inner.destroy(typeof a === 'function' ? null : a ?? null)
+    if (cb) void p.then(cb, cb)
+    else return p
+  }
+}
+
+function proxyClient(config: Pick<AgentConfig, 'proxyUrl' | 'proxyToken' | 'caFile'>): Dispatcher {
   const ca = config.caFile ? [...rootCertificates, readFileSync(config.caFile, 'utf8')] : undefined
   if (!config.proxyUrl) return new UndiciAgent(ca ? { connect: { ca } } : {})
   // The proxy variables carry the token as userinfo for generic tools; this client sends it as

@@ -2,7 +2,8 @@
 import { join } from 'node:path'
 import { Agent } from './agent-loop.js'
 import { AnthropicClient } from './anthropic.js'
-import { type AgentConfig, configFromEnv, createDispatcher } from './config.js'
+import type { Dispatcher } from 'undici'
+import { type AgentConfig, configFromEnv, createDispatcher, TokenDispatcher } from './config.js'
 import { type EventSink, HttpEventSink, NdjsonEventSink } from './event-sink.js'
 import type { ModelClient } from './model.js'
 import { OpenAiClient } from './openai.js'
@@ -26,9 +27,9 @@ export const SESSION_FILE = '.corral/session.json'
  */
 export async function runAgent(config: AgentConfig, source?: TaskSource, sink?: EventSink, signal?: AbortSignal): Promise<TaskOutcome[]> {
   const dispatcher = createDispatcher(config)
-  source ??= config.taskFile
+  source = adoptTaskTokens(source ?? (config.taskFile
     ? new FileTaskSource(config.taskFile)
-    : new HttpTaskSource(config.eventsUrl, dispatcher, signal ? { signal } : {})
+    : new HttpTaskSource(config.eventsUrl, dispatcher, signal ? { signal } : {})), dispatcher)
   try {
     const common = { baseUrl: config.baseUrl, model: config.model, dispatcher, ...(config.apiKey ? { apiKey: config.apiKey } : {}) }
     const model: ModelClient = config.provider === 'openai' ? new OpenAiClient(common) : new AnthropicClient(common)
@@ -43,6 +44,36 @@ export async function runAgent(config: AgentConfig, source?: TaskSource, sink?: 
     return await agent.runSession(source, signal)
   } finally {
     await dispatcher.close()
+  }
+}
+
+/**
+ * A task that brings its own capability token (handed to a warm agent) switches the agent's
+ * client to it, and the proxy variables its tools inherit, before the task runs.
+ */
+function adoptTaskTokens(source: TaskSource, dispatcher: Dispatcher): TaskSource {
+  return {
+    async next() {
+      const task = await source.next()
+      if (!task?.proxy_token) return task
+      const { proxy_token: token, ...rest } = task
+      if (dispatcher instanceof TokenDispatcher) dispatcher.useToken(token)
+      process.env.CORRAL_PROXY_TOKEN = token
+      for (const name of ['HTTPS_PROXY', 'HTTP_PROXY', 'https_proxy', 'http_proxy']) {
+        const value = process.env[name]
+        if (!value) continue
+        try {
+          const url = new URL(value)
+          if (url.password) {
+            url.password = token
+            process.env[name] = url.toString().replace(/\/$/, '')
+          }
+        } catch {
+          // not a URL: left as it is
+        }
+      }
+      return rest
+    },
   }
 }
 

@@ -69,11 +69,12 @@ function validateTask(value: unknown, where: string): AgentTask {
 }
 
 /**
- * Tasks fetched through the proxy from the control plane (for warm workspaces whose agent starts
- * before any task exists). Proposed contract, to be served by issue 5's agent endpoint:
- * `GET <base>/tasks/next` → 200 with one task (JSON), 204 when none is ready yet (the agent asks
- * again after `Retry-After` seconds, default 1), 404 or 410 when the workspace has no more work
- * (the agent ends its session). The capability token identifies the workspace.
+ * Tasks fetched through the proxy from the control plane (warm workspaces whose agent starts
+ * before any task exists; served by src/runtime/controller/agent-events.ts):
+ * `GET <base>/tasks/next` → 200 with one task (JSON), 204 when none is ready yet (the control
+ * plane holds the request as a long poll; the agent asks again after `Retry-After` seconds, at
+ * once for 0, after 1 s without the header), 404 or 410 when the workspace has no more work (the
+ * agent ends its session). The capability token identifies the workspace.
  */
 export class HttpTaskSource implements TaskSource {
   readonly #url: string
@@ -97,7 +98,10 @@ export class HttpTaskSource implements TaskSource {
       if (res.statusCode !== 204 && res.statusCode !== 429 && res.statusCode < 500) {
         throw new Error(`${this.#url} answered ${res.statusCode}: ${text.slice(0, 300)}`)
       }
-      const retryAfter = Number(res.headers['retry-after'])
+      // `Retry-After: 0` (a long poll that timed out with nothing) asks again at once.
+      const header = res.headers['retry-after']
+      const retryAfter = typeof header === 'string' && header.trim() !== '' ? Number(header) : NaN
+      if (retryAfter === 0) continue
       await this.#pause(Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1000 : 1000, this.#signal)
     }
     return null

@@ -22,6 +22,11 @@ export interface AgentTask {
   /** Paths under /data of files uploaded with the task (usually /data/uploads/<task_id>/…). */
   uploads?: string[]
   metadata?: Record<string, unknown>
+  /**
+   * The task's own capability token, sent with a task handed to an agent that was started before
+   * it (a warm pool member): the agent uses it from then on (docs/agent.md "Warm start").
+   */
+  proxy_token?: string
 }
 
 export type TaskStatus = 'completed' | 'failed'

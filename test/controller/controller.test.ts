@@ -27,6 +27,14 @@ for (const dialect of testDialects()) {
     const ws = (r: ControllerRig, id: string) => r.controller.tables.byId(id)
     const settled = (r: ControllerRig, id: string, status: string) => waitFor(async () => (await task(r, id))?.status === status && task(r, id), `task ${status}`)
     const state = (r: ControllerRig, id: string, s: string) => waitFor(async () => (await ws(r, id))?.state === s && ws(r, id), `workspace ${s}`)
+    const dataDir = async (r: ControllerRig, id: string) => (await r.runtime.provision({ workspaceId: id })).dataDir
+    /** What the warm stand-in's GET /tasks/next would do through the proxy: fetch the task, drop it in task.json. */
+    const deliver = async (r: ControllerRig, id: string) => {
+      const reply = await r.events.handle({ org_id: r.orgId, workspace_id: id, exp: 0 }, 'GET', '/tasks/next', Buffer.alloc(0))
+      expect(reply.status).toBe(200)
+      writeFileSync(join(await dataDir(r, id), 'task.json'), JSON.stringify(reply.body))
+      return reply.body as { id: string; description: string; proxy_token?: string }
+    }
 
     it('runs a task: provisioning → idle → busy; task_end completes it; the exit snapshots /data and goes idle', async () => {
       const r = await setup()
@@ -66,7 +74,8 @@ for (const dialect of testDialects()) {
       expect((await post('{nope')).status).toBe(400)
       expect((await post(JSON.stringify({ type: 'tool_call' }), '/task/task_other/event')).status).toBe(403)
       expect((await post(JSON.stringify({ type: 'tool_call' }), `/task/${t!.id}/event`, { ...claims, workspace_id: 'ws_elsewhere' })).status).toBe(404)
-      expect((await r.events.handle(claims, 'GET', '/tasks/next', Buffer.alloc(0))).status).toBe(404)
+      // Not a warm agent: GET /tasks/next has no more work for it.
+      expect(await r.events.handle(claims, 'GET', '/tasks/next', Buffer.alloc(0))).toMatchObject({ status: 410, body: { error: { code: 'no_more_tasks' } } })
       // Each type's schema (agent-event-schemas.ts): the fields corral relies on are checked.
       expect(await post(JSON.stringify({ type: 'task_end', status: 'done' }))).toMatchObject({ status: 400, body: { error: { code: 'validation_error', details: { fields: { '/status': expect.any(String) } } } } })
       expect(await post(JSON.stringify({ type: 'tool_call' }))).toMatchObject({ status: 400, body: { error: { details: { fields: { '/tool': expect.any(String) } } } } })
@@ -206,17 +215,50 @@ for (const dialect of testDialects()) {
       const pooled = async () => (await r.controller.tables.list(r.orgId, { state: ['idle'] })).filter((w) => w.pooled)
       const ready = await waitFor(async () => { const p = await pooled(); return p.length === 2 && p }, 'two pooled idle workspaces')
       expect(ready.every((w) => w.created_by === 'system')).toBe(true)
+      for (const w of ready) { const d = await dataDir(r, w.id); await waitFor(async () => existsSync(join(d, 'warm.pid')), 'warm agents waiting') }
       expect(await r.controller.activeCount(r.orgId, [r.role.id])).toBe(0) // pool members do not block a provider archive
       await expect(r.controller.submitTask(r.orgId, r.actor, ready[0]!.id, { description: 'x', options: {} })).rejects.toMatchObject({ code: 'workspace_not_ready' })
 
       const { workspace, task: t } = await r.controller.createWorkspace(r.orgId, r.actor, r.role, { description: 'crash', options: {} })
       expect(ready.map((w) => w.id)).toContain(workspace.id)
       expect(workspace).toMatchObject({ state: 'idle', pooled: false, created_by: 'usr_test' })
+      await deliver(r, workspace.id)
       await settled(r, t!.id, 'failed')
       await waitFor(async () => (await pooled()).length === 2, 'the pool refilled')
       const seen = await events(r, workspace.id)
       expect(seen.map((e) => [e.event_type, e.user_id])).toEqual(expect.arrayContaining([['workspace_created', 'system'], ['task_submitted', 'usr_test']]))
       expect(seen.filter((e) => e.event_type === 'workspace_created')).toHaveLength(1)
+    })
+
+    it('warm pool: the member\'s agent runs ahead of its task; a claim hands the task over to that same process', async () => {
+      const r = await setup({ poolSize: 1 })
+      const member = await waitFor(async () => (await r.controller.tables.list(r.orgId, { state: ['idle'] })).find((w) => w.pooled), 'a pooled idle workspace')
+      const dir = await dataDir(r, member.id)
+      await waitFor(async () => existsSync(join(dir, 'warm.pid')), 'the warm agent waiting')
+      const pid = (await r.runtime.status(member.id)).pid
+      expect(pid).toBeGreaterThan(0)
+      // Unclaimed: a long poll ends with 'wait' (the handler answers 204, Retry-After 0).
+      expect(await r.controller.nextTask(member.id, 20)).toBe('wait')
+
+      const polling = r.events.handle({ org_id: r.orgId, workspace_id: member.id, exp: 0 }, 'GET', '/tasks/next', Buffer.alloc(0))
+      const { workspace, task: t } = await r.controller.createWorkspace(r.orgId, r.actor, r.role, { description: 'write out.txt warm hello', options: {} })
+      expect(workspace.id).toBe(member.id)
+      const reply = await polling
+      expect(reply).toMatchObject({ status: 200, body: { id: t!.id, description: 'write out.txt warm hello', proxy_token: expect.any(String) } })
+      // The task's own token: attributed to and budgeted on this task.
+      const check = await r.tokens.check(`Bearer ${(reply.body as { proxy_token: string }).proxy_token}`)
+      expect(check).toMatchObject({ ok: true, claims: { workspace_id: member.id, task_id: t!.id } })
+      expect((await r.runtime.status(member.id)).pid).toBe(pid) // no process start
+      await state(r, member.id, 'busy')
+      // Delivered once: the agent's next poll (after its task) is told there is no more work.
+      expect((await r.events.handle({ org_id: r.orgId, workspace_id: member.id, exp: 0 }, 'GET', '/tasks/next', Buffer.alloc(0))).status).toBe(410)
+
+      await r.events.handle({ org_id: r.orgId, workspace_id: member.id, task_id: t!.id, exp: 0 }, 'POST', `/task/${t!.id}/event`,
+        Buffer.from(JSON.stringify({ type: 'task_end', status: 'completed', summary: 'warm' })))
+      writeFileSync(join(dir, 'task.json'), JSON.stringify(reply.body))
+      await settled(r, t!.id, 'completed')
+      await waitFor(async () => { const w = await ws(r, member.id); return w?.state === 'idle' && w.task_count === 1 }, 'idle after the warm task')
+      expect(existsSync(join(dir, 'out.txt'))).toBe(true)
     })
 
     it('WorkspaceControl: activeCount and stopForRole', async () => {

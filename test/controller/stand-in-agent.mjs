@@ -7,8 +7,17 @@
 import { readFileSync, writeFileSync, appendFileSync } from 'node:fs'
 import { join } from 'node:path'
 
-const [task] = JSON.parse(readFileSync(join(process.env.CORRAL_INBOX, 'tasks.json'), 'utf8'))
 const dir = process.env.CORRAL_WORKSPACE_DIR
+// Warm mode (CORRAL_TASK_SOURCE=http, a pool member's agent started ahead of its task): there is
+// no proxy in these tests, so the test fetches the task with the controller's GET /tasks/next
+// handler on the agent's behalf and drops it in task.json; the stand-in then goes on as usual.
+const warm = process.env.CORRAL_TASK_SOURCE === 'http'
+if (warm) {
+  const { existsSync } = await import('node:fs')
+  writeFileSync(join(dir, 'warm.pid'), String(process.pid))
+  while (!existsSync(join(dir, 'task.json'))) await new Promise((r) => setTimeout(r, 20))
+}
+const [task] = warm ? [JSON.parse(readFileSync(join(dir, 'task.json'), 'utf8'))] : JSON.parse(readFileSync(join(process.env.CORRAL_INBOX, 'tasks.json'), 'utf8'))
 appendFileSync(join(dir, 'tasks.log'), `${task.id} ${task.description}\n`)
 const [verb, name, ...rest] = task.description.split(' ')
 if (verb === 'write') {

@@ -4,8 +4,9 @@
 // type's schema (agent-event-schemas.ts); then the `agent_events` counters are debited through the
 // proxy's budgets (a deny answers 429/403 and records nothing). The row is category `activity`,
 // actor `agent`, with the raw body as `detail` and the debits on the row. `task_end` completes the task (the controller then
-// snapshots when the agent exits). `GET /tasks/next` answers 404: tasks are handed over in the
-// agent's inbox, one agent per task, so an HttpTaskSource agent simply ends its session.
+// snapshots when the agent exits). `GET /tasks/next` serves the agent of a warm pool member
+// (controller.nextTask): 200 with its task once claimed, 204 + `Retry-After: 0` after a long poll
+// with nothing, 410 when there is no more work for it (cold agents get their task in the inbox).
 import { AGENT_EVENT_TYPES, type AgentEventType, type AuditSink } from '../../audit/event.js'
 import type { AgentEventCharge, ControlEndpointHandler, ControlReply } from '../../proxy/control-endpoint.js'
 import type { CapabilityClaims } from '../../proxy/token.js'
@@ -28,7 +29,13 @@ export class AgentEvents implements ControlEndpointHandler {
   }
 
   async handle(claims: CapabilityClaims, method: string, path: string, body: Buffer, charge?: () => Promise<AgentEventCharge>): Promise<ControlReply> {
-    if (method === 'GET' && /^\/tasks\/next\/?$/.test(path)) return refuse(404, 'no_more_tasks', 'tasks are handed over in the inbox')
+    if (method === 'GET' && /^\/tasks\/next\/?$/.test(path)) {
+      const next = await this.#controller.nextTask(claims.workspace_id)
+      if (next === 'none') return refuse(410, 'no_more_tasks', 'this workspace has no more work for this agent')
+      // A long poll that ended with nothing: ask again at once.
+      if (next === 'wait') return { status: 204, headers: { 'retry-after': '0' } }
+      return { status: 200, body: next }
+    }
     const m = EVENT_PATH.exec(path)
     if (!m) return refuse(404, 'not_found', `no control-plane endpoint ${method} ${path}`)
     if (method !== 'POST') return refuse(405, 'method_not_allowed', 'agent events are POSTed')

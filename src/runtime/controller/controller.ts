@@ -9,6 +9,8 @@
 // One agent process per task: the task is handed over in `$CORRAL_INBOX/tasks.json`, the agent
 // reports through the proxy (agent-events.ts), ends with `task_end` and exits; the controller then
 // snapshots /data and the workspace is idle again. The conversation survives in /data/.corral.
+// A warm pool member runs its agent ahead of time instead, long-polling `GET /tasks/next`
+// (nextTask); a claim hands the task (with its own token) to that waiting process.
 import { cp, mkdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
@@ -22,9 +24,16 @@ import {
   workspaceTables, type RoleConfig, type TaskOptions, type TaskRecord, type WorkspaceRecord,
 } from '../../store/repositories/workspaces.js'
 import type { AgentProcess, SnapshotFileEntry, WorkspaceRuntime } from '../runtime.js'
+import type { AgentTask } from '../../agent/task.js'
 import { agentEnv, agentTask } from './agent-launch.js'
 
 export const DEFAULT_TASK_TIMEOUT_SECONDS = 3600
+/** How long `GET /tasks/next` is held for a warm agent before a 204 (it asks again at once). */
+export const TASK_LONG_POLL_MS = 20_000
+/** Lifetime of a warm agent's workspace token (it only fetches its task; the task brings its own). */
+const WARM_TOKEN_TTL_S = 24 * 3600
+/** A warm agent that lived at least this long before exiting unclaimed is started again. */
+const WARM_RESTART_AFTER_MS = 60_000
 
 /** Who acts: `userId` attributes audit rows, `creatorId` is the `:own` identity (key id for API keys). */
 export interface Actor {
@@ -55,6 +64,18 @@ export interface ControllerOptions {
   agentEnv?: Record<string, string>
   reconcileIntervalMs?: number
   defaultTaskTimeoutSeconds?: number
+  /** Start the agent of a warm pool member ahead of its task (default true; docs/workspaces.md). */
+  warmAgents?: boolean
+}
+
+/** The agent of an unclaimed pool member, waiting in `GET /tasks/next` for its task. */
+interface WarmAgent {
+  process: AgentProcess
+  startedAt: number
+  /** Set by the claim; delivered once by nextTask. */
+  pending?: AgentTask
+  /** Ends the current long poll early (a task arrived, or the agent must go). */
+  wake?: () => void
 }
 
 interface RunningTask {
@@ -69,6 +90,7 @@ export class WorkspaceController implements WorkspaceControl {
   readonly #locks = new Map<string, Promise<unknown>>()
   readonly #running = new Map<string, RunningTask>()
   readonly #idleTimers = new Map<string, NodeJS.Timeout>()
+  readonly #warm = new Map<string, WarmAgent>()
   #interval: NodeJS.Timeout | undefined
   #closed = false
   #filling = false
@@ -98,6 +120,7 @@ export class WorkspaceController implements WorkspaceControl {
     if (this.#interval) clearInterval(this.#interval)
     for (const t of this.#idleTimers.values()) clearTimeout(t)
     for (const r of this.#running.values()) if (r.timer) clearTimeout(r.timer)
+    for (const w of this.#warm.values()) w.wake?.()
     // Agents die with serve; their tasks are failed by the next start's reconcile.
     await Promise.allSettled([...this.#locks.values()])
   }
@@ -304,6 +327,17 @@ export class WorkspaceController implements WorkspaceControl {
     for (const id of ids) {
       const ws = await this.#t.byId(id)
       if (ws) await this.#emit(ws, 'workspace_restarted', ws.created_by_user_id)
+      // A warm agent read the old role at its start: start it again with the new one.
+      if (this.#warm.has(id)) {
+        await this.#withLock(id, async () => {
+          const w = this.#warm.get(id)
+          if (!w || w.pending) return
+          this.#dropWarm(id)
+          await this.#o.runtime.stopAgent(id)
+          const now = await this.#t.byId(id)
+          if (now?.state === 'idle' && now.pooled) await this.#warmUp(now)
+        })
+      }
     }
     return ids.length
   }
@@ -347,7 +381,73 @@ export class WorkspaceController implements WorkspaceControl {
       await this.#startTask(ws, next)
     } else {
       await this.#armIdle(ws)
+      if (ws.pooled) await this.#warmUp(ws)
     }
+  }
+
+  /**
+   * `GET /tasks/next` from a workspace's agent: its task when one was handed over, else (for a
+   * warm agent still unclaimed) held up to `waitMs` and then 'wait'; 'none' when the workspace has
+   * no more work for this agent (a task agent asking after its task, or a warm agent being stopped).
+   */
+  async nextTask(workspaceId: string, waitMs = TASK_LONG_POLL_MS): Promise<AgentTask | 'wait' | 'none'> {
+    const w = this.#warm.get(workspaceId)
+    if (!w) return 'none'
+    if (!w.pending && !this.#closed) {
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          clearTimeout(timer)
+          if (w.wake === done) w.wake = undefined
+          resolve()
+        }
+        const timer = setTimeout(done, waitMs)
+        timer.unref()
+        w.wake?.() // an earlier poll (its connection is likely gone) gives way to this one
+        w.wake = done
+      })
+    }
+    if (this.#warm.get(workspaceId) !== w) return 'none'
+    if (!w.pending) return 'wait'
+    this.#warm.delete(workspaceId)
+    return w.pending
+  }
+
+  /** Starts the agent of an idle, unclaimed pool member ahead of its task (caller holds the lock). */
+  async #warmUp(ws: WorkspaceRecord): Promise<void> {
+    if (this.#o.warmAgents === false || this.#closed || this.#warm.has(ws.id) || this.#running.has(ws.id)) return
+    const role = await this.#t.role(ws.org_id, { id: ws.role_id })
+    let proc: AgentProcess
+    try {
+      await this.#o.runtime.provision({ workspaceId: ws.id })
+      const { token } = await this.#o.tokens.mint({ org_id: ws.org_id, workspace_id: ws.id }, WARM_TOKEN_TTL_S)
+      proc = await this.#o.runtime.startAgent(ws.id, {
+        command: this.#o.agentCommand,
+        proxyToken: token,
+        env: { ...(role ? agentEnv(role) : {}), ...this.#o.agentEnv, CORRAL_TASK_SOURCE: 'http' },
+      })
+    } catch (err) {
+      // The member stays provisioned; a claim then starts its agent cold.
+      this.#o.logger?.warn({ err, workspace_id: ws.id }, 'warm agent did not start')
+      return
+    }
+    const warm: WarmAgent = { process: proc, startedAt: Date.now() }
+    this.#warm.set(ws.id, warm)
+    void proc.exited.then(() => {
+      if (this.#warm.get(ws.id) !== warm) return // claimed (the task's own exit handling runs) or dropped
+      this.#warm.delete(ws.id)
+      warm.wake?.()
+      this.#o.logger?.warn({ workspace_id: ws.id, log: proc.logPath }, 'warm agent exited before its task')
+      // Started again unless it is failing fast; otherwise a claim starts the agent cold.
+      if (!this.#closed && Date.now() - warm.startedAt >= WARM_RESTART_AFTER_MS) void this.kick(ws.id)
+    })
+  }
+
+  /** Forgets a warm agent (stop, restart); its pending long poll answers 'none' (410). */
+  #dropWarm(workspaceId: string): void {
+    const w = this.#warm.get(workspaceId)
+    if (!w) return
+    this.#warm.delete(workspaceId)
+    w.wake?.()
   }
 
   async #provision(ws: WorkspaceRecord): Promise<boolean> {
@@ -386,12 +486,20 @@ export class WorkspaceController implements WorkspaceControl {
     let proc: AgentProcess
     try {
       const { token } = await this.#o.tokens.mint({ org_id: ws.org_id, workspace_id: ws.id, task_id: task.id }, timeoutS + 300)
-      proc = await this.#o.runtime.startAgent(ws.id, {
-        command: this.#o.agentCommand,
-        proxyToken: token,
-        env: { ...(role ? agentEnv(role) : {}), ...this.#o.agentEnv },
-        files: { 'tasks.json': JSON.stringify([agentTask(task)]) },
-      })
+      const warm = this.#warm.get(ws.id)
+      if (warm && !warm.pending) {
+        // The pool member's agent is already waiting in GET /tasks/next: no process start.
+        warm.pending = { ...agentTask(task), proxy_token: token }
+        warm.wake?.()
+        proc = warm.process
+      } else {
+        proc = await this.#o.runtime.startAgent(ws.id, {
+          command: this.#o.agentCommand,
+          proxyToken: token,
+          env: { ...(role ? agentEnv(role) : {}), ...this.#o.agentEnv },
+          files: { 'tasks.json': JSON.stringify([agentTask(task)]) },
+        })
+      }
     } catch (err) {
       this.#o.logger?.error({ err, workspace_id: ws.id, task_id: task.id }, 'agent did not start')
       await this.#finishTask(ws, task.id, 'failed', 'agent_start_failed')
@@ -440,6 +548,7 @@ export class WorkspaceController implements WorkspaceControl {
   /** Tears the workspace down now (caller holds the lock): cancel its work, stop snapshot, `stopped`. */
   async #stopNow(ws: WorkspaceRecord, actorUserId?: string): Promise<void> {
     this.#clearIdle(ws.id)
+    this.#dropWarm(ws.id)
     const run = this.#running.get(ws.id)
     let count = ws.task_count
     if (ws.state === 'provisioning') {
