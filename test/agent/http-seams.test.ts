@@ -1,7 +1,7 @@
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createDispatcher } from '../../src/agent/config.js'
+import { createDispatcher, TokenDispatcher } from '../../src/agent/config.js'
 import { HttpEventSink } from '../../src/agent/event-sink.js'
 import { HttpTaskSource } from '../../src/agent/task-source.js'
 import { startStandInProxy } from '../runtime/stand-ins.js'
@@ -63,6 +63,25 @@ describe('agent HTTP seams through the proxy', () => {
       expect(await source.next()).toBeNull()
       expect(cp.polls()).toBe(4)
       expect(proxy.seen.at(-1)?.proxyAuthorization).toBe('Bearer tok_ts')
+    } finally {
+      await dispatcher.close()
+      await cp.close()
+    }
+  })
+
+  it('a long poll that answers 204 with Retry-After: 0 is asked again at once; useToken switches the Bearer token', async () => {
+    const cp = await startControlPlane([{ status: 204, retryAfter: '0' }, { status: 200, body: { id: 'task_w', description: 'warm' } }, { status: 410 }])
+    const dispatcher = createDispatcher({ proxyUrl: `http://127.0.0.1:${proxy.port}`, proxyToken: 'tok_workspace' })
+    const pauses: number[] = []
+    try {
+      const source = new HttpTaskSource(cp.url, dispatcher, { pause: async (ms) => pauses.push(ms) })
+      expect(await source.next()).toEqual({ id: 'task_w', description: 'warm' })
+      expect(pauses).toEqual([])
+      expect(proxy.seen.at(-1)?.proxyAuthorization).toBe('Bearer tok_workspace')
+      expect(dispatcher).toBeInstanceOf(TokenDispatcher)
+      ;(dispatcher as TokenDispatcher).useToken('tok_task')
+      expect(await source.next()).toBeNull()
+      expect(proxy.seen.at(-1)?.proxyAuthorization).toBe('Bearer tok_task')
     } finally {
       await dispatcher.close()
       await cp.close()
