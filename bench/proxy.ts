@@ -75,7 +75,7 @@ const CAPS = `
 const POST_BODY = JSON.stringify({ model: 'claude-bench', max_tokens: 1024, messages: [{ role: 'user', content: 'x'.repeat(400) }] })
 
 interface Target { name: string; dispatcher: () => Dispatcher; pid?: number }
-interface Result { throughput_rps: number; p50_ms: number; p99_ms: number; ttfe_ms: number; errors: number; rss_mb_streams?: number }
+interface Result { cpu_ms_per_req?: number; throughput_rps: number; p50_ms: number; p99_ms: number; ttfe_ms: number; errors: number; rss_mb_streams?: number }
 
 const children: ChildProcess[] = []
 const cleanup = (): void => {
@@ -173,6 +173,9 @@ async function measure(t: Target, origin: string): Promise<Result> {
   const d1 = t.dispatcher()
   for (let i = 0; i < 64; i++) await (i % 2 ? post(d1, origin) : stream(d1, origin)).catch(() => errors++) // warm-up
   let done = 0
+  // The proxy's own CPU per request (user + system, from /proc): steadier than throughput on a
+  // shared machine, because it does not depend on how much CPU the other processes leave over.
+  const cpu0 = t.pid ? procCpuMs(t.pid) : 0
   const end = Date.now() + SECONDS * 1000
   await Promise.all(Array.from({ length: CONCURRENCY }, async (_, w) => {
     let i = w
@@ -181,6 +184,7 @@ async function measure(t: Target, origin: string): Promise<Result> {
     }
   }))
   const throughput = done / SECONDS
+  const cpuPerReq = t.pid && done ? (procCpuMs(t.pid) - cpu0) / done : undefined
   await d1.close()
 
   // Open loop at a fixed rate: POST latency.
@@ -209,7 +213,14 @@ async function measure(t: Target, origin: string): Promise<Result> {
     await stream(d3, origin, () => ttfe.push(performance.now() - t0)).catch(() => errors++)
   }
   await d3.close()
-  return { throughput_rps: round(throughput, 1), p50_ms: round(pct(lat, 50)), p99_ms: round(pct(lat, 99)), ttfe_ms: round(pct(ttfe, 50)), errors }
+  return { ...(cpuPerReq !== undefined ? { cpu_ms_per_req: round(cpuPerReq, 3) } : {}), throughput_rps: round(throughput, 1), p50_ms: round(pct(lat, 50)), p99_ms: round(pct(lat, 99)), ttfe_ms: round(pct(ttfe, 50)), errors }
+}
+
+/** utime + stime of a process in ms (/proc/<pid>/stat fields 14 and 15, in clock ticks of 10 ms). */
+function procCpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return (Number(fields[11]) + Number(fields[12])) * 10
 }
 
 /** Opens STREAMS held SSE streams through a proxy and reads the proxy's resident set size. */
@@ -309,7 +320,7 @@ async function main(): Promise<void> {
     const d = results.direct!
     const c = results.corral!
     const summary = {
-      machine: { cpus: cpus().length, node: process.version },
+      machine: { cpus: cpus().length, node: process.version, loadavg: readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).map(Number) },
       seconds: SECONDS,
       results,
       corral_vs_squid_throughput: results.squid ? round(c.throughput_rps / results.squid.throughput_rps) : null,
@@ -327,7 +338,7 @@ async function main(): Promise<void> {
       rss: (c.rss_mb_streams ?? Infinity) <= TARGETS.rss_mb,
     }
     writeFileSync(join(resultsDir, 'proxy.json'), JSON.stringify({ ...summary, met }, null, 2) + '\n')
-    const rows = Object.entries(results).map(([name, r]) => `${name.padEnd(10)} ${String(r.throughput_rps).padStart(8)} req/s  p50 ${String(r.p50_ms).padStart(6)} ms  p99 ${String(r.p99_ms).padStart(6)} ms  first event ${String(r.ttfe_ms).padStart(6)} ms  errors ${r.errors}`)
+    const rows = Object.entries(results).map(([name, r]) => `${name.padEnd(10)} ${String(r.throughput_rps).padStart(8)} req/s  p50 ${String(r.p50_ms).padStart(6)} ms  p99 ${String(r.p99_ms).padStart(6)} ms  first event ${String(r.ttfe_ms).padStart(6)} ms  errors ${r.errors}${r.cpu_ms_per_req !== undefined ? `  cpu ${r.cpu_ms_per_req} ms/req` : ''}`)
     process.stdout.write(`${rows.join('\n')}\n`)
     process.stdout.write(`corral/squid ${summary.corral_vs_squid_throughput}  corral/mitmproxy ${summary.corral_vs_mitmproxy_throughput}  added p50 ${summary.added_latency_ms.p50} ms  p99 ${summary.added_latency_ms.p99} ms  first-event extra ${summary.ttfe_extra_ms} ms  RSS@${STREAMS} streams ${c.rss_mb_streams} MB\n`)
     process.stdout.write(`targets met: ${JSON.stringify(met)}\nwrote bench/results/proxy.json\n`)
