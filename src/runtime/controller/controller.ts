@@ -91,6 +91,8 @@ export class WorkspaceController implements WorkspaceControl {
   readonly #running = new Map<string, RunningTask>()
   readonly #idleTimers = new Map<string, NodeJS.Timeout>()
   readonly #warm = new Map<string, WarmAgent>()
+  /** Pool members whose warm agent exited fast: claims start their agent cold. */
+  readonly #coldMembers = new Set<string>()
   #interval: NodeJS.Timeout | undefined
   #closed = false
   #filling = false
@@ -179,6 +181,12 @@ export class WorkspaceController implements WorkspaceControl {
           const ws = (await this.#t.byId(id))!
           await this.#emit(ws, 'workspace_created', SYSTEM_USER, { forked: false, pooled: true })
           void this.kick(id)
+        }
+        // Idle members without a waiting agent (a restarted serve): warm them. Members whose
+        // agent failed fast stay cold.
+        if (this.#o.warmAgents === false) continue
+        for (const w of await this.#t.list(pool.org_id, { state: ['idle'], role: pool.role_id })) {
+          if (w.pooled && !this.#warm.has(w.id) && !this.#coldMembers.has(w.id)) void this.kick(w.id)
         }
       }
     } catch (err) {
@@ -328,12 +336,14 @@ export class WorkspaceController implements WorkspaceControl {
       const ws = await this.#t.byId(id)
       if (ws) await this.#emit(ws, 'workspace_restarted', ws.created_by_user_id)
       // A warm agent read the old role at its start: start it again with the new one.
-      if (this.#warm.has(id)) {
+      if (this.#warm.has(id) || this.#coldMembers.delete(id)) {
         await this.#withLock(id, async () => {
           const w = this.#warm.get(id)
-          if (!w || w.pending) return
-          this.#dropWarm(id)
-          await this.#o.runtime.stopAgent(id)
+          if (w?.pending) return
+          if (w) {
+            this.#dropWarm(id)
+            await this.#o.runtime.stopAgent(id)
+          }
           const now = await this.#t.byId(id)
           if (now?.state === 'idle' && now.pooled) await this.#warmUp(now)
         })
@@ -414,7 +424,7 @@ export class WorkspaceController implements WorkspaceControl {
 
   /** Starts the agent of an idle, unclaimed pool member ahead of its task (caller holds the lock). */
   async #warmUp(ws: WorkspaceRecord): Promise<void> {
-    if (this.#o.warmAgents === false || this.#closed || this.#warm.has(ws.id) || this.#running.has(ws.id)) return
+    if (this.#o.warmAgents === false || this.#closed || this.#warm.has(ws.id) || this.#running.has(ws.id) || this.#coldMembers.has(ws.id)) return
     const role = await this.#t.role(ws.org_id, { id: ws.role_id })
     let proc: AgentProcess
     try {
@@ -438,7 +448,8 @@ export class WorkspaceController implements WorkspaceControl {
       warm.wake?.()
       this.#o.logger?.warn({ workspace_id: ws.id, log: proc.logPath }, 'warm agent exited before its task')
       // Started again unless it is failing fast; otherwise a claim starts the agent cold.
-      if (!this.#closed && Date.now() - warm.startedAt >= WARM_RESTART_AFTER_MS) void this.kick(ws.id)
+      if (Date.now() - warm.startedAt < WARM_RESTART_AFTER_MS) this.#coldMembers.add(ws.id)
+      else if (!this.#closed) void this.kick(ws.id)
     })
   }
 
