@@ -6,7 +6,10 @@
 //    and the same through `corral agent` (oclif) for comparison
 //  - stop with snapshot, and fork, of a workspace holding 100 MB in 1,000 files (fork target ≤ 2 s)
 //  - snapshot listing of that workspace (target ≤ 100 ms)
-// Warm-pool claim time needs the control plane's pool and is measured with issue 5's routes.
+//  - control plane: `POST /v1/tasks` → the agent's `task_start` row (its audit timestamp), cold (a
+//    new workspace each time) and claiming a warm pool member whose agent is already waiting,
+//    against a real `corral serve` (dist/, so `npm run build` first) with the fake Anthropic API
+//    from test/agent (targets: cold p50 ≤ 500 ms, warm claim p50 ≤ 50 ms). BENCH_CONTROL_PLANE=0 skips.
 // Run: `npm run bench:workspaces` → prints a table, writes bench/results/workspaces.json.
 
 import { randomBytes, randomUUID } from 'node:crypto'
@@ -21,6 +24,9 @@ import { defaultAgentCommand, packageRoot } from '../src/runtime/layout.js'
 import { LocalRuntime } from '../src/runtime/local-runtime.js'
 import { ProcessRuntime } from '../src/runtime/process-runtime.js'
 import type { WorkspaceRuntime } from '../src/runtime/runtime.js'
+import { LeafMinter, loadOrCreateCa } from '../src/proxy/ca.js'
+import { startFakeAnthropic } from '../test/agent/fake-model.js'
+import { startServe } from '../test/helpers/serve.js'
 import { startStandInProxy } from '../test/runtime/stand-ins.js'
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 10)
@@ -115,6 +121,66 @@ async function heavy(runtime: WorkspaceRuntime) {
   return { stops, forks, listings, entries }
 }
 
+/**
+ * POST /v1/tasks → task_start, measured from just before the POST to the task_start row's own
+ * timestamp (stamped by serve when the event arrives; same clock), so polling adds nothing.
+ */
+async function controlPlane(kind: string, runs: number) {
+  const dir = await mkdtemp(join(tmpdir(), 'corral-bench-cp-'))
+  const ca = await loadOrCreateCa(join(dir, 'upstream-ca'))
+  writeFileSync(join(dir, 'upstream-ca.pem'), ca.certPem)
+  const provider = await startFakeAnthropic(() => ({ tools: [{ name: 'finish', input: { summary: 'ok' } }], usage: { input: 1, output: 1 } }), await new LeafMinter(ca).pemFor('127.0.0.1'))
+  const serve = await startServe({ env: { CORRAL_UPSTREAM_CA: join(dir, 'upstream-ca.pem') }, args: ['--runtime', kind] })
+  const api = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${serve.url}/v1${path}`, {
+      method, headers: { authorization: `Bearer ${serve.adminKey}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+    })
+    return (await res.json()) as any
+  }
+  const until = async <T>(probe: () => Promise<T | undefined | false>, what: string): Promise<T> => {
+    const end = Date.now() + 60_000
+    for (;;) {
+      const v = await probe()
+      if (v) return v
+      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
+      await new Promise((r) => setTimeout(r, 10))
+    }
+  }
+  const taskStart = async (roleName: string): Promise<number> => {
+    const t0 = Date.now()
+    const created = await api('POST', '/tasks', { role_name: roleName, description: 'bench' })
+    const row = await until(async () => (await api('GET', `/workspaces/${created.workspace_id}/audit?filter=${encodeURIComponent('event_type=task_start')}`)).events?.[0], 'task_start')
+    await until(async () => { const w = await api('GET', `/workspaces/${created.workspace_id}`); return w.state === 'idle' && w.task_count >= 1 }, 'the task done')
+    await api('POST', `/workspaces/${created.workspace_id}/stop`)
+    return Date.parse(row.timestamp) - t0
+  }
+  try {
+    const prov = await api('POST', '/providers', { name: 'fake', kind: 'anthropic', base_url: provider.url, default_model: 'bench' })
+    await api('POST', '/agent-roles', { name: 'cold', provider_id: prov.id })
+    const cold: number[] = []
+    for (let i = 0; i < runs + 1; i++) {
+      const t = await taskStart('cold')
+      if (i > 0) cold.push(t)
+    }
+    const warmRole = await api('POST', '/agent-roles', { name: 'warm', provider_id: prov.id, pool_policy: 'static', pool_size: 1 })
+    const warm: number[] = []
+    for (let i = 0; i < runs + 1; i++) {
+      await until(async () => (await api('GET', '/workspaces?state=idle')).workspaces.some((w: any) => w.pooled && w.role_id === warmRole.id), 'an idle pool member')
+      // The member's agent starts right after it is idle and needs about a second to be waiting
+      // in GET /tasks/next (see "agent cold start" above); there is no API signal for it.
+      await new Promise((r) => setTimeout(r, 2500))
+      const t = await taskStart('warm')
+      if (i > 0) warm.push(t)
+    }
+    return { cold, warm }
+  } finally {
+    await serve.stop()
+    await provider.close()
+    await rm(dir, { recursive: true, force: true })
+  }
+}
+
 const kind = process.env.BENCH_RUNTIME === 'process' ? 'process' : 'local'
 const scratch = await mkdtemp(join(tmpdir(), 'corral-bench-ws-'))
 const proxy = await startStandInProxy()
@@ -146,7 +212,12 @@ try {
     files: { 'tasks.json': JSON.stringify({ id, description: 'bench' }) },
   }), Math.min(RUNS, 5)) : []
   const h = await heavy(runtime)
+  const cp = process.env.BENCH_CONTROL_PLANE !== '0' && built ? await controlPlane(kind, Math.min(RUNS, 8)) : undefined
   const results = [
+    ...(cp ? [
+      row(`POST /v1/tasks → task_start, cold (serve, ${kind})`, cp.cold, 500),
+      row(`POST /v1/tasks → task_start, warm pool claim (serve, ${kind})`, cp.warm, 50),
+    ] : []),
     row(`sandbox cold start → first request through the proxy (${kind})`, minimal, 500),
     row(`agent cold start → session_start through the proxy (${built ? 'dist/agent/main.js' : 'tsx sources'})`, corralAgent),
     ...(viaCli.length > 0 ? [row('same via `corral agent` (oclif)', viaCli)] : []),

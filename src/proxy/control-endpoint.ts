@@ -82,6 +82,9 @@ export async function serveControlEndpoint(core: ProxyCore, req: IncomingMessage
   const auth = req.headers['proxy-authorization']
   const check = entry.tunnel ? await entry.tunnel.token : await core.tokens.check(Array.isArray(auth) ? auth[0] : auth)
   if (!check.ok) return false
+  // Activate the workspace's proxy state now (policy compile, ledgers): a warm agent polling for
+  // its task thereby has it ready before the task's first event or model call needs it.
+  void Promise.resolve(core.workspaces.get(check.claims.org_id, check.claims.workspace_id)).catch(() => undefined)
   let reply: ControlReply
   try {
     const body = await readBody(req)
