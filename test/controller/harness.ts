@@ -31,13 +31,25 @@ export interface ControllerRig {
   close(): Promise<void>
 }
 
-export async function controllerRig(store: Store, opts: { taskTimeoutSeconds?: number; idleTimeoutSeconds?: number; poolSize?: number } = {}): Promise<ControllerRig> {
+export interface RigOptions {
+  taskTimeoutSeconds?: number
+  idleTimeoutSeconds?: number
+  poolSize?: number
+  /** `static` unless set (with poolSize). */
+  poolPolicy?: 'static' | 'dynamic'
+  poolMaxSize?: number
+  /** The controller's clock (ControllerOptions.now). */
+  now?: () => number
+}
+
+export async function controllerRig(store: Store, opts: RigOptions = {}): Promise<ControllerRig> {
   const root = mkdtempSync(join(tmpdir(), 'corral-ctl-'))
   const audit = createAuditWriter(store, { flushIntervalMs: 1 })
   const runtime = new ProcessRuntime({ root: join(root, 'runtime'), proxy: { host: '127.0.0.1', port: 9 }, warn: () => {}, stopGraceMs: 500 })
   const tokens = new CapabilityTokens(new Uint8Array(randomBytes(32)))
   const make = () => new WorkspaceController({
     store, audit, runtime, tokens, agentCommand: [process.execPath, STAND_IN_AGENT], stagingRoot: join(root, 'uploads'), reconcileIntervalMs: 60_000,
+    ...(opts.now ? { now: opts.now } : {}),
   })
   const org = await store.orgs.create({ name: `org-${randomBytes(4).toString('hex')}` })
   const t = proxyTables(store.db)
@@ -45,7 +57,7 @@ export async function controllerRig(store: Store, opts: { taskTimeoutSeconds?: n
   const roleId = await t.workspaces.createRole(org!.id, { name: 'coder', provider_id: providerId })
   await store.db.updateTable('agent_roles' as never).set({
     task_timeout_seconds: opts.taskTimeoutSeconds ?? null, idle_timeout_seconds: opts.idleTimeoutSeconds ?? null,
-    ...(opts.poolSize ? { pool_policy: 'static', pool_size: opts.poolSize } : {}),
+    ...(opts.poolSize ? { pool_policy: opts.poolPolicy ?? 'static', pool_size: opts.poolSize, pool_max_size: opts.poolMaxSize ?? null } : {}),
   } as never).where('id' as never, '=', roleId as never).execute()
   let controller = make()
   await controller.start()

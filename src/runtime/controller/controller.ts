@@ -34,6 +34,10 @@ export const TASK_LONG_POLL_MS = 20_000
 const WARM_TOKEN_TTL_S = 24 * 3600
 /** A warm agent that lived at least this long before exiting unclaimed is started again. */
 const WARM_RESTART_AFTER_MS = 60_000
+/** A `dynamic` pool's pressure raises its target for this long (docs/workspaces.md "Dynamic pools"). */
+export const DEFAULT_POOL_DEMAND_WINDOW_MS = 5 * 60_000
+/** Surplus members of a `dynamic` pool idle this long are stopped, when the role has no idle_timeout_seconds. */
+export const DEFAULT_POOL_IDLE_SECONDS = 600
 
 /** Who acts: `userId` attributes audit rows, `creatorId` is the `:own` identity (key id for API keys). */
 export interface Actor {
@@ -66,6 +70,10 @@ export interface ControllerOptions {
   defaultTaskTimeoutSeconds?: number
   /** Start the agent of a warm pool member ahead of its task (default true; docs/workspaces.md). */
   warmAgents?: boolean
+  /** The clock of the dynamic pool rule (demand window, idle age); tests move it instead of sleeping. */
+  now?: () => number
+  /** How long a pool-pressure event raises a `dynamic` pool's target (default 5 min). */
+  poolDemandWindowMs?: number
 }
 
 /** The agent of an unclaimed pool member, waiting in `GET /tasks/next` for its task. */
@@ -93,9 +101,12 @@ export class WorkspaceController implements WorkspaceControl {
   readonly #warm = new Map<string, WarmAgent>()
   /** Pool members whose warm agent exited fast: claims start their agent cold. */
   readonly #coldMembers = new Set<string>()
+  /** Per `dynamic` role: when claims found its pool empty or drained it (clock ms, newest last). */
+  readonly #poolPressure = new Map<string, number[]>()
   #interval: NodeJS.Timeout | undefined
   #closed = false
-  #filling = false
+  #fill: Promise<void> | undefined
+  #fillAgain = false
 
   constructor(opts: ControllerOptions) {
     this.#o = opts
@@ -162,38 +173,115 @@ export class WorkspaceController implements WorkspaceControl {
     if (!out.claimed) await this.#emit(out.workspace, 'workspace_created', actor.userId, { forked: false })
     if (out.task) await this.#emit(out.workspace, 'task_submitted', actor.userId, { description: out.task.description }, out.task.id)
     void this.kick(out.workspace.id)
-    if (out.claimed) void this.fillPools()
+    if (role.pool_policy === 'dynamic' && role.pool_size) await this.#notePoolDemand(orgId, role.id, out.claimed)
+    if (out.claimed || role.pool_policy === 'dynamic') void this.fillPools()
     return { workspace: out.workspace, ...(out.task ? { task: out.task } : {}) }
   }
 
   /**
-   * Keeps each pooled role's warm pool at `pool_size` unclaimed workspaces (provisioning or idle).
-   * `dynamic` is treated as `static` with `pool_size` as the target (docs/workspaces.md).
+   * Keeps each pooled role's warm pool at its target of unclaimed workspaces (provisioning or
+   * idle): `pool_size` for `static`; for `dynamic`, poolTarget() with surplus members retired once
+   * idle long enough (docs/workspaces.md "Dynamic pools"). One pass at a time: a call during a
+   * pass asks for another one and resolves when it ran, so the ceiling holds against concurrent
+   * fills and an awaited call always sees a full pass.
    */
-  async fillPools(): Promise<void> {
-    if (this.#filling || this.#closed) return
-    this.#filling = true
-    try {
-      for (const pool of await this.#t.pooledRoles()) {
-        const missing = pool.pool_size - (await this.#t.poolCount(pool.role_id))
-        for (let i = 0; i < missing; i++) {
-          const id = await this.#t.create(pool.org_id, { role_id: pool.role_id, created_by: SYSTEM_USER, created_by_user_id: SYSTEM_USER, pooled: true })
-          const ws = (await this.#t.byId(id))!
-          await this.#emit(ws, 'workspace_created', SYSTEM_USER, { forked: false, pooled: true })
-          void this.kick(id)
-        }
-        // Idle members without a waiting agent (a restarted serve): warm them. Members whose
-        // agent failed fast stay cold.
-        if (this.#o.warmAgents === false) continue
-        for (const w of await this.#t.list(pool.org_id, { state: ['idle'], role: pool.role_id })) {
-          if (w.pooled && !this.#warm.has(w.id) && !this.#coldMembers.has(w.id)) void this.kick(w.id)
-        }
-      }
-    } catch (err) {
-      this.#o.logger?.error({ err }, 'warm pool fill failed')
-    } finally {
-      this.#filling = false
+  fillPools(): Promise<void> {
+    if (this.#closed) return Promise.resolve()
+    if (this.#fill) {
+      this.#fillAgain = true
+      return this.#fill
     }
+    const run = async (): Promise<void> => {
+      try {
+        do {
+          this.#fillAgain = false
+          await this.#fillOnce().catch((err: unknown) => this.#o.logger?.error({ err }, 'warm pool fill failed'))
+        } while (this.#fillAgain && !this.#closed)
+      } finally {
+        this.#fill = undefined
+      }
+    }
+    this.#fill = run()
+    return this.#fill
+  }
+
+  /** The number of unclaimed members a pooled role should have now (docs/workspaces.md). */
+  poolTarget(role: { id: string; pool_policy: string | null; pool_size?: number | null; pool_max_size?: number | null }): number {
+    const size = role.pool_size ?? 0
+    if (role.pool_policy !== 'dynamic') return size
+    const ceiling = Math.max(size, role.pool_max_size ?? size)
+    return Math.min(ceiling, size + this.#recentPressure(role.id))
+  }
+
+  async #fillOnce(): Promise<void> {
+    for (const pool of await this.#t.pooledRoles()) {
+      if (this.#closed) return
+      const role = await this.#o.store.agentRoles.get(pool.org_id, pool.role_id)
+      const target = role ? this.poolTarget(role) : pool.pool_size
+      const have = await this.#t.poolCount(pool.role_id)
+      if (role?.pool_policy === 'dynamic' && have > target) await this.#shrinkPool(pool.org_id, pool.role_id, have - target, role.idle_timeout_seconds)
+      for (let i = have; i < target; i++) {
+        const id = await this.#t.create(pool.org_id, { role_id: pool.role_id, created_by: SYSTEM_USER, created_by_user_id: SYSTEM_USER, pooled: true })
+        const ws = (await this.#t.byId(id))!
+        await this.#emit(ws, 'workspace_created', SYSTEM_USER, { forked: false, pooled: true })
+        void this.kick(id)
+      }
+      // Idle members without a waiting agent (a restarted serve): warm them. Members whose
+      // agent failed fast stay cold.
+      if (this.#o.warmAgents === false) continue
+      for (const w of await this.#t.list(pool.org_id, { state: ['idle'], role: pool.role_id })) {
+        if (w.pooled && !this.#warm.has(w.id) && !this.#coldMembers.has(w.id)) void this.kick(w.id)
+      }
+    }
+  }
+
+  /**
+   * Retires up to `surplus` unclaimed members of a `dynamic` pool that have been idle for the
+   * role's idle_timeout_seconds (default DEFAULT_POOL_IDLE_SECONDS), oldest first. A member is
+   * taken out of the pool with the same guarded claim a task uses, so a concurrent task claim
+   * never gets a workspace that is being stopped.
+   */
+  async #shrinkPool(orgId: string, roleId: string, surplus: number, idleTimeoutS: number | undefined): Promise<void> {
+    const idleMs = (idleTimeoutS && idleTimeoutS > 0 ? idleTimeoutS : DEFAULT_POOL_IDLE_SECONDS) * 1000
+    const now = this.#now()
+    for (let i = 0; i < surplus; i++) {
+      // claimPooled takes the oldest idle member: retire only when that one has idled long enough.
+      const idle = (await this.#t.list(orgId, { state: ['idle'], role: roleId })).filter((w) => w.pooled)
+      idle.sort((a, b) => a.created_at.localeCompare(b.created_at))
+      const oldest = idle[0]
+      if (!oldest || now - Date.parse(oldest.updated_at) < idleMs) return
+      const id = await this.#t.claimPooled(orgId, roleId, { created_by: SYSTEM_USER, created_by_user_id: SYSTEM_USER })
+      if (!id) return
+      await this.#withLock(id, async () => {
+        await this.#t.update(id, { desired_state: 'stopped' })
+        const ws = await this.#t.byId(id)
+        if (ws) await this.#stopNow(ws)
+      })
+    }
+  }
+
+  /** Records one claim of a `dynamic` role: pressure when it found no ready member or left none. */
+  async #notePoolDemand(orgId: string, roleId: string, claimed: boolean): Promise<void> {
+    const ready = claimed ? (await this.#t.list(orgId, { state: ['idle'], role: roleId })).some((w) => w.pooled) : false
+    if (claimed && ready) return
+    const list = this.#poolPressure.get(roleId) ?? []
+    list.push(this.#now())
+    this.#poolPressure.set(roleId, list)
+  }
+
+  /** Pressure events of a role inside the demand window (older ones are forgotten). */
+  #recentPressure(roleId: string): number {
+    const list = this.#poolPressure.get(roleId)
+    if (!list) return 0
+    const since = this.#now() - (this.#o.poolDemandWindowMs ?? DEFAULT_POOL_DEMAND_WINDOW_MS)
+    const kept = list.filter((t) => t > since)
+    if (kept.length) this.#poolPressure.set(roleId, kept)
+    else this.#poolPressure.delete(roleId)
+    return kept.length
+  }
+
+  #now(): number {
+    return this.#o.now ? this.#o.now() : Date.now()
   }
 
   /** POST /v1/workspaces/{id}/tasks. */
