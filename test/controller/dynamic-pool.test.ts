@@ -103,6 +103,15 @@ for (const dialect of testDialects()) {
       expect((await members(r)).filter((w) => w.state === 'stopped')).toHaveLength(0)
     })
 
+    it('role stop-workspaces stops the workspaces in use and leaves unclaimed pool members to the pool', async () => {
+      const r = await setup({ poolSize: 1, poolPolicy: 'static' })
+      const [member] = await allIdle(r, 1)
+      await r.controller.fillPools()
+      expect(await r.controller.activeCount(r.orgId, [r.role.id])).toBe(0)
+      expect(await r.controller.stopForRole(r.orgId, r.role.id)).toBe(0)
+      expect((await unclaimed(r)).map((w) => w.id)).toEqual([member.id])
+    })
+
     it('dynamic without pool_max_size (or below pool_size) stays at pool_size', async () => {
       const r = await setup({ poolSize: 2, poolPolicy: 'dynamic' })
       await allIdle(r, 2)

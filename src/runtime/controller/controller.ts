@@ -405,8 +405,10 @@ export class WorkspaceController implements WorkspaceControl {
     return this.#t.activeCountForRoles(orgId, roleIds)
   }
 
+  /** Stops the workspaces in use (the same set activeCount counts); unclaimed pool members stay with
+   * the pool, which restarts them on role changes and retires them on archive. */
   async stopForRole(orgId: string, roleId: string): Promise<number> {
-    const ids = await this.#t.idsForRole(orgId, roleId, ['provisioning', 'idle', 'busy'])
+    const ids = await this.#t.idsForRole(orgId, roleId, ['provisioning', 'idle', 'busy'], { pooled: false })
     let n = 0
     for (const id of ids) {
       await this.#t.update(id, { desired_state: 'stopped' })

@@ -216,8 +216,11 @@ export function workspaceTables(anyDb: Kysely<any>) {
       return Number((r as Row | undefined)?.n ?? 0)
     },
 
-    async idsForRole(orgId: string, roleId: string, states: readonly WorkspaceState[]): Promise<string[]> {
-      const rows = await db.selectFrom('workspaces').select('id').where('org_id', '=', orgId).where('role_id', '=', roleId).where('state', 'in', states).execute()
+    /** `pooled: false` leaves out unclaimed warm-pool members (they belong to the pool, not to a user). */
+    async idsForRole(orgId: string, roleId: string, states: readonly WorkspaceState[], opts: { pooled?: boolean } = {}): Promise<string[]> {
+      let q = db.selectFrom('workspaces').select('id').where('org_id', '=', orgId).where('role_id', '=', roleId).where('state', 'in', states)
+      if (opts.pooled === false) q = q.where('pooled', '=', 0)
+      const rows = await q.execute()
       return rows.map((r: Row) => r.id as string)
     },
 
