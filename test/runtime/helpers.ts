@@ -8,6 +8,11 @@ export async function bwrapAvailable(): Promise<boolean> {
   const scratch = await mkdtemp(join(tmpdir(), 'corral-rt-check-'))
   try {
     const check = await new LocalRuntime({ root: scratch, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {} }).check()
+    // CI installs bubblewrap and sets CORRAL_TEST_REQUIRE_BWRAP=1: there a missing sandbox is a
+    // failure, never a silent skip of the isolation suites.
+    if (!check.ok && process.env.CORRAL_TEST_REQUIRE_BWRAP === '1') {
+      throw new Error(`bubblewrap is required (CORRAL_TEST_REQUIRE_BWRAP=1) but unusable: ${check.problems.join('; ')}`)
+    }
     if (!check.ok) console.log(`bubblewrap unavailable, skipping sandbox suites: ${check.problems.join('; ')}`)
     return check.ok
   } finally {
