@@ -112,6 +112,31 @@ for (const dialect of testDialects()) {
       expect((await unclaimed(r)).map((w) => w.id)).toEqual([member.id])
     })
 
+    it('dynamic with pool_size 0 grows from zero with claim pressure, up to pool_max_size, and shrinks back to 0', async () => {
+      const r = await setup({ poolSize: 0, poolPolicy: 'dynamic', poolMaxSize: 2 })
+      await r.controller.fillPools()
+      expect(await members(r)).toHaveLength(0)
+      expect(r.controller.poolTarget(await role(r))).toBe(0)
+
+      // Cold creates with no pool are pressure: the pool grows to the ceiling, not past it.
+      await Promise.all(Array.from({ length: 3 }, () => r.controller.createWorkspace(r.orgId, r.actor, r.role)))
+      expect(r.controller.poolTarget(await role(r))).toBe(2)
+      await r.controller.fillPools()
+      const ready = await allIdle(r, 2)
+
+      // A claim now takes a warm member.
+      const { workspace } = await r.controller.createWorkspace(r.orgId, r.actor, r.role)
+      expect(ready.map((w) => w.id)).toContain(workspace.id)
+      await r.controller.fillPools()
+      await allIdle(r, 2)
+
+      // The window passed and the members idled long enough: back to 0, all retired.
+      offsetMs = (DEFAULT_POOL_IDLE_SECONDS + 1) * 1000 + DEFAULT_POOL_DEMAND_WINDOW_MS
+      expect(r.controller.poolTarget(await role(r))).toBe(0)
+      await r.controller.fillPools()
+      expect(await unclaimed(r)).toHaveLength(0)
+    })
+
     it('dynamic without pool_max_size (or below pool_size) stays at pool_size', async () => {
       const r = await setup({ poolSize: 2, poolPolicy: 'dynamic' })
       await allIdle(r, 2)

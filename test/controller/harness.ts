@@ -57,7 +57,7 @@ export async function controllerRig(store: Store, opts: RigOptions = {}): Promis
   const roleId = await t.workspaces.createRole(org!.id, { name: 'coder', provider_id: providerId })
   await store.db.updateTable('agent_roles' as never).set({
     task_timeout_seconds: opts.taskTimeoutSeconds ?? null, idle_timeout_seconds: opts.idleTimeoutSeconds ?? null,
-    ...(opts.poolSize ? { pool_policy: opts.poolPolicy ?? 'static', pool_size: opts.poolSize, pool_max_size: opts.poolMaxSize ?? null } : {}),
+    ...(opts.poolSize !== undefined ? { pool_policy: opts.poolPolicy ?? 'static', pool_size: opts.poolSize, pool_max_size: opts.poolMaxSize ?? null } : {}),
   } as never).where('id' as never, '=', roleId as never).execute()
   let controller = make()
   await controller.start()

@@ -173,7 +173,8 @@ export class WorkspaceController implements WorkspaceControl {
     if (!out.claimed) await this.#emit(out.workspace, 'workspace_created', actor.userId, { forked: false })
     if (out.task) await this.#emit(out.workspace, 'task_submitted', actor.userId, { description: out.task.description }, out.task.id)
     void this.kick(out.workspace.id)
-    if (role.pool_policy === 'dynamic' && role.pool_size) await this.#notePoolDemand(orgId, role.id, out.claimed)
+    // Every create of a dynamic role counts, also with pool_size 0: such a pool grows from zero.
+    if (role.pool_policy === 'dynamic') await this.#notePoolDemand(orgId, role.id, out.claimed)
     if (out.claimed || role.pool_policy === 'dynamic') void this.fillPools()
     return { workspace: out.workspace, ...(out.task ? { task: out.task } : {}) }
   }

@@ -237,14 +237,21 @@ export function workspaceTables(anyDb: Kysely<any>) {
       return Number(r.numUpdatedRows) > 0
     },
 
-    /** Roles with a warm pool to keep filled: not archived, provider not archived, pool_size > 0. */
+    /**
+     * Roles with a warm pool to keep filled (role and provider not archived): `static` with
+     * pool_size > 0, and `dynamic` with room to grow (pool_size or pool_max_size > 0) — a dynamic
+     * pool of size 0 still grows with claim pressure and must be visited to shrink back to 0.
+     */
     async pooledRoles(): Promise<Array<{ org_id: string; role_id: string; pool_size: number }>> {
       const rows = await db.selectFrom('agent_roles as r').innerJoin('providers as p', 'p.id', 'r.provider_id')
         .select(['r.org_id', 'r.id as role_id', 'r.pool_size'])
-        .where('r.pool_policy', 'in', ['static', 'dynamic']).where('r.pool_size', '>', 0)
+        .where((eb: any) => eb.or([
+          eb.and([eb('r.pool_policy', '=', 'static'), eb('r.pool_size', '>', 0)]),
+          eb.and([eb('r.pool_policy', '=', 'dynamic'), eb.or([eb('r.pool_size', '>', 0), eb('r.pool_max_size', '>', 0)])]),
+        ]))
         .where('r.archived_at', 'is', null).where('p.archived_at', 'is', null)
         .execute()
-      return rows.map((r: Row) => ({ org_id: r.org_id, role_id: r.role_id, pool_size: Number(r.pool_size) }))
+      return rows.map((r: Row) => ({ org_id: r.org_id, role_id: r.role_id, pool_size: Number(r.pool_size ?? 0) }))
     },
 
     /** Unclaimed pool members of a role that are (or are becoming) ready. */
