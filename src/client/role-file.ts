@@ -1,7 +1,8 @@
 // role.yaml: an agent role as a file, for `corral role create -f` and `role update -f`. The keys are
-// the API's role fields, plus two conveniences (docs/roles.md):
+// the API's role fields, plus three conveniences (docs/roles.md):
 //   provider: <name or prov_ id>         instead of provider_id
 //   capabilities_file: <path>            a caps.yaml, relative to the role file
+//   packs: [<name or pack_ id>, …]       instead of pack_ids
 // `capabilities:` may instead hold the caps.yaml text inline (a block scalar). Unknown keys are
 // refused so a typo never silently drops a setting.
 import { readFile } from 'node:fs/promises'
@@ -22,13 +23,15 @@ export interface RoleFile {
   body: AgentRoleInput
   /** `provider:` as written (a name or an id), when the file used it. */
   provider?: string
+  /** `packs:` as written (names or ids), when the file used it; resolve to `body.pack_ids`. */
+  packs?: string[]
   /** Where the capabilities came from (the caps file path as given relative to the cwd, or the role file) and their text, for diagnostics. */
   capabilities?: { file: string; source: string }
 }
 
 const STRING_KEYS = ['name', 'display_name', 'description', 'provider_id', 'model', 'environment', 'environment_description', 'thinking_effort', 'pool_policy'] as const
 const INT_KEYS = ['task_timeout_seconds', 'idle_timeout_seconds', 'max_continuations', 'max_context_tokens', 'pool_size', 'pool_max_size'] as const
-const OTHER_KEYS = ['provider', 'capabilities', 'capabilities_file', 'pack_ids'] as const
+const OTHER_KEYS = ['provider', 'capabilities', 'capabilities_file', 'pack_ids', 'packs'] as const
 const KNOWN = new Set<string>([...STRING_KEYS, ...INT_KEYS, ...OTHER_KEYS])
 
 export async function readRoleFile(path: string): Promise<RoleFile> {
@@ -71,6 +74,11 @@ export async function readRoleFile(path: string): Promise<RoleFile> {
     if (typeof raw.provider !== 'string' || raw.provider === '') throw new RoleFileError(`${path}: provider must be a provider name or id`)
     if (raw.provider_id !== undefined) throw new RoleFileError(`${path}: give provider or provider_id, not both`)
     out.provider = raw.provider
+  }
+  if (raw.packs !== undefined) {
+    if (raw.pack_ids !== undefined) throw new RoleFileError(`${path}: give packs or pack_ids, not both`)
+    if (!Array.isArray(raw.packs) || raw.packs.some((p) => typeof p !== 'string' || p === '')) throw new RoleFileError(`${path}: packs must be a list of pack names`)
+    out.packs = raw.packs as string[]
   }
 
   if (raw.capabilities !== undefined && raw.capabilities_file !== undefined) throw new RoleFileError(`${path}: give capabilities or capabilities_file, not both`)

@@ -53,6 +53,11 @@ export const ROLE_FIELDS = [
   'pack_ids', 'created_by', 'created_at', 'updated_at', 'archived_at', 'capabilities',
 ] as const
 
+/** A role's pack_ids for people: `name (pack_…)` for the packs whose names are known, the bare id otherwise. */
+export function labelPackIds(role: AgentRoleRecord, names: ReadonlyMap<string, string>): AgentRoleRecord {
+  return { ...role, pack_ids: role.pack_ids.map((id) => (names.has(id) ? `${names.get(id)} (${id})` : id)) }
+}
+
 /** The diagnostics of an invalid_capabilities refusal, exactly as `caps lint` prints them; undefined for any other error. */
 export function capabilitiesReport(err: unknown, caps: { file: string; source: string } | undefined): string | undefined {
   if (!(err instanceof ApiError) || err.code !== 'invalid_capabilities') return undefined

@@ -3,6 +3,7 @@ import { ApiCommand } from '../../cli/api-command.js'
 import { UsageError } from '../../cli/errors.js'
 import { readRoleFile } from '../../client/role-file.js'
 import { asUsage, details, failWithDiagnostics, ROLE_FIELDS } from '../../client/role-output.js'
+import { packsApi } from '../../client/packs.js'
 import { rolesApi, type AgentRoleRecord } from '../../client/roles.js'
 
 export default class RoleCreate extends ApiCommand<AgentRoleRecord> {
@@ -18,6 +19,7 @@ export default class RoleCreate extends ApiCommand<AgentRoleRecord> {
     if (!role.body.name) throw new UsageError(`${flags.file}: name is required`)
     const api = rolesApi(this.client)
     if (role.provider) role.body.provider_id = (await api.resolveProvider(role.provider)).id
+    if (role.packs) role.body.pack_ids = await packsApi(this.client).resolvePackIds(role.packs)
     if (!role.body.provider_id) throw new UsageError(`${flags.file}: provider (a provider name) or provider_id is required`)
     return api.createRole(role.body).catch((err) => failWithDiagnostics(err, role.capabilities, this.jsonEnabled()))
   }

@@ -3,6 +3,7 @@ import { ApiCommand } from '../../cli/api-command.js'
 import { UsageError } from '../../cli/errors.js'
 import { readRoleFile } from '../../client/role-file.js'
 import { asUsage, details, failWithDiagnostics, ROLE_FIELDS } from '../../client/role-output.js'
+import { packsApi } from '../../client/packs.js'
 import { rolesApi, type AgentRoleRecord } from '../../client/roles.js'
 
 export default class RoleUpdate extends ApiCommand<AgentRoleRecord> {
@@ -21,6 +22,7 @@ export default class RoleUpdate extends ApiCommand<AgentRoleRecord> {
     const api = rolesApi(this.client)
     const current = await api.resolveRole(ref)
     if (role.provider) role.body.provider_id = (await api.resolveProvider(role.provider)).id
+    if (role.packs) role.body.pack_ids = await packsApi(this.client).resolvePackIds(role.packs)
     // Sending the unchanged name would only add noise to patched_fields.
     if (role.body.name === current.name) delete role.body.name
     if (Object.keys(role.body).length === 0) throw new UsageError(`${flags.file}: nothing to change`)

@@ -1,0 +1,180 @@
+// Typed calls for /v1/packs over the shared CorralClient, name-or-id resolution for the CLI, and
+// the client-side packing of a pack directory into the tar.gz the upload routes take.
+import { openAsBlob } from 'node:fs'
+import { readdir, stat } from 'node:fs/promises'
+import { join, posix, relative, sep } from 'node:path'
+import type { CorralClient } from './client.js'
+import { ApiConnectionError, ApiError, apiErrorFrom } from './errors.js'
+
+/** The spec's Pack object (control-plane.md "Pack"). */
+export interface PackRecord {
+  id: string
+  /** Absent on packs the caller's org does not own (community packs of other orgs). */
+  org_id?: string
+  name: string
+  display_name: string
+  description?: string
+  version: string
+  tier: 'recommended' | 'verified' | 'community'
+  visibility: 'org' | 'community'
+  category?: string
+  capabilities?: string
+  suggested_packs?: string
+  image_origin?: 'upload' | 'image_ref' | 'clone'
+  image_ref?: string
+  image_digest?: string
+  size_bytes?: number
+  created_at?: string
+  updated_at?: string
+  owned: boolean
+}
+
+/** The metadata PUT /v1/packs/{id} changes; `null` clears an optional field. */
+export interface PackUpdate {
+  display_name?: string
+  description?: string | null
+  category?: string | null
+  suggested_packs?: string | null
+  visibility?: 'org' | 'community'
+}
+
+/** What an upload sends as the `archive` part: bytes in memory, or a file opened lazily. */
+export type ArchiveSource = { bytes: Uint8Array } | { file: string }
+
+export const PACK_ID_PREFIX = 'pack_'
+const seg = encodeURIComponent
+
+export function packsApi(client: CorralClient) {
+  /** multipart/form-data with the `archive` part (and form fields), as the upload routes take it. */
+  async function sendArchive(method: 'POST' | 'PUT', path: string, source: ArchiveSource, fields: Record<string, string | undefined>): Promise<PackRecord> {
+    const form = new FormData()
+    for (const [k, v] of Object.entries(fields)) if (v !== undefined) form.append(k, v)
+    // openAsBlob streams the file when the request is sent instead of reading it into memory first.
+    const blob = 'file' in source ? await openAsBlob(source.file, { type: 'application/gzip' }) : new Blob([source.bytes], { type: 'application/gzip' })
+    form.append('archive', blob, 'pack.tar.gz')
+    let res: Response
+    try {
+      res = await client.fetchImpl(client.url(path), { method, headers: client.headers(), body: form })
+    } catch (err) {
+      throw new ApiConnectionError(client.apiUrl, err)
+    }
+    if (!res.ok) throw await apiErrorFrom(res)
+    return (await res.json()) as PackRecord
+  }
+
+  const api = {
+    listPacks: async (opts: { owned?: boolean } = {}) =>
+      (await client.request<{ packs: PackRecord[] }>('GET', '/packs', { query: { owned: opts.owned ? 'true' : undefined } })).packs,
+    getPack: (id: string) => client.request<PackRecord>('GET', `/packs/${seg(id)}`),
+    uploadPack: (source: ArchiveSource, opts: { visibility?: 'org' | 'community' } = {}) =>
+      sendArchive('POST', '/packs/upload', source, { visibility: opts.visibility }),
+    reuploadPack: (id: string, source: ArchiveSource) => sendArchive('PUT', `/packs/${seg(id)}/upload`, source, {}),
+    updatePack: (id: string, body: PackUpdate) => client.request<PackRecord>('PUT', `/packs/${seg(id)}`, { body }),
+    deletePack: (id: string) => client.request<{ status: 'deleted' }>('DELETE', `/packs/${seg(id)}`),
+    clonePack: (id: string, opts: { name?: string } = {}) =>
+      client.request<PackRecord>('POST', `/packs/${seg(id)}/clone`, { body: opts.name === undefined ? {} : { name: opts.name } }),
+
+    /** A `pack_…` id as is, else the visible pack with that name (see pickByName). */
+    async resolvePack(ref: string): Promise<PackRecord> {
+      if (ref.startsWith(PACK_ID_PREFIX)) return api.getPack(ref)
+      return pickByName(await api.listPacks(), ref)
+    },
+
+    /**
+     * Pack names or ids (a role file's `packs:`) to ids, in order, with one list call. Every
+     * unknown name is reported in one error; ids are passed through for the server to check.
+     */
+    async resolvePackIds(refs: readonly string[]): Promise<string[]> {
+      const names = refs.filter((r) => !r.startsWith(PACK_ID_PREFIX))
+      if (names.length === 0) return [...refs]
+      const visible = await api.listPacks()
+      const missing = names.filter((n) => !visible.some((p) => p.name === n))
+      if (missing.length) {
+        throw new ApiError(404, {
+          code: 'not_found',
+          message: `no pack named ${missing.join(', ')} is visible to this organisation (see corral pack list)`,
+          details: { packs: missing },
+        })
+      }
+      return refs.map((r) => (r.startsWith(PACK_ID_PREFIX) ? r : pickByName(visible, r).id))
+    },
+  }
+  return api
+}
+export type PacksApi = ReturnType<typeof packsApi>
+
+/**
+ * Pack names are unique within an org, but a community pack of another org may share a name:
+ * the caller's own pack wins, then a single community pack; several community packs with the
+ * name are ambiguous and must be named by id.
+ */
+export function pickByName(packs: readonly PackRecord[], name: string): PackRecord {
+  const named = packs.filter((p) => p.name === name)
+  const own = named.find((p) => p.owned)
+  if (own) return own
+  if (named.length === 1) return named[0]
+  if (named.length === 0) throw new ApiError(404, { code: 'not_found', message: `no pack named ${name} is visible to this organisation (see corral pack list)` })
+  throw new ApiError(409, {
+    code: 'ambiguous_name',
+    message: `${named.length} community packs are named ${name}; name one by id (${named.map((p) => p.id).join(', ')})`,
+    details: { ids: named.map((p) => p.id) },
+  })
+}
+
+/** PATH of `pack upload`/`reupload` is neither a directory nor a .tar.gz file (the CLI exits 2). */
+export class PackPathError extends Error {
+  constructor(message: string) {
+    super(message)
+    this.name = 'PackPathError'
+  }
+}
+
+/**
+ * What to upload for PATH: a directory is packed here (pack.yaml at its root); a `.tar.gz`/`.tgz`
+ * file is sent as is. `files` counts the packed entries (directories only), for the progress line.
+ */
+export async function archiveSourceFor(path: string): Promise<ArchiveSource & { files?: number }> {
+  const info = await stat(path).catch((e: NodeJS.ErrnoException) => {
+    throw new PackPathError(`cannot read ${path}: ${e.code ?? e.message}`)
+  })
+  if (info.isDirectory()) {
+    const entries = await packEntries(path)
+    if (!entries.includes('pack.yaml')) throw new PackPathError(`${path} has no pack.yaml at its root (see docs/packs.md)`)
+    return { bytes: await packDirectory(path, entries), files: entries.length }
+  }
+  if (info.isFile() && /\.(tar\.gz|tgz)$/i.test(path)) return { file: path }
+  throw new PackPathError(`${path}: expected a pack directory or a .tar.gz archive of one`)
+}
+
+/** Entries never packed: version-control metadata is not pack content. */
+const SKIPPED = new Set(['.git', '.hg', '.svn'])
+
+/**
+ * The files and directories under `dir`, relative, `/`-separated and sorted, so that the same
+ * tree always packs to the same archive bytes (with the fixed mtime and portable headers below).
+ */
+export async function packEntries(dir: string): Promise<string[]> {
+  const out: string[] = []
+  async function walk(abs: string): Promise<void> {
+    const entries = await readdir(abs, { withFileTypes: true })
+    for (const e of entries) {
+      if (SKIPPED.has(e.name)) continue
+      const path = join(abs, e.name)
+      out.push(relative(dir, path).split(sep).join(posix.sep))
+      if (e.isDirectory()) await walk(path)
+    }
+  }
+  await walk(dir)
+  return out.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+}
+
+/** Packs a pack directory (pack.yaml at its root) into a deterministic tar.gz, in memory. */
+export async function packDirectory(dir: string, entries?: readonly string[]): Promise<Uint8Array> {
+  entries ??= await packEntries(dir)
+  // tar is only needed by the upload commands; keep it off every other command's startup path.
+  const { create } = await import('tar')
+  const chunks: Buffer[] = []
+  const stream = create({ cwd: dir, gzip: true, portable: true, noDirRecurse: true, mtime: new Date(0), follow: false }, [...entries])
+  for await (const chunk of stream as AsyncIterable<Buffer>) chunks.push(chunk)
+  return new Uint8Array(Buffer.concat(chunks))
+}

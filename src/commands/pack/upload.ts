@@ -1,0 +1,28 @@
+import * as Args from '@oclif/core/args'
+import * as Flags from '@oclif/core/flags'
+import { ApiCommand } from '../../cli/api-command.js'
+import { diag } from '../../cli/output.js'
+import { archiveArg, humanBytes, packDetails } from '../../client/pack-output.js'
+import { packsApi, type PackRecord } from '../../client/packs.js'
+
+export default class PackUpload extends ApiCommand<PackRecord> {
+  static override summary = 'Upload a content pack: a directory with pack.yaml at its root, or a .tar.gz of one.'
+  static override description =
+    'A directory is packed here into a tar.gz (sorted entries, fixed mtimes, no owners; .git, .hg and .svn are left out), so the same tree always sends the same bytes. The server validates pack.yaml and the archive and builds the pack image; refusals print one line and exit 1.'
+  static override examples = ['<%= config.bin %> pack upload examples/packs/hello-pack', '<%= config.bin %> pack upload build/tools.tar.gz --visibility community --json']
+  static override args = { path: Args.string({ required: true, description: 'Pack directory or .tar.gz archive.' }) }
+  static override flags = {
+    visibility: Flags.string({ summary: 'Who can see the pack: this org only, or every org (community).', options: ['org', 'community'] }),
+  }
+
+  async execute(): Promise<PackRecord> {
+    const { args, flags } = await this.parse(PackUpload)
+    const source = await archiveArg(args.path)
+    if (!this.jsonEnabled() && 'bytes' in source) diag(`Packed ${source.files} entries (${humanBytes(source.bytes.byteLength)} compressed); uploading…`)
+    return packsApi(this.client).uploadPack(source, { visibility: flags.visibility as 'org' | 'community' | undefined })
+  }
+
+  protected override render(p: PackRecord): void {
+    process.stdout.write(`Pack ${p.name} ${p.version} uploaded.\n${packDetails(p)}`)
+  }
+}
