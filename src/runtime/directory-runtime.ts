@@ -8,9 +8,10 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { join } from 'node:path'
 import { RuntimeError } from './errors.js'
 import { RuntimeLayout } from './layout.js'
+import { checkPackMounts, packLaunch } from './pack-mounts.js'
 import { ProxyBridge } from './proxy-bridge.js'
 import type {
-  AgentExit, AgentLaunch, AgentProcess, ProvisionSpec, RuntimeCheck, RuntimeKind, RuntimeOptions, SnapshotFileEntry,
+  AgentExit, AgentLaunch, AgentProcess, PackMount, ProvisionSpec, RuntimeCheck, RuntimeKind, RuntimeOptions, SnapshotFileEntry,
   SnapshotReason, SnapshotRecord, WorkspaceHandle, WorkspaceRuntime, WorkspaceStatus,
 } from './runtime.js'
 import { SANDBOX_INIT_SOURCE } from './sandbox-init.js'
@@ -21,6 +22,8 @@ export interface LaunchPlan {
   file: string
   args: string[]
   env: Record<string, string>
+  /** Working directory of the init (and so of the agent); the sandbox sets its own. */
+  cwd?: string
 }
 
 interface Running {
@@ -68,6 +71,8 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
   /** Once, before the first agent starts: driver-specific detection (e.g. bwrap's options). */
   protected async prepare(): Promise<void> {}
   protected abstract plan(workspaceId: string, launch: AgentLaunch, shared: SharedFiles, inbox: string): LaunchPlan
+  /** Makes the launch's packs visible to the agent; returns their parent directory as the agent sees it. */
+  protected abstract mountPacks(workspaceId: string, packs: readonly PackMount[]): Promise<string>
 
   async provision(spec: ProvisionSpec): Promise<WorkspaceHandle> {
     const dir = this.layout.workspace(spec.workspaceId)
@@ -119,8 +124,13 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     const shared = await this.#sharedFiles()
     const inbox = await this.#writeInbox(workspaceId, launch.files ?? {})
     await rm(this.layout.stoppedMarker(workspaceId), { force: true })
+    checkPackMounts(launch.packs ?? []) // before any link or bind is made from the names
+    const packs = packLaunch(launch, await this.mountPacks(workspaceId, launch.packs ?? []))
     const bridge = this.usesBridge ? await ProxyBridge.open(this.layout.socket(workspaceId), this.options.proxy) : null
-    const plan = this.plan(workspaceId, launch, shared, inbox)
+    const plan = this.plan(workspaceId, { ...launch, command: packs.command, env: { ...launch.env, ...packs.env } }, shared, inbox)
+    // A pack's own environment goes beneath everything corral sets; its CORRAL_* names are ours.
+    const base = Object.entries(launch.baseEnv ?? {}).filter(([k]) => !k.startsWith('CORRAL_'))
+    if (base.length) plan.env = { ...Object.fromEntries(base), ...plan.env }
     const logPath = this.layout.logs(workspaceId)
     await mkdir(join(this.layout.workspace(workspaceId), 'logs'), { recursive: true })
     const log = openSync(logPath, 'a')
@@ -128,7 +138,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     let spawnError: Error | null = null
     try {
       // The environment goes through env, never argv: argv is world-readable in /proc.
-      child = spawn(plan.file, plan.args, { env: plan.env, stdio: ['pipe', log, log, 'pipe'] })
+      child = spawn(plan.file, plan.args, { env: plan.env, stdio: ['pipe', log, log, 'pipe'], ...(plan.cwd ? { cwd: plan.cwd } : {}) })
     } finally {
       closeSync(log)
     }

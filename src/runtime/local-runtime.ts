@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { DirectoryRuntime, type LaunchPlan, type SharedFiles } from './directory-runtime.js'
 import { packageRoot, proxyUrlWithToken } from './layout.js'
+import { SANDBOX_PACKS } from './sandbox-args.js'
 import type { AgentLaunch, RuntimeCheck, RuntimeOptions } from './runtime.js'
 import {
   bwrapArgs, nestedIn, nodePrefix, SANDBOX_CA, SANDBOX_CA_BUNDLE, SANDBOX_DATA, SANDBOX_INBOX, SANDBOX_INIT, SANDBOX_PROXY_PORT,
@@ -88,7 +89,7 @@ export class LocalRuntime extends DirectoryRuntime {
   }
 
   protected plan(workspaceId: string, launch: AgentLaunch, shared: SharedFiles, inbox: string): LaunchPlan {
-    const mounts = { ...this.#mounts(this.layout.data(workspaceId), shared.init, this.layout.socket(workspaceId), shared), inbox }
+    const mounts = { ...this.#mounts(this.layout.data(workspaceId), shared.init, this.layout.socket(workspaceId), shared), inbox, packs: launch.packs ?? [] }
     const proxyUrl = `http://127.0.0.1:${SANDBOX_PROXY_PORT}`
     // Tools that only know the proxy variables (curl, pip, git, Python requests) send the userinfo
     // as `Proxy-Authorization: Basic`, which the proxy accepts with the token as password.
@@ -123,6 +124,11 @@ export class LocalRuntime extends DirectoryRuntime {
     return { file: this.#bwrap, args: bwrapArgs(mounts, [process.execPath, SANDBOX_INIT, ...launch.command]), env }
   }
 
+  /** bwrap binds them read-only at /packs/<name> (bwrapArgs); nothing to do on the host. */
+  protected async mountPacks(): Promise<string> {
+    return SANDBOX_PACKS
+  }
+
   #mounts(dataDir: string, init: string, proxySocket: string, shared: SharedFiles | null): SandboxMounts {
     return {
       dataDir,
@@ -131,6 +137,7 @@ export class LocalRuntime extends DirectoryRuntime {
       group: shared?.group ?? '/dev/null',
       proxySocket,
       inbox: null,
+      packs: [],
       ca: shared?.ca ?? null,
       caBundle: shared?.caBundle ?? null,
       readOnly: this.#readOnly,

@@ -1,6 +1,8 @@
+import { mkdir, rm, symlink } from 'node:fs/promises'
+import { join } from 'node:path'
 import { DirectoryRuntime, type LaunchPlan, type SharedFiles } from './directory-runtime.js'
 import { proxyUrlWithToken } from './layout.js'
-import type { AgentLaunch, RuntimeCheck, RuntimeOptions } from './runtime.js'
+import type { AgentLaunch, PackMount, RuntimeCheck, RuntimeOptions } from './runtime.js'
 
 export const NO_ISOLATION_WARNING =
   'WARNING: --runtime process runs every agent as a plain child process of corral serve, with its user, ' +
@@ -53,6 +55,19 @@ export class ProcessRuntime extends DirectoryRuntime {
       CORRAL_PROXY_TOKEN: launch.proxyToken,
       CORRAL_STOP_GRACE_MS: String(this.options.stopGraceMs ?? 5000),
     }
-    return { file: process.execPath, args: [shared.init, ...launch.command], env }
+    return { file: process.execPath, args: [shared.init, ...launch.command], env, cwd: dataDir }
+  }
+
+  /**
+   * No mount namespace here: `<workspace>/packs/<name>` are symbolic links to the content trees,
+   * renewed at every start so a role's changed packs apply to its next agent. Nothing stops this
+   * agent from writing elsewhere either; the trees themselves are read-only files.
+   */
+  protected async mountPacks(workspaceId: string, packs: readonly PackMount[]): Promise<string> {
+    const dir = join(this.layout.workspace(workspaceId), 'packs')
+    await rm(dir, { recursive: true, force: true })
+    await mkdir(dir, { recursive: true })
+    for (const p of packs) await symlink(p.dir, join(dir, p.name), 'dir')
+    return dir
   }
 }

@@ -61,6 +61,31 @@ export interface AgentLaunch {
    * snapshot. Their directory is exported as CORRAL_INBOX. Names are plain file names.
    */
   files?: Readonly<Record<string, string>>
+  /**
+   * Environment beneath everything the runtime and the control plane set (a pack's `agent.env`):
+   * a variable both define keeps corral's value.
+   */
+  baseEnv?: Readonly<Record<string, string>>
+  /**
+   * Pack content trees handed to this agent read-only (docs/runtime.md "Packs"): at
+   * `/packs/<name>` inside the sandbox, linked under the workspace directory by the process
+   * driver. CORRAL_PACKS lists the names, CORRAL_PACKS_DIR is their parent.
+   */
+  packs?: readonly PackMount[]
+  /**
+   * The mounted pack that provides `command`: a relative `command[0]` with a slash (`bin/agent`)
+   * and every argument starting with `./` resolve inside its directory (exported as
+   * CORRAL_PACK_DIR); bare names are looked up on PATH. The working directory stays /data.
+   */
+  commandPack?: string
+}
+
+/** One pack's content tree on the host, and the name it is mounted under. */
+export interface PackMount {
+  /** Pack name (the role-name pattern): the directory name under /packs. */
+  name: string
+  /** Host path of the extracted, read-only content tree. */
+  dir: string
 }
 
 export interface AgentExit {

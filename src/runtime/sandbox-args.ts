@@ -9,6 +9,8 @@ export const SANDBOX_INIT = `${SANDBOX_RUN}/init.mjs`
 export const SANDBOX_CA = `${SANDBOX_RUN}/corral-ca.pem`
 export const SANDBOX_CA_BUNDLE = `${SANDBOX_RUN}/ca-bundle.pem`
 export const SANDBOX_INBOX = `${SANDBOX_RUN}/inbox`
+/** Where packs are mounted (pack-mounts.ts). */
+export const SANDBOX_PACKS = '/packs'
 /** The loopback port the in-sandbox forwarder listens on; each sandbox has its own loopback. */
 export const SANDBOX_PROXY_PORT = 3128
 /** The agent's uid/gid inside the user namespace: never root, so it holds no capability there either. */
@@ -34,6 +36,8 @@ export interface SandboxMounts {
   proxySocket: string
   /** Read-only directory of files handed to the agent. */
   inbox: string | null
+  /** Pack content trees, bound read-only at /packs/<name> (names checked by pack-mounts.ts). */
+  packs: readonly { name: string; dir: string }[]
   ca: string | null
   caBundle: string | null
   /** Host paths made visible read-only at the same place (the corral package, the node install). */
@@ -72,6 +76,9 @@ export function bwrapArgs(m: SandboxMounts, command: readonly string[]): string[
   args.push('--bind', m.dataDir, SANDBOX_DATA)
   args.push('--dir', SANDBOX_RUN, '--ro-bind', m.init, SANDBOX_INIT, '--ro-bind', m.proxySocket, SANDBOX_PROXY_SOCKET)
   if (m.inbox) args.push('--ro-bind', m.inbox, SANDBOX_INBOX)
+  // /packs exists even without packs, so an agent can always list it.
+  args.push('--dir', SANDBOX_PACKS)
+  for (const p of m.packs) args.push('--ro-bind', p.dir, `${SANDBOX_PACKS}/${p.name}`)
   if (m.ca) args.push('--ro-bind', m.ca, SANDBOX_CA)
   if (m.caBundle) args.push('--ro-bind', m.caBundle, SANDBOX_CA_BUNDLE)
   // Everything not mounted above lives on bwrap's scratch root; freeze it so /data and /tmp are the
