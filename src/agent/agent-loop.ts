@@ -5,7 +5,7 @@ import type { AgentEvent, EventSink } from './event-sink.js'
 import { type Block, type Message, type ModelClient, ModelError, type Turn, type TurnRequest, type Usage } from './model.js'
 import type { AgentTask, Environment, TaskOutcome, ThinkingEffort } from './task.js'
 import type { TaskSource } from './task-source.js'
-import { TOOL_SPECS, type Toolbox } from './tools.js'
+import { type DiskUsage, diskOverText, TOOL_SPECS, type Toolbox } from './tools.js'
 
 /** Role-level settings; a task's own values win. */
 export interface AgentDefaults {
@@ -81,6 +81,7 @@ export class Agent {
       environment_description: task.environment_description ?? this.#defaults.environment_description,
     }
     this.#lastTaskId = task.id
+    this.#o.tools.beginTask()
     await this.#openSession(task)
     await this.#emit(task.id, {
       type: 'task_start', description: task.description, session_id: this.#sessionId,
@@ -99,7 +100,13 @@ export class Agent {
     let continuations = 0
     let lastText = ''
     let iteration = 0
+    let scanNoticeSent = false
     const end = async (status: 'completed' | 'failed', summary: string, reason?: string): Promise<TaskOutcome> => {
+      if (status === 'completed') {
+        // Whatever the task did last (a write, a background job), it may not leave /data over its quota.
+        const over = await this.#o.tools.diskOver().catch(() => null)
+        if (over) [status, summary, reason] = ['failed', diskOverText(over), 'disk_quota_exceeded']
+      }
       const outcome: TaskOutcome = { task_id: task.id, status, summary, iterations: iteration, usage, ...(reason ? { reason } : {}) }
       await this.#saveSession()
       await this.#emit(task.id, { type: 'task_end', status, summary, iterations: iteration, usage, ...(reason ? { reason } : {}) })
@@ -130,8 +137,14 @@ export class Agent {
 
         const results: Block[] = []
         let finish: { summary: string; status: 'completed' | 'failed' } | undefined
+        let diskOver: DiskUsage | undefined
         for (const call of turn.content) {
           if (call.type !== 'tool_use') continue
+          if (diskOver) {
+            // Every tool_use needs its result, or the saved conversation cannot be resumed.
+            results.push({ type: 'tool_result', tool_use_id: call.id, content: 'Not run: the task failed on the disk quota.', is_error: true })
+            continue
+          }
           await this.#emit(task.id, { type: 'tool_call', iteration, tool_use_id: call.id, tool: call.name, input: clipStrings(call.input) })
           const started = Date.now()
           const out = await this.#o.tools.run(call.name, call.input, signal)
@@ -139,7 +152,13 @@ export class Agent {
             type: 'tool_result', iteration, tool_use_id: call.id, tool: call.name, is_error: out.isError,
             output: out.output.slice(0, EVENT_OUTPUT_CAP), truncated: out.output.length > EVENT_OUTPUT_CAP, duration_ms: Date.now() - started,
           })
-          if (out.fileChange) await this.#emit(task.id, { type: 'file_change', iteration, ...out.fileChange })
+          if (out.scanTruncated && !scanNoticeSent) {
+            // Once per task: the tree is larger than the change scan looks at.
+            scanNoticeSent = true
+            await this.#emit(task.id, { type: 'file_change', iteration, path: '.', action: 'modified', scan_truncated: true })
+          }
+          for (const change of out.fileChanges ?? []) await this.#emit(task.id, { type: 'file_change', iteration, ...change })
+          if (out.diskOver) diskOver = out.diskOver
           if (out.finish) finish = out.finish
           results.push({ type: 'tool_result', tool_use_id: call.id, content: out.output, ...(out.isError ? { is_error: true } : {}) })
         }
@@ -150,6 +169,7 @@ export class Agent {
         })
         await this.#emit(task.id, { type: 'iteration_end', iteration, stop_reason: turn.stopReason, usage: turn.usage, tool_calls: results.length })
 
+        if (diskOver) return await end('failed', diskOverText(diskOver), 'disk_quota_exceeded')
         if (finish) return await end(finish.status, finish.summary || lastText, finish.status === 'failed' ? 'agent_reported_failure' : undefined)
         if (results.length > 0) continue
         if (turn.stopReason === 'refusal') return await end('failed', lastText || 'The model refused the task.', 'refusal')

@@ -9,7 +9,7 @@ import type { ModelClient } from './model.js'
 import { OpenAiClient } from './openai.js'
 import type { TaskOutcome } from './task.js'
 import { FileTaskSource, HttpTaskSource, type TaskSource } from './task-source.js'
-import { Toolbox } from './tools.js'
+import { Toolbox, toolboxOptionsFromEnv } from './tools.js'
 
 export { Agent, type AgentDefaults, type AgentOptions } from './agent-loop.js'
 export { agentEnvironment, configFromEnv, createDispatcher, DEFAULT_EVENTS_URL, TASKS_FILE, type AgentConfig, type AgentLaunchSettings } from './config.js'
@@ -35,7 +35,7 @@ export async function runAgent(config: AgentConfig, source?: TaskSource, sink?: 
     const model: ModelClient = config.provider === 'openai' ? new OpenAiClient(common) : new AnthropicClient(common)
     const agent = new Agent({
       model,
-      tools: new Toolbox(config.workspaceDir),
+      tools: new Toolbox(config.workspaceDir, toolboxOptionsFromEnv()),
       sink: sink ?? new HttpEventSink(config.eventsUrl, dispatcher),
       defaults: config.defaults,
       sessionFile: join(config.workspaceDir, SESSION_FILE),

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process'
 import { lstat, mkdir, readFile, realpath, stat, writeFile } from 'node:fs/promises'
 import { dirname, isAbsolute, relative, resolve, sep } from 'node:path'
+import { capChanges, type FileChange, FileWatch, scanTree } from './file-watch.js'
 import type { ToolSpec } from './model.js'
 
 /** Output the model sees from one tool call, at most. The rest is cut with a marker. */
@@ -52,18 +53,64 @@ export const TOOL_SPECS: ToolSpec[] = [
 export interface ToolOutcome {
   output: string
   isError: boolean
-  /** Set when write_file changed a file (for the file_change event). */
-  fileChange?: { path: string; action: 'created' | 'modified'; size: number }
+  /** Files the call changed (one file_change event each): write_file's own, or a shell command's diff. */
+  fileChanges?: FileChange[]
+  /** The change scan hit its entry limit: paths past it were not compared. */
+  scanTruncated?: boolean
+  /** Set when /data is over its disk quota after the call: the task fails. */
+  diskOver?: DiskUsage
   /** Set by finish. */
   finish?: { summary: string; status: 'completed' | 'failed' }
+}
+
+export interface DiskUsage {
+  usedBytes: number
+  quotaBytes: number
+}
+
+export interface ToolboxOptions {
+  /** Allocated bytes /data may hold; checked after each shell command, write and task. Default none. */
+  diskQuotaBytes?: number
+  /** Entries a change scan records at most (default file-watch MAX_SCAN_ENTRIES). */
+  maxScanEntries?: number
+}
+
+/** The agent's state directory inside /data (conversation file): bookkeeping, not the user's files. */
+const AGENT_STATE_DIR = '.corral'
+
+/** Toolbox options from the workspace environment the runtime sets (CORRAL_WORKSPACE_DISK_MB). */
+export function toolboxOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): ToolboxOptions {
+  const mb = Number(env.CORRAL_WORKSPACE_DISK_MB)
+  return Number.isFinite(mb) && mb > 0 ? { diskQuotaBytes: Math.floor(mb * 1024 * 1024) } : {}
 }
 
 /** Runs the agent's tools confined to one directory (/data in a workspace). */
 export class Toolbox {
   readonly root: string
+  readonly #options: ToolboxOptions
+  readonly #watch: FileWatch
 
-  constructor(root: string) {
+  constructor(root: string, options: ToolboxOptions = {}) {
     this.root = resolve(root)
+    this.#options = options
+    this.#watch = new FileWatch(this.root, {
+      skipTopLevel: [AGENT_STATE_DIR],
+      countAllBytes: options.diskQuotaBytes !== undefined,
+      ...(options.maxScanEntries !== undefined ? { maxEntries: options.maxScanEntries } : {}),
+    })
+  }
+
+  /** A new task: shell changes are compared from a fresh scan (the control plane may have added uploads). */
+  beginTask(): void {
+    this.#watch.reset()
+  }
+
+  /** /data's usage when it is over the quota; null when under it or no quota is set. */
+  async diskOver(): Promise<DiskUsage | null> {
+    const quotaBytes = this.#options.diskQuotaBytes
+    if (quotaBytes === undefined) return null
+    const { bytes } = await scanTree(this.root, { maxEntries: 0, countAllBytes: true })
+    return bytes > quotaBytes ? { usedBytes: bytes, quotaBytes } : null
   }
 
   async run(name: string, input: Record<string, unknown>, signal?: AbortSignal): Promise<ToolOutcome> {
@@ -124,16 +171,20 @@ export class Toolbox {
     await writeFile(path, input.content)
     const rel = relative(this.root, path)
     const size = Buffer.byteLength(input.content)
+    await this.#watch.record(rel)
+    const over = await this.diskOver()
     return {
-      output: `Wrote ${size} bytes to ${rel}.`,
-      isError: false,
-      fileChange: { path: rel, action: existed ? 'modified' : 'created', size },
+      output: `Wrote ${size} bytes to ${rel}.${over ? `\n${diskOverText(over)}` : ''}`,
+      isError: over !== null,
+      fileChanges: [{ path: rel, action: existed ? 'modified' : 'created', size }],
+      ...(over ? { diskOver: over } : {}),
     }
   }
 
   async #runCommand(input: Record<string, unknown>, signal?: AbortSignal): Promise<ToolOutcome> {
     if (typeof input.command !== 'string' || input.command.trim() === '') throw new Error('command must be a non-empty string')
     const seconds = Math.min(MAX_TIMEOUT_S, Math.max(1, Number(input.timeout_seconds) || DEFAULT_TIMEOUT_S))
+    await this.#watch.baseline()
     // Own process group, so a timeout kills what the command started too.
     const child = spawn('/bin/sh', ['-c', input.command], { cwd: this.root, detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
     let output = ''
@@ -167,13 +218,27 @@ export class Toolbox {
     })
     const tail = dropped > 0 ? `\n[… ${dropped} more bytes of output cut]` : ''
     const head = timedOut ? `timed out after ${seconds}s` : sig ? `killed by ${sig}` : `exit code ${code}`
-    return { output: `${head}\n${output}${tail}`, isError: timedOut || code !== 0 }
+    const { changes, manifest } = await this.#watch.changes()
+    const quotaBytes = this.#options.diskQuotaBytes
+    const over = quotaBytes !== undefined && manifest.bytes > quotaBytes ? { usedBytes: manifest.bytes, quotaBytes } : null
+    return {
+      output: `${head}\n${output}${tail}${over ? `\n${diskOverText(over)}` : ''}`,
+      isError: timedOut || code !== 0 || over !== null,
+      ...(changes.length > 0 ? { fileChanges: capChanges(changes) } : {}),
+      ...(manifest.truncated ? { scanTruncated: true } : {}),
+      ...(over ? { diskOver: over } : {}),
+    }
   }
 }
 
 function inside(root: string, path: string): boolean {
   const rel = relative(root, path)
   return rel === '' || (!rel.startsWith(`..${sep}`) && rel !== '..' && !isAbsolute(rel))
+}
+
+export function diskOverText(d: DiskUsage): string {
+  const mb = (n: number): string => (n / (1024 * 1024)).toFixed(1)
+  return `The workspace directory uses ${mb(d.usedBytes)} MB, over its disk quota of ${mb(d.quotaBytes)} MB.`
 }
 
 function cap(text: string): string {

@@ -80,7 +80,7 @@ describe.each(['anthropic', 'openai'] as const)('Agent with the %s streaming API
       expect(h.sink.types()).toEqual([
         'session_start', 'task_start',
         'iteration_start', 'agent_thinking', 'agent_response',
-        'tool_call', 'tool_result', 'file_change', 'tool_call', 'tool_result',
+        'tool_call', 'tool_result', 'file_change', 'tool_call', 'tool_result', 'file_change',
         'progress_status', 'iteration_end',
         'iteration_start', 'tool_call', 'tool_result', 'progress_status', 'iteration_end',
         'task_end', 'session_end',
@@ -88,7 +88,8 @@ describe.each(['anthropic', 'openai'] as const)('Agent with the %s streaming API
       const ev = (type: string) => h.sink.events.filter((e) => e.type === type)
       expect(ev('agent_thinking')[0]).toMatchObject({ text: 'I should write the file, then check it.', task_id: 'task_1' })
       expect(ev('agent_response')[0]).toMatchObject({ text: 'Writing the greeting.' })
-      expect(ev('file_change')[0]).toMatchObject({ path: 'out/hello.txt', action: 'created', size: 21 })
+      // The shell command's own change only: write_file's file is not reported a second time.
+      expect(ev('file_change').map((e) => [e.path, e.action, e.size, e.iteration])).toEqual([['out/hello.txt', 'created', 21, 1], ['out/size.txt', 'created', 3, 1]])
       expect(ev('tool_call')[0]).toMatchObject({ tool: 'write_file', input: { path: 'out/hello.txt', content: 'hello from the model\n' } })
       expect(ev('tool_result')[1]).toMatchObject({ tool: 'run_command', is_error: false, output: 'exit code 0\nhello from the model\nran\n' })
       expect(ev('task_start')[0]).toMatchObject({ description: 'Say hello in out/hello.txt', thinking_effort: 'medium', environment: 'staging' })

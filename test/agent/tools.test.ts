@@ -22,8 +22,8 @@ describe(Toolbox.name, () => {
   })
 
   it('writes and reads files under the root, reporting created then modified', async () => {
-    expect(await tools.run('write_file', { path: 'a/b.txt', content: 'one' })).toMatchObject({ isError: false, fileChange: { path: 'a/b.txt', action: 'created', size: 3 } })
-    expect(await tools.run('write_file', { path: join(root, 'a/b.txt'), content: 'two!' })).toMatchObject({ fileChange: { action: 'modified', size: 4 } })
+    expect(await tools.run('write_file', { path: 'a/b.txt', content: 'one' })).toMatchObject({ isError: false, fileChanges: [{ path: 'a/b.txt', action: 'created', size: 3 }] })
+    expect(await tools.run('write_file', { path: join(root, 'a/b.txt'), content: 'two!' })).toMatchObject({ fileChanges: [{ action: 'modified', size: 4 }] })
     expect(await tools.run('read_file', { path: 'a/b.txt' })).toEqual({ output: 'two!', isError: false })
   })
 
