@@ -6,6 +6,7 @@
 // Documented in docs/workspaces.md ("Agent events").
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
 import { AGENT_EVENT_TYPES, type AgentEventType } from '../../audit/event.js'
+import { compileSchema } from '../../policy/json-schema.js'
 
 type Schema = Record<string, unknown>
 
@@ -56,10 +57,85 @@ const validators = new Map<string, ValidateFunction>(AGENT_EVENT_TYPES.map((t) =
 export function agentEventErrors(type: AgentEventType, body: unknown): Record<string, string> | undefined {
   const validate = validators.get(type)!
   if (validate(body)) return undefined
-  const fields: Record<string, string> = {}
-  for (const e of validate.errors as ErrorObject[]) {
+  return fieldMessages(validate.errors as ErrorObject[], {})
+}
+
+function fieldMessages(errors: readonly ErrorObject[], fields: Record<string, string>): Record<string, string> {
+  for (const e of errors) {
     const key = e.keyword === 'required' ? `/${String((e.params as { missingProperty: string }).missingProperty)}` : e.instancePath || '/'
     fields[key] ??= e.message ?? 'invalid'
   }
   return fields
 }
+
+// ---- packs' schemas (docs/workspaces.md "Agent events") ----------------------------------------
+// A pack attached to the workspace's role may declare `agent_events`: per type, a JSON Schema the
+// body must ALSO satisfy. They were checked at upload (src/packs/manifest.ts); here they are
+// compiled once per pack content digest (the manifest is part of the content, so one digest means
+// one set of schemas) and kept, so an event only runs compiled validators.
+
+/** What a workspace's pack contributes to event validation. */
+export interface PackEventSchemaSource {
+  name: string
+  /** The pack's content digest (`image_digest`): the cache key. */
+  digest: string
+  agent_events?: Partial<Record<AgentEventType, Record<string, unknown>>>
+}
+
+/** One attached pack's compiled schemas (only the types it declares). */
+export interface PackEventValidators {
+  readonly name: string
+  readonly validators: ReadonlyMap<AgentEventType, ValidateFunction>
+}
+
+const compiled = new Map<string, ReadonlyMap<AgentEventType, ValidateFunction>>()
+/** Digests kept; the oldest compiled set is dropped past it (re-uploads make new digests). */
+const COMPILED_PACKS_KEPT = 256
+
+/** The pack's validators, compiled on first use of its digest. Throws when a schema does not compile. */
+export function packEventValidators(pack: PackEventSchemaSource): PackEventValidators {
+  let validators = compiled.get(pack.digest)
+  if (!validators) {
+    const map = new Map<AgentEventType, ValidateFunction>()
+    for (const [type, schema] of Object.entries(pack.agent_events ?? {})) {
+      if (!TYPES.has(type) || !schema) continue
+      // The same compiler (drafts, no external $ref) that accepted the schema at upload.
+      const c = compileSchema(schema)
+      if (!c.ok) throw new Error(`the agent_events schema for ${type} of pack ${pack.name} does not compile: ${c.message}`)
+      map.set(type as AgentEventType, c.validate)
+    }
+    if (compiled.size >= COMPILED_PACKS_KEPT) compiled.delete(compiled.keys().next().value!)
+    compiled.set(pack.digest, map)
+    validators = map
+  }
+  return { name: pack.name, validators }
+}
+
+/** How many pack digests have compiled validators (tests: the hot path does not recompile). */
+export function compiledPackCount(): number {
+  return compiled.size
+}
+
+/**
+ * Checks a body against corral's schema for its type and every attached pack's schema for it.
+ * Field messages are merged (corral's first, then the packs' in attachment order; the first
+ * message for a field wins); `packs` names the packs whose schema refused it.
+ */
+export function agentEventViolation(type: AgentEventType, body: unknown, packs: readonly PackEventValidators[] = []):
+  { message: string; fields: Record<string, string>; packs: string[] } | undefined {
+  const own = validators.get(type)!
+  const fields: Record<string, string> = own(body) ? {} : fieldMessages(own.errors as ErrorObject[], {})
+  const ownFailed = Object.keys(fields).length > 0
+  const refusedBy: string[] = []
+  for (const p of packs) {
+    const validate = p.validators.get(type)
+    if (!validate || validate(body)) continue
+    refusedBy.push(p.name)
+    fieldMessages(validate.errors as ErrorObject[], fields)
+  }
+  if (!ownFailed && refusedBy.length === 0) return undefined
+  const whose = [...(ownFailed ? ['its schema'] : []), ...refusedBy.map((n) => `the schema of pack ${n}`)].join(' and ')
+  return { message: `the ${type} event does not match ${whose}`, fields, packs: refusedBy }
+}
+
+const TYPES = new Set<string>(AGENT_EVENT_TYPES)

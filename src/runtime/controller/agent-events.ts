@@ -1,7 +1,8 @@
 // The agent callback (spec "Agent events"): `POST /task/{id}/event` from inside a workspace,
 // reached through the proxy's control endpoint (src/proxy/control-endpoint.ts) after the capability
 // token check. The body's `type` must be one of AGENT_EVENT_TYPES and the body must match that
-// type's schema (agent-event-schemas.ts); then the `agent_events` counters are debited through the
+// type's schema and the schema for it of every pack attached to the workspace's role
+// (agent-event-schemas.ts; the packs the workspace's agent was started with); then the `agent_events` counters are debited through the
 // proxy's budgets (a deny answers 429/403 and records nothing). The row is category `activity`,
 // actor `agent`, with the raw body as `detail` and the debits on the row. `task_end` completes the task (the controller then
 // snapshots when the agent exits). `GET /tasks/next` serves the agent of a warm pool member
@@ -10,7 +11,7 @@
 import { AGENT_EVENT_TYPES, type AgentEventType, type AuditSink } from '../../audit/event.js'
 import type { AgentEventCharge, ControlEndpointHandler, ControlReply } from '../../proxy/control-endpoint.js'
 import type { CapabilityClaims } from '../../proxy/token.js'
-import { agentEventErrors } from './agent-event-schemas.js'
+import { agentEventViolation } from './agent-event-schemas.js'
 import type { WorkspaceController } from './controller.js'
 
 const EVENT_PATH = /^\/task\/([A-Za-z0-9_-]{1,128})\/event\/?$/
@@ -56,8 +57,9 @@ export class AgentEvents implements ControlEndpointHandler {
     const ws = await this.#controller.tables.get(claims.org_id, claims.workspace_id)
     const task = await this.#controller.tables.tasks.get(claims.org_id, taskId)
     if (!ws || !task || task.workspace_id !== ws.id) return refuse(404, 'not_found', `task ${taskId} not found in this workspace`)
-    const fields = agentEventErrors(event.type as AgentEventType, event)
-    if (fields) return refuse(400, 'validation_error', `the ${event.type} event does not match its schema`, { fields })
+    // corral's schema for the type and, for the packs of the role, theirs (compiled once per digest).
+    const bad = agentEventViolation(event.type as AgentEventType, event, await this.#controller.agentEventSchemas(ws.org_id, ws.id))
+    if (bad) return refuse(400, 'validation_error', bad.message, { fields: bad.fields, ...(bad.packs.length ? { packs: bad.packs } : {}) })
     const charged = charge ? await charge() : undefined
     if (charged && !charged.ok) return refuse(charged.status, charged.reason, `agent event refused by the workspace policy (${charged.reason})`, charged.detail)
     await this.#audit.emit({

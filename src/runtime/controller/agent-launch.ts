@@ -2,13 +2,18 @@
 // docs/agent.md "Configuration") and the task itself (role defaults merged with the task's own
 // overrides). Values come from the store at each task start, so a role edit applies to the next task.
 import type { AgentTask } from '../../agent/task.js'
+import { CONTROL_HOST } from '../../proxy/control-endpoint.js'
 import type { RoleConfig, TaskRecord } from '../../store/repositories/workspaces.js'
+import type { AgentLaunch } from '../runtime.js'
+import type { WorkspacePacks } from './workspace-packs.js'
 
 export function agentEnv(role: RoleConfig): Record<string, string> {
   const env: Record<string, string> = {
     CORRAL_PROVIDER_KIND: role.provider_kind === 'openai' ? 'openai' : 'anthropic',
     CORRAL_MODEL: role.model ?? '',
     CORRAL_ENVIRONMENT: role.environment,
+    // Spelled out for agents other than corral's, which would not know the default.
+    CORRAL_EVENTS_URL: `https://${CONTROL_HOST}`,
   }
   const base = role.provider_base_url ?? (role.provider_domain ? `https://${role.provider_domain}` : undefined)
   if (base) env.CORRAL_PROVIDER_BASE_URL = base
@@ -17,6 +22,16 @@ export function agentEnv(role: RoleConfig): Record<string, string> {
   if (role.max_continuations !== null) env.CORRAL_MAX_CONTINUATIONS = String(role.max_continuations)
   if (role.max_context_tokens !== null) env.CORRAL_MAX_CONTEXT_TOKENS = String(role.max_context_tokens)
   return env
+}
+
+/**
+ * Which program runs and what it sees of the packs: the agent of a pack when one of the role's
+ * packs provides it (its `agent.env` beneath corral's variables), else the server-wide default.
+ */
+export function agentProgram(packs: WorkspacePacks, defaultCommand: readonly string[]): Pick<AgentLaunch, 'command' | 'commandPack' | 'baseEnv' | 'packs'> {
+  const mounts = packs.mounts.length ? { packs: packs.mounts } : {}
+  if (!packs.agent) return { command: defaultCommand, ...mounts }
+  return { command: packs.agent.command, commandPack: packs.agent.pack, baseEnv: packs.agent.env, ...mounts }
 }
 
 /** The task as the agent reads it from `$CORRAL_INBOX/tasks.json`. */

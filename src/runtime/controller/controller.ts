@@ -25,7 +25,9 @@ import {
 } from '../../store/repositories/workspaces.js'
 import type { AgentProcess, SnapshotFileEntry, WorkspaceRuntime } from '../runtime.js'
 import type { AgentTask } from '../../agent/task.js'
-import { agentEnv, agentTask } from './agent-launch.js'
+import { agentEnv, agentProgram, agentTask } from './agent-launch.js'
+import type { PackEventValidators } from './agent-event-schemas.js'
+import { resolveWorkspacePacks, type PackSource, type WorkspacePacks } from './workspace-packs.js'
 
 export const DEFAULT_TASK_TIMEOUT_SECONDS = 3600
 /** How long `GET /tasks/next` is held for a warm agent before a 204 (it asks again at once). */
@@ -59,8 +61,10 @@ export interface ControllerOptions {
   audit: AuditSink
   runtime: WorkspaceRuntime
   tokens: CapabilityTokens
-  /** argv of the agent inside the workspace (defaultAgentCommand()). */
+  /** argv of the agent inside the workspace (defaultAgentCommand()) when no attached pack provides one. */
   agentCommand: readonly string[]
+  /** The packs attached to roles (store.packs + the content store); without it no packs are mounted. */
+  packs?: PackSource
   /** Where uploads wait until the workspace's /data exists. */
   stagingRoot: string
   logger?: Logger
@@ -99,6 +103,8 @@ export class WorkspaceController implements WorkspaceControl {
   readonly #running = new Map<string, RunningTask>()
   readonly #idleTimers = new Map<string, NodeJS.Timeout>()
   readonly #warm = new Map<string, WarmAgent>()
+  /** The packs each workspace's current agent was started with (its event schemas). */
+  readonly #launchPacks = new Map<string, WorkspacePacks>()
   /** Pool members whose warm agent exited fast: claims start their agent cold. */
   readonly #coldMembers = new Set<string>()
   /** Per `dynamic` role: when claims found its pool empty or drained it (clock ms, newest last). */
@@ -520,9 +526,10 @@ export class WorkspaceController implements WorkspaceControl {
     let proc: AgentProcess
     try {
       await this.#o.runtime.provision({ workspaceId: ws.id })
+      const packs = await this.#packsFor(ws, role)
       const { token } = await this.#o.tokens.mint({ org_id: ws.org_id, workspace_id: ws.id }, WARM_TOKEN_TTL_S)
       proc = await this.#o.runtime.startAgent(ws.id, {
-        command: this.#o.agentCommand,
+        ...agentProgram(packs, this.#o.agentCommand),
         proxyToken: token,
         env: { ...(role ? agentEnv(role) : {}), ...this.#o.agentEnv, CORRAL_TASK_SOURCE: 'http' },
       })
@@ -542,6 +549,29 @@ export class WorkspaceController implements WorkspaceControl {
       if (Date.now() - warm.startedAt < WARM_RESTART_AFTER_MS) this.#coldMembers.add(ws.id)
       else if (!this.#closed) void this.kick(ws.id)
     })
+  }
+
+  /**
+   * The role's packs for an agent about to start, remembered as that agent's (its events are
+   * checked against their schemas until the next start).
+   */
+  async #packsFor(ws: WorkspaceRecord, role: RoleConfig | undefined): Promise<WorkspacePacks> {
+    const packs = await resolveWorkspacePacks(this.#o.packs, ws.org_id, role?.pack_ids ?? [])
+    this.#launchPacks.set(ws.id, packs)
+    return packs
+  }
+
+  /**
+   * The pack schemas a workspace's agent events must also satisfy: those its running agent was
+   * started with; read from the role when no agent of this process started it (a restart).
+   */
+  async agentEventSchemas(orgId: string, workspaceId: string): Promise<readonly PackEventValidators[]> {
+    const known = this.#launchPacks.get(workspaceId)
+    if (known) return known.schemas
+    const ws = await this.#t.get(orgId, workspaceId)
+    if (!ws) return []
+    const role = await this.#t.role(ws.org_id, { id: ws.role_id })
+    return (await resolveWorkspacePacks(this.#o.packs, orgId, role?.pack_ids ?? [])).schemas
   }
 
   /** Forgets a warm agent (stop, restart); its pending long poll answers 'none' (410). */
@@ -595,8 +625,9 @@ export class WorkspaceController implements WorkspaceControl {
         warm.wake?.()
         proc = warm.process
       } else {
+        const packs = await this.#packsFor(ws, role)
         proc = await this.#o.runtime.startAgent(ws.id, {
-          command: this.#o.agentCommand,
+          ...agentProgram(packs, this.#o.agentCommand),
           proxyToken: token,
           env: { ...(role ? agentEnv(role) : {}), ...this.#o.agentEnv },
           files: { 'tasks.json': JSON.stringify([agentTask(task)]) },
@@ -651,6 +682,7 @@ export class WorkspaceController implements WorkspaceControl {
   async #stopNow(ws: WorkspaceRecord, actorUserId?: string): Promise<void> {
     this.#clearIdle(ws.id)
     this.#dropWarm(ws.id)
+    this.#launchPacks.delete(ws.id)
     const run = this.#running.get(ws.id)
     let count = ws.task_count
     if (ws.state === 'provisioning') {

@@ -90,6 +90,8 @@ export interface RoleConfig {
   max_context_tokens: number | null
   pool_policy: string | null
   pool_size: number | null
+  /** Attached packs, in the role's order (mounted in the workspace; docs/workspaces.md "Packs"). */
+  pack_ids: string[]
   role_archived: boolean
   provider_archived: boolean
 }
@@ -155,7 +157,7 @@ export function workspaceTables(anyDb: Kysely<any>) {
         environment_description: r.environment_description ?? null, task_timeout_seconds: num(r.task_timeout_seconds),
         idle_timeout_seconds: num(r.idle_timeout_seconds), thinking_effort: r.thinking_effort ?? null,
         max_continuations: num(r.max_continuations), max_context_tokens: num(r.max_context_tokens),
-        pool_policy: r.pool_policy ?? null, pool_size: num(r.pool_size),
+        pool_policy: r.pool_policy ?? null, pool_size: num(r.pool_size), pack_ids: packIds(r.pack_ids),
         role_archived: r.archived_at !== null && r.archived_at !== undefined, provider_archived: r.provider_archived_at !== null && r.provider_archived_at !== undefined,
       }
     },
@@ -335,6 +337,12 @@ export function workspaceTables(anyDb: Kysely<any>) {
 }
 
 export type WorkspaceTables = ReturnType<typeof workspaceTables>
+
+function packIds(v: unknown): string[] {
+  if (typeof v !== 'string' || v === '') return []
+  const ids: unknown = JSON.parse(v)
+  return Array.isArray(ids) ? ids.filter((x): x is string => typeof x === 'string') : []
+}
 
 function num(v: unknown): number | null {
   return v === null || v === undefined ? null : Number(v)
