@@ -6,6 +6,7 @@ import { mkdir } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { createAuditBus, createAuditWriter } from '../audit/index.js'
+import { packService } from '../packs/service.js'
 import { proxyService } from '../proxy/serve-service.js'
 import { workspaceService } from '../runtime/controller/service.js'
 import { openStore } from '../store/index.js'
@@ -68,7 +69,7 @@ export const apiService: ServiceFactory = async ({ deps, options }) => {
 }
 
 /** Started in order, stopped in reverse. */
-export const SERVICES: ServiceFactory[] = [proxyService, workspaceService, apiService]
+export const SERVICES: ServiceFactory[] = [proxyService, packService, workspaceService, apiService]
 
 export interface RunningServe {
   readonly services: readonly Service[]

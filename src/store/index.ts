@@ -22,6 +22,7 @@ export type {
 } from './repositories/audit.js'
 export { newId, nowIso } from './ids.js'
 export { PROVIDER_KINDS, type Provider, type ProviderKind } from './repositories/providers.js'
+export { PACK_ORIGINS, PACK_TIERS, PACK_VISIBILITIES, type PackOrigin, type PackRecord, type PackTier, type PackVisibility } from './repositories/packs.js'
 export { ENVIRONMENTS, POOL_POLICIES, THINKING_EFFORTS, type AgentRole, type Environment, type PoolPolicy, type ThinkingEffort } from './repositories/agent-roles.js'
 
 /** Repositories bound to one transaction, plus a notify that fires only after it commits. */

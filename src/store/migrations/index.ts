@@ -7,6 +7,7 @@ import { budgetLedgers } from './20261122T104000-budget-ledgers.js'
 import { workspacesTasks } from './20261122T111000-workspaces.js'
 import { workspacePool } from './20261122T112000-workspace-pool.js'
 import { roles } from './20261122T110000-roles.js'
+import { packs } from './20261122T120000-packs.js'
 import type { StoreMigration } from './types.js'
 
 export type { StoreMigration } from './types.js'
@@ -19,4 +20,5 @@ export const migrations: readonly StoreMigration[] = [
   roles,
   workspacesTasks,
   workspacePool,
+  packs,
 ]

@@ -6,6 +6,7 @@ import { createAuditRepository } from './audit.js'
 import type { RepoContext } from './context.js'
 import { createMembershipsRepository } from './memberships.js'
 import { createOrgsRepository } from './orgs.js'
+import { createPacksRepository } from './packs.js'
 import { createProvidersRepository } from './providers.js'
 import { createSettingsRepository } from './settings.js'
 import { createUsersRepository } from './users.js'
@@ -21,6 +22,7 @@ export const repositoryFactories = {
   audit: createAuditRepository,
   providers: createProvidersRepository,
   agentRoles: createAgentRolesRepository,
+  packs: createPacksRepository,
 } satisfies Record<string, (ctx: RepoContext) => object>
 
 export type Repositories = { [K in keyof typeof repositoryFactories]: ReturnType<(typeof repositoryFactories)[K]> }

@@ -1,0 +1,210 @@
+// The pack content store. The spec's "the service builds the container image" becomes, for the
+// local runtime (no container engine), a normalised content-addressed tree: an uploaded archive is
+// extracted into a temporary directory under the store root, its pack.yaml and capabilities
+// fragment are checked, permissions are normalised (files read-only, dirs 0755), and the tree is
+// hashed as a deterministic tar (sorted entries, zero owners and mtimes) — so the same contents
+// always give the same `image_digest`. The tree is then renamed into `<root>/sha256-<hex>`
+// atomically; identical content already there is simply reused. Layout and rules: docs/packs.md.
+import { createHash } from 'node:crypto'
+import { createReadStream } from 'node:fs'
+import { chmod, lstat, mkdir, mkdtemp, readdir, readFile, readlink, rename, rm, stat } from 'node:fs/promises'
+import { join } from 'node:path'
+import type { Readable } from 'node:stream'
+import tarStream from 'tar-stream'
+import { compilePolicy } from '../policy/index.js'
+import { apiError } from '../server/errors.js'
+import { DEFAULT_ARCHIVE_LIMITS, extractPackArchive, type ArchiveLimits } from './archive.js'
+import { MAX_MANIFEST_BYTES, parsePackManifest, type PackManifest } from './manifest.js'
+
+export const DIGEST_RE = /^sha256:([0-9a-f]{64})$/
+/** Largest capabilities fragment read from a pack (same bound as a role's capabilities). */
+const MAX_CAPABILITIES_BYTES = 256 * 1024
+const EPOCH = new Date(0)
+
+export interface IngestedPack {
+  manifest: PackManifest
+  /** `sha256:<hex>` of the normalised tree's deterministic tar. */
+  digest: string
+  /** Total bytes of the pack's files. */
+  sizeBytes: number
+  /** The text of the caps.yaml fragment named by the manifest (it compiled). */
+  capabilities?: string
+}
+
+export class PackContent {
+  readonly #limits: ArchiveLimits
+
+  /** `root` is `join(dataDir, 'packs')`; it is created on first ingest. */
+  constructor(readonly root: string, limits: ArchiveLimits = DEFAULT_ARCHIVE_LIMITS) {
+    this.#limits = limits
+  }
+
+  get limits(): ArchiveLimits {
+    return this.#limits
+  }
+
+  /** The extracted read-only tree of a digest (whether or not it exists yet). */
+  dir(digest: string): string {
+    const m = DIGEST_RE.exec(digest)
+    if (!m) throw new Error(`not a pack digest: ${JSON.stringify(digest)}`)
+    return join(this.root, `sha256-${m[1]}`)
+  }
+
+  async has(digest: string): Promise<boolean> {
+    try {
+      return (await stat(this.dir(digest))).isDirectory()
+    } catch {
+      return false
+    }
+  }
+
+  /**
+   * Extracts, validates and stores an uploaded archive. Throws CorralErrors: `validation_error`
+   * (archive or pack.yaml), `payload_too_large`, `invalid_capabilities` (the fragment does not
+   * compile; details.diagnostics as for roles).
+   */
+  async ingest(archive: Readable | Buffer): Promise<IngestedPack> {
+    await mkdir(this.root, { recursive: true, mode: 0o755 })
+    const tmp = await mkdtemp(join(this.root, '.ingest-'))
+    try {
+      const { root } = await extractPackArchive(archive, join(tmp, 'tree'), this.#limits)
+      const manifest = parsePackManifest(await readSmallFile(root, 'pack.yaml', MAX_MANIFEST_BYTES, 'pack.yaml'))
+      const capabilities = manifest.capabilities_file === undefined ? undefined : await readCapabilities(root, manifest.capabilities_file)
+      const { digest, sizeBytes } = await normaliseAndHash(root)
+      const final = this.dir(digest)
+      if (!(await this.has(digest))) {
+        try {
+          await rename(root, final)
+        } catch (err) {
+          // A concurrent ingest of the same content won the rename: same digest, same bytes.
+          const code = (err as { code?: string }).code
+          if (!((code === 'ENOTEMPTY' || code === 'EEXIST') && (await this.has(digest)))) throw err
+        }
+      }
+      return { manifest, digest, sizeBytes, ...(capabilities !== undefined ? { capabilities } : {}) }
+    } finally {
+      await rm(tmp, { recursive: true, force: true })
+    }
+  }
+
+  /** Removes a digest's tree (the caller checked no pack row still references it). */
+  async remove(digest: string): Promise<void> {
+    await rm(this.dir(digest), { recursive: true, force: true })
+  }
+
+  /** Removes leftovers of ingests interrupted by a crash (call at startup). */
+  async sweep(): Promise<void> {
+    let names: string[]
+    try {
+      names = await readdir(this.root)
+    } catch {
+      return
+    }
+    for (const n of names) if (n.startsWith('.ingest-')) await rm(join(this.root, n), { recursive: true, force: true })
+  }
+}
+
+async function readSmallFile(root: string, rel: string, max: number, field: string): Promise<string> {
+  const path = join(root, ...rel.split('/'))
+  let info
+  try {
+    info = await lstat(path)
+  } catch {
+    throw apiError('validation_error', `${rel} named by pack.yaml is not in the pack`, { fields: { [field]: `${rel} is not in the pack` } })
+  }
+  if (!info.isFile()) throw apiError('validation_error', `${rel} must be a regular file`, { fields: { [field]: `${rel} must be a regular file (not a link or directory)` } })
+  if (info.size > max) throw apiError('validation_error', `${rel} is larger than ${max} bytes`, { fields: { [field]: `is larger than ${max} bytes` } })
+  return readFile(path, 'utf8')
+}
+
+/** The fragment is lint-checked like a role's capabilities; it is never merged into a role (docs/packs.md). */
+async function readCapabilities(root: string, rel: string): Promise<string> {
+  const source = await readSmallFile(root, rel, MAX_CAPABILITIES_BYTES, 'capabilities')
+  const result = compilePolicy(source, { file: rel })
+  if (!result.ok) {
+    const errors = result.diagnostics.filter((d) => d.severity === 'error')
+    throw apiError('invalid_capabilities', `the pack's capabilities (${rel}) do not compile: ${errors.length} error(s), first: ${errors[0]?.message ?? 'unknown'}`, {
+      diagnostics: result.diagnostics,
+    })
+  }
+  return source
+}
+
+interface TreeEntry {
+  rel: string
+  abs: string
+  kind: 'file' | 'directory' | 'symlink'
+  executable: boolean
+  size: number
+  linkname?: string
+}
+
+/** Every entry below `root`, depth-first, names sorted bytewise: the one order the digest uses. */
+async function walk(root: string, rel = '', out: TreeEntry[] = []): Promise<TreeEntry[]> {
+  const names = (await readdir(join(root, rel))).sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)))
+  for (const name of names) {
+    const r = rel ? `${rel}/${name}` : name
+    const abs = join(root, r)
+    const info = await lstat(abs)
+    if (info.isDirectory()) {
+      out.push({ rel: r, abs, kind: 'directory', executable: true, size: 0 })
+      await walk(root, r, out)
+    } else if (info.isSymbolicLink()) {
+      out.push({ rel: r, abs, kind: 'symlink', executable: false, size: 0, linkname: await readlink(abs) })
+    } else if (info.isFile()) {
+      out.push({ rel: r, abs, kind: 'file', executable: (info.mode & 0o111) !== 0, size: info.size })
+    }
+  }
+  return out
+}
+
+/** Sets the stored permissions and returns the digest of the deterministic tar and the file bytes. */
+async function normaliseAndHash(root: string): Promise<{ digest: string; sizeBytes: number }> {
+  const entries = await walk(root)
+  const hash = createHash('sha256')
+  const pack = tarStream.pack()
+  const consumed = (async () => {
+    for await (const chunk of pack) hash.update(chunk as Buffer)
+  })()
+  let sizeBytes = 0
+  const fixed = { mtime: EPOCH, uid: 0, gid: 0, uname: '', gname: '' }
+  for (const e of entries) {
+    if (e.kind === 'directory') {
+      await addEntry(pack, { ...fixed, name: `${e.rel}/`, type: 'directory', mode: 0o755 })
+    } else if (e.kind === 'symlink') {
+      await addEntry(pack, { ...fixed, name: e.rel, type: 'symlink', mode: 0o777, linkname: e.linkname! })
+    } else {
+      sizeBytes += e.size
+      await addEntry(pack, { ...fixed, name: e.rel, type: 'file', mode: e.executable ? 0o755 : 0o644, size: e.size }, e.abs)
+      await chmod(e.abs, e.executable ? 0o555 : 0o444)
+    }
+  }
+  pack.finalize()
+  await consumed
+  for (const e of entries) if (e.kind === 'directory') await chmod(e.abs, 0o755)
+  await chmod(root, 0o755)
+  return { digest: `sha256:${hash.digest('hex')}`, sizeBytes }
+}
+
+type TarPack = ReturnType<typeof tarStream.pack>
+type TarHeader = Parameters<TarPack['entry']>[0]
+
+/** Adds one entry, streaming a file's bytes with back-pressure; resolves when the entry is written. */
+function addEntry(pack: TarPack, header: TarHeader, file?: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (!file) {
+      pack.entry(header, (err) => (err ? reject(err) : resolve()))
+      return
+    }
+    const sink = pack.entry(header, (err) => (err ? reject(err) : resolve()))
+    const source = createReadStream(file)
+    source.on('error', reject)
+    source.on('data', (chunk) => {
+      if (!sink.write(chunk)) {
+        source.pause()
+        sink.once('drain', () => source.resume())
+      }
+    })
+    source.on('end', () => sink.end(undefined))
+  })
+}
