@@ -11,6 +11,7 @@ import { WorkspaceController, type Actor } from '../../src/runtime/controller/co
 import { ProcessRuntime } from '../../src/runtime/index.js'
 import type { Store } from '../../src/store/index.js'
 import { proxyTables } from '../../src/store/proxy-tables.js'
+import type { PackSource } from '../../src/runtime/controller/workspace-packs.js'
 import type { RoleConfig } from '../../src/store/repositories/workspaces.js'
 
 export const STAND_IN_AGENT = resolve(import.meta.dirname, 'stand-in-agent.mjs')
@@ -40,6 +41,10 @@ export interface RigOptions {
   poolMaxSize?: number
   /** The controller's clock (ControllerOptions.now). */
   now?: () => number
+  /** Where roles' packs come from (ControllerOptions.packs). */
+  packs?: PackSource
+  /** argv of the default agent (the stand-in unless set). */
+  agentCommand?: string[]
 }
 
 export async function controllerRig(store: Store, opts: RigOptions = {}): Promise<ControllerRig> {
@@ -48,8 +53,9 @@ export async function controllerRig(store: Store, opts: RigOptions = {}): Promis
   const runtime = new ProcessRuntime({ root: join(root, 'runtime'), proxy: { host: '127.0.0.1', port: 9 }, warn: () => {}, stopGraceMs: 500 })
   const tokens = new CapabilityTokens(new Uint8Array(randomBytes(32)))
   const make = () => new WorkspaceController({
-    store, audit, runtime, tokens, agentCommand: [process.execPath, STAND_IN_AGENT], stagingRoot: join(root, 'uploads'), reconcileIntervalMs: 60_000,
+    store, audit, runtime, tokens, agentCommand: opts.agentCommand ?? [process.execPath, STAND_IN_AGENT], stagingRoot: join(root, 'uploads'), reconcileIntervalMs: 60_000,
     ...(opts.now ? { now: opts.now } : {}),
+    ...(opts.packs ? { packs: opts.packs } : {}),
   })
   const org = await store.orgs.create({ name: `org-${randomBytes(4).toString('hex')}` })
   const t = proxyTables(store.db)

@@ -5,6 +5,7 @@
 // does not stop serve: the reason is logged once in plain words and task creation answers
 // service_unavailable with it, so the rest of the control plane stays usable.
 import { join } from 'node:path'
+import { PackContent } from '../../packs/content.js'
 import { caCertPath } from '../../proxy/ca.js'
 import { registerControlEndpoint } from '../../proxy/control-endpoint.js'
 import { CapabilityTokens, loadTokenKey } from '../../proxy/token.js'
@@ -13,6 +14,7 @@ import type { ServerDeps } from '../../server/types.js'
 import { createRuntime, defaultAgentCommand, RUNTIME_KINDS, type RuntimeKind } from '../index.js'
 import { AgentEvents } from './agent-events.js'
 import { WorkspaceController } from './controller.js'
+import type { PackSource } from './workspace-packs.js'
 
 declare module '../../server/types.js' {
   interface ServerDeps {
@@ -42,6 +44,7 @@ export const workspaceService: ServiceFactory = async ({ deps, options, services
     runtime,
     tokens: new CapabilityTokens(await loadTokenKey(deps.store.settings)),
     agentCommand: env.CORRAL_AGENT_COMMAND ? JSON.parse(env.CORRAL_AGENT_COMMAND) as string[] : defaultAgentCommand(),
+    packs: packSource(deps, options.dataDir),
     stagingRoot: join(options.dataDir, 'uploads'),
     logger: deps.logger,
     ...(env.CORRAL_AGENT_MAX_ITERATIONS ? { agentEnv: { CORRAL_MAX_ITERATIONS: env.CORRAL_AGENT_MAX_ITERATIONS } } : {}),
@@ -77,6 +80,16 @@ function wire(deps: ServerDeps, controller: WorkspaceController): void {
       const ws = await controller.tables.get(orgId, id)
       return ws ? { id: ws.id, created_by: ws.created_by } : undefined
     },
+  }
+}
+
+/** Packs for the controller: the store's visibility rule and the content trees under `<data dir>/packs`. */
+function packSource(deps: ServerDeps, dataDir: string): PackSource {
+  const own = new PackContent(join(dataDir, 'packs'))
+  return {
+    findVisible: (orgId, ids) => deps.store.packs.findVisible(orgId, ids),
+    // The packs service's store when it runs (same root), else one of our own for reading.
+    dir: (digest) => (deps.packContent ?? own).dir(digest),
   }
 }
 

@@ -10,7 +10,8 @@ import { packEventValidators, type PackEventValidators } from './agent-event-sch
 export interface WorkspacePackRecord {
   id: string
   name: string
-  image_digest: string
+  /** Absent for a registry-origin pack not built yet: no content here, so it is left out. */
+  image_digest?: string
   manifest: {
     agent?: { command: string[]; env?: Record<string, string> }
     agent_events?: Partial<Record<AgentEventType, Record<string, unknown>>>
@@ -45,6 +46,7 @@ export async function resolveWorkspacePacks(source: PackSource | undefined, orgI
   const packs = await source.findVisible(orgId, packIds)
   const out: WorkspacePacks = { mounts: [], schemas: [] }
   for (const p of packs) {
+    if (!p.image_digest) continue
     // Two attached packs with one name (own and community): the first one keeps the directory.
     if (out.mounts.some((m) => m.name === p.name)) continue
     out.mounts.push({ name: p.name, dir: source.dir(p.image_digest) })
