@@ -7,7 +7,7 @@ import { RuntimeError } from './errors.js'
 import type { AgentLaunch, PackMount } from './runtime.js'
 
 /** Pack names are role-style names; anything else could escape the packs directory. */
-const PACK_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/i
+const PACK_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/i
 
 /** Refuses mounts that are not plain names or that repeat a name (two packs, one directory). */
 export function checkPackMounts(packs: readonly PackMount[]): void {
