@@ -5,6 +5,8 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { DirectoryRuntime, type LaunchPlan, type SharedFiles } from './directory-runtime.js'
 import { packageRoot, proxyUrlWithToken } from './layout.js'
+import { RuntimeError } from './errors.js'
+import { checkLimits, findPrlimit, limitsEnv, limitsFromEnv, prlimitArgs, runForOutput, withLimits, type WorkspaceLimits } from './limits.js'
 import { SANDBOX_PACKS } from './sandbox-args.js'
 import type { AgentLaunch, RuntimeCheck, RuntimeOptions } from './runtime.js'
 import {
@@ -19,6 +21,8 @@ export interface LocalRuntimeOptions extends RuntimeOptions {
   bwrap?: string
   /** More host paths the agent needs read-only at the same place (a pack's agent, a toolchain). */
   readOnlyPaths?: readonly string[]
+  /** Resource limits of every workspace (docs/runtime.md "Resource limits"); default from CORRAL_WORKSPACE_* variables. */
+  limits?: WorkspaceLimits
 }
 
 /**
@@ -33,6 +37,8 @@ export class LocalRuntime extends DirectoryRuntime {
   protected readonly usesBridge = true
   readonly #bwrap: string
   readonly #readOnly: string[]
+  readonly #limits: WorkspaceLimits
+  #prlimit: string | null = null
   #disableUserns = false
   #probed = false
 
@@ -40,6 +46,7 @@ export class LocalRuntime extends DirectoryRuntime {
     super(options)
     this.#bwrap = options.bwrap ?? 'bwrap'
     this.#readOnly = [packageRoot(), nodePrefix(), ...(options.readOnlyPaths ?? [])]
+    this.#limits = options.limits ?? limitsFromEnv()
   }
 
   /**
@@ -60,7 +67,9 @@ export class LocalRuntime extends DirectoryRuntime {
       return { ok: false, problems, warnings: [] }
     }
     this.#disableUserns = help.includes('--disable-userns')
+    this.#prlimit = await findPrlimit()
     this.#probed = true
+    const warnings: string[] = []
     const scratch = await mkdtemp(join(tmpdir(), 'corral-bwrap-check-'))
     try {
       const args = bwrapArgs(this.#mounts(scratch, '/dev/null', '/dev/null', null), [
@@ -71,13 +80,17 @@ export class LocalRuntime extends DirectoryRuntime {
       await run(this.#bwrap, args, { env: { PATH: '/usr/bin:/bin' }, timeout: 20_000 })
       const uid = await readFile(join(scratch, 'ok'), 'utf8')
       if (uid !== '1000') problems.push(`the sandbox runs as uid ${uid}, expected 1000 (is bwrap installed setuid?)`)
+      const limits = await checkLimits(this.#limits, this.#prlimit, process.execPath, (command) =>
+        runForOutput(this.#bwrap, bwrapArgs(this.#mounts(scratch, '/dev/null', '/dev/null', null), command), { PATH: '/usr/bin:/bin' }))
+      problems.push(...limits.problems)
+      warnings.push(...limits.warnings)
     } catch (err) {
       const stderr = String((err as { stderr?: string }).stderr ?? (err as Error).message).trim()
       problems.push(`bubblewrap cannot create a sandbox here: ${stderr}. ${userNamespaceHint(stderr)}`.trim())
     } finally {
       await rm(scratch, { recursive: true, force: true })
     }
-    return { ok: problems.length === 0, problems, warnings: [] }
+    return { ok: problems.length === 0, problems, warnings }
   }
 
   /** Probes bwrap's options when serve started workspaces without calling check() first. */
@@ -85,6 +98,10 @@ export class LocalRuntime extends DirectoryRuntime {
     if (this.#probed) return
     const help = await run(this.#bwrap, ['--help']).then((r) => r.stdout, (e: { stdout?: string }) => e.stdout ?? '')
     this.#disableUserns = help.includes('--disable-userns')
+    this.#prlimit = await findPrlimit()
+    if (!this.#prlimit && prlimitArgs(this.#limits).length > 0) {
+      throw new RuntimeError('runtime_unavailable', 'prlimit (util-linux) is not installed, so the workspace limits cannot be applied')
+    }
     this.#probed = true
   }
 
@@ -115,13 +132,15 @@ export class LocalRuntime extends DirectoryRuntime {
         ? { SSL_CERT_FILE: SANDBOX_CA_BUNDLE, CURL_CA_BUNDLE: SANDBOX_CA_BUNDLE, REQUESTS_CA_BUNDLE: SANDBOX_CA_BUNDLE, GIT_SSL_CAINFO: SANDBOX_CA_BUNDLE }
         : {}),
       ...launch.env,
+      ...limitsEnv(this.#limits),
       CORRAL_PROXY_TOKEN: launch.proxyToken,
       // Read by the init only; it removes them from the agent's environment.
       CORRAL_BRIDGE_SOCKET: SANDBOX_PROXY_SOCKET,
       CORRAL_BRIDGE_PORT: String(SANDBOX_PROXY_PORT),
       CORRAL_STOP_GRACE_MS: String(this.options.stopGraceMs ?? 5000),
     }
-    return { file: this.#bwrap, args: bwrapArgs(mounts, [process.execPath, SANDBOX_INIT, ...launch.command]), env }
+    const command = withLimits(this.#prlimit, this.#limits, [process.execPath, SANDBOX_INIT, ...launch.command])
+    return { file: this.#bwrap, args: bwrapArgs(mounts, command), env }
   }
 
   /** bwrap binds them read-only at /packs/<name> (bwrapArgs); nothing to do on the host. */

@@ -1,0 +1,103 @@
+import { randomUUID } from 'node:crypto'
+import { mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { packageRoot } from '../../src/runtime/layout.js'
+import {
+  DEFAULT_LIMITS, LIMIT_ENV, limitsEnv, limitsFromEnv, prlimitArgs, withLimits, type WorkspaceLimits,
+} from '../../src/runtime/limits.js'
+import { LocalRuntime } from '../../src/runtime/local-runtime.js'
+import { bwrapAvailable } from './helpers.js'
+
+describe('workspace limits configuration', () => {
+  it('defaults when unset or empty, 0 for none, fractional CPUs', () => {
+    expect(limitsFromEnv({})).toEqual(DEFAULT_LIMITS)
+    expect(limitsFromEnv({ [LIMIT_ENV.memoryMb]: '', [LIMIT_ENV.pids]: ' 64 ', [LIMIT_ENV.cpus]: '0.5', [LIMIT_ENV.diskMb]: '0' }))
+      .toEqual({ ...DEFAULT_LIMITS, pids: 64, cpus: 0.5, diskMb: 0 })
+  })
+
+  it('names every bad value at once', () => {
+    expect(() => limitsFromEnv({ [LIMIT_ENV.memoryMb]: '1.5', [LIMIT_ENV.pids]: '-1', [LIMIT_ENV.cpus]: 'many', [LIMIT_ENV.openFiles]: '4096' }))
+      .toThrow(/CORRAL_WORKSPACE_MEMORY_MB must be a whole number.*"1\.5".*CORRAL_WORKSPACE_PIDS must be a whole number.*"-1".*CORRAL_WORKSPACE_CPUS must be a number.*"many"/)
+  })
+
+  it('turns the limits into prlimit options, soft and hard alike, leaving out those that are 0', () => {
+    const limits: WorkspaceLimits = { memoryMb: 256, pids: 50, cpus: 2, diskMb: 0, openFiles: 1024 }
+    expect(prlimitArgs(limits)).toEqual([`--data=${256 * 1024 * 1024}`, '--nproc=50', '--nofile=1024'])
+    expect(withLimits('/usr/bin/prlimit', limits, ['node', 'init.mjs'])).toEqual(['/usr/bin/prlimit', ...prlimitArgs(limits), '--', 'node', 'init.mjs'])
+    const none = { memoryMb: 0, pids: 0, cpus: 0, diskMb: 0, openFiles: 0 }
+    expect(withLimits(null, none, ['node'])).toEqual(['node'])
+    expect(() => withLimits(null, limits, ['node'])).toThrow(/prlimit \(util-linux\) is needed/)
+  })
+
+  it('tells the agent its disk quota', () => {
+    expect(limitsEnv({ ...DEFAULT_LIMITS, diskMb: 5 })).toEqual({ CORRAL_WORKSPACE_DISK_MB: '5' })
+    expect(limitsEnv({ ...DEFAULT_LIMITS, diskMb: 0 })).toEqual({})
+  })
+})
+
+const available = await bwrapAvailable()
+const asRoot = process.getuid?.() === 0
+
+// Real bubblewrap sandboxes under real rlimits. The proxy is never used by these agents.
+describe.skipIf(!available)('workspace limits in the bubblewrap sandbox', () => {
+  let root: string
+  beforeAll(async () => {
+    await mkdir(join(packageRoot(), '.corral'), { recursive: true })
+    root = await mkdtemp(join(packageRoot(), '.corral', 'test-limits-'))
+  })
+  afterAll(async () => {
+    await rm(root, { recursive: true, force: true })
+  })
+
+  const runtimeWith = (limits: WorkspaceLimits): LocalRuntime =>
+    new LocalRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, stopGraceMs: 1000, warn: () => {}, limits })
+
+  async function runIn(runtime: LocalRuntime, command: string[]) {
+    const ws = await runtime.provision({ workspaceId: `ws_lim_${randomUUID().slice(0, 8)}` })
+    const agent = await runtime.startAgent(ws.workspaceId, { command, proxyToken: 't' })
+    const exit = await agent.exited
+    return { exit, dataDir: ws.dataDir, log: await readFile(agent.logPath, 'utf8') }
+  }
+
+  it('the start-up check passes with the defaults, and says which limits this host cannot enforce', async () => {
+    const check = await runtimeWith({ ...DEFAULT_LIMITS, cpus: 1.5 }).check()
+    expect(check).toMatchObject({ ok: true, problems: [] })
+    expect(check.warnings.filter((w) => w.startsWith('CORRAL_WORKSPACE_CPUS=1.5 is not applied'))).toHaveLength(1)
+    // The process limit is tried for real: the kernel exempts host root's processes from it.
+    expect(check.warnings.some((w) => w.startsWith('CORRAL_WORKSPACE_PIDS=1024 is not enforced'))).toBe(asRoot)
+  })
+
+  it('the start-up check refuses limits under which node cannot start', async () => {
+    const check = await runtimeWith({ ...DEFAULT_LIMITS, memoryMb: 16 }).check()
+    expect(check.ok).toBe(false)
+    expect(check.problems).toEqual([expect.stringMatching(/^node does not start under the workspace limits .*raise CORRAL_WORKSPACE_MEMORY_MB/)])
+  }, 40_000)
+
+  it('an agent that grows past the memory limit is stopped; the same agent within it runs to the end', async () => {
+    const runtime = runtimeWith({ ...DEFAULT_LIMITS, memoryMb: 192 })
+    // Holds about `mb` megabytes of live arrays on the JS heap (1 MB each), then reports.
+    const grow = (mb: number): string[] => [process.execPath, '-e',
+      `const a = []; for (let i = 0; i < ${mb}; i++) a.push(new Array(131_072).fill(i)); require('fs').writeFileSync('/data/done', String(a.length))`]
+    const within = await runIn(runtime, grow(40))
+    expect(within.exit).toEqual({ code: 0, signal: null })
+    expect(await readFile(join(within.dataDir, 'done'), 'utf8')).toBe('40')
+    const over = await runIn(runtime, grow(1024))
+    expect(over.exit.code).not.toBe(0)
+    expect(over.log).toMatch(/bad_alloc|out of memory|allocation failed/i)
+    await expect(stat(join(over.dataDir, 'done'))).rejects.toMatchObject({ code: 'ENOENT' })
+  })
+
+  it('a file cannot grow past the disk limit, and the agent is told the quota', async () => {
+    const runtime = runtimeWith({ ...DEFAULT_LIMITS, diskMb: 1, openFiles: 256 })
+    const { exit, dataDir } = await runIn(runtime, ['/bin/sh', '-c', [
+      'echo "$CORRAL_WORKSPACE_DISK_MB $(ulimit -n)" > /data/seen',
+      'head -c 3000000 /dev/zero > /data/big; echo $? > /data/rc',
+    ].join('; ')])
+    expect(exit).toEqual({ code: 0, signal: null })
+    expect((await readFile(join(dataDir, 'seen'), 'utf8')).trim()).toBe('1 256')
+    // head is killed by SIGXFSZ (128 + 25) at the 1 MiB mark.
+    expect((await readFile(join(dataDir, 'rc'), 'utf8')).trim()).toBe('153')
+    expect((await stat(join(dataDir, 'big'))).size).toBe(1024 * 1024)
+  })
+})
