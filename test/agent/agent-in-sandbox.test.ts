@@ -95,7 +95,9 @@ describe.skipIf(!available)('corral agent inside the local runtime', () => {
     expect(callback.events.every((e) => e.path === '/task/task_sbx/event')).toBe(true)
     const types = callback.events.map((e) => e.body.type)
     expect(types.slice(0, 2)).toEqual(['session_start', 'task_start'])
-    expect(types).toContain('file_change')
+    // write_file's file, then the file the shell command made (found by the /data scan inside the sandbox).
+    expect(callback.events.filter((e) => e.body.type === 'file_change').map((e) => [e.body.path, e.body.action]))
+      .toEqual([['report.md', 'created'], ['lines.txt', 'created']])
     expect(types.slice(-2)).toEqual(['task_end', 'session_end'])
     expect(callback.events.find((e) => e.body.type === 'task_end')!.body).toMatchObject({ status: 'completed', summary: 'Report written.' })
     const shell = callback.events.find((e) => e.body.type === 'tool_result' && e.body.tool === 'run_command')!.body
