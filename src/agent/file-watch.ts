@@ -2,7 +2,8 @@
 // size, mtime, mode, inode) taken with lstat. A command can do anything (`git clone`, `rm -rf`,
 // `mv`, a background job), so the tree itself is the only reliable witness; the kernel's inotify
 // would need one watch per directory and still miss changes made while it is being set up.
-import { lstat, readdir } from 'node:fs/promises'
+import { lstatSync, readdirSync } from 'node:fs'
+import { lstat } from 'node:fs/promises'
 import { join } from 'node:path'
 
 /** One file_change event body (without type and iteration). */
@@ -56,6 +57,8 @@ export const MAX_CHANGE_EVENTS = 100
 /**
  * Walks `root` depth first in sorted order, so two scans of an unchanged tree record the same
  * prefix, and a truncated pair can be compared up to the earlier of their last paths.
+ * Synchronous on purpose: the agent waits for the tool anyway, and sync lstat is 2-3x faster than
+ * the promise API here (20,000 entries: ~80 ms against ~250 ms, docs/agent.md).
  */
 export async function scanTree(root: string, options: ScanOptions = {}): Promise<Manifest> {
   const max = options.maxEntries ?? MAX_SCAN_ENTRIES
@@ -67,15 +70,19 @@ export async function scanTree(root: string, options: ScanOptions = {}): Promise
   let truncated = false
   let last: string | null = null
 
-  const walk = async (dir: string, rel: string): Promise<void> => {
-    const names = await readdir(dir).catch(() => [] as string[]) // vanished or unreadable: nothing under it
-    names.sort()
+  const walk = (dir: string, rel: string): void => {
+    let names: string[]
+    try {
+      names = readdirSync(dir).sort()
+    } catch {
+      return // vanished or unreadable: nothing under it
+    }
     for (const name of names) {
       if (rel === '' && skip.has(name)) continue
       if (visited >= max) truncated = true
       if (truncated && !options.countAllBytes) return
       const path = rel === '' ? name : `${rel}/${name}`
-      const st = await lstat(join(dir, name)).catch(() => null)
+      const st = lstatSync(join(dir, name), { throwIfNoEntry: false })
       if (!st) continue
       if (st.nlink > 1 && !st.isDirectory()) {
         const key = `${st.dev}:${st.ino}`
@@ -89,10 +96,10 @@ export async function scanTree(root: string, options: ScanOptions = {}): Promise
         last = path
         if (!st.isDirectory()) entries.set(path, { size: st.size, mtimeMs: st.mtimeMs, mode: st.mode, ino: st.ino })
       }
-      if (st.isDirectory()) await walk(join(dir, name), path)
+      if (st.isDirectory()) walk(join(dir, name), path)
     }
   }
-  await walk(root, '')
+  walk(root, '')
   return { entries, truncated, last, bytes }
 }
 
