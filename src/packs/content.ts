@@ -21,6 +21,9 @@ export const DIGEST_RE = /^sha256:([0-9a-f]{64})$/
 const MAX_CAPABILITIES_BYTES = 256 * 1024
 const EPOCH = new Date(0)
 
+/** Releases a pin (idempotent). */
+export type Unpin = () => void
+
 export interface IngestedPack {
   manifest: PackManifest
   /** `sha256:<hex>` of the normalised tree's deterministic tar. */
@@ -29,10 +32,19 @@ export interface IngestedPack {
   sizeBytes: number
   /** The text of the caps.yaml fragment named by the manifest (it compiled). */
   capabilities?: string
+  /**
+   * The tree is pinned from the moment it is in place until this is called: removeIfUnused()
+   * leaves it alone meanwhile, so a concurrent delete cannot remove content whose pack row is
+   * about to be written. Call it once the row is written (or the upload failed).
+   */
+  release: Unpin
 }
 
 export class PackContent {
   readonly #limits: ArchiveLimits
+  readonly #pins = new Map<string, number>()
+  /** Serialises placing trees and removing them, so neither sees the other half-done. */
+  #gc: Promise<unknown> = Promise.resolve()
 
   /** `root` is `join(dataDir, 'packs')`; it is created on first ingest. */
   constructor(readonly root: string, limits: ArchiveLimits = DEFAULT_ARCHIVE_LIMITS) {
@@ -72,22 +84,53 @@ export class PackContent {
       const capabilities = manifest.capabilities_file === undefined ? undefined : await readCapabilities(root, manifest.capabilities_file)
       const { digest, sizeBytes } = await normaliseAndHash(root)
       const final = this.dir(digest)
-      if (!(await this.has(digest))) {
-        try {
-          await rename(root, final)
-        } catch (err) {
-          // A concurrent ingest of the same content won the rename: same digest, same bytes.
-          const code = (err as { code?: string }).code
-          if (!((code === 'ENOTEMPTY' || code === 'EEXIST') && (await this.has(digest)))) throw err
+      const release = await this.#exclusive(async () => {
+        if (!(await this.has(digest))) {
+          await rename(root, final).catch(async (err: { code?: string }) => {
+            // Another process sharing the data dir placed the same content first: same bytes.
+            if (!((err.code === 'ENOTEMPTY' || err.code === 'EEXIST') && (await this.has(digest)))) throw err
+          })
         }
-      }
-      return { manifest, digest, sizeBytes, ...(capabilities !== undefined ? { capabilities } : {}) }
+        return this.pin(digest)
+      })
+      return { manifest, digest, sizeBytes, ...(capabilities !== undefined ? { capabilities } : {}), release }
     } finally {
       await rm(tmp, { recursive: true, force: true })
     }
   }
 
-  /** Removes a digest's tree (the caller checked no pack row still references it). */
+  /** Keeps a digest's tree from being removed until the returned function is called (e.g. while cloning). */
+  pin(digest: string): Unpin {
+    this.#pins.set(digest, (this.#pins.get(digest) ?? 0) + 1)
+    let done = false
+    return () => {
+      if (done) return
+      done = true
+      const left = (this.#pins.get(digest) ?? 1) - 1
+      if (left > 0) this.#pins.set(digest, left)
+      else this.#pins.delete(digest)
+    }
+  }
+
+  /**
+   * Removes a digest's tree unless it is pinned or `inUse()` (asked under the same lock) says a
+   * pack row still references it. Resolves whether it was removed.
+   */
+  async removeIfUnused(digest: string, inUse: () => Promise<boolean>): Promise<boolean> {
+    return this.#exclusive(async () => {
+      if (this.#pins.has(digest) || (await inUse())) return false
+      await this.remove(digest)
+      return true
+    })
+  }
+
+  #exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.#gc.then(fn, fn)
+    this.#gc = run.catch(() => {})
+    return run
+  }
+
+  /** Removes a digest's tree unconditionally (prefer removeIfUnused). */
   async remove(digest: string): Promise<void> {
     await rm(this.dir(digest), { recursive: true, force: true })
   }

@@ -7,6 +7,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { AgentRoleRecord, ProviderRecord } from '../../src/client/roles.js'
 import { runCorral, startServe, type RunningServe } from '../helpers/serve.js'
+import { tgzOf } from '../packs/archives.js'
 
 let serve: RunningServe
 let dir: string
@@ -37,17 +38,24 @@ describe('corral provider and role commands', { timeout: 120_000 }, () => {
     const provider = await json<ProviderRecord>('provider', 'create', 'claude', '--kind', 'anthropic', '--base-url', 'https://api.anthropic.com', '--default-model', 'claude-sonnet')
     expect(provider).toMatchObject({ name: 'claude', kind: 'anthropic', domain: 'api.anthropic.com' })
 
+    // Roles attach only packs the org can see: upload one (content only, no agent of its own).
+    const form = new FormData()
+    form.append('archive', new Blob([await tgzOf([{ name: 'pack.yaml', body: 'name: base\nversion: "1"\n' }, { name: 'notes.md', body: 'base\n' }])]), 'base.tgz')
+    const upload = await fetch(`${serve.url}/v1/packs/upload`, { method: 'POST', headers: { authorization: `Bearer ${serve.adminKey}` }, body: form })
+    expect(upload.status).toBe(201)
+    const packId = ((await upload.json()) as { id: string }).id
+
     // The caps file lives next to the role file; the path is relative to the role file, not the cwd.
     mkdirSync(join(dir, 'roles/policies'), { recursive: true })
     writeFileSync(join(dir, 'roles/policies/caps.yaml'), CAPS)
     writeFileSync(join(dir, 'roles/coder.yaml'), [
       'name: coder', 'display_name: Coder', 'provider: claude', 'capabilities_file: policies/caps.yaml', 'environment: staging',
-      'task_timeout_seconds: 600', 'thinking_effort: low', 'pool_policy: static', 'pool_size: 1', 'pack_ids: [pack_base]', '',
+      'task_timeout_seconds: 600', 'thinking_effort: low', 'pool_policy: static', 'pool_size: 1', `pack_ids: [${packId}]`, '',
     ].join('\n'))
     const role = await json<AgentRoleRecord>('role', 'create', '-f', join(dir, 'roles/coder.yaml'))
     expect(role).toMatchObject({
       name: 'coder', provider_id: provider.id, capabilities: CAPS, environment: 'staging', task_timeout_seconds: 600,
-      thinking_effort: 'low', pool_policy: 'static', pool_size: 1, pack_ids: ['pack_base'],
+      thinking_effort: 'low', pool_policy: 'static', pool_size: 1, pack_ids: [packId],
     })
 
     const list = await corral('role', 'list')

@@ -88,6 +88,21 @@ describe(PackContent.name, () => {
     expect(readdirSync(content.root)).toEqual([])
   })
 
+  it('removes a tree only when unpinned and unused', async () => {
+    const content = store()
+    const out = await content.ingest(await demoPack())
+    expect(await content.removeIfUnused(out.digest, async () => false)).toBe(false) // still pinned by the ingest
+    out.release()
+    out.release() // idempotent
+    const clone = content.pin(out.digest)
+    expect(await content.removeIfUnused(out.digest, async () => false)).toBe(false)
+    clone()
+    expect(await content.removeIfUnused(out.digest, async () => true)).toBe(false)
+    expect(await content.has(out.digest)).toBe(true)
+    expect(await content.removeIfUnused(out.digest, async () => false)).toBe(true)
+    expect(await content.has(out.digest)).toBe(false)
+  })
+
   it('removes trees and sweeps interrupted ingests', async () => {
     const content = store()
     const out = await content.ingest(await demoPack())

@@ -24,7 +24,11 @@ for (const d of testDialects()) describe(`agent role routes [${d.name}]`, () => 
   const setup = async () => {
     const org = await h.newOrg()
     const prov = (await h.inject('POST', '/v1/providers', { token: org.ownerToken, body: { name: 'claude', kind: 'anthropic', domain: 'api.anthropic.com' } })).body
-    return { ...org, prov }
+    // Roles attach only packs the org can see (routes/packs.ts checkPackIds): real rows, no content needed.
+    const packs = await Promise.all(['one', 'two', 'three'].map((name) => h.store.packs.create(org.orgId, {
+      name, display_name: name, version: '1', tier: 'community', visibility: 'org', image_origin: 'upload', manifest: { name, version: '1', display_name: name },
+    })))
+    return { ...org, prov, packIds: packs.map((pk) => pk.id) }
   }
   const events = async (token: string, types: string) => {
     await h.audit.flush()
@@ -33,12 +37,12 @@ for (const d of testDialects()) describe(`agent role routes [${d.name}]`, () => 
   }
 
   it('creates a role with every spec field and reads it back', async () => {
-    const { ownerToken, ownerId, prov } = await setup()
+    const { ownerToken, ownerId, prov, packIds } = await setup()
     const body = {
       name: 'coder', display_name: 'Coder', description: 'writes code', provider_id: prov.id, model: 'claude-opus', capabilities: CAPS,
       environment: 'staging', environment_description: 'the staging cluster', task_timeout_seconds: 900, idle_timeout_seconds: 300,
       thinking_effort: 'medium', max_continuations: 5, max_context_tokens: 200000, pool_policy: 'dynamic', pool_size: 1, pool_max_size: 3,
-      pack_ids: ['pack_one', 'pack_two'],
+      pack_ids: [packIds[0], packIds[1]],
     }
     const created = await h.inject('POST', '/v1/agent-roles', { token: ownerToken, body })
     expect(created.status).toBe(201)
@@ -102,17 +106,17 @@ for (const d of testDialects()) describe(`agent role routes [${d.name}]`, () => 
   })
 
   it('PATCH applies only present fields, replaces pack_ids only when present, and restarts idle workspaces', async () => {
-    const { ownerToken, prov } = await setup()
+    const { ownerToken, prov, packIds } = await setup()
     const role = (await h.inject('POST', '/v1/agent-roles', {
-      token: ownerToken, body: { name: 'r', provider_id: prov.id, model: 'm1', pack_ids: ['p1', 'p2'], pool_policy: 'static', pool_size: 2, pool_max_size: 4 },
+      token: ownerToken, body: { name: 'r', provider_id: prov.id, model: 'm1', pack_ids: [packIds[0], packIds[1]], pool_policy: 'static', pool_size: 2, pool_max_size: 4 },
     })).body
     control.restarts.length = 0
     const p1 = await h.inject('PATCH', `/v1/agent-roles/${role.id}`, { token: ownerToken, body: { description: 'now described', model: null } })
     expect(p1.status).toBe(200)
-    expect(p1.body).toMatchObject({ description: 'now described', pack_ids: ['p1', 'p2'], pool_size: 2 })
+    expect(p1.body).toMatchObject({ description: 'now described', pack_ids: [packIds[0], packIds[1]], pool_size: 2 })
     expect(p1.body.model).toBeUndefined()
-    const p2 = await h.inject('PATCH', `/v1/agent-roles/${role.id}`, { token: ownerToken, body: { pack_ids: ['p3'] } })
-    expect(p2.body.pack_ids).toEqual(['p3'])
+    const p2 = await h.inject('PATCH', `/v1/agent-roles/${role.id}`, { token: ownerToken, body: { pack_ids: [packIds[2]] } })
+    expect(p2.body.pack_ids).toEqual([packIds[2]])
     expect(control.restarts).toEqual([role.id, role.id])
     // A label-only change does not respawn anything.
     expect((await h.inject('PATCH', `/v1/agent-roles/${role.id}`, { token: ownerToken, body: { display_name: 'R' } })).status).toBe(200)

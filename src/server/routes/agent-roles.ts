@@ -10,6 +10,7 @@ import type { AgentRoleFields, AgentRolePatch } from '../../store/repositories/a
 import { apiError, notFound } from '../errors.js'
 import { dateTime, idParams, statusOnly } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
+import { checkPackIds } from './packs.js'
 import { ANY_MEMBER, CAPS_WRITE, NAME_SCHEMA, duplicateName, emitConfigEvent, fieldError, restartIdleWorkspaces } from './providers.js'
 
 // Integer columns are 32-bit on Postgres; nobody needs a timeout beyond 68 years.
@@ -97,6 +98,7 @@ export async function agentRoleRoutes(app: FastifyInstance, deps: ServerDeps): P
       const role = await store
         .transaction(async (tx) => {
           await assertProviderUsable(tx, p.org.id, body.provider_id)
+          await checkPackIds(tx, p.org.id, body.pack_ids ?? [])
           if (await tx.agentRoles.getByName(p.org.id, body.name)) throw apiError('conflict', `an agent role named ${body.name} already exists`, { fields: { name: 'already exists' } })
           return tx.agentRoles.create(p.org.id, { ...body, created_by: p.userId })
         })
@@ -148,6 +150,7 @@ export async function agentRoleRoutes(app: FastifyInstance, deps: ServerDeps): P
           if (current.archived_at) throw apiError('role_archived', `agent role ${current.name} is archived; unarchive it first`)
           if (body.provider_id !== undefined && body.provider_id !== current.provider_id) await assertProviderUsable(tx, orgId, body.provider_id)
           checkPool({ ...current, ...body })
+          if (body.pack_ids !== undefined) await checkPackIds(tx, orgId, body.pack_ids)
           if (body.name !== undefined && body.name !== current.name && (await tx.agentRoles.getByName(orgId, body.name))) {
             throw apiError('conflict', `an agent role named ${body.name} already exists`, { fields: { name: 'already exists' } })
           }

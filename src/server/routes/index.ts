@@ -9,6 +9,7 @@ import { apiKeyRoutes } from './api-keys.js'
 import { auditRoutes } from './audit.js'
 import { credentialRoutes } from './credentials.js'
 import { orgRoutes } from './orgs.js'
+import { packRoutes } from './packs.js'
 import { providerRoutes } from './providers.js'
 import { secretRoutes } from './secrets.js'
 import { taskRoutes } from './tasks.js'
@@ -27,6 +28,7 @@ export const V1_ROUTES: readonly RoutePlugin[] = [
   credentialRoutes,
   providerRoutes,
   agentRoleRoutes,
+  packRoutes,
   taskRoutes,
   workspaceRoutes,
 ]

@@ -1,0 +1,390 @@
+// Packs (spec "Pack", "Packs"): content bundles uploaded as tar.gz, stored content-addressed by
+// src/packs/content.ts, recorded per org by store.packs. Own packs and every org's `community`
+// packs are readable and attachable; only the owning org writes, re-uploads or deletes a pack
+// (another org clones it instead). Registry-origin packs (`POST /v1/packs` with an image
+// reference) are not built: there is no registry here. Decisions: docs/packs.md.
+import multipart from '@fastify/multipart'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { EventType } from '../../audit/event.js'
+import type { IngestedPack, PackContent } from '../../packs/content.js'
+import '../../packs/service.js'
+import { PACK_VISIBILITIES, type PackRecord, type PackVisibility, type StoreTransaction } from '../../store/index.js'
+import type { PackPatch } from '../../store/repositories/packs.js'
+import { apiError, notFound } from '../errors.js'
+import { dateTime, idParams, statusOnly } from '../schemas/common.js'
+import type { ServerDeps } from '../types.js'
+import { ANY_MEMBER, CAPS_WRITE, NAME_SCHEMA, duplicateName, emitConfigEvent, fieldError, restartIdleWorkspaces } from './providers.js'
+
+const packSchema = {
+  type: 'object',
+  required: ['id', 'name', 'display_name', 'version', 'tier', 'visibility', 'owned'],
+  properties: {
+    id: { type: 'string' },
+    org_id: { type: 'string' },
+    name: { type: 'string' },
+    display_name: { type: 'string' },
+    description: { type: 'string' },
+    version: { type: 'string' },
+    tier: { type: 'string' },
+    visibility: { type: 'string' },
+    category: { type: 'string' },
+    capabilities: { type: 'string' },
+    suggested_packs: { type: 'string' },
+    image_origin: { type: 'string' },
+    image_ref: { type: 'string' },
+    image_digest: { type: 'string' },
+    size_bytes: { type: 'integer' },
+    created_at: dateTime,
+    updated_at: dateTime,
+    owned: { type: 'boolean' },
+  },
+} as const
+
+const listQuery = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    owned: { type: 'string', enum: ['true', 'false'] },
+    name: NAME_SCHEMA,
+    category: { type: 'string', minLength: 1, maxLength: 100 },
+  },
+} as const
+
+const putBody = {
+  type: 'object',
+  minProperties: 1,
+  additionalProperties: false,
+  properties: {
+    display_name: { type: 'string', minLength: 1, maxLength: 200 },
+    description: { type: ['string', 'null'], maxLength: 2000 },
+    category: { type: ['string', 'null'], minLength: 1, maxLength: 100 },
+    suggested_packs: { type: ['string', 'null'], maxLength: 2000 },
+    visibility: { type: 'string', enum: PACK_VISIBILITIES },
+    image_ref: { type: 'string', minLength: 1, maxLength: 1024 },
+  },
+} as const
+
+interface PutBody {
+  display_name?: string
+  description?: string | null
+  category?: string | null
+  suggested_packs?: string | null
+  visibility?: PackVisibility
+  image_ref?: string
+}
+
+const cloneBody = { type: ['object', 'null'], additionalProperties: false, properties: { name: NAME_SCHEMA } } as const
+
+/** The spec's Pack object: `owned` for the caller, and `org_id` only on the caller's own packs. */
+export function packView(pack: PackRecord, orgId: string): Record<string, unknown> {
+  const { manifest: _manifest, created_by: _createdBy, org_id, ...rest } = pack
+  const owned = org_id === orgId
+  return { ...rest, ...(owned ? { org_id } : {}), owned }
+}
+
+export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
+  const { store } = deps
+  await app.register(multipart)
+
+  app.post(
+    '/packs/upload',
+    { config: { permission: CAPS_WRITE }, schema: { response: { 201: packSchema } } },
+    async (request, reply) => {
+      const p = request.principal!
+      const content = contentOf(deps)
+      const { ingested, visibility } = await readUpload(deps, request, content, { visibility: true })
+      const m = ingested.manifest
+      try {
+        const pack = await store
+          .transaction(async (tx) => {
+            if (await tx.packs.getByName(p.org.id, m.name)) throw nameTaken(m.name)
+            return tx.packs.create(p.org.id, {
+              ...manifestFields(ingested),
+              name: m.name,
+              tier: 'community',
+              visibility: visibility ?? 'org',
+              image_origin: 'upload',
+              created_by: p.userId,
+            })
+          })
+          .catch(duplicateName(m.name, 'pack'))
+        await emitPackEvent(deps, request, 'content_pack_created', pack, {
+          display_name: pack.display_name, visibility: pack.visibility, tier: pack.tier, image_origin: pack.image_origin,
+        })
+        reply.code(201)
+        return packView(pack, p.org.id)
+      } catch (err) {
+        ingested.release()
+        await collect(deps, content, ingested.digest)
+        throw err
+      } finally {
+        ingested.release()
+      }
+    },
+  )
+
+  app.put<{ Params: { id: string } }>(
+    '/packs/:id/upload',
+    { config: { permission: CAPS_WRITE }, schema: { params: idParams, response: { 200: packSchema } } },
+    async (request) => {
+      const orgId = request.principal!.org.id
+      const content = contentOf(deps)
+      const current = await ownedPack(deps, orgId, request.params.id)
+      if (current.image_origin !== 'upload') {
+        throw apiError('pack_not_reuploadable', `pack ${current.name} was not created by upload (origin ${current.image_origin}); only uploaded packs take a new archive`, { image_origin: current.image_origin })
+      }
+      const { ingested } = await readUpload(deps, request, content, { visibility: false })
+      let pack: PackRecord
+      try {
+        if (ingested.manifest.name !== current.name) {
+          throw fieldError('name', `pack.yaml names ${ingested.manifest.name}, but this pack is ${current.name}`)
+        }
+        pack = (await store.packs.update(orgId, current.id, manifestFields(ingested))) ?? throwNotFound()
+      } catch (err) {
+        ingested.release()
+        await collect(deps, content, ingested.digest)
+        throw err
+      } finally {
+        ingested.release()
+      }
+      if (current.image_digest && current.image_digest !== pack.image_digest) await collect(deps, content, current.image_digest)
+      await emitPackEvent(deps, request, 'content_pack_updated', pack, { image_ref: pack.image_ref ?? '', kind: 'reupload' })
+      // Workspaces of every role attaching the pack (community packs: other orgs' too) respawn to mount the new content.
+      await restartAttaching(deps, request, pack.id)
+      return packView(pack, orgId)
+    },
+  )
+
+  app.get<{ Querystring: { owned?: 'true' | 'false'; name?: string; category?: string } }>(
+    '/packs',
+    {
+      config: { permission: ANY_MEMBER },
+      schema: { querystring: listQuery, response: { 200: { type: 'object', required: ['packs'], properties: { packs: { type: 'array', items: packSchema } } } } },
+    },
+    async (request) => {
+      const orgId = request.principal!.org.id
+      const { owned, name, category } = request.query
+      const packs = await store.packs.list(orgId, { owned: owned === 'true', ...(name ? { name } : {}), ...(category ? { category } : {}) })
+      return { packs: packs.filter((pk) => owned !== 'false' || pk.org_id !== orgId).map((pk) => packView(pk, orgId)) }
+    },
+  )
+
+  app.get<{ Params: { id: string } }>(
+    '/packs/:id',
+    { config: { permission: ANY_MEMBER }, schema: { params: idParams, response: { 200: packSchema } } },
+    async (request) => {
+      const orgId = request.principal!.org.id
+      return packView((await store.packs.get(orgId, request.params.id)) ?? throwNotFound(), orgId)
+    },
+  )
+
+  app.put<{ Params: { id: string }; Body: PutBody }>(
+    '/packs/:id',
+    { config: { permission: CAPS_WRITE }, schema: { params: idParams, body: putBody, response: { 200: packSchema } } },
+    async (request) => {
+      const orgId = request.principal!.org.id
+      const body = request.body
+      const current = await ownedPack(deps, orgId, request.params.id)
+      if (body.image_ref !== undefined && current.image_origin !== 'image_ref') {
+        throw fieldError('image_ref', `applies to registry-origin packs only (this pack's origin is ${current.image_origin})`)
+      }
+      const patch: PackPatch = { ...body }
+      if (body.suggested_packs !== undefined && body.suggested_packs !== null) patch.suggested_packs = normaliseSuggested(body.suggested_packs)
+      const flipsVisibility = body.visibility !== undefined && body.visibility !== current.visibility
+      if (flipsVisibility && body.visibility === 'org') {
+        // Roles of other orgs would lose sight of a pack they attach: refuse, as delete does.
+        const others = (await store.packs.rolesAttaching(current.id)).filter((r) => r.org_id !== orgId)
+        if (others.length > 0) {
+          throw apiError('pack_in_use', `pack ${current.name} is attached by ${others.length} agent role(s) of other organisations; it must stay community`, { other_org_roles: others.length })
+        }
+      }
+      const pack = (await store.packs.update(orgId, current.id, patch)) ?? throwNotFound()
+      const kind = body.image_ref !== undefined ? 'image_ref' : flipsVisibility ? 'visibility' : 'metadata'
+      await emitPackEvent(deps, request, 'content_pack_updated', pack, { image_ref: pack.image_ref ?? '', kind, patched_fields: Object.keys(body).sort() })
+      return packView(pack, orgId)
+    },
+  )
+
+  app.delete<{ Params: { id: string } }>(
+    '/packs/:id',
+    { config: { permission: CAPS_WRITE }, schema: { params: idParams, response: { 200: statusOnly('deleted') } } },
+    async (request) => {
+      const orgId = request.principal!.org.id
+      const current = await ownedPack(deps, orgId, request.params.id)
+      // The in-use cascade guard (spec): a non-archived role anywhere still attaching it pins it.
+      const attaching = await store.packs.rolesAttaching(current.id)
+      if (attaching.length > 0) {
+        const own = attaching.filter((r) => r.org_id === orgId).map((r) => r.role_id)
+        throw apiError('pack_in_use', `pack ${current.name} is attached by ${attaching.length} agent role(s); detach it first`, {
+          roles: own,
+          other_org_roles: attaching.length - own.length,
+        })
+      }
+      const deleted = (await store.packs.delete(orgId, current.id)) ?? throwNotFound()
+      if (deleted.image_digest && deps.packContent) await collect(deps, deps.packContent, deleted.image_digest)
+      await emitPackEvent(deps, request, 'content_pack_deleted', deleted)
+      return { status: 'deleted' }
+    },
+  )
+
+  app.post<{ Params: { id: string }; Body: { name?: string } | null | undefined }>(
+    '/packs/:id/clone',
+    { config: { permission: CAPS_WRITE }, schema: { params: idParams, body: cloneBody, response: { 201: packSchema } } },
+    async (request, reply) => {
+      const p = request.principal!
+      const source = (await store.packs.get(p.org.id, request.params.id)) ?? throwNotFound()
+      const name = request.body?.name ?? source.name
+      // Content is addressed by digest, so the copy shares the tree and survives the source's deletion.
+      const unpin = source.image_digest && deps.packContent ? deps.packContent.pin(source.image_digest) : () => {}
+      try {
+        const pack = await store
+          .transaction(async (tx) => {
+            if (await tx.packs.getByName(p.org.id, name)) throw nameTaken(name)
+            return tx.packs.create(p.org.id, {
+              name,
+              display_name: source.display_name,
+              description: source.description ?? null,
+              version: source.version,
+              tier: 'community',
+              visibility: 'org',
+              category: source.category ?? null,
+              capabilities: source.capabilities ?? null,
+              suggested_packs: source.suggested_packs ?? null,
+              image_origin: 'clone',
+              image_ref: source.image_ref ?? null,
+              image_digest: source.image_digest ?? null,
+              size_bytes: source.size_bytes ?? null,
+              manifest: source.manifest,
+              created_by: p.userId,
+            })
+          })
+          .catch(duplicateName(name, 'pack'))
+        await emitPackEvent(deps, request, 'content_pack_cloned', pack, { source_pack_id: source.id, source_name: source.name })
+        reply.code(201)
+        return packView(pack, p.org.id)
+      } finally {
+        unpin()
+      }
+    },
+  )
+}
+
+/**
+ * A role's `pack_ids` (create and patch): every id is a pack the org can see, and at most one of
+ * them provides the agent command (docs/packs.md). Validation errors name the field `pack_ids`.
+ */
+export async function checkPackIds(tx: StoreTransaction, orgId: string, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return
+  const found = await tx.packs.findVisible(orgId, ids)
+  const known = new Set(found.map((pk) => pk.id))
+  const unknown = ids.filter((id) => !known.has(id))
+  if (unknown.length > 0) throw fieldError('pack_ids', `has unknown packs: ${unknown.join(', ')}`)
+  const agents = found.filter((pk) => pk.manifest.agent)
+  if (agents.length > 1) throw fieldError('pack_ids', `may attach at most one pack that provides an agent (${agents.map((pk) => pk.name).join(', ')} do)`)
+}
+
+function contentOf(deps: ServerDeps): PackContent {
+  if (!deps.packContent) throw apiError('service_unavailable', 'pack uploads are not available: this server has no pack content store')
+  return deps.packContent
+}
+
+/** The caller's own pack; a visible community pack of another org is a permission error (clone it instead). */
+async function ownedPack(deps: ServerDeps, orgId: string, id: string): Promise<PackRecord> {
+  const pack = (await deps.store.packs.get(orgId, id)) ?? throwNotFound()
+  if (pack.org_id !== orgId) throw apiError('permission_denied', `pack ${pack.name} belongs to another organisation; clone it to change it`)
+  return pack
+}
+
+/** The record fields a pack.yaml and its content determine (create and re-upload). */
+function manifestFields(ingested: IngestedPack) {
+  const m = ingested.manifest
+  return {
+    display_name: m.display_name,
+    description: m.description ?? null,
+    version: m.version,
+    category: m.category ?? null,
+    capabilities: ingested.capabilities ?? null,
+    suggested_packs: m.suggested_packs ?? null,
+    image_digest: ingested.digest,
+    size_bytes: ingested.sizeBytes,
+    manifest: m,
+  }
+}
+
+/**
+ * Reads the multipart body: one `archive` file part (streamed straight into the content store)
+ * and, on create, an optional `visibility` field. Anything else is a validation error.
+ */
+async function readUpload(deps: ServerDeps, request: FastifyRequest, content: PackContent, opts: { visibility: boolean }): Promise<{ ingested: IngestedPack; visibility?: PackVisibility }> {
+  if (!request.isMultipart()) throw apiError('unsupported_media_type', 'send multipart/form-data with the pack as an `archive` file part')
+  let ingested: IngestedPack | undefined
+  let visibility: PackVisibility | undefined
+  try {
+    // A little slack over the limit so the archive reader's own, clearer limit error fires first.
+    for await (const part of request.parts({ limits: { files: 1, fields: 4, fieldSize: 1024, fileSize: content.limits.maxCompressedBytes + 64 * 1024 } })) {
+      if (part.type === 'file') {
+        if (part.fieldname !== 'archive') {
+          part.file.resume()
+          throw fieldError(part.fieldname, 'is not a known part (send the pack as `archive`)')
+        }
+        ingested = await content.ingest(part.file)
+        if (part.file.truncated) throw apiError('payload_too_large', `the pack archive is larger than ${content.limits.maxCompressedBytes} bytes (CORRAL_PACK_MAX_BYTES)`)
+      } else if (part.fieldname === 'visibility' && opts.visibility) {
+        const v = String(part.value)
+        if (!(PACK_VISIBILITIES as readonly string[]).includes(v)) throw fieldError('visibility', `must be one of ${PACK_VISIBILITIES.join(', ')}`)
+        visibility = v as PackVisibility
+      } else {
+        throw fieldError(part.fieldname, 'is not a known field')
+      }
+    }
+  } catch (err) {
+    if (ingested) {
+      ingested.release()
+      await collect(deps, content, ingested.digest)
+    }
+    const code = (err as { code?: string }).code
+    if (code === 'FST_REQ_FILE_TOO_LARGE') throw apiError('payload_too_large', `the pack archive is larger than ${content.limits.maxCompressedBytes} bytes (CORRAL_PACK_MAX_BYTES)`)
+    if (code === 'FST_FILES_LIMIT') throw fieldError('archive', 'send exactly one archive')
+    if (code === 'FST_FIELDS_LIMIT' || code === 'FST_PARTS_LIMIT') throw fieldError('body', 'has too many parts')
+    throw err
+  }
+  if (!ingested) throw fieldError('archive', 'is required (a tar.gz file part)')
+  return { ingested, ...(visibility ? { visibility } : {}) }
+}
+
+/** Removes a content tree once no pack row references it; failures are logged, never the request's. */
+async function collect(deps: ServerDeps, content: PackContent, digest: string): Promise<void> {
+  try {
+    await content.removeIfUnused(digest, () => deps.store.packs.digestInUse(digest))
+  } catch (err) {
+    deps.logger.warn({ err, digest }, 'removing unused pack content failed')
+  }
+}
+
+async function restartAttaching(deps: ServerDeps, request: FastifyRequest, packId: string): Promise<void> {
+  const byOrg = new Map<string, string[]>()
+  for (const r of await deps.store.packs.rolesAttaching(packId)) byOrg.set(r.org_id, [...(byOrg.get(r.org_id) ?? []), r.role_id])
+  for (const [orgId, roleIds] of byOrg) await restartIdleWorkspaces(deps, request, orgId, roleIds)
+}
+
+function normaliseSuggested(value: string): string | null {
+  const names = value.split(',').map((s) => s.trim()).filter((s) => s !== '')
+  const bad = names.find((n) => !new RegExp(NAME_SCHEMA.pattern).test(n))
+  if (bad !== undefined) throw fieldError('suggested_packs', `"${bad}" is not a pack name`)
+  return names.length > 0 ? [...new Set(names)].join(',') : null
+}
+
+function nameTaken(name: string) {
+  return apiError('conflict', `a pack named ${name} already exists in this organisation`, { fields: { name: 'already exists' } })
+}
+
+function throwNotFound(): never {
+  throw notFound('pack')
+}
+
+/** content_pack_* events (spec Events): resource_id, name and version, plus the type's own keys. */
+function emitPackEvent(deps: ServerDeps, request: FastifyRequest, type: EventType, pack: PackRecord, extra: Record<string, unknown> = {}): Promise<void> {
+  const base: Record<string, unknown> = { resource_id: pack.id, name: pack.name }
+  if (type !== 'content_pack_cloned') base.version = pack.version
+  return emitConfigEvent(deps, request, type, { ...base, ...extra })
+}
