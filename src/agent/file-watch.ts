@@ -2,7 +2,7 @@
 // size, mtime, mode, inode) taken with lstat. A command can do anything (`git clone`, `rm -rf`,
 // `mv`, a background job), so the tree itself is the only reliable witness; the kernel's inotify
 // would need one watch per directory and still miss changes made while it is being set up.
-import { lstatSync, readdirSync } from 'node:fs'
+import { lstatSync, readdirSync, type Stats } from 'node:fs'
 import { lstat } from 'node:fs/promises'
 import { join } from 'node:path'
 
@@ -82,7 +82,7 @@ export async function scanTree(root: string, options: ScanOptions = {}): Promise
       if (visited >= max) truncated = true
       if (truncated && !options.countAllBytes) return
       const path = rel === '' ? name : `${rel}/${name}`
-      const st = lstatSync(join(dir, name), { throwIfNoEntry: false })
+      const st = statOrNull(join(dir, name))
       if (!st) continue
       if (st.nlink > 1 && !st.isDirectory()) {
         const key = `${st.dev}:${st.ino}`
@@ -101,6 +101,15 @@ export async function scanTree(root: string, options: ScanOptions = {}): Promise
   }
   walk(root, '')
   return { entries, truncated, last, bytes }
+}
+
+/** Gone (deleted meanwhile) or unreadable (a directory the agent made 0700 and then 0000): skipped. */
+function statOrNull(path: string): Stats | null {
+  try {
+    return lstatSync(path)
+  } catch {
+    return null
+  }
 }
 
 /** Order of the sorted depth-first walk: segment by segment, a directory before what it holds. */

@@ -55,6 +55,14 @@ describe('shell commands report their file changes', () => {
     expect(brief((await tools.run('run_command', { command: 'true' })).fileChanges)).toEqual(['created late.txt 5'])
   })
 
+  it('skips what it cannot read instead of failing the command', async () => {
+    const out = await tools.run('run_command', { command: 'mkdir -p locked/inner && echo s > locked/inner/s.txt && chmod 000 locked/inner && echo done' })
+    expect(out).toMatchObject({ isError: false, output: 'exit code 0\ndone\n' })
+    // As root (CI) the directory is still readable; as any other user its content is skipped.
+    expect(brief(out.fileChanges)).toEqual(process.getuid?.() === 0 ? ['created locked/inner/s.txt 2'] : [])
+    await tools.run('run_command', { command: 'chmod 755 locked/inner && rm -r locked' })
+  })
+
   it('leaves out the agent\'s own state directory (.corral)', async () => {
     expect((await tools.run('run_command', { command: 'mkdir -p .corral && echo {} > .corral/session.json' })).fileChanges).toBeUndefined()
   })
