@@ -63,8 +63,8 @@ export function packsApi(client: CorralClient) {
   }
 
   const api = {
-    listPacks: async (opts: { owned?: boolean } = {}) =>
-      (await client.request<{ packs: PackRecord[] }>('GET', '/packs', { query: { owned: opts.owned ? 'true' : undefined } })).packs,
+    listPacks: async (opts: { owned?: boolean; name?: string } = {}) =>
+      (await client.request<{ packs: PackRecord[] }>('GET', '/packs', { query: { owned: opts.owned ? 'true' : undefined, name: opts.name } })).packs,
     getPack: (id: string) => client.request<PackRecord>('GET', `/packs/${seg(id)}`),
     uploadPack: (source: ArchiveSource, opts: { visibility?: 'org' | 'community' } = {}) =>
       sendArchive('POST', '/packs/upload', source, { visibility: opts.visibility }),
@@ -77,7 +77,7 @@ export function packsApi(client: CorralClient) {
     /** A `pack_…` id as is, else the visible pack with that name (see pickByName). */
     async resolvePack(ref: string): Promise<PackRecord> {
       if (ref.startsWith(PACK_ID_PREFIX)) return api.getPack(ref)
-      return pickByName(await api.listPacks(), ref)
+      return pickByName(await api.listPacks({ name: ref }), ref)
     },
 
     /**
