@@ -42,6 +42,8 @@ export interface PackUpdate {
 export type ArchiveSource = { bytes: Uint8Array } | { file: string }
 
 export const PACK_ID_PREFIX = 'pack_'
+/** The server's pack name pattern (src/packs/manifest.ts PACK_NAME_PATTERN; a test keeps them equal). */
+export const PACK_NAME_RE = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/
 const seg = encodeURIComponent
 
 export function packsApi(client: CorralClient) {
@@ -77,7 +79,8 @@ export function packsApi(client: CorralClient) {
     /** A `pack_…` id as is, else the visible pack with that name (see pickByName). */
     async resolvePack(ref: string): Promise<PackRecord> {
       if (ref.startsWith(PACK_ID_PREFIX)) return api.getPack(ref)
-      return pickByName(await api.listPacks({ name: ref }), ref)
+      // A ref no pack could be named gets the same answer as an unknown name, not a query-string error.
+      return pickByName(PACK_NAME_RE.test(ref) ? await api.listPacks({ name: ref }) : [], ref)
     },
 
     /**

@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { list } from 'tar'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { ApiError, CorralClient } from '../../src/client/index.js'
-import { archiveSourceFor, packDirectory, packEntries, PackPathError, packsApi, pickByName, type PackRecord } from '../../src/client/packs.js'
+import { archiveSourceFor, PACK_NAME_RE, packDirectory, packEntries, PackPathError, packsApi, pickByName, type PackRecord } from '../../src/client/packs.js'
 import { json, type LoopbackApi, startLoopbackApi } from './loopback-api.js'
 
 let dir: string
@@ -123,6 +123,8 @@ describe('packsApi over HTTP', () => {
     api.route('POST /v1/packs/pack_1/clone', (req, res) => json(res, 201, pack({ id: 'pack_2', name: (req.body as { name?: string }).name ?? 'p' })))
     const packs = packsApi(new CorralClient({ apiUrl: api.url, token: 't' }))
     expect((await packs.resolvePack('pack_1')).id).toBe('pack_1')
+    await expect(packs.resolvePack('not a name')).rejects.toThrow('no pack named not a name')
+    expect(api.requests).toHaveLength(1)
     expect(await packs.updatePack('pack_1', { visibility: 'community', category: null })).toMatchObject({ visibility: 'community' })
     expect(api.requests[1].body).toEqual({ visibility: 'community', category: null })
     expect((await packs.clonePack('pack_1', { name: 'mine' })).name).toBe('mine')
@@ -179,5 +181,12 @@ describe('packsApi uploads', () => {
     const err = (await packsApi(new CorralClient({ apiUrl: url, token: 't' })).uploadPack({ bytes: new Uint8Array([1]) }).catch((e: unknown) => e)) as ApiError
     expect(err).toBeInstanceOf(ApiError)
     expect(err.envelope).toMatchObject({ code: 'validation_error', request_id: 'req_1' })
+  })
+})
+
+describe('PACK_NAME_RE', () => {
+  it('is the server\'s pack name pattern', async () => {
+    const { PACK_NAME_PATTERN } = await import('../../src/packs/manifest.js')
+    expect(PACK_NAME_RE.source).toBe(PACK_NAME_PATTERN)
   })
 })
