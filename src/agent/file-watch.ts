@@ -46,7 +46,7 @@ export interface ScanOptions {
   maxEntries?: number
   /** Keep summing allocated bytes after the entry limit (no entries recorded). */
   countAllBytes?: boolean
-  /** Top-level names left out: the agent's own state directory is not the user's work. */
+  /** Top-level names left out of the entries (their bytes still count with `countAllBytes`). */
   skipTopLevel?: readonly string[]
 }
 
@@ -70,7 +70,8 @@ export async function scanTree(root: string, options: ScanOptions = {}): Promise
   let truncated = false
   let last: string | null = null
 
-  const walk = (dir: string, rel: string): void => {
+  // `record` false: a skipped top-level directory, walked only for its bytes.
+  const walk = (dir: string, rel: string, record: boolean): void => {
     let names: string[]
     try {
       names = readdirSync(dir).sort()
@@ -78,8 +79,9 @@ export async function scanTree(root: string, options: ScanOptions = {}): Promise
       return // vanished or unreadable: nothing under it
     }
     for (const name of names) {
-      if (rel === '' && skip.has(name)) continue
-      if (visited >= max) truncated = true
+      const recorded = record && !(rel === '' && skip.has(name))
+      if (!recorded && !options.countAllBytes) continue
+      if (recorded && visited >= max) truncated = true
       if (truncated && !options.countAllBytes) return
       const path = rel === '' ? name : `${rel}/${name}`
       const st = statOrNull(join(dir, name))
@@ -91,15 +93,15 @@ export async function scanTree(root: string, options: ScanOptions = {}): Promise
       } else {
         bytes += st.blocks * 512
       }
-      if (!truncated) {
+      if (recorded && !truncated) {
         visited++
         last = path
         if (!st.isDirectory()) entries.set(path, { size: st.size, mtimeMs: st.mtimeMs, mode: st.mode, ino: st.ino })
       }
-      if (st.isDirectory()) walk(join(dir, name), path)
+      if (st.isDirectory()) walk(join(dir, name), path, recorded)
     }
   }
-  walk(root, '')
+  walk(root, '', true)
   return { entries, truncated, last, bytes }
 }
 

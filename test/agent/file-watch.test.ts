@@ -118,6 +118,19 @@ describe('bounded scans', () => {
     expect(partial.bytes).toBeLessThan(all.bytes)
   })
 
+  it('a skipped top-level directory has no entries but its bytes still count toward the quota', async () => {
+    const root = await fresh('skipped')
+    await mkdir(join(root, '.corral'))
+    await writeFile(join(root, '.corral', 'session.json'), Buffer.alloc(256 * 1024, 1))
+    await writeFile(join(root, 'a'), 'a')
+    const withBytes = await scanTree(root, { skipTopLevel: ['.corral'], countAllBytes: true })
+    expect([...withBytes.entries.keys()]).toEqual(['a'])
+    expect(withBytes.bytes).toBeGreaterThanOrEqual(256 * 1024)
+    const without = await scanTree(root, { skipTopLevel: ['.corral'] })
+    expect([...without.entries.keys()]).toEqual(['a'])
+    expect(without.bytes).toBeLessThan(256 * 1024)
+  })
+
   it('orders paths as the sorted depth-first walk visits them', () => {
     expect(['b', 'a/z', 'a', 'a-b', 'a/b/c'].sort(walkOrder)).toEqual(['a', 'a/b/c', 'a/z', 'a-b', 'b'])
   })
