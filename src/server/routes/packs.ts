@@ -4,7 +4,9 @@
 // (another org clones it instead). Registry-origin packs (`POST /v1/packs` with an image
 // reference) are not built: there is no registry here. Decisions: docs/packs.md.
 import multipart from '@fastify/multipart'
-import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { PassThrough, type Readable } from 'node:stream'
+import { finished } from 'node:stream/promises'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { EventType } from '../../audit/event.js'
 import type { IngestedPack, PackContent } from '../../packs/content.js'
 import '../../packs/service.js'
@@ -92,7 +94,7 @@ export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promis
     async (request, reply) => {
       const p = request.principal!
       const content = contentOf(deps)
-      const { ingested, visibility } = await readUpload(deps, request, content, { visibility: true })
+      const { ingested, visibility } = await readUpload(deps, request, reply, content, { visibility: true })
       const m = ingested.manifest
       try {
         const pack = await store
@@ -126,14 +128,14 @@ export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promis
   app.put<{ Params: { id: string } }>(
     '/packs/:id/upload',
     { config: { permission: CAPS_WRITE }, schema: { params: idParams, response: { 200: packSchema } } },
-    async (request) => {
+    async (request, reply) => {
       const orgId = request.principal!.org.id
       const content = contentOf(deps)
       const current = await ownedPack(deps, orgId, request.params.id)
       if (current.image_origin !== 'upload') {
         throw apiError('pack_not_reuploadable', `pack ${current.name} was not created by upload (origin ${current.image_origin}); only uploaded packs take a new archive`, { image_origin: current.image_origin })
       }
-      const { ingested } = await readUpload(deps, request, content, { visibility: false })
+      const { ingested } = await readUpload(deps, request, reply, content, { visibility: false })
       let pack: PackRecord
       try {
         if (ingested.manifest.name !== current.name) {
@@ -313,43 +315,77 @@ function manifestFields(ingested: IngestedPack) {
 
 /**
  * Reads the multipart body: one `archive` file part (streamed straight into the content store)
- * and, on create, an optional `visibility` field. Anything else is a validation error.
+ * and, on create, an optional `visibility` field. Anything else is a validation error. After a
+ * refusal the rest of the body is still read and dropped, so the client — still sending — gets
+ * the envelope instead of a reset connection; only an over-limit upload is cut (413, connection
+ * closed), since reading it all is what the limit is there to avoid.
  */
-async function readUpload(deps: ServerDeps, request: FastifyRequest, content: PackContent, opts: { visibility: boolean }): Promise<{ ingested: IngestedPack; visibility?: PackVisibility }> {
+async function readUpload(deps: ServerDeps, request: FastifyRequest, reply: FastifyReply, content: PackContent, opts: { visibility: boolean }): Promise<{ ingested: IngestedPack; visibility?: PackVisibility }> {
   if (!request.isMultipart()) throw apiError('unsupported_media_type', 'send multipart/form-data with the pack as an `archive` file part')
+  const tooLarge = () => apiError('payload_too_large', `the pack archive is larger than ${content.limits.maxCompressedBytes} bytes (CORRAL_PACK_MAX_BYTES)`)
   let ingested: IngestedPack | undefined
   let visibility: PackVisibility | undefined
+  let failure: unknown
   try {
-    // A little slack over the limit so the archive reader's own, clearer limit error fires first.
+    // A little slack over the limit so the archive reader's own limit error fires first.
     for await (const part of request.parts({ limits: { files: 1, fields: 4, fieldSize: 1024, fileSize: content.limits.maxCompressedBytes + 64 * 1024 } })) {
-      if (part.type === 'file') {
-        if (part.fieldname !== 'archive') {
-          part.file.resume()
-          throw fieldError(part.fieldname, 'is not a known part (send the pack as `archive`)')
+      if (failure !== undefined) {
+        if (part.type === 'file') await drain(part.file)
+        continue
+      }
+      try {
+        if (part.type === 'file') {
+          if (part.fieldname !== 'archive') throw fieldError(part.fieldname, 'is not a known part (send the pack as `archive`)')
+          // Fed through our own stream: a refusal destroys that one, and the part stays drainable.
+          const feed = new PassThrough()
+          part.file.pipe(feed)
+          try {
+            ingested = await content.ingest(feed)
+          } finally {
+            part.file.unpipe(feed)
+          }
+          if (part.file.truncated) throw tooLarge()
+        } else if (part.fieldname === 'visibility' && opts.visibility) {
+          const v = String(part.value)
+          if (!(PACK_VISIBILITIES as readonly string[]).includes(v)) throw fieldError('visibility', `must be one of ${PACK_VISIBILITIES.join(', ')}`)
+          visibility = v as PackVisibility
+        } else {
+          throw fieldError(part.fieldname, 'is not a known field')
         }
-        ingested = await content.ingest(part.file)
-        if (part.file.truncated) throw apiError('payload_too_large', `the pack archive is larger than ${content.limits.maxCompressedBytes} bytes (CORRAL_PACK_MAX_BYTES)`)
-      } else if (part.fieldname === 'visibility' && opts.visibility) {
-        const v = String(part.value)
-        if (!(PACK_VISIBILITIES as readonly string[]).includes(v)) throw fieldError('visibility', `must be one of ${PACK_VISIBILITIES.join(', ')}`)
-        visibility = v as PackVisibility
-      } else {
-        throw fieldError(part.fieldname, 'is not a known field')
+      } catch (err) {
+        failure = err
+        if (isTooLarge(err)) break
+        if (part.type === 'file') await drain(part.file)
       }
     }
   } catch (err) {
-    if (ingested) {
-      ingested.release()
-      await collect(deps, content, ingested.digest)
-    }
-    const code = (err as { code?: string }).code
-    if (code === 'FST_REQ_FILE_TOO_LARGE') throw apiError('payload_too_large', `the pack archive is larger than ${content.limits.maxCompressedBytes} bytes (CORRAL_PACK_MAX_BYTES)`)
-    if (code === 'FST_FILES_LIMIT') throw fieldError('archive', 'send exactly one archive')
-    if (code === 'FST_FIELDS_LIMIT' || code === 'FST_PARTS_LIMIT') throw fieldError('body', 'has too many parts')
-    throw err
+    failure ??= err
   }
-  if (!ingested) throw fieldError('archive', 'is required (a tar.gz file part)')
-  return { ingested, ...(visibility ? { visibility } : {}) }
+  if (failure === undefined && !ingested) failure = fieldError('archive', 'is required (a tar.gz file part)')
+  if (failure === undefined) return { ingested: ingested!, ...(visibility ? { visibility } : {}) }
+  if (ingested) {
+    ingested.release()
+    await collect(deps, content, ingested.digest)
+  }
+  const code = (failure as { code?: string }).code
+  if (isTooLarge(failure)) {
+    reply.header('connection', 'close')
+    throw tooLarge()
+  }
+  if (code === 'FST_FILES_LIMIT') throw fieldError('archive', 'send exactly one archive')
+  if (code === 'FST_FIELDS_LIMIT' || code === 'FST_PARTS_LIMIT') throw fieldError('body', 'has too many parts')
+  throw failure
+}
+
+function isTooLarge(err: unknown): boolean {
+  const code = (err as { code?: string }).code
+  return code === 'payload_too_large' || code === 'FST_REQ_FILE_TOO_LARGE'
+}
+
+/** Reads a part to its end, dropping the bytes. */
+async function drain(stream: Readable): Promise<void> {
+  stream.resume()
+  await finished(stream).catch(() => {})
 }
 
 /** Removes a content tree once no pack row references it; failures are logged, never the request's. */

@@ -1,0 +1,51 @@
+// Pack uploads over a real socket: a refusal found early in a large upload still reaches the
+// client as the error envelope (the rest of the body is read and dropped, not cut mid-send), and
+// an over-limit upload is answered with 413.
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { PackContent } from '../../src/packs/content.js'
+import { tgzOf } from '../packs/archives.js'
+import { createHarness, type Harness } from './harness.js'
+
+describe('pack upload over a socket', () => {
+  let h: Harness
+  let url: string
+  let token: string
+  const root = mkdtempSync(join(tmpdir(), 'corral-pack-socket-'))
+  beforeAll(async () => {
+    h = await createHarness()
+    h.deps.packContent = new PackContent(root, { maxCompressedBytes: 8 * 1024 * 1024, maxUncompressedBytes: 64 * 1024 * 1024, maxEntries: 100 })
+    await h.app.listen({ host: '127.0.0.1', port: 0 })
+    const addr = h.app.server.address() as { port: number }
+    url = `http://127.0.0.1:${addr.port}`
+    token = (await h.newOrg()).ownerKey
+  })
+  afterAll(async () => {
+    await h.close()
+    rmSync(root, { recursive: true, force: true })
+  })
+
+  const send = async (archive: Buffer) => {
+    const form = new FormData()
+    form.append('archive', new Blob([archive]), 'p.tgz')
+    const res = await fetch(`${url}/v1/packs/upload`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: form })
+    return { status: res.status, body: (await res.json()) as { error?: { code: string; message: string } } }
+  }
+
+  it('answers an early refusal of a large upload with the envelope', async () => {
+    // The first entry is refused; megabytes of incompressible data follow it.
+    const archive = await tgzOf([{ name: '/abs', body: 'x' }, { name: 'noise', body: randomBytes(6 * 1024 * 1024) }])
+    const res = await send(archive)
+    expect(res.status).toBe(400)
+    expect(res.body.error?.message).toMatch(/absolute path/)
+  })
+
+  it('answers 413 for an upload over the limit', async () => {
+    const res = await send(await tgzOf([{ name: 'pack.yaml', body: 'name: a\nversion: "1"\n' }, { name: 'noise', body: randomBytes(10 * 1024 * 1024) }]))
+    expect(res.status).toBe(413)
+    expect(res.body.error?.code).toBe('payload_too_large')
+  })
+})
