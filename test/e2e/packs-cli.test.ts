@@ -1,6 +1,7 @@
 // `corral pack …` as a user runs it (node bin/run.js) against a real `corral serve`: upload the
 // example pack directory, list/show/update/re-upload/clone it, attach it to a role by name in
-// role.yaml, the in-use guard on delete, and a bad archive refused with one line. No HTTP mocks.
+// role.yaml, the in-use guard on delete, a second org cloning the community pack, and a bad archive
+// refused with one line. No HTTP mocks.
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
@@ -44,7 +45,7 @@ async function refused(code: string, ...args: string[]): Promise<string> {
   return lines[0]
 }
 
-// Each CLI run is a fresh node process (about a second on a loaded 2-core machine): 20 runs in all.
+// Each CLI run is a fresh node process (about a second on a loaded 2-core machine): 21 runs in all.
 describe('corral pack commands', { timeout: 120_000 }, () => {
   let hello: PackRecord
 
@@ -70,6 +71,17 @@ describe('corral pack commands', { timeout: 120_000 }, () => {
 
     const updated = await json<PackRecord>('pack', 'update', 'hello-pack', '--visibility', 'community', '--description', 'for everyone')
     expect(updated).toMatchObject({ id: hello.id, visibility: 'community', description: 'for everyone' })
+
+    // Another org sees the community pack (not owned, no org_id) and clones it into its own catalogue.
+    const other = await runCorral(['admin', 'org', 'create', 'other', '--json', '--data-dir', serve.dataDir])
+    expect(other.code, other.stderr).toBe(0)
+    const otherKey = (JSON.parse(other.stdout) as { api_key: { value: string } }).api_key.value
+    const asOther = (...args: string[]) => runCorral([...args, '--json'], { env: { XDG_CONFIG_HOME: dir, CORRAL_API_URL: serve.url, CORRAL_TOKEN: otherKey } })
+    const seen = JSON.parse((await asOther('pack', 'list')).stdout) as PackRecord[]
+    expect(seen).toEqual([expect.objectContaining({ id: hello.id, owned: false, visibility: 'community' })])
+    expect(seen[0]).not.toHaveProperty('org_id')
+    const theirs = JSON.parse((await asOther('pack', 'clone', 'hello-pack')).stdout) as PackRecord
+    expect(theirs).toMatchObject({ name: 'hello-pack', owned: true, visibility: 'org', image_origin: 'clone', image_digest: hello.image_digest })
 
     // Same tree, new version: the re-upload keeps the pack's id and changes its contents.
     const v2 = join(dir, 'hello-v2')
