@@ -11,6 +11,7 @@
 //    against a real `corral serve` (dist/, so `npm run build` first) with the fake Anthropic API
 //    from test/agent (targets: cold p50 ≤ 500 ms, warm claim p50 ≤ 50 ms). BENCH_CONTROL_PLANE=0 skips.
 // Run: `npm run bench:workspaces` → prints a table, writes bench/results/workspaces.json.
+// BENCH_ONLY=control-plane runs only the serve part (BENCH_RUNS sets its runs, at most 8 by default).
 
 import { randomBytes, randomUUID } from 'node:crypto'
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
@@ -181,6 +182,13 @@ async function controlPlane(kind: string, runs: number) {
   }
 }
 
+function writeResults(results: ReturnType<typeof row>[]): void {
+  mkdirSync(new URL('results/', import.meta.url), { recursive: true })
+  const out = new URL(onlyControlPlane ? 'results/workspaces-control-plane.json' : 'results/workspaces.json', import.meta.url)
+  writeFileSync(out, JSON.stringify({ at: new Date().toISOString(), node: process.version, runtime: kind, cpus: cpus().length, loadavg: loadavg(), results }, null, 2) + '\n')
+  console.log(`wrote ${fileURLToPath(out)}`)
+}
+
 const kind = process.env.BENCH_RUNTIME === 'process' ? 'process' : 'local'
 const scratch = await mkdtemp(join(tmpdir(), 'corral-bench-ws-'))
 const proxy = await startStandInProxy()
@@ -193,7 +201,13 @@ if (!check.ok) {
   process.exit(1)
 }
 
-try {
+const onlyControlPlane = process.env.BENCH_ONLY === 'control-plane'
+const controlPlaneRows = (cp: { cold: number[]; warm: number[] }) => [
+  row(`POST /v1/tasks → task_start, cold (serve, ${kind})`, cp.cold, 500),
+  row(`POST /v1/tasks → task_start, warm pool claim (serve, ${kind})`, cp.warm, 50),
+]
+
+async function runtimeParts() {
   const minimal = await coldStarts(runtime, ready, () => ({ command: [process.execPath, '-e', MINIMAL_AGENT], env: { READY_URL: ready.url } }), RUNS)
   // corral agent: its first event (session_start) posted to <ready>/task/<task id>/event; the
   // model is never called because the bench stops the workspace right after.
@@ -213,11 +227,8 @@ try {
   }), Math.min(RUNS, 5)) : []
   const h = await heavy(runtime)
   const cp = process.env.BENCH_CONTROL_PLANE !== '0' && built ? await controlPlane(kind, Math.min(RUNS, 8)) : undefined
-  const results = [
-    ...(cp ? [
-      row(`POST /v1/tasks → task_start, cold (serve, ${kind})`, cp.cold, 500),
-      row(`POST /v1/tasks → task_start, warm pool claim (serve, ${kind})`, cp.warm, 50),
-    ] : []),
+  return [
+    ...(cp ? controlPlaneRows(cp) : []),
     row(`sandbox cold start → first request through the proxy (${kind})`, minimal, 500),
     row(`agent cold start → session_start through the proxy (${built ? 'dist/agent/main.js' : 'tsx sources'})`, corralAgent),
     ...(viaCli.length > 0 ? [row('same via `corral agent` (oclif)', viaCli)] : []),
@@ -225,11 +236,12 @@ try {
     row('fork (restore) of 100 MB in 1,000 files', h.forks, 2000),
     row(`snapshot listing (${h.entries} entries)`, h.listings, 100),
   ]
+}
+
+try {
+  const results = onlyControlPlane ? controlPlaneRows(await controlPlane(kind, RUNS)) : await runtimeParts()
   console.table(results)
-  mkdirSync(new URL('results/', import.meta.url), { recursive: true })
-  const out = new URL('results/workspaces.json', import.meta.url)
-  writeFileSync(out, JSON.stringify({ at: new Date().toISOString(), node: process.version, runtime: kind, cpus: cpus().length, loadavg: loadavg(), results }, null, 2) + '\n')
-  console.log(`wrote ${fileURLToPath(out)}`)
+  writeResults(results)
 } finally {
   await runtime.close()
   await proxy.close()

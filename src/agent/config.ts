@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { rootCertificates } from 'node:tls'
+import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls'
 import { Agent as UndiciAgent, Dispatcher, ProxyAgent } from 'undici'
 import type { AgentDefaults } from './agent-loop.js'
 import { PROVIDER_KINDS, type ProviderKind } from './model.js'
@@ -99,6 +99,8 @@ export function createDispatcher(config: Pick<AgentConfig, 'proxyUrl' | 'proxyTo
 export class TokenDispatcher extends Dispatcher {
   readonly #config: Pick<AgentConfig, 'proxyUrl' | 'proxyToken' | 'caFile'>
   #inner: Dispatcher
+  /** Clients of earlier tokens, closed shortly after the switch (or with this dispatcher). */
+  readonly #retired = new Set<Dispatcher>()
 
   constructor(config: Pick<AgentConfig, 'proxyUrl' | 'proxyToken' | 'caFile'>) {
     super()
@@ -106,11 +108,21 @@ export class TokenDispatcher extends Dispatcher {
     this.#inner = proxyClient(config)
   }
 
-  /** Later requests carry `token`; requests in flight finish on the old client, which then closes. */
+  /**
+   * Later requests carry `token`; requests in flight finish on the old client, which closes a
+   * moment later: its teardown would otherwise run between the hand-over and the task's first
+   * events, the path a warm claim is measured on.
+   */
   useToken(token: string): void {
     const old = this.#inner
     this.#inner = proxyClient({ ...this.#config, proxyToken: token })
-    void old.close().catch(() => undefined)
+    this.#retired.add(old)
+    setTimeout(() => void this.#retire(old), RETIRE_AFTER_MS).unref()
+  }
+
+  #retire(client: Dispatcher): Promise<void> {
+    if (!this.#retired.delete(client)) return Promise.resolve()
+    return client.close().catch(() => undefined)
   }
 
   override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
@@ -120,7 +132,7 @@ export class TokenDispatcher extends Dispatcher {
   override close(): Promise<void>
   override close(callback: () => void): void
   override close(callback?: () => void): Promise<void> | void {
-    const p = this.#inner.close()
+    const p = Promise.all([this.#inner.close(), ...[...this.#retired].map((c) => this.#retire(c))]).then(() => undefined)
     if (callback) void p.then(callback, callback)
     else return p
   }
@@ -131,15 +143,38 @@ export class TokenDispatcher extends Dispatcher {
   override destroy(err: Error | null, callback: () => void): void
   override destroy(a?: Error | null | (() => void), b?: () => void): Promise<void> | void {
     const cb = typeof a === 'function' ? a : b
-    const p = this.#inner.destroy(typeof a === 'function' ? null : a ?? null)
+    const err = typeof a === 'function' ? null : a ?? null
+    const retired = [...this.#retired]
+    this.#retired.clear()
+    const p = Promise.all([this.#inner.destroy(err), ...retired.map((c) => c.destroy(err).catch(() => undefined))]).then(() => undefined)
     if (cb) void p.then(cb, cb)
     else return p
   }
 }
 
+/** How long the client of a replaced token lives on (requests in flight on it finish first anyway). */
+const RETIRE_AFTER_MS = 2_000
+
+const trustContexts = new Map<string, SecureContext>()
+
+/**
+ * The TLS trust (system roots plus the corral CA) as one context per process. Given as `ca`,
+ * tls.connect would parse every root certificate again for each new connection: ~30 ms on an idle
+ * machine and several times that under load, paid by the first event after a warm agent's token
+ * switch and by each new model connection (docs/runtime.md "Benchmark").
+ */
+function trustContext(caFile: string): SecureContext {
+  let context = trustContexts.get(caFile)
+  if (!context) {
+    context = createSecureContext({ ca: [...rootCertificates, readFileSync(caFile, 'utf8')] })
+    trustContexts.set(caFile, context)
+  }
+  return context
+}
+
 function proxyClient(config: Pick<AgentConfig, 'proxyUrl' | 'proxyToken' | 'caFile'>): Dispatcher {
-  const ca = config.caFile ? [...rootCertificates, readFileSync(config.caFile, 'utf8')] : undefined
-  if (!config.proxyUrl) return new UndiciAgent(ca ? { connect: { ca } } : {})
+  const secureContext = config.caFile ? trustContext(config.caFile) : undefined
+  if (!config.proxyUrl) return new UndiciAgent(secureContext ? { connect: { secureContext } } : {})
   // The proxy variables carry the token as userinfo for generic tools; this client sends it as
   // Bearer instead, so the URL is stripped of credentials (the password is the token).
   const url = new URL(config.proxyUrl)
@@ -148,8 +183,12 @@ function proxyClient(config: Pick<AgentConfig, 'proxyUrl' | 'proxyToken' | 'caFi
   url.password = ''
   return new ProxyAgent({
     uri: url.toString(),
+    // One connection per origin: the agent's requests to an origin are sequential (an event, then
+    // the next), and a second request sent just as the first completes would otherwise open a new
+    // tunnel (CONNECT and TLS through the sandbox relay) instead of reusing the idle one.
+    connections: 1,
     ...(token ? { token: `Bearer ${token}` } : {}),
-    ...(ca ? { requestTls: { ca } } : {}),
+    ...(secureContext ? { requestTls: { secureContext } } : {}),
   })
 }
 

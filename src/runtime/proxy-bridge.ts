@@ -43,7 +43,6 @@ export class ProxyBridge {
     const upstream = net.createConnection({ host: this.#proxy.host, port: this.#proxy.port, allowHalfOpen: true })
     this.#open.add(upstream)
     upstream.once('close', () => this.#open.delete(upstream))
-    upstream.setNoDelay(true)
     relay(inner, upstream)
   }
 

@@ -11,6 +11,10 @@ import type { Socket } from 'node:net'
  * the other hand, destroys both at once so no half-dead pair is left behind.
  */
 export function relay(a: Socket, b: Socket): void {
+  // Relayed bytes are already whole writes of the endpoints: Nagle would only hold a small one
+  // back until the previous is acknowledged (a no-op on unix sockets).
+  a.setNoDelay(true)
+  b.setNoDelay(true)
   join(a, b)
   join(b, a)
   a.pipe(b)

@@ -53,6 +53,7 @@ async function main() {
   if (socketPath) {
     const server = net.createServer({ allowHalfOpen: true }, (inner) => {
       const outer = net.createConnection({ path: socketPath, allowHalfOpen: true })
+      inner.setNoDelay(true) // no Nagle delay on replies to the agent (docs/runtime.md "Benchmark")
       relay(inner, outer)
     })
     await new Promise((resolve, reject) => {

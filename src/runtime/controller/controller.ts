@@ -605,12 +605,17 @@ export class WorkspaceController implements WorkspaceControl {
 
   async #startTask(ws: WorkspaceRecord, task: TaskRecord): Promise<void> {
     const role = await this.#t.role(ws.org_id, { id: ws.role_id })
-    const handle = await this.#o.runtime.provision({ workspaceId: ws.id }) // re-adopts the existing /data
-    if (task.uploads.length) {
-      const target = join(handle.dataDir, 'uploads', task.id)
-      await mkdir(target, { recursive: true })
-      await cp(this.stagingDir(task.id), target, { recursive: true })
-      await rm(this.stagingDir(task.id), { recursive: true, force: true })
+    // A member whose warm agent is waiting was provisioned by its warm-up: /data is re-adopted
+    // only to place uploads or for an agent started now (a warm claim's hand-over is timed).
+    const waiting = this.#warm.get(ws.id)
+    if (task.uploads.length || !waiting || waiting.pending) {
+      const handle = await this.#o.runtime.provision({ workspaceId: ws.id }) // re-adopts the existing /data
+      if (task.uploads.length) {
+        const target = join(handle.dataDir, 'uploads', task.id)
+        await mkdir(target, { recursive: true })
+        await cp(this.stagingDir(task.id), target, { recursive: true })
+        await rm(this.stagingDir(task.id), { recursive: true, force: true })
+      }
     }
     if (!(await this.#t.tasks.start(task.id))) return
     await this.#t.transition(ws.id, ['idle'], 'busy', { last_activity_at: new Date().toISOString() })
