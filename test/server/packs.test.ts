@@ -282,6 +282,10 @@ for (const d of testDialects()) describe(`pack routes [${d.name}]`, () => {
     const twoAgents = await role(a.ownerToken, 'two', [agentA.id, agentB.id])
     expect(twoAgents.status).toBe(400)
     expect(twoAgents.body.error.details.fields.pack_ids).toMatch(/at most one pack that provides an agent \(agent-a, agent-b do\)/)
+    const sameName = (await upload(b.ownerToken, { visibility: 'community', archive: await tgzOf([{ name: 'pack.yaml', body: 'name: plain\nversion: "2"\n' }]) })).body
+    const clash = await role(a.ownerToken, 'clash', [plain.id, sameName.id])
+    expect(clash.status).toBe(400)
+    expect(clash.body.error.details.fields.pack_ids).toMatch(/two packs named plain/)
     const patched = await h.inject('PATCH', `/v1/agent-roles/${ok.body.id}`, { token: a.ownerToken, body: { pack_ids: [agentA.id, agentB.id] } })
     expect(patched.status).toBe(400)
     expect(patched.body.error.details.fields).toHaveProperty('pack_ids')

@@ -191,6 +191,7 @@ export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promis
         throw fieldError('image_ref', `applies to registry-origin packs only (this pack's origin is ${current.image_origin})`)
       }
       const patch: PackPatch = { ...body }
+      if (body.description === '') patch.description = null
       if (body.suggested_packs !== undefined && body.suggested_packs !== null) patch.suggested_packs = normaliseSuggested(body.suggested_packs)
       const flipsVisibility = body.visibility !== undefined && body.visibility !== current.visibility
       if (flipsVisibility && body.visibility === 'org') {
@@ -273,7 +274,8 @@ export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promis
 
 /**
  * A role's `pack_ids` (create and patch): every id is a pack the org can see, and at most one of
- * them provides the agent command (docs/packs.md). Validation errors name the field `pack_ids`.
+ * them provides the agent command, and no two share a name (docs/packs.md). Validation errors
+ * name the field `pack_ids`.
  */
 export async function checkPackIds(tx: StoreTransaction, orgId: string, ids: readonly string[]): Promise<void> {
   if (ids.length === 0) return
@@ -281,6 +283,10 @@ export async function checkPackIds(tx: StoreTransaction, orgId: string, ids: rea
   const known = new Set(found.map((pk) => pk.id))
   const unknown = ids.filter((id) => !known.has(id))
   if (unknown.length > 0) throw fieldError('pack_ids', `has unknown packs: ${unknown.join(', ')}`)
+  // Each pack is mounted at /packs/<name>: two packs of one name (own and community) would collide.
+  const names = found.map((pk) => pk.name)
+  const twice = names.find((name, i) => names.indexOf(name) !== i)
+  if (twice !== undefined) throw fieldError('pack_ids', `attaches two packs named ${twice}; clone one under another name`)
   const agents = found.filter((pk) => pk.manifest.agent)
   if (agents.length > 1) throw fieldError('pack_ids', `may attach at most one pack that provides an agent (${agents.map((pk) => pk.name).join(', ')} do)`)
 }
