@@ -1,12 +1,16 @@
+import { execFile } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises'
+import { chmod, chown, mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { packageRoot } from '../../src/runtime/layout.js'
 import {
-  DEFAULT_LIMITS, LIMIT_ENV, limitsEnv, limitsFromEnv, prlimitArgs, withLimits, type WorkspaceLimits,
+  DEFAULT_LIMITS, findPrlimit, LIMIT_ENV, limitsEnv, limitsFromEnv, prlimitArgs, withLimits, type WorkspaceLimits,
 } from '../../src/runtime/limits.js'
 import { LocalRuntime } from '../../src/runtime/local-runtime.js'
+import { bwrapArgs, nodePrefix } from '../../src/runtime/sandbox-args.js'
 import { bwrapAvailable } from './helpers.js'
 
 describe('workspace limits configuration', () => {
@@ -99,5 +103,37 @@ describe.skipIf(!available)('workspace limits in the bubblewrap sandbox', () => 
     // head is killed by SIGXFSZ (128 + 25) at the 1 MiB mark.
     expect((await readFile(join(dataDir, 'rc'), 'utf8')).trim()).toBe('153')
     expect((await stat(join(dataDir, 'big'))).size).toBe(1024 * 1024)
+  })
+
+  it('the process limit holds a sandbox of an unprivileged user to its own count', async () => {
+    // The sandbox argv the runtime builds (bwrapArgs + withLimits), started by an unprivileged host
+    // user: root's processes are exempt from RLIMIT_NPROC, so under root the test switches to
+    // nobody (setpriv), as corral serve would run in production.
+    const dataDir = await mkdtemp(join(tmpdir(), 'corral-limits-pids-'))
+    await chmod(dataDir, 0o777)
+    if (asRoot) await chown(dataDir, 65534, 65534)
+    const prlimit = await findPrlimit()
+    // node survives a failed fork (EAGAIN as an 'error' event) where a shell would give up.
+    const script = `const { spawn } = require('child_process'); let ok = 0, done = 0
+      const end = () => { if (++done === 40) { require('fs').writeFileSync('/data/count', String(ok)); process.exit(0) } }
+      for (let i = 0; i < 40; i++) { const c = spawn('sleep', ['5']); c.on('spawn', () => { ok++; end() }); c.on('error', end) }`
+    const started = async (pids: number): Promise<number> => {
+      const args = bwrapArgs({
+        dataDir, init: '/dev/null', passwd: '/dev/null', group: '/dev/null', proxySocket: '/dev/null', inbox: null, ca: null,
+        caBundle: null, readOnly: [nodePrefix()], hide: [], packs: [], disableUserns: true,
+      }, withLimits(prlimit, { ...DEFAULT_LIMITS, pids }, [process.execPath, '-e', script]))
+      const [file, argv] = asRoot ? ['setpriv', ['--reuid', '65534', '--regid', '65534', '--clear-groups', 'bwrap', ...args]] : ['bwrap', args]
+      await promisify(execFile)(file, argv, { env: { PATH: '/usr/bin:/bin' }, timeout: 20_000 })
+      return Number(await readFile(join(dataDir, 'count'), 'utf8'))
+    }
+    try {
+      expect(await started(0)).toBe(40)
+      // node's own threads count too: of 32, some go to it, the rest to sleeps.
+      const limited = await started(32)
+      expect(limited).toBeGreaterThan(0)
+      expect(limited).toBeLessThan(32)
+    } finally {
+      await rm(dataDir, { recursive: true, force: true })
+    }
   })
 })
