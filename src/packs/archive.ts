@@ -109,7 +109,7 @@ class ExtractState {
       await drain(entry)
       return
     }
-    const type = h.type ?? 'file'
+    const type = h.type ?? 'unknown'
     switch (type) {
       case 'directory':
         this.#claim(path, 'directory')
@@ -156,7 +156,7 @@ class ExtractState {
       }
       default:
         entry.resume()
-        throw refuse(`entry ${path} is a ${type}; only files, directories and links are allowed`)
+        throw refuse(`entry ${path} has type ${type}; only files, directories and links are allowed`)
     }
   }
 

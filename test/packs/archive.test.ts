@@ -85,6 +85,18 @@ describe('extractPackArchive', () => {
     expect(err.details?.fields).toHaveProperty('archive')
   })
 
+  it('refuses entry types it does not know (e.g. GNU sparse files)', async () => {
+    const tar = await tarOf([{ name: 'pack.yaml', body: MANIFEST }, { name: 'sparse', body: 'x' }])
+    // Second header at 1024 (512 header + 512 padded body): typeflag 'S', checksum recomputed.
+    const h = tar.subarray(1024, 1536)
+    h[156] = 'S'.charCodeAt(0)
+    h.fill(0x20, 148, 156)
+    const sum = h.reduce((a, b) => a + b, 0)
+    h.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148, 'latin1')
+    const err = await refusal(gzipSync(tar))
+    expect(err.message).toMatch(/entry sparse has type unknown/)
+  })
+
   it('refuses archives without pack.yaml, or with it two levels down', async () => {
     expect((await refusal(await tgzOf([{ name: 'readme', body: 'x' }]))).message).toMatch(/no pack.yaml/)
     expect((await refusal(await tgzOf([{ name: 'a/b/pack.yaml', body: MANIFEST }]))).message).toMatch(/no pack.yaml/)
