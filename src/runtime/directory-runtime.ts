@@ -127,10 +127,10 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     checkPackMounts(launch.packs ?? []) // before any link or bind is made from the names
     const packs = packLaunch(launch, await this.mountPacks(workspaceId, launch.packs ?? []))
     const bridge = this.usesBridge ? await ProxyBridge.open(this.layout.socket(workspaceId), this.options.proxy) : null
-    const plan = this.plan(workspaceId, { ...launch, command: packs.command, env: { ...launch.env, ...packs.env } }, shared, inbox)
-    // A pack's own environment goes beneath everything corral sets; its CORRAL_* names are ours.
-    const base = Object.entries(launch.baseEnv ?? {}).filter(([k]) => !k.startsWith('CORRAL_'))
-    if (base.length) plan.env = { ...Object.fromEntries(base), ...plan.env }
+    // A pack's own environment goes beneath everything corral sets (each driver's plan); its
+    // CORRAL_* names are ours.
+    const baseEnv = Object.fromEntries(Object.entries(launch.baseEnv ?? {}).filter(([k]) => !k.startsWith('CORRAL_')))
+    const plan = this.plan(workspaceId, { ...launch, command: packs.command, env: { ...launch.env, ...packs.env }, baseEnv }, shared, inbox)
     const logPath = this.layout.logs(workspaceId)
     await mkdir(join(this.layout.workspace(workspaceId), 'logs'), { recursive: true })
     const log = openSync(logPath, 'a')

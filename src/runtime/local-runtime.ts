@@ -140,7 +140,11 @@ export class LocalRuntime extends DirectoryRuntime {
       CORRAL_STOP_GRACE_MS: String(this.options.stopGraceMs ?? 5000),
     }
     const command = withLimits(this.#prlimit, this.#limits, [process.execPath, SANDBOX_INIT, ...launch.command])
-    return { file: this.#bwrap, args: bwrapArgs(mounts, command), env }
+    // A pack's environment reaches the sandbox through --setenv, never bwrap's own environment:
+    // bwrap runs on the host, where LD_PRELOAD or the like pointing into the pack's (host-side)
+    // content tree would load the pack's code outside the sandbox.
+    const packEnv = Object.entries(launch.baseEnv ?? {}).filter(([k]) => !Object.hasOwn(env, k)).flatMap(([k, v]) => ['--setenv', k, v])
+    return { file: this.#bwrap, args: [...packEnv, ...bwrapArgs(mounts, command)], env }
   }
 
   /** bwrap binds them read-only at /packs/<name> (bwrapArgs); nothing to do on the host. */

@@ -34,6 +34,7 @@ export class ProcessRuntime extends DirectoryRuntime {
     const dataDir = this.layout.data(workspaceId)
     const withToken = proxyUrlWithToken(proxyUrl, launch.proxyToken)
     const env: Record<string, string> = {
+      ...launch.baseEnv,
       PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
       HOME: process.env.HOME ?? dataDir,
       LANG: process.env.LANG ?? 'C.UTF-8',

@@ -24,6 +24,14 @@ printf '{"packs":"%s","packs_dir":"%s","pack_dir":"%s","arg":"%s","arg_content":
   "\${CORRAL_TASK_FILE:-}" "$(cat "$CORRAL_PACKS_DIR/other/readme.txt")" "$w" > report.json
 `
 
+async function waitForFile(path: string): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if (await readFile(path).then(() => true, () => false)) return
+    await new Promise((r) => setTimeout(r, 25))
+  }
+  throw new Error(`${path} did not appear`)
+}
+
 async function makePack(root: string, name: string, files: Record<string, { text: string; mode: number }>): Promise<PackMount> {
   const dir = join(root, name)
   for (const [path, f] of Object.entries(files)) {
@@ -100,6 +108,26 @@ for (const [kind, usable, make] of drivers) {
       expect(report.proxy).toContain('cap_pack_token')
       // The sandbox binds packs read-only (the process driver cannot enforce it).
       if (kind === 'local') expect(report.write).toBe('readonly')
+    })
+
+    // Only the sandbox has a host-side launcher whose environment matters.
+    if (kind === 'local') it('hands the pack\'s environment to the sandbox only, never to bwrap on the host', async () => {
+      const ws = await runtime.provision({ workspaceId: `ws_packs_${randomUUID().slice(0, 8)}` })
+      const agent = await runtime.startAgent(ws.workspaceId, {
+        command: ['sh', '-c', 'printf %s "$PACK_GREETING|$LD_PRELOAD" > env.txt; sleep 30'],
+        packs,
+        proxyToken: 't',
+        baseEnv: { PACK_GREETING: 'hello', LD_PRELOAD: join(packs[0]!.dir, 'evil.so') },
+      })
+      try {
+        await waitForFile(join(ws.dataDir, 'env.txt'))
+        expect(await readFile(join(ws.dataDir, 'env.txt'), 'utf8')).toBe(`hello|${join(packs[0]!.dir, 'evil.so')}`)
+        // agent.pid is bwrap's own process on the host.
+        const hostEnv = (await readFile(`/proc/${agent.pid}/environ`, 'utf8')).split('\0')
+        expect(hostEnv.some((e) => e.startsWith('LD_PRELOAD=') || e.startsWith('PACK_GREETING='))).toBe(false)
+      } finally {
+        await runtime.stopAgent(ws.workspaceId)
+      }
     })
 
     it('refuses a command pack that is not mounted and pack names that are not plain names', async () => {
