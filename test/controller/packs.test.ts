@@ -56,6 +56,7 @@ async function uploadPack(store: Store, content: PackContent, orgId: string, fil
       name: got.manifest.name, display_name: got.manifest.display_name, version: got.manifest.version, tier: 'community', visibility: 'org',
       image_origin: 'upload', image_digest: got.digest, size_bytes: got.sizeBytes, manifest: got.manifest,
     })
+    got.release() // the row is written: the tree is collectable from now on
     return pack.id
   } finally {
     await rm(dir, { recursive: true, force: true })
@@ -77,13 +78,13 @@ for (const dialect of testDialects()) {
       const store = await dialect.open()
       contentRoot = await mkdtemp(join(tmpdir(), 'corral-pack-content-'))
       const content = new PackContent(join(contentRoot, 'packs'))
-      const packs: PackSource = { findVisible: (o, ids) => store.packs.findVisible(o, ids), dir: (d) => content.dir(d) }
+      const packs: PackSource = { findVisible: (o, ids) => store.packs.findVisible(o, ids), dir: (d) => content.dir(d), pin: (d) => content.pin(d) }
       // Packs attach before the first fill pass, so pool members start with them.
       const r = (rig = await controllerRig(store, { ...opts, packs, poolSize: undefined }))
       const agentPack = await uploadPack(store, content, r.orgId, { 'pack.yaml': AGENT_YAML, 'agent.mjs': AGENT })
       const notesPack = await uploadPack(store, content, r.orgId, { 'pack.yaml': 'name: notes\nversion: "2"\n', 'notes.txt': 'pack notes' })
       await setRole(r, { pack_ids: JSON.stringify([agentPack, notesPack]), ...(opts.poolSize ? { pool_policy: 'static', pool_size: opts.poolSize } : {}) })
-      return { r, agentPack, notesPack }
+      return { r, agentPack, notesPack, content }
     }
     const setRole = (r: ControllerRig, set: Record<string, unknown>) =>
       r.store.db.updateTable('agent_roles' as never).set(set as never).where('id' as never, '=', r.role.id as never).execute()
@@ -134,8 +135,8 @@ for (const dialect of testDialects()) {
       expect((await r.events.handle(claims, 'POST', `/task/${second.id}/event`, Buffer.from('{"type":"progress_status"}'))).status).toBe(202)
     })
 
-    it('a warm pool member runs the pack\'s agent ahead of its task', async () => {
-      const { r } = await setup({ poolSize: 1 })
+    it('a warm pool member runs the pack\'s agent ahead of its task; its trees are pinned until it exits', async () => {
+      const { r, agentPack, content } = await setup({ poolSize: 1 })
       await r.controller.fillPools()
       const [member] = await waitFor(async () => {
         const m = (await r.controller.tables.list(r.orgId, {})).filter((w) => w.pooled && w.state === 'idle')
@@ -145,6 +146,14 @@ for (const dialect of testDialects()) {
       expect(warm).toMatchObject({ packs: 'pack-agent,notes', greeting: 'hello', notes: 'pack notes' })
       expect(warm.argv[0]).toMatch(/\/packs\/pack-agent\/agent\.mjs$/)
       expect(existsSync(join(r.root, 'runtime', 'workspaces', member!.id, 'data', 'report.json'))).toBe(false)
+
+      // A collection (as after a re-upload) leaves the running agent's tree alone, then takes it.
+      const digest = (await r.store.packs.get(r.orgId, agentPack))!.image_digest!
+      expect(await content.removeIfUnused(digest, async () => false)).toBe(false)
+      expect(existsSync(content.dir(digest))).toBe(true)
+      await r.runtime.stopAgent(member!.id)
+      await waitFor(async () => content.removeIfUnused(digest, async () => false), 'the pin released at exit')
+      expect(existsSync(content.dir(digest))).toBe(false)
     })
   })
 }

@@ -23,7 +23,7 @@ import type { Store } from '../../store/index.js'
 import {
   workspaceTables, type RoleConfig, type TaskOptions, type TaskRecord, type WorkspaceRecord,
 } from '../../store/repositories/workspaces.js'
-import type { AgentProcess, SnapshotFileEntry, WorkspaceRuntime } from '../runtime.js'
+import type { AgentLaunch, AgentProcess, SnapshotFileEntry, WorkspaceRuntime } from '../runtime.js'
 import type { AgentTask } from '../../agent/task.js'
 import { agentEnv, agentProgram, agentTask } from './agent-launch.js'
 import type { PackEventValidators } from './agent-event-schemas.js'
@@ -528,7 +528,7 @@ export class WorkspaceController implements WorkspaceControl {
       await this.#o.runtime.provision({ workspaceId: ws.id })
       const packs = await this.#packsFor(ws, role)
       const { token } = await this.#o.tokens.mint({ org_id: ws.org_id, workspace_id: ws.id }, WARM_TOKEN_TTL_S)
-      proc = await this.#o.runtime.startAgent(ws.id, {
+      proc = await this.#startAgent(ws.id, packs, {
         ...agentProgram(packs, this.#o.agentCommand),
         proxyToken: token,
         env: { ...(role ? agentEnv(role) : {}), ...this.#o.agentEnv, CORRAL_TASK_SOURCE: 'http' },
@@ -559,6 +559,24 @@ export class WorkspaceController implements WorkspaceControl {
     const packs = await resolveWorkspacePacks(this.#o.packs, ws.org_id, role?.pack_ids ?? [])
     this.#launchPacks.set(ws.id, packs)
     return packs
+  }
+
+  /**
+   * Starts an agent with its packs' content trees pinned until it exits: a re-upload or delete
+   * meanwhile does not remove a tree the agent still reads (PackContent.removeIfUnused).
+   */
+  async #startAgent(workspaceId: string, packs: WorkspacePacks, launch: AgentLaunch): Promise<AgentProcess> {
+    const pin = this.#o.packs?.pin
+    const unpins = pin ? packs.digests.map((d) => pin(d)) : []
+    const release = (): void => unpins.forEach((unpin) => unpin())
+    try {
+      const proc = await this.#o.runtime.startAgent(workspaceId, launch)
+      void proc.exited.finally(release)
+      return proc
+    } catch (err) {
+      release()
+      throw err
+    }
   }
 
   /**
@@ -631,7 +649,7 @@ export class WorkspaceController implements WorkspaceControl {
         proc = warm.process
       } else {
         const packs = await this.#packsFor(ws, role)
-        proc = await this.#o.runtime.startAgent(ws.id, {
+        proc = await this.#startAgent(ws.id, packs, {
           ...agentProgram(packs, this.#o.agentCommand),
           proxyToken: token,
           env: { ...(role ? agentEnv(role) : {}), ...this.#o.agentEnv },

@@ -90,6 +90,8 @@ function packSource(deps: ServerDeps, dataDir: string): PackSource {
     findVisible: (orgId, ids) => deps.store.packs.findVisible(orgId, ids),
     // The packs service's store when it runs (same root), else one of our own for reading.
     dir: (digest) => (deps.packContent ?? own).dir(digest),
+    // Pins live in the store that collects trees (the routes' one).
+    pin: (digest) => (deps.packContent ?? own).pin(digest),
   }
 }
 

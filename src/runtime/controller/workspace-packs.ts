@@ -24,17 +24,21 @@ export interface PackSource {
   findVisible(orgId: string, ids: readonly string[]): Promise<WorkspacePackRecord[]>
   /** Host path of the extracted, read-only tree of a content digest. */
   dir(digest: string): string
+  /** Keeps a digest's tree from being collected until the returned function is called. */
+  pin?(digest: string): () => void
 }
 
 export interface WorkspacePacks {
   mounts: PackMount[]
+  /** Content digests of the mounted trees (pinned while the agent runs). */
+  digests: string[]
   /** The agent a pack provides (the first attached pack that declares one). */
   agent?: { pack: string; command: string[]; env: Record<string, string> }
   /** Compiled `agent_events` schemas of the packs that declare some. */
   schemas: PackEventValidators[]
 }
 
-export const NO_PACKS: WorkspacePacks = Object.freeze({ mounts: [], schemas: [] })
+export const NO_PACKS: WorkspacePacks = Object.freeze({ mounts: [], digests: [], schemas: [] })
 
 /**
  * Resolves a role's packs. A pack the org can no longer see (deleted, made private by its owner)
@@ -44,12 +48,13 @@ export const NO_PACKS: WorkspacePacks = Object.freeze({ mounts: [], schemas: [] 
 export async function resolveWorkspacePacks(source: PackSource | undefined, orgId: string, packIds: readonly string[]): Promise<WorkspacePacks> {
   if (!source || packIds.length === 0) return NO_PACKS
   const packs = await source.findVisible(orgId, packIds)
-  const out: WorkspacePacks = { mounts: [], schemas: [] }
+  const out: WorkspacePacks = { mounts: [], digests: [], schemas: [] }
   for (const p of packs) {
     if (!p.image_digest) continue
     // Two attached packs with one name (own and community): the first one keeps the directory.
     if (out.mounts.some((m) => m.name === p.name)) continue
     out.mounts.push({ name: p.name, dir: source.dir(p.image_digest) })
+    if (!out.digests.includes(p.image_digest)) out.digests.push(p.image_digest)
     if (p.manifest.agent && !out.agent) {
       out.agent = { pack: p.name, command: [...p.manifest.agent.command], env: { ...p.manifest.agent.env } }
     }
