@@ -122,7 +122,7 @@ export class Agent {
         if (s.max_context_tokens > 0 && contextTokens > s.max_context_tokens) {
           contextTokens = await this.#compact(task, s, contextTokens, usage, signal)
         }
-        const turn = await this.#turn({ system: systemPrompt(this.#o.tools.root, s), messages: this.#messages, tools: TOOL_SPECS, thinking: s.thinking_effort, maxTokens: this.#o.maxTokens ?? 8192 }, signal)
+        const turn = await this.#turn({ system: systemPrompt(this.#o.tools.root, s, this.#o.tools.diskQuotaBytes), messages: this.#messages, tools: TOOL_SPECS, thinking: s.thinking_effort, maxTokens: this.#o.maxTokens ?? 8192 }, signal)
         usage.input_tokens += turn.usage.input_tokens
         usage.output_tokens += turn.usage.output_tokens
         contextTokens = turn.usage.input_tokens + turn.usage.output_tokens
@@ -235,7 +235,7 @@ export class Agent {
     const last = messages.at(-1)
     if (last?.role === 'user') last.content.push({ type: 'text', text: COMPACTION_PROMPT })
     else messages.push({ role: 'user', content: [{ type: 'text', text: COMPACTION_PROMPT }] })
-    const turn = await this.#turn({ system: systemPrompt(this.#o.tools.root, s), messages, tools: TOOL_SPECS, thinking: 'off', maxTokens: 2048 }, signal)
+    const turn = await this.#turn({ system: systemPrompt(this.#o.tools.root, s, this.#o.tools.diskQuotaBytes), messages, tools: TOOL_SPECS, thinking: 'off', maxTokens: 2048 }, signal)
     usage.input_tokens += turn.usage.input_tokens
     usage.output_tokens += turn.usage.output_tokens
     const summary = turn.content.filter((b): b is Extract<Block, { type: 'text' }> => b.type === 'text').map((b) => b.text).join('')
@@ -263,7 +263,7 @@ export class Agent {
   }
 }
 
-export function systemPrompt(root: string, s: AgentDefaults): string {
+export function systemPrompt(root: string, s: AgentDefaults, diskQuotaBytes?: number): string {
   const lines = [
     "You are corral's reference agent, working inside an isolated workspace on the user's behalf.",
     `Your working directory is ${root}. Files there persist between tasks; work only there.`,
@@ -271,6 +271,10 @@ export function systemPrompt(root: string, s: AgentDefaults): string {
     'Tools: run_command (shell), read_file, write_file. When the task is done, or cannot be done, call finish once with a short summary.',
     `Environment: ${s.environment}.`,
   ]
+  if (diskQuotaBytes !== undefined) {
+    // Said up front, so the model keeps big downloads and builds in check instead of learning it from a failed task.
+    lines.push(`${root} has a disk quota of ${Math.round(diskQuotaBytes / (1024 * 1024))} MB: a task that leaves it larger fails.`)
+  }
   if (s.environment_description) lines.push(`About this environment: ${s.environment_description}`)
   return lines.join('\n')
 }

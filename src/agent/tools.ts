@@ -100,6 +100,11 @@ export class Toolbox {
     })
   }
 
+  /** /data's disk quota in bytes, when one is set. */
+  get diskQuotaBytes(): number | undefined {
+    return this.#options.diskQuotaBytes
+  }
+
   /** A new task: shell changes are compared from a fresh scan (the control plane may have added uploads). */
   beginTask(): void {
     this.#watch.reset()

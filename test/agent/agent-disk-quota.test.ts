@@ -53,6 +53,7 @@ describe('the disk quota in the agent loop', () => {
     expect(outcome).toMatchObject({ status: 'failed', reason: 'disk_quota_exceeded', iterations: 1 })
     expect(outcome.summary).toMatch(/over its disk quota of 1\.0 MB/)
     expect(requests).toHaveLength(1)
+    expect(requests[0]!.body.system).toContain(`${root} has a disk quota of 1 MB: a task that leaves it larger fails.`)
     expect(sink.events.filter((e) => e.type === 'file_change').map((e) => [e.path, e.action])).toEqual([['big.bin', 'created']])
     expect(sink.events.filter((e) => e.type === 'tool_call')).toHaveLength(1)
     expect(sink.events.find((e) => e.type === 'task_end')).toMatchObject({ status: 'failed', reason: 'disk_quota_exceeded' })
