@@ -16,7 +16,8 @@ import { bwrapAvailable } from '../runtime/helpers.js'
 const RUNTIME = (await bwrapAvailable()) ? 'local' : 'process'
 const PACK_DIR = resolve(import.meta.dirname, '../../examples/packs/shell-agent')
 
-// The shell agent makes no outbound call but its events; a policy is attached all the same.
+// The shell agent makes no outbound call but its events. The task-scoped events counter shows
+// which token an event came with: only a task's own token has a task scope.
 const CAPS = `
 - name: model
   type: http
@@ -24,6 +25,16 @@ const CAPS = `
     - domains: ["127.0.0.1"]
       methods: [POST]
       paths: [/v1/messages]
+- name: agent_events
+  type: http
+  allow:
+    - domains: ["corral.internal"]
+      methods: [POST]
+  budgets:
+    counters:
+      - name: events
+        source: request.count
+        task: {max: 50}
 `
 
 describe(`packs in workspaces end to end (${RUNTIME} runtime)`, () => {
@@ -102,6 +113,7 @@ describe(`packs in workspaces end to end (${RUNTIME} runtime)`, () => {
     expect(events.find((e) => e.event_type === 'file_change').detail).toMatchObject({ path: 'shell-agent.txt', action: 'created', size: 39 })
     // Only the valid progress events were recorded.
     expect(events.filter((e) => e.event_type === 'progress_status').map((e) => e.detail.percent)).toEqual([10, 100])
+    expect(events.map((e) => e.debits)).toEqual(Array(6).fill({ events: 1 }))
 
     await until(async () => (await api('GET', `/workspaces/${wsId}`)).body.task_count === 1, 'the after-task snapshot')
     const files = (await api('GET', `/workspaces/${wsId}/snapshot/files`)).body.entries.map((e: any) => e.path)
@@ -122,5 +134,7 @@ describe(`packs in workspaces end to end (${RUNTIME} runtime)`, () => {
     const warmEvents = await audit(member.id, 'actor=agent')
     expect(warmEvents.map((e) => e.event_type)).toEqual(['session_start', 'task_start', 'progress_status', 'file_change', 'progress_status', 'task_end'])
     expect(warmEvents.every((e) => e.task_id === claimed.body.task_id)).toBe(true)
+    // The agent switched to the task's own token (handed over with the task) before its events.
+    expect(warmEvents.map((e) => e.budget_state?.events?.task?.used)).toEqual([1, 2, 3, 4, 5, 6])
   }, 120_000)
 })
