@@ -2,7 +2,8 @@
 // client as the error envelope (the rest of the body is read and dropped, not cut mid-send), and
 // an over-limit upload is answered with 413.
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -41,6 +42,24 @@ describe('pack upload over a socket', () => {
     const res = await send(archive)
     expect(res.status).toBe(400)
     expect(res.body.error?.message).toMatch(/absolute path/)
+  })
+
+  it('cleans up after a client that disconnects mid-upload, and keeps serving', async () => {
+    const archive = await tgzOf([{ name: 'pack.yaml', body: 'name: gone\nversion: "1"\n' }, { name: 'noise', body: randomBytes(2 * 1024 * 1024) }])
+    const boundary = 'corralboundary'
+    const head = `--${boundary}\r\ncontent-disposition: form-data; name="archive"; filename="a.tgz"\r\ncontent-type: application/gzip\r\n\r\n`
+    const length = Buffer.byteLength(head) + archive.length + Buffer.byteLength(`\r\n--${boundary}--\r\n`)
+    const socket = connect(Number(new URL(url).port), '127.0.0.1')
+    await new Promise((resolve) => socket.once('connect', resolve))
+    socket.write(`POST /v1/packs/upload HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${token}\r\ncontent-type: multipart/form-data; boundary=${boundary}\r\ncontent-length: ${length}\r\n\r\n${head}`)
+    socket.write(archive.subarray(0, archive.length / 2))
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    socket.destroy()
+    // The ingest notices, removes its temporary tree, and the server answers the next request.
+    for (let i = 0; i < 50 && readdirSync(root).some((n) => n.startsWith('.ingest-')); i++) await new Promise((resolve) => setTimeout(resolve, 100))
+    expect(readdirSync(root).filter((n) => n.startsWith('.ingest-'))).toEqual([])
+    const next = await send(await tgzOf([{ name: 'pack.yaml', body: 'name: after\nversion: "1"\n' }]))
+    expect(next.status).toBe(201)
   })
 
   it('answers 413 for an upload over the limit', async () => {

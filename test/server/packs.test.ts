@@ -137,7 +137,26 @@ for (const d of testDialects()) describe(`pack routes [${d.name}]`, () => {
     expect(Array.isArray(badCaps.body.error.details.diagnostics)).toBe(true)
     const { randomBytes } = await import('node:crypto')
     await expectError(await upload(ownerToken, { archive: await tgzOf([{ name: 'pack.yaml', body: 'name: big\nversion: "1"\n' }, { name: 'noise', body: randomBytes(96 * 1024) }]) }), 413, 'payload_too_large')
+    // Bodies that are not well-formed multipart, or that end inside the archive part, are refused (never a hang or a 500).
+    const raw = (payload: string) => h.app.inject({ method: 'POST', url: '/v1/packs/upload', payload, headers: { 'content-type': 'multipart/form-data; boundary=abc', authorization: `Bearer ${ownerToken}` } })
+    const cut = await raw('--abc\r\ncontent-disposition: form-data; name="archive"; filename="a.tgz"\r\n\r\nxxxx')
+    expect(cut.statusCode).toBe(400)
+    expect(cut.json().error.details.fields).toHaveProperty('archive')
+    const cutValid = await demoPack({ name: 'cut' })
+    const cutMid = await h.app.inject({
+      method: 'POST', url: '/v1/packs/upload', headers: { 'content-type': 'multipart/form-data; boundary=abc', authorization: `Bearer ${ownerToken}` },
+      payload: Buffer.concat([Buffer.from('--abc\r\ncontent-disposition: form-data; name="archive"; filename="a.tgz"\r\n\r\n'), cutValid.subarray(0, cutValid.length - 10)]),
+    })
+    expect(cutMid.statusCode).toBe(400)
+    expect((await raw('garbage')).statusCode).toBe(400)
+    expect((await raw('--abc\r\nbroken header\r\n\r\nx\r\n--abc--\r\n')).statusCode).toBe(400)
+    const twoFiles = multipart({ archive: await demoPack({ name: 'two' }) })
+    const doubled = Buffer.concat([twoFiles.payload.subarray(0, twoFiles.payload.lastIndexOf('--' + twoFiles.headers['content-type']!.split('boundary=')[1] + '--')), twoFiles.payload])
+    const two = await h.app.inject({ method: 'POST', url: '/v1/packs/upload', payload: doubled, headers: { ...twoFiles.headers, authorization: `Bearer ${ownerToken}` } })
+    expect(two.statusCode).toBe(400)
+    expect(two.json().error.details.fields).toHaveProperty('archive')
     expect(trees().sort()).toEqual(before)
+    expect(readdirSync(content.root).filter((n) => n.startsWith('.ingest-'))).toEqual([])
 
     // A name already used in the org is a conflict; the content it brought is not kept.
     expect((await upload(ownerToken, { archive: await demoPack({ name: 'dup' }) })).status).toBe(201)

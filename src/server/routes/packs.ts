@@ -5,13 +5,13 @@
 // reference) are not built: there is no registry here. Decisions: docs/packs.md.
 import multipart from '@fastify/multipart'
 import { PassThrough, type Readable } from 'node:stream'
-import { finished } from 'node:stream/promises'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { EventType } from '../../audit/event.js'
 import type { IngestedPack, PackContent } from '../../packs/content.js'
 import '../../packs/service.js'
 import { PACK_VISIBILITIES, type PackRecord, type PackVisibility, type StoreTransaction } from '../../store/index.js'
 import type { PackPatch } from '../../store/repositories/packs.js'
+import { CorralError } from '../../errors.js'
 import { apiError, notFound } from '../errors.js'
 import { dateTime, idParams, statusOnly } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
@@ -321,36 +321,70 @@ function manifestFields(ingested: IngestedPack) {
 
 /**
  * Reads the multipart body: one `archive` file part (streamed straight into the content store)
- * and, on create, an optional `visibility` field. Anything else is a validation error. After a
- * refusal the rest of the body is still read and dropped, so the client — still sending — gets
- * the envelope instead of a reset connection; only an over-limit upload is cut (413, connection
- * closed), since reading it all is what the limit is there to avoid.
+ * and, on create, an optional `visibility` field. Anything else is a validation error.
+ *
+ * The parts are read while the archive is being ingested, so the end of the body is seen even
+ * when the archive part never ends: a body cut off mid-part (or a client that disconnects) fails
+ * the ingest instead of stalling it. After a refusal the rest of the body is still read and
+ * dropped, so the client — still sending — gets the envelope instead of a reset connection; only
+ * an over-limit upload is cut (413, connection closed), since reading it all is what the limit is
+ * there to avoid.
  */
 async function readUpload(deps: ServerDeps, request: FastifyRequest, reply: FastifyReply, content: PackContent, opts: { visibility: boolean }): Promise<{ ingested: IngestedPack; visibility?: PackVisibility }> {
   if (!request.isMultipart()) throw apiError('unsupported_media_type', 'send multipart/form-data with the pack as an `archive` file part')
   const tooLarge = () => apiError('payload_too_large', `the pack archive is larger than ${content.limits.maxCompressedBytes} bytes (CORRAL_PACK_MAX_BYTES)`)
   let ingested: IngestedPack | undefined
+  let ingestion: Promise<void> | undefined
+  let archive: { file: Readable; feed: PassThrough } | undefined
   let visibility: PackVisibility | undefined
   let failure: unknown
+  let stop!: (err: unknown) => void
+  const stopped = new Promise<never>((_resolve, reject) => (stop = reject))
+  stopped.catch(() => {})
+
+  // A little slack over the limit so the archive reader's own limit error fires first.
+  const parts = request.parts({ limits: { files: 1, fields: 4, fieldSize: 1024, fileSize: content.limits.maxCompressedBytes + 64 * 1024 } })[Symbol.asyncIterator]()
   try {
-    // A little slack over the limit so the archive reader's own limit error fires first.
-    for await (const part of request.parts({ limits: { files: 1, fields: 4, fieldSize: 1024, fileSize: content.limits.maxCompressedBytes + 64 * 1024 } })) {
+    for (;;) {
+      const step = await Promise.race([parts.next(), stopped])
+      if (step.done) break
+      const part = step.value
       if (failure !== undefined) {
-        if (part.type === 'file') await drain(part.file)
+        if (part.type === 'file') discard(part.file)
         continue
       }
       try {
         if (part.type === 'file') {
           if (part.fieldname !== 'archive') throw fieldError(part.fieldname, 'is not a known part (send the pack as `archive`)')
           // Fed through our own stream: a refusal destroys that one, and the part stays drainable.
+          // `pipe` forwards neither errors nor an early close; both must fail the ingest.
+          const file = part.file
           const feed = new PassThrough()
-          part.file.pipe(feed)
-          try {
-            ingested = await content.ingest(feed)
-          } finally {
-            part.file.unpipe(feed)
-          }
-          if (part.file.truncated) throw tooLarge()
+          // The ingest's pipeline reports feed errors; this keeps a late one (after it settled) quiet.
+          feed.on('error', () => {})
+          archive = { file, feed }
+          file.on('error', (err: Error) => feed.destroy(err))
+          file.on('close', () => {
+            if (!ended(file)) feed.destroy(cutShort())
+          })
+          // The parser may have failed the part (body cut short) before this code got to it.
+          if (file.destroyed && !ended(file)) feed.destroy(file.errored ?? cutShort())
+          else file.pipe(feed)
+          ingestion = content.ingest(feed).then(
+            (result) => {
+              ingested = result
+              if (part.file.truncated) {
+                failure ??= tooLarge()
+                stop(failure)
+              }
+            },
+            (err: unknown) => {
+              failure ??= err
+              file.unpipe(feed)
+              if (isTooLarge(err)) stop(err)
+              else discard(file)
+            },
+          )
         } else if (part.fieldname === 'visibility' && opts.visibility) {
           const v = String(part.value)
           if (!(PACK_VISIBILITIES as readonly string[]).includes(v)) throw fieldError('visibility', `must be one of ${PACK_VISIBILITIES.join(', ')}`)
@@ -359,14 +393,17 @@ async function readUpload(deps: ServerDeps, request: FastifyRequest, reply: Fast
           throw fieldError(part.fieldname, 'is not a known field')
         }
       } catch (err) {
-        failure = err
-        if (isTooLarge(err)) break
-        if (part.type === 'file') await drain(part.file)
+        failure ??= err
+        if (part.type === 'file') discard(part.file)
       }
     }
   } catch (err) {
     failure ??= err
   }
+  // The body has been read to its end (or we stopped reading): an archive part that has not
+  // ended by now never will.
+  if (archive && !ended(archive.file)) archive.feed.destroy(cutShort())
+  await ingestion
   if (failure === undefined && !ingested) failure = fieldError('archive', 'is required (a tar.gz file part)')
   if (failure === undefined) return { ingested: ingested!, ...(visibility ? { visibility } : {}) }
   if (ingested) {
@@ -380,7 +417,25 @@ async function readUpload(deps: ServerDeps, request: FastifyRequest, reply: Fast
   }
   if (code === 'FST_FILES_LIMIT') throw fieldError('archive', 'send exactly one archive')
   if (code === 'FST_FIELDS_LIMIT' || code === 'FST_PARTS_LIMIT') throw fieldError('body', 'has too many parts')
+  if (failure instanceof CorralError) throw failure
+  // Anything else the multipart parser raises is a malformed body, not a server fault; I/O errors
+  // of the content store are CorralErrors or pass through the ingest as themselves.
+  if (code?.startsWith('FST_') || (failure as Error).message?.includes('Multipart')) {
+    throw fieldError('body', `is not valid multipart/form-data (${(failure as Error).message})`)
+  }
   throw failure
+}
+
+function cutShort() {
+  return apiError('validation_error', 'the upload ended in the middle of the archive part', { fields: { archive: 'ended before its end (truncated upload)' } })
+}
+
+/** Whether the stream has received all its data (its reader may not have read everything yet). */
+function ended(stream: Readable): boolean {
+  if (stream.readableEnded) return true
+  // The only way to see that a Readable's source pushed its end before the reader got there; a
+  // stream destroyed before emitting 'end' (a failed part) did not end, whatever it pushed.
+  return !stream.destroyed && (stream as unknown as { _readableState?: { ended?: boolean } })._readableState?.ended === true
 }
 
 function isTooLarge(err: unknown): boolean {
@@ -388,10 +443,10 @@ function isTooLarge(err: unknown): boolean {
   return code === 'payload_too_large' || code === 'FST_REQ_FILE_TOO_LARGE'
 }
 
-/** Reads a part to its end, dropping the bytes. */
-async function drain(stream: Readable): Promise<void> {
+/** Lets a part's bytes flow to nowhere, so the parser can go on to the end of the body. */
+function discard(stream: Readable): void {
+  stream.on('error', () => {})
   stream.resume()
-  await finished(stream).catch(() => {})
 }
 
 /** Removes a content tree once no pack row references it; failures are logged, never the request's. */
