@@ -99,12 +99,14 @@ export function createDispatcher(config: Pick<AgentConfig, 'proxyUrl' | 'proxyTo
 export class TokenDispatcher extends Dispatcher {
   readonly #config: Pick<AgentConfig, 'proxyUrl' | 'proxyToken' | 'caFile'>
   #inner: Dispatcher
+  #token: string | undefined
   /** Clients of earlier tokens, closed shortly after the switch (or with this dispatcher). */
   readonly #retired = new Set<Dispatcher>()
 
   constructor(config: Pick<AgentConfig, 'proxyUrl' | 'proxyToken' | 'caFile'>) {
     super()
     this.#config = config
+    this.#token = config.proxyToken
     this.#inner = proxyClient(config)
   }
 
@@ -114,6 +116,9 @@ export class TokenDispatcher extends Dispatcher {
    * events, the path a warm claim is measured on.
    */
   useToken(token: string): void {
+    // The same token again (handed ahead, then with the task) keeps the client and its tunnels.
+    if (token === this.#token) return
+    this.#token = token
     const old = this.#inner
     this.#inner = proxyClient({ ...this.#config, proxyToken: token })
     this.#retired.add(old)
@@ -170,6 +175,28 @@ function trustContext(caFile: string): SecureContext {
     trustContexts.set(caFile, context)
   }
   return context
+}
+
+/**
+ * Switches the agent to a handed-over capability token: its client (`TokenDispatcher`) and the
+ * proxy variables (CORRAL_PROXY_TOKEN, HTTPS_PROXY and friends) its tools inherit.
+ */
+export function adoptProxyToken(dispatcher: Dispatcher, token: string, env: NodeJS.ProcessEnv = process.env): void {
+  if (dispatcher instanceof TokenDispatcher) dispatcher.useToken(token)
+  env.CORRAL_PROXY_TOKEN = token
+  for (const name of ['HTTPS_PROXY', 'HTTP_PROXY', 'https_proxy', 'http_proxy']) {
+    const value = env[name]
+    if (!value) continue
+    try {
+      const url = new URL(value)
+      if (url.password) {
+        url.password = token
+        env[name] = url.toString().replace(/\/$/, '')
+      }
+    } catch {
+      // not a URL: left as it is
+    }
+  }
 }
 
 function proxyClient(config: Pick<AgentConfig, 'proxyUrl' | 'proxyToken' | 'caFile'>): Dispatcher {

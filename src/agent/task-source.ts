@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { type Dispatcher, request } from 'undici'
+import { adoptProxyToken } from './config.js'
 import { ENVIRONMENTS, THINKING_EFFORTS, type AgentTask } from './task.js'
 
 /** Where the agent's tasks come from. The control plane's fetch-through-the-proxy endpoint is one; a file is another. */
@@ -75,25 +76,42 @@ function validateTask(value: unknown, where: string): AgentTask {
  * plane holds the request as a long poll; the agent asks again after `Retry-After` seconds, at
  * once for 0, after 1 s without the header), 404 or 410 when the workspace has no more work (the
  * agent ends its session). The capability token identifies the workspace.
+ *
+ * The agent asks with `?token=ahead`: when its workspace is claimed, the control plane first
+ * answers 200 with only the claimed task's `proxy_token`; the agent adopts it (adoptProxyToken)
+ * and asks again at once, so its tunnel with the task's token is open while the control plane
+ * starts the task, and the task's first events need no new tunnel.
  */
 export class HttpTaskSource implements TaskSource {
   readonly #url: string
   readonly #dispatcher: Dispatcher
   readonly #signal: AbortSignal | undefined
   readonly #pause: (ms: number, signal?: AbortSignal) => Promise<unknown>
+  readonly #adoptToken: (token: string) => void
 
-  constructor(baseUrl: string, dispatcher: Dispatcher, options: { signal?: AbortSignal; pause?: (ms: number, signal?: AbortSignal) => Promise<unknown> } = {}) {
+  constructor(baseUrl: string, dispatcher: Dispatcher, options: {
+    signal?: AbortSignal
+    pause?: (ms: number, signal?: AbortSignal) => Promise<unknown>
+    /** Takes a token handed ahead of the task (default adoptProxyToken on this dispatcher). */
+    adoptToken?: (token: string) => void
+  } = {}) {
     this.#url = `${baseUrl.replace(/\/+$/, '')}/tasks/next`
     this.#dispatcher = dispatcher
     this.#signal = options.signal
     this.#pause = options.pause ?? ((ms, signal) => sleep(ms, undefined, { signal }).catch(() => undefined))
+    this.#adoptToken = options.adoptToken ?? ((token) => adoptProxyToken(dispatcher, token))
   }
 
   async next(): Promise<AgentTask | null> {
     while (!this.#signal?.aborted) {
-      const res = await request(this.#url, { method: 'GET', dispatcher: this.#dispatcher, headers: { accept: 'application/json' }, ...(this.#signal ? { signal: this.#signal } : {}) })
+      const res = await request(`${this.#url}?token=ahead`, { method: 'GET', dispatcher: this.#dispatcher, headers: { accept: 'application/json' }, ...(this.#signal ? { signal: this.#signal } : {}) })
       const text = await res.body.text()
-      if (res.statusCode === 200) return parseTasks(text, this.#url)[0] ?? null
+      if (res.statusCode === 200) {
+        const ahead = tokenAhead(text)
+        if (ahead === undefined) return parseTasks(text, this.#url)[0] ?? null
+        this.#adoptToken(ahead)
+        continue
+      }
       if (res.statusCode === 404 || res.statusCode === 410) return null
       if (res.statusCode !== 204 && res.statusCode !== 429 && res.statusCode < 500) {
         throw new Error(`${this.#url} answered ${res.statusCode}: ${text.slice(0, 300)}`)
@@ -105,5 +123,15 @@ export class HttpTaskSource implements TaskSource {
       await this.#pause(Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1000 : 1000, this.#signal)
     }
     return null
+  }
+}
+
+/** The token of a `{ "proxy_token": … }` answer without a task; undefined for anything else. */
+function tokenAhead(text: string): string | undefined {
+  try {
+    const v = JSON.parse(text) as { proxy_token?: unknown; id?: unknown } | null
+    return v && typeof v === 'object' && !Array.isArray(v) && v.id === undefined && typeof v.proxy_token === 'string' && v.proxy_token !== '' ? v.proxy_token : undefined
+  } catch {
+    return undefined
   }
 }

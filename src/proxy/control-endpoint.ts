@@ -35,7 +35,7 @@ export interface ControlEndpointHandler {
    * `charge` debits the workspace's `agent_events` counters (call it once the body is valid, just
    * before recording it). Absent when the handler is driven without a proxy (tests): no gate.
    */
-  handle(claims: CapabilityClaims, method: string, path: string, body: Buffer, charge?: () => Promise<AgentEventCharge>): Promise<ControlReply>
+  handle(claims: CapabilityClaims, method: string, path: string, body: Buffer, charge?: () => Promise<AgentEventCharge>, query?: URLSearchParams): Promise<ControlReply>
 }
 
 /** The capability whose counters gate agent events (docs/workspaces.md, "Agent events"). */
@@ -90,7 +90,7 @@ export async function serveControlEndpoint(core: ProxyCore, req: IncomingMessage
     const body = await readBody(req)
     reply = body === undefined
       ? { status: 413, body: { error: { code: 'payload_too_large', message: 'agent callback body over 1 MiB' } } }
-      : await handler.handle(check.claims, (req.method ?? 'GET').toUpperCase(), path, body, () => chargeAgentEvent(core, check.claims, body.length))
+      : await handler.handle(check.claims, (req.method ?? 'GET').toUpperCase(), path, body, () => chargeAgentEvent(core, check.claims, body.length), queryOf(req.url))
   } catch {
     reply = { status: 500, body: { error: { code: 'internal_error', message: 'the control plane failed to handle the callback' } } }
   }
@@ -104,6 +104,11 @@ export async function serveControlEndpoint(core: ProxyCore, req: IncomingMessage
   })
   res.end(text)
   return true
+}
+
+function queryOf(url: string | undefined): URLSearchParams {
+  const at = url?.indexOf('?') ?? -1
+  return new URLSearchParams(at >= 0 ? url!.slice(at + 1) : '')
 }
 
 async function readBody(req: IncomingMessage): Promise<Buffer | undefined> {

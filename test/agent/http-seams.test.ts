@@ -1,7 +1,7 @@
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createDispatcher, TokenDispatcher } from '../../src/agent/config.js'
+import { adoptProxyToken, createDispatcher, TokenDispatcher } from '../../src/agent/config.js'
 import { HttpEventSink } from '../../src/agent/event-sink.js'
 import { HttpTaskSource } from '../../src/agent/task-source.js'
 import { startStandInProxy } from '../runtime/stand-ins.js'
@@ -14,7 +14,7 @@ async function startControlPlane(answers: Array<{ status: number; body?: unknown
     let raw = ''
     req.on('data', (d) => (raw += d))
     req.on('end', () => {
-      if (req.method === 'GET' && req.url === '/tasks/next') {
+      if (req.method === 'GET' && req.url === '/tasks/next?token=ahead') {
         polls++
         const a = answers.shift() ?? { status: 410 }
         res.writeHead(a.status, a.retryAfter ? { 'retry-after': a.retryAfter } : {})
@@ -82,6 +82,22 @@ describe('agent HTTP seams through the proxy', () => {
       ;(dispatcher as TokenDispatcher).useToken('tok_task')
       expect(await source.next()).toBeNull()
       expect(proxy.seen.at(-1)?.proxyAuthorization).toBe('Bearer tok_task')
+    } finally {
+      await dispatcher.close()
+      await cp.close()
+    }
+  })
+
+  it('a token handed ahead of the task is adopted (client and proxy variables) before asking again', async () => {
+    const cp = await startControlPlane([{ status: 200, body: { proxy_token: 'tok_ahead' } }, { status: 200, body: { id: 'task_x', description: 'x', proxy_token: 'tok_ahead' } }])
+    const dispatcher = createDispatcher({ proxyUrl: `http://127.0.0.1:${proxy.port}`, proxyToken: 'tok_workspace' })
+    const env: NodeJS.ProcessEnv = { HTTPS_PROXY: 'http://corral:tok_workspace@127.0.0.1:9', NO_PROXY: 'x' }
+    try {
+      const source = new HttpTaskSource(cp.url, dispatcher, { adoptToken: (token) => adoptProxyToken(dispatcher, token, env) })
+      expect(await source.next()).toEqual({ id: 'task_x', description: 'x', proxy_token: 'tok_ahead' })
+      expect(cp.polls()).toBe(2)
+      expect(proxy.seen.slice(-2).map((s) => s.proxyAuthorization)).toEqual(['Bearer tok_workspace', 'Bearer tok_ahead'])
+      expect(env).toEqual({ HTTPS_PROXY: 'http://corral:tok_ahead@127.0.0.1:9', NO_PROXY: 'x', CORRAL_PROXY_TOKEN: 'tok_ahead' })
     } finally {
       await dispatcher.close()
       await cp.close()

@@ -6,8 +6,9 @@
 // proxy's budgets (a deny answers 429/403 and records nothing). The row is category `activity`,
 // actor `agent`, with the raw body as `detail` and the debits on the row. `task_end` completes the task (the controller then
 // snapshots when the agent exits). `GET /tasks/next` serves the agent of a warm pool member
-// (controller.nextTask): 200 with its task once claimed, 204 + `Retry-After: 0` after a long poll
-// with nothing, 410 when there is no more work for it (cold agents get their task in the inbox).
+// (controller.nextTask): 200 with its task once claimed (with `?token=ahead`, first a 200 with only
+// the claimed task's `proxy_token`), 204 + `Retry-After: 0` after a long poll with nothing, 410
+// when there is no more work for it (cold agents get their task in the inbox).
 import { AGENT_EVENT_TYPES, type AgentEventType, type AuditSink } from '../../audit/event.js'
 import type { AgentEventCharge, ControlEndpointHandler, ControlReply } from '../../proxy/control-endpoint.js'
 import type { CapabilityClaims } from '../../proxy/token.js'
@@ -29,9 +30,10 @@ export class AgentEvents implements ControlEndpointHandler {
     this.#audit = audit
   }
 
-  async handle(claims: CapabilityClaims, method: string, path: string, body: Buffer, charge?: () => Promise<AgentEventCharge>): Promise<ControlReply> {
+  async handle(claims: CapabilityClaims, method: string, path: string, body: Buffer, charge?: () => Promise<AgentEventCharge>, query?: URLSearchParams): Promise<ControlReply> {
     if (method === 'GET' && /^\/tasks\/next\/?$/.test(path)) {
-      const next = await this.#controller.nextTask(claims.workspace_id)
+      // `?token=ahead`: the agent takes the claimed task's token before the task (controller.nextTask).
+      const next = await this.#controller.nextTask(claims.workspace_id, undefined, { tokenAhead: query?.get('token') === 'ahead' })
       if (next === 'none') return refuse(410, 'no_more_tasks', 'this workspace has no more work for this agent')
       // A long poll that ended with nothing: ask again at once.
       if (next === 'wait') return { status: 204, headers: { 'retry-after': '0' } }

@@ -34,6 +34,12 @@ export const DEFAULT_TASK_TIMEOUT_SECONDS = 3600
 export const TASK_LONG_POLL_MS = 20_000
 /** Lifetime of a warm agent's workspace token (it only fetches its task; the task brings its own). */
 const WARM_TOKEN_TTL_S = 24 * 3600
+/**
+ * A pool refill asked for by a task's create starts this much later, so bringing up the new member
+ * (provisioning, a sandbox and its agent starting) does not compete for CPU with the claimed
+ * member's hand-over or the new workspace's start (docs/runtime.md "Benchmark").
+ */
+const REFILL_AFTER_CREATE_MS = 500
 /** A warm agent that lived at least this long before exiting unclaimed is started again. */
 const WARM_RESTART_AFTER_MS = 60_000
 /** A `dynamic` pool's pressure raises its target for this long (docs/workspaces.md "Dynamic pools"). */
@@ -80,12 +86,25 @@ export interface ControllerOptions {
   poolDemandWindowMs?: number
 }
 
+/** `GET /tasks/next?token=ahead` answer before the task: the agent switches to this token and asks again. */
+export interface TokenAhead {
+  proxy_token: string
+}
+
 /** The agent of an unclaimed pool member, waiting in `GET /tasks/next` for its task. */
 interface WarmAgent {
   process: AgentProcess
   startedAt: number
   /** Set by the claim; delivered once by nextTask. */
   pending?: AgentTask
+  /**
+   * The claimed task's capability token, minted at the claim and handed to an agent that asks
+   * for it (`GET /tasks/next?token=ahead`) before the task itself: the agent opens its tunnel
+   * with the task's token while the task is being started, instead of after.
+   */
+  ahead?: { taskId: string; token: string; sent: boolean }
+  /** The current long poll asked for the token ahead (only such a poll is woken for it). */
+  pollTakesToken?: boolean
   /** Ends the current long poll early (a task arrived, or the agent must go). */
   wake?: () => void
 }
@@ -113,6 +132,7 @@ export class WorkspaceController implements WorkspaceControl {
   #closed = false
   #fill: Promise<void> | undefined
   #fillAgain = false
+  #fillTimer: NodeJS.Timeout | undefined
 
   constructor(opts: ControllerOptions) {
     this.#o = opts
@@ -137,6 +157,7 @@ export class WorkspaceController implements WorkspaceControl {
   async close(): Promise<void> {
     this.#closed = true
     if (this.#interval) clearInterval(this.#interval)
+    if (this.#fillTimer) clearTimeout(this.#fillTimer)
     for (const t of this.#idleTimers.values()) clearTimeout(t)
     for (const r of this.#running.values()) if (r.timer) clearTimeout(r.timer)
     for (const w of this.#warm.values()) w.wake?.()
@@ -175,13 +196,14 @@ export class WorkspaceController implements WorkspaceControl {
       const task = first ? await t.tasks.create(orgId, { ...first, workspace_id: id, created_by: actor.creatorId }) : undefined
       return { workspace: (await t.get(orgId, id))!, task, claimed: claimed !== undefined }
     })
+    if (out.claimed && out.task) await this.#handTokenAhead(out.workspace, out.task, role)
     // A claimed pool member had its workspace_created (user `system`) when the pool made it.
     if (!out.claimed) await this.#emit(out.workspace, 'workspace_created', actor.userId, { forked: false })
     if (out.task) await this.#emit(out.workspace, 'task_submitted', actor.userId, { description: out.task.description }, out.task.id)
     void this.kick(out.workspace.id)
     // Every create of a dynamic role counts, also with pool_size 0: such a pool grows from zero.
     if (role.pool_policy === 'dynamic') await this.#notePoolDemand(orgId, role.id, out.claimed)
-    if (out.claimed || role.pool_policy === 'dynamic') void this.fillPools()
+    if (out.claimed || role.pool_policy === 'dynamic') this.#fillSoon()
     return { workspace: out.workspace, ...(out.task ? { task: out.task } : {}) }
   }
 
@@ -210,6 +232,16 @@ export class WorkspaceController implements WorkspaceControl {
     }
     this.#fill = run()
     return this.#fill
+  }
+
+  /** One fillPools() after REFILL_AFTER_CREATE_MS; creates in between share it. */
+  #fillSoon(): void {
+    if (this.#fillTimer || this.#closed) return
+    this.#fillTimer = setTimeout(() => {
+      this.#fillTimer = undefined
+      void this.fillPools()
+    }, REFILL_AFTER_CREATE_MS)
+    this.#fillTimer.unref()
   }
 
   /** The number of unclaimed members a pooled role should have now (docs/workspaces.md). */
@@ -497,10 +529,11 @@ export class WorkspaceController implements WorkspaceControl {
    * warm agent still unclaimed) held up to `waitMs` and then 'wait'; 'none' when the workspace has
    * no more work for this agent (a task agent asking after its task, or a warm agent being stopped).
    */
-  async nextTask(workspaceId: string, waitMs = TASK_LONG_POLL_MS): Promise<AgentTask | 'wait' | 'none'> {
+  async nextTask(workspaceId: string, waitMs = TASK_LONG_POLL_MS, opts: { tokenAhead?: boolean } = {}): Promise<AgentTask | TokenAhead | 'wait' | 'none'> {
     const w = this.#warm.get(workspaceId)
     if (!w) return 'none'
-    if (!w.pending && !this.#closed) {
+    const tokenReady = (): boolean => opts.tokenAhead === true && w.ahead !== undefined && !w.ahead.sent
+    if (!w.pending && !tokenReady() && !this.#closed) {
       await new Promise<void>((resolve) => {
         const done = (): void => {
           clearTimeout(timer)
@@ -511,12 +544,33 @@ export class WorkspaceController implements WorkspaceControl {
         timer.unref()
         w.wake?.() // an earlier poll (its connection is likely gone) gives way to this one
         w.wake = done
+        w.pollTakesToken = opts.tokenAhead === true
       })
     }
     if (this.#warm.get(workspaceId) !== w) return 'none'
-    if (!w.pending) return 'wait'
-    this.#warm.delete(workspaceId)
-    return w.pending
+    if (w.pending) {
+      this.#warm.delete(workspaceId)
+      return w.pending
+    }
+    if (w.ahead && tokenReady()) {
+      w.ahead.sent = true
+      return { proxy_token: w.ahead.token }
+    }
+    return 'wait'
+  }
+
+  /** At a claim: the waiting agent of the claimed member gets the task's token ahead of the task. */
+  async #handTokenAhead(ws: WorkspaceRecord, task: TaskRecord, role: RoleConfig): Promise<void> {
+    const warm = this.#warm.get(ws.id)
+    if (!warm || warm.pending || warm.ahead) return
+    const { token } = await this.#o.tokens.mint({ org_id: ws.org_id, workspace_id: ws.id, task_id: task.id }, this.#taskTimeoutS(role) + 300)
+    if (this.#warm.get(ws.id) !== warm || warm.pending) return
+    warm.ahead = { taskId: task.id, token, sent: false }
+    if (warm.pollTakesToken) warm.wake?.()
+  }
+
+  #taskTimeoutS(role: RoleConfig | undefined): number {
+    return role?.task_timeout_seconds || this.#o.defaultTaskTimeoutSeconds || DEFAULT_TASK_TIMEOUT_SECONDS
   }
 
   /** Starts the agent of an idle, unclaimed pool member ahead of its task (caller holds the lock). */
@@ -637,11 +691,13 @@ export class WorkspaceController implements WorkspaceControl {
     }
     if (!(await this.#t.tasks.start(task.id))) return
     await this.#t.transition(ws.id, ['idle'], 'busy', { last_activity_at: new Date().toISOString() })
-    const timeoutS = role?.task_timeout_seconds || this.#o.defaultTaskTimeoutSeconds || DEFAULT_TASK_TIMEOUT_SECONDS
+    const timeoutS = this.#taskTimeoutS(role)
     let proc: AgentProcess
     try {
-      const { token } = await this.#o.tokens.mint({ org_id: ws.org_id, workspace_id: ws.id, task_id: task.id }, timeoutS + 300)
       const warm = this.#warm.get(ws.id)
+      // The token handed ahead at the claim, when this is that task; else one minted now.
+      const ahead = warm?.ahead?.taskId === task.id ? warm.ahead.token : undefined
+      const token = ahead ?? (await this.#o.tokens.mint({ org_id: ws.org_id, workspace_id: ws.id, task_id: task.id }, timeoutS + 300)).token
       if (warm && !warm.pending) {
         // The pool member's agent is already waiting in GET /tasks/next: no process start.
         warm.pending = { ...agentTask(task), proxy_token: token }
