@@ -44,6 +44,14 @@ describe('pack upload over a socket', () => {
     expect(res.body.error?.message).toMatch(/absolute path/)
   })
 
+  it('answers a refusal decided before the body is read (re-upload of a missing pack) with the envelope', async () => {
+    const form = new FormData()
+    form.append('archive', new Blob([await tgzOf([{ name: 'pack.yaml', body: 'name: a\nversion: "1"\n' }, { name: 'noise', body: randomBytes(6 * 1024 * 1024) }])]), 'p.tgz')
+    const res = await fetch(`${url}/v1/packs/pack_missing/upload`, { method: 'PUT', headers: { authorization: `Bearer ${token}` }, body: form })
+    expect(res.status).toBe(404)
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('not_found')
+  })
+
   it('cleans up after a client that disconnects mid-upload, and keeps serving', async () => {
     const archive = await tgzOf([{ name: 'pack.yaml', body: 'name: gone\nversion: "1"\n' }, { name: 'noise', body: randomBytes(2 * 1024 * 1024) }])
     const boundary = 'corralboundary'

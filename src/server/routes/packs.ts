@@ -5,6 +5,7 @@
 // reference) are not built: there is no registry here. Decisions: docs/packs.md.
 import multipart from '@fastify/multipart'
 import { PassThrough, type Readable } from 'node:stream'
+import { finished } from 'node:stream/promises'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { EventType } from '../../audit/event.js'
 import type { IngestedPack, PackContent } from '../../packs/content.js'
@@ -93,7 +94,7 @@ export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promis
     { config: { permission: CAPS_WRITE }, schema: { response: { 201: packSchema } } },
     async (request, reply) => {
       const p = request.principal!
-      const content = contentOf(deps)
+      const content = await beforeUpload(request, reply, deps.packContent, async (c) => c)
       const { ingested, visibility } = await readUpload(deps, request, reply, content, { visibility: true })
       const m = ingested.manifest
       try {
@@ -130,11 +131,13 @@ export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promis
     { config: { permission: CAPS_WRITE }, schema: { params: idParams, response: { 200: packSchema } } },
     async (request, reply) => {
       const orgId = request.principal!.org.id
-      const content = contentOf(deps)
-      const current = await ownedPack(deps, orgId, request.params.id)
-      if (current.image_origin !== 'upload') {
-        throw apiError('pack_not_reuploadable', `pack ${current.name} was not created by upload (origin ${current.image_origin}); only uploaded packs take a new archive`, { image_origin: current.image_origin })
-      }
+      const { content, current } = await beforeUpload(request, reply, deps.packContent, async (c) => {
+        const pack = await ownedPack(deps, orgId, request.params.id)
+        if (pack.image_origin !== 'upload') {
+          throw apiError('pack_not_reuploadable', `pack ${pack.name} was not created by upload (origin ${pack.image_origin}); only uploaded packs take a new archive`, { image_origin: pack.image_origin })
+        }
+        return { content: c, current: pack }
+      })
       const { ingested } = await readUpload(deps, request, reply, content, { visibility: false })
       let pack: PackRecord
       try {
@@ -291,9 +294,27 @@ export async function checkPackIds(tx: StoreTransaction, orgId: string, ids: rea
   if (agents.length > 1) throw fieldError('pack_ids', `may attach at most one pack that provides an agent (${agents.map((pk) => pk.name).join(', ')} do)`)
 }
 
-function contentOf(deps: ServerDeps): PackContent {
-  if (!deps.packContent) throw apiError('service_unavailable', 'pack uploads are not available: this server has no pack content store')
-  return deps.packContent
+/**
+ * Runs an upload route's checks before the body is read (content store present, the target pack
+ * writable). On a refusal the body is read and dropped first when it is within the upload limit,
+ * so the client — still sending — receives the envelope rather than a reset connection; a larger
+ * or unsized body is not read and the connection closes after the answer.
+ */
+async function beforeUpload<T>(request: FastifyRequest, reply: FastifyReply, content: PackContent | undefined, check: (content: PackContent) => Promise<T>): Promise<T> {
+  try {
+    if (!content) throw apiError('service_unavailable', 'pack uploads are not available: this server has no pack content store')
+    return await check(content)
+  } catch (err) {
+    const length = Number(request.headers['content-length'])
+    const max = (content?.limits.maxCompressedBytes ?? 0) + 64 * 1024
+    if (Number.isFinite(length) && length <= max && !request.raw.readableEnded) {
+      request.raw.resume()
+      await finished(request.raw).catch(() => {})
+    } else {
+      reply.header('connection', 'close')
+    }
+    throw err
+  }
 }
 
 /** The caller's own pack; a visible community pack of another org is a permission error (clone it instead). */
