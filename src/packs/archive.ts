@@ -6,7 +6,7 @@
 // refused. Sizes are bounded three ways (compressed bytes, declared file bytes, decompressed
 // stream bytes) so neither a huge upload nor a gzip bomb fills the disk. Limits: docs/packs.md.
 import { constants } from 'node:fs'
-import { copyFile, lstat, mkdir, open, readdir, realpath, symlink } from 'node:fs/promises'
+import { copyFile, lstat, mkdir, open, readdir, realpath, symlink, writeFile } from 'node:fs/promises'
 import { dirname, join, posix, sep } from 'node:path'
 import { Readable, Transform, type TransformCallback } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
@@ -36,6 +36,8 @@ export const DEFAULT_ARCHIVE_LIMITS: ArchiveLimits = Object.freeze({
 /** Longest entry path (bytes) and deepest nesting accepted. */
 const MAX_PATH_BYTES = 1024
 const MAX_DEPTH = 64
+/** Files up to this size are buffered and written in one call. */
+const SMALL_FILE_BYTES = 256 * 1024
 
 /** Limits from the environment: CORRAL_PACK_MAX_BYTES (compressed upload size). */
 export function archiveLimitsFromEnv(env: NodeJS.ProcessEnv = process.env): ArchiveLimits {
@@ -93,6 +95,7 @@ class ExtractState {
   readonly #seen = new Map<string, 'file' | 'directory' | 'link'>()
   /** Declared size of each regular file, so hardlink copies count towards the limit too. */
   readonly #sizes = new Map<string, number>()
+  readonly #dirs = new Set<string>()
   readonly #links: { path: string; kind: 'symlink' | 'hardlink'; target: string }[] = []
 
   constructor(readonly target: string, readonly limits: ArchiveLimits) {}
@@ -113,7 +116,7 @@ class ExtractState {
     switch (type) {
       case 'directory':
         this.#claim(path, 'directory')
-        await mkdir(join(this.target, path), { recursive: true, mode: 0o755 })
+        await this.#mkdirs(join(this.target, path))
         await drain(entry)
         return
       case 'file':
@@ -123,16 +126,24 @@ class ExtractState {
         this.#sizes.set(path, size)
         this.#count(size, entry)
         const file = join(this.target, path)
-        await mkdir(dirname(file), { recursive: true, mode: 0o755 })
-        // `wx`: never follow or replace anything already there.
-        const out = await open(file, 'wx', (h.mode ?? 0o644) & 0o111 ? 0o755 : 0o644)
-        try {
-          for await (const chunk of entry) {
-            const buf = chunk as Buffer
-            for (let off = 0; off < buf.length;) off += (await out.write(buf, off, buf.length - off)).bytesWritten
+        await this.#mkdirs(dirname(file))
+        // `wx`: never follow or replace anything already there. Small files are written in one
+        // call (per-call overhead dominates packs of many small files; bench/packs.ts).
+        const mode = (h.mode ?? 0o644) & 0o111 ? 0o755 : 0o644
+        if (size <= SMALL_FILE_BYTES) {
+          const chunks: Buffer[] = []
+          for await (const chunk of entry) chunks.push(chunk as Buffer)
+          await writeFile(file, Buffer.concat(chunks), { flag: 'wx', mode })
+        } else {
+          const out = await open(file, 'wx', mode)
+          try {
+            for await (const chunk of entry) {
+              const buf = chunk as Buffer
+              for (let off = 0; off < buf.length;) off += (await out.write(buf, off, buf.length - off)).bytesWritten
+            }
+          } finally {
+            await out.close()
           }
-        } finally {
-          await out.close()
         }
         this.files++
         return
@@ -158,6 +169,13 @@ class ExtractState {
         entry.resume()
         throw refuse(`entry ${path} has type ${type}; only files, directories and links are allowed`)
     }
+  }
+
+  /** mkdir -p, once per directory: the tree is fresh and only this reader writes to it. */
+  async #mkdirs(dir: string): Promise<void> {
+    if (this.#dirs.has(dir)) return
+    await mkdir(dir, { recursive: true, mode: 0o755 })
+    this.#dirs.add(dir)
   }
 
   #count(size: number, entry?: TarEntry): void {

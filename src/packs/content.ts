@@ -20,6 +20,7 @@ export const DIGEST_RE = /^sha256:([0-9a-f]{64})$/
 /** Largest capabilities fragment read from a pack (same bound as a role's capabilities). */
 const MAX_CAPABILITIES_BYTES = 256 * 1024
 const EPOCH = new Date(0)
+const SMALL_FILE_BYTES = 256 * 1024
 
 /** Releases a pin (idempotent). */
 export type Unpin = () => void
@@ -179,6 +180,8 @@ interface TreeEntry {
   kind: 'file' | 'directory' | 'symlink'
   executable: boolean
   size: number
+  /** Permission bits as found (files only). */
+  mode?: number
   linkname?: string
 }
 
@@ -195,7 +198,7 @@ async function walk(root: string, rel = '', out: TreeEntry[] = []): Promise<Tree
     } else if (info.isSymbolicLink()) {
       out.push({ rel: r, abs, kind: 'symlink', executable: false, size: 0, linkname: await readlink(abs) })
     } else if (info.isFile()) {
-      out.push({ rel: r, abs, kind: 'file', executable: (info.mode & 0o111) !== 0, size: info.size })
+      out.push({ rel: r, abs, kind: 'file', executable: (info.mode & 0o111) !== 0, size: info.size, mode: info.mode & 0o7777 })
     }
   }
   return out
@@ -218,8 +221,12 @@ async function normaliseAndHash(root: string): Promise<{ digest: string; sizeByt
       await addEntry(pack, { ...fixed, name: e.rel, type: 'symlink', mode: 0o777, linkname: e.linkname! })
     } else {
       sizeBytes += e.size
-      await addEntry(pack, { ...fixed, name: e.rel, type: 'file', mode: e.executable ? 0o755 : 0o644, size: e.size }, e.abs)
-      await chmod(e.abs, e.executable ? 0o555 : 0o444)
+      const header = { ...fixed, name: e.rel, type: 'file' as const, mode: e.executable ? 0o755 : 0o644, size: e.size }
+      // Small files in one read (per-call overhead dominates packs of many small files).
+      if (e.size <= SMALL_FILE_BYTES) await addEntry(pack, header, await readFile(e.abs))
+      else await addEntry(pack, header, e.abs)
+      const mode = e.executable ? 0o555 : 0o444
+      if (e.mode !== mode) await chmod(e.abs, mode)
     }
   }
   pack.finalize()
@@ -232,11 +239,15 @@ async function normaliseAndHash(root: string): Promise<{ digest: string; sizeByt
 type TarPack = ReturnType<typeof tarStream.pack>
 type TarHeader = Parameters<TarPack['entry']>[0]
 
-/** Adds one entry, streaming a file's bytes with back-pressure; resolves when the entry is written. */
-function addEntry(pack: TarPack, header: TarHeader, file?: string): Promise<void> {
+/** Adds one entry: no body, a buffer, or a file streamed with back-pressure; resolves when written. */
+function addEntry(pack: TarPack, header: TarHeader, file?: string | Buffer): Promise<void> {
   return new Promise((resolve, reject) => {
-    if (!file) {
+    if (file === undefined) {
       pack.entry(header, (err) => (err ? reject(err) : resolve()))
+      return
+    }
+    if (Buffer.isBuffer(file)) {
+      pack.entry(header, file, (err) => (err ? reject(err) : resolve()))
       return
     }
     const sink = pack.entry(header, (err) => (err ? reject(err) : resolve()))
