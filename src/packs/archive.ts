@@ -129,7 +129,8 @@ class ExtractState {
         await this.#mkdirs(dirname(file))
         // `wx`: never follow or replace anything already there. Small files are written in one
         // call (per-call overhead dominates packs of many small files; bench/packs.ts).
-        const mode = (h.mode ?? 0o644) & 0o111 ? 0o755 : 0o644
+        // Read-only from the start (the content store keeps them so), executable if any x bit was set.
+        const mode = (h.mode ?? 0o644) & 0o111 ? 0o555 : 0o444
         if (size <= SMALL_FILE_BYTES) {
           const chunks: Buffer[] = []
           for await (const chunk of entry) chunks.push(chunk as Buffer)
