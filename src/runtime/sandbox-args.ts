@@ -1,5 +1,5 @@
 import { existsSync, lstatSync, readlinkSync } from 'node:fs'
-import { dirname, relative, sep } from 'node:path'
+import { dirname, relative, resolve, sep } from 'node:path'
 
 /** Inside-the-sandbox paths (the contract the agent sees). */
 export const SANDBOX_DATA = '/data'
@@ -66,7 +66,12 @@ export function bwrapArgs(m: SandboxMounts, command: readonly string[]): string[
     else args.push('--ro-bind', dir, dir)
   }
   args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--dir', '/etc')
-  for (const entry of ETC_ENTRIES) args.push('--ro-bind-try', `/etc/${entry}`, `/etc/${entry}`)
+  for (const entry of ETC_ENTRIES) {
+    const path = `/etc/${entry}`
+    const link = linkIntoSystemDirs(path)
+    if (link) args.push('--symlink', link, path)
+    else args.push('--ro-bind-try', path, path)
+  }
   args.push('--ro-bind', m.passwd, '/etc/passwd', '--ro-bind', m.group, '/etc/group')
   for (const path of m.readOnly) {
     if (SYSTEM_DIRS.some((d) => path === d || path.startsWith(`${d}${sep}`))) continue
@@ -93,6 +98,24 @@ export function nestedIn(paths: readonly string[], parents: readonly string[]): 
     const rel = relative(parent, p)
     return rel === '' || (!rel.startsWith('..') && !rel.startsWith(sep))
   }))
+}
+
+/**
+ * The target of `path` when it is a symlink to something inside the bound system dirs, so the
+ * sandbox gets the same link rather than a copy. Programs read meaning from such links: ICU names
+ * the time zone from /etc/localtime's target, and given a copy it compares the file with every
+ * zoneinfo file instead (10-60 ms at each process's first date formatting, docs/runtime.md
+ * "Benchmark").
+ */
+function linkIntoSystemDirs(path: string): string | undefined {
+  try {
+    if (!lstatSync(path).isSymbolicLink()) return undefined
+    const target = readlinkSync(path)
+    const resolved = resolve(dirname(path), target)
+    return SYSTEM_DIRS.some((d) => resolved.startsWith(`${d}${sep}`)) && existsSync(resolved) ? target : undefined
+  } catch {
+    return undefined
+  }
 }
 
 /** The install prefix of the node binary (e.g. /usr or ~/.nvm/versions/node/v20), bound read-only. */
