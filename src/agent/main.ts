@@ -3,10 +3,11 @@
 // (bench/workspaces.ts). Configuration comes from the environment only (docs/agent.md).
 import { runAgentProcess } from './index.js'
 
-// The first date formatting loads the local time zone (ICU). Where /etc/localtime is a copy
-// rather than a link (as bound into the sandbox), ICU finds the zone by comparing it with the
-// zoneinfo files: 10-60 ms. Paid here, at start, so a warm agent does not pay it between its
-// task's hand-over and the task's first event (docs/runtime.md "Benchmark").
+// The first date formatting loads the local time zone (ICU). Where /etc/localtime is a plain file
+// rather than a link into zoneinfo (some hosts; the sandbox keeps the host's link), ICU finds the
+// zone by comparing it with the zoneinfo files: 10-60 ms. Paid here, at start, so a warm agent
+// does not pay it between its task's hand-over and the task's first event (docs/runtime.md
+// "Benchmark").
 new Date().toISOString()
 
 try {
