@@ -1,0 +1,472 @@
+// A small client for the OCI distribution API (https://github.com/opencontainers/distribution-spec)
+// over undici: resolve a reference, read a manifest (an image index resolves to linux/amd64 or its
+// only image), stream blobs with their digest and size verified, push blobs (one monolithic PUT)
+// and manifests. No npm registry client was solid enough to adopt (the ones published target the
+// Docker v2 API of 2016 and pull in request/bunyan). Auth: anonymous, then on a 401 the challenge
+// the registry names — Basic with configured credentials, or Bearer with a token fetched from the
+// realm (anonymously or with those credentials). Transport: HTTPS with the system CAs
+// (NODE_EXTRA_CA_CERTS adds more); plain HTTP only for loopback hosts or hosts listed in
+// CORRAL_REGISTRY_INSECURE. Configuration and rules: docs/packs.md "Registry".
+import { createHash } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import { isIP } from 'node:net'
+import { Readable, Transform, type TransformCallback } from 'node:stream'
+import { request, type Dispatcher } from 'undici'
+
+export const OCI_MANIFEST = 'application/vnd.oci.image.manifest.v1+json'
+export const OCI_INDEX = 'application/vnd.oci.image.index.v1+json'
+export const DOCKER_MANIFEST = 'application/vnd.docker.distribution.manifest.v2+json'
+export const DOCKER_LIST = 'application/vnd.docker.distribution.manifest.list.v2+json'
+const MANIFEST_ACCEPT = [OCI_MANIFEST, OCI_INDEX, DOCKER_MANIFEST, DOCKER_LIST].join(', ')
+/** Largest manifest or index read (the distribution spec suggests registries accept at least 4 MiB). */
+const MAX_MANIFEST_BYTES = 4 * 1024 * 1024
+const MAX_REDIRECTS = 5
+const DIGEST_RE = /^sha256:[0-9a-f]{64}$/
+// distribution's reference grammar, simplified: lower-case path components separated by / . _ -.
+const REPO_RE = /^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$/
+const TAG_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/
+const HOST_RE = /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$/
+
+/** Why a registry operation failed: the route maps `unreachable` to 502, everything else to a 400 on image_ref. */
+export type RegistryFailure = 'reference' | 'not_allowed' | 'not_found' | 'denied' | 'invalid' | 'unreachable'
+
+export class RegistryError extends Error {
+  constructor(readonly kind: RegistryFailure, message: string) {
+    super(message)
+    this.name = 'RegistryError'
+  }
+}
+
+export interface ImageRef {
+  /** `host[:port]`, as written (lower-cased). */
+  registry: string
+  repository: string
+  tag?: string
+  digest?: string
+}
+
+/**
+ * Parses `host[:port]/repo[:tag][@sha256:…]`. The host part is required (no implicit docker.io:
+ * a pack names the registry it comes from); without tag or digest the tag is `latest`.
+ */
+export function parseImageRef(ref: string): ImageRef {
+  const bad = (why: string) => new RegistryError('reference', `${JSON.stringify(ref)} is not an image reference (${why}); expected host[:port]/repository[:tag|@sha256:…]`)
+  if (ref.length > 1024 || /\s/.test(ref)) throw bad('too long or has spaces')
+  let rest = ref
+  let digest: string | undefined
+  const at = rest.indexOf('@')
+  if (at >= 0) {
+    digest = rest.slice(at + 1)
+    rest = rest.slice(0, at)
+    if (!DIGEST_RE.test(digest)) throw bad('the digest must be sha256: and 64 lower-case hex digits')
+  }
+  const slash = rest.indexOf('/')
+  if (slash <= 0) throw bad('no registry host')
+  const registry = rest.slice(0, slash).toLowerCase()
+  if (!HOST_RE.test(registry) || !(registry.includes('.') || registry.includes(':') || registry === 'localhost')) throw bad('the first component must be a registry host such as registry.example.com or 127.0.0.1:5000')
+  let repository = rest.slice(slash + 1)
+  let tag: string | undefined
+  const colon = repository.lastIndexOf(':')
+  if (colon >= 0) {
+    tag = repository.slice(colon + 1)
+    repository = repository.slice(0, colon)
+    if (!TAG_RE.test(tag)) throw bad('bad tag')
+  }
+  if (!REPO_RE.test(repository) || repository.length > 255) throw bad('bad repository name (lower-case letters, digits, . _ - and /)')
+  if (tag === undefined && digest === undefined) tag = 'latest'
+  return { registry, repository, ...(tag !== undefined ? { tag } : {}), ...(digest !== undefined ? { digest } : {}) }
+}
+
+/** `host/repo:tag`, `host/repo@digest` or both, the canonical text of a reference. */
+export function formatImageRef(r: ImageRef): string {
+  return `${r.registry}/${r.repository}${r.tag !== undefined ? `:${r.tag}` : ''}${r.digest !== undefined ? `@${r.digest}` : ''}`
+}
+
+export interface Descriptor {
+  mediaType: string
+  digest: string
+  size: number
+  annotations?: Record<string, string>
+  platform?: { os?: string; architecture?: string; variant?: string }
+}
+
+export interface ImageManifest {
+  schemaVersion: 2
+  mediaType?: string
+  config: Descriptor
+  layers: Descriptor[]
+  annotations?: Record<string, string>
+}
+
+export interface RegistryOptions {
+  /** `host[:port]` names reached over plain HTTP although not loopback. */
+  insecure?: Iterable<string>
+  /** Credentials per `host[:port]`. */
+  credentials?: ReadonlyMap<string, { username: string; password: string }>
+  /** Per request: connect and header timeout (ms). Default 15 s. */
+  timeoutMs?: number
+  dispatcher?: Dispatcher
+}
+
+interface Response {
+  status: number
+  headers: Record<string, string | string[] | undefined>
+  body: Dispatcher.ResponseData['body']
+}
+
+export class RegistryClient {
+  readonly #insecure: Set<string>
+  readonly #credentials: ReadonlyMap<string, { username: string; password: string }>
+  readonly #timeoutMs: number
+  readonly #dispatcher: Dispatcher | undefined
+  /** Authorization header per registry and scope, learned from the last challenge. */
+  readonly #auth = new Map<string, string>()
+
+  constructor(opts: RegistryOptions = {}) {
+    this.#insecure = new Set([...(opts.insecure ?? [])].map((h) => h.toLowerCase()))
+    this.#credentials = opts.credentials ?? new Map()
+    this.#timeoutMs = opts.timeoutMs ?? 15_000
+    this.#dispatcher = opts.dispatcher
+  }
+
+  /**
+   * The image manifest `ref` names, with the digest of its bytes (for a reference through an
+   * index: the chosen image's digest). Refuses a digest mismatch, other manifest types and
+   * manifests without layers.
+   */
+  async getManifest(ref: ImageRef): Promise<{ manifest: ImageManifest; digest: string }> {
+    const first = await this.#readManifest(ref, ref.digest ?? ref.tag ?? 'latest')
+    if (first.mediaType === OCI_INDEX || first.mediaType === DOCKER_LIST) {
+      const chosen = pickImage(first.json, formatImageRef(ref))
+      const image = await this.#readManifest(ref, chosen.digest)
+      if (image.mediaType === OCI_INDEX || image.mediaType === DOCKER_LIST) throw new RegistryError('invalid', `${formatImageRef(ref)}: an index inside an index is not supported`)
+      return { manifest: checkManifest(image.json, formatImageRef(ref)), digest: image.digest }
+    }
+    return { manifest: checkManifest(first.json, formatImageRef(ref)), digest: first.digest }
+  }
+
+  async #readManifest(ref: ImageRef, reference: string): Promise<{ mediaType: string; json: unknown; digest: string }> {
+    const res = await this.#send(ref, 'pull', 'GET', `/v2/${ref.repository}/manifests/${reference}`, { accept: MANIFEST_ACCEPT })
+    if (res.status === 404) {
+      await res.body.dump()
+      throw new RegistryError('not_found', `${formatImageRef(ref)}: no manifest ${reference} in ${ref.registry}/${ref.repository}`)
+    }
+    await expectOk(res, `${formatImageRef(ref)}: reading manifest ${reference}`)
+    const bytes = await readCapped(res.body, MAX_MANIFEST_BYTES, `${formatImageRef(ref)}: the manifest`)
+    const digest = sha256(bytes)
+    if (DIGEST_RE.test(reference) && digest !== reference) throw new RegistryError('invalid', `${formatImageRef(ref)}: the manifest's bytes hash to ${digest}, not ${reference}`)
+    let json: { mediaType?: unknown }
+    try {
+      json = JSON.parse(bytes.toString('utf8')) as { mediaType?: unknown }
+    } catch {
+      throw new RegistryError('invalid', `${formatImageRef(ref)}: the manifest is not JSON`)
+    }
+    const header = String(res.headers['content-type'] ?? '').split(';')[0]!.trim()
+    const mediaType = typeof json?.mediaType === 'string' ? json.mediaType : header
+    return { mediaType, json, digest }
+  }
+
+  /**
+   * A blob's bytes as a stream that fails (RegistryError `invalid`) when they do not hash to the
+   * descriptor's digest or differ from its size — checked before the stream ends, so a consumer
+   * never sees the end of a corrupt blob as success.
+   */
+  async fetchBlob(ref: ImageRef, desc: Descriptor): Promise<Readable> {
+    if (!DIGEST_RE.test(desc.digest)) throw new RegistryError('invalid', `${formatImageRef(ref)}: unsupported blob digest ${desc.digest} (sha256 only)`)
+    const res = await this.#send(ref, 'pull', 'GET', `/v2/${ref.repository}/blobs/${desc.digest}`, {})
+    if (res.status === 404) {
+      await res.body.dump()
+      throw new RegistryError('not_found', `${formatImageRef(ref)}: blob ${desc.digest} is missing from the registry`)
+    }
+    await expectOk(res, `${formatImageRef(ref)}: reading blob ${desc.digest}`)
+    const check = new VerifyBlob(desc, formatImageRef(ref))
+    res.body.on('error', (err) => check.destroy(unreachable(ref, err)))
+    return res.body.pipe(check)
+  }
+
+  /** Whether the repository already has the blob (a push then skips it). */
+  async hasBlob(ref: ImageRef, digest: string): Promise<boolean> {
+    const res = await this.#send(ref, 'push', 'HEAD', `/v2/${ref.repository}/blobs/${digest}`, {})
+    await res.body.dump()
+    if (res.status === 404) return false
+    await expectOk(res, `${formatImageRef(ref)}: checking blob ${digest}`)
+    return true
+  }
+
+  /** Uploads a blob in one PUT (`body()` may be called once per attempt); skips blobs already there. */
+  async pushBlob(ref: ImageRef, desc: { digest: string; size: number }, body: () => Readable | Buffer): Promise<void> {
+    if (await this.hasBlob(ref, desc.digest)) return
+    const start = await this.#send(ref, 'push', 'POST', `/v2/${ref.repository}/blobs/uploads/`, { 'content-length': '0' })
+    await expectOk(start, `${formatImageRef(ref)}: starting a blob upload`)
+    await start.body.dump()
+    const location = start.headers.location
+    if (typeof location !== 'string') throw new RegistryError('invalid', `${formatImageRef(ref)}: the registry started an upload without a Location`)
+    const url = new URL(location, this.#base(ref))
+    url.searchParams.set('digest', desc.digest)
+    const put = await this.#send(ref, 'push', 'PUT', url.toString(), { 'content-type': 'application/octet-stream', 'content-length': String(desc.size) }, body)
+    await expectOk(put, `${formatImageRef(ref)}: uploading blob ${desc.digest}`)
+    await put.body.dump()
+  }
+
+  /** PUTs a manifest under `reference` (a tag); resolves with the digest of its bytes. */
+  async putManifest(ref: ImageRef, reference: string, bytes: Buffer, mediaType: string): Promise<string> {
+    const res = await this.#send(ref, 'push', 'PUT', `/v2/${ref.repository}/manifests/${reference}`, { 'content-type': mediaType, 'content-length': String(bytes.length) }, () => bytes)
+    await expectOk(res, `${formatImageRef(ref)}: pushing the manifest`)
+    await res.body.dump()
+    return sha256(bytes)
+  }
+
+  #base(ref: ImageRef): string {
+    return `${this.#plainHttp(ref.registry) ? 'http' : 'https'}://${ref.registry}`
+  }
+
+  #plainHttp(registry: string): boolean {
+    if (this.#insecure.has(registry)) return true
+    const host = hostOf(registry)
+    return host === 'localhost' || (isIP(host) === 4 && host.startsWith('127.')) || host === '::1'
+  }
+
+  /**
+   * One request with auth: a 401 answers with a challenge, which is met once (Basic with the
+   * registry's credentials, or a Bearer token for the repository's scope) and the request
+   * retried. Redirects (blob storage) are followed without the Authorization header.
+   */
+  async #send(ref: ImageRef, action: 'pull' | 'push', method: Dispatcher.HttpMethod, path: string, headers: Record<string, string>, body?: () => Readable | Buffer): Promise<Response> {
+    const scope = `repository:${ref.repository}:${action === 'push' ? 'pull,push' : 'pull'}`
+    const key = `${ref.registry} ${scope}`
+    let res = await this.#request(method, new URL(path, this.#base(ref)).toString(), { ...headers, ...this.#authHeader(key) }, body?.())
+    if (res.status === 401) {
+      const challenge = res.headers['www-authenticate']
+      await res.body.dump()
+      const auth = await this.#answer(ref, typeof challenge === 'string' ? challenge : '', scope)
+      this.#auth.set(key, auth)
+      res = await this.#request(method, new URL(path, this.#base(ref)).toString(), { ...headers, authorization: auth }, body?.())
+      if (res.status === 401) {
+        await res.body.dump()
+        throw new RegistryError('denied', `${formatImageRef(ref)}: the registry refused the credentials (401)`)
+      }
+    }
+    for (let hops = 0; (res.status === 307 || res.status === 302 || res.status === 303 || res.status === 301) && method === 'GET'; hops++) {
+      const location = res.headers.location
+      await res.body.dump()
+      if (hops >= MAX_REDIRECTS || typeof location !== 'string') throw new RegistryError('invalid', `${formatImageRef(ref)}: too many redirects`)
+      res = await this.#request('GET', new URL(location, this.#base(ref)).toString(), headers.accept ? { accept: headers.accept } : {})
+    }
+    if (res.status === 403) {
+      await res.body.dump()
+      throw new RegistryError('denied', `${formatImageRef(ref)}: the registry denied ${action} access (403)`)
+    }
+    return res
+  }
+
+  #authHeader(key: string): Record<string, string> {
+    const auth = this.#auth.get(key)
+    return auth ? { authorization: auth } : {}
+  }
+
+  async #answer(ref: ImageRef, challenge: string, scope: string): Promise<string> {
+    const creds = this.#credentials.get(ref.registry)
+    const basic = creds ? `Basic ${Buffer.from(`${creds.username}:${creds.password}`).toString('base64')}` : undefined
+    const scheme = challenge.split(/\s+/, 1)[0]!.toLowerCase()
+    if (scheme === 'basic') {
+      if (!basic) throw new RegistryError('denied', `${formatImageRef(ref)}: the registry requires credentials (none configured for ${ref.registry})`)
+      return basic
+    }
+    if (scheme !== 'bearer') throw new RegistryError('denied', `${formatImageRef(ref)}: the registry answered 401 without a supported challenge`)
+    const params = challengeParams(challenge)
+    if (!params.realm) throw new RegistryError('invalid', `${formatImageRef(ref)}: the Bearer challenge names no realm`)
+    const url = new URL(params.realm)
+    if (url.protocol !== 'https:' && !(url.protocol === 'http:' && this.#plainHttp(url.host))) {
+      throw new RegistryError('invalid', `${formatImageRef(ref)}: the token realm ${url.origin} is not HTTPS`)
+    }
+    if (params.service) url.searchParams.set('service', params.service)
+    url.searchParams.set('scope', scope)
+    const res = await this.#request('GET', url.toString(), basic ? { authorization: basic } : {})
+    if (res.status === 401 || res.status === 403) {
+      await res.body.dump()
+      throw new RegistryError('denied', `${formatImageRef(ref)}: the token service refused ${creds ? 'the credentials' : 'anonymous access'} (${res.status})`)
+    }
+    await expectOk(res, `${formatImageRef(ref)}: fetching a registry token`)
+    const json = JSON.parse((await readCapped(res.body, 1024 * 1024, 'the token response')).toString('utf8')) as { token?: string; access_token?: string }
+    const token = json.token ?? json.access_token
+    if (!token) throw new RegistryError('invalid', `${formatImageRef(ref)}: the token service returned no token`)
+    return `Bearer ${token}`
+  }
+
+  async #request(method: Dispatcher.HttpMethod, url: string, headers: Record<string, string>, body?: Readable | Buffer): Promise<Response> {
+    try {
+      const res = await request(url, {
+        method,
+        headers: { 'user-agent': 'corral', ...headers },
+        ...(body !== undefined ? { body } : {}),
+        headersTimeout: this.#timeoutMs,
+        bodyTimeout: 5 * this.#timeoutMs,
+        ...(this.#dispatcher ? { dispatcher: this.#dispatcher } : {}),
+      })
+      return { status: res.statusCode, headers: res.headers, body: res.body }
+    } catch (err) {
+      throw new RegistryError('unreachable', `${new URL(url).host}: the registry is unreachable (${describe(err)})`)
+    }
+  }
+}
+
+/** The image of an index: linux/amd64 (attestation entries skipped), else the only entry. */
+function pickImage(index: unknown, ref: string): Descriptor {
+  const manifests = (index as { manifests?: unknown }).manifests
+  if (!Array.isArray(manifests) || manifests.length === 0) throw new RegistryError('invalid', `${ref}: the image index lists no manifests`)
+  const images = (manifests as Descriptor[]).filter((m) => m && typeof m.digest === 'string' && m.platform?.os !== 'unknown')
+  const amd64 = images.find((m) => m.platform?.os === 'linux' && m.platform.architecture === 'amd64')
+  const chosen = amd64 ?? (images.length === 1 ? images[0] : undefined)
+  if (!chosen) throw new RegistryError('invalid', `${ref}: the image index has no linux/amd64 image and more than one entry`)
+  if (!DIGEST_RE.test(chosen.digest)) throw new RegistryError('invalid', `${ref}: the index entry's digest ${chosen.digest} is not sha256`)
+  return chosen
+}
+
+function checkManifest(json: unknown, ref: string): ImageManifest {
+  const m = json as Partial<ImageManifest>
+  const mediaType = m.mediaType ?? OCI_MANIFEST
+  if (m.schemaVersion !== 2 || (mediaType !== OCI_MANIFEST && mediaType !== DOCKER_MANIFEST)) {
+    throw new RegistryError('invalid', `${ref}: not an OCI or Docker v2 image manifest (schemaVersion ${String(m.schemaVersion)}, ${mediaType})`)
+  }
+  const isDescriptor = (d: unknown): d is Descriptor => {
+    const x = d as Descriptor
+    return !!x && typeof x.mediaType === 'string' && typeof x.digest === 'string' && Number.isSafeInteger(x.size) && x.size >= 0
+  }
+  if (!isDescriptor(m.config) || !Array.isArray(m.layers) || !m.layers.every(isDescriptor)) throw new RegistryError('invalid', `${ref}: the manifest's config or layers are malformed`)
+  if (m.layers.length === 0) throw new RegistryError('invalid', `${ref}: the image has no layers`)
+  return m as ImageManifest
+}
+
+/** Parses `Bearer realm="…",service="…",scope="…"`. */
+function challengeParams(challenge: string): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const m of challenge.matchAll(/([A-Za-z]+)="([^"]*)"/g)) out[m[1]!.toLowerCase()] = m[2]!
+  return out
+}
+
+function hostOf(registry: string): string {
+  if (registry.startsWith('[')) return registry.slice(1, registry.indexOf(']'))
+  return registry.split(':')[0]!
+}
+
+async function expectOk(res: Response, what: string): Promise<void> {
+  if (res.status >= 200 && res.status < 300) return
+  const text = (await readCapped(res.body, 64 * 1024, 'the error body').catch(() => Buffer.alloc(0))).toString('utf8')
+  let detail = ''
+  try {
+    const errors = (JSON.parse(text) as { errors?: { code?: string; message?: string }[] }).errors
+    if (errors?.[0]) detail = `: ${errors[0].code ?? ''} ${errors[0].message ?? ''}`.trimEnd()
+  } catch {
+    // Not the distribution error format; the status says enough.
+  }
+  const kind: RegistryFailure = res.status >= 500 ? 'unreachable' : res.status === 404 ? 'not_found' : 'invalid'
+  throw new RegistryError(kind, `${what} failed (HTTP ${res.status}${detail})`)
+}
+
+async function readCapped(body: AsyncIterable<Buffer>, max: number, what: string): Promise<Buffer> {
+  const chunks: Buffer[] = []
+  let n = 0
+  for await (const chunk of body) {
+    n += chunk.length
+    if (n > max) {
+      if ('destroy' in body && typeof body.destroy === 'function') body.destroy()
+      throw new RegistryError('invalid', `${what} is larger than ${max} bytes`)
+    }
+    chunks.push(chunk)
+  }
+  return Buffer.concat(chunks)
+}
+
+export function sha256(bytes: Buffer): string {
+  return `sha256:${createHash('sha256').update(bytes).digest('hex')}`
+}
+
+function describe(err: unknown): string {
+  const e = err as { code?: string; message?: string; cause?: { code?: string; message?: string } }
+  return e.cause?.code ?? e.code ?? e.cause?.message ?? e.message ?? String(err)
+}
+
+function unreachable(ref: ImageRef, err: unknown): RegistryError {
+  return err instanceof RegistryError ? err : new RegistryError('unreachable', `${ref.registry}: the connection broke while reading a blob (${describe(err)})`)
+}
+
+/** Passes a blob through, failing at the end when its size or sha256 differ from the descriptor. */
+class VerifyBlob extends Transform {
+  readonly #hash = createHash('sha256')
+  #size = 0
+  constructor(readonly desc: Descriptor, readonly ref: string) {
+    super()
+  }
+  override _transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
+    this.#size += chunk.length
+    if (this.#size > this.desc.size) return done(new RegistryError('invalid', `${this.ref}: blob ${this.desc.digest} is larger than its descriptor's ${this.desc.size} bytes`))
+    this.#hash.update(chunk)
+    done(null, chunk)
+  }
+  override _flush(done: TransformCallback): void {
+    const digest = `sha256:${this.#hash.digest('hex')}`
+    if (this.#size !== this.desc.size || digest !== this.desc.digest) {
+      return done(new RegistryError('invalid', `${this.ref}: blob ${this.desc.digest} does not match its digest or size (got ${digest}, ${this.#size} bytes)`))
+    }
+    done()
+  }
+}
+
+/** Where serve pushes pack images, and which registries pulls may reach (docs/packs.md "Registry"). */
+export interface RegistrySettings {
+  /** CORRAL_PACK_REGISTRY: `host[:port]/namespace` (namespace optional). */
+  push?: { registry: string; namespace: string }
+  /** Hosts pulls may reach: CORRAL_REGISTRY_ALLOW plus the push registry; `*` allows any host. */
+  allow: '*' | ReadonlySet<string>
+  client: RegistryClient
+}
+
+/**
+ * Reads CORRAL_PACK_REGISTRY, CORRAL_REGISTRY_ALLOW, CORRAL_REGISTRY_INSECURE and
+ * CORRAL_REGISTRY_AUTH_FILE (a Docker-style config.json `{"auths": {"host": {"auth": "<base64
+ * user:password>"}}}` or with `username`/`password`). Throws a plain Error naming the variable.
+ */
+export function registrySettingsFromEnv(env: NodeJS.ProcessEnv = process.env): RegistrySettings {
+  const list = (v: string | undefined) => (v ?? '').split(',').map((s) => s.trim().toLowerCase()).filter(Boolean)
+  let push: RegistrySettings['push']
+  const raw = env.CORRAL_PACK_REGISTRY?.trim()
+  if (raw) {
+    const slash = raw.indexOf('/')
+    const registry = (slash < 0 ? raw : raw.slice(0, slash)).toLowerCase()
+    const namespace = slash < 0 ? '' : raw.slice(slash + 1).replace(/\/+$/, '')
+    try {
+      parseImageRef(`${registry}/${namespace ? `${namespace}/` : ''}x`)
+    } catch {
+      throw new Error(`CORRAL_PACK_REGISTRY must be host[:port][/namespace] (lower-case namespace), got ${raw}`)
+    }
+    push = { registry, namespace }
+  }
+  const allowed = list(env.CORRAL_REGISTRY_ALLOW)
+  const allow: RegistrySettings['allow'] = allowed.includes('*') ? '*' : new Set([...allowed, ...(push ? [push.registry] : [])])
+  const credentials = new Map<string, { username: string; password: string }>()
+  if (env.CORRAL_REGISTRY_AUTH_FILE) {
+    let auths: Record<string, { auth?: string; username?: string; password?: string }>
+    try {
+      auths = (JSON.parse(readFileSync(env.CORRAL_REGISTRY_AUTH_FILE, 'utf8')) as { auths?: typeof auths }).auths ?? {}
+    } catch (err) {
+      throw new Error(`CORRAL_REGISTRY_AUTH_FILE ${env.CORRAL_REGISTRY_AUTH_FILE} cannot be read as a Docker config.json (${(err as Error).message})`)
+    }
+    for (const [host, a] of Object.entries(auths)) {
+      const pair = a.auth ? Buffer.from(a.auth, 'base64').toString('utf8') : `${a.username ?? ''}:${a.password ?? ''}`
+      const i = pair.indexOf(':')
+      if (i > 0) credentials.set(host.replace(/^https?:\/\//, '').replace(/\/.*$/, '').toLowerCase(), { username: pair.slice(0, i), password: pair.slice(i + 1) })
+    }
+  }
+  return { ...(push ? { push } : {}), allow, client: new RegistryClient({ insecure: list(env.CORRAL_REGISTRY_INSECURE), credentials }) }
+}
+
+/** Refuses a pull from a registry host the settings do not allow (the server fetches what users name). */
+export function checkAllowed(settings: RegistrySettings, ref: ImageRef): void {
+  if (settings.allow === '*' || settings.allow.has(ref.registry)) return
+  throw new RegistryError('not_allowed', `${ref.registry} is not an allowed pack registry (CORRAL_REGISTRY_ALLOW${settings.push ? `; ${settings.push.registry} is` : ''})`)
+}
+
+/** A Buffer as a one-shot stream (for pushBlob bodies built in memory). */
+export function bufferBody(bytes: Buffer): () => Readable {
+  return () => Readable.from([bytes])
+}
