@@ -48,6 +48,11 @@ export function archiveLimitsFromEnv(env: NodeJS.ProcessEnv = process.env): Arch
   return Object.freeze({ ...DEFAULT_ARCHIVE_LIMITS, maxCompressedBytes: n })
 }
 
+export interface ArchiveFormat {
+  /** An uncompressed tar (a registry image's flattened layers, src/packs/registry-layers.ts); default tar.gz. */
+  plain?: boolean
+}
+
 export interface ExtractedArchive {
   /** The pack's root inside the target: the target itself, or its single top-level directory. */
   root: string
@@ -60,7 +65,7 @@ export interface ExtractedArchive {
  * over maxCompressedBytes, `validation_error` (details.fields.archive) for everything else.
  * On refusal, `target` may hold a partial tree: the caller removes it.
  */
-export async function extractPackArchive(archive: Readable | Buffer, target: string, limits: ArchiveLimits = DEFAULT_ARCHIVE_LIMITS): Promise<ExtractedArchive> {
+export async function extractPackArchive(archive: Readable | Buffer, target: string, limits: ArchiveLimits = DEFAULT_ARCHIVE_LIMITS, opts: ArchiveFormat = {}): Promise<ExtractedArchive> {
   await mkdir(target, { recursive: false, mode: 0o700 })
   const state = new ExtractState(target, limits)
   const source = Buffer.isBuffer(archive) ? Readable.from([archive]) : archive
@@ -70,7 +75,9 @@ export async function extractPackArchive(archive: Readable | Buffer, target: str
   })()
   try {
     await Promise.all([
-      pipeline(source, new GzipCheck(), new ByteLimit(limits.maxCompressedBytes, 'compressed'), createGunzip(), new ByteLimit(decompressedCeiling(limits), 'decompressed'), extract),
+      opts.plain
+        ? pipeline(source, new ByteLimit(decompressedCeiling(limits), 'decompressed'), extract)
+        : pipeline(source, new GzipCheck(), new ByteLimit(limits.maxCompressedBytes, 'compressed'), createGunzip(), new ByteLimit(decompressedCeiling(limits), 'decompressed'), extract),
       consume,
     ])
   } catch (err) {

@@ -9,11 +9,11 @@ import { createHash } from 'node:crypto'
 import { createReadStream } from 'node:fs'
 import { chmod, lstat, mkdir, mkdtemp, readdir, readFile, readlink, rename, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
-import type { Readable } from 'node:stream'
+import { Readable } from 'node:stream'
 import tarStream from 'tar-stream'
 import { compilePolicy } from '../policy/index.js'
 import { apiError } from '../server/errors.js'
-import { DEFAULT_ARCHIVE_LIMITS, extractPackArchive, type ArchiveLimits } from './archive.js'
+import { DEFAULT_ARCHIVE_LIMITS, extractPackArchive, type ArchiveFormat, type ArchiveLimits } from './archive.js'
 import { MAX_MANIFEST_BYTES, parsePackManifest, type PackManifest } from './manifest.js'
 
 export const DIGEST_RE = /^sha256:([0-9a-f]{64})$/
@@ -76,11 +76,11 @@ export class PackContent {
    * (archive or pack.yaml), `payload_too_large`, `invalid_capabilities` (the fragment does not
    * compile; details.diagnostics as for roles).
    */
-  async ingest(archive: Readable | Buffer): Promise<IngestedPack> {
+  async ingest(archive: Readable | Buffer, format: ArchiveFormat = {}): Promise<IngestedPack> {
     await mkdir(this.root, { recursive: true, mode: 0o755 })
     const tmp = await mkdtemp(join(this.root, '.ingest-'))
     try {
-      const { root } = await extractPackArchive(archive, join(tmp, 'tree'), this.#limits)
+      const { root } = await extractPackArchive(archive, join(tmp, 'tree'), this.#limits, format)
       const manifest = parsePackManifest(await readSmallFile(root, 'pack.yaml', MAX_MANIFEST_BYTES, 'pack.yaml'))
       const capabilities = manifest.capabilities_file === undefined ? undefined : await readCapabilities(root, manifest.capabilities_file)
       const { digest, sizeBytes } = await normaliseAndHash(root)
@@ -98,6 +98,17 @@ export class PackContent {
     } finally {
       await rm(tmp, { recursive: true, force: true })
     }
+  }
+
+  /**
+   * The deterministic tar of a stored tree: the very bytes `digest` hashes (so it is the pack
+   * image's layer, src/packs/registry-image.ts). The caller pins the digest while reading.
+   */
+  tar(digest: string): Readable {
+    const pack = tarStream.pack()
+    const dir = this.dir(digest)
+    void walk(dir).then((entries) => writeTar(pack, entries), (err: Error) => pack.destroy(err)).catch((err: Error) => pack.destroy(err))
+    return Readable.from(pack as AsyncIterable<Buffer>)
   }
 
   /** Keeps a digest's tree from being removed until the returned function is called (e.g. while cloning). */
@@ -213,6 +224,19 @@ async function normaliseAndHash(root: string): Promise<{ digest: string; sizeByt
     for await (const chunk of pack) hash.update(chunk as Buffer)
   })()
   let sizeBytes = 0
+  await writeTar(pack, entries, async (e) => {
+    sizeBytes += e.size
+    const mode = e.executable ? 0o555 : 0o444
+    if (e.mode !== mode) await chmod(e.abs, mode)
+  })
+  await consumed
+  for (const e of entries) if (e.kind === 'directory') await chmod(e.abs, 0o755)
+  await chmod(root, 0o755)
+  return { digest: `sha256:${hash.digest('hex')}`, sizeBytes }
+}
+
+/** The deterministic tar of walked entries (the digest's definition); `afterFile` runs after each file is written. */
+async function writeTar(pack: TarPack, entries: readonly TreeEntry[], afterFile?: (e: TreeEntry) => Promise<void>): Promise<void> {
   const fixed = { mtime: EPOCH, uid: 0, gid: 0, uname: '', gname: '' }
   for (const e of entries) {
     if (e.kind === 'directory') {
@@ -220,20 +244,14 @@ async function normaliseAndHash(root: string): Promise<{ digest: string; sizeByt
     } else if (e.kind === 'symlink') {
       await addEntry(pack, { ...fixed, name: e.rel, type: 'symlink', mode: 0o777, linkname: e.linkname! })
     } else {
-      sizeBytes += e.size
       const header = { ...fixed, name: e.rel, type: 'file' as const, mode: e.executable ? 0o755 : 0o644, size: e.size }
       // Small files in one read (per-call overhead dominates packs of many small files).
       if (e.size <= SMALL_FILE_BYTES) await addEntry(pack, header, await readFile(e.abs))
       else await addEntry(pack, header, e.abs)
-      const mode = e.executable ? 0o555 : 0o444
-      if (e.mode !== mode) await chmod(e.abs, mode)
+      await afterFile?.(e)
     }
   }
   pack.finalize()
-  await consumed
-  for (const e of entries) if (e.kind === 'directory') await chmod(e.abs, 0o755)
-  await chmod(root, 0o755)
-  return { digest: `sha256:${hash.digest('hex')}`, sizeBytes }
 }
 
 type TarPack = ReturnType<typeof tarStream.pack>
