@@ -86,6 +86,9 @@ export interface ControllerOptions {
   poolDemandWindowMs?: number
 }
 
+/** Resolves after the event loop's next I/O (poll) phase: two check phases apart. */
+const ioPass = (): Promise<void> => new Promise((resolve) => setImmediate(() => setImmediate(resolve)))
+
 /** `GET /tasks/next?token=ahead` answer before the task: the agent switches to this token and asks again. */
 export interface TokenAhead {
   proxy_token: string
@@ -196,7 +199,10 @@ export class WorkspaceController implements WorkspaceControl {
       const task = first ? await t.tasks.create(orgId, { ...first, workspace_id: id, created_by: actor.creatorId }) : undefined
       return { workspace: (await t.get(orgId, id))!, task, claimed: claimed !== undefined }
     })
-    if (out.claimed && out.task) await this.#handTokenAhead(out.workspace, out.task, role)
+    // The token's answer is relayed to the agent by the bridge in this process: one I/O pass lets
+    // it through now rather than after the rest of the claim's store work (SQLite calls are
+    // synchronous, so the chain up to the task's hand-over would not yield to I/O).
+    if (out.claimed && out.task && (await this.#handTokenAhead(out.workspace, out.task, role))) await ioPass()
     // A claimed pool member had its workspace_created (user `system`) when the pool made it.
     if (!out.claimed) await this.#emit(out.workspace, 'workspace_created', actor.userId, { forked: false })
     if (out.task) await this.#emit(out.workspace, 'task_submitted', actor.userId, { description: out.task.description }, out.task.id)
@@ -560,13 +566,15 @@ export class WorkspaceController implements WorkspaceControl {
   }
 
   /** At a claim: the waiting agent of the claimed member gets the task's token ahead of the task. */
-  async #handTokenAhead(ws: WorkspaceRecord, task: TaskRecord, role: RoleConfig): Promise<void> {
+  async #handTokenAhead(ws: WorkspaceRecord, task: TaskRecord, role: RoleConfig): Promise<boolean> {
     const warm = this.#warm.get(ws.id)
-    if (!warm || warm.pending || warm.ahead) return
+    if (!warm || warm.pending || warm.ahead) return false
     const { token } = await this.#o.tokens.mint({ org_id: ws.org_id, workspace_id: ws.id, task_id: task.id }, this.#taskTimeoutS(role) + 300)
-    if (this.#warm.get(ws.id) !== warm || warm.pending) return
+    if (this.#warm.get(ws.id) !== warm || warm.pending) return false
     warm.ahead = { taskId: task.id, token, sent: false }
-    if (warm.pollTakesToken) warm.wake?.()
+    if (!warm.pollTakesToken || !warm.wake) return false
+    warm.wake()
+    return true
   }
 
   #taskTimeoutS(role: RoleConfig | undefined): number {
