@@ -41,6 +41,7 @@ export const ERROR_CATALOGUE = {
   rate_limited: { status: 429, summary: 'Too many requests for this credential; retry after the Retry-After header (integer seconds).' },
   // 5xx
   internal_error: { status: 500, summary: 'An unexpected server fault; the request id locates it in the logs.' },
+  registry_unavailable: { status: 502, summary: 'The OCI registry of a pack image is unreachable or failed (5xx) while pulling or pushing it.' },
   service_unavailable: { status: 503, summary: 'A dependency (the store) is unreachable, the server is shutting down, or the feature is not configured.' },
   oauth_unavailable: { status: 503, summary: 'The OAuth subsystem cannot start a consent flow right now.' },
 } as const satisfies Record<string, { status: number; summary: string }>

@@ -101,10 +101,10 @@ for (const d of testDialects()) describe(`pack routes [${d.name}]`, () => {
     expect((await h.inject('GET', '/v1/packs?owned=false', { token: b.ownerToken })).body.packs.map((p: { id: string }) => p.id)).not.toContain(mine.id)
     expect((await h.inject('GET', '/v1/packs?name=mine', { token: b.ownerToken })).body.packs).toHaveLength(1)
     expect((await h.inject('GET', '/v1/packs?bogus=1', { token: b.ownerToken })).status).toBe(400)
-    // Registry-origin creation is not built: the route does not exist.
+    // Registry-origin creation (test/packs/registry-routes.test.ts): no registry is allowed without configuration.
     const registry = await h.inject('POST', '/v1/packs', { token: b.ownerToken, body: { image_ref: 'registry.example.com/x:1' } })
-    expect(registry.status).toBe(404)
-    expect(registry.body.error.code).toBe('not_found')
+    expect(registry.status).toBe(400)
+    expect(registry.body.error.details.fields.image_ref).toMatch(/not an allowed pack registry/)
 
     const other = await h.inject('GET', `/v1/packs/${shared.id}`, { token: b.ownerToken })
     expect(other.body).toMatchObject({ id: shared.id, owned: false })

@@ -2,13 +2,17 @@
 // src/packs/content.ts, recorded per org by store.packs. Own packs and every org's `community`
 // packs are readable and attachable; only the owning org writes, re-uploads or deletes a pack
 // (another org clones it instead). Registry-origin packs (`POST /v1/packs` with an image
-// reference) are not built: there is no registry here. Decisions: docs/packs.md.
+// reference) are pulled through src/packs/registry-image.ts; with CORRAL_PACK_REGISTRY set,
+// uploads, re-uploads and clones push the pack's image and record its `image_ref`.
+// Decisions: docs/packs.md.
 import multipart from '@fastify/multipart'
 import { PassThrough, type Readable } from 'node:stream'
 import { finished } from 'node:stream/promises'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { EventType } from '../../audit/event.js'
 import type { IngestedPack, PackContent } from '../../packs/content.js'
+import { RegistryError, registrySettingsFromEnv, type RegistrySettings } from '../../packs/registry.js'
+import { pullPackImage, pushPackImage } from '../../packs/registry-image.js'
 import '../../packs/service.js'
 import { PACK_VISIBILITIES, type PackRecord, type PackVisibility, type StoreTransaction } from '../../store/index.js'
 import type { PackPatch } from '../../store/repositories/packs.js'
@@ -76,6 +80,16 @@ interface PutBody {
   image_ref?: string
 }
 
+const createBody = {
+  type: 'object',
+  required: ['image_ref'],
+  additionalProperties: false,
+  properties: {
+    image_ref: { type: 'string', minLength: 1, maxLength: 1024 },
+    visibility: { type: 'string', enum: PACK_VISIBILITIES },
+  },
+} as const
+
 const cloneBody = { type: ['object', 'null'], additionalProperties: false, properties: { name: NAME_SCHEMA } } as const
 
 /** The spec's Pack object: `owned` for the caller, and `org_id` only on the caller's own packs. */
@@ -89,13 +103,13 @@ export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promis
   const { store } = deps
   await app.register(multipart)
 
-  app.post(
-    '/packs/upload',
-    { config: { permission: CAPS_WRITE }, schema: { response: { 201: packSchema } } },
+  app.post<{ Body: { image_ref: string; visibility?: PackVisibility } }>(
+    '/packs',
+    { config: { permission: CAPS_WRITE }, schema: { body: createBody, response: { 201: packSchema } } },
     async (request, reply) => {
       const p = request.principal!
-      const content = await beforeUpload(request, reply, deps.packContent, async (c) => c)
-      const { ingested, visibility } = await readUpload(deps, request, reply, content, { visibility: true })
+      const content = contentStore(deps)
+      const { ingested, imageRef } = await pullPackImage(registrySettings(deps), content, request.body.image_ref).catch(pullFailure)
       const m = ingested.manifest
       try {
         const pack = await store
@@ -105,8 +119,50 @@ export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promis
               ...manifestFields(ingested),
               name: m.name,
               tier: 'community',
+              visibility: request.body.visibility ?? 'org',
+              image_origin: 'image_ref',
+              image_ref: imageRef,
+              created_by: p.userId,
+            })
+          })
+          .catch(duplicateName(m.name, 'pack'))
+        await emitPackEvent(deps, request, 'content_pack_created', pack, {
+          display_name: pack.display_name, visibility: pack.visibility, tier: pack.tier, image_origin: pack.image_origin,
+        })
+        reply.code(201)
+        return packView(pack, p.org.id)
+      } catch (err) {
+        ingested.release()
+        await collect(deps, content, ingested.digest)
+        throw err
+      } finally {
+        ingested.release()
+      }
+    },
+  )
+
+  app.post(
+    '/packs/upload',
+    { config: { permission: CAPS_WRITE }, schema: { response: { 201: packSchema } } },
+    async (request, reply) => {
+      const p = request.principal!
+      const content = await beforeUpload(request, reply, deps.packContent, async (c) => c)
+      const { ingested, visibility } = await readUpload(deps, request, reply, content, { visibility: true })
+      const m = ingested.manifest
+      try {
+        // Checked before the push too, so a taken name does not leave an image behind for nothing.
+        if (await store.packs.getByName(p.org.id, m.name)) throw nameTaken(m.name)
+        const imageRef = await pushImage(deps, content, p.org.id, m.name, m.version, ingested.digest)
+        const pack = await store
+          .transaction(async (tx) => {
+            if (await tx.packs.getByName(p.org.id, m.name)) throw nameTaken(m.name)
+            return tx.packs.create(p.org.id, {
+              ...manifestFields(ingested),
+              name: m.name,
+              tier: 'community',
               visibility: visibility ?? 'org',
               image_origin: 'upload',
+              ...(imageRef ? { image_ref: imageRef } : {}),
               created_by: p.userId,
             })
           })
@@ -144,7 +200,9 @@ export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promis
         if (ingested.manifest.name !== current.name) {
           throw fieldError('name', `pack.yaml names ${ingested.manifest.name}, but this pack is ${current.name}`)
         }
-        pack = (await store.packs.update(orgId, current.id, manifestFields(ingested))) ?? throwNotFound()
+        // Without a push registry the old image_ref (if one was pushed before) no longer matches the content.
+        const imageRef = await pushImage(deps, content, orgId, current.name, ingested.manifest.version, ingested.digest)
+        pack = (await store.packs.update(orgId, current.id, { ...manifestFields(ingested), image_ref: imageRef ?? null })) ?? throwNotFound()
       } catch (err) {
         ingested.release()
         await collect(deps, content, ingested.digest)
@@ -204,9 +262,31 @@ export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promis
           throw apiError('pack_in_use', `pack ${current.name} is attached by ${others.length} agent role(s) of other organisations; it must stay community`, { other_org_roles: others.length })
         }
       }
-      const pack = (await store.packs.update(orgId, current.id, patch)) ?? throwNotFound()
-      const kind = body.image_ref !== undefined ? 'image_ref' : flipsVisibility ? 'visibility' : 'metadata'
-      await emitPackEvent(deps, request, 'content_pack_updated', pack, { image_ref: pack.image_ref ?? '', kind, patched_fields: Object.keys(body).sort() })
+      if (body.image_ref === undefined) {
+        const pack = (await store.packs.update(orgId, current.id, patch)) ?? throwNotFound()
+        await emitPackEvent(deps, request, 'content_pack_updated', pack, { image_ref: pack.image_ref ?? '', kind: flipsVisibility ? 'visibility' : 'metadata', patched_fields: Object.keys(body).sort() })
+        return packView(pack, orgId)
+      }
+      // A new image: pulled and ingested like POST /v1/packs; the image's pack.yaml replaces the
+      // manifest fields (as a re-upload does), then the body's own label fields apply on top.
+      const content = contentStore(deps)
+      const { ingested, imageRef } = await pullPackImage(registrySettings(deps), content, body.image_ref).catch(pullFailure)
+      let pack: PackRecord
+      try {
+        if (ingested.manifest.name !== current.name) {
+          throw fieldError('image_ref', `the image's pack.yaml names ${ingested.manifest.name}, but this pack is ${current.name}`)
+        }
+        pack = (await store.packs.update(orgId, current.id, { ...manifestFields(ingested), ...patch, image_ref: imageRef })) ?? throwNotFound()
+      } catch (err) {
+        ingested.release()
+        await collect(deps, content, ingested.digest)
+        throw err
+      } finally {
+        ingested.release()
+      }
+      if (current.image_digest && current.image_digest !== pack.image_digest) await collect(deps, content, current.image_digest)
+      await emitPackEvent(deps, request, 'content_pack_updated', pack, { image_ref: pack.image_ref ?? '', kind: 'image_ref', patched_fields: Object.keys(body).sort() })
+      await restartAttaching(deps, request, pack.id)
       return packView(pack, orgId)
     },
   )
@@ -243,6 +323,11 @@ export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promis
       // Content is addressed by digest, so the copy shares the tree and survives the source's deletion.
       const unpin = source.image_digest && deps.packContent ? deps.packContent.pin(source.image_digest) : () => {}
       try {
+        if (await store.packs.getByName(p.org.id, name)) throw nameTaken(name)
+        // Rebuilt under the caller's namespace (spec), so the copy's image outlives the source's.
+        const pushed = source.image_digest && deps.packContent && (await deps.packContent.has(source.image_digest))
+          ? await pushImage(deps, deps.packContent, p.org.id, name, source.version, source.image_digest)
+          : undefined
         const pack = await store
           .transaction(async (tx) => {
             if (await tx.packs.getByName(p.org.id, name)) throw nameTaken(name)
@@ -257,7 +342,7 @@ export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promis
               capabilities: source.capabilities ?? null,
               suggested_packs: source.suggested_packs ?? null,
               image_origin: 'clone',
-              image_ref: source.image_ref ?? null,
+              image_ref: pushed ?? source.image_ref ?? null,
               image_digest: source.image_digest ?? null,
               size_bytes: source.size_bytes ?? null,
               manifest: source.manifest,
@@ -468,6 +553,42 @@ function isTooLarge(err: unknown): boolean {
 function discard(stream: Readable): void {
   stream.on('error', () => {})
   stream.resume()
+}
+
+function contentStore(deps: ServerDeps): PackContent {
+  if (!deps.packContent) throw apiError('service_unavailable', 'registry packs are not available: this server has no pack content store')
+  return deps.packContent
+}
+
+/** Without settings (an app built without the packs service), no registry is allowed and nothing is pushed. */
+const NO_REGISTRY = registrySettingsFromEnv({})
+
+function registrySettings(deps: ServerDeps): RegistrySettings {
+  return deps.packRegistry ?? NO_REGISTRY
+}
+
+/** A pull's RegistryError as the API answers it: unreachable → 502, anything about the image → 400 on image_ref. */
+function pullFailure(err: unknown): never {
+  if (!(err instanceof RegistryError)) throw err
+  if (err.kind === 'unreachable') throw apiError('registry_unavailable', err.message)
+  throw apiError('validation_error', err.message, { fields: { image_ref: err.message } })
+}
+
+/**
+ * Pushes the pack's image when a push registry is configured (CORRAL_PACK_REGISTRY) and resolves
+ * with its reference by digest; without one, undefined. Any push failure is the registry's
+ * (the content is already checked): 502 `registry_unavailable`.
+ */
+async function pushImage(deps: ServerDeps, content: PackContent, orgId: string, name: string, version: string, digest: string): Promise<string | undefined> {
+  const settings = deps.packRegistry
+  if (!settings?.push) return undefined
+  try {
+    return await pushPackImage(settings, content, { orgId, name, version, digest })
+  } catch (err) {
+    if (!(err instanceof RegistryError)) throw err
+    deps.logger.warn({ registry: settings.push.registry, kind: err.kind, message: err.message }, 'pushing a pack image failed')
+    throw apiError('registry_unavailable', `pushing the pack image failed: ${err.message}`)
+  }
 }
 
 /** Removes a content tree once no pack row references it; failures are logged, never the request's. */
