@@ -62,7 +62,8 @@ export async function flattenLayers(layers: readonly string[], limits: LayerLimi
     }
     out.finalize()
   })().catch((err: Error) => out.destroy(err))
-  return Readable.from(out as AsyncIterable<Buffer>)
+  // A consumer that refuses the pack destroys this stream; its readers learn of errors by pipeline or iteration.
+  return quiet(Readable.from(out as AsyncIterable<Buffer>))
 }
 
 /** Records one entry of layer `layer` in the trie, applying whiteouts and replacements. */
@@ -143,7 +144,9 @@ async function readLayer(file: string, limits: LayerLimits, budget: { entries: n
     await fh.close()
   }
   const extract = tarStream.extract()
-  const counted = new TarBudget(limits, budget)
+  // The pipeline and the loop below report failures; a late 'premature close' after either settled must not be uncaught.
+  extract.on('error', () => {})
+  const counted = quiet(new TarBudget(limits, budget))
   const consume = (async () => {
     for await (const entry of extract) {
       if (++budget.entries > limits.maxEntries) {
@@ -157,7 +160,7 @@ async function readLayer(file: string, limits: LayerLimits, budget: { entries: n
   })()
   try {
     await Promise.all([
-      gzip ? pipeline(createReadStream(file), createGunzip(), counted, extract) : pipeline(createReadStream(file), counted, extract),
+      pipeline(gzip ? [quiet(createReadStream(file)), quiet(createGunzip()), counted, extract] : [quiet(createReadStream(file)), counted, extract]),
       consume,
     ])
   } catch (err) {
@@ -181,6 +184,8 @@ async function copyEntry(out: ReturnType<typeof tarStream.pack>, entry: TarEntry
   }
   await new Promise<void>((resolve, reject) => {
     const sink = out.entry(header, (err) => (err ? reject(err) : resolve()))
+    // Destroyed with the output when the reader refuses the pack: report, never throw.
+    sink.on('error', reject)
     void (async () => {
       for await (const chunk of entry) {
         // Back-pressure; a destroyed output (the reader refused the pack) ends the wait too.
@@ -190,6 +195,16 @@ async function copyEntry(out: ReturnType<typeof tarStream.pack>, entry: TarEntry
       sink.end(undefined)
     })().catch(reject)
   })
+}
+
+/**
+ * When the reader stops early (the consumer refused the pack), pipeline destroys the middle
+ * streams with a 'premature close' that nobody listens for any more; the pipeline's own promise
+ * has reported the failure already.
+ */
+function quiet<T extends NodeJS.EventEmitter>(stream: T): T {
+  stream.on('error', () => {})
+  return stream
 }
 
 function refuse(why: string) {
