@@ -48,7 +48,7 @@ async function read(tar: AsyncIterable<Buffer>): Promise<Map<string, string>> {
     }
   })()
   for await (const chunk of tar) extract.write(chunk)
-  extract.end()
+  extract.end(undefined)
   await done
   return out
 }
