@@ -137,7 +137,9 @@ async function controlPlane(kind: string, runs: number) {
       method, headers: { authorization: `Bearer ${serve.adminKey}`, ...(body ? { 'content-type': 'application/json' } : {}) },
       ...(body ? { body: JSON.stringify(body) } : {}),
     })
-    return (await res.json()) as any
+    const text = await res.text()
+    if (!res.ok) throw new Error(`${method} ${path} answered ${res.status}: ${text.slice(0, 300)}`)
+    return JSON.parse(text) as any
   }
   const until = async <T>(probe: () => Promise<T | undefined | false>, what: string): Promise<T> => {
     const end = Date.now() + 60_000
