@@ -36,6 +36,8 @@ export interface PackUpdate {
   category?: string | null
   suggested_packs?: string | null
   visibility?: 'org' | 'community'
+  /** Registry-origin packs only: pull this image and replace the pack's content. */
+  image_ref?: string
 }
 
 /** What an upload sends as the `archive` part: bytes in memory, or a file opened lazily. */
@@ -70,6 +72,8 @@ export function packsApi(client: CorralClient) {
     getPack: (id: string) => client.request<PackRecord>('GET', `/packs/${seg(id)}`),
     uploadPack: (source: ArchiveSource, opts: { visibility?: 'org' | 'community' } = {}) =>
       sendArchive('POST', '/packs/upload', source, { visibility: opts.visibility }),
+    /** A pack from a registry image (`POST /v1/packs`): the server pulls `image_ref`. */
+    createPack: (body: { image_ref: string; visibility?: 'org' | 'community' }) => client.request<PackRecord>('POST', '/packs', { body }),
     reuploadPack: (id: string, source: ArchiveSource) => sendArchive('PUT', `/packs/${seg(id)}/upload`, source, {}),
     updatePack: (id: string, body: PackUpdate) => client.request<PackRecord>('PUT', `/packs/${seg(id)}`, { body }),
     deletePack: (id: string) => client.request<{ status: 'deleted' }>('DELETE', `/packs/${seg(id)}`),

@@ -6,9 +6,13 @@ import { packDetails } from '../../client/pack-output.js'
 import { packsApi, type PackRecord, type PackUpdate as PackChanges } from '../../client/packs.js'
 
 export default class PackUpdate extends ApiCommand<PackRecord> {
-  static override summary = 'Change the metadata of a pack this org owns (the contents change with reupload).'
+  static override summary = 'Change the metadata of a pack this org owns (contents: reupload, or --image-ref for a registry pack).'
   static override description = 'Only the flags given are sent. An empty value clears an optional field (--category "").'
-  static override examples = ['<%= config.bin %> pack update hello-pack --visibility community', '<%= config.bin %> pack update hello-pack --display-name "Hello" --category examples']
+  static override examples = [
+    '<%= config.bin %> pack update hello-pack --visibility community',
+    '<%= config.bin %> pack update hello-pack --display-name "Hello" --category examples',
+    '<%= config.bin %> pack update web-tools --image-ref registry.example.com/team/web-tools:2.0.0',
+  ]
   static override args = { pack: Args.string({ required: true, description: 'Pack name or id.' }) }
   static override flags = {
     'display-name': Flags.string({ summary: 'Human-friendly name.' }),
@@ -16,6 +20,7 @@ export default class PackUpdate extends ApiCommand<PackRecord> {
     category: Flags.string({ summary: 'Catalogue category.' }),
     'suggested-packs': Flags.string({ summary: 'Comma-separated names of related packs (a display hint).' }),
     visibility: Flags.string({ summary: 'This org only, or every org (community).', options: ['org', 'community'] }),
+    'image-ref': Flags.string({ summary: 'Registry-origin packs: pull this image (host/repo:tag or @sha256:…) and replace the content.' }),
   }
 
   async execute(): Promise<PackRecord> {
@@ -27,6 +32,7 @@ export default class PackUpdate extends ApiCommand<PackRecord> {
       category: orNull(flags.category),
       suggested_packs: orNull(flags['suggested-packs']),
       visibility: flags.visibility as PackChanges['visibility'],
+      image_ref: flags['image-ref'],
     }
     for (const k of Object.keys(body) as (keyof PackChanges)[]) if (body[k] === undefined) delete body[k]
     if (Object.keys(body).length === 0) throw new UsageError('nothing to change: give at least one field flag')

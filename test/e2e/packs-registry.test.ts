@@ -1,0 +1,76 @@
+// Registry packs as a user drives them (node bin/run.js) against a real `corral serve` configured
+// with a real registry (docker-registry): an upload pushes the pack's image and records image_ref;
+// `pack create --image-ref` makes a pack from that image with the same digest; `pack update
+// --image-ref` re-pulls; a missing tag and an unreachable registry are refused with one line.
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { PackRecord } from '../../src/client/packs.js'
+import { freePort, registryAvailable, startRegistry, type TestRegistry } from '../helpers/registry.js'
+import { runCorral, startServe, type RunningServe } from '../helpers/serve.js'
+
+const HELLO = resolve(import.meta.dirname, '../../examples/packs/hello-pack')
+const available = registryAvailable()
+
+describe.runIf(available)('corral pack with a registry', { timeout: 120_000 }, () => {
+  let registry: TestRegistry
+  let serve: RunningServe
+  let dir: string
+  let deadPort: number
+
+  beforeAll(async () => {
+    registry = await startRegistry()
+    deadPort = await freePort()
+    serve = await startServe({ env: { CORRAL_PACK_REGISTRY: `${registry.host}/corral`, CORRAL_REGISTRY_ALLOW: `127.0.0.1:${deadPort}` } })
+    dir = mkdtempSync(join(tmpdir(), 'corral-packs-registry-e2e-'))
+  }, 60_000)
+  afterAll(async () => {
+    await serve?.stop()
+    await registry?.stop()
+    if (dir) rmSync(dir, { recursive: true, force: true })
+  })
+
+  const corral = (...args: string[]) =>
+    runCorral(args, { env: { XDG_CONFIG_HOME: dir, CORRAL_API_URL: serve.url, CORRAL_TOKEN: serve.adminKey } })
+  async function json<T>(...args: string[]): Promise<T> {
+    const r = await corral(...args, '--json')
+    expect(r.code, `${args.join(' ')}\n${r.stderr}\n${r.stdout}`).toBe(0)
+    return JSON.parse(r.stdout) as T
+  }
+  async function refused(code: string, ...args: string[]): Promise<string> {
+    const r = await corral(...args)
+    expect(r.code, `${args.join(' ')}\n${r.stderr}`).toBe(1)
+    const lines = r.stderr.trimEnd().split('\n')
+    expect(lines, r.stderr).toHaveLength(1)
+    expect(lines[0]).toMatch(new RegExp(`^Error: .*\\[${code}\\]`))
+    return lines[0]!
+  }
+
+  it('uploads (pushing the image), recreates the pack from its image_ref, updates it by image_ref', async () => {
+    const uploaded = await json<PackRecord>('pack', 'upload', HELLO)
+    expect(uploaded.image_ref).toMatch(new RegExp(`^${registry.host.replaceAll('.', '\\.')}/corral/org_[0-9a-z_]+/hello-pack@sha256:[0-9a-f]{64}$`))
+    expect((await corral('pack', 'delete', 'hello-pack')).code).toBe(0)
+
+    const created = await json<PackRecord>('pack', 'create', '--image-ref', uploaded.image_ref!, '--visibility', 'community')
+    expect(created).toMatchObject({ name: 'hello-pack', image_origin: 'image_ref', image_ref: uploaded.image_ref, image_digest: uploaded.image_digest, visibility: 'community' })
+    const human = await corral('pack', 'show', 'hello-pack')
+    expect(human.stdout).toContain(uploaded.image_ref!)
+
+    const byTag = uploaded.image_ref!.replace(/@sha256:.*$/, ':1.0.0')
+    const updated = await json<PackRecord>('pack', 'update', 'hello-pack', '--image-ref', byTag)
+    expect(updated).toMatchObject({ image_ref: byTag, image_digest: uploaded.image_digest })
+
+    expect(await refused('validation_error', 'pack', 'update', 'hello-pack', '--image-ref', byTag.replace(':1.0.0', ':nope'))).toMatch(/no manifest nope/)
+    // (reupload prints its packing progress line first, then the refusal.)
+    const reupload = await corral('pack', 'reupload', 'hello-pack', HELLO)
+    expect(reupload.code).toBe(1)
+    expect(reupload.stderr.trimEnd().split('\n').at(-1)).toMatch(/^Error: .*\[pack_not_reuploadable\]/)
+  })
+
+  it('refuses a missing image and an unreachable registry with one line each', async () => {
+    expect(await refused('validation_error', 'pack', 'create', '--image-ref', `${registry.host}/corral/none:1`)).toMatch(/no manifest 1/)
+    expect(await refused('registry_unavailable', 'pack', 'create', '--image-ref', `127.0.0.1:${deadPort}/x/y:1`)).toMatch(/unreachable/)
+    expect(await refused('validation_error', 'pack', 'create', '--image-ref', 'registry.example.com/x:1')).toMatch(/not an allowed pack registry/)
+  })
+})
