@@ -2,19 +2,24 @@
 // multipart/form-data (repeatable `file` parts, written to the controller's staging directory
 // until the workspace's /data exists, then moved to /data/uploads/<task_id>/), one validator for
 // both (multipart fields arrive as strings and are coerced first), role resolution with its
-// refusals, and the per-org task rate limit.
+// refusals, the per-org task rate limit, and the removal of staged files when a request is refused.
+import { once } from 'node:events'
 import { createWriteStream } from 'node:fs'
 import { mkdir, rm } from 'node:fs/promises'
 import { basename, join } from 'node:path'
+import type { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { Ajv } from 'ajv'
+import type { Multipart } from '@fastify/multipart'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { compilePolicyCached } from '../../policy/index.js'
 import type { WorkspaceController, TaskInput, Actor } from '../../runtime/controller/controller.js'
 import { newId } from '../../store/ids.js'
 import type { RoleConfig, TaskRecord } from '../../store/repositories/workspaces.js'
+import { CorralError } from '../../errors.js'
 import { fieldsOf } from '../app.js'
 import { apiError } from '../errors.js'
+import { discard, feedFilePart, isMalformedBody, type FileFeed } from '../multipart-file.js'
 import { enforceRateLimit, TokenBucketLimiter } from '../rate-limit.js'
 import { dateTime } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
@@ -136,42 +141,14 @@ export function taskLimiter(deps: ServerDeps): TaskLimiter {
 
 /**
  * Reads and validates the task body (JSON or multipart). Uploaded files are written under the
- * controller's staging dir for the new task id; they are removed again if validation fails.
+ * controller's staging dir for the new task id; they are removed again if the body is refused.
  */
 export async function readTaskInput(request: FastifyRequest, controller: WorkspaceController, opts: { followUp: boolean }): Promise<TaskInput & { role?: { role_id?: string; role_name?: string } }> {
   const id = newId('task')
-  const uploads: string[] = []
   let fields: Record<string, unknown>
+  let uploads: string[] = []
   if (request.isMultipart()) {
-    fields = {}
-    const staging = controller.stagingDir(id)
-    try {
-      for await (const part of request.parts({ limits: { files: MAX_FILES, fileSize: MAX_FILE_BYTES } })) {
-        if (part.type === 'file') {
-          if (part.fieldname !== 'file') {
-            part.file.resume()
-            throw apiError('validation_error', `unexpected file field ${part.fieldname}`, { fields: { [part.fieldname]: 'only `file` parts are accepted' } })
-          }
-          const name = basename(part.filename || '')
-          if (!name || name === '.' || name === '..' || uploads.includes(name)) {
-            part.file.resume()
-            throw apiError('validation_error', `bad or duplicate upload name ${JSON.stringify(part.filename)}`, { fields: { file: 'each file needs a distinct plain name' } })
-          }
-          await mkdir(staging, { recursive: true })
-          await pipeline(part.file, createWriteStream(join(staging, name), { mode: 0o644 }))
-          if (part.file.truncated) throw apiError('payload_too_large', `upload ${name} is over ${MAX_FILE_BYTES} bytes`)
-          uploads.push(name)
-        } else {
-          fields[part.fieldname] = coerce(part.fieldname, String(part.value))
-        }
-      }
-    } catch (err) {
-      await rm(staging, { recursive: true, force: true })
-      const e = err as { code?: string }
-      if (e.code === 'FST_FILES_LIMIT') throw apiError('payload_too_large', `at most ${MAX_FILES} files per task`)
-      if (e.code === 'FST_REQ_FILE_TOO_LARGE') throw apiError('payload_too_large', `an upload is over ${MAX_FILE_BYTES} bytes`)
-      throw err
-    }
+    ;({ fields, uploads } = await readMultipart(request, controller.stagingDir(id)))
   } else {
     fields = (request.body ?? {}) as Record<string, unknown>
     if (typeof fields !== 'object' || Array.isArray(fields)) throw apiError('validation_error', 'the body must be a JSON object', { fields: { body: 'must be an object' } })
@@ -197,6 +174,142 @@ export async function readTaskInput(request: FastifyRequest, controller: Workspa
     uploads,
     role: { ...(b.role_id ? { role_id: b.role_id } : {}), ...(b.role_name ? { role_name: b.role_name } : {}) },
   }
+}
+
+/**
+ * Runs what creates the task (role resolution and workspace create, or the follow-up submit).
+ * When it is refused before the task row exists (unknown role, busy workspace, ...), the files
+ * staged for the task are removed with the refusal; once the row exists they are the task's.
+ */
+export async function withStagedUploads<T>(controller: WorkspaceController, input: TaskInput, create: () => Promise<T>): Promise<T> {
+  try {
+    return await create()
+  } catch (err) {
+    const id = input.id
+    if (id && input.uploads?.length && !(await controller.tables.tasks.byId(id))) await rm(controller.stagingDir(id), { recursive: true, force: true })
+    throw err
+  }
+}
+
+/**
+ * The multipart body: fields, and `file` parts streamed to `staging`. The parts are read while a
+ * file is being written, so the end of the body is seen even when a file part never ends: a body
+ * cut off mid-file (or a client that disconnects) fails the upload instead of stalling it. After
+ * a refusal the rest of the body is still read and dropped, so the client — still sending — gets
+ * the envelope instead of a reset connection. An over-limit file is answered (413) as soon as it
+ * passes the limit, and the rest of the body is dropped after the answer: closing the connection
+ * instead would lose the answer to a client still sending. On any failure the staged files are
+ * removed before the error is thrown.
+ */
+async function readMultipart(request: FastifyRequest, staging: string): Promise<{ fields: Record<string, unknown>; uploads: string[] }> {
+  const fields: Record<string, unknown> = {}
+  const uploads: string[] = []
+  const feeds: FileFeed[] = []
+  const writes: Promise<void>[] = []
+  let failure: unknown
+  let stop!: (err: unknown) => void
+  const stopped = new Promise<never>((_resolve, reject) => (stop = reject))
+  stopped.catch(() => {})
+  const fail = (err: unknown) => {
+    failure ??= err
+    if (isTooLarge(err)) stop(err)
+  }
+
+  const parts = request.parts({ limits: { files: MAX_FILES, fileSize: MAX_FILE_BYTES } })[Symbol.asyncIterator]()
+  try {
+    for (;;) {
+      const step = await Promise.race([parts.next(), stopped])
+      if (step.done) break
+      const part = step.value
+      if (failure !== undefined) {
+        if (part.type === 'file') discard(part.file)
+        continue
+      }
+      try {
+        if (part.type === 'file') {
+          if (part.fieldname !== 'file') throw apiError('validation_error', `unexpected file field ${part.fieldname}`, { fields: { [part.fieldname]: 'only `file` parts are accepted' } })
+          const name = basename(part.filename || '')
+          if (!name || name === '.' || name === '..' || uploads.includes(name)) {
+            throw apiError('validation_error', `bad or duplicate upload name ${JSON.stringify(part.filename)}`, { fields: { file: 'each file needs a distinct plain name' } })
+          }
+          uploads.push(name)
+          const file = part.file
+          const feed = feedFilePart(file, () => cutShort(name))
+          // The parser drops the rest of an over-limit file but still reads it: stop at once instead.
+          file.once('limit', () => fail(tooLarge(name)))
+          feeds.push(feed)
+          writes.push(
+            mkdir(staging, { recursive: true })
+              .then(() => writeFile(feed.stream, join(staging, name)))
+              .then(
+                () => {
+                  if (file.truncated) fail(tooLarge(name))
+                },
+                (err: unknown) => {
+                  fail(err)
+                  if (!isTooLarge(err)) feed.drop()
+                },
+              ),
+          )
+        } else {
+          fields[part.fieldname] = coerce(part.fieldname, String(part.value))
+        }
+      } catch (err) {
+        fail(err)
+        if (part.type === 'file') discard(part.file)
+      }
+    }
+  } catch (err) {
+    fail(err)
+    // Stopped at an over-limit file: the parts still coming are dropped after the answer.
+    if (isTooLarge(err)) void dropRest(parts)
+  }
+  // The body has been read to its end (or we stopped reading): a file part that has not ended by
+  // now never will.
+  for (const feed of feeds) feed.bodyOver()
+  await Promise.all(writes)
+  if (failure === undefined) return { fields, uploads }
+
+  await rm(staging, { recursive: true, force: true })
+  const code = (failure as { code?: string }).code
+  if (code === 'FST_REQ_FILE_TOO_LARGE') throw tooLarge()
+  if (code === 'FST_FILES_LIMIT') throw apiError('payload_too_large', `at most ${MAX_FILES} files per task`)
+  if (failure instanceof CorralError) throw failure
+  if (isMalformedBody(failure)) throw apiError('validation_error', `the body is not valid multipart/form-data (${(failure as Error).message})`, { fields: { body: 'is not valid multipart/form-data' } })
+  throw failure
+}
+
+/** Reads the remaining parts to the end of the body, dropping them (the iterator's own errors too). */
+async function dropRest(parts: AsyncIterator<Multipart>): Promise<void> {
+  try {
+    for (let step = await parts.next(); !step.done; step = await parts.next()) if (step.value.type === 'file') discard(step.value.file)
+  } catch {
+    // The body ended badly or the client went: nothing is left to drop.
+  }
+}
+
+/** Like pipeline, but a failed write settles only once the file is closed, so removing the staging dir afterwards is final. */
+async function writeFile(source: Readable, path: string): Promise<void> {
+  const out = createWriteStream(path, { mode: 0o644 })
+  try {
+    await pipeline(source, out)
+  } catch (err) {
+    if (!out.closed) await once(out, 'close')
+    throw err
+  }
+}
+
+function tooLarge(name?: string) {
+  return apiError('payload_too_large', `${name ? `upload ${name}` : 'an upload'} is over ${MAX_FILE_BYTES} bytes`)
+}
+
+function isTooLarge(err: unknown): boolean {
+  const code = (err as { code?: string }).code
+  return code === 'payload_too_large' || code === 'FST_REQ_FILE_TOO_LARGE'
+}
+
+function cutShort(name: string) {
+  return apiError('validation_error', `the body ended in the middle of upload ${name}`, { fields: { file: `${name} ended before its end (truncated upload)` } })
 }
 
 /** Multipart values are strings; integers, booleans and the metadata object are parsed here. */

@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify'
 import { apiError } from '../errors.js'
 import { idParams } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
-import { acceptedSchema, actorOf, controllerOf, readTaskInput, resolveRole, runnableController, taskLimiter, taskSchema, taskView } from './task-input.js'
+import { acceptedSchema, actorOf, controllerOf, readTaskInput, resolveRole, runnableController, taskLimiter, taskSchema, taskView, withStagedUploads } from './task-input.js'
 import { ownedWorkspace } from './workspaces.js'
 
 const CREATE = [['workspace:write', 'workspace:write:own'], ['tasks:write', 'tasks:write:own']] as const
@@ -25,8 +25,10 @@ export async function taskRoutes(app: FastifyInstance, deps: ServerDeps): Promis
       const p = request.principal!
       limiter.enforce(p.org.id, reply)
       const { role: ref, ...input } = await readTaskInput(request, controller, { followUp: false })
-      const role = await resolveRole(controller, p.org.id, ref ?? {})
-      const { workspace, task } = await controller.createWorkspace(p.org.id, actorOf(request), role, input)
+      const { workspace, task } = await withStagedUploads(controller, input, async () => {
+        const role = await resolveRole(controller, p.org.id, ref ?? {})
+        return controller.createWorkspace(p.org.id, actorOf(request), role, input)
+      })
       reply.code(202)
       return { task_id: task!.id, workspace_id: workspace.id, status: task!.status }
     },

@@ -11,7 +11,7 @@ import { WORKSPACE_STATES } from '../../store/repositories/workspaces.js'
 import { apiError } from '../errors.js'
 import { dateTime, idParams } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
-import { acceptedSchema, actorOf, controllerOf, readTaskInput, resolveRole, runnableController, taskLimiter, taskSchema, taskView, type TaskBodyFields } from './task-input.js'
+import { acceptedSchema, actorOf, controllerOf, readTaskInput, resolveRole, runnableController, taskLimiter, taskSchema, taskView, withStagedUploads, type TaskBodyFields } from './task-input.js'
 
 const READ = [['workspace:read', 'workspace:read:own']] as const
 const WRITE = [['workspace:write', 'workspace:write:own']] as const
@@ -114,7 +114,7 @@ export async function workspaceRoutes(app: FastifyInstance, deps: ServerDeps): P
       const ws = await ownedWorkspace(controller, request, request.params.id)
       limiter.enforce(p.org.id, reply)
       const input = await readTaskInput(request, controller, { followUp: true })
-      const task = await controller.submitTask(p.org.id, actorOf(request), ws.id, input)
+      const task = await withStagedUploads(controller, input, () => controller.submitTask(p.org.id, actorOf(request), ws.id, input))
       reply.code(202)
       return { task_id: task.id, workspace_id: ws.id, status: task.status }
     },
