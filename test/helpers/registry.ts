@@ -26,16 +26,23 @@ export interface TestRegistry {
   stop(): Promise<void>
 }
 
-export async function startRegistry(): Promise<TestRegistry> {
+export interface RegistryOptions {
+  /** An htpasswd line (`user:<bcrypt hash>`): the registry then demands Basic auth. */
+  htpasswd?: string
+}
+
+export async function startRegistry(opts: RegistryOptions = {}): Promise<TestRegistry> {
   for (let attempt = 0; ; attempt++) {
     const port = await freePort()
     const dir = mkdtempSync(join(tmpdir(), 'corral-registry-'))
     const config = join(dir, 'config.yml')
+    if (opts.htpasswd) writeFileSync(join(dir, 'htpasswd'), `${opts.htpasswd}\n`)
     writeFileSync(config, [
       'version: 0.1',
       'log:', '  level: error', '  accesslog:', '    disabled: true',
       'storage:', `  filesystem:`, `    rootdirectory: ${join(dir, 'data')}`, '  delete:', '    enabled: true',
       'http:', `  addr: 127.0.0.1:${port}`,
+      ...(opts.htpasswd ? ['auth:', '  htpasswd:', '    realm: corral-test', `    path: ${join(dir, 'htpasswd')}`] : []),
     ].join('\n'))
     const child = spawn(REGISTRY_BIN, ['serve', config], { stdio: ['ignore', 'ignore', 'pipe'] })
     let stderr = ''
@@ -57,7 +64,7 @@ async function ready(host: string, child: ChildProcess): Promise<boolean> {
     if (child.exitCode !== null) return false
     try {
       const res = await fetch(`http://${host}/v2/`)
-      if (res.status === 200) return true
+      if (res.status === 200 || res.status === 401) return true
     } catch {
       // not listening yet
     }
