@@ -359,7 +359,8 @@ async function expectOk(res: Response, what: string): Promise<void> {
   } catch {
     // Not the distribution error format; the status says enough.
   }
-  const kind: RegistryFailure = res.status >= 500 ? 'unreachable' : res.status === 404 ? 'not_found' : 'invalid'
+  // 5xx and 429 are the registry's trouble (retry later), not the image's.
+  const kind: RegistryFailure = res.status >= 500 || res.status === 429 ? 'unreachable' : res.status === 404 ? 'not_found' : 'invalid'
   throw new RegistryError(kind, `${what} failed (HTTP ${res.status}${detail})`)
 }
 
