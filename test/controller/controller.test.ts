@@ -261,6 +261,19 @@ for (const dialect of testDialects()) {
       expect(existsSync(join(dir, 'out.txt'))).toBe(true)
     })
 
+    it('warm pool: an agent that asks for its task before its warm-up is registered waits instead of being told there is none', async () => {
+      const r = await setup({ poolSize: 1 })
+      const member = await waitFor(async () => (await r.controller.tables.list(r.orgId, { state: ['idle'] })).find((w) => w.pooled), 'a pooled idle workspace')
+      await waitFor(async () => (await r.runtime.status(member.id)).phase === 'running', 'the warm agent spawned')
+      // serve's event loop is busy (as on a loaded machine) while the agent comes up and asks: the
+      // runtime's "spawned" report, and so the controller's registration, is not processed yet.
+      const pidFile = join(await dataDir(r, member.id), 'warm.pid')
+      const until = Date.now() + 15_000
+      while (!existsSync(pidFile) && Date.now() < until) { /* the loop stays blocked */ }
+      expect(existsSync(pidFile)).toBe(true)
+      expect(await r.controller.nextTask(member.id, 20)).toBe('wait')
+    })
+
     it('WorkspaceControl: activeCount and stopForRole', async () => {
       const r = await setup()
       const { workspace } = await r.controller.createWorkspace(r.orgId, r.actor, r.role, { description: 'sleep', options: {} })

@@ -125,6 +125,8 @@ export class WorkspaceController implements WorkspaceControl {
   readonly #running = new Map<string, RunningTask>()
   readonly #idleTimers = new Map<string, NodeJS.Timeout>()
   readonly #warm = new Map<string, WarmAgent>()
+  /** Warm-ups whose agent may already run but is not in #warm yet (settled once it is, or failed). */
+  readonly #warming = new Map<string, Promise<void>>()
   /** The packs each workspace's current agent was started with (its event schemas). */
   readonly #launchPacks = new Map<string, WorkspacePacks>()
   /** Pool members whose warm agent exited fast: claims start their agent cold. */
@@ -536,6 +538,10 @@ export class WorkspaceController implements WorkspaceControl {
    * no more work for this agent (a task agent asking after its task, or a warm agent being stopped).
    */
   async nextTask(workspaceId: string, waitMs = TASK_LONG_POLL_MS, opts: { tokenAhead?: boolean } = {}): Promise<AgentTask | TokenAhead | 'wait' | 'none'> {
+    // An agent that started fast (or a serve whose event loop was busy) can ask before its warm-up
+    // has registered it: wait for that rather than tell it there is no work.
+    const warming = this.#warming.get(workspaceId)
+    if (warming) await warming
     const w = this.#warm.get(workspaceId)
     if (!w) return 'none'
     const tokenReady = (): boolean => opts.tokenAhead === true && w.ahead !== undefined && !w.ahead.sent
@@ -586,6 +592,12 @@ export class WorkspaceController implements WorkspaceControl {
     if (this.#o.warmAgents === false || this.#closed || this.#warm.has(ws.id) || this.#running.has(ws.id) || this.#coldMembers.has(ws.id)) return
     const role = await this.#t.role(ws.org_id, { id: ws.role_id })
     let proc: AgentProcess
+    let registered!: () => void
+    this.#warming.set(ws.id, new Promise<void>((resolve) => (registered = resolve)))
+    const settle = (): void => {
+      this.#warming.delete(ws.id)
+      registered()
+    }
     try {
       await this.#o.runtime.provision({ workspaceId: ws.id })
       const packs = await this.#packsFor(ws, role)
@@ -598,10 +610,12 @@ export class WorkspaceController implements WorkspaceControl {
     } catch (err) {
       // The member stays provisioned; a claim then starts its agent cold.
       this.#o.logger?.warn({ err, workspace_id: ws.id }, 'warm agent did not start')
+      settle()
       return
     }
     const warm: WarmAgent = { process: proc, startedAt: Date.now() }
     this.#warm.set(ws.id, warm)
+    settle()
     void proc.exited.then(() => {
       if (this.#warm.get(ws.id) !== warm) return // claimed (the task's own exit handling runs) or dropped
       this.#warm.delete(ws.id)
