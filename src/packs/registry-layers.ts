@@ -189,11 +189,24 @@ async function copyEntry(out: ReturnType<typeof tarStream.pack>, entry: TarEntry
     void (async () => {
       for await (const chunk of entry) {
         // Back-pressure; a destroyed output (the reader refused the pack) ends the wait too.
-        if (!sink.write(chunk as Buffer)) await new Promise<void>((r) => { sink.once('drain', () => r()); sink.once('close', () => r()) })
+        if (!sink.write(chunk as Buffer)) await drained(sink)
         if (sink.destroyed) throw new Error('the flattened tar was abandoned')
       }
       sink.end(undefined)
     })().catch(reject)
+  })
+}
+
+/** Resolves on the sink's next 'drain', or its 'close' when the output was abandoned. */
+function drained(sink: NodeJS.EventEmitter): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      sink.off('drain', done)
+      sink.off('close', done)
+      resolve()
+    }
+    sink.on('drain', done)
+    sink.on('close', done)
   })
 }
 
