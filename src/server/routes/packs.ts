@@ -6,7 +6,6 @@
 // uploads, re-uploads and clones push the pack's image and record its `image_ref`.
 // Decisions: docs/packs.md.
 import multipart from '@fastify/multipart'
-import { PassThrough, type Readable } from 'node:stream'
 import { finished } from 'node:stream/promises'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { EventType } from '../../audit/event.js'
@@ -18,6 +17,7 @@ import { PACK_VISIBILITIES, type PackRecord, type PackVisibility, type StoreTran
 import type { PackPatch } from '../../store/repositories/packs.js'
 import { CorralError } from '../../errors.js'
 import { apiError, notFound } from '../errors.js'
+import { discard, feedFilePart, isMalformedBody, type FileFeed } from '../multipart-file.js'
 import { dateTime, idParams, statusOnly } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
 import { ANY_MEMBER, CAPS_WRITE, NAME_SCHEMA, duplicateName, emitConfigEvent, fieldError, restartIdleWorkspaces } from './providers.js'
@@ -441,7 +441,7 @@ async function readUpload(deps: ServerDeps, request: FastifyRequest, reply: Fast
   const tooLarge = () => apiError('payload_too_large', `the pack archive is larger than ${content.limits.maxCompressedBytes} bytes (CORRAL_PACK_MAX_BYTES)`)
   let ingested: IngestedPack | undefined
   let ingestion: Promise<void> | undefined
-  let archive: { file: Readable; feed: PassThrough } | undefined
+  let archive: FileFeed | undefined
   let visibility: PackVisibility | undefined
   let failure: unknown
   let stop!: (err: unknown) => void
@@ -462,21 +462,11 @@ async function readUpload(deps: ServerDeps, request: FastifyRequest, reply: Fast
       try {
         if (part.type === 'file') {
           if (part.fieldname !== 'archive') throw fieldError(part.fieldname, 'is not a known part (send the pack as `archive`)')
-          // Fed through our own stream: a refusal destroys that one, and the part stays drainable.
-          // `pipe` forwards neither errors nor an early close; both must fail the ingest.
+          // Fed through the helper's own stream: a body cut short or a client gone fails the ingest.
           const file = part.file
-          const feed = new PassThrough()
-          // The ingest's pipeline reports feed errors; this keeps a late one (after it settled) quiet.
-          feed.on('error', () => {})
-          archive = { file, feed }
-          file.on('error', (err: Error) => feed.destroy(err))
-          file.on('close', () => {
-            if (!ended(file)) feed.destroy(cutShort())
-          })
-          // The parser may have failed the part (body cut short) before this code got to it.
-          if (file.destroyed && !ended(file)) feed.destroy(file.errored ?? cutShort())
-          else file.pipe(feed)
-          ingestion = content.ingest(feed).then(
+          const feed = feedFilePart(file, cutShort)
+          archive = feed
+          ingestion = content.ingest(feed.stream).then(
             (result) => {
               ingested = result
               if (part.file.truncated) {
@@ -486,7 +476,7 @@ async function readUpload(deps: ServerDeps, request: FastifyRequest, reply: Fast
             },
             (err: unknown) => {
               failure ??= err
-              file.unpipe(feed)
+              file.unpipe(feed.stream)
               if (isTooLarge(err)) stop(err)
               else discard(file)
             },
@@ -508,7 +498,7 @@ async function readUpload(deps: ServerDeps, request: FastifyRequest, reply: Fast
   }
   // The body has been read to its end (or we stopped reading): an archive part that has not
   // ended by now never will.
-  if (archive && !ended(archive.file)) archive.feed.destroy(cutShort())
+  archive?.bodyOver()
   await ingestion
   if (failure === undefined && !ingested) failure = fieldError('archive', 'is required (a tar.gz file part)')
   if (failure === undefined) return { ingested: ingested!, ...(visibility ? { visibility } : {}) }
@@ -526,7 +516,7 @@ async function readUpload(deps: ServerDeps, request: FastifyRequest, reply: Fast
   if (failure instanceof CorralError) throw failure
   // Anything else the multipart parser raises is a malformed body, not a server fault; I/O errors
   // of the content store are CorralErrors or pass through the ingest as themselves.
-  if (code?.startsWith('FST_') || (failure as Error).message?.includes('Multipart')) {
+  if (isMalformedBody(failure)) {
     throw fieldError('body', `is not valid multipart/form-data (${(failure as Error).message})`)
   }
   throw failure
@@ -536,23 +526,9 @@ function cutShort() {
   return apiError('validation_error', 'the upload ended in the middle of the archive part', { fields: { archive: 'ended before its end (truncated upload)' } })
 }
 
-/** Whether the stream has received all its data (its reader may not have read everything yet). */
-function ended(stream: Readable): boolean {
-  if (stream.readableEnded) return true
-  // The only way to see that a Readable's source pushed its end before the reader got there; a
-  // stream destroyed before emitting 'end' (a failed part) did not end, whatever it pushed.
-  return !stream.destroyed && (stream as unknown as { _readableState?: { ended?: boolean } })._readableState?.ended === true
-}
-
 function isTooLarge(err: unknown): boolean {
   const code = (err as { code?: string }).code
   return code === 'payload_too_large' || code === 'FST_REQ_FILE_TOO_LARGE'
-}
-
-/** Lets a part's bytes flow to nowhere, so the parser can go on to the end of the body. */
-function discard(stream: Readable): void {
-  stream.on('error', () => {})
-  stream.resume()
 }
 
 function contentStore(deps: ServerDeps): PackContent {
