@@ -60,7 +60,8 @@ for (const dialect of testDialects()) {
       await r.controller.fillPools()
       const left = await unclaimed(r)
       expect(left).toHaveLength(1)
-      const newest = [...ready].sort((a, b) => a.created_at.localeCompare(b.created_at)).at(-1)!
+      // Members made in the same millisecond are ordered by id (UUIDv7, monotonic), as the store does.
+      const newest = [...ready].sort((a, b) => a.created_at.localeCompare(b.created_at) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)).at(-1)!
       expect(left[0]!.id).toBe(newest.id) // the oldest members go first
       for (const w of ready.filter((x) => x.id !== newest.id)) {
         const gone = (await r.controller.tables.byId(w.id))!
@@ -88,6 +89,19 @@ for (const dialect of testDialects()) {
       offsetMs = DEFAULT_POOL_DEMAND_WINDOW_MS + 31_000
       await r.controller.fillPools()
       expect((await unclaimed(r)).length).toBe(2)
+    })
+
+    it('members made in the same millisecond are claimed in id order (oldest first, whatever the row order)', async () => {
+      const r = await setup({ poolSize: 3, poolPolicy: 'static' })
+      const ids = (await allIdle(r, 3)).map((w) => w.id).sort()
+      // One creation time for all three, written newest first: on Postgres each update moves the
+      // row, so a claim that ordered ties by row position would take the newest.
+      for (const id of [...ids].reverse()) {
+        await r.store.db.updateTable('workspaces' as never).set({ created_at: '2026-01-01T00:00:00.000Z' } as never).where('id' as never, '=', id as never).execute()
+      }
+      const claimed: string[] = []
+      for (const _ of ids) claimed.push((await r.controller.createWorkspace(r.orgId, r.actor, r.role)).workspace.id)
+      expect(claimed).toEqual(ids)
     })
 
     it('static is unchanged: pool_max_size and pressure do not grow it, idle members are never stopped', async () => {

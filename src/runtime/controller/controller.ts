@@ -294,7 +294,7 @@ export class WorkspaceController implements WorkspaceControl {
     for (let i = 0; i < surplus; i++) {
       // claimPooled takes the oldest idle member: retire only when that one has idled long enough.
       const idle = (await this.#t.list(orgId, { state: ['idle'], role: roleId })).filter((w) => w.pooled)
-      idle.sort((a, b) => a.created_at.localeCompare(b.created_at))
+      idle.sort((a, b) => a.created_at.localeCompare(b.created_at) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
       const oldest = idle[0]
       if (!oldest || now - Date.parse(oldest.updated_at) < idleMs) return
       const id = await this.#t.claimPooled(orgId, roleId, { created_by: SYSTEM_USER, created_by_user_id: SYSTEM_USER })

@@ -264,12 +264,14 @@ export function workspaceTables(anyDb: Kysely<any>) {
     },
 
     /**
-     * Claims one idle pool member of the role for a caller; undefined when none is ready. The
+     * Claims the oldest idle pool member of the role for a caller; undefined when none is ready.
+     * Members made in the same millisecond are told apart by id (UUIDv7: creation order in this
+     * process), so the pick is deterministic and matches the shrink's "oldest first". The
      * `pooled = 1` guard makes a concurrent second claim of the same row update nothing.
      */
     async claimPooled(orgId: string, roleId: string, owner: { created_by: string; created_by_user_id: string; environment?: string }): Promise<string | undefined> {
       const candidates = await db.selectFrom('workspaces').select('id').where('org_id', '=', orgId).where('role_id', '=', roleId)
-        .where('pooled', '=', 1).where('state', '=', 'idle').orderBy('created_at').limit(3).execute()
+        .where('pooled', '=', 1).where('state', '=', 'idle').orderBy('created_at').orderBy('id').limit(3).execute()
       for (const { id } of candidates as Row[]) {
         const now = nowIso()
         const r = await db.updateTable('workspaces')
