@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { Agent } from './agent-loop.js'
 import { AnthropicClient } from './anthropic.js'
 import type { Dispatcher } from 'undici'
-import { type AgentConfig, configFromEnv, createDispatcher, TokenDispatcher } from './config.js'
+import { adoptProxyToken, type AgentConfig, configFromEnv, createDispatcher } from './config.js'
 import { type EventSink, HttpEventSink, NdjsonEventSink } from './event-sink.js'
 import type { ModelClient } from './model.js'
 import { OpenAiClient } from './openai.js'
@@ -57,21 +57,7 @@ function adoptTaskTokens(source: TaskSource, dispatcher: Dispatcher): TaskSource
       const task = await source.next()
       if (!task?.proxy_token) return task
       const { proxy_token: token, ...rest } = task
-      if (dispatcher instanceof TokenDispatcher) dispatcher.useToken(token)
-      process.env.CORRAL_PROXY_TOKEN = token
-      for (const name of ['HTTPS_PROXY', 'HTTP_PROXY', 'https_proxy', 'http_proxy']) {
-        const value = process.env[name]
-        if (!value) continue
-        try {
-          const url = new URL(value)
-          if (url.password) {
-            url.password = token
-            process.env[name] = url.toString().replace(/\/$/, '')
-          }
-        } catch {
-          // not a URL: left as it is
-        }
-      }
+      adoptProxyToken(dispatcher, token)
       return rest
     },
   }
