@@ -131,7 +131,12 @@ async function controlPlane(kind: string, runs: number) {
   const ca = await loadOrCreateCa(join(dir, 'upstream-ca'))
   writeFileSync(join(dir, 'upstream-ca.pem'), ca.certPem)
   const provider = await startFakeAnthropic(() => ({ tools: [{ name: 'finish', input: { summary: 'ok' } }], usage: { input: 1, output: 1 } }), await new LeafMinter(ca).pemFor('127.0.0.1'))
-  const serve = await startServe({ env: { CORRAL_UPSTREAM_CA: join(dir, 'upstream-ca.pem') }, args: ['--runtime', kind] })
+  // The bench polls the audit log every 10 ms: the per-key rate limit (20/s after a burst) would
+  // answer 429 before the runs end, and it is not what is measured here.
+  const serve = await startServe({
+    env: { CORRAL_UPSTREAM_CA: join(dir, 'upstream-ca.pem'), CORRAL_RATE_LIMIT_BURST: '100000', CORRAL_RATE_LIMIT_PER_SECOND: '10000' },
+    args: ['--runtime', kind],
+  })
   const api = async (method: string, path: string, body?: unknown) => {
     const res = await fetch(`${serve.url}/v1${path}`, {
       method, headers: { authorization: `Bearer ${serve.adminKey}`, ...(body ? { 'content-type': 'application/json' } : {}) },
@@ -177,6 +182,9 @@ async function controlPlane(kind: string, runs: number) {
       if (i > 0) warm.push(t)
     }
     return { cold, warm }
+  } catch (err) {
+    process.stderr.write(`corral serve's output (last 4,000 characters):\n${serve.output().slice(-4000)}\n`)
+    throw err
   } finally {
     await serve.stop()
     await provider.close()
