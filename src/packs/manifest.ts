@@ -119,7 +119,8 @@ export function parsePackManifest(source: string): PackManifest {
     name: m.name,
     version: m.version,
     display_name: m.display_name ?? m.name,
-    ...(m.description ? { description: m.description } : {}),
+    // YAML's folded and literal blocks (`>`, `|`) end with a newline that is not part of the text.
+    ...(m.description?.trim() ? { description: m.description.trimEnd() } : {}),
     ...(m.category ? { category: m.category } : {}),
     ...(suggested ? { suggested_packs: suggested } : {}),
     ...(m.capabilities !== undefined ? { capabilities_file: normalisePath(m.capabilities) } : {}),

@@ -55,6 +55,12 @@ describe('parsePackManifest', () => {
     expect(parsePackManifest('name: a\nversion: "1"\nsuggested_packs: " git , python,"\n').suggested_packs).toBe('git,python')
   })
 
+  it('drops the trailing newline of a folded or literal description block, and a blank description', () => {
+    expect(parsePackManifest('name: a\nversion: "1"\ndescription: >\n  one\n  two\n').description).toBe('one two')
+    expect(parsePackManifest('name: a\nversion: "1"\ndescription: |\n  line 1\n  line 2\n').description).toBe('line 1\nline 2')
+    expect(parsePackManifest('name: a\nversion: "1"\ndescription: "  "\n')).not.toHaveProperty('description')
+  })
+
   it('reports each invalid field', () => {
     expect(fields('version: "1"\n')).toEqual({ name: 'is required' })
     expect(Object.keys(fields('name: 9lives\nversion: 1\n'))).toEqual(expect.arrayContaining(['name', 'version']))
