@@ -5,7 +5,7 @@
 // reference) are pulled through src/packs/registry-image.ts; with CORRAL_PACK_REGISTRY set,
 // uploads, re-uploads and clones push the pack's image and record its `image_ref`.
 // Decisions: docs/packs.md.
-import multipart from '@fastify/multipart'
+import multipart, { type Multipart } from '@fastify/multipart'
 import { finished } from 'node:stream/promises'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { EventType } from '../../audit/event.js'
@@ -147,7 +147,7 @@ export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promis
     async (request, reply) => {
       const p = request.principal!
       const content = await beforeUpload(request, reply, deps.packContent, async (c) => c)
-      const { ingested, visibility } = await readUpload(deps, request, reply, content, { visibility: true })
+      const { ingested, visibility } = await readUpload(deps, request, content, { visibility: true })
       const m = ingested.manifest
       try {
         // Checked before the push too, so a taken name does not leave an image behind for nothing.
@@ -194,7 +194,7 @@ export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promis
         }
         return { content: c, current: pack }
       })
-      const { ingested } = await readUpload(deps, request, reply, content, { visibility: false })
+      const { ingested } = await readUpload(deps, request, content, { visibility: false })
       let pack: PackRecord
       try {
         if (ingested.manifest.name !== current.name) {
@@ -432,11 +432,12 @@ function manifestFields(ingested: IngestedPack) {
  * The parts are read while the archive is being ingested, so the end of the body is seen even
  * when the archive part never ends: a body cut off mid-part (or a client that disconnects) fails
  * the ingest instead of stalling it. After a refusal the rest of the body is still read and
- * dropped, so the client — still sending — gets the envelope instead of a reset connection; only
- * an over-limit upload is cut (413, connection closed), since reading it all is what the limit is
- * there to avoid.
+ * dropped, so the client — still sending — gets the envelope instead of a reset connection. An
+ * over-limit archive is answered (413) as soon as it passes the limit, and the rest of the body
+ * is dropped after the answer: closing the connection instead would reset it under a client
+ * still sending, which can lose the answer (as for task uploads, routes/task-input.ts).
  */
-async function readUpload(deps: ServerDeps, request: FastifyRequest, reply: FastifyReply, content: PackContent, opts: { visibility: boolean }): Promise<{ ingested: IngestedPack; visibility?: PackVisibility }> {
+async function readUpload(deps: ServerDeps, request: FastifyRequest, content: PackContent, opts: { visibility: boolean }): Promise<{ ingested: IngestedPack; visibility?: PackVisibility }> {
   if (!request.isMultipart()) throw apiError('unsupported_media_type', 'send multipart/form-data with the pack as an `archive` file part')
   const tooLarge = () => apiError('payload_too_large', `the pack archive is larger than ${content.limits.maxCompressedBytes} bytes (CORRAL_PACK_MAX_BYTES)`)
   let ingested: IngestedPack | undefined
@@ -450,9 +451,13 @@ async function readUpload(deps: ServerDeps, request: FastifyRequest, reply: Fast
 
   // A little slack over the limit so the archive reader's own limit error fires first.
   const parts = request.parts({ limits: { files: 1, fields: 4, fieldSize: 1024, fileSize: content.limits.maxCompressedBytes + 64 * 1024 } })[Symbol.asyncIterator]()
+  // The step being waited for when an over-limit archive stops the loop: the drain takes it first.
+  let next: Promise<IteratorResult<Multipart>> | undefined
   try {
     for (;;) {
-      const step = await Promise.race([parts.next(), stopped])
+      next = parts.next()
+      const step = await Promise.race([next, stopped])
+      next = undefined
       if (step.done) break
       const part = step.value
       if (failure !== undefined) {
@@ -476,9 +481,9 @@ async function readUpload(deps: ServerDeps, request: FastifyRequest, reply: Fast
             },
             (err: unknown) => {
               failure ??= err
-              file.unpipe(feed.stream)
+              // The part's remaining bytes flow to nowhere, so the body can be read to its end.
+              feed.drop()
               if (isTooLarge(err)) stop(err)
-              else discard(file)
             },
           )
         } else if (part.fieldname === 'visibility' && opts.visibility) {
@@ -495,6 +500,8 @@ async function readUpload(deps: ServerDeps, request: FastifyRequest, reply: Fast
     }
   } catch (err) {
     failure ??= err
+    // Stopped at an over-limit archive: the rest of the body is dropped after the answer.
+    if (isTooLarge(err)) void dropRest(parts, next)
   }
   // The body has been read to its end (or we stopped reading): an archive part that has not
   // ended by now never will.
@@ -507,10 +514,7 @@ async function readUpload(deps: ServerDeps, request: FastifyRequest, reply: Fast
     await collect(deps, content, ingested.digest)
   }
   const code = (failure as { code?: string }).code
-  if (isTooLarge(failure)) {
-    reply.header('connection', 'close')
-    throw tooLarge()
-  }
+  if (isTooLarge(failure)) throw tooLarge()
   if (code === 'FST_FILES_LIMIT') throw fieldError('archive', 'send exactly one archive')
   if (code === 'FST_FIELDS_LIMIT' || code === 'FST_PARTS_LIMIT') throw fieldError('body', 'has too many parts')
   if (failure instanceof CorralError) throw failure
@@ -520,6 +524,15 @@ async function readUpload(deps: ServerDeps, request: FastifyRequest, reply: Fast
     throw fieldError('body', `is not valid multipart/form-data (${(failure as Error).message})`)
   }
   throw failure
+}
+
+/** Reads the remaining parts (after `pending`, a step already asked for) to the end of the body, dropping them. */
+async function dropRest(parts: AsyncIterator<Multipart>, pending?: Promise<IteratorResult<Multipart>>): Promise<void> {
+  try {
+    for (let step = await (pending ?? parts.next()); !step.done; step = await parts.next()) if (step.value.type === 'file') discard(step.value.file)
+  } catch {
+    // The body ended badly or the client went: nothing is left to drop.
+  }
 }
 
 function cutShort() {
