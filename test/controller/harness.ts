@@ -45,6 +45,8 @@ export interface RigOptions {
   packs?: PackSource
   /** argv of the default agent (the stand-in unless set). */
   agentCommand?: string[]
+  /** ControllerOptions.diskQuotaMb and diskCheckIntervalMs. */
+  disk?: { quotaMb: number; intervalMs: number }
 }
 
 export async function controllerRig(store: Store, opts: RigOptions = {}): Promise<ControllerRig> {
@@ -56,6 +58,7 @@ export async function controllerRig(store: Store, opts: RigOptions = {}): Promis
     store, audit, runtime, tokens, agentCommand: opts.agentCommand ?? [process.execPath, STAND_IN_AGENT], stagingRoot: join(root, 'uploads'), reconcileIntervalMs: 60_000,
     ...(opts.now ? { now: opts.now } : {}),
     ...(opts.packs ? { packs: opts.packs } : {}),
+    ...(opts.disk ? { diskQuotaMb: opts.disk.quotaMb, diskCheckIntervalMs: opts.disk.intervalMs } : {}),
   })
   const org = await store.orgs.create({ name: `org-${randomBytes(4).toString('hex')}` })
   const t = proxyTables(store.db)

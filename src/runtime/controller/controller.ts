@@ -28,6 +28,7 @@ import type { AgentTask } from '../../agent/task.js'
 import { agentEnv, agentProgram, agentTask } from './agent-launch.js'
 import type { PackEventValidators } from './agent-event-schemas.js'
 import { resolveWorkspacePacks, type PackSource, type WorkspacePacks } from './workspace-packs.js'
+import { DiskWatch, diskOverText, quotaBytes, type DiskUsage } from './disk-watch.js'
 
 export const DEFAULT_TASK_TIMEOUT_SECONDS = 3600
 /** How long `GET /tasks/next` is held for a warm agent before a 204 (it asks again at once). */
@@ -46,6 +47,8 @@ const WARM_RESTART_AFTER_MS = 60_000
 export const DEFAULT_POOL_DEMAND_WINDOW_MS = 5 * 60_000
 /** Surplus members of a `dynamic` pool idle this long are stopped, when the role has no idle_timeout_seconds. */
 export const DEFAULT_POOL_IDLE_SECONDS = 600
+/** How often /data is measured against the disk quota while a task runs (docs/runtime.md "Resource limits"). */
+export const DEFAULT_DISK_CHECK_INTERVAL_MS = 2_000
 
 /** Who acts: `userId` attributes audit rows, `creatorId` is the `:own` identity (key id for API keys). */
 export interface Actor {
@@ -84,6 +87,10 @@ export interface ControllerOptions {
   now?: () => number
   /** How long a pool-pressure event raises a `dynamic` pool's target (default 5 min). */
   poolDemandWindowMs?: number
+  /** /data's disk quota in MiB (limitsFromEnv().diskMb), checked on the host while a task runs; 0 or unset = none. */
+  diskQuotaMb?: number
+  /** Pause between two measurements of /data while a task runs (default 2 s). */
+  diskCheckIntervalMs?: number
 }
 
 /** Resolves after the event loop's next I/O (poll) phase: two check phases apart. */
@@ -116,6 +123,8 @@ interface RunningTask {
   taskId: string
   process: AgentProcess
   timer?: NodeJS.Timeout
+  /** Measures /data against the disk quota while the agent runs (none without a quota). */
+  disk?: DiskWatch
 }
 
 export class WorkspaceController implements WorkspaceControl {
@@ -133,6 +142,8 @@ export class WorkspaceController implements WorkspaceControl {
   readonly #coldMembers = new Set<string>()
   /** Per `dynamic` role: when claims found its pool empty or drained it (clock ms, newest last). */
   readonly #poolPressure = new Map<string, number[]>()
+  /** Host path of each provisioned workspace's /data (from the runtime's handles), for the disk watch. */
+  readonly #dataDirs = new Map<string, string>()
   #interval: NodeJS.Timeout | undefined
   #closed = false
   #fill: Promise<void> | undefined
@@ -164,7 +175,10 @@ export class WorkspaceController implements WorkspaceControl {
     if (this.#interval) clearInterval(this.#interval)
     if (this.#fillTimer) clearTimeout(this.#fillTimer)
     for (const t of this.#idleTimers.values()) clearTimeout(t)
-    for (const r of this.#running.values()) if (r.timer) clearTimeout(r.timer)
+    for (const r of this.#running.values()) {
+      if (r.timer) clearTimeout(r.timer)
+      r.disk?.stop()
+    }
     for (const w of this.#warm.values()) w.wake?.()
     // Agents die with serve; their tasks are failed by the next start's reconcile.
     await Promise.allSettled([...this.#locks.values()])
@@ -442,7 +456,13 @@ export class WorkspaceController implements WorkspaceControl {
   async agentTaskEnded(workspaceId: string, taskId: string, status: 'completed' | 'failed', reason?: string, summary?: string): Promise<void> {
     await this.#withLock(workspaceId, async () => {
       const ws = await this.#t.byId(workspaceId)
-      if (ws) await this.#finishTask(ws, taskId, status, reason, summary)
+      if (!ws) return
+      // A task that ends `completed` is measured first: over the quota it fails instead (the
+      // agent's own summary kept after ours). A failure the agent reports keeps its reason.
+      const run = this.#running.get(workspaceId)
+      if (status === 'completed' && run?.taskId === taskId && (await this.#t.tasks.byId(taskId))?.status === 'running'
+        && (await this.#diskCheckAtEnd(ws, taskId, run.disk, summary))) return
+      await this.#finishTask(ws, taskId, status, reason, summary)
     })
   }
 
@@ -599,7 +619,7 @@ export class WorkspaceController implements WorkspaceControl {
       registered()
     }
     try {
-      await this.#o.runtime.provision({ workspaceId: ws.id })
+      this.#dataDirs.set(ws.id, (await this.#o.runtime.provision({ workspaceId: ws.id })).dataDir)
       const packs = await this.#packsFor(ws, role)
       const { token } = await this.#o.tokens.mint({ org_id: ws.org_id, workspace_id: ws.id }, WARM_TOKEN_TTL_S)
       proc = await this.#startAgent(ws.id, packs, {
@@ -678,10 +698,11 @@ export class WorkspaceController implements WorkspaceControl {
 
   async #provision(ws: WorkspaceRecord): Promise<boolean> {
     try {
-      await this.#o.runtime.provision({
+      const handle = await this.#o.runtime.provision({
         workspaceId: ws.id,
         ...(ws.parent_workspace_id && ws.fork_point_task_count ? { forkFrom: { workspaceId: ws.parent_workspace_id, taskCount: ws.fork_point_task_count } } : {}),
       })
+      this.#dataDirs.set(ws.id, handle.dataDir)
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err)
       this.#o.logger?.error({ err, workspace_id: ws.id }, 'provisioning failed')
@@ -704,6 +725,7 @@ export class WorkspaceController implements WorkspaceControl {
     const waiting = this.#warm.get(ws.id)
     if (task.uploads.length || !waiting || waiting.pending) {
       const handle = await this.#o.runtime.provision({ workspaceId: ws.id }) // re-adopts the existing /data
+      this.#dataDirs.set(ws.id, handle.dataDir)
       if (task.uploads.length) {
         const target = join(handle.dataDir, 'uploads', task.id)
         await mkdir(target, { recursive: true })
@@ -743,10 +765,58 @@ export class WorkspaceController implements WorkspaceControl {
     const run: RunningTask = { taskId: task.id, process: proc }
     run.timer = setTimeout(() => void this.#timeout(ws.id, task.id), timeoutS * 1000)
     run.timer.unref()
+    run.disk = await this.#watchDisk(ws.id, task.id)
     this.#running.set(ws.id, run)
     void proc.exited.then(() => this.#withLock(ws.id, () => this.#afterAgent(ws.id, task.id)).catch((err: unknown) => {
       this.#o.logger?.error({ err, workspace_id: ws.id }, 'after-task handling failed')
     }))
+  }
+
+  /** The disk quota's watch over a task's /data, or none without a quota (docs/runtime.md "Resource limits"). */
+  async #watchDisk(workspaceId: string, taskId: string): Promise<DiskWatch | undefined> {
+    const quota = quotaBytes(this.#o.diskQuotaMb ?? 0)
+    if (quota === 0) return undefined
+    const dir = this.#dataDirs.get(workspaceId) ?? (await this.#o.runtime.provision({ workspaceId })).dataDir
+    this.#dataDirs.set(workspaceId, dir)
+    return new DiskWatch({
+      dir, quotaBytes: quota, intervalMs: this.#o.diskCheckIntervalMs ?? DEFAULT_DISK_CHECK_INTERVAL_MS,
+      onOver: (usage) => void this.#diskOver(workspaceId, taskId, usage, quota),
+      onError: (err) => this.#o.logger?.warn({ err, workspace_id: workspaceId }, 'disk quota check failed'),
+    })
+  }
+
+  /** Whether a task's /data is being measured against the disk quota now (diagnostics, tests). */
+  watchingDisk(workspaceId: string): boolean {
+    const disk = this.#running.get(workspaceId)?.disk
+    return disk !== undefined && !disk.stopped
+  }
+
+  /**
+   * /data went over the quota while the task ran: like a timeout, the task fails and the agent is
+   * stopped; its exit then snapshots /data (the evidence) and the workspace goes idle, so the next
+   * task can delete files. An agent still writing after its own task_end is stopped too.
+   */
+  async #diskOver(workspaceId: string, taskId: string, usage: DiskUsage, quota: number): Promise<void> {
+    await this.#withLock(workspaceId, async () => {
+      const ws = await this.#t.byId(workspaceId)
+      if (!ws) return
+      this.#o.logger?.warn({ workspace_id: workspaceId, task_id: taskId, used_bytes: usage.usedBytes, quota_bytes: quota }, 'workspace over its disk quota')
+      await this.#finishTask(ws, taskId, 'failed', 'disk_quota_exceeded', diskOverText(usage.usedBytes, quota))
+      if (this.#running.get(workspaceId)?.taskId === taskId) await this.#o.runtime.stopAgent(workspaceId)
+    })
+  }
+
+  /** The end-of-task measurement: fails the task (if still open) when /data is over the quota. */
+  async #diskCheckAtEnd(ws: WorkspaceRecord, taskId: string, disk: DiskWatch | undefined, agentSummary?: string): Promise<boolean> {
+    if (!disk) return false
+    const over = await disk.check().catch((err: unknown) => {
+      this.#o.logger?.warn({ err, workspace_id: ws.id }, 'disk quota check failed')
+      return null
+    })
+    if (!over) return false
+    const quota = quotaBytes(this.#o.diskQuotaMb ?? 0)
+    const text = diskOverText(over.usedBytes, quota)
+    return this.#finishTask(ws, taskId, 'failed', 'disk_quota_exceeded', agentSummary ? `${text} The agent reported: ${agentSummary}` : text)
   }
 
   async #timeout(workspaceId: string, taskId: string): Promise<void> {
@@ -764,8 +834,12 @@ export class WorkspaceController implements WorkspaceControl {
     if (run?.taskId !== taskId) return // a stop already settled it
     this.#running.delete(workspaceId)
     if (run.timer) clearTimeout(run.timer)
+    run.disk?.stop()
     const ws = await this.#t.byId(workspaceId)
     if (!ws) return
+    // Once more before the snapshot: an agent that wrote past the quota between two checks and
+    // exited without task_end fails for the quota, not just for exiting.
+    if ((await this.#t.tasks.byId(taskId))?.status === 'running') await this.#diskCheckAtEnd(ws, taskId, run.disk)
     await this.#finishTask(ws, taskId, 'failed', 'agent_exited')
     const count = ws.task_count + 1
     try {
@@ -784,6 +858,7 @@ export class WorkspaceController implements WorkspaceControl {
     this.#clearIdle(ws.id)
     this.#dropWarm(ws.id)
     this.#launchPacks.delete(ws.id)
+    this.#dataDirs.delete(ws.id)
     const run = this.#running.get(ws.id)
     let count = ws.task_count
     if (ws.state === 'provisioning') {
@@ -798,6 +873,7 @@ export class WorkspaceController implements WorkspaceControl {
     if (run) {
       this.#running.delete(ws.id)
       if (run.timer) clearTimeout(run.timer)
+      run.disk?.stop()
       await this.#finishTask(ws, run.taskId, 'cancelled', 'workspace_stopped')
       count++
     }

@@ -12,6 +12,7 @@ import { CapabilityTokens, loadTokenKey } from '../../proxy/token.js'
 import type { ServiceFactory } from '../../server/serve.js'
 import type { ServerDeps } from '../../server/types.js'
 import { createRuntime, defaultAgentCommand, RUNTIME_KINDS, type RuntimeKind } from '../index.js'
+import { limitsFromEnv } from '../limits.js'
 import { AgentEvents } from './agent-events.js'
 import { WorkspaceController } from './controller.js'
 import type { PackSource } from './workspace-packs.js'
@@ -47,6 +48,8 @@ export const workspaceService: ServiceFactory = async ({ deps, options, services
     packs: packSource(deps, options.dataDir),
     stagingRoot: join(options.dataDir, 'uploads'),
     logger: deps.logger,
+    // Checked on the host for every agent, whatever the driver (docs/runtime.md "Resource limits").
+    diskQuotaMb: limitsFromEnv(env).diskMb,
     ...(env.CORRAL_AGENT_MAX_ITERATIONS ? { agentEnv: { CORRAL_MAX_ITERATIONS: env.CORRAL_AGENT_MAX_ITERATIONS } } : {}),
   })
   wire(deps, controller)

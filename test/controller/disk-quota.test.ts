@@ -1,0 +1,170 @@
+// The disk quota as the host enforces it (docs/runtime.md "Resource limits"): the controller
+// measures /data while a task runs and when it ends, whatever the agent reports. The agent here is
+// a small script that never mentions the quota: it writes 64 KiB files (each far under any
+// per-file limit), leaves a `done-<task>` marker, then waits for a `go` file before exiting.
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync, linkSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import type { AuditEvent } from '../../src/audit/event.js'
+import { measureDisk } from '../../src/runtime/controller/disk-watch.js'
+import { testDialects } from '../helpers/dialects.js'
+import { controllerRig, waitFor, type ControllerRig, type RigOptions } from './harness.js'
+
+const FILLER_AGENT = `
+const fs = require('node:fs'), path = require('node:path')
+const dir = process.env.CORRAL_WORKSPACE_DIR
+const [task] = JSON.parse(fs.readFileSync(path.join(process.env.CORRAL_INBOX, 'tasks.json'), 'utf8'))
+const [verb, n] = task.description.split(' ')
+if (verb === 'fill') {
+  fs.mkdirSync(path.join(dir, 'fill'), { recursive: true })
+  for (let i = 0; i < Number(n); i++) fs.writeFileSync(path.join(dir, 'fill', task.id + '-' + i), Buffer.alloc(65536, 1))
+} else if (verb === 'clean') {
+  fs.rmSync(path.join(dir, 'fill'), { recursive: true, force: true })
+}
+fs.writeFileSync(path.join(dir, 'done-' + task.id), '')
+const timer = setInterval(() => {
+  if (!fs.existsSync(path.join(dir, 'go'))) return
+  fs.rmSync(path.join(dir, 'go'))
+  clearInterval(timer)
+}, 20)
+`
+
+const MIB = 1024 * 1024
+
+for (const dialect of testDialects()) {
+  describe(`disk quota on the host (${dialect.name})`, () => {
+    let rig: ControllerRig | undefined
+    afterEach(async () => {
+      await rig?.close()
+      rig = undefined
+    })
+
+    const setup = async (opts: RigOptions) => (rig = await controllerRig(await dialect.open(), { agentCommand: [process.execPath, '-e', FILLER_AGENT], ...opts }))
+    const task = (r: ControllerRig, id: string) => r.controller.tables.tasks.byId(id)
+    const settled = (r: ControllerRig, id: string) => waitFor(async () => { const t = await task(r, id); return t && t.status !== 'running' && t.status !== 'submitted' && t }, 'task settled')
+    const idleAfter = (r: ControllerRig, id: string, count: number) => waitFor(async () => { const w = await r.controller.tables.byId(id); return w?.state === 'idle' && w.task_count === count && w }, `idle after ${count} tasks`)
+    const dataDir = (r: ControllerRig, id: string) => join(r.root, 'runtime', 'workspaces', id, 'data')
+    const agentDone = (r: ControllerRig, ws: string, taskId: string) => waitFor(async () => existsSync(join(dataDir(r, ws), `done-${taskId}`)), 'the agent wrote its files')
+    const taskEnd = async (r: ControllerRig, ws: string, taskId: string, summary: string) => {
+      const reply = await r.events.handle({ org_id: r.orgId, workspace_id: ws, task_id: taskId, exp: 0 }, 'POST', `/task/${taskId}/event`,
+        Buffer.from(JSON.stringify({ type: 'task_end', status: 'completed', summary })))
+      expect(reply.status).toBe(202)
+    }
+    const completions = async (r: ControllerRig, ws: string): Promise<AuditEvent[]> => {
+      await r.audit.flush()
+      return (await r.store.audit.page(r.orgId, { filters: [], workspaceId: ws, order: 'asc', limit: 1000 })).filter((e) => e.event_type === 'task_completed')
+    }
+
+    it('fails the task of an agent that writes past the quota without saying so; the snapshot is taken, the workspace goes idle, and the next task can clean up', async () => {
+      const r = await setup({ disk: { quotaMb: 1, intervalMs: 50 } })
+      // 32 × 64 KiB = 2 MiB of files, none of them near the quota; the agent then waits forever.
+      const { workspace, task: t } = await r.controller.createWorkspace(r.orgId, r.actor, r.role, { description: 'fill 32', options: {} })
+      const failed = await settled(r, t!.id)
+      expect(failed).toMatchObject({ status: 'failed', reason: 'disk_quota_exceeded' })
+      // Caught while the agent writes: somewhere past 1 MiB, at most the 2 MiB it means to write.
+      const used = Number(/^The workspace directory uses (\d+\.\d) MB, over its disk quota of 1\.0 MB\.$/.exec(failed.summary ?? '')?.[1])
+      expect(used).toBeGreaterThan(1)
+      expect(used).toBeLessThanOrEqual(2.1)
+
+      // The agent is stopped; its exit snapshots /data (the evidence) and the workspace is idle.
+      await idleAfter(r, workspace.id, 1)
+      const files = await r.controller.snapshotFiles(r.orgId, workspace.id)
+      expect(files.filter((f) => f.path.startsWith('fill/') && !f.is_dir).length).toBeGreaterThanOrEqual(16)
+      expect((await completions(r, workspace.id)).map((e) => e.detail)).toEqual([
+        expect.objectContaining({ status: 'failed', reason: 'disk_quota_exceeded' }),
+      ])
+
+      // A follow-up task runs in the same /data (over the quota at its start) and deletes the files.
+      const next = await r.controller.submitTask(r.orgId, r.actor, workspace.id, { description: 'clean', options: {} })
+      await agentDone(r, workspace.id, next.id)
+      await taskEnd(r, workspace.id, next.id, 'cleaned up')
+      expect(await settled(r, next.id)).toMatchObject({ status: 'completed', summary: 'cleaned up' })
+      writeFileSync(join(dataDir(r, workspace.id), 'go'), '')
+      await idleAfter(r, workspace.id, 2)
+    })
+
+    it('lets an agent under the quota complete normally, with its watch running while the task does', async () => {
+      const r = await setup({ disk: { quotaMb: 1, intervalMs: 20 } })
+      const { workspace, task: t } = await r.controller.createWorkspace(r.orgId, r.actor, r.role, { description: 'fill 4', options: {} })
+      await agentDone(r, workspace.id, t!.id)
+      expect(r.controller.watchingDisk(workspace.id)).toBe(true)
+      await taskEnd(r, workspace.id, t!.id, 'wrote 256 KiB')
+      expect(await settled(r, t!.id)).toMatchObject({ status: 'completed', summary: 'wrote 256 KiB' })
+      writeFileSync(join(dataDir(r, workspace.id), 'go'), '')
+      await idleAfter(r, workspace.id, 1)
+      expect(r.controller.watchingDisk(workspace.id)).toBe(false)
+      const [done] = await completions(r, workspace.id)
+      expect(done!.detail).toMatchObject({ status: 'completed' })
+      expect(done!.detail).not.toHaveProperty('reason')
+    })
+
+    it('measures once more when the task ends: task_end `completed` over the quota fails, and so does an exit without task_end', async () => {
+      // No periodic check comes during this test: only the end-of-task measurement can catch it.
+      const r = await setup({ disk: { quotaMb: 1, intervalMs: 600_000 } })
+      const { workspace, task: t } = await r.controller.createWorkspace(r.orgId, r.actor, r.role, { description: 'fill 24', options: {} })
+      await agentDone(r, workspace.id, t!.id)
+      await taskEnd(r, workspace.id, t!.id, 'all good')
+      const failed = await settled(r, t!.id)
+      expect(failed).toMatchObject({ status: 'failed', reason: 'disk_quota_exceeded' })
+      expect(failed.summary).toMatch(/^The workspace directory uses 1\.\d MB, over its disk quota of 1\.0 MB\. The agent reported: all good$/)
+      writeFileSync(join(dataDir(r, workspace.id), 'go'), '')
+      await idleAfter(r, workspace.id, 1)
+
+      // The agent exits without task_end while /data is over: the quota is the reason, not the exit.
+      const next = await r.controller.submitTask(r.orgId, r.actor, workspace.id, { description: 'fill 1', options: {} })
+      await agentDone(r, workspace.id, next.id)
+      writeFileSync(join(dataDir(r, workspace.id), 'go'), '')
+      expect(await settled(r, next.id)).toMatchObject({ status: 'failed', reason: 'disk_quota_exceeded' })
+      await idleAfter(r, workspace.id, 2)
+    })
+
+    it('starts no watch when the quota is 0 (unlimited)', async () => {
+      const r = await setup({ disk: { quotaMb: 0, intervalMs: 20 } })
+      const { workspace, task: t } = await r.controller.createWorkspace(r.orgId, r.actor, r.role, { description: 'fill 32', options: {} })
+      await agentDone(r, workspace.id, t!.id)
+      expect((await task(r, t!.id))!.status).toBe('running')
+      expect(r.controller.watchingDisk(workspace.id)).toBe(false)
+      await taskEnd(r, workspace.id, t!.id, 'wrote 2 MiB')
+      expect(await settled(r, t!.id)).toMatchObject({ status: 'completed' })
+      writeFileSync(join(dataDir(r, workspace.id), 'go'), '')
+      await idleAfter(r, workspace.id, 1)
+    })
+  })
+}
+
+describe('measureDisk', () => {
+  const roots: string[] = []
+  afterEach(() => {
+    for (const root of roots.splice(0)) rmSync(root, { recursive: true, force: true })
+  })
+  const tree = (): string => {
+    const root = mkdtempSync(join(tmpdir(), 'corral-du-'))
+    roots.push(root)
+    return root
+  }
+
+  it('counts allocated blocks of every entry, directories included, hard links once, never through a symlink', async () => {
+    const root = tree()
+    const outside = tree()
+    writeFileSync(join(outside, 'big'), Buffer.alloc(4 * MIB, 1))
+    mkdirSync(join(root, 'a/b/c'), { recursive: true })
+    writeFileSync(join(root, 'a/one'), Buffer.alloc(MIB, 1))
+    writeFileSync(join(root, 'a/b/c/two'), Buffer.alloc(MIB, 1))
+    linkSync(join(root, 'a/one'), join(root, 'a/b/one-again'))
+    symlinkSync(outside, join(root, 'a/elsewhere'))
+    symlinkSync(join(outside, 'big'), join(root, 'big-link'))
+    const usage = await measureDisk(root, { concurrency: 3 })
+    // root, a, a/b, a/b/c, one, two, one-again, two links.
+    expect(usage.entries).toBe(9)
+    expect(usage.usedBytes).toBeGreaterThanOrEqual(2 * MIB)
+    expect(usage.usedBytes).toBeLessThan(2 * MIB + 256 * 1024)
+  })
+
+  it('measures a missing tree as empty and stops when aborted', async () => {
+    expect(await measureDisk(join(tree(), 'gone'))).toEqual({ usedBytes: 0, entries: 0 })
+    const root = tree()
+    for (let i = 0; i < 50; i++) writeFileSync(join(root, `f${i}`), 'x')
+    await expect(measureDisk(root, { signal: AbortSignal.abort(new Error('task ended')) })).rejects.toThrow('task ended')
+  })
+})
