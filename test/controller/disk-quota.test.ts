@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { AuditEvent } from '../../src/audit/event.js'
-import { measureDisk } from '../../src/runtime/controller/disk-watch.js'
+import { DiskWatch, measureDisk, type DiskUsage } from '../../src/runtime/controller/disk-watch.js'
 import { testDialects } from '../helpers/dialects.js'
 import { controllerRig, waitFor, type ControllerRig, type RigOptions } from './harness.js'
 
@@ -166,5 +166,28 @@ describe('measureDisk', () => {
     const root = tree()
     for (let i = 0; i < 50; i++) writeFileSync(join(root, `f${i}`), 'x')
     await expect(measureDisk(root, { signal: AbortSignal.abort(new Error('task ended')) })).rejects.toThrow('task ended')
+  })
+})
+
+describe(DiskWatch.name, () => {
+  it('allows a task that starts over the quota to run, and stops it once /data grows past its size at the start', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'corral-du-'))
+    try {
+      writeFileSync(join(root, 'old'), Buffer.alloc(2 * MIB, 1))
+      const over: DiskUsage[] = []
+      const watch = new DiskWatch({ dir: root, quotaBytes: MIB, intervalMs: 10, onOver: (u) => over.push(u) })
+      const allowance = await waitFor(async () => watch.allowanceBytes, 'the first measurement')
+      expect(allowance).toBeGreaterThanOrEqual(2 * MIB)
+      // Still over at its end, whatever happened meanwhile.
+      expect((await watch.check())!.usedBytes).toBeGreaterThanOrEqual(2 * MIB)
+      writeFileSync(join(root, 'new'), Buffer.alloc(MIB, 1))
+      const [usage] = await waitFor(async () => over.length > 0 && over, 'the watch to report')
+      // Reported once, for the growth (not for the 2 MiB it started with), and then stopped.
+      expect(over).toHaveLength(1)
+      expect(usage!.usedBytes).toBeGreaterThanOrEqual(3 * MIB)
+      expect(watch.stopped).toBe(true)
+    } finally {
+      rmSync(root, { recursive: true, force: true })
+    }
   })
 })

@@ -11,6 +11,12 @@ import { lstat, readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 
 const MIB = 1024 * 1024
+/**
+ * The pause after a walk is at least this many times the walk's duration, so one workspace's watch
+ * keeps the machine busy at most a tenth of the time however large its tree (a walk costs about
+ * 25 µs of CPU per entry: 20,000 entries ≈ 0.5 s; docs/runtime.md "Resource limits").
+ */
+const PAUSE_PER_WALK = 9
 
 export interface DiskUsage {
   /** Allocated bytes of the tree (st_blocks × 512), like `du -s -B1`. */
@@ -115,8 +121,9 @@ export function quotaBytes(diskMb: number): number {
 
 /**
  * Measures `dir` every `intervalMs` while a task runs. Measurements never overlap: the next one
- * is scheduled when the previous one is done, so a large tree slows the watch instead of piling
- * walks up. `stop()` cancels the timer and abandons a walk under way.
+ * is scheduled when the previous one is done, and no sooner than PAUSE_PER_WALK times its duration,
+ * so a large tree slows the watch down instead of taking a core. `stop()` cancels the timer and
+ * abandons a walk under way.
  *
  * The first measurement is taken at once and sets the task's allowance: the quota, or the size
  * /data already had when that is more. A task that starts over the quota (its predecessor failed
@@ -163,13 +170,15 @@ export class DiskWatch {
 
   async #tick(): Promise<void> {
     this.#timer = undefined
+    const started = performance.now()
+    const next = (): void => this.#schedule(Math.max(this.#o.intervalMs, PAUSE_PER_WALK * (performance.now() - started)))
     let usage: DiskUsage
     try {
       usage = await measureDisk(this.#o.dir, { signal: this.#abort.signal })
     } catch (err) {
       if (this.stopped) return
       this.#o.onError?.(err)
-      this.#schedule()
+      next()
       return
     }
     if (this.stopped) return
@@ -179,6 +188,6 @@ export class DiskWatch {
       this.#o.onOver(usage)
       return
     }
-    this.#schedule()
+    next()
   }
 }
