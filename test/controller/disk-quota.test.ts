@@ -7,14 +7,18 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { AuditEvent } from '../../src/audit/event.js'
-import { DiskWatch, measureDisk, type DiskUsage } from '../../src/runtime/controller/disk-watch.js'
+import { DiskWatch, diskOverText, measureDisk, type DiskUsage } from '../../src/runtime/controller/disk-watch.js'
 import { testDialects } from '../helpers/dialects.js'
 import { controllerRig, waitFor, type ControllerRig, type RigOptions } from './harness.js'
 
 const FILLER_AGENT = `
 const fs = require('node:fs'), path = require('node:path')
 const dir = process.env.CORRAL_WORKSPACE_DIR
-const [task] = JSON.parse(fs.readFileSync(path.join(process.env.CORRAL_INBOX, 'tasks.json'), 'utf8'))
+// A warm pool member's agent (as the stand-in does): the test drops the fetched task in task.json.
+const warm = process.env.CORRAL_TASK_SOURCE === 'http'
+if (warm) fs.writeFileSync(path.join(dir, 'warm.pid'), String(process.pid))
+while (warm && !fs.existsSync(path.join(dir, 'task.json'))) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20)
+const [task] = warm ? [JSON.parse(fs.readFileSync(path.join(dir, 'task.json'), 'utf8'))] : JSON.parse(fs.readFileSync(path.join(process.env.CORRAL_INBOX, 'tasks.json'), 'utf8'))
 const [verb, n] = task.description.split(' ')
 if (verb === 'fill') {
   fs.mkdirSync(path.join(dir, 'fill'), { recursive: true })
@@ -63,7 +67,7 @@ for (const dialect of testDialects()) {
       const failed = await settled(r, t!.id)
       expect(failed).toMatchObject({ status: 'failed', reason: 'disk_quota_exceeded' })
       // Caught while the agent writes: somewhere past 1 MiB, at most the 2 MiB it means to write.
-      const used = Number(/^The workspace directory uses (\d+\.\d) MB, over its disk quota of 1\.0 MB\.$/.exec(failed.summary ?? '')?.[1])
+      const used = Number(/^The workspace directory uses (\d+\.\d+) MB, over its disk quota of 1\.0+ MB\.$/.exec(failed.summary ?? '')?.[1])
       expect(used).toBeGreaterThan(1)
       expect(used).toBeLessThanOrEqual(2.1)
 
@@ -107,7 +111,7 @@ for (const dialect of testDialects()) {
       await taskEnd(r, workspace.id, t!.id, 'all good')
       const failed = await settled(r, t!.id)
       expect(failed).toMatchObject({ status: 'failed', reason: 'disk_quota_exceeded' })
-      expect(failed.summary).toMatch(/^The workspace directory uses 1\.\d MB, over its disk quota of 1\.0 MB\. The agent reported: all good$/)
+      expect(failed.summary).toMatch(/^The workspace directory uses 1\.[5-6] MB, over its disk quota of 1\.0 MB\. The agent reported: all good$/)
       writeFileSync(join(dataDir(r, workspace.id), 'go'), '')
       await idleAfter(r, workspace.id, 1)
 
@@ -117,6 +121,19 @@ for (const dialect of testDialects()) {
       writeFileSync(join(dataDir(r, workspace.id), 'go'), '')
       expect(await settled(r, next.id)).toMatchObject({ status: 'failed', reason: 'disk_quota_exceeded' })
       await idleAfter(r, workspace.id, 2)
+    })
+
+    it('watches the task of a claimed warm pool member, whose agent was started before the task', async () => {
+      const r = await setup({ disk: { quotaMb: 1, intervalMs: 50 }, poolSize: 1 })
+      const member = await waitFor(async () => (await r.controller.tables.list(r.orgId, { state: ['idle'] })).find((w) => w.pooled), 'a pooled idle workspace')
+      await waitFor(async () => existsSync(join(dataDir(r, member.id), 'warm.pid')), 'the warm agent waiting')
+      const { workspace, task: t } = await r.controller.createWorkspace(r.orgId, r.actor, r.role, { description: 'fill 32', options: {} })
+      expect(workspace.id).toBe(member.id)
+      const reply = await r.events.handle({ org_id: r.orgId, workspace_id: member.id, exp: 0 }, 'GET', '/tasks/next', Buffer.alloc(0))
+      expect(reply.status).toBe(200)
+      writeFileSync(join(dataDir(r, member.id), 'task.json'), JSON.stringify(reply.body))
+      expect(await settled(r, t!.id)).toMatchObject({ status: 'failed', reason: 'disk_quota_exceeded' })
+      expect(await idleAfter(r, member.id, 1)).toMatchObject({ pooled: false })
     })
 
     it('starts no watch when the quota is 0 (unlimited)', async () => {
@@ -166,6 +183,13 @@ describe('measureDisk', () => {
     const root = tree()
     for (let i = 0; i < 50; i++) writeFileSync(join(root, `f${i}`), 'x')
     await expect(measureDisk(root, { signal: AbortSignal.abort(new Error('task ended')) })).rejects.toThrow('task ended')
+  })
+})
+
+describe('diskOverText', () => {
+  it('shows as many decimals as it takes for the sizes to differ', () => {
+    expect(diskOverText(2.34 * MIB, MIB)).toBe('The workspace directory uses 2.3 MB, over its disk quota of 1.0 MB.')
+    expect(diskOverText(MIB + 4096, MIB)).toBe('The workspace directory uses 1.004 MB, over its disk quota of 1.000 MB.')
   })
 })
 

@@ -776,8 +776,17 @@ export class WorkspaceController implements WorkspaceControl {
   async #watchDisk(workspaceId: string, taskId: string): Promise<DiskWatch | undefined> {
     const quota = quotaBytes(this.#o.diskQuotaMb ?? 0)
     if (quota === 0) return undefined
-    const dir = this.#dataDirs.get(workspaceId) ?? (await this.#o.runtime.provision({ workspaceId })).dataDir
-    this.#dataDirs.set(workspaceId, dir)
+    let dir = this.#dataDirs.get(workspaceId)
+    if (!dir) {
+      // Known from the provision or warm-up that came before; asked again only if not.
+      try {
+        dir = (await this.#o.runtime.provision({ workspaceId })).dataDir
+      } catch (err) {
+        this.#o.logger?.error({ err, workspace_id: workspaceId, task_id: taskId }, 'disk quota not watched: /data not found')
+        return undefined
+      }
+      this.#dataDirs.set(workspaceId, dir)
+    }
     return new DiskWatch({
       dir, quotaBytes: quota, intervalMs: this.#o.diskCheckIntervalMs ?? DEFAULT_DISK_CHECK_INTERVAL_MS,
       onOver: (usage) => void this.#diskOver(workspaceId, taskId, usage, quota),

@@ -95,9 +95,14 @@ export async function measureDisk(root: string, options: MeasureOptions = {}): P
   return { usedBytes, entries }
 }
 
-/** The task's summary when it fails over the quota (the reference agent's own wording). */
+/**
+ * The task's summary when it fails over the quota (the reference agent's wording), with as many
+ * decimals as it takes for the two sizes to differ (`1.004 MB, over its disk quota of 1.000 MB`).
+ */
 export function diskOverText(usedBytes: number, quotaBytes: number): string {
-  const mb = (n: number): string => (n / MIB).toFixed(1)
+  let digits = 1
+  while (digits < 6 && (usedBytes / MIB).toFixed(digits) === (quotaBytes / MIB).toFixed(digits)) digits++
+  const mb = (n: number): string => (n / MIB).toFixed(digits)
   return `The workspace directory uses ${mb(usedBytes)} MB, over its disk quota of ${mb(quotaBytes)} MB.`
 }
 
