@@ -5,6 +5,7 @@
 // written out; once the iterator is over (body read, cut off, or client gone) it calls
 // `bodyOver()`, which fails every part that has not ended by then. Used by task uploads
 // (routes/task-input.ts) and pack uploads (routes/packs.ts).
+import type { Multipart } from '@fastify/multipart'
 import { PassThrough, type Readable } from 'node:stream'
 
 export interface FileFeed {
@@ -68,4 +69,17 @@ export function discard(stream: Readable): void {
 export function isMalformedBody(err: unknown): boolean {
   const { code, message } = err as { code?: string; message?: string }
   return Boolean(code?.startsWith('FST_') || (message && /multipart|unexpected end of form|malformed part header/i.test(message)))
+}
+
+/**
+ * Reads the remaining parts to the end of the body, dropping them (the iterator's own errors too),
+ * so an early answer (413) does not leave the client's upload unread. `pending` is the step the
+ * route was waiting for when it stopped: it is taken first, or its part would never be read.
+ */
+export async function dropRest(parts: AsyncIterator<Multipart>, pending?: Promise<IteratorResult<Multipart>>): Promise<void> {
+  try {
+    for (let step = await (pending ?? parts.next()); !step.done; step = await parts.next()) if (step.value.type === 'file') discard(step.value.file)
+  } catch {
+    // The body ended badly or the client went: nothing is left to drop.
+  }
 }

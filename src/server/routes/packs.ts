@@ -17,7 +17,7 @@ import { PACK_VISIBILITIES, type PackRecord, type PackVisibility, type StoreTran
 import type { PackPatch } from '../../store/repositories/packs.js'
 import { CorralError } from '../../errors.js'
 import { apiError, notFound } from '../errors.js'
-import { discard, feedFilePart, isMalformedBody, type FileFeed } from '../multipart-file.js'
+import { discard, dropRest, feedFilePart, isMalformedBody, type FileFeed } from '../multipart-file.js'
 import { dateTime, idParams, statusOnly } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
 import { ANY_MEMBER, CAPS_WRITE, NAME_SCHEMA, duplicateName, emitConfigEvent, fieldError, restartIdleWorkspaces } from './providers.js'
@@ -527,14 +527,6 @@ async function readUpload(deps: ServerDeps, request: FastifyRequest, content: Pa
 }
 
 /** Reads the remaining parts (after `pending`, a step already asked for) to the end of the body, dropping them. */
-async function dropRest(parts: AsyncIterator<Multipart>, pending?: Promise<IteratorResult<Multipart>>): Promise<void> {
-  try {
-    for (let step = await (pending ?? parts.next()); !step.done; step = await parts.next()) if (step.value.type === 'file') discard(step.value.file)
-  } catch {
-    // The body ended badly or the client went: nothing is left to drop.
-  }
-}
-
 function cutShort() {
   return apiError('validation_error', 'the upload ended in the middle of the archive part', { fields: { archive: 'ended before its end (truncated upload)' } })
 }

@@ -19,7 +19,7 @@ import type { RoleConfig, TaskRecord } from '../../store/repositories/workspaces
 import { CorralError } from '../../errors.js'
 import { fieldsOf } from '../app.js'
 import { apiError } from '../errors.js'
-import { discard, feedFilePart, isMalformedBody, type FileFeed } from '../multipart-file.js'
+import { discard, dropRest, feedFilePart, isMalformedBody, type FileFeed } from '../multipart-file.js'
 import { enforceRateLimit, TokenBucketLimiter } from '../rate-limit.js'
 import { dateTime } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
@@ -216,9 +216,13 @@ async function readMultipart(request: FastifyRequest, staging: string): Promise<
   }
 
   const parts = request.parts({ limits: { files: MAX_FILES, fileSize: MAX_FILE_BYTES } })[Symbol.asyncIterator]()
+  // The step being waited for when an over-limit file stops the loop: the drain takes it first.
+  let next: Promise<IteratorResult<Multipart>> | undefined
   try {
     for (;;) {
-      const step = await Promise.race([parts.next(), stopped])
+      next = parts.next()
+      const step = await Promise.race([next, stopped])
+      next = undefined
       if (step.done) break
       const part = step.value
       if (failure !== undefined) {
@@ -262,7 +266,7 @@ async function readMultipart(request: FastifyRequest, staging: string): Promise<
   } catch (err) {
     fail(err)
     // Stopped at an over-limit file: the parts still coming are dropped after the answer.
-    if (isTooLarge(err)) void dropRest(parts)
+    if (isTooLarge(err)) void dropRest(parts, next)
   }
   // The body has been read to its end (or we stopped reading): a file part that has not ended by
   // now never will.
@@ -277,15 +281,6 @@ async function readMultipart(request: FastifyRequest, staging: string): Promise<
   if (failure instanceof CorralError) throw failure
   if (isMalformedBody(failure)) throw apiError('validation_error', `the body is not valid multipart/form-data (${(failure as Error).message})`, { fields: { body: 'is not valid multipart/form-data' } })
   throw failure
-}
-
-/** Reads the remaining parts to the end of the body, dropping them (the iterator's own errors too). */
-async function dropRest(parts: AsyncIterator<Multipart>): Promise<void> {
-  try {
-    for (let step = await parts.next(); !step.done; step = await parts.next()) if (step.value.type === 'file') discard(step.value.file)
-  } catch {
-    // The body ended badly or the client went: nothing is left to drop.
-  }
 }
 
 /** Like pipeline, but a failed write settles only once the file is closed, so removing the staging dir afterwards is final. */
