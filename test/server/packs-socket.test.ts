@@ -62,10 +62,13 @@ describe('pack upload over a socket', () => {
     await new Promise((resolve) => socket.once('connect', resolve))
     socket.write(`POST /v1/packs/upload HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${token}\r\ncontent-type: multipart/form-data; boundary=${boundary}\r\ncontent-length: ${length}\r\n\r\n${head}`)
     socket.write(archive.subarray(0, archive.length / 2))
-    await new Promise((resolve) => setTimeout(resolve, 300))
+    // Disconnect only once the ingest is under way (its scratch tree exists), else nothing is tested.
+    const ingesting = () => readdirSync(root).some((n) => n.startsWith('.ingest-'))
+    for (let i = 0; i < 200 && !ingesting(); i++) await new Promise((resolve) => setTimeout(resolve, 50))
+    expect(ingesting()).toBe(true)
     socket.destroy()
     // The ingest notices, removes its temporary tree, and the server answers the next request.
-    for (let i = 0; i < 50 && readdirSync(root).some((n) => n.startsWith('.ingest-')); i++) await new Promise((resolve) => setTimeout(resolve, 100))
+    for (let i = 0; i < 100 && ingesting(); i++) await new Promise((resolve) => setTimeout(resolve, 100))
     expect(readdirSync(root).filter((n) => n.startsWith('.ingest-'))).toEqual([])
     const next = await send(await tgzOf([{ name: 'pack.yaml', body: 'name: after\nversion: "1"\n' }]))
     expect(next.status).toBe(201)
