@@ -120,6 +120,22 @@ describe('task uploads over a socket', () => {
     expect(staged()).toEqual([])
   })
 
+  it('refuses a file name over 255 bytes or holding NUL on `file`, and keeps nothing', async () => {
+    const before = await workspaceCount()
+    const named = (disposition: string) => Buffer.concat([
+      Buffer.from(`${fieldParts({ role_id: roleId, description: 'bad name' })}--${BOUNDARY}\r\ncontent-disposition: form-data; name="file"; ${disposition}\r\ncontent-type: application/octet-stream\r\n\r\nbody\r\n--${BOUNDARY}--\r\n`),
+    ])
+    for (const disposition of [`filename="${'é'.repeat(128)}"`, `filename="${'x'.repeat(256)}"`, "filename*=utf-8''a%00b", 'filename="a\u0000b"']) {
+      const whole = named(disposition)
+      const { response } = await send('/v1/tasks', whole.length, whole)
+      const res = envelope(await within(response, 5_000, disposition.slice(0, 20)))
+      expect([res.status, res.error.code], disposition.slice(0, 20)).toEqual([400, 'validation_error'])
+      expect(res.error.details?.fields).toHaveProperty('file')
+    }
+    expect(staged()).toEqual([])
+    expect(await workspaceCount()).toBe(before)
+  })
+
   it('removes the first file when a later one is cut short', async () => {
     const before = await workspaceCount()
     const cut = Buffer.concat([

@@ -236,6 +236,10 @@ async function readMultipart(request: FastifyRequest, staging: string): Promise<
           if (!name || name === '.' || name === '..' || uploads.includes(name)) {
             throw apiError('validation_error', `bad or duplicate upload name ${JSON.stringify(part.filename)}`, { fields: { file: 'each file needs a distinct plain name' } })
           }
+          // What the file system refuses (a name over 255 bytes, a NUL) is the client's error, not a 500.
+          if (Buffer.byteLength(name) > 255 || name.includes('\0')) {
+            throw apiError('validation_error', `upload name ${JSON.stringify(name.length > 64 ? `${name.slice(0, 64)}…` : name)} is over 255 bytes or holds NUL`, { fields: { file: 'names are at most 255 bytes, without NUL' } })
+          }
           uploads.push(name)
           const file = part.file
           const feed = feedFilePart(file, () => cutShort(name))
