@@ -161,8 +161,9 @@ export class RegistryClient {
     } catch {
       throw new RegistryError('invalid', `${formatImageRef(ref)}: the manifest is not JSON`)
     }
+    if (!isObject(json)) throw new RegistryError('invalid', `${formatImageRef(ref)}: the manifest is not a JSON object`)
     const header = String(res.headers['content-type'] ?? '').split(';')[0]!.trim()
-    const mediaType = typeof json?.mediaType === 'string' ? json.mediaType : header
+    const mediaType = typeof json.mediaType === 'string' ? json.mediaType : header
     return { mediaType, json, digest }
   }
 
@@ -201,7 +202,7 @@ export class RegistryClient {
     await start.body.dump()
     const location = start.headers.location
     if (typeof location !== 'string') throw new RegistryError('invalid', `${formatImageRef(ref)}: the registry started an upload without a Location`)
-    const url = new URL(location, this.#base(ref))
+    const url = resolveLocation(location, this.#base(ref), `${formatImageRef(ref)}: the upload's Location`)
     url.searchParams.set('digest', desc.digest)
     const put = await this.#send(ref, 'push', 'PUT', url.toString(), { 'content-type': 'application/octet-stream', 'content-length': String(desc.size) }, body)
     await expectOk(put, `${formatImageRef(ref)}: uploading blob ${desc.digest}`)
@@ -250,7 +251,7 @@ export class RegistryClient {
       const location = res.headers.location
       await res.body.dump()
       if (hops >= MAX_REDIRECTS || typeof location !== 'string') throw new RegistryError('invalid', `${formatImageRef(ref)}: too many redirects`)
-      res = await this.#request('GET', new URL(location, this.#base(ref)).toString(), headers.accept ? { accept: headers.accept } : {})
+      res = await this.#request('GET', resolveLocation(location, this.#base(ref), `${formatImageRef(ref)}: the redirect's Location`).toString(), headers.accept ? { accept: headers.accept } : {})
     }
     if (res.status === 403) {
       await res.body.dump()
@@ -275,7 +276,7 @@ export class RegistryClient {
     if (scheme !== 'bearer') throw new RegistryError('denied', `${formatImageRef(ref)}: the registry answered 401 without a supported challenge`)
     const params = challengeParams(challenge)
     if (!params.realm) throw new RegistryError('invalid', `${formatImageRef(ref)}: the Bearer challenge names no realm`)
-    const url = new URL(params.realm)
+    const url = resolveLocation(params.realm, undefined, `${formatImageRef(ref)}: the token realm`)
     if (url.protocol !== 'https:' && !(url.protocol === 'http:' && this.#plainHttp(url.host))) {
       throw new RegistryError('invalid', `${formatImageRef(ref)}: the token realm ${url.origin} is not HTTPS`)
     }
@@ -287,9 +288,15 @@ export class RegistryClient {
       throw new RegistryError('denied', `${formatImageRef(ref)}: the token service refused ${creds ? 'the credentials' : 'anonymous access'} (${res.status})`)
     }
     await expectOk(res, `${formatImageRef(ref)}: fetching a registry token`)
-    const json = JSON.parse((await readCapped(res.body, 1024 * 1024, 'the token response')).toString('utf8')) as { token?: string; access_token?: string }
-    const token = json.token ?? json.access_token
-    if (!token) throw new RegistryError('invalid', `${formatImageRef(ref)}: the token service returned no token`)
+    let json: unknown
+    try {
+      json = JSON.parse((await readCapped(res.body, 1024 * 1024, 'the token response')).toString('utf8'))
+    } catch (err) {
+      if (err instanceof RegistryError) throw err
+      throw new RegistryError('invalid', `${formatImageRef(ref)}: the token response is not JSON`)
+    }
+    const token = isObject(json) ? (json.token ?? json.access_token) : undefined
+    if (typeof token !== 'string' || token === '') throw new RegistryError('invalid', `${formatImageRef(ref)}: the token service returned no token`)
     return `Bearer ${token}`
   }
 
@@ -310,11 +317,25 @@ export class RegistryClient {
   }
 }
 
+/** A JSON value that is an object (not null, not an array). */
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+}
+
+/** A URL the registry sent (Location, token realm), or RegistryError `invalid` naming `what`. */
+function resolveLocation(location: string, base: string | undefined, what: string): URL {
+  try {
+    return new URL(location, base)
+  } catch {
+    throw new RegistryError('invalid', `${what} ${JSON.stringify(location.slice(0, 200))} is not a URL`)
+  }
+}
+
 /** The image of an index: linux/amd64 (attestation entries skipped), else the only entry. */
 function pickImage(index: unknown, ref: string): Descriptor {
-  const manifests = (index as { manifests?: unknown }).manifests
+  const manifests = isObject(index) ? index.manifests : undefined
   if (!Array.isArray(manifests) || manifests.length === 0) throw new RegistryError('invalid', `${ref}: the image index lists no manifests`)
-  const images = (manifests as Descriptor[]).filter((m) => m && typeof m.digest === 'string' && m.platform?.os !== 'unknown')
+  const images = (manifests as Descriptor[]).filter((m) => isObject(m) && typeof m.digest === 'string' && m.platform?.os !== 'unknown')
   const amd64 = images.find((m) => m.platform?.os === 'linux' && m.platform.architecture === 'amd64')
   const chosen = amd64 ?? (images.length === 1 ? images[0] : undefined)
   if (!chosen) throw new RegistryError('invalid', `${ref}: the image index has no linux/amd64 image and more than one entry`)
