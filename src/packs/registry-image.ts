@@ -36,11 +36,48 @@ export interface PushTarget {
   digest: string
 }
 
-/** `<registry>/<namespace>/<org>/<pack name>` for a pack (lower-cased: OCI repositories are). */
+/** A repository path component for an org id or pack name (lower-cased: OCI repositories are). */
+function component(id: string): string {
+  return id.toLowerCase().replace(/_+/g, '_')
+}
+
+/** `<registry>/<namespace>/<org>/<pack name>` for a pack. */
 export function packRepository(settings: RegistrySettings, orgId: string, name: string): ImageRef {
   const push = settings.push!
-  const repository = [push.namespace, orgId.toLowerCase().replace(/_+/g, '_'), name.toLowerCase().replace(/_+/g, '_')].filter(Boolean).join('/')
+  const repository = [push.namespace, component(orgId), component(name)].filter(Boolean).join('/')
   return { registry: push.registry, repository }
+}
+
+/**
+ * Who may pull what from the push registry's namespace. Pulls there use serve's push credentials
+ * (CORRAL_REGISTRY_AUTH_FILE), which reach every org's images — private and deleted packs too —
+ * so the reference alone must not decide: `canSee` says whether a reference by digest is the
+ * image_ref of a pack the caller can see (its own or a community pack).
+ */
+export interface PullAccess {
+  orgId: string
+  canSee(ref: ImageRef): Promise<boolean>
+}
+
+/**
+ * Refuses (RegistryError `not_allowed`) a reference into the push registry's namespace unless it
+ * is under the caller's own org (`<namespace>/<org id>/…`, as pushes spell it) or is, by digest,
+ * the image_ref of a pack the caller can see. References elsewhere pass (checkAllowed decides).
+ */
+export async function checkPullAccess(settings: RegistrySettings, ref: ImageRef, access: PullAccess): Promise<void> {
+  const push = settings.push
+  if (!push || ref.registry !== push.registry) return
+  const prefix = push.namespace ? `${push.namespace}/` : ''
+  if (!ref.repository.startsWith(prefix)) return
+  const owner = ref.repository.slice(prefix.length).split('/')[0]
+  if (owner === component(access.orgId)) return
+  if (ref.digest !== undefined && (await access.canSee(ref))) return
+  throw new RegistryError('not_allowed', `${formatImageRef(ref)} belongs to another organisation's pack images on ${push.registry}${prefix ? `/${push.namespace}` : ''}; name an image under your own organisation or the image_ref of a pack you can see`)
+}
+
+/** Whether two references name the same image by digest (registry, repository and digest equal; tags ignored). */
+export function sameImage(a: ImageRef, b: ImageRef): boolean {
+  return a.digest !== undefined && a.registry === b.registry && a.repository === b.repository && a.digest === b.digest
 }
 
 /** The tag for a pack version: characters a tag cannot hold become `-` (e.g. `1.0+build` → `1.0-build`). */
@@ -88,12 +125,13 @@ export interface PulledPack {
 
 /**
  * Pulls `refText` and ingests the flattened image into the content store (pinned: call
- * `ingested.release()`). Throws RegistryError for reference, access and transport problems, and
+ * `ingested.release()`). Requests on behalf of an org pass `access` (checkPullAccess). Throws RegistryError for reference, access and transport problems, and
  * the archive reader's CorralErrors (`validation_error` on image_ref) for the content.
  */
-export async function pullPackImage(settings: RegistrySettings, content: PackContent, refText: string): Promise<PulledPack> {
+export async function pullPackImage(settings: RegistrySettings, content: PackContent, refText: string, access?: PullAccess): Promise<PulledPack> {
   const ref = parseImageRef(refText)
   checkAllowed(settings, ref)
+  if (access) await checkPullAccess(settings, ref, access)
   const { manifest } = await settings.client.getManifest(ref)
   const at = formatImageRef(ref)
   if (manifest.layers.length > MAX_LAYERS) throw new RegistryError('invalid', `${at}: the image has ${manifest.layers.length} layers (at most ${MAX_LAYERS})`)

@@ -204,6 +204,45 @@ for (const d of testDialects()) describe.runIf(available)(`registry pack routes 
     }
   })
 
+  it("pulls from the push registry's namespace only the caller's own images or the image_ref of a pack it can see", async () => {
+    h.deps.packRegistry = pushing
+    try {
+      const a = await h.newOrg()
+      const b = await h.newOrg()
+      const secret = await upload(b.ownerToken, { archive: await demoPack({ name: 'secret' }) })
+      const shared = await upload(b.ownerToken, { archive: await demoPack({ name: 'shared' }), visibility: 'community' })
+      const mine = await upload(a.ownerToken, { archive: await demoPack({ name: 'mine' }) })
+      expect([secret.status, shared.status, mine.status]).toEqual([201, 201, 201])
+      const repoOf = (orgId: string, name: string) => `${registry.host}/corral-${d.name}/${orgId.toLowerCase()}/${name}`
+      const refused = async (method: 'POST' | 'PUT', url: string, imageRef: string) => {
+        const res = await h.inject(method, url, { token: a.ownerToken, body: { image_ref: imageRef } })
+        expect([res.status, res.body.error?.code], imageRef).toEqual([400, 'validation_error'])
+        expect(res.body.error.details.fields.image_ref).toMatch(/belongs to another organisation/)
+      }
+      // Org B's private pack, by tag or by its exact reference: refused, and nothing is stored.
+      const before = trees()
+      await refused('POST', '/v1/packs', `${repoOf(b.orgId, 'secret')}:1.0.0`)
+      await refused('POST', '/v1/packs', secret.body.image_ref)
+      // A community pack by tag is refused too; by its image_ref (what A can see) it is pulled.
+      await refused('POST', '/v1/packs', `${repoOf(b.orgId, 'shared')}:1.0.0`)
+      expect(trees()).toEqual(before)
+      const viaShared = await create(a.ownerToken, { image_ref: shared.body.image_ref })
+      expect(viaShared.status).toBe(201)
+      expect(viaShared.body.image_digest).toBe(shared.body.image_digest)
+      // The caller's own images pull by tag or digest.
+      await h.inject('DELETE', `/v1/packs/${mine.body.id}`, { token: a.ownerToken })
+      const own = await create(a.ownerToken, { image_ref: `${repoOf(a.orgId, 'mine')}:1.0.0` })
+      expect(own.status).toBe(201)
+      // PUT image_ref is held to the same rule; and once B deletes its community pack, its image is refused.
+      await refused('PUT', `/v1/packs/${viaShared.body.id}`, `${repoOf(b.orgId, 'shared')}:1.0.0`)
+      await h.inject('DELETE', `/v1/packs/${viaShared.body.id}`, { token: a.ownerToken })
+      expect((await h.inject('DELETE', `/v1/packs/${shared.body.id}`, { token: b.ownerToken })).status).toBe(200)
+      await refused('POST', '/v1/packs', shared.body.image_ref)
+    } finally {
+      h.deps.packRegistry = pullOnly
+    }
+  })
+
   it('an unreachable push registry fails the upload with 502 and keeps nothing', async () => {
     const port = await freePort()
     h.deps.packRegistry = registrySettingsFromEnv({ CORRAL_PACK_REGISTRY: `127.0.0.1:${port}/x` })

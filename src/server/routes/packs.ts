@@ -10,8 +10,8 @@ import { finished } from 'node:stream/promises'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { EventType } from '../../audit/event.js'
 import type { IngestedPack, PackContent } from '../../packs/content.js'
-import { RegistryError, registrySettingsFromEnv, type RegistrySettings } from '../../packs/registry.js'
-import { pullPackImage, pushPackImage } from '../../packs/registry-image.js'
+import { RegistryError, parseImageRef, registrySettingsFromEnv, type ImageRef, type RegistrySettings } from '../../packs/registry.js'
+import { pullPackImage, pushPackImage, sameImage, type PullAccess } from '../../packs/registry-image.js'
 import '../../packs/service.js'
 import { PACK_VISIBILITIES, type PackRecord, type PackVisibility, type StoreTransaction } from '../../store/index.js'
 import type { PackPatch } from '../../store/repositories/packs.js'
@@ -109,7 +109,7 @@ export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promis
     async (request, reply) => {
       const p = request.principal!
       const content = contentStore(deps)
-      const { ingested, imageRef } = await pullPackImage(registrySettings(deps), content, request.body.image_ref).catch(pullFailure)
+      const { ingested, imageRef } = await pullPackImage(registrySettings(deps), content, request.body.image_ref, pullAccess(deps, p.org.id)).catch(pullFailure)
       const m = ingested.manifest
       try {
         const pack = await store
@@ -270,7 +270,7 @@ export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promis
       // A new image: pulled and ingested like POST /v1/packs; the image's pack.yaml replaces the
       // manifest fields (as a re-upload does), then the body's own label fields apply on top.
       const content = contentStore(deps)
-      const { ingested, imageRef } = await pullPackImage(registrySettings(deps), content, body.image_ref).catch(pullFailure)
+      const { ingested, imageRef } = await pullPackImage(registrySettings(deps), content, body.image_ref, pullAccess(deps, orgId)).catch(pullFailure)
       let pack: PackRecord
       try {
         if (ingested.manifest.name !== current.name) {
@@ -546,6 +546,24 @@ const NO_REGISTRY = registrySettingsFromEnv({})
 
 function registrySettings(deps: ServerDeps): RegistrySettings {
   return deps.packRegistry ?? NO_REGISTRY
+}
+
+/** Pulls for `orgId`: into the push registry's namespace, only its own images or image_refs of packs it can see. */
+function pullAccess(deps: ServerDeps, orgId: string): PullAccess {
+  return {
+    orgId,
+    async canSee(ref: ImageRef) {
+      return (await deps.store.packs.list(orgId)).some((pk) => pk.image_ref !== undefined && sameImage(parseStored(pk.image_ref), ref))
+    },
+  }
+}
+
+function parseStored(imageRef: string): ImageRef {
+  try {
+    return parseImageRef(imageRef)
+  } catch {
+    return { registry: '', repository: '' }
+  }
 }
 
 /** A pull's RegistryError as the API answers it: unreachable → 502, anything about the image → 400 on image_ref. */
