@@ -23,6 +23,12 @@ export interface LocalRuntimeOptions extends RuntimeOptions {
   readOnlyPaths?: readonly string[]
   /** Resource limits of every workspace (docs/runtime.md "Resource limits"); default from CORRAL_WORKSPACE_* variables. */
   limits?: WorkspaceLimits
+  /**
+   * Host paths no sandbox may read: serve's data dir (store, admin key, CA key, packs, uploads) and
+   * a SQLite store file kept outside it. Hidden wherever they lie inside a bound path (the corral
+   * package is bound, and `./.corral` sits in it when serve runs from a checkout).
+   */
+  hidden?: readonly string[]
 }
 
 /**
@@ -38,6 +44,7 @@ export class LocalRuntime extends DirectoryRuntime {
   readonly #bwrap: string
   readonly #readOnly: string[]
   readonly #limits: WorkspaceLimits
+  readonly #hidden: readonly string[]
   #prlimit: string | null = null
   #disableUserns = false
   #probed = false
@@ -47,6 +54,7 @@ export class LocalRuntime extends DirectoryRuntime {
     this.#bwrap = options.bwrap ?? 'bwrap'
     this.#readOnly = [packageRoot(), nodePrefix(), ...(options.readOnlyPaths ?? [])]
     this.#limits = options.limits ?? limitsFromEnv()
+    this.#hidden = options.hidden ?? []
   }
 
   /**
@@ -134,17 +142,18 @@ export class LocalRuntime extends DirectoryRuntime {
       ...launch.env,
       ...limitsEnv(this.#limits),
       CORRAL_PROXY_TOKEN: launch.proxyToken,
-      // Read by the init only; it removes them from the agent's environment.
+      // Read by the init only; it removes them (and CORRAL_PACK_ENV) from the agent's environment.
       CORRAL_BRIDGE_SOCKET: SANDBOX_PROXY_SOCKET,
       CORRAL_BRIDGE_PORT: String(SANDBOX_PROXY_PORT),
       CORRAL_STOP_GRACE_MS: String(this.options.stopGraceMs ?? 5000),
     }
+    // A pack's environment travels as one JSON value that the init merges into the agent's
+    // environment only. As real variables (bwrap's environment or --setenv), LD_PRELOAD or the like
+    // would load the pack's code into bwrap on the host, or into prlimit before the limits apply.
+    const packEnv = Object.fromEntries(Object.entries(launch.baseEnv ?? {}).filter(([k]) => !Object.hasOwn(env, k)))
+    if (Object.keys(packEnv).length > 0) env.CORRAL_PACK_ENV = JSON.stringify(packEnv)
     const command = withLimits(this.#prlimit, this.#limits, [process.execPath, SANDBOX_INIT, ...launch.command])
-    // A pack's environment reaches the sandbox through --setenv, never bwrap's own environment:
-    // bwrap runs on the host, where LD_PRELOAD or the like pointing into the pack's (host-side)
-    // content tree would load the pack's code outside the sandbox.
-    const packEnv = Object.entries(launch.baseEnv ?? {}).filter(([k]) => !Object.hasOwn(env, k)).flatMap(([k, v]) => ['--setenv', k, v])
-    return { file: this.#bwrap, args: [...packEnv, ...bwrapArgs(mounts, command)], env }
+    return { file: this.#bwrap, args: bwrapArgs(mounts, command), env }
   }
 
   /** bwrap binds them read-only at /packs/<name> (bwrapArgs); nothing to do on the host. */
@@ -164,8 +173,8 @@ export class LocalRuntime extends DirectoryRuntime {
       ca: shared?.ca ?? null,
       caBundle: shared?.caBundle ?? null,
       readOnly: this.#readOnly,
-      // Other workspaces' data must stay invisible even though the corral package is bound.
-      hide: nestedIn([this.layout.root, this.layout.sockets], this.#readOnly),
+      // Serve's secrets and other workspaces' data must stay invisible even though the corral package is bound.
+      hide: nestedIn([...this.#hidden, this.layout.root, this.layout.sockets], this.#readOnly),
       disableUserns: this.#disableUserns,
     }
   }

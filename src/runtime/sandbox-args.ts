@@ -1,5 +1,5 @@
-import { existsSync, lstatSync, readlinkSync } from 'node:fs'
-import { dirname, relative, resolve, sep } from 'node:path'
+import { existsSync, lstatSync, readlinkSync, statSync, type Stats } from 'node:fs'
+import { dirname, isAbsolute, relative, resolve, sep } from 'node:path'
 
 /** Inside-the-sandbox paths (the contract the agent sees). */
 export const SANDBOX_DATA = '/data'
@@ -42,7 +42,10 @@ export interface SandboxMounts {
   caBundle: string | null
   /** Host paths made visible read-only at the same place (the corral package, the node install). */
   readOnly: readonly string[]
-  /** Host directories hidden under an empty tmpfs (the runtime root, when it lies inside a read-only path). */
+  /**
+   * Host paths hidden when they lie inside a read-only path (serve's data dir, the runtime root, a
+   * SQLite file kept elsewhere): a directory under an empty tmpfs, a file under /dev/null.
+   */
   hide: readonly string[]
   disableUserns: boolean
 }
@@ -77,7 +80,11 @@ export function bwrapArgs(m: SandboxMounts, command: readonly string[]): string[
     if (SYSTEM_DIRS.some((d) => path === d || path.startsWith(`${d}${sep}`))) continue
     args.push('--ro-bind', path, path)
   }
-  for (const path of m.hide) args.push('--tmpfs', path)
+  for (const path of m.hide) {
+    const st = statOrNull(path)
+    if (st?.isDirectory()) args.push('--tmpfs', path)
+    else if (st) args.push('--ro-bind', '/dev/null', path)
+  }
   args.push('--bind', m.dataDir, SANDBOX_DATA)
   args.push('--dir', SANDBOX_RUN, '--ro-bind', m.init, SANDBOX_INIT, '--ro-bind', m.proxySocket, SANDBOX_PROXY_SOCKET)
   if (m.inbox) args.push('--ro-bind', m.inbox, SANDBOX_INBOX)
@@ -92,12 +99,25 @@ export function bwrapArgs(m: SandboxMounts, command: readonly string[]): string[
   return args
 }
 
-/** Paths of `hide` that lie inside one of `readOnly` (only those need hiding). */
+/**
+ * Paths of `paths` that lie inside one of `parents` (only those need hiding), less those inside
+ * another such path (hiding the outer one hides them).
+ */
 export function nestedIn(paths: readonly string[], parents: readonly string[]): string[] {
-  return paths.filter((p) => parents.some((parent) => {
+  const inside = (p: string, parent: string): boolean => {
     const rel = relative(parent, p)
-    return rel === '' || (!rel.startsWith('..') && !rel.startsWith(sep))
-  }))
+    return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel))
+  }
+  const nested = [...new Set(paths.map((p) => resolve(p)))].filter((p) => parents.some((parent) => inside(p, parent)))
+  return nested.filter((p) => !nested.some((q) => q !== p && inside(p, q)))
+}
+
+function statOrNull(path: string): Stats | null {
+  try {
+    return statSync(path)
+  } catch {
+    return null
+  }
 }
 
 /**

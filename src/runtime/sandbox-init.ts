@@ -7,7 +7,7 @@
 // 1. When CORRAL_BRIDGE_SOCKET is set (the bubblewrap driver), listens on 127.0.0.1:CORRAL_BRIDGE_PORT
 //    inside the sandbox's private network namespace and relays every connection to that unix socket,
 //    which the host bridges to the policy proxy. This listener is what HTTPS_PROXY points at.
-// 2. Spawns the agent command with the rest of the environment, reports `spawned` on fd 3 and
+// 2. Spawns the agent command with the rest of the environment (plus CORRAL_PACK_ENV's), reports `spawned` on fd 3 and
 //    mirrors the agent's exit status.
 // 3. Stops the agent when stdin closes (the host's stop request) or on SIGTERM: SIGTERM first,
 //    SIGKILL after CORRAL_STOP_GRACE_MS.
@@ -22,10 +22,15 @@ const argv = process.argv.slice(2)
 const socketPath = process.env.CORRAL_BRIDGE_SOCKET
 const port = Number(process.env.CORRAL_BRIDGE_PORT || 0)
 const graceMs = Number(process.env.CORRAL_STOP_GRACE_MS || 5000)
-const env = { ...process.env }
+// A pack's environment (JSON) is merged into the agent's only, beneath corral's variables: as
+// real variables it would reach prlimit, which runs before the limits apply (LD_PRELOAD).
+let packEnv = {}
+try { packEnv = JSON.parse(process.env.CORRAL_PACK_ENV || '{}') } catch {}
+const env = { ...packEnv, ...process.env }
 delete env.CORRAL_BRIDGE_SOCKET
 delete env.CORRAL_BRIDGE_PORT
 delete env.CORRAL_STOP_GRACE_MS
+delete env.CORRAL_PACK_ENV
 
 function report(line) {
   try { writeSync(3, line + '\n') } catch {}

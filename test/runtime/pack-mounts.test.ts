@@ -2,7 +2,7 @@
 // under $CORRAL_PACKS_DIR (/packs in the sandbox, read-only there), the agent command of a pack
 // resolves inside its directory with /data as the working directory, and a pack's environment
 // lies beneath corral's own variables.
-import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { randomUUID } from 'node:crypto'
@@ -125,6 +125,32 @@ for (const [kind, usable, make] of drivers) {
         // agent.pid is bwrap's own process on the host.
         const hostEnv = (await readFile(`/proc/${agent.pid}/environ`, 'utf8')).split('\0')
         expect(hostEnv.some((e) => e.startsWith('LD_PRELOAD=') || e.startsWith('PACK_GREETING='))).toBe(false)
+      } finally {
+        await runtime.stopAgent(ws.workspaceId)
+      }
+    })
+
+    // The dynamic loader writes LD_DEBUG output of each program it loads to LD_DEBUG_OUTPUT.<pid>:
+    // a program that got the pack's variables leaves a file naming itself.
+    if (kind === 'local') it('gives the pack\'s environment to the agent only, never to prlimit or the init (they run before the limits apply or hold them)', async () => {
+      const ws = await runtime.provision({ workspaceId: `ws_packs_${randomUUID().slice(0, 8)}` })
+      await runtime.startAgent(ws.workspaceId, {
+        command: ['sh', '-c', '/bin/true; printf %s "$LD_DEBUG" > env.txt; sleep 30'],
+        packs,
+        proxyToken: 't',
+        baseEnv: { LD_DEBUG: 'files', LD_DEBUG_OUTPUT: '/data/ld' },
+      })
+      try {
+        await waitForFile(join(ws.dataDir, 'env.txt'))
+        expect(await readFile(join(ws.dataDir, 'env.txt'), 'utf8')).toBe('files')
+        const logs = (await readdir(ws.dataDir)).filter((n) => n.startsWith('ld.'))
+        const programs = await Promise.all(logs.map((n) => readFile(join(ws.dataDir, n), 'utf8')))
+        // The agent's own programs did get it (sh, /bin/true): the check below is not vacuous.
+        expect(programs.some((text) => /needed by \/(usr\/)?bin\/(true|sh|dash)/.test(text) || /file=.*\[0\];\s+needed by .*true/.test(text))).toBe(true)
+        for (const text of programs) {
+          expect(text).not.toMatch(/prlimit/)
+          expect(text).not.toContain(process.execPath)
+        }
       } finally {
         await runtime.stopAgent(ws.workspaceId)
       }

@@ -4,7 +4,7 @@
 // `--runtime local|process` (env CORRAL_RUNTIME, default local). A runtime whose check() fails
 // does not stop serve: the reason is logged once in plain words and task creation answers
 // service_unavailable with it, so the rest of the control plane stays usable.
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import { PackContent } from '../../packs/content.js'
 import { caCertPath } from '../../proxy/ca.js'
 import { registerControlEndpoint } from '../../proxy/control-endpoint.js'
@@ -38,6 +38,10 @@ export const workspaceService: ServiceFactory = async ({ deps, options, services
     proxy: { host: proxyUrl.hostname.replace(/^\[|\]$/g, ''), port: Number(proxyUrl.port) },
     caCertPath: caCertPath(options.dataDir),
     warn: (line) => deps.logger.warn(line),
+    // One reading of the limits for the sandbox and the controller's disk watch alike.
+    limits: limitsFromEnv(env),
+    // The data dir holds the store, admin.key, the CA key, the webhook secret, packs and uploads.
+    hidden: [options.dataDir, ...sqliteFiles(options.dbUrl)],
   })
   const controller = new WorkspaceController({
     store: deps.store,
@@ -84,6 +88,15 @@ function wire(deps: ServerDeps, controller: WorkspaceController): void {
       return ws ? { id: ws.id, created_by: ws.created_by } : undefined
     },
   }
+}
+
+/** A SQLite store's file and its journal siblings, when the store is SQLite (the capability-token key is in it). */
+export function sqliteFiles(dbUrl: string | undefined): string[] {
+  if (!dbUrl?.startsWith('sqlite:')) return []
+  const path = dbUrl.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '')
+  if (!path || path === ':memory:') return []
+  const file = resolve(path)
+  return [file, `${file}-wal`, `${file}-shm`, `${file}-journal`]
 }
 
 /** Packs for the controller: the store's visibility rule and the content trees under `<data dir>/packs`. */
