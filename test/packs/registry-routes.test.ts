@@ -175,6 +175,20 @@ for (const d of testDialects()) describe.runIf(available)(`registry pack routes 
     expect(refused.body.error.details.fields.image_ref).toMatch(/registry-origin packs only/)
   })
 
+  it("PUT image_ref may not make a pack an agent under other orgs' roles", async () => {
+    const a = await h.newOrg()
+    const b = await h.newOrg()
+    const quiet = await publish({ name: 'turncoat', manifest: 'name: turncoat\nversion: "1.0.0"\n' })
+    const loud = await publish({ name: 'turncoat', version: '2.0.0' })
+    const pack = (await create(a.ownerToken, { image_ref: quiet.ref, visibility: 'community' })).body
+    expect((await role(b.ownerToken, 'trusts-turncoat', [pack.id])).status).toBe(201)
+    const res = await h.inject('PUT', `/v1/packs/${pack.id}`, { token: a.ownerToken, body: { image_ref: loud.ref } })
+    expect(res.status).toBe(409)
+    expect(res.body.error).toMatchObject({ code: 'pack_in_use', details: { other_org_roles: 1 } })
+    expect((await h.inject('GET', `/v1/packs/${pack.id}`, { token: a.ownerToken })).body.image_digest).toBe(quiet.digest)
+    expect(await content.has(loud.digest)).toBe(false)
+  })
+
   it('with a push registry, uploads, re-uploads and clones push images whose image_ref pulls back the same tree', async () => {
     h.deps.packRegistry = pushing
     try {

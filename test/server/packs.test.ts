@@ -288,6 +288,55 @@ for (const d of testDialects()) describe(`pack routes [${d.name}]`, () => {
     expect(await content.has(source.image_digest)).toBe(true)
   })
 
+  it("a re-upload may not make a pack an agent under other orgs' roles, nor give a role of the org two agents", async () => {
+    const a = await h.newOrg()
+    const b = await h.newOrg()
+    const plainTgz = (name: string, version: string) => tgzOf([{ name: 'pack.yaml', body: `name: ${name}\nversion: "${version}"\n` }])
+    const reupload = (token: string, id: string, archive: Buffer) => upload(token, { archive }, `/v1/packs/${id}/upload`, 'PUT')
+    const helper = (await upload(a.ownerToken, { visibility: 'community', archive: await plainTgz('helper', '1') })).body
+    const theirAgent = (await upload(b.ownerToken, { archive: await demoPack({ name: 'their-agent' }) })).body
+    const theirRole = (await role(b.ownerToken, 'their-role', [theirAgent.id, helper.id]))
+    expect(theirRole.status).toBe(201)
+    const before = trees().sort()
+
+    // Adding an agent while another org's role attaches the pack: refused, nothing changes or stays behind.
+    const sneaky = await reupload(a.ownerToken, helper.id, await demoPack({ name: 'helper', version: '2' }))
+    expect(sneaky.status).toBe(409)
+    expect(sneaky.body.error).toMatchObject({ code: 'pack_in_use', details: { other_org_roles: 1 } })
+    expect(sneaky.body.error.message).toMatch(/agent/)
+    expect((await h.inject('GET', `/v1/packs/${helper.id}`, { token: a.ownerToken })).body.image_digest).toBe(helper.image_digest)
+    expect(trees().sort()).toEqual(before)
+
+    // Own roles: the one-agent rule of pack_ids applies to the re-uploaded pack.
+    const ownAgent = (await upload(a.ownerToken, { archive: await demoPack({ name: 'own-agent' }) })).body
+    const quiet = (await upload(a.ownerToken, { archive: await plainTgz('quiet', '1') })).body
+    const ownRole = (await role(a.ownerToken, 'own-role', [ownAgent.id, quiet.id])).body
+    const second = await reupload(a.ownerToken, quiet.id, await demoPack({ name: 'quiet', version: '2' }))
+    expect(second.status).toBe(409)
+    expect(second.body.error).toMatchObject({ code: 'pack_in_use', details: { roles: [ownRole.id] } })
+    // With no other agent in the org's roles (and no other org attaching it), adding one is fine.
+    await h.inject('PATCH', `/v1/agent-roles/${ownRole.id}`, { token: a.ownerToken, body: { pack_ids: [quiet.id] } })
+    expect((await reupload(a.ownerToken, quiet.id, await demoPack({ name: 'quiet', version: '2' }))).status).toBe(200)
+
+    // Once a pack is an agent pack, its owner may change its agent under other orgs' roles.
+    const agentPack = (await upload(a.ownerToken, { visibility: 'community', archive: await demoPack({ name: 'shared-agent' }) })).body
+    expect((await role(b.ownerToken, 'uses-shared-agent', [agentPack.id])).status).toBe(201)
+    const changed = await reupload(a.ownerToken, agentPack.id, await demoPack({
+      name: 'shared-agent', manifest: 'name: shared-agent\nversion: "2"\nagent:\n  command: [./bin/agent, --slow]\n',
+    }))
+    expect(changed.status).toBe(200)
+  })
+
+  it('concurrent re-uploads of one pack leave only the winning tree', async () => {
+    const a = await h.newOrg()
+    const pack = (await upload(a.ownerToken, { archive: await demoPack({ name: 'racing' }) })).body
+    const before = trees().filter((t) => t !== pack.image_digest.replace(':', '-'))
+    const results = await Promise.all(['2', '3', '4'].map(async (v) => upload(a.ownerToken, { archive: await demoPack({ name: 'racing', version: v }) }, `/v1/packs/${pack.id}/upload`, 'PUT')))
+    expect(results.map((r) => r.status)).toEqual([200, 200, 200])
+    const final = (await h.inject('GET', `/v1/packs/${pack.id}`, { token: a.ownerToken })).body
+    expect(trees().sort()).toEqual([...before, final.image_digest.replace(':', '-')].sort())
+  })
+
   it('role pack_ids must be visible packs, with at most one agent among them', async () => {
     const a = await h.newOrg()
     const b = await h.newOrg()

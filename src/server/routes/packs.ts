@@ -14,6 +14,7 @@ import { RegistryError, parseImageRef, registrySettingsFromEnv, type ImageRef, t
 import { pullPackImage, pushPackImage, sameImage, type PullAccess } from '../../packs/registry-image.js'
 import '../../packs/service.js'
 import { PACK_VISIBILITIES, type PackRecord, type PackVisibility, type StoreTransaction } from '../../store/index.js'
+import type { PackManifest } from '../../packs/manifest.js'
 import type { PackPatch } from '../../store/repositories/packs.js'
 import { CorralError } from '../../errors.js'
 import { apiError, notFound } from '../errors.js'
@@ -196,13 +197,18 @@ export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promis
       })
       const { ingested } = await readUpload(deps, request, content, { visibility: false })
       let pack: PackRecord
+      let replaced: string | undefined
       try {
         if (ingested.manifest.name !== current.name) {
           throw fieldError('name', `pack.yaml names ${ingested.manifest.name}, but this pack is ${current.name}`)
         }
+        // Checked before the push too, so a refused agent does not move the version tag for nothing.
+        await checkAgentChange(store, orgId, current, ingested.manifest)
         // Without a push registry the old image_ref (if one was pushed before) no longer matches the content.
         const imageRef = await pushImage(deps, content, orgId, current.name, ingested.manifest.version, ingested.digest)
-        pack = (await store.packs.update(orgId, current.id, { ...manifestFields(ingested), image_ref: imageRef ?? null })) ?? throwNotFound()
+        const done = await replaceContent(deps, orgId, current.id, { ...manifestFields(ingested), image_ref: imageRef ?? null })
+        pack = done.pack
+        replaced = done.replaced
       } catch (err) {
         ingested.release()
         await collect(deps, content, ingested.digest)
@@ -210,7 +216,7 @@ export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promis
       } finally {
         ingested.release()
       }
-      if (current.image_digest && current.image_digest !== pack.image_digest) await collect(deps, content, current.image_digest)
+      if (replaced && replaced !== pack.image_digest) await collect(deps, content, replaced)
       await emitPackEvent(deps, request, 'content_pack_updated', pack, { image_ref: pack.image_ref ?? '', kind: 'reupload' })
       // Workspaces of every role attaching the pack (community packs: other orgs' too) respawn to mount the new content.
       await restartAttaching(deps, request, pack.id)
@@ -272,11 +278,14 @@ export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promis
       const content = contentStore(deps)
       const { ingested, imageRef } = await pullPackImage(registrySettings(deps), content, body.image_ref, pullAccess(deps, orgId)).catch(pullFailure)
       let pack: PackRecord
+      let replaced: string | undefined
       try {
         if (ingested.manifest.name !== current.name) {
           throw fieldError('image_ref', `the image's pack.yaml names ${ingested.manifest.name}, but this pack is ${current.name}`)
         }
-        pack = (await store.packs.update(orgId, current.id, { ...manifestFields(ingested), ...patch, image_ref: imageRef })) ?? throwNotFound()
+        const done = await replaceContent(deps, orgId, current.id, { ...manifestFields(ingested), ...patch, image_ref: imageRef })
+        pack = done.pack
+        replaced = done.replaced
       } catch (err) {
         ingested.release()
         await collect(deps, content, ingested.digest)
@@ -284,7 +293,7 @@ export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promis
       } finally {
         ingested.release()
       }
-      if (current.image_digest && current.image_digest !== pack.image_digest) await collect(deps, content, current.image_digest)
+      if (replaced && replaced !== pack.image_digest) await collect(deps, content, replaced)
       await emitPackEvent(deps, request, 'content_pack_updated', pack, { image_ref: pack.image_ref ?? '', kind: 'image_ref', patched_fields: Object.keys(body).sort() })
       await restartAttaching(deps, request, pack.id)
       return packView(pack, orgId)
@@ -377,6 +386,48 @@ export async function checkPackIds(tx: StoreTransaction, orgId: string, ids: rea
   if (twice !== undefined) throw fieldError('pack_ids', `attaches two packs named ${twice}; clone one under another name`)
   const agents = found.filter((pk) => pk.manifest.agent)
   if (agents.length > 1) throw fieldError('pack_ids', `may attach at most one pack that provides an agent (${agents.map((pk) => pk.name).join(', ')} do)`)
+}
+
+/**
+ * Replaces a pack's content (re-upload, PUT image_ref) in one transaction that first touches the
+ * row — taking its lock on Postgres; SQLite transactions run one at a time — so the digest read
+ * is the one this update replaces, even when two replacements race (each then collects what it
+ * replaced, and no tree is left behind). The agent rule is checked again inside, against the
+ * row as it is now.
+ */
+async function replaceContent(deps: ServerDeps, orgId: string, packId: string, patch: PackPatch & { manifest: PackManifest }): Promise<{ pack: PackRecord; replaced?: string }> {
+  return deps.store.transaction(async (tx) => {
+    const before = (await tx.packs.update(orgId, packId, {})) ?? throwNotFound()
+    await checkAgentChange(tx, orgId, before, patch.manifest)
+    const pack = (await tx.packs.update(orgId, packId, patch)) ?? throwNotFound()
+    return { pack, ...(before.image_digest ? { replaced: before.image_digest } : {}) }
+  })
+}
+
+/**
+ * New content that makes a pack provide an agent it did not provide before (docs/packs.md
+ * "Packs that provide the agent"): refused (409 `pack_in_use`) while a non-archived role of
+ * another org attaches the pack — it would run as their agent, with their tokens — and, for the
+ * org's own roles, when a role attaching it already has another agent pack (the rule
+ * checkPackIds applies to pack_ids). Changing or removing an existing agent is not restricted.
+ */
+async function checkAgentChange(repos: Pick<StoreTransaction, 'packs' | 'agentRoles'>, orgId: string, current: PackRecord, next: PackManifest): Promise<void> {
+  if (!next.agent || current.manifest.agent) return
+  const attaching = await repos.packs.rolesAttaching(current.id)
+  const others = attaching.filter((r) => r.org_id !== orgId).length
+  if (others > 0) {
+    throw apiError('pack_in_use', `pack ${current.name} is attached by ${others} agent role(s) of other organisations; it cannot start providing an agent while they attach it`, { other_org_roles: others })
+  }
+  const clashing: string[] = []
+  for (const { role_id } of attaching) {
+    const role = await repos.agentRoles.get(orgId, role_id)
+    if (!role) continue
+    const agents = (await repos.packs.findVisible(orgId, role.pack_ids)).filter((pk) => (pk.id === current.id ? next.agent : pk.manifest.agent))
+    if (agents.length > 1) clashing.push(role_id)
+  }
+  if (clashing.length > 0) {
+    throw apiError('pack_in_use', `pack ${current.name} would give ${clashing.length} agent role(s) a second agent pack; detach one first`, { roles: clashing })
+  }
 }
 
 /**
