@@ -10,13 +10,33 @@ import { join } from 'node:path'
 import { gzipSync } from 'node:zlib'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { PackContent } from '../../src/packs/content.js'
-import { LAYER_TAR, pullPackImage, pushPackImage, versionTag } from '../../src/packs/registry-image.js'
+import { LAYER_TAR, checkPullAccess, pullPackImage, pushPackImage, versionTag } from '../../src/packs/registry-image.js'
 import {
   OCI_INDEX, OCI_MANIFEST, RegistryClient, RegistryError, bufferBody, formatImageRef, parseImageRef, registrySettingsFromEnv, sha256,
   type Descriptor, type ImageRef, type RegistrySettings,
 } from '../../src/packs/registry.js'
 import { freePort, registryAvailable, startRegistry, type TestRegistry } from '../helpers/registry.js'
 import { demoPack, tarOf, type TestEntry } from './archives.js'
+
+describe('pull access to the push namespace', () => {
+  const seen = `sha256:${'b'.repeat(64)}`
+  const access = { orgId: 'org_Mine', canSee: async (ref: ImageRef) => ref.digest === seen }
+  const check = (push: string, ref: string) => checkPullAccess(registrySettingsFromEnv({ CORRAL_PACK_REGISTRY: push }), parseImageRef(ref), access)
+
+  it("passes the caller's own org, a visible image_ref by digest, and anything outside the namespace", async () => {
+    await check('reg.example.com/ns', 'reg.example.com/ns/org_mine/tools:1')
+    await check('reg.example.com/ns', `reg.example.com/ns/org_other/tools@${seen}`)
+    await check('reg.example.com/ns', 'reg.example.com/elsewhere/tools:1')
+    await check('reg.example.com/ns', 'other.example.com/ns/org_other/tools:1')
+  })
+
+  it("refuses another org's images by tag, or by a digest the caller cannot see; without a namespace the whole host counts", async () => {
+    await expect(check('reg.example.com/ns', 'reg.example.com/ns/org_other/tools:1')).rejects.toMatchObject({ kind: 'not_allowed' })
+    await expect(check('reg.example.com/ns', `reg.example.com/ns/org_other/tools@sha256:${'c'.repeat(64)}`)).rejects.toMatchObject({ kind: 'not_allowed' })
+    await expect(check('reg.example.com', 'reg.example.com/org_other/tools:1')).rejects.toMatchObject({ kind: 'not_allowed' })
+    await check('reg.example.com', 'reg.example.com/org_mine/tools:1')
+  })
+})
 
 describe('image references', () => {
   it('parses host, repository, tag and digest, defaulting the tag to latest', () => {
