@@ -69,7 +69,9 @@ describe.runIf(available)('corral pack with a registry', { timeout: 120_000 }, (
   })
 
   it('refuses a missing image and an unreachable registry with one line each', async () => {
-    expect(await refused('validation_error', 'pack', 'create', '--image-ref', `${registry.host}/corral/none:1`)).toMatch(/no manifest 1/)
+    expect(await refused('validation_error', 'pack', 'create', '--image-ref', `${registry.host}/elsewhere/none:1`)).toMatch(/no manifest 1/)
+    // Under the push namespace, another org's images are refused whether or not they exist.
+    expect(await refused('validation_error', 'pack', 'create', '--image-ref', `${registry.host}/corral/org_other/none:1`)).toMatch(/belongs to another organisation/)
     expect(await refused('registry_unavailable', 'pack', 'create', '--image-ref', `127.0.0.1:${deadPort}/x/y:1`)).toMatch(/unreachable/)
     expect(await refused('validation_error', 'pack', 'create', '--image-ref', 'registry.example.com/x:1')).toMatch(/not an allowed pack registry/)
   })
