@@ -2,12 +2,13 @@
 // measures /data while a task runs and when it ends, whatever the agent reports. The agent here is
 // a small script that never mentions the quota: it writes 64 KiB files (each far under any
 // per-file limit), leaves a `done-<task>` marker, then waits for a `go` file before exiting.
+import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync, linkSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { AuditEvent } from '../../src/audit/event.js'
-import { DiskWatch, diskOverText, measureDisk, type DiskUsage } from '../../src/runtime/controller/disk-watch.js'
+import { DiskMeasureError, DiskWatch, diskOverText, measureDisk, type DiskUsage } from '../../src/runtime/controller/disk-watch.js'
 import { testDialects } from '../helpers/dialects.js'
 import { controllerRig, waitFor, type ControllerRig, type RigOptions } from './harness.js'
 
@@ -23,6 +24,15 @@ const [verb, n] = task.description.split(' ')
 if (verb === 'fill') {
   fs.mkdirSync(path.join(dir, 'fill'), { recursive: true })
   for (let i = 0; i < Number(n); i++) fs.writeFileSync(path.join(dir, 'fill', task.id + '-' + i), Buffer.alloc(65536, 1))
+} else if (verb === 'deep') {
+  // Past PATH_MAX (4096) from /data: 21 directories with 200-character names, entered one by one.
+  process.chdir(dir)
+  for (let i = 0; i < 21; i++) {
+    const name = String(i).padStart(200, 'd')
+    fs.mkdirSync(name)
+    process.chdir(name)
+  }
+  for (let i = 0; i < Number(n); i++) fs.writeFileSync(task.id + '-' + i, Buffer.alloc(65536, 1))
 } else if (verb === 'clean') {
   fs.rmSync(path.join(dir, 'fill'), { recursive: true, force: true })
 }
@@ -136,6 +146,33 @@ for (const dialect of testDialects()) {
       expect(await idleAfter(r, member.id, 1)).toMatchObject({ pooled: false })
     })
 
+    it('takes a warm claim\'s baseline before its agent has the task: 2 MiB written right after the hand-over fail it while it runs', async () => {
+      const r = await setup({ disk: { quotaMb: 1, intervalMs: 50 }, poolSize: 1 })
+      const member = await waitFor(async () => (await r.controller.tables.list(r.orgId, { state: ['idle'] })).find((w) => w.pooled), 'a pooled idle workspace')
+      await waitFor(async () => existsSync(join(dataDir(r, member.id), 'warm.pid')), 'the warm agent waiting')
+      const { task: t } = await r.controller.createWorkspace(r.orgId, r.actor, r.role, { description: 'idle', options: {} })
+      // The agent's fetch answers once the task is handed over; it writes at once and never ends.
+      const reply = await r.events.handle({ org_id: r.orgId, workspace_id: member.id, exp: 0 }, 'GET', '/tasks/next', Buffer.alloc(0))
+      expect(reply.status).toBe(200)
+      writeFileSync(join(dataDir(r, member.id), 'big'), Buffer.alloc(2 * MIB, 1))
+      expect(await settled(r, t!.id)).toMatchObject({ status: 'failed', reason: 'disk_quota_exceeded' })
+      await idleAfter(r, member.id, 1)
+    })
+
+    it('measures files deeper than PATH_MAX: 2 MiB below 21 directories of 200-character names fail the task', async () => {
+      const r = await setup({ disk: { quotaMb: 1, intervalMs: 600_000 } })
+      const { workspace, task: t } = await r.controller.createWorkspace(r.orgId, r.actor, r.role, { description: 'deep 32', options: {} })
+      await agentDone(r, workspace.id, t!.id)
+      await taskEnd(r, workspace.id, t!.id, 'all good')
+      const failed = await settled(r, t!.id)
+      expect(failed).toMatchObject({ status: 'failed', reason: 'disk_quota_exceeded' })
+      expect(failed.summary).toMatch(/^The workspace directory uses 2\.[0-2] MB, over its disk quota of 1\.0 MB\./)
+      writeFileSync(join(dataDir(r, workspace.id), 'go'), '')
+      await idleAfter(r, workspace.id, 1)
+      // GNU rm removes a tree deeper than PATH_MAX; the rig's own cleanup could not.
+      execFileSync('rm', ['-rf', '--', dataDir(r, workspace.id)])
+    })
+
     it('starts no watch when the quota is 0 (unlimited)', async () => {
       const r = await setup({ disk: { quotaMb: 0, intervalMs: 20 } })
       const { workspace, task: t } = await r.controller.createWorkspace(r.orgId, r.actor, r.role, { description: 'fill 32', options: {} })
@@ -153,7 +190,8 @@ for (const dialect of testDialects()) {
 describe('measureDisk', () => {
   const roots: string[] = []
   afterEach(() => {
-    for (const root of roots.splice(0)) rmSync(root, { recursive: true, force: true })
+    // GNU rm removes trees deeper than PATH_MAX (rmSync cannot).
+    for (const root of roots.splice(0)) execFileSync('rm', ['-rf', '--', root])
   })
   const tree = (): string => {
     const root = mkdtempSync(join(tmpdir(), 'corral-du-'))
@@ -171,18 +209,32 @@ describe('measureDisk', () => {
     linkSync(join(root, 'a/one'), join(root, 'a/b/one-again'))
     symlinkSync(outside, join(root, 'a/elsewhere'))
     symlinkSync(join(outside, 'big'), join(root, 'big-link'))
-    const usage = await measureDisk(root, { concurrency: 3 })
-    // root, a, a/b, a/b/c, one, two, one-again, two links.
-    expect(usage.entries).toBe(9)
+    // A link to / where a directory was: a walk that followed it would measure the host.
+    symlinkSync('/', join(root, 'a/b/root'))
+    const usage = await measureDisk(root)
     expect(usage.usedBytes).toBeGreaterThanOrEqual(2 * MIB)
     expect(usage.usedBytes).toBeLessThan(2 * MIB + 256 * 1024)
   })
 
-  it('measures a missing tree as empty and stops when aborted', async () => {
-    expect(await measureDisk(join(tree(), 'gone'))).toEqual({ usedBytes: 0, entries: 0 })
+  it('measures entries deeper than PATH_MAX', async () => {
     const root = tree()
-    for (let i = 0; i < 50; i++) writeFileSync(join(root, `f${i}`), 'x')
+    // Made by relative steps (an absolute path this long cannot be used): 21 × 201 bytes > 4096.
+    const chain = Array.from({ length: 21 }, (_, i) => String(i).padStart(200, 'd'))
+    execFileSync(process.execPath, ['-e', `process.chdir(process.argv[1]); for (const d of ${JSON.stringify(chain)}) { require('fs').mkdirSync(d); process.chdir(d) }
+      require('fs').writeFileSync('deep', Buffer.alloc(${3 * MIB}, 1))`, root])
+    expect(root.length + chain.join('/').length).toBeGreaterThan(4096)
+    expect((await measureDisk(root)).usedBytes).toBeGreaterThanOrEqual(3 * MIB)
+  })
+
+  it('measures a missing tree as empty; rejects when aborted, timed out, or without du', async () => {
+    expect(await measureDisk(join(tree(), 'gone'))).toEqual({ usedBytes: 0 })
+    const root = tree()
     await expect(measureDisk(root, { signal: AbortSignal.abort(new Error('task ended')) })).rejects.toThrow('task ended')
+    await expect(measureDisk(root, { du: '/nonexistent/du' })).rejects.toThrow(DiskMeasureError)
+    // A du that never answers: killed at the time limit.
+    const slow = join(tree(), 'slow-du')
+    writeFileSync(slow, '#!/bin/sh\nexec sleep 30\n', { mode: 0o755 })
+    await expect(measureDisk(root, { du: slow, timeoutMs: 200 })).rejects.toThrow(/timed out after 200 ms/)
   })
 })
 
@@ -194,6 +246,32 @@ describe('diskOverText', () => {
 })
 
 describe(DiskWatch.name, () => {
+  it('treats a failed measurement as unknown: reported, and the last known size decides, never zero', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'corral-du-'))
+    try {
+      // A du that answers 3 MiB once, then fails.
+      const du = join(root, 'du-once')
+      writeFileSync(du, `#!/bin/sh\nif [ -e "${root}/answered" ]; then echo 'du: cannot read' >&2; exit 1; fi\ntouch "${root}/answered"\nprintf '%s\\t%s\\n' ${3 * MIB} "$3"\n`, { mode: 0o755 })
+      const errors: unknown[] = []
+      const watch = new DiskWatch({ dir: join(root, 'data'), quotaBytes: MIB, intervalMs: 600_000, du, onOver: () => {}, onError: (e) => errors.push(e) })
+      mkdirSync(join(root, 'data'))
+      await watch.ready
+      expect(watch.lastUsage).toEqual({ usedBytes: 3 * MIB })
+      expect((await watch.check())!.usedBytes).toBe(3 * MIB)
+      expect(String(errors[0])).toMatch(/cannot read/)
+      watch.stop()
+      // With nothing known, the end-of-task check rejects (the controller logs it).
+      const fresh = new DiskWatch({ dir: join(root, 'data'), quotaBytes: MIB, intervalMs: 600_000, du, onOver: () => {} })
+      await fresh.ready
+      expect(fresh.lastUsage).toBeUndefined()
+      expect(fresh.allowanceBytes).toBe(MIB)
+      await expect(fresh.check()).rejects.toThrow(/cannot read/)
+      fresh.stop()
+    } finally {
+      rmSync(root, { recursive: true, force: true })
+    }
+  })
+
   it('allows a task that starts over the quota to run, and stops it once /data grows past its size at the start', async () => {
     const root = mkdtempSync(join(tmpdir(), 'corral-du-'))
     try {

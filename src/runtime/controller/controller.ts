@@ -736,6 +736,10 @@ export class WorkspaceController implements WorkspaceControl {
     if (!(await this.#t.tasks.start(task.id))) return
     await this.#t.transition(ws.id, ['idle'], 'busy', { last_activity_at: new Date().toISOString() })
     const timeoutS = this.#taskTimeoutS(role)
+    // The disk allowance's baseline is /data before the agent has its task (a warm agent would
+    // otherwise already be writing while the first measurement runs).
+    const disk = await this.#watchDisk(ws.id, task.id)
+    await disk?.ready
     let proc: AgentProcess
     try {
       const warm = this.#warm.get(ws.id)
@@ -757,6 +761,7 @@ export class WorkspaceController implements WorkspaceControl {
         })
       }
     } catch (err) {
+      disk?.stop()
       this.#o.logger?.error({ err, workspace_id: ws.id, task_id: task.id }, 'agent did not start')
       await this.#finishTask(ws, task.id, 'failed', 'agent_start_failed')
       await this.#t.transition(ws.id, ['busy'], 'idle')
@@ -765,7 +770,7 @@ export class WorkspaceController implements WorkspaceControl {
     const run: RunningTask = { taskId: task.id, process: proc }
     run.timer = setTimeout(() => void this.#timeout(ws.id, task.id), timeoutS * 1000)
     run.timer.unref()
-    run.disk = await this.#watchDisk(ws.id, task.id)
+    run.disk = disk
     this.#running.set(ws.id, run)
     void proc.exited.then(() => this.#withLock(ws.id, () => this.#afterAgent(ws.id, task.id)).catch((err: unknown) => {
       this.#o.logger?.error({ err, workspace_id: ws.id }, 'after-task handling failed')

@@ -3,96 +3,61 @@
 // so while a task runs the controller measures /data from outside, on a timer and once more when
 // the task ends, and fails the task when the tree is over the quota.
 //
-// The walk runs inside `corral serve`, next to the API and the proxy, so it is asynchronous and
-// keeps only a few lstat/readdir calls in flight: they run on libuv's small thread pool (4 threads
-// by default), which the proxy's DNS lookups and file reads share. It never follows a link and
-// counts what `du` counts: allocated blocks, directories included, a hard-linked file once.
-import { lstat, readdir } from 'node:fs/promises'
-import { join } from 'node:path'
+// The measurement is `du -sx -B1` (GNU coreutils) in a child process, off serve's event loop and
+// thread pool: du walks by file descriptor (no PATH_MAX limit however deep the tree), never
+// follows a symlink, stays on /data's filesystem and counts what we want counted: allocated
+// blocks, directories included, a hard-linked file once. A walk in serve itself (lstat by absolute
+// path) skipped paths deeper than PATH_MAX and could be led to / by a directory swapped for a
+// symlink between its lstat and readdir. Every measurement has a time limit; one that fails or
+// times out is unknown (the watch keeps the last known size), never zero.
+import { lstat } from 'node:fs/promises'
+import { execa } from 'execa'
 
 const MIB = 1024 * 1024
 /**
- * The pause after a walk is at least this many times the walk's duration, so one workspace's watch
- * keeps the machine busy at most a tenth of the time however large its tree (a walk costs about
- * 25 µs of CPU per entry: 20,000 entries ≈ 0.5 s; docs/runtime.md "Resource limits").
+ * The pause after a measurement is at least this many times its duration, so one workspace's watch
+ * keeps the machine busy at most a tenth of the time however large its tree (docs/runtime.md
+ * "Resource limits").
  */
 const PAUSE_PER_WALK = 9
+/** A measurement that takes longer is abandoned (du is killed) and counts as failed. */
+export const DEFAULT_MEASURE_TIMEOUT_MS = 30_000
 
 export interface DiskUsage {
   /** Allocated bytes of the tree (st_blocks × 512), like `du -s -B1`. */
   usedBytes: number
-  /** Entries visited, the root included. */
-  entries: number
 }
 
 export interface MeasureOptions {
-  /** lstat/readdir calls in flight at most. Default 4. */
-  concurrency?: number
-  /** Stops the walk early (the task ended meanwhile); the promise then rejects with the reason. */
+  /** Kills du after this long; the measurement then rejects. Default DEFAULT_MEASURE_TIMEOUT_MS. */
+  timeoutMs?: number
+  /** Stops the measurement early (the task ended meanwhile); the promise then rejects with the reason. */
   signal?: AbortSignal
+  /** The du binary; default `du` from PATH. */
+  du?: string
 }
 
+export class DiskMeasureError extends Error {}
+
 /**
- * The allocated size of the tree at `root`. Entries that vanish or cannot be read during the walk
- * are skipped (an agent deletes files while we look); a missing root measures 0.
+ * The allocated size of the tree at `root`; a missing root measures 0. Entries du cannot read
+ * (they vanish while the agent deletes them, or are unreadable) make du exit 1 with the total of
+ * the rest: that total is a lower bound and is used. No total at all (du missing, killed, timed
+ * out) rejects with a DiskMeasureError.
  */
 export async function measureDisk(root: string, options: MeasureOptions = {}): Promise<DiskUsage> {
-  const concurrency = Math.max(1, options.concurrency ?? 4)
-  const signal = options.signal
-  // Paths still to lstat; a directory's children are pushed once it has been read. Depth first
-  // (a stack) keeps the list as short as the widest directory plus the path to it.
-  const pending: string[] = [root]
-  const hardLinks = new Set<string>()
-  let usedBytes = 0
-  let entries = 0
-  let inFlight = 0
-  let waiting: Array<() => void> = []
-  const wakeAll = (): void => {
-    const w = waiting
-    waiting = []
-    for (const resolve of w) resolve()
-  }
-
-  const visit = async (path: string): Promise<void> => {
-    const st = await lstat(path).catch(() => null)
-    if (!st) return
-    entries++
-    if (st.nlink > 1 && !st.isDirectory()) {
-      const key = `${st.dev}:${st.ino}`
-      if (hardLinks.has(key)) return
-      hardLinks.add(key)
-    }
-    usedBytes += st.blocks * 512
-    if (!st.isDirectory()) return
-    const names = await readdir(path).catch(() => [] as string[])
-    for (const name of names) pending.push(join(path, name))
-  }
-
-  const worker = async (): Promise<void> => {
-    for (;;) {
-      signal?.throwIfAborted()
-      const path = pending.pop()
-      if (path === undefined) {
-        if (inFlight === 0) {
-          wakeAll()
-          return
-        }
-        // Others are still reading directories that may add work: wait for one of them.
-        await new Promise<void>((resolve) => waiting.push(resolve))
-        continue
-      }
-      inFlight++
-      try {
-        await visit(path)
-      } finally {
-        inFlight--
-        wakeAll()
-      }
-    }
-  }
-
-  await Promise.all(Array.from({ length: concurrency }, worker))
-  return { usedBytes, entries }
+  options.signal?.throwIfAborted()
+  const timeout = options.timeoutMs ?? DEFAULT_MEASURE_TIMEOUT_MS
+  const result = await execa(options.du ?? 'du', ['-sx', '-B1', '--', root], {
+    reject: false, timeout, ...(options.signal ? { cancelSignal: options.signal } : {}),
+    env: { LC_ALL: 'C' }, extendEnv: false, stdin: 'ignore', maxBuffer: 1024 * 1024,
+  })
+  options.signal?.throwIfAborted()
+  const total = /^(\d+)\t/.exec(result.stdout)
+  if (total && !result.timedOut && !result.isTerminated) return { usedBytes: Number(total[1]) }
+  if (await lstat(root).then(() => false, (err: NodeJS.ErrnoException) => err.code === 'ENOENT')) return { usedBytes: 0 }
+  const why = result.timedOut ? `timed out after ${timeout} ms` : result.code === 'ENOENT' ? 'du (coreutils) is not installed' : result.stderr.trim().split('\n')[0] || result.shortMessage
+  throw new DiskMeasureError(`measuring ${root} failed: ${why}`)
 }
 
 /**
@@ -115,8 +80,12 @@ export interface DiskWatchOptions {
   intervalMs: number
   /** Called once, with the measurement that found the tree over the quota; the watch then stops. */
   onOver: (usage: DiskUsage) => void
-  /** A measurement that failed (not a vanished file: those are skipped); the watch goes on. */
+  /** A measurement that failed or timed out (its size is unknown); the watch goes on. */
   onError?: (err: unknown) => void
+  /** Time limit of each measurement; default DEFAULT_MEASURE_TIMEOUT_MS. */
+  measureTimeoutMs?: number
+  /** The du binary; default `du` from PATH. */
+  du?: string
 }
 
 /** Quota bytes of `diskMb` MiB; 0 (no quota) stays 0. */
@@ -128,27 +97,40 @@ export function quotaBytes(diskMb: number): number {
  * Measures `dir` every `intervalMs` while a task runs. Measurements never overlap: the next one
  * is scheduled when the previous one is done, and no sooner than PAUSE_PER_WALK times its duration,
  * so a large tree slows the watch down instead of taking a core. `stop()` cancels the timer and
- * abandons a walk under way.
+ * kills a measurement under way.
  *
- * The first measurement is taken at once and sets the task's allowance: the quota, or the size
- * /data already had when that is more. A task that starts over the quota (its predecessor failed
- * for it) is so given the chance to delete files; it is stopped only if /data grows past both.
+ * The first measurement is taken at once (`ready` settles when it is done: the controller awaits
+ * it before handing the task over) and sets the task's allowance: the quota, or the size /data
+ * already had when that is more. A task that starts over the quota (its predecessor failed for
+ * it) is so given the chance to delete files; it is stopped only if /data grows past both.
  * Whether a task may *end* over the quota is `check()`'s answer, which uses the quota alone.
+ *
+ * A failed measurement is unknown, not zero: it is reported to `onError` and the last known size
+ * stands (for the allowance, a failed first measurement leaves it at the quota).
  */
 export class DiskWatch {
   readonly #o: DiskWatchOptions
   readonly #abort = new AbortController()
+  readonly ready: Promise<void>
+  #firstDone!: () => void
   #timer: NodeJS.Timeout | undefined
   #allowance: number | undefined
+  #last: DiskUsage | undefined
 
   constructor(options: DiskWatchOptions) {
     this.#o = options
+    this.ready = new Promise<void>((resolve) => (this.#firstDone = resolve))
     this.#schedule(0)
   }
 
   /** Bytes this task's /data may reach while it runs; undefined until the first measurement. */
   get allowanceBytes(): number | undefined {
     return this.#allowance
+  }
+
+  /** The last successful measurement, if any. */
+  get lastUsage(): DiskUsage | undefined {
+    return this.#last
   }
 
   get stopped(): boolean {
@@ -159,12 +141,28 @@ export class DiskWatch {
     if (this.#timer) clearTimeout(this.#timer)
     this.#timer = undefined
     this.#abort.abort()
+    this.#firstDone()
   }
 
-  /** One measurement now (the end-of-task check): the usage when over the quota, else null. */
+  /**
+   * One measurement now (the end-of-task check): the usage when over the quota, else null. When
+   * it fails, the last known size decides (reported to onError); with none known it rejects.
+   */
   async check(): Promise<DiskUsage | null> {
-    const usage = await measureDisk(this.#o.dir)
+    let usage: DiskUsage
+    try {
+      usage = await measureDisk(this.#o.dir, this.#measureOptions())
+    } catch (err) {
+      if (!this.#last) throw err
+      this.#o.onError?.(err)
+      usage = this.#last
+    }
+    this.#last = usage
     return usage.usedBytes > this.#o.quotaBytes ? usage : null
+  }
+
+  #measureOptions(signal?: AbortSignal): MeasureOptions {
+    return { ...(this.#o.measureTimeoutMs ? { timeoutMs: this.#o.measureTimeoutMs } : {}), ...(this.#o.du ? { du: this.#o.du } : {}), ...(signal ? { signal } : {}) }
   }
 
   #schedule(delayMs = this.#o.intervalMs): void {
@@ -179,15 +177,19 @@ export class DiskWatch {
     const next = (): void => this.#schedule(Math.max(this.#o.intervalMs, PAUSE_PER_WALK * (performance.now() - started)))
     let usage: DiskUsage
     try {
-      usage = await measureDisk(this.#o.dir, { signal: this.#abort.signal })
+      usage = await measureDisk(this.#o.dir, this.#measureOptions(this.#abort.signal))
     } catch (err) {
       if (this.stopped) return
       this.#o.onError?.(err)
+      this.#allowance ??= this.#o.quotaBytes
+      this.#firstDone()
       next()
       return
     }
     if (this.stopped) return
-    if (this.#allowance === undefined) this.#allowance = Math.max(this.#o.quotaBytes, usage.usedBytes)
+    this.#last = usage
+    this.#allowance ??= Math.max(this.#o.quotaBytes, usage.usedBytes)
+    this.#firstDone()
     if (usage.usedBytes > this.#allowance) {
       this.stop()
       this.#o.onOver(usage)
