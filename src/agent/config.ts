@@ -102,10 +102,13 @@ export class TokenDispatcher extends Dispatcher {
   #token: string | undefined
   /** Clients of earlier tokens, closed shortly after the switch (or with this dispatcher). */
   readonly #retired = new Set<Dispatcher>()
+  readonly #retireAfterMs: number
 
-  constructor(config: Pick<AgentConfig, 'proxyUrl' | 'proxyToken' | 'caFile'>) {
+  /** `retireAfterMs`: how long a replaced token's client lives on (default RETIRE_AFTER_MS; tests). */
+  constructor(config: Pick<AgentConfig, 'proxyUrl' | 'proxyToken' | 'caFile'>, retireAfterMs = RETIRE_AFTER_MS) {
     super()
     this.#config = config
+    this.#retireAfterMs = retireAfterMs
     this.#token = config.proxyToken
     this.#inner = proxyClient(config)
   }
@@ -122,7 +125,7 @@ export class TokenDispatcher extends Dispatcher {
     const old = this.#inner
     this.#inner = proxyClient({ ...this.#config, proxyToken: token })
     this.#retired.add(old)
-    setTimeout(() => void this.#retire(old), RETIRE_AFTER_MS).unref()
+    setTimeout(() => void this.#retire(old), this.#retireAfterMs).unref()
   }
 
   #retire(client: Dispatcher): Promise<void> {

@@ -44,14 +44,15 @@ const openConnections = () => new Promise<number>((resolve, reject) => server.ge
 describe('agent connections through the proxy', () => {
   it('sequential events share one tunnel; a token switch opens one tunnel with the new token', async () => {
     const proxy = await startStandInProxy()
-    const dispatcher = createDispatcher({ proxyUrl: `http://127.0.0.1:${proxy.port}`, proxyToken: 'tok_workspace', caFile })
+    // The replaced token's client outlives the whole test unless closed: its count holds however slow the machine.
+    const dispatcher = new TokenDispatcher({ proxyUrl: `http://127.0.0.1:${proxy.port}`, proxyToken: 'tok_workspace', caFile }, 600_000)
     const log: string[] = []
     const sink = new HttpEventSink(origin, dispatcher, (l) => log.push(l))
     const connects = () => proxy.seen.filter((s) => s.method === 'CONNECT')
     try {
       for (let i = 0; i < 4; i++) await sink.emit('t1', { type: 'progress_status', note: `n${i}` })
       expect(connects().map((c) => c.proxyAuthorization)).toEqual(['Bearer tok_workspace'])
-      ;(dispatcher as TokenDispatcher).useToken('tok_task')
+      dispatcher.useToken('tok_task')
       await sink.emit('t2', { type: 'session_start' })
       await sink.emit('t2', { type: 'task_start' })
       expect(connects().map((c) => c.proxyAuthorization)).toEqual(['Bearer tok_workspace', 'Bearer tok_task'])
@@ -59,6 +60,26 @@ describe('agent connections through the proxy', () => {
       expect(log).toEqual([])
       // The old token's tunnel is kept briefly after the switch, and closed with the dispatcher.
       expect(await openConnections()).toBe(2)
+    } finally {
+      await dispatcher.close()
+      await proxy.close()
+    }
+    await expect.poll(openConnections).toBe(0)
+  })
+
+  it('closes the replaced token\'s tunnel after the retire delay, keeping the new one', async () => {
+    const proxy = await startStandInProxy()
+    const dispatcher = new TokenDispatcher({ proxyUrl: `http://127.0.0.1:${proxy.port}`, proxyToken: 'tok_a', caFile }, 50)
+    const sink = new HttpEventSink(origin, dispatcher, (l) => { throw new Error(l) })
+    try {
+      await sink.emit('t4', { type: 'progress_status', note: 'a' })
+      const before = await openConnections()
+      dispatcher.useToken('tok_b')
+      await sink.emit('t4', { type: 'progress_status', note: 'b' })
+      // The old tunnel goes once its delay has passed (whenever that is); the new one stays open.
+      await expect.poll(openConnections, { timeout: 10_000 }).toBe(before)
+      await sink.emit('t4', { type: 'progress_status', note: 'c' })
+      expect(proxy.seen.filter((s) => s.method === 'CONNECT').map((c) => c.proxyAuthorization)).toEqual(['Bearer tok_a', 'Bearer tok_b'])
     } finally {
       await dispatcher.close()
       await proxy.close()

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs'
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -49,9 +50,10 @@ describe('shell commands report their file changes', () => {
   })
 
   it('a background job\'s change is reported with the next command', async () => {
-    const started = await tools.run('run_command', { command: '(sleep 0.3; echo late > late.txt) >/dev/null 2>&1 &' })
+    // Written atomically (rename) once the command has returned, so it is seen whole or not at all.
+    const started = await tools.run('run_command', { command: '(sleep 0.3; echo late > .late.tmp && mv .late.tmp late.txt) >/dev/null 2>&1 &' })
     expect(started.fileChanges).toBeUndefined()
-    await new Promise((r) => setTimeout(r, 600))
+    await expect.poll(() => existsSync(join(root, 'late.txt')), { timeout: 10_000 }).toBe(true)
     expect(brief((await tools.run('run_command', { command: 'true' })).fileChanges)).toEqual(['created late.txt 5'])
   })
 
