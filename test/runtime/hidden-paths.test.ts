@@ -7,7 +7,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { sqliteFiles } from '../../src/runtime/controller/service.js'
+import { runtimeOptions, sqliteFiles } from '../../src/runtime/controller/service.js'
+import { limitsFromEnv } from '../../src/runtime/limits.js'
 import { LocalRuntime } from '../../src/runtime/local-runtime.js'
 import { bwrapAvailable } from './helpers.js'
 
@@ -20,6 +21,16 @@ describe('sqliteFiles', () => {
     expect(sqliteFiles('postgres://u@h/db')).toEqual([])
     expect(sqliteFiles('sqlite::memory:')).toEqual([])
     expect(sqliteFiles(undefined)).toEqual([])
+  })
+})
+
+describe('runtimeOptions (serve → runtime)', () => {
+  it('hides serve\'s data dir and its SQLite store, and hands over the limits serve read', () => {
+    const limits = limitsFromEnv({ CORRAL_WORKSPACE_MEMORY_MB: '512', CORRAL_WORKSPACE_DISK_MB: '7' })
+    const o = runtimeOptions({ dataDir: '/srv/corral', dbUrl: 'sqlite:/opt/app/store.db' }, limits, new URL('http://[::1]:4100'), () => {})
+    expect(o).toMatchObject({ root: '/srv/corral/runtime', proxy: { host: '::1', port: 4100 }, limits: { memoryMb: 512, diskMb: 7 } })
+    expect(o.hidden).toEqual(['/srv/corral', ...sqliteFiles('sqlite:/opt/app/store.db')])
+    expect(runtimeOptions({ dataDir: '/srv/corral' }, limits, new URL('http://127.0.0.1:1'), () => {}).hidden).toEqual(['/srv/corral'])
   })
 })
 

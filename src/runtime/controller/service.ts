@@ -5,14 +5,15 @@
 // does not stop serve: the reason is logged once in plain words and task creation answers
 // service_unavailable with it, so the rest of the control plane stays usable.
 import { join, resolve } from 'node:path'
+import { execa } from 'execa'
 import { PackContent } from '../../packs/content.js'
 import { caCertPath } from '../../proxy/ca.js'
 import { registerControlEndpoint } from '../../proxy/control-endpoint.js'
 import { CapabilityTokens, loadTokenKey } from '../../proxy/token.js'
-import type { ServiceFactory } from '../../server/serve.js'
+import type { ServeOptions, ServiceFactory } from '../../server/serve.js'
 import type { ServerDeps } from '../../server/types.js'
-import { createRuntime, defaultAgentCommand, RUNTIME_KINDS, type RuntimeKind } from '../index.js'
-import { limitsFromEnv } from '../limits.js'
+import { createRuntime, defaultAgentCommand, RUNTIME_KINDS, type LocalRuntimeOptions, type RuntimeKind } from '../index.js'
+import { limitsFromEnv, type WorkspaceLimits } from '../limits.js'
 import { AgentEvents } from './agent-events.js'
 import { WorkspaceController } from './controller.js'
 import type { PackSource } from './workspace-packs.js'
@@ -33,16 +34,8 @@ export const workspaceService: ServiceFactory = async ({ deps, options, services
   const proxyAddress = services.find((s) => s.name === 'proxy')?.address?.()
   if (!proxyAddress) throw new Error('the workspace controller needs the proxy service, which did not start')
   const proxyUrl = new URL(proxyAddress)
-  const runtime = createRuntime(kind, {
-    root: join(options.dataDir, 'runtime'),
-    proxy: { host: proxyUrl.hostname.replace(/^\[|\]$/g, ''), port: Number(proxyUrl.port) },
-    caCertPath: caCertPath(options.dataDir),
-    warn: (line) => deps.logger.warn(line),
-    // One reading of the limits for the sandbox and the controller's disk watch alike.
-    limits: limitsFromEnv(env),
-    // The data dir holds the store, admin.key, the CA key, the webhook secret, packs and uploads.
-    hidden: [options.dataDir, ...sqliteFiles(options.dbUrl)],
-  })
+  const limits = limitsFromEnv(env)
+  const runtime = createRuntime(kind, runtimeOptions(options, limits, proxyUrl, (line) => deps.logger.warn(line)))
   const controller = new WorkspaceController({
     store: deps.store,
     audit: deps.audit,
@@ -53,7 +46,7 @@ export const workspaceService: ServiceFactory = async ({ deps, options, services
     stagingRoot: join(options.dataDir, 'uploads'),
     logger: deps.logger,
     // Checked on the host for every agent, whatever the driver (docs/runtime.md "Resource limits").
-    diskQuotaMb: limitsFromEnv(env).diskMb,
+    diskQuotaMb: limits.diskMb,
     ...(env.CORRAL_AGENT_MAX_ITERATIONS ? { agentEnv: { CORRAL_MAX_ITERATIONS: env.CORRAL_AGENT_MAX_ITERATIONS } } : {}),
   })
   wire(deps, controller)
@@ -68,6 +61,9 @@ export const workspaceService: ServiceFactory = async ({ deps, options, services
         deps.logger.warn(deps.workspacesUnavailable)
       }
       for (const w of check.warnings) deps.logger.warn(w)
+      if (limits.diskMb > 0 && !(await duAvailable())) {
+        deps.logger.warn('du (GNU coreutils) is not installed: the workspace disk quota cannot be measured on the host, so it is not enforced there')
+      }
       unregister = registerControlEndpoint(deps.audit, new AgentEvents(controller, deps.audit))
       await controller.start()
     },
@@ -88,6 +84,26 @@ function wire(deps: ServerDeps, controller: WorkspaceController): void {
       return ws ? { id: ws.id, created_by: ws.created_by } : undefined
     },
   }
+}
+
+/** The runtime's options from serve's: its root, the proxy, the CA, the limits, and what no sandbox may see. */
+export function runtimeOptions(options: Pick<ServeOptions, 'dataDir' | 'dbUrl'>, limits: WorkspaceLimits, proxyUrl: URL,
+  warn: (line: string) => void): LocalRuntimeOptions {
+  return {
+    root: join(options.dataDir, 'runtime'),
+    proxy: { host: proxyUrl.hostname.replace(/^\[|\]$/g, ''), port: Number(proxyUrl.port) },
+    caCertPath: caCertPath(options.dataDir),
+    warn,
+    // One reading of the limits for the sandbox and the controller's disk watch alike.
+    limits,
+    // The data dir holds the store, admin.key, the CA key, the webhook secret, packs and uploads.
+    hidden: [options.dataDir, ...sqliteFiles(options.dbUrl)],
+  }
+}
+
+/** Whether `du` runs here (the disk watch measures with it). */
+async function duAvailable(): Promise<boolean> {
+  return execa('du', ['--version'], { reject: false, timeout: 5000 }).then((r) => r.exitCode === 0)
 }
 
 /** A SQLite store's file and its journal siblings, when the store is SQLite (the capability-token key is in it). */
