@@ -31,7 +31,7 @@ export const ERROR_CATALOGUE = {
   not_archived: { status: 409, summary: 'Unarchive of something that is not archived.' },
   provider_in_use: { status: 409, summary: 'Provider delete while agent roles (archived ones included) still reference it.' },
   role_in_use: { status: 409, summary: 'Agent role delete while workspaces (any state) still reference it; archive it instead.' },
-  pack_in_use: { status: 409, summary: 'Pack delete (or a flip to org visibility) while non-archived agent roles still attach it.' },
+  pack_in_use: { status: 409, summary: 'Pack delete, a flip to org visibility, or an update that adds an agent, while agent roles still attach it.' },
   pack_not_reuploadable: { status: 409, summary: 'Re-upload of a pack whose origin is not upload (registry or clone).' },
   workspace_already_stopped: { status: 409, summary: 'Stop of a workspace that is already stopped.' },
   // 413 / 415
