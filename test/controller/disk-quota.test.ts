@@ -272,6 +272,32 @@ describe(DiskWatch.name, () => {
     }
   })
 
+  it('with a known baseline, is ready at once without measuring, and the allowance comes from the baseline', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'corral-du-'))
+    try {
+      // A du that records each run: none may happen before the first interval.
+      const du = join(root, 'du-count')
+      writeFileSync(du, `#!/bin/sh\necho run >> "${root}/runs"\nprintf '%s\\t%s\\n' ${3 * MIB} "$3"\n`, { mode: 0o755 })
+      const over: DiskUsage[] = []
+      const idle = new DiskWatch({ dir: root, quotaBytes: MIB, intervalMs: 600_000, du, baselineBytes: 0, onOver: (u) => over.push(u) })
+      await idle.ready
+      expect(idle.allowanceBytes).toBe(MIB)
+      expect(existsSync(join(root, 'runs'))).toBe(false)
+      idle.stop()
+      const cleaning = new DiskWatch({ dir: root, quotaBytes: MIB, intervalMs: 600_000, du, baselineBytes: 2 * MIB, onOver: () => {} })
+      await cleaning.ready
+      expect(cleaning.allowanceBytes).toBe(2 * MIB)
+      cleaning.stop()
+      // The first measurement comes one interval later and is held to the baseline's allowance.
+      const watched = new DiskWatch({ dir: root, quotaBytes: MIB, intervalMs: 20, du, baselineBytes: 0, onOver: (u) => over.push(u) })
+      const [usage] = await waitFor(async () => over.length > 0 && over, 'the watch to report')
+      expect(usage!.usedBytes).toBe(3 * MIB)
+      expect(watched.stopped).toBe(true)
+    } finally {
+      rmSync(root, { recursive: true, force: true })
+    }
+  })
+
   it('allows a task that starts over the quota to run, and stops it once /data grows past its size at the start', async () => {
     const root = mkdtempSync(join(tmpdir(), 'corral-du-'))
     try {

@@ -144,6 +144,8 @@ export class WorkspaceController implements WorkspaceControl {
   readonly #poolPressure = new Map<string, number[]>()
   /** Host path of each provisioned workspace's /data (from the runtime's handles), for the disk watch. */
   readonly #dataDirs = new Map<string, string>()
+  /** /data's size at the last measurement of a task's end, per workspace (the next task's disk baseline). */
+  readonly #diskSeen = new Map<string, number>()
   #interval: NodeJS.Timeout | undefined
   #closed = false
   #fill: Promise<void> | undefined
@@ -738,7 +740,7 @@ export class WorkspaceController implements WorkspaceControl {
     const timeoutS = this.#taskTimeoutS(role)
     // The disk allowance's baseline is /data before the agent has its task (a warm agent would
     // otherwise already be writing while the first measurement runs).
-    const disk = await this.#watchDisk(ws.id, task.id)
+    const disk = await this.#watchDisk(ws, task.id)
     await disk?.ready
     let proc: AgentProcess
     try {
@@ -778,9 +780,14 @@ export class WorkspaceController implements WorkspaceControl {
   }
 
   /** The disk quota's watch over a task's /data, or none without a quota (docs/runtime.md "Resource limits"). */
-  async #watchDisk(workspaceId: string, taskId: string): Promise<DiskWatch | undefined> {
+  async #watchDisk(ws: WorkspaceRecord, taskId: string): Promise<DiskWatch | undefined> {
+    const workspaceId = ws.id
     const quota = quotaBytes(this.#o.diskQuotaMb ?? 0)
     if (quota === 0) return undefined
+    // The baseline is known without a measurement when this process measured the previous task's
+    // end, or when the workspace never ran a task and is no fork (its /data started empty; what a
+    // warm agent wrote before its task counts against the quota). Else it is measured first.
+    const baseline = this.#diskSeen.get(workspaceId) ?? (ws.task_count === 0 && ws.fork_point_task_count === undefined ? 0 : undefined)
     let dir = this.#dataDirs.get(workspaceId)
     if (!dir) {
       // Known from the provision or warm-up that came before; asked again only if not.
@@ -796,6 +803,7 @@ export class WorkspaceController implements WorkspaceControl {
       dir, quotaBytes: quota, intervalMs: this.#o.diskCheckIntervalMs ?? DEFAULT_DISK_CHECK_INTERVAL_MS,
       onOver: (usage) => void this.#diskOver(workspaceId, taskId, usage, quota),
       onError: (err) => this.#o.logger?.warn({ err, workspace_id: workspaceId }, 'disk quota check failed'),
+      ...(baseline !== undefined ? { baselineBytes: baseline } : {}),
     })
   }
 
@@ -827,6 +835,7 @@ export class WorkspaceController implements WorkspaceControl {
       this.#o.logger?.warn({ err, workspace_id: ws.id }, 'disk quota check failed')
       return null
     })
+    if (disk.lastUsage) this.#diskSeen.set(ws.id, disk.lastUsage.usedBytes)
     if (!over) return false
     const quota = quotaBytes(this.#o.diskQuotaMb ?? 0)
     const text = diskOverText(over.usedBytes, quota)
@@ -854,6 +863,7 @@ export class WorkspaceController implements WorkspaceControl {
     // Once more before the snapshot: an agent that wrote past the quota between two checks and
     // exited without task_end fails for the quota, not just for exiting.
     if ((await this.#t.tasks.byId(taskId))?.status === 'running') await this.#diskCheckAtEnd(ws, taskId, run.disk)
+    if (run.disk?.lastUsage) this.#diskSeen.set(workspaceId, run.disk.lastUsage.usedBytes)
     await this.#finishTask(ws, taskId, 'failed', 'agent_exited')
     const count = ws.task_count + 1
     try {
@@ -873,6 +883,7 @@ export class WorkspaceController implements WorkspaceControl {
     this.#dropWarm(ws.id)
     this.#launchPacks.delete(ws.id)
     this.#dataDirs.delete(ws.id)
+    this.#diskSeen.delete(ws.id)
     const run = this.#running.get(ws.id)
     let count = ws.task_count
     if (ws.state === 'provisioning') {

@@ -35,6 +35,13 @@ export interface MeasureOptions {
   signal?: AbortSignal
   /** The du binary; default `du` from PATH. */
   du?: string
+  /**
+   * What /data is known to hold before the task (the previous task's last measurement, or 0 for a
+   * workspace that never ran one): the allowance is set from it at once, `ready` settles at once
+   * and the first measurement waits one interval, so a task's hand-over (a warm claim's above all)
+   * never waits for a `du` run. Without it, the first measurement is taken at once and awaited.
+   */
+  baselineBytes?: number
 }
 
 export class DiskMeasureError extends Error {}
@@ -86,6 +93,13 @@ export interface DiskWatchOptions {
   measureTimeoutMs?: number
   /** The du binary; default `du` from PATH. */
   du?: string
+  /**
+   * What /data is known to hold before the task (the previous task's last measurement, or 0 for a
+   * workspace that never ran one): the allowance is set from it at once, `ready` settles at once
+   * and the first measurement waits one interval, so a task's hand-over (a warm claim's above all)
+   * never waits for a `du` run. Without it, the first measurement is taken at once and awaited.
+   */
+  baselineBytes?: number
 }
 
 /** Quota bytes of `diskMb` MiB; 0 (no quota) stays 0. */
@@ -120,7 +134,13 @@ export class DiskWatch {
   constructor(options: DiskWatchOptions) {
     this.#o = options
     this.ready = new Promise<void>((resolve) => (this.#firstDone = resolve))
-    this.#schedule(0)
+    if (options.baselineBytes === undefined) {
+      this.#schedule(0)
+      return
+    }
+    this.#allowance = Math.max(options.quotaBytes, options.baselineBytes)
+    this.#firstDone()
+    this.#schedule()
   }
 
   /** Bytes this task's /data may reach while it runs; undefined until the first measurement. */
