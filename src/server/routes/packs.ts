@@ -111,34 +111,8 @@ export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promis
       const p = request.principal!
       const content = contentStore(deps)
       const { ingested, imageRef } = await pullPackImage(registrySettings(deps), content, request.body.image_ref, pullAccess(deps, p.org.id)).catch(pullFailure)
-      const m = ingested.manifest
-      try {
-        const pack = await store
-          .transaction(async (tx) => {
-            if (await tx.packs.getByName(p.org.id, m.name)) throw nameTaken(m.name)
-            return tx.packs.create(p.org.id, {
-              ...manifestFields(ingested),
-              name: m.name,
-              tier: 'community',
-              visibility: request.body.visibility ?? 'org',
-              image_origin: 'image_ref',
-              image_ref: imageRef,
-              created_by: p.userId,
-            })
-          })
-          .catch(duplicateName(m.name, 'pack'))
-        await emitPackEvent(deps, request, 'content_pack_created', pack, {
-          display_name: pack.display_name, visibility: pack.visibility, tier: pack.tier, image_origin: pack.image_origin,
-        })
-        reply.code(201)
-        return packView(pack, p.org.id)
-      } catch (err) {
-        ingested.release()
-        await collect(deps, content, ingested.digest)
-        throw err
-      } finally {
-        ingested.release()
-      }
+      reply.code(201)
+      return createPack(deps, request, content, ingested, { visibility: request.body.visibility, image_origin: 'image_ref', image_ref: imageRef })
     },
   )
 
@@ -146,40 +120,10 @@ export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promis
     '/packs/upload',
     { config: { permission: CAPS_WRITE }, schema: { response: { 201: packSchema } } },
     async (request, reply) => {
-      const p = request.principal!
       const content = await beforeUpload(request, reply, deps.packContent, async (c) => c)
       const { ingested, visibility } = await readUpload(deps, request, content, { visibility: true })
-      const m = ingested.manifest
-      try {
-        // Checked before the push too, so a taken name does not leave an image behind for nothing.
-        if (await store.packs.getByName(p.org.id, m.name)) throw nameTaken(m.name)
-        const imageRef = await pushImage(deps, content, p.org.id, m.name, m.version, ingested.digest)
-        const pack = await store
-          .transaction(async (tx) => {
-            if (await tx.packs.getByName(p.org.id, m.name)) throw nameTaken(m.name)
-            return tx.packs.create(p.org.id, {
-              ...manifestFields(ingested),
-              name: m.name,
-              tier: 'community',
-              visibility: visibility ?? 'org',
-              image_origin: 'upload',
-              ...(imageRef ? { image_ref: imageRef } : {}),
-              created_by: p.userId,
-            })
-          })
-          .catch(duplicateName(m.name, 'pack'))
-        await emitPackEvent(deps, request, 'content_pack_created', pack, {
-          display_name: pack.display_name, visibility: pack.visibility, tier: pack.tier, image_origin: pack.image_origin,
-        })
-        reply.code(201)
-        return packView(pack, p.org.id)
-      } catch (err) {
-        ingested.release()
-        await collect(deps, content, ingested.digest)
-        throw err
-      } finally {
-        ingested.release()
-      }
+      reply.code(201)
+      return createPack(deps, request, content, ingested, { visibility, image_origin: 'upload' })
     },
   )
 
@@ -488,6 +432,55 @@ function manifestFields(ingested: IngestedPack) {
  * is dropped after the answer: closing the connection instead would reset it under a client
  * still sending, which can lose the answer (as for task uploads, routes/task-input.ts).
  */
+/**
+ * Records a new pack from ingested content (upload or image pull). An upload's image is pushed
+ * first when a push registry is configured (its name checked before, so a taken name leaves no
+ * image behind for nothing); the name is checked again in the transaction that creates the row,
+ * `content_pack_created` is emitted, and on any failure the ingested tree is released and
+ * collected so nothing is left behind.
+ */
+async function createPack(
+  deps: ServerDeps,
+  request: FastifyRequest,
+  content: PackContent,
+  ingested: IngestedPack,
+  origin: { visibility: PackVisibility | undefined; image_origin: 'upload' | 'image_ref'; image_ref?: string },
+): Promise<Record<string, unknown>> {
+  const p = request.principal!
+  const m = ingested.manifest
+  try {
+    let imageRef = origin.image_ref
+    if (origin.image_origin === 'upload') {
+      if (await deps.store.packs.getByName(p.org.id, m.name)) throw nameTaken(m.name)
+      imageRef = await pushImage(deps, content, p.org.id, m.name, m.version, ingested.digest)
+    }
+    const pack = await deps.store
+      .transaction(async (tx) => {
+        if (await tx.packs.getByName(p.org.id, m.name)) throw nameTaken(m.name)
+        return tx.packs.create(p.org.id, {
+          ...manifestFields(ingested),
+          name: m.name,
+          tier: 'community',
+          visibility: origin.visibility ?? 'org',
+          image_origin: origin.image_origin,
+          ...(imageRef ? { image_ref: imageRef } : {}),
+          created_by: p.userId,
+        })
+      })
+      .catch(duplicateName(m.name, 'pack'))
+    await emitPackEvent(deps, request, 'content_pack_created', pack, {
+      display_name: pack.display_name, visibility: pack.visibility, tier: pack.tier, image_origin: pack.image_origin,
+    })
+    return packView(pack, p.org.id)
+  } catch (err) {
+    ingested.release()
+    await collect(deps, content, ingested.digest)
+    throw err
+  } finally {
+    ingested.release()
+  }
+}
+
 async function readUpload(deps: ServerDeps, request: FastifyRequest, content: PackContent, opts: { visibility: boolean }): Promise<{ ingested: IngestedPack; visibility?: PackVisibility }> {
   if (!request.isMultipart()) throw apiError('unsupported_media_type', 'send multipart/form-data with the pack as an `archive` file part')
   const tooLarge = () => apiError('payload_too_large', `the pack archive is larger than ${content.limits.maxCompressedBytes} bytes (CORRAL_PACK_MAX_BYTES)`)
