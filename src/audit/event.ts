@@ -47,11 +47,18 @@ export type PolicyType = (typeof POLICY_TYPES)[number]
 export const DECISIONS = ['allow', 'deny'] as const
 export type Decision = (typeof DECISIONS)[number]
 
-/** The sixteen deny reasons (closed enum of `reason`). */
+/**
+ * The deny reasons (closed enum of `reason`): the spec's sixteen, then corral's extensions for
+ * classes of denial the spec has no word for (docs/proxy.md "Deny reasons beyond the spec"):
+ * a destination address the policy never named (loopback, private, serve's own listeners), a path
+ * that has no single canonical form, a decision that could not be made durable, and a per-workspace
+ * resource limit of the proxy.
+ */
 export const DENY_REASONS = [
   'no_scheme', 'no_token', 'invalid_token', 'workspace_not_activated', 'workspace_gone', 'no_policy',
   'policy_error', 'policy_empty', 'policy_type_error', 'no_match', 'invalid_json', 'format_mismatch',
   'schema_violation', 'budget_exhausted', 'concurrency_exhausted', 'internal_error',
+  'destination_private', 'path_ambiguous', 'audit_unavailable', 'limit_exceeded',
 ] as const
 export type DenyReason = (typeof DENY_REASONS)[number]
 
@@ -70,6 +77,13 @@ export type FlooredReason = (typeof FLOORED_REASONS)[number]
 
 /** `user_id` of API-key requests and identity-provider-webhook-driven events. */
 export const SYSTEM_USER = 'system'
+
+/**
+ * `org_id` of rows no org can be named for (a proxy request with no token, a token that failed
+ * verification, bytes that were not HTTP). No org id has this shape (ids are `org_…`), so no org's
+ * audit API ever returns these rows; operators read them with `corral admin audit` (docs/proxy.md).
+ */
+export const PLATFORM_ORG = '_platform'
 
 /** One stored audit row, exactly the spec's columns. Optional columns are absent when not populated. */
 export interface AuditEvent {

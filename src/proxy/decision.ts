@@ -108,4 +108,8 @@ export const DENY_MESSAGES: Readonly<Record<DenyReason, string>> = Object.freeze
   budget_exhausted: 'A budget counter reached its ceiling.',
   concurrency_exhausted: 'A budget counter reached its max_concurrent in-flight limit.',
   internal_error: 'The proxy failed internally while handling this request.',
+  destination_private: 'The destination resolves to a loopback, private, link-local or control-plane address that no rule names.',
+  path_ambiguous: 'The request path has no single canonical form (encoded slash, backslash, dot segments above the root, or bad percent-encoding).',
+  audit_unavailable: 'The audit log cannot record this request right now; nothing was forwarded. Retry later.',
+  limit_exceeded: "A resource limit of the proxy for this workspace was reached (connections, in-flight requests, header or body size).",
 })
