@@ -35,12 +35,22 @@ export interface RunningServe {
   stop(opts?: { keepDataDir?: boolean }): Promise<number | null>
 }
 
+/**
+ * process.env without the developer's own corral settings: an exported CORRAL_PROXY_PORT=7071
+ * (or CORRAL_DB_URL, CORRAL_RUNTIME, …) would make every test serve bind that fixed port or use
+ * that store. Only CORRAL_TEST_* (the suite's own switches) passes through; a test sets what it
+ * needs in `env`.
+ */
+export function hermeticEnv(): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('CORRAL_') || k.startsWith('CORRAL_TEST_')))
+}
+
 export async function startServe(opts: ServeOptions = {}): Promise<RunningServe> {
   const ownDir = !opts.dataDir
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'corral-serve-'))
   const args = [CORRAL_BIN, 'serve', '--port', '0', '--data-dir', dataDir, ...(opts.db ? ['--db', opts.db] : []), ...(opts.args ?? [])]
   const child = spawn(process.execPath, args, {
-    env: { ...process.env, CORRAL_LOG_LEVEL: 'warn', NO_COLOR: '1', ...opts.env },
+    env: { ...hermeticEnv(), CORRAL_LOG_LEVEL: 'warn', NO_COLOR: '1', ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let out = ''
@@ -89,7 +99,7 @@ export async function startServe(opts: ServeOptions = {}): Promise<RunningServe>
 /** Runs the built `corral` binary to completion (admin commands, CLI). */
 export function runCorral(args: string[], opts: { env?: Record<string, string>; input?: string } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolveRun) => {
-    const child = spawn(process.execPath, [CORRAL_BIN, ...args], { env: { ...process.env, NO_COLOR: '1', ...opts.env }, stdio: ['pipe', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [CORRAL_BIN, ...args], { env: { ...hermeticEnv(), NO_COLOR: '1', ...opts.env }, stdio: ['pipe', 'pipe', 'pipe'] })
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (c) => (stdout += String(c)))
