@@ -25,7 +25,10 @@ export default class Proxy extends CorralCommand<void> {
     const store = await openStoreFromFlags(flags)
     const audit = createAuditWriter(store, { logger })
     const upstreamCaPem = await readCaFiles(flags['upstream-ca']?.join(','))
-    const proxy = new ProxyService({ store, audit, dataDir: resolve(flags['data-dir']), port: flags.port, host: flags.host, ...(upstreamCaPem ? { upstreamCaPem } : {}) })
+    const proxy = new ProxyService({
+      store, audit, dataDir: resolve(flags['data-dir']), port: flags.port, host: flags.host, env: process.env, logger,
+      ...(upstreamCaPem ? { upstreamCaPem } : {}),
+    })
     const port = await proxy.start()
     const unlisten = await store.listen(WORKSPACE_STOPPED_CHANNEL, (id) => void proxy.workspaces.deactivate(id))
     process.stdout.write(`corral proxy ready: http://${flags.host}:${port}\n`)

@@ -2,8 +2,9 @@
 // phase fills it, the runner records which phase is current, and the terminal phase turns it into
 // exactly one `policy_decision` audit row. Field names are the spec's audit columns, defined once
 // in src/audit/event.ts.
-import type { DenyReason, FlooredReason, Phase, TransformFailure } from '../audit/event.js'
+import { PLATFORM_ORG, SYSTEM_USER, type DenyReason, type FlooredReason, type Phase, type TransformFailure } from '../audit/event.js'
 import type { AllowRuleEval, RuleMatch } from '../policy/types.js'
+import type { TokenCheck } from './token.js'
 
 /** A policy outcome: the request is refused with a reason from the spec's closed list. */
 export class PolicyDenial {
@@ -30,7 +31,11 @@ export function deny(reason: DenyReason, detail: Record<string, unknown> = {}, s
 /** What a phase returns: continue (undefined) or a denial. */
 export type PhaseOutcome = PolicyDenial | undefined
 
-/** Who the request is attributed to, once the token and workspace are known. */
+/**
+ * Who the request is attributed to, once the token and workspace are known. Until a token has
+ * verified (signature and expiry), nobody is: the row belongs to the platform scope
+ * (`PLATFORM_ORG`, user `system`) and never to an org (docs/proxy.md, "Unattributed decisions").
+ */
 export interface Attribution {
   org_id: string
   user_id: string
@@ -43,7 +48,7 @@ export interface Attribution {
 export class DecisionContext {
   readonly startedAt = performance.now()
   phase: Phase = 'request_headers'
-  attribution: Attribution = { org_id: '', user_id: 'system' }
+  attribution: Attribution = { org_id: PLATFORM_ORG, user_id: SYSTEM_USER }
   destination: string
   method: string
   path: string
@@ -73,6 +78,24 @@ export class DecisionContext {
   latencyMs(): number {
     return Math.max(0, Math.round(performance.now() - this.startedAt))
   }
+}
+
+/**
+ * Attributes a request from its token check: a verified token names its org and workspace; a
+ * missing, forged or expired one leaves the row in the platform scope. Returns the denial for a
+ * failed check (an expired but correctly signed token names its workspace in the detail, so an
+ * operator reading the platform scope can tell whose token it was).
+ */
+export function attributeToken(ctx: DecisionContext, check: TokenCheck): PolicyDenial | undefined {
+  if (check.ok) {
+    const c = check.claims
+    ctx.attribution = { ...ctx.attribution, org_id: c.org_id, workspace_id: c.workspace_id, ...(c.task_id ? { task_id: c.task_id } : {}) }
+    return undefined
+  }
+  ctx.attribution = { org_id: PLATFORM_ORG, user_id: SYSTEM_USER }
+  return check.expired
+    ? deny(check.reason, { expired: true, token_org_id: check.expired.org_id, token_workspace_id: check.expired.workspace_id })
+    : deny(check.reason)
 }
 
 /** The JSON body of a local deny reply: enough for an agent to act, nothing secret. */

@@ -6,16 +6,22 @@
 // Fail closed: the token is verified once per tunnel at CONNECT and attached to that TLS socket;
 // a request on the inner server without that context did not come through the front and is
 // denied (`no_scheme`), never evaluated loosely (smokescreen's CONNECT-MITM rule).
+//
+// Nothing a socket sends can take the process down: every handler runs behind #guard, which
+// closes that one connection on a fault (docs/reliability.md). Limits and timeouts: limits.ts.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { isIP, type AddressInfo, type Socket } from 'node:net'
 import { TLSSocket } from 'node:tls'
 import { LeafMinter, normalizeHost } from './ca.js'
-import { DecisionContext, deny, denyBody } from './decision.js'
+import { DecisionContext, attributeToken, deny, denyBody, type PolicyDenial } from './decision.js'
 import { terminal } from './phases/terminal.js'
-import type { Entry, ProxyCore, TunnelContext } from './request-state.js'
+import type { Entry, ProxyCore, ProxyCounters, TunnelContext } from './request-state.js'
 import { runRequest } from './runner.js'
+import { TransportRows, classifyClientError, endRaw } from './transport.js'
 
 const HOSTNAME = /^(?=.{1,253}$)[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*$/
+/** Methods the proxy never forwards: TRACE/TRACK echo the request (injected credentials included). */
+const REFUSED_METHODS = new Set(['TRACE', 'TRACK'])
 
 export class ProxyFront {
   readonly #core: ProxyCore
@@ -23,30 +29,54 @@ export class ProxyFront {
   readonly #outer: Server
   readonly #inner: Server
   readonly #tunnels = new WeakMap<Socket, TunnelContext>()
+  /** Raw client sockets (plain connections and the sockets under tunnels). */
   readonly #sockets = new Set<Socket>()
-  /** Cheap counters for benchmarks and operators (no per-request logging). */
-  readonly stats = { tunnels: 0, requests: 0 }
+  /** TLS sockets of open tunnels. */
+  readonly #tunnelSockets = new Set<TLSSocket>()
+  /** Requests being handled per socket (plain or TLS), for the shutdown drain. */
+  readonly #busy = new Map<Socket, number>()
+  readonly #tunnelsByWorkspace = new Map<string, number>()
+  /** Handler promises still running (their rows not yet handed to the sink). */
+  readonly #pending = new Set<Promise<unknown>>()
+  readonly #transport: TransportRows
+  #closing = false
 
   constructor(core: ProxyCore, minter: LeafMinter) {
     this.#core = core
     this.#minter = minter
-    const serverOpts = { keepAlive: true, requestTimeout: 0, headersTimeout: 60_000, keepAliveTimeout: 65_000 }
-    this.#outer = createServer(serverOpts, (req, res) => void this.#plain(req, res))
-    this.#inner = createServer(serverOpts, (req, res) => void this.#tunneled(req, res))
-    this.#outer.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => void this.#connect(req, socket, head))
-    // Protocol upgrades (WebSocket) cannot be inspected by the phases: refused, with their row.
-    this.#outer.on('upgrade', (req: IncomingMessage, socket: Socket) => void this.#upgrade(req, socket, undefined))
-    this.#inner.on('upgrade', (req: IncomingMessage, socket: Socket) => void this.#upgrade(req, socket, this.#tunnels.get(socket)))
-    for (const s of [this.#outer, this.#inner]) {
-      s.on('clientError', (_err, socket: Socket) => {
-        if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n')
-        else socket.destroy()
-      })
+    this.#transport = new TransportRows(core)
+    const L = core.limits
+    const headersTimeout = Math.min(L.headersTimeoutMs, L.requestTimeoutMs)
+    const serverOpts = {
+      keepAlive: true, requestTimeout: L.requestTimeoutMs, headersTimeout, keepAliveTimeout: L.keepAliveTimeoutMs,
+      maxHeaderSize: L.maxHeaderBytes, connectionsCheckingInterval: Math.min(1_000, Math.max(50, Math.floor(headersTimeout / 4))),
     }
+    this.#outer = createServer(serverOpts, (req, res) => this.#guard(this.#request(req, res, false), req.socket))
+    this.#inner = createServer(serverOpts, (req, res) => this.#guard(this.#request(req, res, true), req.socket))
+    // The inner server never listens, and Node starts its header/request timeout checks on
+    // 'listening': without this, a slowloris inside a tunnel would never time out.
+    this.#inner.emit('listening')
+    this.#outer.maxConnections = L.maxConnections
+    this.#outer.on('drop', () => core.counters.connectionsRefused++)
+    this.#outer.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => this.#guard(this.#connect(req, socket, head), socket))
+    // A CONNECT inside an intercepted tunnel would be a tunnel the phases cannot see: refused, with its row.
+    this.#inner.on('connect', (req: IncomingMessage, socket: Socket) => this.#guard(this.#refuse(req, socket, this.#tunnels.get(socket), 'CONNECT inside an intercepted tunnel is not supported'), socket))
+    // Protocol upgrades (WebSocket) cannot be inspected by the phases: refused, with their row.
+    const upgrade = 'protocol upgrades (WebSocket) are not supported through the proxy'
+    this.#outer.on('upgrade', (req: IncomingMessage, socket: Socket) => this.#guard(this.#refuse(req, socket, undefined, upgrade), socket))
+    this.#inner.on('upgrade', (req: IncomingMessage, socket: Socket) => this.#guard(this.#refuse(req, socket, this.#tunnels.get(socket), upgrade), socket))
+    this.#outer.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => this.#guard(this.#clientError(err, socket, undefined), socket))
+    this.#inner.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => this.#guard(this.#clientError(err, socket, this.#tunnels.get(socket)), socket))
     this.#outer.on('connection', (s: Socket) => {
       this.#sockets.add(s)
       s.once('close', () => this.#sockets.delete(s))
+      // A connection that never sends a request is idle from its first moment.
+      s.setTimeout(headersTimeout)
     })
+  }
+
+  get stats(): ProxyCounters {
+    return this.#core.counters
   }
 
   listen(port: number, host = '127.0.0.1'): Promise<number> {
@@ -54,27 +84,81 @@ export class ProxyFront {
       this.#outer.once('error', reject)
       this.#outer.listen(port, host, () => {
         this.#outer.off('error', reject)
+        // Accept errors (EMFILE under a connection flood) must not become an uncaught 'error'.
+        this.#outer.on('error', (err) => this.#core.log.error({ err: { message: err.message, code: (err as NodeJS.ErrnoException).code } }, 'proxy: listener error'))
         resolve((this.#outer.address() as AddressInfo).port)
       })
     })
   }
 
-  /** Stops accepting, then closes idle keep-alive connections; open streams are cut after `graceMs`. */
-  async close(graceMs = 5_000): Promise<void> {
+  /**
+   * Stops accepting and closes idle connections at once; requests in flight may finish within
+   * `drainMs` (their connections close as they finish), then every connection is cut. Resolves
+   * once every handler has handed its row to the sink (bounded by the same deadline).
+   */
+  async close(drainMs = this.#core.limits.drainMs): Promise<void> {
+    this.#closing = true
     const closed = new Promise<void>((r) => this.#outer.close(() => r()))
     this.#outer.closeIdleConnections()
-    this.#inner.closeIdleConnections()
-    const timer = setTimeout(() => {
-      for (const s of this.#sockets) s.destroy()
-    }, graceMs)
-    timer.unref()
+    for (const t of this.#tunnelSockets) if (!this.#busy.get(t)) t.destroy()
+    let timer: NodeJS.Timeout | undefined
+    const deadline = new Promise<void>((r) => {
+      timer = setTimeout(() => {
+        for (const s of this.#sockets) s.destroy()
+        for (const t of this.#tunnelSockets) t.destroy()
+        r()
+      }, drainMs)
+    })
+    await Promise.race([closed, deadline])
     await closed
+    // Handlers of cut connections finish quickly (their streams error); bounded all the same.
+    const rows = new Promise<void>((r) => setTimeout(r, drainMs).unref())
+    await Promise.race([Promise.allSettled([...this.#pending]), rows])
     clearTimeout(timer)
+    this.#inner.close(() => {})
+  }
+
+  /** The error boundary of every socket handler: a fault closes that connection, never the process. */
+  #guard(p: Promise<unknown>, socket: Socket): void {
+    this.#pending.add(p)
+    p.then(
+      () => this.#pending.delete(p),
+      (err: unknown) => {
+        this.#pending.delete(p)
+        this.#core.counters.handlerFaults++
+        socket.destroy()
+        try {
+          const e = err as { message?: string; code?: string; stack?: string }
+          this.#core.log.error({ err: { message: e?.message ?? String(err), code: e?.code, stack: e?.stack } }, 'proxy: a connection handler failed; that connection was closed')
+        } catch {
+          // A logger that throws must not turn a closed connection into a crash.
+        }
+      },
+    )
+  }
+
+  /** One HTTP request: plain (absolute URI) or inside a tunnel. Tracked for the shutdown drain. */
+  async #request(req: IncomingMessage, res: ServerResponse, tunnelled: boolean): Promise<void> {
+    this.#core.counters.requests++
+    const socket = req.socket
+    // Node has just reset the socket's timer for this request; while it is open, idle means no byte either way.
+    socket.setTimeout(this.#core.limits.idleTimeoutMs)
+    this.#busy.set(socket, (this.#busy.get(socket) ?? 0) + 1)
+    try {
+      await (tunnelled ? this.#tunneled(req, res) : this.#plain(req, res))
+    } finally {
+      const left = (this.#busy.get(socket) ?? 1) - 1
+      if (left > 0) this.#busy.set(socket, left)
+      else {
+        this.#busy.delete(socket)
+        // Draining: a connection whose last request finished is closed after its answer is flushed.
+        if (this.#closing) socket.end()
+      }
+    }
   }
 
   /** Plain HTTP: an absolute-URI request (`GET http://host/path`). */
   async #plain(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    this.stats.requests++
     const url = req.url ?? '/'
     let parsed: URL | undefined
     try {
@@ -85,7 +169,7 @@ export class ProxyFront {
     if (parsed && parsed.protocol === 'http:') {
       const host = normalizeHost(parsed.hostname)
       const entry: Entry = { scheme: 'http', host, port: parsed.port ? Number(parsed.port) : 80 }
-      return runRequest(this.#core, req, res, entry, parsed.pathname || '/')
+      return runRequest(this.#core, req, res, entry, parsed.pathname || '/', refusedMethod(req))
     }
     // `GET https://…` over the plaintext leg, or an origin-form request sent to the proxy itself:
     // neither passed the TLS front, so neither may reach an upstream.
@@ -96,14 +180,29 @@ export class ProxyFront {
 
   async #connect(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
     socket.on('error', () => socket.destroy())
+    // Node has detached the socket from the HTTP server (and its timeout handling): ours now.
+    socket.setTimeout(this.#core.limits.connectTimeoutMs, () => socket.destroy())
+    const auth = req.headers['proxy-authorization']
+    const token = this.#core.tokens.check(Array.isArray(auth) ? auth[0] : auth)
     const target = parseAuthority(req.url ?? '')
     if (!target) {
-      socket.end('HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\nCONNECT needs host:port\n')
+      this.#core.counters.transportErrors++
+      await this.#transport.record(deny('no_scheme', { transport: 'connect_target_malformed' }, 400), await token, { method: 'CONNECT' })
+      endRaw(socket, 400, 'CONNECT needs host:port\n')
       return
     }
-    this.stats.tunnels++
-    const auth = req.headers['proxy-authorization']
-    const tunnel: TunnelContext = { host: target.host, port: target.port, token: this.#core.tokens.check(Array.isArray(auth) ? auth[0] : auth) }
+    this.#core.counters.tunnels++
+    const tunnel: TunnelContext = { host: target.host, port: target.port, token }
+    const check = await token
+    if (check.ok && !this.#admitTunnel(check.claims.workspace_id, socket)) {
+      const ctx = new DecisionContext({ destination: target.host, method: 'CONNECT', path: '' })
+      attributeToken(ctx, check)
+      const denial = deny('limit_exceeded', { limit: 'connections_per_workspace', max: this.#core.limits.maxConnectionsPerWorkspace }, 429)
+      ctx.denial = denial
+      await terminal(this.#core, ctx)
+      endRaw(socket, 429, denyBody(ctx, denial), 'application/json', { 'x-corral-deny-reason': denial.reason })
+      return
+    }
     let defaultContext
     try {
       defaultContext = await this.#minter.contextFor(target.host)
@@ -111,7 +210,10 @@ export class ProxyFront {
       socket.end('HTTP/1.1 502 Bad Gateway\r\nconnection: close\r\n\r\n')
       return
     }
-    if (socket.destroyed) return
+    if (socket.destroyed || this.#closing) {
+      socket.destroy()
+      return
+    }
     socket.write('HTTP/1.1 200 Connection Established\r\n\r\n')
     if (head.length) socket.unshift(head)
     const tls = new TLSSocket(socket, {
@@ -123,20 +225,58 @@ export class ProxyFront {
         this.#minter.contextFor(servername).then((ctx) => cb(null, ctx), (err: Error) => cb(err))
       },
     })
+    // The TLS socket sees the traffic; its timer bounds the handshake and the wait for the first
+    // request (connectTimeoutMs), then each request sets the idle timeout (#request).
+    socket.setTimeout(0)
+    tls.setTimeout(this.#core.limits.connectTimeoutMs, () => tls.destroy())
     tls.on('error', () => tls.destroy())
+    this.#tunnelSockets.add(tls)
+    tls.once('close', () => {
+      this.#tunnelSockets.delete(tls)
+      socket.destroy()
+    })
     this.#tunnels.set(tls, tunnel)
     this.#inner.emit('connection', tls)
   }
 
-  #upgrade(req: IncomingMessage, socket: Socket, tunnel: TunnelContext | undefined): Promise<void> {
-    this.stats.requests++
+  /** Counts an open tunnel against its workspace; false when the workspace is at its limit. */
+  #admitTunnel(workspaceId: string, socket: Socket): boolean {
+    const open = this.#tunnelsByWorkspace.get(workspaceId) ?? 0
+    if (open >= this.#core.limits.maxConnectionsPerWorkspace) return false
+    this.#tunnelsByWorkspace.set(workspaceId, open + 1)
+    socket.once('close', () => {
+      const n = (this.#tunnelsByWorkspace.get(workspaceId) ?? 1) - 1
+      if (n > 0) this.#tunnelsByWorkspace.set(workspaceId, n)
+      else this.#tunnelsByWorkspace.delete(workspaceId)
+    })
+    return true
+  }
+
+  /** A parser or socket error: answered with a bare status (or closed) and recorded once per connection. */
+  async #clientError(err: NodeJS.ErrnoException, socket: Socket, tunnel: TunnelContext | undefined): Promise<void> {
+    if (reported.has(socket)) {
+      socket.destroy()
+      return
+    }
+    reported.add(socket)
+    const verdict = classifyClientError(err, this.#core)
+    if (verdict.denial) {
+      this.#core.counters.transportErrors++
+      await this.#transport.record(verdict.denial, tunnel ? await tunnel.token : undefined, tunnel ? { destination: tunnel.host } : {})
+    }
+    if (verdict.status) endRaw(socket, verdict.status)
+    else socket.destroy()
+  }
+
+  /** Refuses a request the phases cannot handle (upgrade, CONNECT in a tunnel) with a 403 and its row. */
+  async #refuse(req: IncomingMessage, socket: Socket, tunnel: TunnelContext | undefined, message: string): Promise<void> {
+    this.#core.counters.requests++
     socket.on('error', () => socket.destroy())
-    return refuseUpgrade(this.#core, req, socket, tunnel)
+    await refuseRaw(this.#core, req, socket, tunnel, deny('no_match', { message }))
   }
 
   /** A request inside an intercepted tunnel. */
   async #tunneled(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    this.stats.requests++
     const tunnel = this.#tunnels.get(req.socket)
     let path = req.url ?? '/'
     if (/^https?:\/\//i.test(path)) {
@@ -151,14 +291,22 @@ export class ProxyFront {
       return runRequest(this.#core, req, res, { scheme: 'http', host: normalizeHost(String(req.headers.host ?? '')), port: 0 }, path, deny('no_scheme'))
     }
     const entry: Entry = { scheme: 'https', host: tunnel.host, port: tunnel.port, tunnel }
-    return runRequest(this.#core, req, res, entry, path)
+    return runRequest(this.#core, req, res, entry, path, refusedMethod(req))
   }
 }
 
-/** Refuses an Upgrade request with a 403 and writes its one decision row (reason no_match). */
-async function refuseUpgrade(core: ProxyCore, req: IncomingMessage, socket: Socket, tunnel: TunnelContext | undefined): Promise<void> {
+/** Sockets whose transport error was already answered (Node may report several for one socket). */
+const reported = new WeakSet<Socket>()
+
+function refusedMethod(req: IncomingMessage): PolicyDenial | undefined {
+  const method = (req.method ?? '').toUpperCase()
+  return REFUSED_METHODS.has(method) ? deny('no_match', { message: `${method} is refused by the proxy: it would echo the request, injected credentials included` }) : undefined
+}
+
+/** Records, then answers, a request taken off the HTTP server (upgrade, CONNECT in a tunnel): 403 and one row. */
+async function refuseRaw(core: ProxyCore, req: IncomingMessage, socket: Socket, tunnel: TunnelContext | undefined, denial: PolicyDenial): Promise<void> {
   const url = req.url ?? '/'
-  let path = url.split('?')[0] || '/'
+  let path = req.method === 'CONNECT' ? '' : url.split('?')[0] || '/'
   let host = tunnel?.host ?? ''
   if (/^https?:\/\//i.test(url)) {
     try {
@@ -172,12 +320,10 @@ async function refuseUpgrade(core: ProxyCore, req: IncomingMessage, socket: Sock
   const ctx = new DecisionContext({ destination: host || normalizeHost(String(req.headers.host ?? '').replace(/:\d+$/, '')), method: (req.method ?? 'GET').toUpperCase(), path })
   const auth = req.headers['proxy-authorization']
   const check = tunnel ? await tunnel.token : await core.tokens.check(Array.isArray(auth) ? auth[0] : auth)
-  if (check.ok) ctx.attribution = { ...ctx.attribution, org_id: check.claims.org_id, workspace_id: check.claims.workspace_id }
-  const denial = deny('no_match', { message: 'protocol upgrades (WebSocket) are not supported through the proxy' })
+  if (check.ok) attributeToken(ctx, check)
   ctx.denial = denial
-  const body = denyBody(ctx, denial)
-  if (socket.writable) socket.end(`HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-corral-deny-reason: no_match\r\nconnection: close\r\n\r\n${body}`)
   await terminal(core, ctx)
+  endRaw(socket, 403, denyBody(ctx, denial), 'application/json', { 'x-corral-deny-reason': denial.reason })
 }
 
 /** `host:port` of a CONNECT line; IPv6 in brackets. Undefined when malformed. */

@@ -8,6 +8,7 @@ import type { Budgets, Reservation } from './budgets.js'
 import type { PlacementLookup } from './credential-injection.js'
 import type { ResponseMeter } from './metering.js'
 import type { DecisionContext } from './decision.js'
+import type { ProxyLimits } from './limits.js'
 import type { CapabilityTokens, TokenCheck } from './token.js'
 import type { Upstream } from './upstream.js'
 import type { ActiveWorkspace, ActiveWorkspaces } from './workspaces.js'
@@ -61,6 +62,28 @@ export interface MintedCredential {
   username?: string
 }
 
+/** Where the proxy reports its own faults (serve's pino logger; console when run bare). */
+export interface ProxyLog {
+  error(obj: object, msg: string): void
+  warn(obj: object, msg: string): void
+}
+
+/** Cheap counters for operators and benchmarks (no per-request logging). */
+export interface ProxyCounters {
+  tunnels: number
+  requests: number
+  /** Decision rows the audit sink refused (a bug or back-pressure); each is also logged. */
+  auditFailures: number
+  /** Connections closed at accept because maxConnections was reached. */
+  connectionsRefused: number
+  /** Transport violations (bytes that are not HTTP, oversized heads, timeouts) answered 400/408/431. */
+  transportErrors: number
+  /** Transport-violation rows only counted (rate limit), not written. */
+  transportRowsSuppressed: number
+  /** Faults caught by a socket handler's error boundary (that connection was closed). */
+  handlerFaults: number
+}
+
 /** Everything the phases share for the process lifetime. */
 export interface ProxyCore {
   tokens: CapabilityTokens
@@ -74,6 +97,9 @@ export interface ProxyCore {
   budgets?: Budgets
   /** Largest request body buffered for inspection; larger bodies that must be inspected are denied. */
   maxInspectBytes: number
+  limits: ProxyLimits
+  log: ProxyLog
+  counters: ProxyCounters
   /**
    * Test-only fault seam: called at the start of each phase; a throw there is a fault of the
    * proxy (internal_error). Never set in production wiring.
@@ -108,4 +134,8 @@ export interface RequestState {
   responseStatus?: number
   reservation?: Reservation
   meter?: ResponseMeter
+  /** Set once the workspace slot and budgets were released (runner). */
+  released?: boolean
+  /** Set by the forward phase when a streamed body went past limits.maxBodyBytes. */
+  bodyLimitHit?: boolean
 }

@@ -3,7 +3,7 @@
 // request's one policy_decision row.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { CONTROL_HOST, serveControlEndpoint } from './control-endpoint.js'
-import { DecisionContext, PolicyDenial, deny, denyBody, type PhaseOutcome } from './decision.js'
+import { DecisionContext, PolicyDenial, attributeToken, deny, denyBody, type PhaseOutcome } from './decision.js'
 import { forward } from './phases/forward.js'
 import { requestBody, reserveBudgets } from './phases/request-body.js'
 import { requestHeaders } from './phases/request-headers.js'
@@ -22,7 +22,10 @@ export class UpstreamFailure extends Error {
 
 /**
  * Runs one request through the phases. `preDenial` is the front's verdict for a request that did
- * not come through it properly (no_scheme); it is still attributed from its token when it has one.
+ * not come through it properly (no_scheme) or uses a refused method; it is still attributed from
+ * its token when that verifies. A deny's row is handed to the sink before the deny is sent; an
+ * allow's row is written at the end of its relayed response. Never rejects for a fault of the
+ * phases (internal_error); the front's error boundary handles the rest.
  */
 export async function runRequest(core: ProxyCore, req: IncomingMessage, res: ServerResponse, entry: Entry, path: string, preDenial?: PolicyDenial): Promise<void> {
   // Workspace → control plane callbacks (agent events), answered after the token check: control-endpoint.ts.
@@ -32,30 +35,51 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
   res.once('close', () => {
     if (!res.writableFinished) st.abort.abort()
   })
+  let denial: PolicyDenial | undefined
   try {
-    const denial = preDenial ? await attributeOnly(core, st, preDenial) : await admitAndPrepare(core, st)
-    if (denial) {
-      ctx.denial = denial
-      sendDeny(st, denial)
-      return
-    }
-    core.faultHook?.('forward')
-    try {
-      await forward(core, st, st.meter)
-    } catch (err) {
-      upstreamFailed(st, err)
-    }
+    denial = preDenial ? await attributeOnly(core, st, preDenial) : await admitAndPrepare(core, st)
+    if (!denial) core.faultHook?.('forward')
   } catch (err) {
     // A throw that is not a policy outcome is a fault of the proxy: internal_error, never silence.
-    const denial = err instanceof PolicyDenial ? err : deny('internal_error', {}, 500)
+    denial = err instanceof PolicyDenial ? err : internalError(core, err)
+  }
+  if (denial) {
     ctx.denial = denial
-    if (!res.headersSent) sendDeny(st, denial)
-    else res.destroy()
+    release(core, st)
+    await terminal(core, ctx)
+    sendDeny(st, denial)
+    return
+  }
+  try {
+    await forward(core, st, st.meter)
+  } catch (err) {
+    if (st.bodyLimitHit) bodyTooLarge(core, st)
+    else upstreamFailed(st, err)
   } finally {
-    if (st.workspace) st.workspace.inFlight--
-    settleBudgets(core, st)
+    release(core, st)
     await terminal(core, ctx)
   }
+}
+
+function internalError(core: ProxyCore, err: unknown): PolicyDenial {
+  const e = err as { message?: string; stack?: string }
+  if (!core.faultHook) core.log.error({ err: { message: e?.message ?? String(err), stack: e?.stack } }, 'proxy: a phase failed (internal_error)')
+  return deny('internal_error', {}, 500)
+}
+
+/** Once per request: the workspace's in-flight slot and the budget holds or debits. */
+function release(core: ProxyCore, st: RequestState): void {
+  if (st.released) return
+  st.released = true
+  if (st.workspace) st.workspace.inFlight--
+  settleBudgets(core, st)
+}
+
+/** A streamed request body went past maxBodyBytes: the upstream request was aborted. */
+function bodyTooLarge(core: ProxyCore, st: RequestState): void {
+  const denial = deny('limit_exceeded', { limit: 'body_bytes', max: core.limits.maxBodyBytes }, 413)
+  st.ctx.denial = denial
+  sendDeny(st, denial)
 }
 
 async function admitAndPrepare(core: ProxyCore, st: RequestState): Promise<PhaseOutcome> {
@@ -63,6 +87,8 @@ async function admitAndPrepare(core: ProxyCore, st: RequestState): Promise<Phase
   ctx.phase = 'request_headers'
   core.faultHook?.('request_headers')
   let d = await requestHeaders(core, st)
+  if (d) return d
+  d = perWorkspaceLimits(core, st)
   if (d) return d
   ctx.phase = 'request_body'
   core.faultHook?.('request_body')
@@ -92,10 +118,21 @@ function settleBudgets(core: ProxyCore, st: RequestState): void {
   st.ctx.floored = s.floored
 }
 
+/** The proxy's own limits for an attributed request (docs/reliability.md, "Limits"). */
+function perWorkspaceLimits(core: ProxyCore, st: RequestState): PhaseOutcome {
+  const L = core.limits
+  if (st.workspace && st.workspace.inFlight > L.maxInFlightPerWorkspace) {
+    return deny('limit_exceeded', { limit: 'inflight_per_workspace', max: L.maxInFlightPerWorkspace }, 429)
+  }
+  const declared = Number(st.req.headers['content-length'])
+  if (Number.isFinite(declared) && declared > L.maxBodyBytes) return deny('limit_exceeded', { limit: 'body_bytes', max: L.maxBodyBytes }, 413)
+  return undefined
+}
+
 async function attributeOnly(core: ProxyCore, st: RequestState, denial: PolicyDenial): Promise<PolicyDenial> {
   const auth = st.req.headers['proxy-authorization']
-  const check = await core.tokens.check(Array.isArray(auth) ? auth[0] : auth)
-  if (check.ok) st.ctx.attribution = { ...st.ctx.attribution, org_id: check.claims.org_id, workspace_id: check.claims.workspace_id }
+  const check = st.entry.tunnel ? await st.entry.tunnel.token : await core.tokens.check(Array.isArray(auth) ? auth[0] : auth)
+  if (check.ok) attributeToken(st.ctx, check)
   return denial
 }
 

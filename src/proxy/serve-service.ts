@@ -24,7 +24,7 @@ export const proxyService: ServiceFactory = async ({ deps, options }) => {
   const port = explicit ?? (options.port === 0 ? 0 : DEFAULT_PROXY_PORT)
   const upstreamCaPem = await readCaFiles(env.CORRAL_UPSTREAM_CA)
   const proxy = new ProxyService({
-    store: deps.store, audit: deps.audit, dataDir: options.dataDir, port, host: options.host, sealer,
+    store: deps.store, audit: deps.audit, dataDir: options.dataDir, port, host: options.host, sealer, env, logger: deps.logger,
     ...(upstreamCaPem ? { upstreamCaPem } : {}),
   })
   let unlisten: (() => Promise<void>) | undefined

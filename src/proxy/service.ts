@@ -9,7 +9,8 @@ import type { Store } from '../store/index.js'
 import { LeafMinter, loadOrCreateCa, type CorralCa } from './ca.js'
 import { providerPlacement } from './credential-injection.js'
 import { ProxyFront } from './front.js'
-import type { CredentialBroker, ProxyCore, SecretsSource } from './request-state.js'
+import { resolveLimits, type ProxyLimits } from './limits.js'
+import type { CredentialBroker, ProxyCore, ProxyCounters, ProxyLog, SecretsSource } from './request-state.js'
 import { CREDENTIALS_CHANNEL, OrgSecrets, SECRETS_CHANNEL, StaticCredentialBroker } from './org-material.js'
 import { Sealer, loadMasterKey } from './sealed.js'
 import { budgetLedgers } from '../store/budget-ledgers.js'
@@ -41,6 +42,16 @@ export interface ProxyServiceOptions {
   sealer?: Sealer
   /** Test-only fault seam, see ProxyCore.faultHook. */
   faultHook?: (phase: string) => void
+  /** Resource limits: defaults, then `env` (CORRAL_PROXY_*, limits.ts), then these values. */
+  limits?: Partial<ProxyLimits>
+  env?: Record<string, string | undefined>
+  /** Where the proxy reports its own faults; console when absent. */
+  logger?: ProxyLog
+}
+
+const consoleLog: ProxyLog = {
+  error: (obj, msg) => console.error(msg, obj),
+  warn: (obj, msg) => console.warn(msg, obj),
 }
 
 export class ProxyService {
@@ -71,13 +82,15 @@ export class ProxyService {
     return this.#ca
   }
 
-  /** Tunnels opened and requests seen since start. */
-  stats(): { tunnels: number; requests: number } {
-    return { ...(this.#front?.stats ?? { tunnels: 0, requests: 0 }) }
+  /** Counters since start: tunnels, requests, refused connections, transport errors, faults (request-state.ts). */
+  stats(): ProxyCounters {
+    return { ...(this.#front?.stats ?? newCounters()) }
   }
 
   async start(): Promise<number> {
     const o = this.#opts
+    // Bad limit values refuse the start, naming the variable, before anything is opened.
+    const limits = resolveLimits(o.env ?? {}, o.limits)
     this.#ca = await loadOrCreateCa(o.dataDir)
     const tokens = new CapabilityTokens(await loadTokenKey(o.store.settings))
     const tables = proxyTables(o.store.db)
@@ -99,6 +112,9 @@ export class ProxyService {
       audit: o.audit,
       upstream: new Upstream({ ...(o.upstreamCaPem ? { extraCaPem: o.upstreamCaPem } : {}) }),
       maxInspectBytes: o.maxInspectBytes ?? DEFAULT_MAX_INSPECT_BYTES,
+      limits,
+      log: o.logger ?? consoleLog,
+      counters: newCounters(),
       placements: providerPlacement,
       secrets,
       credentials,
@@ -111,11 +127,15 @@ export class ProxyService {
   }
 
   async stop(): Promise<void> {
-    await this.#front?.close(2_000)
+    await this.#front?.close()
     for (const un of this.#unlisten.splice(0)) await un().catch(() => {})
     this.#core?.workspaces.close()
     await this.#core?.upstream.close()
     await this.#core?.budgets?.close()
     this.#front = undefined
   }
+}
+
+function newCounters(): ProxyCounters {
+  return { tunnels: 0, requests: 0, auditFailures: 0, connectionsRefused: 0, transportErrors: 0, transportRowsSuppressed: 0, handlerFaults: 0 }
 }

@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { ProxyAgent, request } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { PLATFORM_ORG } from '../../src/audit/event.js'
 import { LeafMinter, loadOrCreateCa } from '../../src/proxy/ca.js'
 import { parseAuthority } from '../../src/proxy/front.js'
 import { startHarness, type Harness } from './harness.js'
@@ -55,7 +56,7 @@ describe('ProxyFront (real sockets, no policy needed)', () => {
     expect(rows[0]).toMatchObject({ decision: 'deny', reason: 'no_token', phase: 'request_headers', destination: '127.0.0.1', method: 'GET', path: '/v1/messages', policy_type: 'http', actor: 'policy-engine', category: 'audit' })
   })
 
-  it('invalid_token: a bad signature and an expired token; the expired one is attributed to its workspace', async () => {
+  it('invalid_token: a bad signature and an expired token; both stay in the platform scope, the expired one names its workspace in detail', async () => {
     const { workspaceId } = await h.workspace(null)
     const before = h.audit.decisions().length
     const good = await h.token(workspaceId)
@@ -67,8 +68,10 @@ describe('ProxyFront (real sockets, no policy needed)', () => {
     expect(JSON.parse(res.body).error.reason).toBe('invalid_token')
     const rows = (await h.audit.waitForDecisions(before + 2)).slice(before)
     expect(rows.map((r) => r.reason)).toEqual(['invalid_token', 'invalid_token'])
-    expect(rows[0]!.org_id).toBe('')
-    expect(rows[1]).toMatchObject({ org_id: h.orgId, workspace_id: workspaceId })
+    expect(rows[0]).toMatchObject({ org_id: PLATFORM_ORG, user_id: 'system' })
+    expect(rows[0]!.workspace_id).toBeUndefined()
+    expect(rows[1]).toMatchObject({ org_id: PLATFORM_ORG, user_id: 'system', detail: { expired: true, token_org_id: h.orgId, token_workspace_id: workspaceId } })
+    expect(rows[1]!.workspace_id).toBeUndefined()
     for (const r of rows) expect(JSON.stringify(r)).not.toContain(good.split('.')[2])
   }, 20_000)
 

@@ -7,19 +7,22 @@ import { createServer as createHttpServer, type IncomingMessage, type Server as 
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { v7 as uuidv7 } from 'uuid'
 import { ProxyAgent, fetch as undiciFetch } from 'undici'
 import type { AuditEvent, AuditSink, NewAuditEvent } from '../../src/audit/event.js'
+import { stamp } from '../../src/audit/writer.js'
 import { LeafMinter, loadOrCreateCa } from '../../src/proxy/ca.js'
 import { ProxyService, type ProxyServiceOptions } from '../../src/proxy/service.js'
 import { openStore, type Store } from '../../src/store/index.js'
 import { proxyTables } from '../../src/store/proxy-tables.js'
 
-/** Records every row in memory (the tests' window on what the proxy emitted). */
+/**
+ * Records every row in memory (the tests' window on what the proxy emitted), after the real
+ * writer's validation (`stamp`), so a row production would refuse fails here too.
+ */
 export class RecordingAudit implements AuditSink {
   readonly rows: AuditEvent[] = []
   async emit(event: NewAuditEvent): Promise<AuditEvent> {
-    const row = { ...event, id: event.id ?? uuidv7(), timestamp: event.timestamp ?? new Date().toISOString() } as AuditEvent
+    const row = stamp(event)
     this.rows.push(row)
     return row
   }

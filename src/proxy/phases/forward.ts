@@ -26,7 +26,7 @@ export async function forward(core: ProxyCore, st: RequestState, observer?: Resp
       body = req
       st.requestBytes = declared
       st.headers['content-length'] = String(declared)
-    } else body = counted(req, st)
+    } else body = counted(req, st, core.limits.maxBodyBytes)
   }
   if (Buffer.isBuffer(body)) st.requestBytes = body.length
 
@@ -109,11 +109,15 @@ function hasBody(req: RequestState['req']): boolean {
   return (h['content-length'] !== undefined && h['content-length'] !== '0') || h['transfer-encoding'] !== undefined
 }
 
-/** Streams the client's body upstream while counting it (request.bytes). */
-function counted(req: RequestState['req'], st: RequestState): AsyncIterable<Buffer> {
+/** Streams the client's body upstream while counting it (request.bytes), up to maxBytes (limits.ts). */
+function counted(req: RequestState['req'], st: RequestState, maxBytes: number): AsyncIterable<Buffer> {
   const gen = async function* (): AsyncGenerator<Buffer> {
     for await (const chunk of req as AsyncIterable<Buffer>) {
       st.requestBytes += chunk.length
+      if (st.requestBytes > maxBytes) {
+        st.bodyLimitHit = true
+        throw new Error('request body over the proxy limit')
+      }
       yield chunk
     }
   }

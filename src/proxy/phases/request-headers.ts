@@ -1,7 +1,7 @@
 // Phase request_headers: capability token, workspace activation, policy presence, static rule
 // match and admission CEL (through CompiledPolicy.admit; this module never evaluates CEL itself).
 import type { AdmissionResult, CompiledPolicy, PolicyRequest } from '../../policy/types.js'
-import { deny, type PhaseOutcome } from '../decision.js'
+import { attributeToken, deny, type PhaseOutcome } from '../decision.js'
 import type { ProxyCore, RequestState } from '../request-state.js'
 
 const ADMISSION_DECISIONS = new Set(['allow', 'pending', 'deny'])
@@ -10,17 +10,13 @@ const TOKEN_CLOCK_TOLERANCE_MS = 5_000
 export async function requestHeaders(core: ProxyCore, st: RequestState): Promise<PhaseOutcome> {
   const { ctx, entry } = st
   const check = entry.tunnel ? await entry.tunnel.token : await core.tokens.check(header(st.req.headers['proxy-authorization']))
-  if (!check.ok) {
-    if (check.expired) ctx.attribution = { ...ctx.attribution, org_id: check.expired.org_id, workspace_id: check.expired.workspace_id }
-    return deny(check.reason)
-  }
+  const refused = attributeToken(ctx, check)
+  if (refused || !check.ok) return refused
   const { claims } = check
   // A keep-alive tunnel outlives its CONNECT: the token's expiry still applies to every request.
   if (entry.tunnel && claims.exp * 1000 + TOKEN_CLOCK_TOLERANCE_MS < Date.now()) {
-    ctx.attribution = { ...ctx.attribution, org_id: claims.org_id, workspace_id: claims.workspace_id }
-    return deny('invalid_token')
+    return attributeToken(ctx, { ok: false, reason: 'invalid_token', expired: { org_id: claims.org_id, workspace_id: claims.workspace_id } })
   }
-  ctx.attribution = { org_id: claims.org_id, user_id: 'system', workspace_id: claims.workspace_id, ...(claims.task_id ? { task_id: claims.task_id } : {}) }
 
   const got = core.workspaces.get(claims.org_id, claims.workspace_id)
   const activation = 'then' in got ? await got : { ok: true as const, workspace: got }

@@ -48,11 +48,27 @@ export function decisionRow(ctx: DecisionContext): NewAuditEvent {
   return row
 }
 
-export async function terminal(core: ProxyCore, ctx: DecisionContext): Promise<void> {
+/**
+ * Emits the request's one row. Never throws into the runner's caller: a row the sink refuses is
+ * a bug of the proxy (or the sink's back-pressure), reported loudly and counted, while the
+ * connection it belongs to is already answered. Resolves true when the sink accepted the row.
+ */
+export async function terminal(core: ProxyCore, ctx: DecisionContext): Promise<boolean> {
   if (ctx.emitted) {
     process.emitWarning('corral proxy: a second policy_decision for one request was suppressed', 'CorralProxyLifecycle')
-    return
+    return false
   }
   ctx.emitted = true
-  await core.audit.emit(decisionRow(ctx))
+  try {
+    await core.audit.emit(decisionRow(ctx))
+    return true
+  } catch (err) {
+    core.counters.auditFailures++
+    const e = err as { message?: string; code?: string }
+    core.log.error(
+      { err: { message: e?.message ?? String(err), code: e?.code }, reason: ctx.denial?.reason, decision: ctx.denial ? 'deny' : 'allow', org_id: ctx.attribution.org_id },
+      'proxy: the audit sink refused a policy_decision row',
+    )
+    return false
+  }
 }

@@ -1,0 +1,84 @@
+// Transport violations on the proxy port: bytes that are not HTTP/1.1, request heads over the
+// size limit, heads or bodies that arrive too slowly, a CONNECT target that is not host:port, a
+// TLS handshake of garbage inside a tunnel. They never reach the phases, so they are answered
+// here with a bare status (400 / 408 / 431, or a closed connection) and recorded in one row each
+// in the platform scope (or the tunnel's org when its token verified). Such rows are cheap for an
+// attacker to cause, so they are rate limited: past `transportRowsPerSecond` they are only
+// counted, and the count rides on the next row that is written (`detail.suppressed`).
+import type { Socket } from 'node:net'
+import { DecisionContext, attributeToken, deny, type PolicyDenial } from './decision.js'
+import { terminal } from './phases/terminal.js'
+import type { ProxyCore } from './request-state.js'
+import type { TokenCheck } from './token.js'
+
+/** What the front does with one transport error: the status it answers (none: just close) and the row's denial. */
+export interface TransportVerdict {
+  status?: 400 | 408 | 431
+  denial?: PolicyDenial
+}
+
+const STATUS_TEXT = { 400: 'Bad Request', 408: 'Request Timeout', 429: 'Too Many Requests', 403: 'Forbidden', 431: 'Request Header Fields Too Large' } as const
+
+/**
+ * Maps a parser or socket error of Node's HTTP server to a verdict. A client that left (reset,
+ * EOF in the middle of a head) gets no answer and no row: there was no request to decide on.
+ */
+export function classifyClientError(err: NodeJS.ErrnoException, core: ProxyCore): TransportVerdict {
+  const code = typeof err?.code === 'string' ? err.code : 'error'
+  if (code === 'HPE_HEADER_OVERFLOW') {
+    return { status: 431, denial: deny('limit_exceeded', { limit: 'header_bytes', max: core.limits.maxHeaderBytes, transport: code }, 431) }
+  }
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    return { status: 408, denial: deny('limit_exceeded', { limit: 'request_timeout', max: core.limits.requestTimeoutMs, headers_max: core.limits.headersTimeoutMs, transport: code }, 408) }
+  }
+  if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'HPE_INVALID_EOF_STATE' || code === 'ERR_STREAM_DESTROYED') return {}
+  if (code.startsWith('HPE_')) return { status: 400, denial: deny('no_scheme', { transport: code.toLowerCase() }, 400) }
+  // TLS failures inside a tunnel and anything unforeseen: close, and record what it was.
+  return { denial: deny('no_scheme', { transport: /SSL|TLS/.test(code) ? 'tls_handshake_failed' : 'connection_error' }, 400) }
+}
+
+/** Writes a bare HTTP/1.1 answer and closes the connection (or just closes an unwritable one). */
+export function endRaw(socket: Socket, status: keyof typeof STATUS_TEXT, body = '', contentType = 'text/plain', extra: Record<string, string> = {}): void {
+  if (!socket.writable || socket.destroyed) {
+    socket.destroy()
+    return
+  }
+  const headers = Object.entries({ 'content-type': contentType, 'content-length': String(Buffer.byteLength(body)), connection: 'close', ...extra })
+    .map(([k, v]) => `${k}: ${v}\r\n`).join('')
+  socket.end(`HTTP/1.1 ${status} ${STATUS_TEXT[status]}\r\n${headers}\r\n${body}`)
+  // end() waits for the peer to read; a peer that never does must not keep the socket.
+  socket.setTimeout(5_000, () => socket.destroy())
+}
+
+/** Token-bucket limited writer of transport-violation rows. */
+export class TransportRows {
+  readonly #core: ProxyCore
+  #tokens: number
+  #refilledAt = Date.now()
+  #suppressed = 0
+
+  constructor(core: ProxyCore) {
+    this.#core = core
+    this.#tokens = core.limits.transportRowsPerSecond
+  }
+
+  /** Writes the row unless the rate limit is spent; resolves once the sink took it (or refused it). */
+  async record(denial: PolicyDenial, check: TokenCheck | undefined, where: { destination?: string; method?: string } = {}): Promise<void> {
+    const rate = this.#core.limits.transportRowsPerSecond
+    const now = Date.now()
+    this.#tokens = Math.min(rate, this.#tokens + ((now - this.#refilledAt) / 1000) * rate)
+    this.#refilledAt = now
+    if (this.#tokens < 1) {
+      this.#suppressed++
+      this.#core.counters.transportRowsSuppressed++
+      return
+    }
+    this.#tokens -= 1
+    const ctx = new DecisionContext({ destination: where.destination ?? '', method: where.method ?? '', path: '' })
+    if (check) attributeToken(ctx, check.ok ? check : { ok: false, reason: check.reason })
+    const detail = this.#suppressed ? { ...denial.detail, suppressed: this.#suppressed } : denial.detail
+    this.#suppressed = 0
+    ctx.denial = deny(denial.reason, detail, denial.status)
+    await terminal(this.#core, ctx)
+  }
+}
