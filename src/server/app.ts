@@ -7,7 +7,8 @@ import { CorralError } from '../errors.js'
 import { ApiKeyCache, KEY_REVOKED_CHANNEL } from './auth/key-cache.js'
 import type { AuthState } from './auth/authenticate.js'
 import { createAuthHook } from './auth/hook.js'
-import { apiError, type ErrorEnvelope } from './errors.js'
+import { edgeOptions, installEdge, sendError as send } from './edge.js'
+import { apiError } from './errors.js'
 import { TokenBucketLimiter } from './rate-limit.js'
 import { REQUEST_ID_HEADER, mintRequestId } from './request-id.js'
 import { healthRoutes } from './routes/health.js'
@@ -25,6 +26,10 @@ export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true } },
     // fastify's own 503-on-closing body is not our envelope; the hook below answers instead.
     return503OnClosing: false,
+    // A whole request (headers and body, pack uploads included) must arrive within 5 minutes, its
+    // headers within Node's 1 minute: a slow-drip client holds a socket for a bounded time only.
+    requestTimeout: 300_000,
+    ...edgeOptions(),
   })
 
   app.decorateRequest('principal', null)
@@ -50,20 +55,8 @@ export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
     return payload
   })
 
-  // Many clients send `content-type: application/json` on every request, bodiless DELETEs
-  // included: an empty body is "no body" (schemas still require one where a route needs it).
-  // Non-empty bodies go through fastify's own parser (prototype-poisoning protection).
-  const parseJson = app.getDefaultJsonParser('error', 'error')
-  app.removeContentTypeParser('application/json')
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined)
-    parseJson(request, body as string, done)
-  })
-
+  installEdge(app)
   app.setErrorHandler(errorHandler)
-  app.setNotFoundHandler((request, reply) => {
-    send(reply, request, 404, 'not_found', `no route ${request.method} ${request.url.split('?')[0]}`)
-  })
 
   const state: AuthState = { cache: new ApiKeyCache({ ttlMs: deps.config.keyCacheTtlMs }), lastTouched: new Map() }
   // A key revoked on another replica is evicted here too (Postgres NOTIFY; in-process on SQLite).
@@ -102,12 +95,6 @@ declare module 'fastify' {
     /** The API-key verification cache (routes evict on revoke). */
     keyCache: ApiKeyCache
   }
-}
-
-function send(reply: FastifyReply, request: FastifyRequest, status: number, code: string, message: string, details?: Record<string, unknown>): void {
-  const body: ErrorEnvelope = { error: { code, message, request_id: String(request.id), ...(details ? { details } : {}) } }
-  if (reply.sent || reply.raw.headersSent) return
-  void reply.code(status).type('application/json; charset=utf-8').send(body)
 }
 
 interface ValidationIssue {
@@ -149,8 +136,9 @@ function errorHandler(this: FastifyInstance, err: FastifyError & { validationCon
       return send(reply, request, 400, 'validation_error', 'the request body is not valid JSON', { fields: { body: err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' ? 'is empty' : 'is not valid JSON' } })
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return send(reply, request, 413, 'payload_too_large', 'the request body is too large')
-    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return send(reply, request, 400, 'validation_error', 'the request body does not match its Content-Length', { fields: { body: 'does not match Content-Length' } })
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return send(reply, request, 415, 'unsupported_media_type', `unsupported content type ${request.headers['content-type'] ?? '(none)'}`)
   }
   // A SyntaxError from a custom JSON parser, or any other client error fastify flags with a 4xx.

@@ -18,6 +18,9 @@ export const ERROR_CATALOGUE = {
   // 404
   not_found: { status: 404, summary: 'No such route, or no such resource in the caller\'s org (cross-org ids included).' },
   workspace_not_found: { status: 404, summary: 'No such workspace in the caller\'s org.' },
+  // 405 / 408
+  method_not_allowed: { status: 405, summary: 'The path exists but not with this method; the Allow header (and details.allowed) lists the methods it takes.' },
+  request_timeout: { status: 408, summary: 'The request line, headers or body did not arrive within the server\'s time limit.' },
   // 409
   conflict: { status: 409, summary: 'The request conflicts with the current state (e.g. the email already has a membership).' },
   last_owner: { status: 409, summary: 'The change would leave the org without an owner.' },
@@ -34,15 +37,16 @@ export const ERROR_CATALOGUE = {
   pack_in_use: { status: 409, summary: 'Pack delete, a flip to org visibility, or an update that adds an agent, while agent roles still attach it.' },
   pack_not_reuploadable: { status: 409, summary: 'Re-upload of a pack whose origin is not upload (registry or clone).' },
   workspace_already_stopped: { status: 409, summary: 'Stop of a workspace that is already stopped.' },
-  // 413 / 415
+  // 413 / 415 / 431
   payload_too_large: { status: 413, summary: 'The request body exceeds the size limit.' },
   unsupported_media_type: { status: 415, summary: 'The request body has a content type the route does not accept.' },
+  headers_too_large: { status: 431, summary: 'The request line and headers exceed 16 KiB.' },
   // 429
   rate_limited: { status: 429, summary: 'Too many requests for this credential; retry after the Retry-After header (integer seconds).' },
   // 5xx
   internal_error: { status: 500, summary: 'An unexpected server fault; the request id locates it in the logs.' },
   registry_unavailable: { status: 502, summary: 'The OCI registry of a pack image is unreachable or failed (5xx) while pulling or pushing it.' },
-  service_unavailable: { status: 503, summary: 'A dependency (the store) is unreachable, the server is shutting down, or the feature is not configured.' },
+  service_unavailable: { status: 503, summary: 'A dependency (the store) is unreachable, the audit log is saturated, the server is shutting down, or the feature is not configured; retry after Retry-After.' },
   oauth_unavailable: { status: 503, summary: 'The OAuth subsystem cannot start a consent flow right now.' },
 } as const satisfies Record<string, { status: number; summary: string }>
 

@@ -10,6 +10,7 @@
 // the claimed task's `proxy_token`), 204 + `Retry-After: 0` after a long poll with nothing, 410
 // when there is no more work for it (cold agents get their task in the inbox).
 import { AGENT_EVENT_TYPES, type AgentEventType, type AuditSink } from '../../audit/event.js'
+import { inputProblem } from '../../input-limits.js'
 import type { AgentEventCharge, ControlEndpointHandler, ControlReply } from '../../proxy/control-endpoint.js'
 import type { CapabilityClaims } from '../../proxy/token.js'
 import { agentEventViolation } from './agent-event-schemas.js'
@@ -53,6 +54,10 @@ export class AgentEvents implements ControlEndpointHandler {
     } catch {
       return refuse(400, 'validation_error', 'the body is not valid JSON')
     }
+    // The same edge check as the API's (src/input-limits.ts): the row stores the body as detail,
+    // so NUL, lone surrogates and deep nesting are refused here, never at the database.
+    const unfit = inputProblem(event, 'body')
+    if (unfit) return refuse(400, 'validation_error', `invalid input: ${unfit.field} ${unfit.problem}`, { fields: { [unfit.field]: unfit.problem } })
     if (typeof event.type !== 'string' || !TYPES.has(event.type)) {
       return refuse(400, 'validation_error', `type must be one of ${AGENT_EVENT_TYPES.join(', ')}`, { fields: { '/type': 'unknown agent event type' } })
     }

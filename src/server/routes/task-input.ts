@@ -17,6 +17,7 @@ import type { WorkspaceController, TaskInput, Actor } from '../../runtime/contro
 import { newId } from '../../store/ids.js'
 import type { RoleConfig, TaskRecord } from '../../store/repositories/workspaces.js'
 import { CorralError } from '../../errors.js'
+import { assertCleanInput } from '../../input-limits.js'
 import { fieldsOf } from '../app.js'
 import { apiError } from '../errors.js'
 import { discard, dropRest, feedFilePart, isMalformedBody, type FileFeed } from '../multipart-file.js'
@@ -260,6 +261,8 @@ async function readMultipart(request: FastifyRequest, staging: string): Promise<
               ),
           )
         } else {
+          // Multipart fields bypass the JSON parser's input check (edge.ts): the same check here.
+          assertCleanInput({ [part.fieldname]: String(part.value) }, 'body')
           fields[part.fieldname] = coerce(part.fieldname, String(part.value))
         }
       } catch (err) {
