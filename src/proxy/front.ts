@@ -47,10 +47,14 @@ export class ProxyFront {
     this.#transport = new TransportRows(core)
     const L = core.limits
     const headersTimeout = Math.min(L.headersTimeoutMs, L.requestTimeoutMs)
+    const checkEvery = Math.min(1_000, Math.max(50, Math.floor(headersTimeout / 4)))
     const serverOpts = {
       keepAlive: true, requestTimeout: L.requestTimeoutMs, headersTimeout, keepAliveTimeout: L.keepAliveTimeoutMs,
-      maxHeaderSize: L.maxHeaderBytes, connectionsCheckingInterval: Math.min(1_000, Math.max(50, Math.floor(headersTimeout / 4))),
+      maxHeaderSize: L.maxHeaderBytes, connectionsCheckingInterval: checkEvery,
     }
+    // A connection that never sends a byte is invisible to Node's header check: this timer bounds
+    // it. It is a little longer than that check, so a request that did start gets its 408 first.
+    const silentMs = headersTimeout + 2 * checkEvery + 100
     this.#outer = createServer(serverOpts, (req, res) => this.#guard(this.#request(req, res, false), req.socket))
     this.#inner = createServer(serverOpts, (req, res) => this.#guard(this.#request(req, res, true), req.socket))
     // The inner server never listens, and Node starts its header/request timeout checks on
@@ -70,8 +74,7 @@ export class ProxyFront {
     this.#outer.on('connection', (s: Socket) => {
       this.#sockets.add(s)
       s.once('close', () => this.#sockets.delete(s))
-      // A connection that never sends a request is idle from its first moment.
-      s.setTimeout(headersTimeout)
+      s.setTimeout(silentMs)
     })
   }
 
@@ -260,6 +263,8 @@ export class ProxyFront {
     }
     reported.add(socket)
     const verdict = classifyClientError(err, this.#core)
+    // A connection that timed out without sending a byte made no attempt: closed, not recorded.
+    if (err?.code === 'ERR_HTTP_REQUEST_TIMEOUT' && socket.bytesRead === 0) delete verdict.denial
     if (verdict.denial) {
       this.#core.counters.transportErrors++
       await this.#transport.record(verdict.denial, tunnel ? await tunnel.token : undefined, tunnel ? { destination: tunnel.host } : {})

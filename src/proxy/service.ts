@@ -102,19 +102,25 @@ export class ProxyService {
     if (secrets instanceof OrgSecrets) this.#unlisten.push(await o.store.listen(SECRETS_CHANNEL, (orgId) => secrets.invalidate(orgId)))
     if (credentials instanceof StaticCredentialBroker) this.#unlisten.push(await o.store.listen(CREDENTIALS_CHANNEL, (orgId) => credentials.invalidate(orgId)))
     const budgets = new Budgets(budgetLedgers(o.store))
+    const log = o.logger ?? consoleLog
+    const counters = newCounters()
     const core: ProxyCore = {
       tokens,
       budgets,
       workspaces: new ActiveWorkspaces({
         directory, compile: o.compile ?? compilePolicyCached, audit: o.audit, onTeardown: (id) => budgets.close(id).catch(() => {}),
+        onAuditError: (err, type) => {
+          counters.auditFailures++
+          log.error({ err: { message: (err as Error)?.message ?? String(err) }, type }, 'proxy: the audit sink refused a workspace lifecycle row')
+        },
         ...(o.workspaceTtlMs ? { ttlMs: o.workspaceTtlMs } : {}),
       }),
       audit: o.audit,
       upstream: new Upstream({ ...(o.upstreamCaPem ? { extraCaPem: o.upstreamCaPem } : {}) }),
       maxInspectBytes: o.maxInspectBytes ?? DEFAULT_MAX_INSPECT_BYTES,
       limits,
-      log: o.logger ?? consoleLog,
-      counters: newCounters(),
+      log,
+      counters,
       placements: providerPlacement,
       secrets,
       credentials,

@@ -64,6 +64,8 @@ export interface ActiveWorkspacesOptions {
   ttlMs?: number
   /** Called after a workspace's state is torn down (budget leases are returned there). */
   onTeardown?: (workspaceId: string) => Promise<void> | void
+  /** Where a lifecycle row the sink refused is reported (these run from timers and bus callbacks). */
+  onAuditError?: (err: unknown, type: string) => void
 }
 
 export class ActiveWorkspaces {
@@ -125,7 +127,7 @@ export class ActiveWorkspaces {
     this.#byId.delete(workspaceId)
     ws.tearDown()
     await this.#lifecycle('workspace_deactivated', ws)
-    await this.#opts.onTeardown?.(workspaceId)
+    await Promise.resolve(this.#opts.onTeardown?.(workspaceId)).catch(() => {})
     return true
   }
 
@@ -137,7 +139,7 @@ export class ActiveWorkspaces {
         this.#byId.delete(id)
         ws.tearDown()
         await this.#lifecycle('workspace_evicted', ws)
-        await this.#opts.onTeardown?.(id)
+        await Promise.resolve(this.#opts.onTeardown?.(id)).catch(() => {})
         n++
       }
     }
@@ -155,6 +157,8 @@ export class ActiveWorkspaces {
 
   async #lifecycle(type: 'workspace_activated' | 'workspace_deactivated' | 'workspace_evicted', ws: ActiveWorkspace): Promise<void> {
     const r = ws.record
+    // Called from the sweep timer and the stop channel's callback: a refused row is reported,
+    // never an unhandled rejection that would take the process down.
     await this.#opts.audit.emit({
       org_id: r.org_id,
       user_id: r.creator_user_id,
@@ -164,6 +168,6 @@ export class ActiveWorkspaces {
       workspace_id: r.id,
       agent_role: r.role,
       agent_provider: r.provider,
-    })
+    }).catch((err: unknown) => this.#opts.onAuditError?.(err, type))
   }
 }
