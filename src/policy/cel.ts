@@ -9,9 +9,11 @@
 //   compiled at save time so a bad pattern is a diagnostic, not a runtime error.
 // - `secrets` may only be indexed with string literals, so the proxy knows before evaluation
 //   exactly which secrets an expression reads (and fetches only those).
+// Every program also carries a worst-case cost bound and is metered when it runs (cel-cost.ts).
 
 import { Environment, type ASTNode } from '@marcbachmann/cel-js'
 import RE2 from 're2'
+import { assertCelBudget, CEL_CALL_BUDGET, CEL_EXPR_COST_LIMIT, CEL_INPUT_BOUND, estimateCelCost, instrumentCel, withCelBudget } from './cel-cost.js'
 
 /** Where an expression sits; decides the variables it may see. */
 export type CelSite =
@@ -34,7 +36,7 @@ export interface CelSiteOptions {
 }
 
 export interface CelIssue {
-  code: 'cel_syntax' | 'cel_undeclared' | 'cel_type' | 'cel_result_type' | 'cel_secrets_dynamic_key' | 'cel_secrets_not_allowed' | 'cel_invalid_regex'
+  code: 'cel_syntax' | 'cel_undeclared' | 'cel_type' | 'cel_result_type' | 'cel_secrets_dynamic_key' | 'cel_secrets_not_allowed' | 'cel_invalid_regex' | 'cel_cost_exceeded'
   message: string
 }
 
@@ -45,6 +47,9 @@ export interface CelProgram {
   readonly type: string
   /** Secret names read by the expression (string-literal keys). */
   readonly secretKeys: readonly string[]
+  /** Worst-case units of one evaluation (inputs within CEL_INPUT_BOUND; docs/policy.md "Cost limits"). */
+  readonly cost: number
+  /** Evaluates within the caller's `withCelBudget` scope, or a budget of its own; throws CelBudgetExceeded past it. */
   run(vars: Record<string, unknown>): unknown
 }
 
@@ -323,11 +328,31 @@ function compileCelUncached(source: string, site: CelSite, expected: CelResultKi
     }
     if (!ok) return { ok: false, issues: [{ code: 'cel_syntax', message: 'unsupported use of matches(): write it as <string>.matches(<pattern>)' }] }
   }
+  const { cost } = estimateCelCost(runnable.ast)
+  if (cost > CEL_EXPR_COST_LIMIT) {
+    const shown = cost >= 1e15 ? 'unbounded' : Math.ceil(cost).toLocaleString('en-US')
+    return {
+      ok: false,
+      issues: [
+        {
+          code: 'cel_cost_exceeded',
+          message: `expression may cost ${shown} units per evaluation, over the limit of ${CEL_EXPR_COST_LIMIT.toLocaleString('en-US')} (inputs taken at ${CEL_INPUT_BOUND} elements or characters; nested comprehensions multiply)`,
+        },
+      ],
+    }
+  }
+  instrumentCel(runnable.ast)
+  const evaluate = (vars: Record<string, unknown>): unknown => {
+    const result = runnable(vars)
+    assertCelBudget()
+    return result
+  }
   const program: CelProgram = Object.freeze({
     source,
     type,
     secretKeys: Object.freeze([...secretKeys]),
-    run: (vars: Record<string, unknown>) => runnable(vars),
+    cost,
+    run: (vars: Record<string, unknown>) => withCelBudget(CEL_CALL_BUDGET, () => evaluate(vars)),
   })
   return { ok: true, program }
 }

@@ -39,6 +39,7 @@ const SSE_COUNTER = `      - name: tokens
         accumulator: max
         value: int(event.data.usage.output_tokens)
 `
+const L10 = '[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]'
 const IDENTITY = `  transforms:
     - header: {name: Accept-Encoding, action: set, value: '"identity"'}
 `
@@ -178,6 +179,13 @@ export const CODES = {
     title: 'A literal pattern given to `matches()` is not valid RE2.',
     bad: doc(`      match: {expr: 'request.path.matches("^/(?=v1)")'}\n`),
     good: doc(`      match: {expr: 'request.path.matches("^/v1/")'}\n`),
+  },
+  cel_cost_exceeded: {
+    severity: 'error',
+    title:
+      'An expression\'s worst-case cost (AST nodes evaluated, times comprehension iterations, plus the size of what each operation touches; inputs taken at 1,024 elements or characters) exceeds 100,000 units, or the policy\'s expressions together exceed 200,000 (docs/policy.md "Cost limits").',
+    bad: doc(`      match: {expr: '${L10}.all(a, ${L10}.all(b, ${L10}.all(c, ${L10}.all(d, a + b + c + d >= 0))))'}\n`),
+    good: doc(`      match: {expr: '${L10}.all(a, ${L10}.all(b, a + b >= 0))'}\n`),
   },
   invalid_status_codes: {
     severity: 'error',

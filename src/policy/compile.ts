@@ -6,7 +6,8 @@ import { createHash } from 'node:crypto'
 import { checkDocument } from './rules/capability.js'
 import { Policy } from './policy.js'
 import type { CompileOptions, CompileResult, Diagnostic } from './types.js'
-import { MAX_SOURCE_BYTES, parseYaml } from './yaml-reader.js'
+import { CEL_POLICY_COST_LIMIT } from './cel-cost.js'
+import { MAX_SOURCE_BYTES, parseYaml, type Reader } from './yaml-reader.js'
 
 function sortDiagnostics(ds: Diagnostic[]): Diagnostic[] {
   const seen = new Set<string>()
@@ -22,12 +23,33 @@ function fail(code: 'document_too_large' | 'document_too_complex', message: stri
   return { ok: false, diagnostics: [{ severity: 'error', code, message, path: '', line: 1, column: 1, rule: code }] }
 }
 
+// One request can evaluate many expressions in one budget scope (every admission rule of a host,
+// say); their bounds together must fit, or an accepted policy could be cut at run time.
+function checkPolicyCost(reader: Reader): void {
+  let total = 0
+  let worst: Reader['celCosts'][number] | undefined
+  for (const c of reader.celCosts) {
+    total += c.cost
+    if (!worst || c.cost > worst.cost) worst = c
+  }
+  if (worst && total > CEL_POLICY_COST_LIMIT) {
+    const n = (x: number) => Math.ceil(x).toLocaleString('en-US')
+    reader.error(
+      'cel_cost_exceeded',
+      `the policy's ${reader.celCosts.length} expressions may cost ${n(total)} units together, over the limit of ${n(CEL_POLICY_COST_LIMIT)}; this one is the costliest (${n(worst.cost)})`,
+      worst.path,
+      worst.node,
+    )
+  }
+}
+
 export function compilePolicy(source: string, _opts: CompileOptions = {}): CompileResult {
   if (Buffer.byteLength(source, 'utf8') > MAX_SOURCE_BYTES) return fail('document_too_large', `the document is larger than ${MAX_SOURCE_BYTES} bytes`)
   try {
     const { reader, root } = parseYaml(source)
     if (reader.hasErrors) return { ok: false, diagnostics: sortDiagnostics(reader.diagnostics) }
     const caps = checkDocument(reader, root)
+    checkPolicyCost(reader)
     if (reader.overBudget) {
       reader.error('document_too_complex', 'the document expands too many aliases (possible YAML bomb)', '', null)
     }

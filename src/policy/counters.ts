@@ -11,6 +11,7 @@
 import { createParser, type EventSourceMessage } from 'eventsource-parser'
 import type { FlooredReason } from '../audit/event.js'
 import { celToAmount, type CelProgram } from './cel.js'
+import { CEL_CALL_BUDGET, withCelBudget } from './cel-cost.js'
 import type { Accumulator, BudgetScope, CompiledCounter, CounterSource, CounterValue, HeaderMap, ResponseView, SseMeter } from './types.js'
 
 export interface CounterSpec {
@@ -186,13 +187,17 @@ class Meter implements SseMeter {
     return this.#terminated
   }
 
+  // One CEL budget scope per chunk: the events of one chunk share CEL_CALL_BUDGET, so a chunk of
+  // many events cannot hold the event loop longer than one proxy phase may.
   feed(chunk: Uint8Array | string): void {
     if (this.#mismatch || this.#terminated) return
-    try {
-      this.#parser.feed(typeof chunk === 'string' ? chunk : this.#decoder.decode(chunk, { stream: true }))
-    } catch {
-      this.#failure ??= 'parse_failed'
-    }
+    withCelBudget(CEL_CALL_BUDGET, () => {
+      try {
+        this.#parser.feed(typeof chunk === 'string' ? chunk : this.#decoder.decode(chunk, { stream: true }))
+      } catch {
+        this.#failure ??= 'parse_failed'
+      }
+    })
   }
 
   #onEvent(e: EventSourceMessage): void {

@@ -4,6 +4,7 @@
 
 import type { TransformFailure } from '../audit/event.js'
 import { celToJson, isCelMap } from './cel.js'
+import { CEL_CALL_BUDGET, withCelBudget } from './cel-cost.js'
 import { DomainIndex, normalizeHost } from './glob.js'
 import { summarizeErrors } from './json-schema.js'
 import type { CCapability, CRule, CTransform } from './model.js'
@@ -165,10 +166,11 @@ export class Policy implements CompiledPolicy {
   }
 
   // The public evaluators never throw: anything unexpected (a malformed request object, a bug)
-  // becomes a deny with policy_error, which the proxy records like any other decision.
+  // becomes a deny with policy_error, which the proxy records like any other decision. Each one is
+  // one CEL budget scope: all the expressions it evaluates share CEL_CALL_BUDGET (cel-cost.ts).
   admit(request: PolicyRequest, context: PolicyContext): AdmissionResult {
     try {
-      return this.#admit(request, context)
+      return withCelBudget(CEL_CALL_BUDGET, () => this.#admit(request, context))
     } catch (e) {
       return { decision: 'deny', reason: 'policy_error', detail: { message: errorLine(e) } }
     }
@@ -235,7 +237,7 @@ export class Policy implements CompiledPolicy {
 
   checkBody(admission: Exclude<AdmissionResult, Deny>, input: BodyInput): BodyResult {
     try {
-      return this.#checkBody(admission, input)
+      return withCelBudget(CEL_CALL_BUDGET, () => this.#checkBody(admission, input))
     } catch (e) {
       return { decision: 'deny', reason: 'policy_error', detail: { message: errorLine(e) }, validationsApplied: 0 }
     }
@@ -299,6 +301,10 @@ export class Policy implements CompiledPolicy {
   }
 
   applyTransforms(input: TransformInput): TransformOutput {
+    return withCelBudget(CEL_CALL_BUDGET, () => this.#applyTransforms(input))
+  }
+
+  #applyTransforms(input: TransformInput): TransformOutput {
     const headers: Record<string, string[]> = {}
     for (const k in input.request.headers) {
       const v = input.request.headers[k]

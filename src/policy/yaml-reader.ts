@@ -11,6 +11,8 @@ const MAX_RESOLVED_NODES = 200_000
 
 export class Reader {
   readonly diagnostics: Diagnostic[] = []
+  /** Every compiled CEL expression's cost bound, where it sits (the policy-wide cost limit). */
+  readonly celCosts: { cost: number; path: string; node: Node | null | undefined }[] = []
   #visited = 0
   #overBudget = false
 

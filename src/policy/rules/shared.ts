@@ -9,7 +9,10 @@ export const NAME_PATTERN = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/
 /** Compiles a CEL field, reporting every issue at the expression's node. */
 export function celField(r: Reader, field: Field, source: string, site: CelSite, expected: CelResultKind, opts?: CelSiteOptions): CelProgram | undefined {
   const res = compileCel(source, site, expected, opts)
-  if (res.ok) return res.program
+  if (res.ok) {
+    r.celCosts.push({ cost: res.program.cost, path: field.path, node: field.node ?? field.keyNode })
+    return res.program
+  }
   for (const issue of res.issues) r.error(issue.code, issue.message, field.path, field.node ?? field.keyNode)
   return undefined
 }
