@@ -4,6 +4,7 @@
 // handler answers unknown routes, so no framework default page ever leaks.
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import { CorralError } from '../errors.js'
+import { isStoreUnavailable } from '../store/index.js'
 import { ApiKeyCache, KEY_REVOKED_CHANNEL } from './auth/key-cache.js'
 import type { AuthState } from './auth/authenticate.js'
 import { createAuthHook } from './auth/hook.js'
@@ -122,6 +123,11 @@ export function fieldsOf(issues: ValidationIssue[], context: string | undefined)
 }
 
 function errorHandler(this: FastifyInstance, err: FastifyError & { validationContext?: string }, request: FastifyRequest, reply: FastifyReply): void {
+  // The database is down, full or locked: the client retries; serve recovers by itself when it is back.
+  if (isStoreUnavailable(err)) {
+    request.log.warn({ err: { message: err.message, code: err.code } }, 'store unavailable')
+    return send(reply, request, 503, 'service_unavailable', 'the database is unavailable; retry after Retry-After')
+  }
   if (err instanceof CorralError) {
     if (err.status >= 500) request.log.error({ err }, 'request failed')
     return send(reply, request, err.status, err.code, err.message, err.details)

@@ -14,12 +14,16 @@ import { REQUEST_ID_HEADER, mintRequestId } from './request-id.js'
 
 /** fastify's router limit on one path parameter (its `maxParamLength` default, kept explicit). */
 export const MAX_PARAM_LENGTH = 100
+/** Retry-After on a 503 that does not set its own. */
+export const RETRY_AFTER_SECONDS = 2
 /** Longest path echoed back in a not-found message (a 100 KiB URL is not repeated to its sender). */
 const ECHO_CHARS = 200
 
 export function sendError(reply: FastifyReply, request: FastifyRequest, status: number, code: string, message: string, details?: Record<string, unknown>): void {
   const body: ErrorEnvelope = { error: { code, message, request_id: String(request.id), ...(details ? { details } : {}) } }
   if (reply.sent || reply.raw.headersSent) return
+  // Every 503 is worth retrying (the database is back, the queue drained, another replica): say when.
+  if (status === 503 && !reply.hasHeader('retry-after')) reply.header('retry-after', String(RETRY_AFTER_SECONDS))
   void reply.code(status).header(REQUEST_ID_HEADER, String(request.id)).type('application/json; charset=utf-8').send(body)
 }
 

@@ -11,6 +11,7 @@ import { createRepositories, type Repositories } from './repositories/index.js'
 import type { Database } from './schema.js'
 
 export type { DialectCapabilities, DialectName, NotifyHandler, StoreDialect } from './dialects/types.js'
+export { isStoreUnavailable } from './dialects/unavailable.js'
 export type { Database } from './schema.js'
 export type { Repositories } from './repositories/index.js'
 export { POSTURES, type Org, type Posture } from './repositories/orgs.js'

@@ -40,11 +40,20 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   const pool = new pg.Pool({
     ...base,
     max: opts.max ?? 10,
+    // A database that stalls (or a host that drops packets) fails a checkout after 5 s instead of
+    // queueing requests forever; keep-alive finds a dead peer on an idle connection.
+    connectionTimeoutMillis: 5_000,
+    keepAlive: true,
     ...(schema ? { options: `-c search_path="${schema}"` } : {}),
   })
   // An idle pooled client that loses its connection emits 'error' on the pool; without a listener
   // that would crash the process. The next checkout simply gets a fresh connection.
   pool.on('error', () => {})
+  // pg-pool detaches that listener while a client is checked out (Kysely holds one per query or
+  // transaction), so a database restart mid-query would emit 'error' on a client nobody listens
+  // to and crash the process. The query itself still fails (and the API answers 503); the pool
+  // drops the broken client when it is released.
+  pool.on('connect', (client) => client.on('error', () => {}))
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
   const prefix = schema ? `${schema}__` : ''
   // Named so operators (and tests) can tell the LISTEN connection apart in pg_stat_activity.
