@@ -1,12 +1,14 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { closeSync, openSync } from 'node:fs'
-import { access, copyFile, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
+import { access, copyFile, mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
+import { pipeline } from 'node:stream/promises'
 import { createInterface } from 'node:readline'
 import type { Readable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { join } from 'node:path'
 import { RuntimeError } from './errors.js'
+import { HeldDir, type Owner, withDirPath } from './held-dir.js'
 import { RuntimeLayout } from './layout.js'
 import { checkPackMounts, packLaunch } from './pack-mounts.js'
 import { ProxyBridge } from './proxy-bridge.js'
@@ -73,6 +75,13 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
   protected abstract plan(workspaceId: string, launch: AgentLaunch, shared: SharedFiles, inbox: string): LaunchPlan
   /** Makes the launch's packs visible to the agent; returns their parent directory as the agent sees it. */
   protected abstract mountPacks(workspaceId: string, packs: readonly PackMount[]): Promise<string>
+  /**
+   * The host user that owns /data and runs the agent, when it is not serve's own (serve runs as
+   * root and the driver drops the agent to an unprivileged uid); null otherwise.
+   */
+  protected owner(): Owner | null {
+    return null
+  }
 
   async provision(spec: ProvisionSpec): Promise<WorkspaceHandle> {
     const dir = this.layout.workspace(spec.workspaceId)
@@ -80,25 +89,32 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     const provisionFile = join(dir, 'provision.json')
     // Re-adoption after a crash of serve: a workspace whose data dir exists was fully provisioned
     // (the dir only appears by rename once a fork's restore has finished).
+    const owner = this.owner()
     if (await exists(dataDir)) {
       const saved = JSON.parse(await readFile(provisionFile, 'utf8').catch(() => '{}')) as { restoredFrom?: SnapshotRecord | null }
+      // A /data written while agents ran as serve's user (an older corral) is given to the agent's.
+      if (owner && (await stat(dataDir)).uid !== owner.uid) await this.#chownData(dataDir, owner)
       return { workspaceId: spec.workspaceId, dataDir, restoredFrom: saved.restoredFrom ?? null }
     }
     await mkdir(join(dir, 'logs'), { recursive: true })
     let restoredFrom: SnapshotRecord | null = null
     const partial = `${dataDir}.partial`
-    await rm(partial, { recursive: true, force: true })
+    await removeIn(dir, 'data.partial')
     await mkdir(partial, { mode: 0o755 })
+    if (owner) await this.#chownData(partial, owner)
     if (spec.forkFrom && spec.forkFrom.taskCount > 0) {
       const parent = this.#snapshotStore(spec.forkFrom.workspaceId)
       restoredFrom = await parent.at(spec.forkFrom.taskCount)
       if (!restoredFrom) {
-        await rm(partial, { recursive: true, force: true })
+        await removeIn(dir, 'data.partial')
         throw new RuntimeError('not_found',
           `workspace ${spec.forkFrom.workspaceId} has no snapshot taken after ${spec.forkFrom.taskCount} tasks`,
           { workspace_id: spec.forkFrom.workspaceId, fork_point_task_count: spec.forkFrom.taskCount })
       }
-      await parent.restore(restoredFrom, partial)
+      // Unpacked as the agent's user (GNU tar), then everything given to it: whatever the archive
+      // holds, the restore cannot write where that user could not.
+      await parent.restore(restoredFrom, partial, owner)
+      if (owner) await this.#chownData(partial, owner)
     }
     await writeFile(provisionFile, JSON.stringify({ restoredFrom }))
     await rename(partial, dataDir)
@@ -181,7 +197,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
   async snapshot(workspaceId: string, taskCount: number, reason: SnapshotReason): Promise<SnapshotRecord> {
     const dataDir = this.layout.data(workspaceId)
     if (!(await exists(dataDir))) throw new RuntimeError('workspace_not_found', `workspace ${workspaceId} is not provisioned`)
-    return this.#snapshotStore(workspaceId).create(dataDir, taskCount, reason)
+    return this.#snapshotStore(workspaceId).create(dataDir, taskCount, reason, this.owner())
   }
 
   async stop(workspaceId: string, taskCount: number): Promise<SnapshotRecord> {
@@ -213,9 +229,41 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     return { workspaceId, phase: stopped ? 'stopped' : 'ready', snapshots }
   }
 
+  async placeFiles(workspaceId: string, into: readonly string[], from: string, names: readonly string[]): Promise<void> {
+    const dataDir = this.layout.data(workspaceId)
+    const owner = this.owner()
+    const root = await HeldDir.open(dataDir, '/data')
+    try {
+      await withDirPath(root, into, { create: true, owner }, async (dir) => {
+        for (const name of names) {
+          const out = await dir.createFile(name, 0o644, owner)
+          const src = await open(join(from, name), 'r')
+          try {
+            await pipeline(src.createReadStream(), out.createWriteStream())
+          } finally {
+            await src.close().catch(() => {})
+            await out.close().catch(() => {})
+          }
+        }
+      })
+    } finally {
+      await root.close()
+    }
+  }
+
   async remove(workspaceId: string): Promise<void> {
     await this.stopAgent(workspaceId)
-    await rm(this.layout.workspace(workspaceId), { recursive: true, force: true })
+    // /data below is the agent's: removed by descriptor, never through a link it made.
+    await removeIn(join(this.layout.root, 'workspaces'), workspaceId)
+  }
+
+  async #chownData(dataDir: string, owner: Owner): Promise<void> {
+    const held = await HeldDir.open(dataDir, '/data')
+    try {
+      await held.chownTree(owner)
+    } finally {
+      await held.close()
+    }
   }
 
   async close(): Promise<void> {
@@ -269,6 +317,17 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
       await writeFile(caBundle, `${system.trimEnd()}\n${corral.trimEnd()}\n`)
     }
     return { init, passwd, group, ca, caBundle }
+  }
+}
+
+/** Removes `name` in the directory `parent` (serve's own) without following any link below it. */
+async function removeIn(parent: string, name: string): Promise<void> {
+  if (!(await exists(parent))) return
+  const held = await HeldDir.open(parent)
+  try {
+    await held.remove(name)
+  } finally {
+    await held.close()
   }
 }
 

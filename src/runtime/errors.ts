@@ -2,7 +2,7 @@ import { CorralError } from '../errors.js'
 
 // Runtime failures that reach the API keep the spec's codes where the spec names one
 // (`workspace_not_found`, not found for a missing snapshot); the others are runtime faults.
-export const RUNTIME_ERROR_CODES = ['workspace_not_found', 'not_found', 'agent_running', 'runtime_unavailable'] as const
+export const RUNTIME_ERROR_CODES = ['workspace_not_found', 'not_found', 'agent_running', 'runtime_unavailable', 'unsafe_path'] as const
 export type RuntimeErrorCode = (typeof RUNTIME_ERROR_CODES)[number]
 
 const STATUS: Record<RuntimeErrorCode, number> = {
@@ -10,6 +10,8 @@ const STATUS: Record<RuntimeErrorCode, number> = {
   not_found: 404,
   agent_running: 409,
   runtime_unavailable: 503,
+  // A path inside a workspace that serve refuses to use (a link the workspace made): held-dir.ts.
+  unsafe_path: 409,
 }
 
 export class RuntimeError extends CorralError {

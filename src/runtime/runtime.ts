@@ -91,7 +91,12 @@ export interface PackMount {
 export interface AgentExit {
   code: number | null
   signal: NodeJS.Signals | null
+  /** A workspace limit that was hit while the agent ran (read from its cgroup), if any. */
+  limitHit?: LimitHit
 }
+
+/** Why a workspace's processes were stopped or refused by a limit (docs/runtime.md "Resource limits"). */
+export type LimitHit = 'memory' | 'pids'
 
 export interface AgentProcess {
   readonly workspaceId: string
@@ -159,6 +164,12 @@ export interface WorkspaceRuntime {
   /** Reads the archive's headers only (no unpacking). Latest snapshot unless `ref` is given. */
   listSnapshotFiles(workspaceId: string, ref?: string): Promise<SnapshotFileEntry[]>
   status(workspaceId: string): Promise<WorkspaceStatus>
+  /**
+   * Copies the files `names` of the host directory `from` into /data/<into...>/ (creating the
+   * directories), owned by the agent's user. Nothing is written through a link the workspace
+   * made: such a component fails the placement (RuntimeError `unsafe_path`), nothing is replaced.
+   */
+  placeFiles(workspaceId: string, into: readonly string[], from: string, names: readonly string[]): Promise<void>
   /** Deletes the workspace directory and its snapshots (after archive retention, not on stop). */
   remove(workspaceId: string): Promise<void>
   /** Stops every running agent (without snapshots) and closes bridges. */

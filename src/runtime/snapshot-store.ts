@@ -5,6 +5,7 @@ import { extname, join } from 'node:path'
 import { Header, type HeaderData, Pax } from 'tar'
 import { type Archiver, defaultArchiver } from './archiver.js'
 import { RuntimeError } from './errors.js'
+import type { Owner } from './held-dir.js'
 import type { SnapshotFileEntry, SnapshotReason, SnapshotRecord } from './runtime.js'
 
 const MANIFEST = 'manifest.json'
@@ -28,8 +29,8 @@ export class SnapshotStore {
     this.#archiver = archiver
   }
 
-  /** Archives `dataDir` (every entry, relative paths) and records it. */
-  async create(dataDir: string, taskCount: number, reason: SnapshotReason): Promise<SnapshotRecord> {
+  /** Archives `dataDir` (every entry, relative paths) and records it; read as `owner` when given (archiver.ts). */
+  async create(dataDir: string, taskCount: number, reason: SnapshotReason, owner?: Owner | null): Promise<SnapshotRecord> {
     await mkdir(this.#dir, { recursive: true })
     const records = await this.list()
     const seq = records.length === 0 ? 1 : Math.max(...records.map((r) => seqOf(r.ref))) + 1
@@ -37,7 +38,7 @@ export class SnapshotStore {
     const partial = join(this.#dir, `.${name}.${randomUUID()}.partial`)
     const top = (await readdir(dataDir)).sort()
     if (top.length === 0) await writeFile(partial, EMPTY_TAR)
-    else await (this.#archiver ?? (await defaultArchiver())).create(dataDir, top, partial)
+    else await (this.#archiver ?? (await defaultArchiver())).create(dataDir, top, partial, owner)
     await rename(partial, join(this.#dir, name))
     const record: SnapshotRecord = {
       ref: `${this.#workspaceId}/${name}`,
@@ -83,9 +84,9 @@ export class SnapshotStore {
     return found
   }
 
-  /** Unpacks a snapshot into `dir` (which must exist). */
-  async restore(record: SnapshotRecord, dir: string): Promise<void> {
-    await (this.#archiver ?? (await defaultArchiver())).extract(this.#path(record), dir)
+  /** Unpacks a snapshot into `dir` (which must exist, owned by `owner` when given). */
+  async restore(record: SnapshotRecord, dir: string, owner?: Owner | null): Promise<void> {
+    await (this.#archiver ?? (await defaultArchiver())).extract(this.#path(record), dir, owner)
   }
 
   /** Reads the archive's headers only, seeking over every entry's body (nothing is unpacked). */

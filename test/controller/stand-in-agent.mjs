@@ -4,6 +4,7 @@
 //   "wait NAME TEXT"   waits for a `go` file in the workspace dir, then writes NAME and exits 0
 //   "sleep"            waits until it is stopped
 //   "crash"            exits 3 without doing anything
+//   "link NAME TARGET" makes NAME (under the workspace dir) a symbolic link to TARGET and exits 0
 import { readFileSync, writeFileSync, appendFileSync } from 'node:fs'
 import { join } from 'node:path'
 
@@ -31,6 +32,9 @@ if (verb === 'write') {
   }, 30)
 } else if (verb === 'sleep') {
   setInterval(() => {}, 1000)
+} else if (verb === 'link') {
+  const { symlinkSync } = await import('node:fs')
+  symlinkSync(rest.join(' '), join(dir, name))
 } else if (verb === 'crash') {
   process.exit(3)
 }

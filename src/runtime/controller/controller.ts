@@ -11,7 +11,7 @@
 // snapshots /data and the workspace is idle again. The conversation survives in /data/.corral.
 // A warm pool member runs its agent ahead of time instead, long-polling `GET /tasks/next`
 // (nextTask); a claim hands the task (with its own token) to that waiting process.
-import { cp, mkdir, rm } from 'node:fs/promises'
+import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import { SYSTEM_USER, type AuditSink, type EventType, type NewAuditEvent } from '../../audit/event.js'
@@ -728,12 +728,7 @@ export class WorkspaceController implements WorkspaceControl {
     if (task.uploads.length || !waiting || waiting.pending) {
       const handle = await this.#o.runtime.provision({ workspaceId: ws.id }) // re-adopts the existing /data
       this.#dataDirs.set(ws.id, handle.dataDir)
-      if (task.uploads.length) {
-        const target = join(handle.dataDir, 'uploads', task.id)
-        await mkdir(target, { recursive: true })
-        await cp(this.stagingDir(task.id), target, { recursive: true })
-        await rm(this.stagingDir(task.id), { recursive: true, force: true })
-      }
+      if (task.uploads.length && !(await this.#placeUploads(ws, task))) return
     }
     if (!(await this.#t.tasks.start(task.id))) return
     await this.#t.transition(ws.id, ['idle'], 'busy', { last_activity_at: new Date().toISOString() })
@@ -777,6 +772,25 @@ export class WorkspaceController implements WorkspaceControl {
     void proc.exited.then(() => this.#withLock(ws.id, () => this.#afterAgent(ws.id, task.id)).catch((err: unknown) => {
       this.#o.logger?.error({ err, workspace_id: ws.id }, 'after-task handling failed')
     }))
+  }
+
+  /**
+   * Moves a task's staged uploads to /data/uploads/<task id>/ through the runtime, which never
+   * writes through a link the workspace made. Refused there, the task fails with the reason
+   * `upload_refused` and says which path; the workspace stays idle for the next task.
+   */
+  async #placeUploads(ws: WorkspaceRecord, task: TaskRecord): Promise<boolean> {
+    try {
+      await this.#o.runtime.placeFiles(ws.id, ['uploads', task.id], this.stagingDir(task.id), task.uploads)
+    } catch (err) {
+      this.#o.logger?.warn({ err, workspace_id: ws.id, task_id: task.id }, 'uploads not placed')
+      const why = err instanceof Error ? err.message : String(err)
+      await this.#finishTask(ws, task.id, 'failed', 'upload_refused', `the uploaded files were not placed: ${why}`.slice(0, 1000))
+      return false
+    } finally {
+      await rm(this.stagingDir(task.id), { recursive: true, force: true })
+    }
+    return true
   }
 
   /** The disk quota's watch over a task's /data, or none without a quota (docs/runtime.md "Resource limits"). */
