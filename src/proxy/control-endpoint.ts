@@ -16,6 +16,8 @@ import type { CapabilityClaims } from './token.js'
 import { ActiveWorkspace } from './workspaces.js'
 
 export const CONTROL_HOST = 'corral.internal'
+/** The agent's task poll: the one endpoint a start-up token reaches. */
+const TASK_POLL = /^\/tasks\/next\/?$/
 /** Largest callback body accepted (an agent event). */
 const MAX_BODY_BYTES = 1024 * 1024
 
@@ -82,6 +84,9 @@ export async function serveControlEndpoint(core: ProxyCore, req: IncomingMessage
   const auth = req.headers['proxy-authorization']
   const check = entry.tunnel ? await entry.tunnel.token : await core.tokens.check(Array.isArray(auth) ? auth[0] : auth)
   if (!check.ok) return false
+  // A start-up token reaches the task poll only; anything else takes the normal path, which
+  // denies it with its decision row (token-scope.ts).
+  if (check.claims.startup && !(req.method === 'GET' && TASK_POLL.test(path))) return false
   // Activate the workspace's proxy state now (policy compile, ledgers): a warm agent polling for
   // its task thereby has it ready before the task's first event or model call needs it.
   void Promise.resolve(core.workspaces.get(check.claims.org_id, check.claims.workspace_id)).catch(() => undefined)

@@ -9,6 +9,7 @@ import type { PlacementLookup } from './credential-injection.js'
 import type { ResponseMeter } from './metering.js'
 import type { DecisionContext } from './decision.js'
 import type { ProxyLimits } from './limits.js'
+import type { TaskLiveness } from './task-liveness.js'
 import type { CapabilityTokens, TokenCheck } from './token.js'
 import type { Upstream } from './upstream.js'
 import type { ActiveWorkspace, ActiveWorkspaces } from './workspaces.js'
@@ -87,6 +88,8 @@ export interface ProxyCounters {
 /** Everything the phases share for the process lifetime. */
 export interface ProxyCore {
   tokens: CapabilityTokens
+  /** Whether a task token's task is still live (task-liveness.ts); without it task tokens are not checked. */
+  tasks?: TaskLiveness
   workspaces: ActiveWorkspaces
   audit: AuditSink
   upstream: Upstream

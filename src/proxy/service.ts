@@ -11,6 +11,7 @@ import { providerPlacement } from './credential-injection.js'
 import { ProxyFront } from './front.js'
 import { resolveLimits, type ProxyLimits } from './limits.js'
 import type { CredentialBroker, ProxyCore, ProxyCounters, ProxyLog, SecretsSource } from './request-state.js'
+import { TASK_ENDED_CHANNEL, TaskLiveness } from './task-liveness.js'
 import { CREDENTIALS_CHANNEL, OrgSecrets, SECRETS_CHANNEL, StaticCredentialBroker } from './org-material.js'
 import { Sealer, loadMasterKey } from './sealed.js'
 import { budgetLedgers } from '../store/budget-ledgers.js'
@@ -104,8 +105,12 @@ export class ProxyService {
     const budgets = new Budgets(budgetLedgers(o.store))
     const log = o.logger ?? consoleLog
     const counters = newCounters()
+    // Task tokens stop at their task's end: the controller announces it (task-liveness.ts).
+    const tasks = new TaskLiveness(tables.tasks)
+    this.#unlisten.push(await o.store.listen(TASK_ENDED_CHANNEL, (key) => tasks.ended(key)))
     const core: ProxyCore = {
       tokens,
+      tasks,
       budgets,
       workspaces: new ActiveWorkspaces({
         directory, compile: o.compile ?? compilePolicyCached, audit: o.audit, onTeardown: (id) => budgets.close(id).catch(() => {}),

@@ -3,7 +3,12 @@
 // key lives in the store's settings so every proxy process on one database agrees; verification
 // is pure CPU (no database round trip). A minted token is a bearer secret: it is never logged,
 // audited or echoed back in a deny body.
-import { randomBytes } from 'node:crypto'
+//
+// Scope (docs/security.md "Tokens with the narrowest scope"): a task token (with `task`) reaches
+// the proxy while its task is live; a start-up token (`use: startup`, minted for a warm or
+// dynamic pool member's agent before it has a task) reaches only the agent's task poll
+// (`GET corral.internal/tasks/next`), once: its `jti` is the one the controller expects.
+import { randomBytes, randomUUID } from 'node:crypto'
 import { SignJWT, jwtVerify, errors as joseErrors } from 'jose'
 
 export const TOKEN_KEY_SETTING = 'proxy.capability_token_key'
@@ -17,6 +22,10 @@ export interface CapabilityClaims {
   org_id: string
   workspace_id: string
   task_id?: string
+  /** A start-up token: good only for the agent's first task poll (see the module comment). */
+  startup?: true
+  /** Token id; set on start-up tokens, which the controller accepts once. */
+  jti?: string
   /** Expiry, seconds since the epoch. */
   exp: number
 }
@@ -56,19 +65,25 @@ export class CapabilityTokens {
     this.#key = key
   }
 
-  async mint(subject: { org_id: string; workspace_id: string; task_id?: string }, ttlSeconds: number): Promise<{ token: string; expires_at: string }> {
+  async mint(subject: { org_id: string; workspace_id: string; task_id?: string }, ttlSeconds: number,
+    opts: { startup?: boolean } = {}): Promise<{ token: string; expires_at: string; jti?: string }> {
     if (!(ttlSeconds > 0)) throw new RangeError('token ttl must be positive')
+    if (opts.startup && subject.task_id) throw new RangeError('a start-up token names no task')
     const exp = Math.floor(Date.now() / 1000) + Math.ceil(ttlSeconds)
     const claims: Record<string, string> = { org: subject.org_id, ws: subject.workspace_id }
     if (subject.task_id) claims.task = subject.task_id
-    const token = await new SignJWT(claims)
+    const jti = opts.startup ? randomUUID() : undefined
+    if (opts.startup) claims.use = 'startup'
+    let jwt = new SignJWT(claims)
+    if (jti) jwt = jwt.setJti(jti)
+    const token = await jwt
       .setProtectedHeader({ alg: ALG, typ: 'corral-cap+jwt' })
       .setIssuer(ISSUER)
       .setAudience(AUDIENCE)
       .setIssuedAt()
       .setExpirationTime(exp)
       .sign(this.#key)
-    return { token, expires_at: new Date(exp * 1000).toISOString() }
+    return { token, expires_at: new Date(exp * 1000).toISOString(), ...(jti ? { jti } : {}) }
   }
 
   /** Checks a `Proxy-Authorization` header value. Never throws. */
@@ -85,11 +100,16 @@ export class CapabilityTokens {
         requiredClaims: ['exp', 'org', 'ws'],
         clockTolerance: CLOCK_TOLERANCE_S,
       })
-      const { org, ws, task, exp } = payload as Record<string, unknown>
+      const { org, ws, task, exp, use, jti } = payload as Record<string, unknown>
       if (typeof org !== 'string' || typeof ws !== 'string' || (task !== undefined && typeof task !== 'string') || typeof exp !== 'number') {
         return { ok: false, reason: 'invalid_token' }
       }
-      const claims: CapabilityClaims = { org_id: org, workspace_id: ws, ...(task ? { task_id: task } : {}), exp }
+      // An unknown `use` is a token this version does not understand: refused, never widened.
+      if (use !== undefined && (use !== 'startup' || task !== undefined || typeof jti !== 'string')) return { ok: false, reason: 'invalid_token' }
+      const claims: CapabilityClaims = {
+        org_id: org, workspace_id: ws, ...(task ? { task_id: task } : {}), exp,
+        ...(use === 'startup' ? { startup: true as const, jti: jti as string } : {}),
+      }
       if (this.#verified.size >= VERIFIED_CACHE_MAX) this.#verified.clear()
       this.#verified.set(token, claims)
       return { ok: true, claims }

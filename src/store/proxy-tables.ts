@@ -24,7 +24,9 @@ interface CredentialsTable {
   id: string; org_id: string; name: string; provider: string; kind: string; status: string; ciphertext: string
   created_by_user_id: string | null; created_at: string; updated_at: string
 }
+interface TasksTable { id: string; workspace_id: string; status: string }
 export interface ProxyTables {
+  tasks: TasksTable
   providers: ProvidersTable
   agent_roles: AgentRolesTable
   workspaces: WorkspacesTable
@@ -103,6 +105,13 @@ export function proxyTables(anyDb: Kysely<any>) {
       },
       async setState(orgId: string, workspaceId: string, state: string): Promise<void> {
         await db.updateTable('workspaces').set({ state, updated_at: nowIso() }).where('org_id', '=', orgId).where('id', '=', workspaceId).execute()
+      },
+    },
+
+    tasks: {
+      /** A task's workspace and status (the proxy's task-token check, task-liveness.ts). */
+      async taskStatus(taskId: string): Promise<{ workspace_id: string; status: string } | undefined> {
+        return db.selectFrom('tasks').select(['workspace_id', 'status']).where('id', '=', taskId).executeTakeFirst()
       },
     },
 

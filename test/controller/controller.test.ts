@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { AuditEvent } from '../../src/audit/event.js'
 import { testDialects } from '../helpers/dialects.js'
-import { controllerRig, waitFor, type ControllerRig } from './harness.js'
+import { controllerRig, waitFor, warmClaims, type ControllerRig } from './harness.js'
 
 for (const dialect of testDialects()) {
   describe(`WorkspaceController (${dialect.name})`, () => {
@@ -30,7 +30,7 @@ for (const dialect of testDialects()) {
     const dataDir = async (r: ControllerRig, id: string) => (await r.runtime.provision({ workspaceId: id })).dataDir
     /** What the warm stand-in's GET /tasks/next would do through the proxy: fetch the task, drop it in task.json. */
     const deliver = async (r: ControllerRig, id: string) => {
-      const reply = await r.events.handle({ org_id: r.orgId, workspace_id: id, exp: 0 }, 'GET', '/tasks/next', Buffer.alloc(0))
+      const reply = await r.events.handle(await warmClaims(r, await dataDir(r, id)), 'GET', '/tasks/next', Buffer.alloc(0))
       expect(reply.status).toBe(200)
       writeFileSync(join(await dataDir(r, id), 'task.json'), JSON.stringify(reply.body))
       return reply.body as { id: string; description: string; proxy_token?: string }
@@ -240,7 +240,8 @@ for (const dialect of testDialects()) {
       // Unclaimed: a long poll ends with 'wait' (the handler answers 204, Retry-After 0).
       expect(await r.controller.nextTask(member.id, 20)).toBe('wait')
 
-      const polling = r.events.handle({ org_id: r.orgId, workspace_id: member.id, exp: 0 }, 'GET', '/tasks/next', Buffer.alloc(0))
+      const startup = await warmClaims(r, dir)
+      const polling = r.events.handle(startup, 'GET', '/tasks/next', Buffer.alloc(0))
       const { workspace, task: t } = await r.controller.createWorkspace(r.orgId, r.actor, r.role, { description: 'write out.txt warm hello', options: {} })
       expect(workspace.id).toBe(member.id)
       const reply = await polling
@@ -251,7 +252,7 @@ for (const dialect of testDialects()) {
       expect((await r.runtime.status(member.id)).pid).toBe(pid) // no process start
       await state(r, member.id, 'busy')
       // Delivered once: the agent's next poll (after its task) is told there is no more work.
-      expect((await r.events.handle({ org_id: r.orgId, workspace_id: member.id, exp: 0 }, 'GET', '/tasks/next', Buffer.alloc(0))).status).toBe(410)
+      expect((await r.events.handle(startup, 'GET', '/tasks/next', Buffer.alloc(0))).status).toBe(410)
 
       await r.events.handle({ org_id: r.orgId, workspace_id: member.id, task_id: t!.id, exp: 0 }, 'POST', `/task/${t!.id}/event`,
         Buffer.from(JSON.stringify({ type: 'task_end', status: 'completed', summary: 'warm' })))

@@ -10,13 +10,14 @@ import { afterEach, describe, expect, it } from 'vitest'
 import type { AuditEvent } from '../../src/audit/event.js'
 import { DiskMeasureError, DiskWatch, diskOverText, measureDisk, type DiskUsage } from '../../src/runtime/controller/disk-watch.js'
 import { testDialects } from '../helpers/dialects.js'
-import { controllerRig, waitFor, type ControllerRig, type RigOptions } from './harness.js'
+import { controllerRig, waitFor, warmClaims, type ControllerRig, type RigOptions } from './harness.js'
 
 const FILLER_AGENT = `
 const fs = require('node:fs'), path = require('node:path')
 const dir = process.env.CORRAL_WORKSPACE_DIR
 // A warm pool member's agent (as the stand-in does): the test drops the fetched task in task.json.
 const warm = process.env.CORRAL_TASK_SOURCE === 'http'
+if (warm) fs.writeFileSync(path.join(dir, 'warm.token'), process.env.CORRAL_PROXY_TOKEN || '')
 if (warm) fs.writeFileSync(path.join(dir, 'warm.pid'), String(process.pid))
 while (warm && !fs.existsSync(path.join(dir, 'task.json'))) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20)
 const [task] = warm ? [JSON.parse(fs.readFileSync(path.join(dir, 'task.json'), 'utf8'))] : JSON.parse(fs.readFileSync(path.join(process.env.CORRAL_INBOX, 'tasks.json'), 'utf8'))
@@ -139,7 +140,7 @@ for (const dialect of testDialects()) {
       await waitFor(async () => existsSync(join(dataDir(r, member.id), 'warm.pid')), 'the warm agent waiting')
       const { workspace, task: t } = await r.controller.createWorkspace(r.orgId, r.actor, r.role, { description: 'fill 32', options: {} })
       expect(workspace.id).toBe(member.id)
-      const reply = await r.events.handle({ org_id: r.orgId, workspace_id: member.id, exp: 0 }, 'GET', '/tasks/next', Buffer.alloc(0))
+      const reply = await r.events.handle(await warmClaims(r, dataDir(r, member.id)), 'GET', '/tasks/next', Buffer.alloc(0))
       expect(reply.status).toBe(200)
       writeFileSync(join(dataDir(r, member.id), 'task.json'), JSON.stringify(reply.body))
       expect(await settled(r, t!.id)).toMatchObject({ status: 'failed', reason: 'disk_quota_exceeded' })
@@ -152,7 +153,7 @@ for (const dialect of testDialects()) {
       await waitFor(async () => existsSync(join(dataDir(r, member.id), 'warm.pid')), 'the warm agent waiting')
       const { task: t } = await r.controller.createWorkspace(r.orgId, r.actor, r.role, { description: 'idle', options: {} })
       // The agent's fetch answers once the task is handed over; it writes at once and never ends.
-      const reply = await r.events.handle({ org_id: r.orgId, workspace_id: member.id, exp: 0 }, 'GET', '/tasks/next', Buffer.alloc(0))
+      const reply = await r.events.handle(await warmClaims(r, dataDir(r, member.id)), 'GET', '/tasks/next', Buffer.alloc(0))
       expect(reply.status).toBe(200)
       writeFileSync(join(dataDir(r, member.id), 'big'), Buffer.alloc(2 * MIB, 1))
       expect(await settled(r, t!.id)).toMatchObject({ status: 'failed', reason: 'disk_quota_exceeded' })

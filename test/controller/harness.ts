@@ -1,11 +1,11 @@
 // A workspace controller over a real store and the real `process` runtime, with the stand-in agent
 // (stand-in-agent.mjs) instead of the model-driven one. Each call makes a fresh org, provider and role.
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { createAuditWriter, type AuditWriter } from '../../src/audit/index.js'
-import { CapabilityTokens } from '../../src/proxy/token.js'
+import { CapabilityTokens, type CapabilityClaims } from '../../src/proxy/token.js'
 import { AgentEvents } from '../../src/runtime/controller/agent-events.js'
 import { WorkspaceController, type Actor } from '../../src/runtime/controller/controller.js'
 import { ProcessRuntime } from '../../src/runtime/index.js'
@@ -89,6 +89,13 @@ export async function controllerRig(store: Store, opts: RigOptions = {}): Promis
       rmSync(root, { recursive: true, force: true })
     },
   }
+}
+
+/** The claims of the start-up token that a waiting warm agent (the stand-in) was given. */
+export async function warmClaims(rig: ControllerRig, dataDir: string): Promise<CapabilityClaims> {
+  const check = await rig.tokens.check(`Bearer ${readFileSync(join(dataDir, 'warm.token'), 'utf8')}`)
+  if (!check.ok) throw new Error('the warm agent has no valid start-up token')
+  return check.claims
 }
 
 export async function waitFor<T>(probe: () => Promise<T | undefined | false>, what: string, timeoutMs = 15_000): Promise<T> {

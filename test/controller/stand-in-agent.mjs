@@ -15,6 +15,8 @@ const dir = process.env.CORRAL_WORKSPACE_DIR
 const warm = process.env.CORRAL_TASK_SOURCE === 'http'
 if (warm) {
   const { existsSync } = await import('node:fs')
+  // Its start-up token, for tests that poll GET /tasks/next on its behalf (written before warm.pid).
+  writeFileSync(join(dir, 'warm.token'), process.env.CORRAL_PROXY_TOKEN ?? '')
   writeFileSync(join(dir, 'warm.pid'), String(process.pid))
   while (!existsSync(join(dir, 'task.json'))) await new Promise((r) => setTimeout(r, 20))
 }

@@ -5,7 +5,7 @@ import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { testDialects } from '../helpers/dialects.js'
-import { controllerRig, waitFor, type ControllerRig } from './harness.js'
+import { controllerRig, waitFor, warmClaims, type ControllerRig } from './harness.js'
 
 const ahead = new URLSearchParams('token=ahead')
 
@@ -27,7 +27,7 @@ for (const dialect of testDialects()) {
     it('a claim answers the waiting poll with the task\'s token; the next poll gets the task with the same token', async () => {
       const r = (rig = await controllerRig(await dialect.open(), { poolSize: 1 }))
       const { member, dir } = await waitingMember(r)
-      const workspaceClaims = { org_id: r.orgId, workspace_id: member.id, exp: 0 }
+      const workspaceClaims = await warmClaims(r, dir)
       // Unclaimed, asking for the token ahead changes nothing: the long poll ends with 204.
       expect(await r.controller.nextTask(member.id, 20, { tokenAhead: true })).toBe('wait')
 
@@ -41,7 +41,7 @@ for (const dialect of testDialects()) {
       expect(await r.tokens.check(`Bearer ${token}`)).toMatchObject({ ok: true, claims: { workspace_id: member.id, task_id: t!.id } })
 
       // The agent asks again, now with the task's token: it gets the task, carrying that token.
-      const taskClaims = { ...workspaceClaims, task_id: t!.id }
+      const taskClaims = { org_id: r.orgId, workspace_id: member.id, exp: 0, task_id: t!.id }
       const second = await r.events.handle(taskClaims, 'GET', '/tasks/next', Buffer.alloc(0), undefined, ahead)
       expect(second).toMatchObject({ status: 200, body: { id: t!.id, description: 'write out.txt ahead', proxy_token: token } })
       await waitFor(async () => (await r.controller.tables.byId(member.id))?.state === 'busy', 'busy')
@@ -56,7 +56,7 @@ for (const dialect of testDialects()) {
     it('a poll without token=ahead is not woken by the token: it gets the task with its token', async () => {
       const r = (rig = await controllerRig(await dialect.open(), { poolSize: 1 }))
       const { member, dir } = await waitingMember(r)
-      const polling = r.events.handle({ org_id: r.orgId, workspace_id: member.id, exp: 0 }, 'GET', '/tasks/next', Buffer.alloc(0))
+      const polling = r.events.handle(await warmClaims(r, dir), 'GET', '/tasks/next', Buffer.alloc(0))
       const { task: t } = await r.controller.createWorkspace(r.orgId, r.actor, r.role, { description: 'write out.txt plain', options: {} })
       const reply = await polling
       expect(reply).toMatchObject({ status: 200, body: { id: t!.id, proxy_token: expect.any(String) } })

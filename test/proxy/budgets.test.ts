@@ -114,13 +114,14 @@ describe('budgets (real policy, real sockets, SQLite ledgers)', () => {
 
   it('the task scope has its own, smaller ceiling', async () => {
     const other = await h.workspace(CAPS)
-    const t1 = await h.token(other.workspaceId, { task: 'task_1' })
+    const task1 = await h.task(other.workspaceId)
+    const t1 = await h.token(other.workspaceId, { task: task1 })
     const statuses: number[] = []
     for (let i = 0; i < 3; i++) statuses.push((await h.fetch(`${base()}/count/t`, { token: t1 })).status)
     expect(statuses).toEqual([200, 200, 429])
     const rows = await newRows(3)
-    expect(rows[2]).toMatchObject({ reason: 'budget_exhausted', task_id: 'task_1', detail: { counter: 'calls', scope: 'task' } })
-    const t2 = await h.token(other.workspaceId, { task: 'task_2' })
+    expect(rows[2]).toMatchObject({ reason: 'budget_exhausted', task_id: task1, detail: { counter: 'calls', scope: 'task' } })
+    const t2 = await h.token(other.workspaceId, { task: await h.task(other.workspaceId) })
     expect((await h.fetch(`${base()}/count/t`, { token: t2 })).status).toBe(200)
   })
 

@@ -14,6 +14,7 @@ import { LeafMinter, loadOrCreateCa } from '../../src/proxy/ca.js'
 import { ProxyService, type ProxyServiceOptions } from '../../src/proxy/service.js'
 import { openStore, type Store } from '../../src/store/index.js'
 import { proxyTables } from '../../src/store/proxy-tables.js'
+import { workspaceTables } from '../../src/store/repositories/workspaces.js'
 
 /**
  * Records every row in memory (the tests' window on what the proxy emitted), after the real
@@ -82,6 +83,8 @@ export interface Harness {
   /** A workspace whose role has `capabilities` (null: no policy). */
   workspace(capabilities: string | null, state?: string): Promise<{ workspaceId: string; roleId: string; token: string }>
   token(workspaceId: string, opts?: { task?: string; ttl?: number; org?: string }): Promise<string>
+  /** A real task row (submitted) in the workspace: task tokens reach the proxy only while theirs is live. */
+  task(workspaceId: string): Promise<string>
   /** fetch through the proxy like an agent (CONNECT for https, absolute URI for http). */
   fetch(url: string, init: { token?: string; method?: string; body?: string; headers?: Record<string, string> }): Promise<{ status: number; body: string; headers: Headers }>
   /** Like fetch, but hands back the undici Response so a test can read the body as it streams. */
@@ -122,6 +125,10 @@ export async function startHarness(opts: Partial<ProxyServiceOptions> & { dbUrl?
       proxy = makeProxy(h.store)
       h.proxy = proxy
       h.proxyUrl = `http://127.0.0.1:${await proxy.start()}`
+    },
+    async task(workspaceId) {
+      const t = await workspaceTables(h.store.db).tasks.create(org!.id, { workspace_id: workspaceId, description: 'test task', options: {}, created_by: user.id })
+      return t.id
     },
     async token(workspaceId, o = {}) {
       const minted = await proxy.tokens.mint({ org_id: o.org ?? org!.id, workspace_id: workspaceId, ...(o.task ? { task_id: o.task } : {}) }, o.ttl ?? 600)

@@ -3,6 +3,7 @@
 import type { AdmissionResult, CompiledPolicy, PolicyRequest } from '../../policy/types.js'
 import { attributeToken, deny, type PhaseOutcome } from '../decision.js'
 import type { ProxyCore, RequestState } from '../request-state.js'
+import { outboundScopeDenial } from '../token-scope.js'
 
 const ADMISSION_DECISIONS = new Set(['allow', 'pending', 'deny'])
 const TOKEN_CLOCK_TOLERANCE_MS = 5_000
@@ -17,6 +18,9 @@ export async function requestHeaders(core: ProxyCore, st: RequestState): Promise
   if (entry.tunnel && claims.exp * 1000 + TOKEN_CLOCK_TOLERANCE_MS < Date.now()) {
     return attributeToken(ctx, { ok: false, reason: 'invalid_token', expired: { org_id: claims.org_id, workspace_id: claims.workspace_id } })
   }
+  // A start-up token or an ended task's token reaches nothing outbound (token-scope.ts).
+  const outOfScope = await outboundScopeDenial(core, claims)
+  if (outOfScope) return outOfScope
 
   const got = core.workspaces.get(claims.org_id, claims.workspace_id)
   const activation = 'then' in got ? await got : { ok: true as const, workspace: got }

@@ -34,7 +34,9 @@ export class AgentEvents implements ControlEndpointHandler {
   async handle(claims: CapabilityClaims, method: string, path: string, body: Buffer, charge?: () => Promise<AgentEventCharge>, query?: URLSearchParams): Promise<ControlReply> {
     if (method === 'GET' && /^\/tasks\/next\/?$/.test(path)) {
       // `?token=ahead`: the agent takes the claimed task's token before the task (controller.nextTask).
-      const next = await this.#controller.nextTask(claims.workspace_id, undefined, { tokenAhead: query?.get('token') === 'ahead' })
+      // Only the warm agent's unspent start-up token or the claimed task's token gets an answer.
+      const as = claims.startup ? { startup: true as const, ...(claims.jti ? { jti: claims.jti } : {}) } : { ...(claims.task_id ? { taskId: claims.task_id } : {}) }
+      const next = await this.#controller.nextTask(claims.workspace_id, undefined, { tokenAhead: query?.get('token') === 'ahead', as })
       if (next === 'none') return refuse(410, 'no_more_tasks', 'this workspace has no more work for this agent')
       // A long poll that ended with nothing: ask again at once.
       if (next === 'wait') return { status: 204, headers: { 'retry-after': '0' } }
@@ -44,6 +46,8 @@ export class AgentEvents implements ControlEndpointHandler {
     if (!m) return refuse(404, 'not_found', `no control-plane endpoint ${method} ${path}`)
     if (method !== 'POST') return refuse(405, 'method_not_allowed', 'agent events are POSTed')
     const taskId = m[1]!
+    // A start-up token fetches the first task and nothing else (the proxy sends it no further).
+    if (claims.startup) return refuse(403, 'permission_denied', 'a start-up token only fetches the first task')
     // A token minted for one task cannot write events of another.
     if (claims.task_id !== undefined && claims.task_id !== taskId) return refuse(403, 'permission_denied', 'the capability token is for another task')
     let event: Record<string, unknown>

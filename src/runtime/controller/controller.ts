@@ -17,6 +17,7 @@ import type { Logger } from 'pino'
 import { SYSTEM_USER, type AuditSink, type EventType, type NewAuditEvent } from '../../audit/event.js'
 import { WORKSPACE_STOPPED_CHANNEL } from '../../proxy/serve-service.js'
 import type { CapabilityTokens } from '../../proxy/token.js'
+import { TASK_ENDED_CHANNEL } from '../../proxy/task-liveness.js'
 import { apiError } from '../../server/errors.js'
 import type { WorkspaceControl } from '../../server/workspace-control.js'
 import type { Store } from '../../store/index.js'
@@ -101,10 +102,16 @@ export interface TokenAhead {
   proxy_token: string
 }
 
+/** The token a task poll came with: a start-up token (its id) or a task token (its task). */
+export type PollToken = { startup: true; jti?: string } | { startup?: false; taskId?: string }
+
 /** The agent of an unclaimed pool member, waiting in `GET /tasks/next` for its task. */
 interface WarmAgent {
   process: AgentProcess
   startedAt: number
+  /** Id of the agent's start-up token; spent once it fetched the first task (or its token ahead). */
+  startupJti: string
+  startupSpent?: boolean
   /** Set by the claim; delivered once by nextTask. */
   pending?: AgentTask
   /**
@@ -559,13 +566,16 @@ export class WorkspaceController implements WorkspaceControl {
    * warm agent still unclaimed) held up to `waitMs` and then 'wait'; 'none' when the workspace has
    * no more work for this agent (a task agent asking after its task, or a warm agent being stopped).
    */
-  async nextTask(workspaceId: string, waitMs = TASK_LONG_POLL_MS, opts: { tokenAhead?: boolean } = {}): Promise<AgentTask | TokenAhead | 'wait' | 'none'> {
+  async nextTask(workspaceId: string, waitMs = TASK_LONG_POLL_MS, opts: { tokenAhead?: boolean; as?: PollToken } = {}): Promise<AgentTask | TokenAhead | 'wait' | 'none'> {
     // An agent that started fast (or a serve whose event loop was busy) can ask before its warm-up
     // has registered it: wait for that rather than tell it there is no work.
     const warming = this.#warming.get(workspaceId)
     if (warming) await warming
     const w = this.#warm.get(workspaceId)
     if (!w) return 'none'
+    // Narrowest scope (docs/security.md): the warm agent's own start-up token, until it fetched its
+    // first task; or the claimed task's token (the agent adopted it from the token ahead).
+    if (opts.as && !this.#pollAllowed(w, opts.as)) return 'none'
     const tokenReady = (): boolean => opts.tokenAhead === true && w.ahead !== undefined && !w.ahead.sent
     if (!w.pending && !tokenReady() && !this.#closed) {
       await new Promise<void>((resolve) => {
@@ -582,15 +592,24 @@ export class WorkspaceController implements WorkspaceControl {
       })
     }
     if (this.#warm.get(workspaceId) !== w) return 'none'
+    if (opts.as && !this.#pollAllowed(w, opts.as)) return 'none'
     if (w.pending) {
       this.#warm.delete(workspaceId)
+      w.startupSpent = true
       return w.pending
     }
     if (w.ahead && tokenReady()) {
       w.ahead.sent = true
+      w.startupSpent = true
       return { proxy_token: w.ahead.token }
     }
     return 'wait'
+  }
+
+  #pollAllowed(w: WarmAgent, as: PollToken): boolean {
+    if (as.startup) return as.jti === w.startupJti && !w.startupSpent
+    const claimed = w.ahead?.taskId ?? w.pending?.id
+    return as.taskId !== undefined && as.taskId === claimed
   }
 
   /** At a claim: the waiting agent of the claimed member gets the task's token ahead of the task. */
@@ -614,6 +633,8 @@ export class WorkspaceController implements WorkspaceControl {
     if (this.#o.warmAgents === false || this.#closed || this.#warm.has(ws.id) || this.#running.has(ws.id) || this.#coldMembers.has(ws.id)) return
     const role = await this.#t.role(ws.org_id, { id: ws.role_id })
     let proc: AgentProcess
+    let token: string
+    let jti: string | undefined
     let registered!: () => void
     this.#warming.set(ws.id, new Promise<void>((resolve) => (registered = resolve)))
     const settle = (): void => {
@@ -623,7 +644,8 @@ export class WorkspaceController implements WorkspaceControl {
     try {
       this.#dataDirs.set(ws.id, (await this.#o.runtime.provision({ workspaceId: ws.id })).dataDir)
       const packs = await this.#packsFor(ws, role)
-      const { token } = await this.#o.tokens.mint({ org_id: ws.org_id, workspace_id: ws.id }, WARM_TOKEN_TTL_S)
+      // A start-up token: the proxy lets it reach GET /tasks/next only, and nextTask takes it once.
+      ;({ token, jti } = await this.#o.tokens.mint({ org_id: ws.org_id, workspace_id: ws.id }, WARM_TOKEN_TTL_S, { startup: true }))
       proc = await this.#startAgent(ws.id, packs, {
         ...agentProgram(packs, this.#o.agentCommand),
         proxyToken: token,
@@ -635,7 +657,7 @@ export class WorkspaceController implements WorkspaceControl {
       settle()
       return
     }
-    const warm: WarmAgent = { process: proc, startedAt: Date.now() }
+    const warm: WarmAgent = { process: proc, startedAt: Date.now(), startupJti: jti! }
     this.#warm.set(ws.id, warm)
     settle()
     void proc.exited.then(() => {
@@ -961,6 +983,8 @@ export class WorkspaceController implements WorkspaceControl {
   /** Ends a task once (first writer wins) and records `task_completed`. */
   async #finishTask(ws: WorkspaceRecord, taskId: string, status: 'completed' | 'failed' | 'cancelled', reason?: string, summary?: string): Promise<boolean> {
     if (!(await this.#t.tasks.finish(taskId, status, reason, summary))) return false
+    // Every proxy stops taking the task's token for outbound traffic (task-liveness.ts).
+    await this.#o.store.notify(TASK_ENDED_CHANNEL, `${ws.id}/${taskId}`).catch((err: unknown) => this.#o.logger?.warn({ err, task_id: taskId }, 'task end not announced'))
     await this.#emit(ws, 'task_completed', ws.created_by_user_id, { status, ...(reason ? { reason } : {}) }, taskId)
     return true
   }

@@ -1,0 +1,15 @@
+// What a verified capability token may reach beyond the control endpoint (docs/security.md
+// "Tokens with the narrowest scope"): never a start-up token (it fetches the agent's first task
+// only, control-endpoint.ts), and a task token only while its task is live (task-liveness.ts).
+// Both are `invalid_token` denials with their decision row; the detail says which.
+import { deny, type PolicyDenial } from './decision.js'
+import type { ProxyCore } from './request-state.js'
+import type { CapabilityClaims } from './token.js'
+
+export async function outboundScopeDenial(core: ProxyCore, claims: CapabilityClaims): Promise<PolicyDenial | undefined> {
+  if (claims.startup) return deny('invalid_token', { token: 'startup', message: 'a start-up token only fetches the first task; the task brings its own token' })
+  if (claims.task_id && core.tasks && !(await core.tasks.live(claims.workspace_id, claims.task_id))) {
+    return deny('invalid_token', { token: 'task_ended', message: 'the token\'s task has ended' })
+  }
+  return undefined
+}
