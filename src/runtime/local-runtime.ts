@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process'
+import { lstatSync, realpathSync } from 'node:fs'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -52,7 +53,7 @@ export class LocalRuntime extends DirectoryRuntime {
   constructor(options: LocalRuntimeOptions) {
     super(options)
     this.#bwrap = options.bwrap ?? 'bwrap'
-    this.#readOnly = [packageRoot(), nodePrefix(), ...(options.readOnlyPaths ?? [])]
+    this.#readOnly = [packageRoot(), ...linkedModules(packageRoot()), nodePrefix(), ...(options.readOnlyPaths ?? [])]
     this.#limits = options.limits ?? limitsFromEnv()
     this.#hidden = options.hidden ?? []
   }
@@ -177,6 +178,21 @@ export class LocalRuntime extends DirectoryRuntime {
       hide: nestedIn([...this.#hidden, this.layout.root, this.layout.sockets], this.#readOnly),
       disableUserns: this.#disableUserns,
     }
+  }
+}
+
+/**
+ * The package's node_modules when it is a link to somewhere else (a pnpm store, a shared tree):
+ * the agent resolves corral's dependencies through it, so its target is bound too.
+ */
+function linkedModules(root: string): string[] {
+  try {
+    const modules = join(root, 'node_modules')
+    if (!lstatSync(modules).isSymbolicLink()) return []
+    const target = realpathSync(modules)
+    return target.startsWith(`${root}/`) ? [] : [target]
+  } catch {
+    return []
   }
 }
 
