@@ -85,7 +85,7 @@ describe('tokens through the proxy: each kind, each budget', () => {
     expect(got.slice(1).map((r) => [r.reason, (r.detail as { token?: string }).token])).toEqual([['invalid_token', 'task_ended'], ['invalid_token', 'task_ended']])
   })
 
-  it('an expired token is refused, and its row is attributed to its workspace', async () => {
+  it('an expired token is refused, and its row names the token\'s workspace', async () => {
     const ws = await h.workspace(CAPS)
     const key = await loadTokenKey(h.store.settings)
     const past = Math.floor(Date.now() / 1000) - 60
@@ -93,7 +93,7 @@ describe('tokens through the proxy: each kind, each budget', () => {
       .setProtectedHeader({ alg: 'HS256', typ: 'corral-cap+jwt' }).setIssuer('corral').setAudience('corral-proxy')
       .setIssuedAt(past - 600).setExpirationTime(past).sign(key)
     expect(await get(expired)).not.toBe(200)
-    expect((await rows(1))[0]).toMatchObject({ reason: 'invalid_token', workspace_id: ws.workspaceId })
+    expect((await rows(1))[0]).toMatchObject({ reason: 'invalid_token', detail: { expired: true, token_workspace_id: ws.workspaceId } })
   })
 
   it('another workspace\'s token is charged to that workspace and task, whose ceilings hold', async () => {
