@@ -6,13 +6,19 @@
 //    what the request needs). Reserving and debiting within the lease is synchronous, so parallel
 //    requests in one process cannot both spend the same unit, and processes sharing one database
 //    cannot spend the same unit either: each unit is granted to one lease only;
-//  - unlimited scopes (max 0) and debits beyond a lease are written behind, in one batch every
-//    FLUSH_MS; unused leases are returned on stop, eviction and window change.
+//  - unlimited scopes (max 0) are written behind, in one batch every FLUSH_MS; unused leases are
+//    returned on stop, eviction and window change.
+// Crash safety (docs/reliability.md, "Budgets through crashes"): the ledger must never hold less
+// than what was spent against a ceiling. A lease is in the ledger before any of it is reserved, so
+// every reservation is durable before its request is forwarded, and a crash keeps the unused rest
+// counted as spent (conservative, never returned). A debit beyond what the lease held (a response
+// that metered more than its reservation) is written to the ledger before `settle` resolves, so
+// before the request's decision row and the end of its answer; while such a debit is unwritten
+// (ledger unreachable) its scope grants nothing, and it is written before the next grant.
 // Worst-case overshoot of a ceiling: a response counter's actual debit can exceed what was
 // reserved for it (the tokens were already spent upstream), so the ledger may pass `max` by at most
 // the sum over in-flight requests of (actual − reserve_per_request); the next admission is then
-// refused. A crash loses the unused part of a lease as if spent (undercount of what is left,
-// never an overshoot), at most LEASE_FRACTION of the ceiling per process and counter.
+// refused. The same bound covers requests in flight at a crash, whose metered amount nobody knows.
 import type { CompiledCounter, CounterValue } from '../policy/types.js'
 import type { FlooredReason } from '../audit/event.js'
 import type { BudgetLedgers, LedgerKey } from '../store/budget-ledgers.js'
@@ -28,6 +34,7 @@ class Slot {
   /** Ledger `used` at the last database answer (includes our unreturned lease). */
   dbUsed = 0
   windowStart = 0
+  /** Debits not yet in the ledger: write-behind for unlimited scopes, owed (blocking) for ceilings. */
   pending = 0
   inFlight = 0
   acquiring: Promise<void> | undefined
@@ -141,6 +148,12 @@ export class Budgets {
         await slot.acquiring
         continue
       }
+      // An owed debit goes into the ledger before the ledger grants anything more.
+      if (slot.pending > 0) {
+        await this.flush()
+        if (slot.pending > 0) throw new Error('budget ledger unreachable: an owed debit is not written yet')
+        continue
+      }
       const want = Math.max(need - slot.lease, Math.ceil(slot.max * LEASE_FRACTION))
       let granted = 0
       slot.acquiring = this.#ledgers.acquire(slot.k, slot.max, want).then(({ granted: g, snapshot }) => {
@@ -171,11 +184,16 @@ export class Budgets {
     this.#release(r)
   }
 
-  /** Commits the actual debits (by counter name) against the holds; returns the row's budget columns. */
-  settle(r: Reservation, actual: ReadonlyMap<string, CounterValue>): Settlement {
+  /**
+   * Commits the actual debits (by counter name) against the holds; returns the row's budget
+   * columns. Resolves once every debit against a ceiling is in the ledger (or owed, when the
+   * ledger is unreachable: see #take); never rejects.
+   */
+  async settle(r: Reservation, actual: ReadonlyMap<string, CounterValue>): Promise<Settlement> {
     const out: Settlement = { debits: {}, budgetState: {}, floored: {} }
     if (r.settled) return out
     r.settled = true
+    let owed = false
     for (const h of r.holds) {
       h.concurrencySlot.inFlight = Math.max(0, h.concurrencySlot.inFlight - 1)
       const v = actual.get(h.counter.name) ?? { value: 0 }
@@ -191,13 +209,17 @@ export class Budgets {
             const extra = debit - held.amount
             const fromLease = Math.min(slot.lease, extra)
             slot.lease -= fromLease
-            slot.pending += extra - fromLease
+            if (extra > fromLease) {
+              slot.pending += extra - fromLease
+              owed = true
+            }
           }
         } else slot.pending += debit
         state[scope] = { used: slot.used(), max: slot.max, ...(slot.max > 0 ? { remaining: Math.max(0, slot.max - slot.used()) } : {}) }
       }
       out.budgetState[h.counter.name] = state
     }
+    if (owed) await this.flush()
     return out
   }
 

@@ -64,7 +64,7 @@ async function chargeAgentEvent(core: ProxyCore, claims: CapabilityClaims, bodyB
   const counters = declared.length ? declared : DEFAULT_AGENT_EVENT_COUNTERS
   const held = await core.budgets.reserve(claims.org_id, claims.workspace_id, claims.task_id, counters, bodyBytes)
   if (held instanceof PolicyDenial) return { ok: false, status: held.status, reason: held.reason, detail: held.detail }
-  const settled = core.budgets.settle(held, new Map(counters.map((c) => [c.name, { value: c.requestAmount(bodyBytes) }])))
+  const settled = await core.budgets.settle(held, new Map(counters.map((c) => [c.name, { value: c.requestAmount(bodyBytes) }])))
   return { ok: true, debits: settled.debits, budget_state: settled.budgetState }
 }
 

@@ -45,7 +45,7 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
   }
   if (denial) {
     ctx.denial = denial
-    release(core, st)
+    await release(core, st)
     await terminal(core, ctx)
     sendDeny(st, denial)
     return
@@ -56,7 +56,7 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
     if (st.bodyLimitHit) bodyTooLarge(core, st)
     else upstreamFailed(st, err)
   } finally {
-    release(core, st)
+    await release(core, st)
     await terminal(core, ctx)
   }
 }
@@ -67,12 +67,12 @@ function internalError(core: ProxyCore, err: unknown): PolicyDenial {
   return deny('internal_error', {}, 500)
 }
 
-/** Once per request: the workspace's in-flight slot and the budget holds or debits. */
-function release(core: ProxyCore, st: RequestState): void {
+/** Once per request: the workspace's in-flight slot and the budget holds or debits (durable before the row). */
+async function release(core: ProxyCore, st: RequestState): Promise<void> {
   if (st.released) return
   st.released = true
   if (st.workspace) st.workspace.inFlight--
-  settleBudgets(core, st)
+  await settleBudgets(core, st)
 }
 
 /** A streamed request body went past maxBodyBytes: the upstream request was aborted. */
@@ -104,15 +104,15 @@ async function admitAndPrepare(core: ProxyCore, st: RequestState): Promise<Phase
   return undefined
 }
 
-/** Commits debits of an allowed request, or returns the holds of a denied one. */
-function settleBudgets(core: ProxyCore, st: RequestState): void {
+/** Commits debits of an allowed request (durable before its row: budgets.ts), or returns the holds of a denied one. */
+async function settleBudgets(core: ProxyCore, st: RequestState): Promise<void> {
   const r = st.reservation
   if (!r || !core.budgets) return
   if (st.ctx.denial) {
     core.budgets.release(r)
     return
   }
-  const s = core.budgets.settle(r, st.meter!.values(st.requestBytes))
+  const s = await core.budgets.settle(r, st.meter!.values(st.requestBytes))
   st.ctx.debits = s.debits
   st.ctx.budgetState = s.budgetState
   st.ctx.floored = s.floored
