@@ -26,6 +26,12 @@ import { deny, type PolicyDenial } from './decision.js'
 
 const LEASE_FRACTION = 0.05
 const FLUSH_MS = 100
+/**
+ * After the ledger refused a refill, requests that the lease cannot cover are refused locally for
+ * this long instead of each asking the database: an agent hammering a spent ceiling must not turn
+ * every request into a locked ledger transaction (on Postgres it starved the pool for everyone).
+ */
+const EXHAUSTED_RECHECK_MS = 500
 
 type ScopeName = 'workspace' | 'task'
 
@@ -38,6 +44,8 @@ class Slot {
   pending = 0
   inFlight = 0
   acquiring: Promise<void> | undefined
+  /** Until when the ledger is known to have nothing left for this slot (see EXHAUSTED_RECHECK_MS). */
+  exhaustedUntil = 0
   constructor(readonly k: LedgerKey, readonly max: number) {}
 
   /** Best local estimate of what is really spent in this window. */
@@ -90,6 +98,7 @@ export class Budgets {
       s.lease = 0
       s.dbUsed = 0
       s.windowStart = 0
+      s.exhaustedUntil = 0
     }
     return s
   }
@@ -148,6 +157,7 @@ export class Budgets {
         await slot.acquiring
         continue
       }
+      if (Date.now() < slot.exhaustedUntil) return false
       // An owed debit goes into the ledger before the ledger grants anything more.
       if (slot.pending > 0) {
         await this.flush()
@@ -166,7 +176,10 @@ export class Budgets {
         slot.acquiring = undefined
       })
       await slot.acquiring
-      if (granted === 0 && slot.lease < need) return false
+      if (granted === 0 && slot.lease < need) {
+        slot.exhaustedUntil = Date.now() + EXHAUSTED_RECHECK_MS
+        return false
+      }
     }
   }
 

@@ -1,4 +1,4 @@
-// Budgets through a crash, on both dialects: what a process knew must already be in the ledger
+// Budgets through a crash, on both dialects (and a spent ceiling that is hammered): what a process knew must already be in the ledger
 // when it dies. A "crash" is simulated by cutting the Budgets instance off its ledger (no flush, no
 // lease return, nothing written afterwards) and starting a second instance on the same store.
 import { afterAll, describe, expect, it } from 'vitest'
@@ -119,6 +119,24 @@ for (const d of testDialects()) {
       const b = open(real, true)
       const refused = await b.reserve('org_x', 'ws_crash', undefined, [c], 0)
       expect(refused).not.toBeInstanceOf(Reservation)
+    })
+
+    it('a spent ceiling refuses locally: hammering it does not cost a ledger transaction per request', async () => {
+      const store = await d.open()
+      const real = budgetLedgers(store)
+      let acquires = 0
+      const counting: BudgetLedgers = { ...real, acquire: (...a) => (acquires++, real.acquire(...a)) }
+      const c = calls(3)
+      const a = open(counting, true)
+      const outcomes = []
+      for (let i = 0; i < 50; i++) {
+        const r = await a.reserve('org_x', 'ws_crash', undefined, [c], 0)
+        if (r instanceof Reservation) await a.settle(r, new Map([['calls', { value: 1 }]]))
+        outcomes.push(r instanceof Reservation ? 'ok' : r.reason)
+      }
+      expect(outcomes.filter((o) => o === 'ok')).toHaveLength(3)
+      expect(outcomes.filter((o) => o === 'budget_exhausted')).toHaveLength(47)
+      expect(acquires).toBeLessThanOrEqual(4) // three grants of one unit, one refusal
     })
   })
 }
