@@ -1,18 +1,21 @@
 // Outbound proxy benchmark (not a test). One process tree on loopback: a keep-alive HTTPS upstream
-// (bench/proxy-upstream.ts), `corral proxy` (built binary when dist/ exists, else sources), squid as
-// a plain CONNECT tunnel and mitmproxy as an intercepting peer (both from the distribution's
-// packages, installed with apt-get when missing), and this process as the load generator (undici
-// with a ProxyAgent). Same request mix everywhere: a JSON POST matched by a body CEL rule with one
-// header transform, one auth transform and one request counter, and an SSE stream of ~2 KB in 20
-// events metered by a token counter. Writes bench/results/proxy.json.
+// (bench/proxy-upstream.ts), `corral proxy` (built binary when dist/ exists, else sources), and the
+// peers of bench/proxy-peers.ts: squid as a plain CONNECT tunnel, squid ssl-bump (TLS interception,
+// method + path ACL) and mitmproxy as intercepting peers (from the distribution's packages,
+// installed with apt-get when missing), and this process as the load generator (undici with a
+// ProxyAgent). Same request mix everywhere: a JSON POST matched by a body CEL rule with two header
+// transforms, an injected credential (auth transform) and a request counter with a ceiling, and an
+// SSE stream of ~2 KB in 20 events metered by a token counter. Writes bench/results/proxy.json.
 //
 //   npm run bench:proxy
 //   CORRAL_BENCH_SECONDS=10 npm run bench:proxy       # longer closed-loop runs
 //   CORRAL_BENCH_PROFILE=1 npm run bench:proxy        # --cpu-prof of the corral proxy → bench/results/prof/
-//   CORRAL_BENCH_PEERS=squid npm run bench:proxy       # only these peers (comma list; '' for none)
+//   CORRAL_BENCH_PEERS=squid,squid-bump npm run bench:proxy  # only these peers (comma list; '' for none)
+//   CORRAL_BENCH_MODE=rate npm run bench:proxy        # only the open loop at a fixed rate (bench/proxy-rate.ts):
+//     CORRAL_BENCH_RATE=3000 CORRAL_BENCH_RATE_SECONDS=20 CORRAL_BENCH_CONNECTIONS=32 (the defaults);
+//     POSTs only, p50/p99/p99.9 from each request's scheduled start → bench/results/proxy-rate.json
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { connect, createServer as createNetServer, type AddressInfo } from 'node:net'
 import { cpus, tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { Agent, ProxyAgent, request, type Dispatcher } from 'undici'
@@ -22,6 +25,8 @@ import { Sealer, loadMasterKey } from '../src/proxy/sealed.js'
 import { CapabilityTokens, loadTokenKey } from '../src/proxy/token.js'
 import { openStore } from '../src/store/index.js'
 import { proxyTables } from '../src/store/proxy-tables.js'
+import { CERTGEN, has, startMitmproxy, startSquidBump, startSquidTunnel } from './proxy-peers.js'
+import { fixedRate, procCpuMs, type RateResult } from './proxy-rate.js'
 
 const ROOT = resolve(import.meta.dirname, '..')
 const SECONDS = Number(process.env.CORRAL_BENCH_SECONDS ?? 5)
@@ -29,6 +34,10 @@ const CONCURRENCY = 32
 const RATE = 500
 const STREAMS = 1000
 const TARGETS = { vs_squid: 0.4, vs_mitmproxy: 8, added_p50_ms: 0.5, added_p99_ms: 1.5, ttfe_extra_ms: 5, rss_mb: 300 }
+const MODE = process.env.CORRAL_BENCH_MODE === 'rate' ? 'rate' : 'full'
+const FIXED_RATE = Number(process.env.CORRAL_BENCH_RATE ?? 3000)
+const RATE_SECONDS = Number(process.env.CORRAL_BENCH_RATE_SECONDS ?? 20)
+const CONNECTIONS = Number(process.env.CORRAL_BENCH_CONNECTIONS ?? 32)
 
 const CAPS = `
 - name: llm
@@ -57,7 +66,7 @@ const CAPS = `
     counters:
       - name: requests
         source: request.count
-        workspace: { max: 0 }
+        workspace: { max: 1000000000 }
       - name: tokens
         source: response
         requires_body: true
@@ -74,7 +83,7 @@ const CAPS = `
 
 const POST_BODY = JSON.stringify({ model: 'claude-bench', max_tokens: 1024, messages: [{ role: 'user', content: 'x'.repeat(400) }] })
 
-interface Target { name: string; dispatcher: () => Dispatcher; pid?: number }
+interface Target { name: string; /** `connections`: the pool size per origin (undici's default: unlimited) */ dispatcher: (connections?: number) => Dispatcher; pid?: number }
 interface Result { cpu_ms_per_req?: number; post_cpu_ms_per_req?: number; throughput_rps: number; p50_ms: number; p99_ms: number; ttfe_ms: number; errors: number; rss_mb_streams?: number }
 
 const children: ChildProcess[] = []
@@ -103,41 +112,15 @@ function spawnUntil(cmd: string, args: string[], pattern: RegExp, opts: { env?: 
   })
 }
 
-async function waitPort(port: number): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    const ok = await new Promise<boolean>((r) => {
-      const s = connect(port, '127.0.0.1', () => (s.end(), r(true)))
-      s.on('error', () => r(false))
-    })
-    if (ok) return
-    await new Promise((r) => setTimeout(r, 100))
-  }
-  throw new Error(`port ${port} never opened`)
-}
-
-function freePort(): Promise<number> {
-  return new Promise((r) => {
-    const srv = createNetServer()
-    srv.listen(0, '127.0.0.1', () => {
-      const p = (srv.address() as AddressInfo).port
-      srv.close(() => r(p))
-    })
-  })
-}
-
 function ensurePackages(): { squid: boolean; mitm: boolean } {
-  const has = (bin: string): boolean => {
+  // squid-openssl, not squid: ssl-bump needs the OpenSSL flavour (and its security_file_certgen);
+  // installing `squid` would replace it with the flavour that cannot intercept.
+  const bump = (): boolean => has('squid') && existsSync(CERTGEN)
+  const missing = [...(bump() ? [] : ['squid-openssl']), ...(has('mitmdump') ? [] : ['mitmproxy'])]
+  if (missing.length) {
+    process.stderr.write(`installing ${missing.join(' ')} with apt-get …\n`)
     try {
-      execFileSync('sh', ['-c', `command -v ${bin}`], { stdio: 'ignore' })
-      return true
-    } catch {
-      return false
-    }
-  }
-  if (!has('squid') || !has('mitmdump')) {
-    process.stderr.write('installing squid and mitmproxy with apt-get …\n')
-    try {
-      execFileSync('apt-get', ['install', '-y', '-q', 'squid', 'mitmproxy'], { stdio: 'ignore', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } })
+      execFileSync('apt-get', ['install', '-y', '-q', ...missing], { stdio: 'ignore', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } })
     } catch {
       process.stderr.write('apt-get failed; peers that are missing are skipped\n')
     }
@@ -219,13 +202,6 @@ async function measure(t: Target, origin: string): Promise<Result> {
   return { ...(cpuPerReq !== undefined ? { cpu_ms_per_req: round(cpuPerReq, 3) } : {}), ...(postCpu !== undefined ? { post_cpu_ms_per_req: round(postCpu, 3) } : {}), throughput_rps: round(throughput, 1), p50_ms: round(pct(lat, 50)), p99_ms: round(pct(lat, 99)), ttfe_ms: round(pct(ttfe, 50)), errors }
 }
 
-/** utime + stime of a process in ms (/proc/<pid>/stat fields 14 and 15, in clock ticks of 10 ms). */
-function procCpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-  return (Number(fields[11]) + Number(fields[12])) * 10
-}
-
 /** Opens STREAMS held SSE streams through a proxy and reads the proxy's resident set size. */
 async function rssAtStreams(t: Target, origin: string): Promise<number> {
   const d = t.dispatcher()
@@ -249,6 +225,40 @@ async function rssAtStreams(t: Target, origin: string): Promise<number> {
   return round(rss, 1)
 }
 
+/**
+ * The fixed-rate run: each target in turn (direct first), POSTs only, open loop. Reports each
+ * target's percentiles and every proxy's ADDED latency over direct in the same run, with the load
+ * the machine was under (load average before and after, the proxy's own CPU per request).
+ */
+async function rateRun(targets: Target[], origin: string, resultsDir: string): Promise<void> {
+  const load0 = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).map(Number)
+  const results: Record<string, RateResult> = {}
+  for (const t of targets) {
+    process.stderr.write(`fixed rate ${FIXED_RATE}/s × ${RATE_SECONDS} s over ${CONNECTIONS} connections: ${t.name} …\n`)
+    const d = t.dispatcher(CONNECTIONS)
+    results[t.name] = await fixedRate(d, (x) => post(x, origin), { rate: FIXED_RATE, seconds: RATE_SECONDS, ...(t.pid ? { pid: t.pid } : {}) })
+    await d.close()
+  }
+  const direct = results.direct!
+  const added = Object.fromEntries(Object.entries(results).filter(([n]) => n !== 'direct').map(([n, r]) => [n, {
+    p50_ms: round(r.p50_ms - direct.p50_ms), p99_ms: round(r.p99_ms - direct.p99_ms), p999_ms: round(r.p999_ms - direct.p999_ms),
+  }]))
+  const bump = added['squid-bump']
+  const out = {
+    machine: { cpus: cpus().length, node: process.version, loadavg_before: load0, loadavg_after: readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).map(Number) },
+    rate: FIXED_RATE, seconds: RATE_SECONDS, connections: CONNECTIONS, request: 'POST /v1/messages (body CEL match, 2 header transforms, injected credential, request counter with a ceiling)',
+    results, added_over_direct: added,
+    target: 'corral added p99 ≤ squid-bump added p99, same run',
+    met: bump && added.corral ? added.corral.p99_ms <= bump.p99_ms : null,
+  }
+  writeFileSync(join(resultsDir, 'proxy-rate.json'), JSON.stringify(out, null, 2) + '\n')
+  for (const [name, r] of Object.entries(results)) {
+    const a = added[name]
+    process.stdout.write(`${name.padEnd(11)} ${String(r.achieved_rps).padStart(7)} req/s  p50 ${String(r.p50_ms).padStart(6)}  p99 ${String(r.p99_ms).padStart(7)}  p99.9 ${String(r.p999_ms).padStart(7)}  max ${String(r.max_ms).padStart(7)} ms  errors ${r.errors}${a ? `  added p99 ${a.p99_ms} ms` : ''}${r.cpu_ms_per_req !== undefined ? `  cpu ${r.cpu_ms_per_req} ms/req` : ''}\n`)
+  }
+  process.stdout.write(`load average ${out.machine.loadavg_before.join(' ')} → ${out.machine.loadavg_after.join(' ')}; target met: ${out.met}\nwrote bench/results/proxy-rate.json\n`)
+}
+
 async function main(): Promise<void> {
   const tmp = mkdtempSync(join(tmpdir(), 'corral-bench-proxy-'))
   chmodSync(tmp, 0o777)
@@ -257,7 +267,11 @@ async function main(): Promise<void> {
   try {
     const only = process.env.CORRAL_BENCH_PEERS?.split(',').map((s) => s.trim())
     const found = ensurePackages()
-    const peers = { squid: found.squid && (!only || only.includes('squid')), mitm: found.mitm && (!only || only.includes('mitmproxy')) }
+    const peers = {
+      squid: found.squid && (!only || only.includes('squid')),
+      bump: found.squid && (!only || only.includes('squid-bump')),
+      mitm: found.mitm && (!only || only.includes('mitmproxy')),
+    }
     const up = await spawnUntil(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/proxy-upstream.ts'), join(tmp, 'upca')], /READY (\d+)/)
     const upPort = Number(up.match[1])
     const origin = `https://127.0.0.1:${upPort}`
@@ -287,29 +301,26 @@ async function main(): Promise<void> {
     const corralCa = readFileSync(join(dataDir, 'ca.pem'), 'utf8')
 
     const targets: Target[] = [
-      { name: 'direct', dispatcher: () => new Agent({ connect: { ca: upCa } }) },
-      { name: 'corral', pid: corral.child.pid!, dispatcher: () => new ProxyAgent({ uri: corralUrl, token: `Bearer ${token}`, requestTls: { ca: corralCa } }) },
+      { name: 'direct', dispatcher: (n) => new Agent({ connect: { ca: upCa }, ...(n ? { connections: n } : {}) }) },
+      { name: 'corral', pid: corral.child.pid!, dispatcher: (n) => new ProxyAgent({ uri: corralUrl, token: `Bearer ${token}`, requestTls: { ca: corralCa }, ...(n ? { connections: n } : {}) }) },
     ]
+    const viaPeer = (p: { port: number; caPem: string }) => (n?: number) => new ProxyAgent({ uri: `http://127.0.0.1:${p.port}`, requestTls: { ca: p.caPem }, ...(n ? { connections: n } : {}) })
+    const upCaFile = join(tmp, 'upca/ca.pem')
     if (peers.squid) {
-      const port = await freePort()
-      const conf = join(tmp, 'squid.conf')
-      writeFileSync(conf, [
-        `http_port 127.0.0.1:${port}`, 'acl CONNECT method CONNECT', 'http_access allow all', 'cache deny all', 'access_log none',
-        `cache_log ${join(tmp, 'squid-cache.log')}`, `pid_filename ${join(tmp, 'squid.pid')}`, `coredump_dir ${tmp}`, 'shutdown_lifetime 0 seconds',
-      ].join('\n') + '\n')
-      const squid = spawn('squid', ['-N', '-f', conf], { stdio: 'ignore' })
-      children.push(squid)
-      await waitPort(port)
-      targets.push({ name: 'squid', pid: squid.pid!, dispatcher: () => new ProxyAgent({ uri: `http://127.0.0.1:${port}`, requestTls: { ca: upCa } }) })
+      const p = await startSquidTunnel(tmp, upCa, children)
+      targets.push({ name: p.name, pid: p.pid, dispatcher: viaPeer(p) })
+    }
+    if (peers.bump) {
+      const p = await startSquidBump(tmp, upCaFile, children).catch((err: Error) => void process.stderr.write(`${err.message}\n`))
+      if (p) targets.push({ name: p.name, pid: p.pid, dispatcher: viaPeer(p) })
     }
     if (peers.mitm) {
-      const port = await freePort()
-      const confdir = join(tmp, 'mitm')
-      const mitm = spawn('mitmdump', ['-q', '--listen-host', '127.0.0.1', '--listen-port', String(port), '--set', `confdir=${confdir}`, '--set', `ssl_verify_upstream_trusted_ca=${join(tmp, 'upca/ca.pem')}`], { stdio: 'ignore' })
-      children.push(mitm)
-      await waitPort(port)
-      const mitmCa = readFileSync(join(confdir, 'mitmproxy-ca-cert.pem'), 'utf8')
-      targets.push({ name: 'mitmproxy', pid: mitm.pid!, dispatcher: () => new ProxyAgent({ uri: `http://127.0.0.1:${port}`, requestTls: { ca: mitmCa } }) })
+      const p = await startMitmproxy(tmp, upCaFile, children)
+      targets.push({ name: p.name, pid: p.pid, dispatcher: viaPeer(p) })
+    }
+    if (MODE === 'rate') {
+      await rateRun(targets, origin, resultsDir)
+      return
     }
 
     const results: Record<string, Result> = {}

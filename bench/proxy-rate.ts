@@ -1,0 +1,89 @@
+// Open-loop load at a fixed rate (bench/proxy.ts, CORRAL_BENCH_MODE=rate): requests are started on a
+// schedule (rate per second, over a pool of `connections` keep-alive connections) whatever the
+// answers do, and each latency is measured from the request's *scheduled* start, so a stall of the
+// proxy shows up in the tail instead of slowing the generator down (no coordinated omission).
+import { readFileSync } from 'node:fs'
+import type { Dispatcher } from 'undici'
+
+export interface RateResult {
+  rate: number
+  seconds: number
+  sent: number
+  ok: number
+  errors: number
+  achieved_rps: number
+  p50_ms: number
+  p99_ms: number
+  p999_ms: number
+  max_ms: number
+  /** the proxy's own CPU (user + system) per request in the window, when its pid is known */
+  cpu_ms_per_req?: number
+}
+
+const round = (n: number, d = 2): number => Math.round(n * 10 ** d) / 10 ** d
+
+function pct(sorted: Float64Array, p: number): number {
+  return sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]! : NaN
+}
+
+/** utime + stime of a process in ms (/proc/<pid>/stat fields 14 and 15, clock ticks of 10 ms). */
+export function procCpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return (Number(fields[11]) + Number(fields[12])) * 10
+}
+
+async function schedule(d: Dispatcher, send: (d: Dispatcher) => Promise<void>, rate: number, seconds: number, record: boolean): Promise<{ lat: Float64Array; ok: number; errors: number; elapsed: number }> {
+  const n = Math.round(rate * seconds)
+  const lat = new Float64Array(n)
+  let ok = 0
+  let errors = 0
+  let inFlight = 0
+  let settled: () => void = () => {}
+  const allDone = new Promise<void>((r) => (settled = r))
+  let issued = 0
+  const start = performance.now() + 20
+  const fire = (i: number): void => {
+    const at = start + (i * 1000) / rate
+    inFlight++
+    send(d).then(
+      () => {
+        if (record) lat[ok] = performance.now() - at
+        ok++
+      },
+      () => void errors++,
+    ).finally(() => {
+      if (--inFlight === 0 && issued === n) settled()
+    })
+  }
+  while (issued < n) {
+    const due = Math.min(n, Math.floor(((performance.now() - start) * rate) / 1000) + 1)
+    while (issued < due) fire(issued++)
+    // ~1 ms ticks: a few requests per tick at 3,000/s, without spinning a core the proxy needs.
+    await new Promise((r) => setTimeout(r, 1))
+  }
+  if (inFlight > 0) await allDone
+  return { lat: lat.subarray(0, ok), ok, errors, elapsed: (performance.now() - start) / 1000 }
+}
+
+/** A warm-up second at the same rate (discarded), then `seconds` measured. */
+export async function fixedRate(d: Dispatcher, send: (d: Dispatcher) => Promise<void>, o: { rate: number; seconds: number; pid?: number }): Promise<RateResult> {
+  await schedule(d, send, o.rate, 1, false)
+  const cpu0 = o.pid ? procCpuMs(o.pid) : 0
+  const r = await schedule(d, send, o.rate, o.seconds, true)
+  const cpu = o.pid ? (procCpuMs(o.pid) - cpu0) / Math.max(1, r.ok + r.errors) : undefined
+  const sorted = Float64Array.from(r.lat).sort()
+  return {
+    rate: o.rate,
+    seconds: o.seconds,
+    sent: r.ok + r.errors,
+    ok: r.ok,
+    errors: r.errors,
+    achieved_rps: round(r.ok / r.elapsed, 1),
+    p50_ms: round(pct(sorted, 50)),
+    p99_ms: round(pct(sorted, 99)),
+    p999_ms: round(pct(sorted, 99.9)),
+    max_ms: round(sorted[sorted.length - 1] ?? NaN),
+    ...(cpu !== undefined ? { cpu_ms_per_req: round(cpu, 3) } : {}),
+  }
+}
