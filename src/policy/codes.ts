@@ -86,6 +86,12 @@ export const CODES = {
   },
   empty_list: { severity: 'error', title: 'A list that needs at least one entry is empty (allow, domains, methods, status_codes).', bad: OK.replace('methods: [GET]', 'methods: []'), good: OK },
   invalid_domain: { severity: 'error', title: 'A domain pattern is not a hostname glob (see docs/policy.md).', bad: OK.replace('api.example.com', 'https://api.example.com/'), good: OK },
+  invalid_cidr: {
+    severity: 'error',
+    title: 'An `allow_private` entry is not an IP address or CIDR range (names are not allowed; see docs/policy.md "Destinations").',
+    bad: OK.replace('      methods: [GET]', '      methods: [GET]\n      allow_private: [internal.example.com]'),
+    good: OK.replace('      methods: [GET]', '      methods: [GET]\n      allow_private: ["10.20.0.0/16"]'),
+  },
   invalid_path: { severity: 'error', title: 'A path pattern must start with `/` and be a valid glob.', bad: doc('').replace('/v1/items', 'v1/items'), good: doc('') },
   invalid_method: { severity: 'error', title: 'Methods are uppercase and one of GET, POST, PUT, DELETE, PATCH, HEAD, OPTIONS.', bad: OK.replace('[GET]', '[get]'), good: OK },
   unknown_rule_reference: {
@@ -246,6 +252,12 @@ export const CODES = {
     title: 'The document is an empty list: a workspace with this policy can reach nothing.',
     bad: '[]\n',
     good: OK,
+  },
+  broad_private_range: {
+    severity: 'warning',
+    title: 'An `allow_private` range is wider than /8 (IPv4) or /16 (IPv6): it opens most private addresses to the rule\'s hosts.',
+    bad: OK.replace('      methods: [GET]', '      methods: [GET]\n      allow_private: ["0.0.0.0/0"]'),
+    good: OK.replace('      methods: [GET]', '      methods: [GET]\n      allow_private: ["10.20.0.0/16"]'),
   },
   match_all_domain: {
     severity: 'warning',

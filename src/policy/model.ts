@@ -17,6 +17,8 @@ export interface CRule {
   /** null means any path. */
   paths: Matcher[] | null
   allowInsecure: boolean
+  /** Normalized CIDRs (`allow_private`), sorted; empty when the rule names none. */
+  allowPrivate: readonly string[]
   match?: CelProgram
   matchRequiresBody: boolean
   requestFormat: '' | 'application/json'

@@ -72,7 +72,10 @@ function contextVars(ctx: PolicyContext): Record<string, unknown> {
 }
 
 function ruleMatch(cap: CCapability, rule: CRule): RuleMatch {
-  return Object.freeze({ capability: cap.name, capabilityIndex: cap.index, ...(rule.name ? { rule: rule.name } : {}), ruleIndex: rule.index, ruleKey: rule.key })
+  return Object.freeze({
+    capability: cap.name, capabilityIndex: cap.index, ...(rule.name ? { rule: rule.name } : {}), ruleIndex: rule.index, ruleKey: rule.key,
+    ...(rule.allowPrivate.length ? { allowPrivate: rule.allowPrivate } : {}),
+  })
 }
 
 // Criteria in evaluation order: domain, scheme, method, path (then match). Domain comes first

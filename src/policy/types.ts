@@ -70,6 +70,8 @@ export interface RuleMatch {
   ruleIndex: number
   /** `name` when set, otherwise `allow[N]`. */
   ruleKey: string
+  /** The rule's `allow_private` CIDRs (normalized, sorted), when it names any. */
+  allowPrivate?: readonly string[]
 }
 
 /** Why one allow rule did not match (detail.allowrule_eval). */

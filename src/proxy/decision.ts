@@ -98,9 +98,17 @@ export function attributeToken(ctx: DecisionContext, check: TokenCheck): PolicyD
     : deny(check.reason)
 }
 
+/**
+ * Detail keys written to the decision row but kept from the agent: a refused address would turn
+ * the proxy into a resolver of internal names for the agent.
+ */
+const ROW_ONLY_DETAIL = new Set(['address'])
+
 /** The JSON body of a local deny reply: enough for an agent to act, nothing secret. */
 export function denyBody(ctx: DecisionContext, denial: PolicyDenial): string {
   const capability = ctx.capability ?? (typeof denial.detail.capability === 'string' ? denial.detail.capability : undefined)
+  let detail = denial.detail
+  if (Object.keys(detail).some((k) => ROW_ONLY_DETAIL.has(k))) detail = Object.fromEntries(Object.entries(detail).filter(([k]) => !ROW_ONLY_DETAIL.has(k)))
   return JSON.stringify({
     error: {
       code: 'policy_denied',
@@ -108,7 +116,7 @@ export function denyBody(ctx: DecisionContext, denial: PolicyDenial): string {
       message: DENY_MESSAGES[denial.reason],
       ...(capability ? { capability } : {}),
       phase: ctx.phase,
-      ...(Object.keys(denial.detail).length ? { detail: denial.detail } : {}),
+      ...(Object.keys(detail).length ? { detail } : {}),
     },
   })
 }

@@ -12,6 +12,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { isIP, type AddressInfo, type Socket } from 'node:net'
 import { TLSSocket } from 'node:tls'
+import { canonicalHost } from './address-guard.js'
 import { LeafMinter, normalizeHost } from './ca.js'
 import { DecisionContext, attributeToken, deny, denyBody, type PolicyDenial } from './decision.js'
 import { terminal } from './phases/terminal.js'
@@ -337,7 +338,8 @@ export function parseAuthority(authority: string): { host: string; port: number 
   if (!m) return undefined
   const port = Number(m[2])
   if (port < 1 || port > 65535) return undefined
-  const host = normalizeHost(m[1]!)
-  if (!isIP(host) && !HOSTNAME.test(host)) return undefined
+  // Literal addresses in any spelling (2130706433, 0x7f.1, [::ffff:127.0.0.1]) get one form.
+  const host = canonicalHost(m[1]!)
+  if (host === undefined || (!isIP(host) && !HOSTNAME.test(host))) return undefined
   return { host, port }
 }

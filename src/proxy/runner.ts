@@ -53,7 +53,8 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
   try {
     await forward(core, st, st.meter)
   } catch (err) {
-    if (st.bodyLimitHit) bodyTooLarge(core, st)
+    if (err instanceof PolicyDenial) refusedAtConnect(st, err) // destination_private (address-guard.ts)
+    else if (st.bodyLimitHit) bodyTooLarge(core, st)
     else upstreamFailed(st, err)
   } finally {
     await release(core, st)
@@ -73,6 +74,12 @@ async function release(core: ProxyCore, st: RequestState): Promise<void> {
   st.released = true
   if (st.workspace) st.workspace.inFlight--
   await settleBudgets(core, st)
+}
+
+/** The address check refused the upstream connection: a policy outcome, answered as a deny. */
+function refusedAtConnect(st: RequestState, denial: PolicyDenial): void {
+  st.ctx.denial = denial
+  sendDeny(st, denial)
 }
 
 /** A streamed request body went past maxBodyBytes: the upstream request was aborted. */

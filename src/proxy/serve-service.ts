@@ -8,6 +8,7 @@ import type { ServiceFactory } from '../server/serve.js'
 import { registerSealer } from './material-keys.js'
 import { Sealer, loadMasterKey } from './sealed.js'
 import { DEFAULT_PROXY_PORT, ProxyService } from './service.js'
+import type { Endpoint } from './address-guard.js'
 
 export const WORKSPACE_STOPPED_CHANNEL = 'corral_workspace_stopped'
 
@@ -16,16 +17,41 @@ export async function readCaFiles(list: string | undefined): Promise<string[] | 
   return Promise.all(list.split(',').filter(Boolean).map((f) => readFile(f.trim(), 'utf8')))
 }
 
-export const proxyService: ServiceFactory = async ({ deps, options }) => {
+/** host:port of an `http://host:port` address. */
+function endpointOf(url: string | undefined): Endpoint[] {
+  if (!url) return []
+  try {
+    const u = new URL(url)
+    return u.port ? [{ host: u.hostname.replace(/^\[|\]$/g, ''), port: Number(u.port) }] : []
+  } catch {
+    return []
+  }
+}
+
+/** The database server of a postgres:// URL (SQLite has none). */
+function databaseEndpoint(dbUrl: string | undefined): Endpoint[] {
+  if (!dbUrl || !/^postgres(ql)?:\/\//.test(dbUrl)) return []
+  try {
+    const u = new URL(dbUrl)
+    return [{ host: u.hostname.replace(/^\[|\]$/g, '') || '127.0.0.1', port: Number(u.port || 5432) }]
+  } catch {
+    return []
+  }
+}
+
+export const proxyService: ServiceFactory = async ({ deps, options, services }) => {
   const env = options.env ?? process.env
   const sealer = new Sealer(await loadMasterKey(options.dataDir, env))
   registerSealer(deps.store, sealer)
   const explicit = (options as { proxyPort?: number }).proxyPort ?? (env.CORRAL_PROXY_PORT ? Number(env.CORRAL_PROXY_PORT) : undefined)
   const port = explicit ?? (options.port === 0 ? 0 : DEFAULT_PROXY_PORT)
   const upstreamCaPem = await readCaFiles(env.CORRAL_UPSTREAM_CA)
+  const db = databaseEndpoint(options.dbUrl)
   const proxy = new ProxyService({
     store: deps.store, audit: deps.audit, dataDir: options.dataDir, port, host: options.host, sealer, env, logger: deps.logger,
     ...(upstreamCaPem ? { upstreamCaPem } : {}),
+    // Every listener of serve (services start after the proxy, so the list is read at each connect).
+    ownEndpoints: () => [...services.flatMap((s) => endpointOf(s.address?.())), ...db],
   })
   let unlisten: (() => Promise<void>) | undefined
   return {

@@ -18,6 +18,8 @@ import { budgetLedgers } from '../store/budget-ledgers.js'
 import { Budgets } from './budgets.js'
 import { CapabilityTokens, loadTokenKey } from './token.js'
 import { Upstream } from './upstream.js'
+import { AddressGuard, type Endpoint } from './address-guard.js'
+import type { LookupAddress } from 'node:dns'
 import { ActiveWorkspaces, type WorkspaceDirectory } from './workspaces.js'
 
 export const DEFAULT_PROXY_PORT = 7071
@@ -41,6 +43,10 @@ export interface ProxyServiceOptions {
   credentials?: CredentialBroker
   /** Seals org material; loaded from CORRAL_MASTER_KEY / <dataDir>/master.key when absent. */
   sealer?: Sealer
+  /** serve's other listeners (API, database, …), never reachable through the proxy; read at each connect. */
+  ownEndpoints?: () => readonly Endpoint[]
+  /** Resolver of upstream names (tests: a rebinding resolver); default dns.lookup. */
+  resolve?: (hostname: string) => Promise<LookupAddress[]>
   /** Test-only fault seam, see ProxyCore.faultHook. */
   faultHook?: (phase: string) => void
   /** Resource limits: defaults, then `env` (CORRAL_PROXY_*, limits.ts), then these values. */
@@ -121,7 +127,7 @@ export class ProxyService {
         ...(o.workspaceTtlMs ? { ttlMs: o.workspaceTtlMs } : {}),
       }),
       audit: o.audit,
-      upstream: new Upstream({ ...(o.upstreamCaPem ? { extraCaPem: o.upstreamCaPem } : {}) }),
+      upstream: new Upstream({ ...(o.upstreamCaPem ? { extraCaPem: o.upstreamCaPem } : {}), guard: this.#guard() }),
       maxInspectBytes: o.maxInspectBytes ?? DEFAULT_MAX_INSPECT_BYTES,
       limits,
       log,
@@ -135,6 +141,16 @@ export class ProxyService {
     this.#front = new ProxyFront(core, new LeafMinter(this.#ca))
     this.port = await this.#front.listen(o.port ?? DEFAULT_PROXY_PORT, o.host ?? '127.0.0.1')
     return this.port
+  }
+
+  /** The proxy's own port and serve's other listeners are refused whatever a policy says. */
+  #guard(): AddressGuard {
+    const o = this.#opts
+    const own = (): Endpoint[] => [
+      ...(this.port !== undefined ? [{ host: o.host ?? '127.0.0.1', port: this.port }] : []),
+      ...(o.ownEndpoints?.() ?? []),
+    ]
+    return new AddressGuard(own, o.resolve)
   }
 
   async stop(): Promise<void> {

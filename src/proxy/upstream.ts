@@ -1,9 +1,14 @@
 // The upstream client: one pooled undici Agent for every upstream, built at start, keep-alive on,
 // normal certificate verification against the system roots plus `--upstream-ca` extras. Request
 // bodies stream through unless a phase buffered them; response bodies come back as a stream.
-import { createSecureContext, rootCertificates } from 'node:tls'
+// Every connection is made through the AddressGuard (address-guard.ts). A pooled connection was
+// checked against the allowance of the agent that made it, so requests whose rule names private
+// ranges (`allow_private`) get an agent of their own per distinct list: a connection opened for
+// one allowance is never reused under a narrower one.
+import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls'
 import type { Readable } from 'node:stream'
 import { Agent, buildConnector, type Dispatcher } from 'undici'
+import { AddressGuard, allowList } from './address-guard.js'
 
 /** Connection-level headers that never cross a proxy (RFC 9110 §7.6.1), plus the proxy's own. */
 export const HOP_BY_HOP = new Set([
@@ -18,7 +23,12 @@ export interface UpstreamOptions {
   connections?: number
   headersTimeoutMs?: number
   bodyTimeoutMs?: number
+  /** Checks every address connected to; default: refuses special-purpose ranges, no own listeners. */
+  guard?: AddressGuard
 }
+
+/** Distinct `allow_private` lists kept with their own pool; beyond this the oldest pool is closed. */
+const ALLOWANCE_AGENTS_MAX = 64
 
 export interface UpstreamRequest {
   origin: string
@@ -30,6 +40,8 @@ export interface UpstreamRequest {
   headers: Record<string, string | string[]>
   body: Readable | Buffer | AsyncIterable<Buffer> | undefined
   signal: AbortSignal | import('node:events').EventEmitter
+  /** CIDRs the matched rule names in `allow_private` (empty or absent: none). */
+  allowPrivate?: readonly string[]
 }
 
 export interface UpstreamResponse {
@@ -39,15 +51,29 @@ export interface UpstreamResponse {
 }
 
 export class Upstream {
+  readonly #opts: UpstreamOptions
+  readonly #secureContext: SecureContext | undefined
+  readonly #guard: AddressGuard
   readonly #agent: Agent
+  readonly #allowanceAgents = new Map<string, Agent>()
 
   constructor(opts: UpstreamOptions = {}) {
+    this.#opts = opts
+    this.#guard = opts.guard ?? new AddressGuard()
     const ca = opts.extraCaPem?.length ? [...rootCertificates, ...opts.extraCaPem] : undefined
     // One SecureContext for every upstream connection: passing `ca` to each tls.connect would
     // re-parse every root certificate per connection (it dominated the first profile).
-    const secureContext = ca ? createSecureContext({ ca }) : undefined
+    this.#secureContext = ca ? createSecureContext({ ca }) : undefined
+    this.#agent = this.#build(undefined)
+  }
+
+  #build(allowPrivate: readonly string[] | undefined): Agent {
+    const opts = this.#opts
+    const allow = allowPrivate?.length ? allowList(allowPrivate) : undefined
+    const guard = this.#guard
+    const secureContext = this.#secureContext
     const base = buildConnector({ ...(secureContext ? { secureContext } : {}), rejectUnauthorized: true } as buildConnector.BuildOptions)
-    this.#agent = new Agent({
+    return new Agent({
       ...(opts.connections ? { connections: opts.connections } : {}),
       pipelining: 1,
       keepAliveTimeout: 30_000,
@@ -57,13 +83,38 @@ export class Upstream {
       bodyTimeout: opts.bodyTimeoutMs ?? 0,
       // undici derives SNI and the verified identity from the Host header; the agent controls
       // that header, so the identity is pinned to the origin (the CONNECT target) instead.
-      connect: (options, callback) => base({ ...options, servername: undefined }, callback),
+      connect: (options, callback) => {
+        const hostname = options.hostname.replace(/^\[|\]$/g, '')
+        const port = Number(options.port) || (options.protocol === 'https:' ? 443 : 80)
+        // The name is resolved here, every address is checked, and the socket dials the checked
+        // address; `host` (the origin) still sets SNI and the verified certificate identity.
+        guard.resolve(hostname, port, allow).then(
+          (address) => base({ ...options, hostname: address, servername: undefined } as buildConnector.Options, callback),
+          (err: Error) => callback(err, null),
+        )
+      },
     })
+  }
+
+  #agentFor(allowPrivate: readonly string[] | undefined): Agent {
+    if (!allowPrivate?.length) return this.#agent
+    const key = allowPrivate.join(',')
+    let agent = this.#allowanceAgents.get(key)
+    if (!agent) {
+      if (this.#allowanceAgents.size >= ALLOWANCE_AGENTS_MAX) {
+        const [oldKey, old] = this.#allowanceAgents.entries().next().value as [string, Agent]
+        this.#allowanceAgents.delete(oldKey)
+        void old.close().catch(() => {})
+      }
+      agent = this.#build(allowPrivate)
+      this.#allowanceAgents.set(key, agent)
+    }
+    return agent
   }
 
   async send(req: UpstreamRequest): Promise<UpstreamResponse> {
     const headers: Record<string, string | string[]> = { ...req.headers, host: req.host }
-    const res = await this.#agent.request({
+    const res = await this.#agentFor(req.allowPrivate).request({
       origin: req.origin,
       method: req.method as Dispatcher.HttpMethod,
       path: req.path,
@@ -76,11 +127,11 @@ export class Upstream {
     return { status: res.statusCode, headers: res.headers as Record<string, string | string[]>, body: res.body as unknown as Readable }
   }
 
-  close(): Promise<void> {
-    return this.#agent.close()
+  async close(): Promise<void> {
+    await Promise.all([this.#agent, ...this.#allowanceAgents.values()].map((a) => a.close()))
   }
 
-  destroy(): Promise<void> {
-    return this.#agent.destroy()
+  async destroy(): Promise<void> {
+    await Promise.all([this.#agent, ...this.#allowanceAgents.values()].map((a) => a.destroy()))
   }
 }

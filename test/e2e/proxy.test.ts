@@ -15,6 +15,7 @@ import { LeafMinter, loadOrCreateCa } from '../../src/proxy/ca.js'
 import { openStore } from '../../src/store/index.js'
 import { proxyTables } from '../../src/store/proxy-tables.js'
 import { runCorral, startServe, type RunningServe } from '../helpers/serve.js'
+import { onLoopback } from '../helpers/loopback-caps.js'
 
 const run = promisify(execFile)
 
@@ -82,7 +83,7 @@ describe('proxy in corral serve (e2e)', () => {
       const org = (await store.orgs.getByName('default'))!
       const t = proxyTables(store.db)
       const prov = await t.workspaces.createProvider(org.id, { name: 'github' })
-      const role = await t.workspaces.createRole(org.id, { name: 'coder', provider_id: prov, capabilities: CAPS })
+      const role = await t.workspaces.createRole(org.id, { name: 'coder', provider_id: prov, capabilities: onLoopback(CAPS, upstreamPort) })
       workspaceId = await t.workspaces.create(org.id, { role_id: role, created_by_user_id: 'usr_e2e' })
     } finally {
       await store.close()

@@ -11,6 +11,7 @@ import { LeafMinter, loadOrCreateCa } from '../../src/proxy/ca.js'
 import { startFakeAnthropic, type FakeProvider } from '../agent/fake-model.js'
 import { startServe, type RunningServe } from '../helpers/serve.js'
 import { bwrapAvailable } from '../runtime/helpers.js'
+import { onLoopback, portOf } from '../helpers/loopback-caps.js'
 
 const RUNTIME = (await bwrapAvailable()) ? 'local' : 'process'
 
@@ -74,7 +75,7 @@ describe(`warm pool end to end (${RUNTIME} runtime)`, () => {
   it('a task claims the pool member whose agent was already waiting, runs and completes there', async () => {
     const prov = await api('POST', '/providers', { name: 'fake-anthropic', kind: 'anthropic', base_url: provider.url, default_model: 'claude-test' })
     expect(prov.status).toBe(201)
-    const role = await api('POST', '/agent-roles', { name: 'warm', provider_id: prov.body.id, capabilities: CAPS, pool_policy: 'static', pool_size: 1 })
+    const role = await api('POST', '/agent-roles', { name: 'warm', provider_id: prov.body.id, capabilities: onLoopback(CAPS, portOf(provider.url)), pool_policy: 'static', pool_size: 1 })
     expect(role.status).toBe(201)
     const member = await until(async () => {
       const list = (await api('GET', '/workspaces?state=idle')).body

@@ -13,6 +13,7 @@ import { LeafMinter, loadOrCreateCa } from '../../src/proxy/ca.js'
 import { startFakeAnthropic, type FakeProvider } from '../agent/fake-model.js'
 import { runCorral, startServe, type RunningServe } from '../helpers/serve.js'
 import { bwrapAvailable } from '../runtime/helpers.js'
+import { onLoopback, portOf } from '../helpers/loopback-caps.js'
 
 const RUNTIME = (await bwrapAvailable()) ? 'local' : 'process'
 
@@ -112,7 +113,7 @@ describe(`workspaces end to end (${RUNTIME} runtime)`, () => {
   it('task with an upload → agent → events → completed → snapshot; fork at 1 takes a follow-up', async () => {
     const prov = await api('POST', '/providers', { name: 'fake-anthropic', kind: 'anthropic', base_url: provider.url, default_model: 'claude-test' })
     expect(prov.status).toBe(201)
-    const role = await api('POST', '/agent-roles', { name: 'coder', provider_id: prov.body.id, capabilities: CAPS })
+    const role = await api('POST', '/agent-roles', { name: 'coder', provider_id: prov.body.id, capabilities: onLoopback(CAPS, portOf(provider.url)) })
     expect(role.status).toBe(201)
 
     // Submit through the CLI with an uploaded file.

@@ -15,6 +15,7 @@ import { ProxyService, type ProxyServiceOptions } from '../../src/proxy/service.
 import { openStore, type Store } from '../../src/store/index.js'
 import { proxyTables } from '../../src/store/proxy-tables.js'
 import { workspaceTables } from '../../src/store/repositories/workspaces.js'
+import { onLoopback } from '../helpers/loopback-caps.js'
 
 /**
  * Records every row in memory (the tests' window on what the proxy emitted), after the real
@@ -80,8 +81,11 @@ export interface Harness {
   orgId: string
   userId: string
   tables: ReturnType<typeof proxyTables>
-  /** A workspace whose role has `capabilities` (null: no policy). */
-  workspace(capabilities: string | null, state?: string): Promise<{ workspaceId: string; roleId: string; token: string }>
+  /**
+   * A workspace whose role has `capabilities` (null: no policy). The upstreams listen on loopback
+   * ports chosen at start, so unless `raw` is set the policy is rewritten with onLoopback().
+   */
+  workspace(capabilities: string | null, state?: string, opts?: { raw?: boolean }): Promise<{ workspaceId: string; roleId: string; token: string }>
   token(workspaceId: string, opts?: { task?: string; ttl?: number; org?: string }): Promise<string>
   /** A real task row (submitted) in the workspace: task tokens reach the proxy only while theirs is live. */
   task(workspaceId: string): Promise<string>
@@ -111,7 +115,8 @@ export async function startHarness(opts: Partial<ProxyServiceOptions> & { dbUrl?
   const h: Harness = {
     dir, store, audit, proxy, up, tables, orgId: org!.id, userId: user.id,
     proxyUrl: `http://127.0.0.1:${port}`,
-    async workspace(capabilities, state = 'idle') {
+    async workspace(capabilities, state = 'idle', o = {}) {
+      if (capabilities !== null && !o.raw) capabilities = onLoopback(capabilities, up.httpsPort, up.httpPort)
       const roleId = await h.tables.workspaces.createRole(org!.id, { name: `role-${Math.random().toString(36).slice(2)}`, provider_id: providerId, capabilities })
       const workspaceId = await h.tables.workspaces.create(org!.id, { role_id: roleId, created_by_user_id: user.id, state })
       return { workspaceId, roleId, token: await h.token(workspaceId) }

@@ -1,6 +1,8 @@
-// AllowRule: domains, methods, paths, allow_insecure, match, request_format, request_schema.
+// AllowRule: domains, methods, paths, allow_insecure, allow_private, match, request_format,
+// request_schema.
 
 import { isMap, isScalar, type Node } from 'yaml'
+import { parseCidr } from '../cidr.js'
 import { compileSchema } from '../json-schema.js'
 import { compileDomain, compilePath, domainPatternError, normalizeDomainPattern, pathPatternError } from '../glob.js'
 import type { CelProgram } from '../cel.js'
@@ -10,7 +12,7 @@ import { celOf, enumOf } from './shared.js'
 
 export const METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'HEAD', 'OPTIONS'] as const
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
-const KEYS = ['name', 'domains', 'methods', 'paths', 'allow_insecure', 'match', 'request_format', 'request_schema'] as const
+const KEYS = ['name', 'domains', 'methods', 'paths', 'allow_insecure', 'allow_private', 'match', 'request_format', 'request_schema'] as const
 
 export interface AllowRuleResult {
   rule?: CRule
@@ -73,6 +75,18 @@ export function checkAllowRule(r: Reader, node: Node | null, path: string, index
   }
 
   const insecure = m.bool('allow_insecure')
+
+  // allow_private: address ranges the proxy may connect to although they are private or special
+  // (docs/policy.md "Destinations"). Addresses only: a name would be resolved by whoever controls its DNS.
+  const allowPrivate: string[] = []
+  for (const it of m.strList('allow_private')?.items ?? []) {
+    const c = parseCidr(it.value)
+    if (!c.ok) r.error('invalid_cidr', c.message, it.path, it.node)
+    else {
+      if (c.prefix < (c.family === 4 ? 8 : 16)) r.warn('broad_private_range', `allow_private "${it.value}" is wider than /${c.family === 4 ? 8 : 16}`, it.path, it.node)
+      if (!allowPrivate.includes(c.cidr)) allowPrivate.push(c.cidr)
+    }
+  }
 
   // request_format
   const format = enumOf(m, 'request_format', ['', 'application/json'] as const)
@@ -150,6 +164,7 @@ export function checkAllowRule(r: Reader, node: Node | null, path: string, index
     pathPatterns,
     paths: pathPatterns.length > 0 ? pathPatterns.map(compilePath) : null,
     allowInsecure: insecure?.value ?? false,
+    allowPrivate: Object.freeze(allowPrivate.sort()),
     ...(match ? { match } : {}),
     matchRequiresBody,
     requestFormat: format ?? '',

@@ -3,6 +3,8 @@
 // directions unless an earlier phase buffered the request body; SSE events are written to the
 // client chunk by chunk, never held back.
 import type { Readable } from 'node:stream'
+import { destinationRefusal } from '../address-guard.js'
+import { deny } from '../decision.js'
 import type { ProxyCore, RequestState } from '../request-state.js'
 import { HOP_BY_HOP } from '../upstream.js'
 import type { ResponseObserver } from '../response-observer.js'
@@ -30,15 +32,24 @@ export async function forward(core: ProxyCore, st: RequestState, observer?: Resp
   }
   if (Buffer.isBuffer(body)) st.requestBytes = body.length
 
-  const upstream = await core.upstream.send({
-    origin,
-    method: out?.method ?? ctx.method,
-    path: rawQuery ? `${path}?${rawQuery}` : path,
-    host: hostHeader,
-    headers: st.headers,
-    body,
-    signal: st.abort,
-  })
+  let upstream
+  try {
+    upstream = await core.upstream.send({
+      origin,
+      method: out?.method ?? ctx.method,
+      path: rawQuery ? `${path}?${rawQuery}` : path,
+      host: hostHeader,
+      headers: st.headers,
+      body,
+      signal: st.abort,
+      ...(ctx.match?.allowPrivate ? { allowPrivate: ctx.match.allowPrivate } : {}),
+    })
+  } catch (err) {
+    // The address check refused the connection: a policy outcome, not an upstream failure.
+    const refused = destinationRefusal(err)
+    if (refused) throw deny('destination_private', { address: refused.address, port: refused.port, ...(refused.own ? { listener: 'corral' } : {}) })
+    throw err
+  }
 
   ctx.phase = 'response_headers'
   st.responseStatus = upstream.status

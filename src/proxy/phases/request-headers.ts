@@ -43,7 +43,9 @@ export async function requestHeaders(core: ProxyCore, st: RequestState): Promise
   const request: PolicyRequest = {
     method: ctx.method,
     scheme: entry.scheme,
-    host: entry.host,
+    // The port is part of the destination: a pattern without one matches only the scheme's
+    // default port, so any other port is carried in the host the policy sees (`name:8443`).
+    host: hostWithPort(entry),
     path: ctx.path,
     rawQuery: rawQueryOf(st.req.url ?? ''),
     headers: st.headers,
@@ -93,6 +95,12 @@ function detailOf(d: object): Record<string, unknown> {
   const out: Record<string, unknown> = {}
   for (const [k, v] of Object.entries(d)) if (v !== undefined) out[k] = v
   return out
+}
+
+function hostWithPort(entry: RequestState['entry']): string {
+  const def = entry.scheme === 'https' ? 443 : 80
+  const host = entry.host.includes(':') ? `[${entry.host}]` : entry.host
+  return entry.port === def || entry.port === 0 ? host : `${host}:${entry.port}`
 }
 
 function rawQueryOf(url: string): string {
