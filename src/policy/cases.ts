@@ -2,6 +2,7 @@
 // response) run through the same CompiledPolicy evaluators the proxy calls, compared field by
 // field with its `expect` block. The cases file format is documented in docs/policy.md.
 
+import { canonicalPath, targetPath } from './path.js'
 import { isDeepStrictEqual } from 'node:util'
 import { parse } from 'yaml'
 import type { CompiledPolicy, CounterValue, HeaderMap, PolicyContext, PolicyRequest, RuleMatch } from './types.js'
@@ -102,11 +103,13 @@ export function runCase(policy: CompiledPolicy, c: CaseSpec, index: number): Cas
   const headers = lowerHeaders(c.request.headers)
   const body = rawBody(c.request.body)
   if (body !== undefined && c.request.body !== null && typeof c.request.body === 'object' && headers['content-type'] === undefined) headers['content-type'] = 'application/json'
+  // The proxy's canonical path (path.ts), not the URL parser's: the same refusals, the same form.
+  const canonical = canonicalPath(targetPath(c.request.url) || '/')
   const request: PolicyRequest = {
     method: (c.request.method ?? 'GET').toUpperCase(),
     scheme: url.protocol === 'http:' ? 'http' : 'https',
     host: url.host,
-    path: url.pathname,
+    path: canonical.ok ? canonical.path : url.pathname,
     rawQuery: url.search.replace(/^\?/, ''),
     headers,
   }
@@ -115,7 +118,7 @@ export function runCase(policy: CompiledPolicy, c: CaseSpec, index: number): Cas
 
   let match: RuleMatch | undefined
   let json: unknown
-  const adm = policy.admit(request, context)
+  const adm = canonical.ok ? policy.admit(request, context) : ({ decision: 'deny', reason: 'path_ambiguous', detail: {} } as const)
   if (adm.decision === 'deny') Object.assign(actual, { decision: 'deny', reason: adm.reason })
   else if (adm.decision === 'allow' && !adm.needsBody) match = adm.match
   else {

@@ -12,6 +12,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { isIP, type AddressInfo, type Socket } from 'node:net'
 import { TLSSocket } from 'node:tls'
+import { targetPath } from '../policy/index.js'
 import { canonicalHost } from './address-guard.js'
 import { LeafMinter, normalizeHost } from './ca.js'
 import { DecisionContext, attributeToken, deny, denyBody, type PolicyDenial } from './decision.js'
@@ -173,7 +174,7 @@ export class ProxyFront {
     if (parsed && parsed.protocol === 'http:') {
       const host = normalizeHost(parsed.hostname)
       const entry: Entry = { scheme: 'http', host, port: parsed.port ? Number(parsed.port) : 80 }
-      return runRequest(this.#core, req, res, entry, parsed.pathname || '/', refusedMethod(req))
+      return runRequest(this.#core, req, res, entry, targetPath(url) || '/', refusedMethod(req))
     }
     // `GET https://…` over the plaintext leg, or an origin-form request sent to the proxy itself:
     // neither passed the TLS front, so neither may reach an upstream.
@@ -284,15 +285,8 @@ export class ProxyFront {
   /** A request inside an intercepted tunnel. */
   async #tunneled(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const tunnel = this.#tunnels.get(req.socket)
-    let path = req.url ?? '/'
-    if (/^https?:\/\//i.test(path)) {
-      try {
-        path = new URL(path).pathname
-      } catch {
-        path = '/'
-      }
-    }
-    path = path.split('?')[0] || '/'
+    // The path as written: the request-headers phase makes it canonical (or refuses it) once.
+    const path = targetPath(req.url ?? '/') || '/'
     if (!tunnel) {
       return runRequest(this.#core, req, res, { scheme: 'http', host: normalizeHost(String(req.headers.host ?? '')), port: 0 }, path, deny('no_scheme'))
     }

@@ -1,5 +1,6 @@
 // Phase request_headers: capability token, workspace activation, policy presence, static rule
 // match and admission CEL (through CompiledPolicy.admit; this module never evaluates CEL itself).
+import { canonicalPath } from '../../policy/index.js'
 import type { AdmissionResult, CompiledPolicy, PolicyRequest } from '../../policy/types.js'
 import { attributeToken, deny, type PhaseOutcome } from '../decision.js'
 import type { ProxyCore, RequestState } from '../request-state.js'
@@ -39,6 +40,11 @@ export async function requestHeaders(core: ProxyCore, st: RequestState): Promise
   const policy = ws.policy.policy
   // A document with no capabilities can never produce a decision: "policy returned no result".
   if (policy.capabilities.length === 0) return deny('policy_empty')
+
+  // One canonical path: what the globs and CEL see is what is forwarded (forward.ts sends ctx.path).
+  const canonical = canonicalPath(ctx.path)
+  if (!canonical.ok) return deny('path_ambiguous', { message: canonical.message })
+  ctx.path = canonical.path
 
   const request: PolicyRequest = {
     method: ctx.method,
