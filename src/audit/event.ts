@@ -123,7 +123,11 @@ export type NewAuditEvent = Omit<AuditEvent, 'id' | 'timestamp'> & { id?: string
 
 /** The one way every part of corral records an event. Implemented by src/audit's batched writer. */
 export interface AuditSink {
-  /** Stamps id (UUIDv7) and timestamp now, queues the row and resolves once queued (waits while the queue is full). */
+  /**
+   * Stamps id (UUIDv7) and timestamp now and resolves once the event is durable (journal or
+   * database). Never throws for a bad event (it is quarantined); rejects only with
+   * AuditUnavailableError (src/audit/unavailable.ts), at once, when the log cannot take it.
+   */
   emit(event: NewAuditEvent): Promise<AuditEvent>
 }
 

@@ -1,7 +1,12 @@
 // The audit log's public API: the batched writer (every producer's AuditSink), the query and
 // stats functions behind the /v1 audit routes, the live bus and the SSE stream.
 export * from './event.js'
-export { AuditDrainTimeoutError, createAuditWriter, stamp, type AuditWriter, type AuditWriterOptions } from './writer.js'
+export {
+  AuditDrainTimeoutError, collectAuditEmits, createAuditWriter, openAuditWriter, stamp,
+  type AuditWriter, type AuditWriterLogger, type AuditWriterOptions, type AuditWriterStats,
+} from './writer.js'
+export { AuditUnavailableError, type AuditUnavailableCause } from './unavailable.js'
+export { MAX_EVENT_CHARS, MAX_JSON_DEPTH, MAX_TEXT_CHARS, wellFormedJson } from './encode.js'
 export { createAuditBus, type AuditBus, type AuditBusFilter, type AuditBusHandler, type AuditBusOptions } from './bus.js'
 export {
   queryAudit, parseAuditQuery, DEFAULT_LIMIT, MAX_LIMIT,

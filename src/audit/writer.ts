@@ -1,36 +1,49 @@
-// The batched audit writer: every producer's AuditSink. Events are stamped at the source (UUIDv7
-// id, RFC 3339 timestamp), queued, and written in batches with insert-or-ignore on id. Nothing is
-// ever dropped: a full queue makes producers wait, and a failed batch is retried with backoff
-// until it commits. After a batch commits its new ids are announced on the live bus channel.
-// The one exception is shutdown: close() waits at most `drainTimeoutMs` for the queue to commit;
-// past that (the database is down) it gives up, names how many events were not persisted in the
-// error log and rejects with AuditDrainTimeoutError, so the process exits non-zero and says so
-// instead of hanging on SIGTERM. Those events are lost with the process (docs/audit.md).
+// The audit writer: every producer's AuditSink. It never throws into a request path and never
+// stops (docs/reliability.md "The audit writer never stops"):
+// - emit() encodes the event once (src/audit/encode.ts); an event that breaks the contract is a bug
+//   of its producer: logged at error level once per kind, counted, and quarantined, not thrown.
+// - emit() resolves when the event is durable: on disk in the journal (openAuditWriter with a
+//   journal directory; group-committed, src/audit/journal.ts) or, without a journal, committed to
+//   the database. It rejects only with AuditUnavailableError: at once when `maxQueue` events are
+//   not yet in the database, or after close().
+// - Batches go to the database with insert-or-ignore on id, one at a time (group commit: events
+//   that arrive while one batch is written form the next). A batch the database refuses is split
+//   until the refused event is alone; that event is quarantined and every other row is written.
+//   Transient failures (database away, busy, full) are retried with backoff (src/audit/classify.ts).
+// - After each commit the new ids are announced on the live bus channel.
+// - close() flushes within `drainTimeoutMs`. With a journal, what the database did not take stays
+//   in the journal and is replayed at the next start; without one, it rejects with
+//   AuditDrainTimeoutError naming how many events were lost.
 
-import { v7 as uuidv7 } from 'uuid'
+import { AsyncLocalStorage } from 'node:async_hooks'
 import { CorralError } from '../errors.js'
-import { isUuid } from '../store/repositories/audit.js'
 import type { Store } from '../store/index.js'
-import {
-  ACTORS, CATEGORIES, DECISIONS, DENY_REASONS, EVENT_TYPES, PHASES, POLICY_TYPES,
-  type AuditEvent, type AuditSink, type NewAuditEvent,
-} from './event.js'
+import { classifyFailure, describeFailure } from './classify.js'
+import { check, describeFields, encodeEvent, quarantineRecord, type QuarantineRecord } from './encode.js'
+import type { AuditEvent, AuditSink, NewAuditEvent } from './event.js'
+import { Journal, type RecoveredSegment, type Segment } from './journal.js'
 import { publishCommitted } from './notify.js'
+import { AuditUnavailableError } from './unavailable.js'
+
+export interface AuditWriterLogger {
+  error(obj: object, msg: string): void
+  warn?(obj: object, msg: string): void
+}
 
 export interface AuditWriterOptions {
   /** Rows per insert transaction (default 500). */
   batchSize?: number
-  /** How long a partial batch waits for company before it is written (default 20 ms). */
+  /** Accepted for compatibility; batches are written as soon as the previous one commits. */
   flushIntervalMs?: number
-  /** Events queued or in flight before emit() waits (default 10,000). */
+  /** Events emitted but not yet in the database before emit() refuses (default 20,000). */
   maxQueue?: number
-  /** Where write failures are reported; they are retried, never dropped. */
-  logger?: { error(obj: object, msg: string): void }
-  /**
-   * How long close() waits for queued events to commit before giving up (default 10 s: under the
-   * 20 s forced exit of `corral serve` and `corral proxy`, so the count is logged before that).
-   */
+  logger?: AuditWriterLogger
+  /** How long close() waits for the database (default 10 s, under serve's 20 s forced exit). */
   drainTimeoutMs?: number
+  /** With openAuditWriter: the journal root (serve uses `<data-dir>/audit-journal`). */
+  journalDir?: string
+  /** Journal segment size before rotation (default 8 MiB). */
+  journalSegmentBytes?: number
 }
 
 /** close() could not commit every event before its deadline; `pending` events were not persisted. */
@@ -44,216 +57,377 @@ export class AuditDrainTimeoutError extends Error {
   }
 }
 
+/** Counters an operator reads (GET /healthz `audit`, docs/audit.md). */
+export interface AuditWriterStats {
+  /** Events accepted by emit(). */
+  emitted: number
+  /** Rows newly inserted into audit_events. */
+  written: number
+  /** Events kept in audit_quarantine instead (invalid, too large, refused by the database). */
+  quarantined: number
+  /** Of those, events that broke the contract (a producer bug). */
+  invalid: number
+  /** Events whose strings had NUL or lone surrogates replaced by U+FFFD. */
+  sanitized: number
+  /** emit() calls refused with AuditUnavailableError. */
+  rejected: number
+  /** Failed database attempts retried (transient failures). */
+  retries: number
+  /** Events accepted and not yet in the database. */
+  pending: number
+  /** Events replayed from the journal at start. */
+  replayed: number
+  journal?: { segments: number; bytes: number }
+  /** The last database failure, while the writer is retrying. */
+  failing?: string
+}
+
 export interface AuditWriter extends AuditSink {
-  /** Resolves when every event emitted before the call is committed. */
+  /** Resolves when every event emitted before the call is in the database (or quarantined). */
   flush(): Promise<void>
-  /**
-   * Refuses further events and flushes, waiting at most drainTimeoutMs; then stops retrying,
-   * logs the number of events not persisted and rejects with AuditDrainTimeoutError.
-   */
+  /** Refuses further events, flushes within drainTimeoutMs (see the file comment). */
   close(): Promise<void>
+  stats(): AuditWriterStats
+}
+
+interface Item {
+  seq: number
+  event: AuditEvent
+  row?: unknown[]
+  q?: QuarantineRecord
+  line?: string
+  seg?: Segment
+  recovered?: RecoveredGroup
+  resolve?: (e: AuditEvent) => void
+}
+
+interface RecoveredGroup {
+  segment: RecoveredSegment
+  left: number
 }
 
 const MAX_BACKOFF_MS = 5_000
+const noop = () => {}
 
+// Events emitted while handling one API request, so the response can wait for their durability
+// even when a route did not await emit() (src/server/app.ts, onSend).
+const requestScope = new AsyncLocalStorage<Set<Promise<unknown>>>()
+
+/** Runs `fn` with a fresh set collecting the durability promises of every emit() inside it. */
+export function collectAuditEmits<T>(pending: Set<Promise<unknown>>, fn: () => T): T {
+  return requestScope.run(pending, fn)
+}
+
+/** A writer without a journal: emit() resolves once the event is committed to the database. */
 export function createAuditWriter(store: Store, opts: AuditWriterOptions = {}): AuditWriter {
-  const batchSize = Math.max(1, opts.batchSize ?? 500)
-  const flushIntervalMs = Math.max(0, opts.flushIntervalMs ?? 20)
-  const maxQueue = Math.max(batchSize, opts.maxQueue ?? 10_000)
-  const logger = opts.logger ?? { error: (obj, msg) => console.error(msg, obj) }
-  const drainTimeoutMs = Math.max(0, opts.drainTimeoutMs ?? 10_000)
+  return buildWriter(store, opts, undefined)
+}
 
-  const queue: AuditEvent[] = []
-  let inFlight = 0
-  let spaceWaiters: Array<() => void> = []
-  let running: Promise<void> | undefined
-  let timer: NodeJS.Timeout | undefined
+/**
+ * A writer with a journal under `opts.journalDir`: emit() resolves once the event is on disk.
+ * Segments left by a previous life are replayed into the database first (insert-or-ignore on id),
+ * waiting at most drainTimeoutMs before the rest continues in the background.
+ */
+export async function openAuditWriter(store: Store, opts: AuditWriterOptions & { journalDir: string }): Promise<AuditWriter> {
+  const { journal, recovered } = await Journal.open(opts.journalDir, { segmentBytes: opts.journalSegmentBytes })
+  const writer = buildWriter(store, opts, journal)
+  await writer.replay(recovered)
+  return writer
+}
+
+function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | undefined): AuditWriter & { replay(r: RecoveredSegment[]): Promise<void> } {
+  const batchSize = Math.max(1, opts.batchSize ?? 500)
+  const maxQueue = Math.max(1, opts.maxQueue ?? 20_000)
+  const logger = opts.logger ?? { error: (obj: object, msg: string) => console.error(msg, obj) }
+  const drainTimeoutMs = Math.max(0, opts.drainTimeoutMs ?? 10_000)
+  const stats: AuditWriterStats = { emitted: 0, written: 0, quarantined: 0, invalid: 0, sanitized: 0, rejected: 0, retries: 0, pending: 0, replayed: 0 }
+  const loggedKinds = new Set<string>()
+
+  const queue: Item[] = []
+  let seq = 0
+  let doneSeq = 0
+  let flushWaiters: Array<{ target: number; resolve: () => void }> = []
+  let pumping: Promise<void> | undefined
   let closed = false
   // Set when close() gave up: retries stop so the process can exit.
+  let stopped = false
   let abandoned: AuditDrainTimeoutError | undefined
   let wakeBackoff: (() => void) | undefined
 
-  const releaseWaiters = () => {
-    const waiters = spaceWaiters
-    spaceWaiters = []
-    for (const w of waiters) w()
+  const prepare = (input: NewAuditEvent): Item => {
+    const r = encodeEvent(input)
+    if (r.ok) {
+      if (r.value.sanitized) stats.sanitized++
+      return { seq: ++seq, event: r.value.event, row: r.value.row, line: r.value.line }
+    }
+    if (r.kind === 'invalid_event') {
+      stats.invalid++
+      const fields = check(input).fields ?? {}
+      const kind = `${String((input as { event_type?: unknown })?.event_type)}:${Object.keys(fields).sort().join(',')}`
+      if (!loggedKinds.has(kind) && loggedKinds.size < 1000) {
+        loggedKinds.add(kind)
+        logger.error({ event_type: (input as { event_type?: unknown })?.event_type, fields }, `audit: BUG: a producer emitted an invalid event (${describeFields(fields)}); it is quarantined, not written (logged once per kind)`)
+      }
+    } else logger.error({ id: r.event.id, reason: r.reason }, 'audit: event cannot be stored as a row; quarantined')
+    const q = quarantineRecord(input, r.event, r.reason)
+    return { seq: ++seq, event: r.event, q, line: quarantineLine(q) }
   }
 
-  const writeBatch = async (batch: AuditEvent[]) => {
+  const finish = (it: Item) => {
+    stats.pending--
+    if (it.seg) journal?.release(it.seg)
+    if (it.recovered && --it.recovered.left === 0) void journal?.discard(it.recovered.segment)
+    const resolve = it.resolve
+    it.resolve = undefined
+    resolve?.(it.event)
+  }
+
+  const pause = (ms: number) =>
+    new Promise<void>((r) => {
+      const t = setTimeout(r, ms)
+      wakeBackoff = () => {
+        clearTimeout(t)
+        r()
+      }
+    }).finally(() => (wakeBackoff = undefined))
+
+  /** Runs `op` until it succeeds or fails with a data error (returned); transient errors back off. */
+  const attempt = async (op: () => Promise<void>, what: string, events: number): Promise<unknown> => {
     let backoff = 50
-    for (let attempt = 1; !abandoned; attempt++) {
+    for (let n = 1; !stopped; n++) {
       try {
-        const ids = await store.audit.insertBatchReturningIds(batch)
-        await publishCommitted(store, batch, ids).catch((err: unknown) =>
-          logger.error({ err: errorInfo(err) }, 'audit: live notification failed (events are stored; streams resume from the log)'),
-        )
+        await op()
+        stats.failing = undefined
+        return undefined
+      } catch (err) {
+        if (classifyFailure(err) === 'data') return err ?? new Error('unknown failure')
+        stats.retries++
+        stats.failing = describeFailure(err)
+        logger.error({ err: errorInfo(err), attempt: n, events }, `audit: ${what} failed (database unavailable); retrying`)
+        await pause(backoff)
+        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS)
+      }
+    }
+    return undefined
+  }
+
+  const quarantine = async (records: QuarantineRecord[]) => {
+    // The quarantine is plain text: a failure here is the database's, so it is retried, never split.
+    let backoff = 50
+    for (let n = 1; !stopped; n++) {
+      try {
+        await store.audit.quarantine(records)
+        stats.quarantined += records.length
         return
       } catch (err) {
-        logger.error({ err: errorInfo(err), attempt, events: batch.length }, 'audit: batch insert failed; retrying')
-        if (abandoned) return
-        await new Promise<void>((r) => {
-          const t = setTimeout(r, backoff)
-          wakeBackoff = () => {
-            clearTimeout(t)
-            r()
-          }
-        })
-        wakeBackoff = undefined
+        stats.retries++
+        stats.failing = describeFailure(err)
+        logger.error({ err: errorInfo(err), attempt: n, events: records.length }, 'audit: quarantine insert failed; retrying')
+        await pause(backoff)
         backoff = Math.min(backoff * 2, MAX_BACKOFF_MS)
       }
     }
   }
 
-  // Full batches are written back to back; a partial batch waits for the flush interval (or an
-  // explicit flush) so that a steady trickle still coalesces into few transactions.
-  let flushRequested = false
-  const run = async () => {
-    while (!abandoned && (queue.length >= batchSize || (queue.length > 0 && flushRequested))) {
+  /** Writes rows; a refused batch is bisected until the refused event is alone, then quarantined. */
+  const writeRows = async (items: Item[]): Promise<void> => {
+    let ids: string[] = []
+    const err = await attempt(async () => {
+      ids = await store.audit.insertEncodedReturningIds(items.map((i) => i.row!))
+    }, 'batch insert', items.length)
+    if (stopped) return
+    if (err === undefined) {
+      stats.written += ids.length
+      await publishCommitted(store, items.map((i) => i.event), ids).catch((e: unknown) =>
+        logger.error({ err: errorInfo(e) }, 'audit: live notification failed (events are stored; streams resume from the log)'),
+      )
+      return
+    }
+    if (items.length === 1) {
+      const reason = `database_refused: ${describeFailure(err)}`
+      logger.error({ id: items[0].event.id, reason }, 'audit: the database refused one event; quarantined, the rest of its batch is written')
+      await quarantine([quarantineRecord(items[0].event, items[0].event, reason)])
+      return
+    }
+    const mid = items.length >>> 1
+    await writeRows(items.slice(0, mid))
+    await writeRows(items.slice(mid))
+  }
+
+  const pump = async () => {
+    while (queue.length > 0 && !stopped) {
       const batch = queue.splice(0, batchSize)
-      inFlight += batch.length
-      try {
-        await writeBatch(batch)
-      } finally {
-        inFlight -= batch.length
-        releaseWaiters()
+      const quarantined = batch.filter((i) => i.q)
+      if (quarantined.length > 0) await quarantine(quarantined.map((i) => i.q!))
+      const rows = batch.filter((i) => i.row)
+      if (rows.length > 0) await writeRows(rows)
+      if (stopped) {
+        queue.unshift(...batch)
+        return
       }
+      for (const it of batch) finish(it)
+      doneSeq = Math.max(doneSeq, batch[batch.length - 1].seq)
+      const ready = flushWaiters.filter((w) => w.target <= doneSeq)
+      flushWaiters = flushWaiters.filter((w) => w.target > doneSeq)
+      for (const w of ready) w.resolve()
     }
   }
 
-  const kick = (): Promise<void> => {
-    if (timer) {
-      clearTimeout(timer)
-      timer = undefined
-    }
-    running ??= run().finally(() => {
-      running = undefined
-      flushRequested = false
-      if (queue.length > 0) schedule()
+  const kick = () => {
+    pumping ??= pump()
+      .catch((err: unknown) => logger.error({ err: errorInfo(err) }, 'audit: writer loop failed'))
+      .finally(() => {
+        pumping = undefined
+        if (queue.length > 0 && !stopped) kick()
+      })
+  }
+  const enqueue = (it: Item) => {
+    queue.push(it)
+    kick()
+  }
+
+  let journalBroken = false
+  const emitItem = (it: Item): Promise<AuditEvent> => {
+    stats.pending++
+    const done = new Promise<AuditEvent>((resolve) => {
+      it.resolve = resolve
+      if (!journal) return enqueue(it)
+      journal.append(it.line!).then(
+        (seg) => {
+          it.seg = seg
+          it.line = undefined
+          if (journalBroken) {
+            journalBroken = false
+            logger.error({ dir: journal.dir }, 'audit: journal writable again')
+          }
+          const r = it.resolve
+          it.resolve = undefined
+          r?.(it.event)
+          enqueue(it)
+        },
+        (err: unknown) => {
+          // The journal cannot write (disk full, I/O error): the event is durable once the database has it.
+          it.line = undefined
+          if (!journalBroken) {
+            journalBroken = true
+            logger.error({ err: errorInfo(err), dir: journal.dir }, 'audit: journal write failed; events are acknowledged after the database commit until it recovers')
+          }
+          enqueue(it)
+        },
+      )
     })
-    return running
+    return done
   }
 
-  function schedule(): void {
-    if (running || abandoned) return
-    if (queue.length >= batchSize) void kick()
-    else if (!timer) {
-      timer = setTimeout(() => {
-        timer = undefined
-        flushRequested = true
-        void kick()
-      }, flushIntervalMs)
-      timer.unref()
-    }
-  }
-
-  return {
-    async emit(input: NewAuditEvent): Promise<AuditEvent> {
-      if (closed) throw new Error('audit writer is closed')
-      const event = stamp(input)
-      while (queue.length + inFlight >= maxQueue) {
-        await new Promise<void>((r) => spaceWaiters.push(r))
-        if (closed) throw new Error('audit writer is closed')
+  const writer = {
+    emit(input: NewAuditEvent): Promise<AuditEvent> {
+      let p: Promise<AuditEvent>
+      if (closed) p = Promise.reject(new AuditUnavailableError('closed', 5, 'audit writer is closed (the server is shutting down); retry'))
+      else if (stats.pending >= maxQueue) {
+        stats.rejected++
+        p = Promise.reject(new AuditUnavailableError('queue_full', 1, `the audit log is not keeping up (${stats.pending} events not yet stored); retry shortly`))
+      } else {
+        stats.emitted++
+        try {
+          p = emitItem(prepare(input))
+        } catch (err) {
+          // Unreachable by design (prepare never throws); if it ever does, refuse instead of throwing.
+          logger.error({ err: errorInfo(err) }, 'audit: BUG: emit failed unexpectedly')
+          p = Promise.reject(new AuditUnavailableError('queue_full', 1, 'the audit log could not take the event; retry'))
+        }
       }
-      queue.push(event)
-      schedule()
-      return event
+      // A caller that forgot to await must not crash the process with an unhandled rejection.
+      p.catch(noop)
+      requestScope.getStore()?.add(p)
+      return p
     },
-    async flush() {
-      while (!abandoned && (queue.length > 0 || running)) {
-        flushRequested = true
-        await kick()
-      }
-      if (abandoned) throw abandoned
+    flush(): Promise<void> {
+      if (abandoned) return Promise.reject(abandoned)
+      const target = seq
+      if (doneSeq >= target && queue.length === 0 && stats.pending === 0) return Promise.resolve()
+      return new Promise<void>((resolve) => flushWaiters.push({ target, resolve })).then(() => {
+        if (abandoned) throw abandoned
+      })
     },
-    async close() {
+    async close(): Promise<void> {
       closed = true
       if (abandoned) throw abandoned
       let deadline: NodeJS.Timeout | undefined
-      const drained = this.flush().then(() => true)
+      const drained = writer.flush().then(() => true)
       const expired = new Promise<false>((r) => (deadline = setTimeout(() => r(false), drainTimeoutMs)))
       const ok = await Promise.race([drained, expired]).finally(() => clearTimeout(deadline))
-      releaseWaiters()
+      drained.catch(noop)
+      if (!ok) {
+        stopped = true
+        wakeBackoff?.()
+      }
+      const pending = stats.pending
+      if (journal) {
+        const { kept } = await journal.close()
+        if (!ok) logger.error({ pending, kept, dir: journal.dir, drainTimeoutMs }, `audit: ${pending} event(s) not yet in the database after ${drainTimeoutMs} ms; kept in the journal and replayed at the next start`)
+        return
+      }
       if (ok) return
-      // The in-flight batch (if its insert ever returns) and the queue are what was not persisted.
-      const pending = queue.length + inFlight
       abandoned = new AuditDrainTimeoutError(pending, drainTimeoutMs)
-      drained.catch(() => {})
-      wakeBackoff?.()
+      for (const w of flushWaiters) w.resolve()
+      flushWaiters = []
       logger.error({ pending, drainTimeoutMs }, abandoned.message)
       throw abandoned
     },
+    stats(): AuditWriterStats {
+      return { ...stats, ...(journal ? { journal: journal.stats() } : {}) }
+    },
+    async replay(segments: RecoveredSegment[]): Promise<void> {
+      let torn = 0
+      for (const segment of segments) {
+        if (segment.tornTail) torn++
+        const group: RecoveredGroup = { segment, left: segment.lines.length }
+        if (group.left === 0) {
+          await journal?.discard(segment)
+          continue
+        }
+        for (const line of segment.lines) {
+          const it = prepareReplay(line)
+          it.recovered = group
+          stats.pending++
+          stats.replayed++
+          enqueue(it)
+        }
+      }
+      if (torn > 0) logger.warn?.({ torn }, 'audit: journal replay skipped the unfinished last write of a crashed writer (never acknowledged)')
+      if (stats.replayed === 0) return
+      let deadline: NodeJS.Timeout | undefined
+      await Promise.race([writer.flush(), new Promise<void>((r) => (deadline = setTimeout(r, drainTimeoutMs)))]).finally(() => clearTimeout(deadline))
+    },
   }
+
+  const prepareReplay = (line: string): Item => {
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(line)
+    } catch {
+      const q = quarantineRecord(line, undefined, 'journal_corrupt: a journal line is not JSON')
+      return { seq: ++seq, event: { id: q.id } as AuditEvent, q }
+    }
+    const rec = parsed as { _quarantine?: QuarantineRecord }
+    if (rec._quarantine) return { seq: ++seq, event: { id: rec._quarantine.id } as AuditEvent, q: rec._quarantine }
+    const it = prepare(parsed as NewAuditEvent)
+    it.line = undefined
+    return it
+  }
+
+  return writer
 }
 
-// [column, allowed values, required]: checked in this order, so error details list fields stably.
-const VOCABULARIES: ReadonlyArray<readonly [string, ReadonlySet<string>, boolean]> = [
-  ['event_type', new Set<string>(EVENT_TYPES), true],
-  ['category', new Set<string>(CATEGORIES), true],
-  ['actor', new Set<string>(ACTORS), true],
-  ['decision', new Set<string>(DECISIONS), false],
-  ['reason', new Set<string>(DENY_REASONS), false],
-  ['phase', new Set<string>(PHASES), false],
-  ['policy_type', new Set<string>(POLICY_TYPES), false],
-]
-const INTEGER_COLUMNS = ['latency_ms', 'transforms_applied', 'validations_applied'] as const
-const CANONICAL_TS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
-
-// Many events share a millisecond at high rates: format each millisecond once.
-let lastNowMs = -1
-let lastNowIso = ''
-function nowIso(): string {
-  const ms = Date.now()
-  if (ms !== lastNowMs) {
-    lastNowMs = ms
-    lastNowIso = new Date(ms).toISOString()
-  }
-  return lastNowIso
+function quarantineLine(q: QuarantineRecord): string {
+  return JSON.stringify({ _quarantine: q })
 }
 
-/**
- * Validates an event against the closed vocabularies and fills id and timestamp. (Hot path: every
- * event. Plain loops and one fresh object, no spread-then-delete: deleting keys turns V8 objects
- * into slow dictionaries, which every later read of the event paid for.)
- */
+/** Validates an event and fills id and timestamp; throws CorralError validation_error (for edges that want a 400). */
 export function stamp(input: NewAuditEvent): AuditEvent {
-  const src = input as unknown as Record<string, unknown>
-  let fields: Record<string, string> | undefined
-  const fail = (name: string, message: string) => ((fields ??= {})[name] = message)
-  if (typeof input.org_id !== 'string' || input.org_id === '') fail('org_id', 'must be a non-empty string')
-  if (typeof input.user_id !== 'string' || input.user_id === '') fail('user_id', 'must be a non-empty string')
-  for (let i = 0; i < VOCABULARIES.length; i++) {
-    const [name, allowed, required] = VOCABULARIES[i]
-    const value = src[name]
-    if (value === undefined || value === null) {
-      if (required) fail(name, 'is required')
-    } else if (!allowed.has(value as string)) fail(name, `must be one of: ${[...allowed].join(', ')}`)
-  }
-  if (input.id !== undefined && !isUuid(input.id)) fail('id', 'must be a UUID')
-  let timestamp: string
-  if (input.timestamp === undefined) timestamp = nowIso()
-  else if (CANONICAL_TS.test(input.timestamp) && !Number.isNaN(Date.parse(input.timestamp))) timestamp = input.timestamp
-  else {
-    const ms = Date.parse(input.timestamp)
-    if (Number.isNaN(ms)) {
-      fail('timestamp', 'must be an RFC 3339 date-time')
-      timestamp = ''
-    } else timestamp = new Date(ms).toISOString()
-  }
-  for (const c of INTEGER_COLUMNS) {
-    const v = input[c]
-    if (v !== undefined && v !== null && !Number.isSafeInteger(v)) fail(c, 'must be an integer')
-  }
-  if (fields) {
-    throw new CorralError('validation_error', `invalid audit event: ${Object.entries(fields).map(([k, v]) => `${k} ${v}`).join('; ')}`, 400, { fields })
-  }
-  // Optional columns are absent, never null or undefined, in stored and streamed events.
-  const event: Record<string, unknown> = { id: input.id?.toLowerCase() ?? uuidv7(), timestamp }
-  for (const k in src) {
-    if (k === 'id' || k === 'timestamp' || !Object.hasOwn(src, k)) continue
-    const v = src[k]
-    if (v !== undefined && v !== null) event[k] = v
-  }
-  return event as unknown as AuditEvent
+  const { event, fields } = check(input)
+  if (fields) throw new CorralError('validation_error', `invalid audit event: ${describeFields(fields)}`, 400, { fields })
+  return event
 }
 
 function errorInfo(err: unknown): { message: string; code?: string } {

@@ -17,13 +17,13 @@ export default class Proxy extends CorralCommand<void> {
 
   async execute(): Promise<void> {
     const { flags } = await this.parse(Proxy)
-    const [{ resolve }, { openStoreFromFlags }, { createAuditWriter }, { createLogger }, { ProxyService }, { readCaFiles, WORKSPACE_STOPPED_CHANNEL }] = await Promise.all([
+    const [{ resolve }, { openStoreFromFlags }, { openAuditWriter }, { createLogger }, { ProxyService }, { readCaFiles, WORKSPACE_STOPPED_CHANNEL }] = await Promise.all([
       import('node:path'), import('../server/store-flags.js'), import('../audit/index.js'), import('../server/logger.js'),
       import('../proxy/service.js'), import('../proxy/serve-service.js'),
     ])
     const logger = createLogger()
     const store = await openStoreFromFlags(flags)
-    const audit = createAuditWriter(store, { logger })
+    const audit = await openAuditWriter(store, { logger, journalDir: resolve(flags['data-dir'], 'audit-journal') })
     const upstreamCaPem = await readCaFiles(flags['upstream-ca']?.join(','))
     const proxy = new ProxyService({
       store, audit, dataDir: resolve(flags['data-dir']), port: flags.port, host: flags.host, env: process.env, logger,

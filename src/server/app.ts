@@ -3,13 +3,14 @@
 // spec's envelope for everything (validation, bad JSON, CorralError, faults) and one not-found
 // handler answers unknown routes, so no framework default page ever leaks.
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
+import { AuditUnavailableError, collectAuditEmits } from '../audit/index.js'
 import { CorralError } from '../errors.js'
 import { isStoreUnavailable } from '../store/index.js'
 import { ApiKeyCache, KEY_REVOKED_CHANNEL } from './auth/key-cache.js'
 import type { AuthState } from './auth/authenticate.js'
 import { createAuthHook } from './auth/hook.js'
 import { edgeOptions, installEdge, sendError as send } from './edge.js'
-import { apiError } from './errors.js'
+import { apiError, type ErrorEnvelope } from './errors.js'
 import { TokenBucketLimiter } from './rate-limit.js'
 import { REQUEST_ID_HEADER, mintRequestId } from './request-id.js'
 import { healthRoutes } from './routes/health.js'
@@ -57,6 +58,29 @@ export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
   })
 
   installEdge(app)
+
+  // Durable before the answer: every audit event a request emitted (awaited by its route or not)
+  // is durable before the response leaves; if one could not be, a success becomes the 503 the
+  // audit log answered (docs/reliability.md "Durability").
+  const emitted = new WeakMap<FastifyRequest, Set<Promise<unknown>>>()
+  app.addHook('onRequest', (request, _reply, done) => {
+    const pending = new Set<Promise<unknown>>()
+    emitted.set(request, pending)
+    collectAuditEmits(pending, done)
+  })
+  app.addHook('onSend', async (request, reply, payload) => {
+    const pending = emitted.get(request)
+    if (!pending || pending.size === 0) return payload
+    const results = await Promise.allSettled(pending)
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected')
+    if (!failed || reply.statusCode >= 400) return payload
+    const err = failed.reason instanceof CorralError ? failed.reason : new AuditUnavailableError('queue_full', 1, 'the audit log could not record this change; retry')
+    if (err instanceof AuditUnavailableError) reply.header('retry-after', String(err.retryAfterSeconds))
+    reply.code(err.status).type('application/json; charset=utf-8')
+    const body: ErrorEnvelope = { error: { code: err.code, message: err.message, request_id: String(request.id), ...(err.details ? { details: err.details } : {}) } }
+    return JSON.stringify(body)
+  })
+
   app.setErrorHandler(errorHandler)
 
   const state: AuthState = { cache: new ApiKeyCache({ ttlMs: deps.config.keyCacheTtlMs }), lastTouched: new Map() }
@@ -129,7 +153,8 @@ function errorHandler(this: FastifyInstance, err: FastifyError & { validationCon
     return send(reply, request, 503, 'service_unavailable', 'the database is unavailable; retry after Retry-After')
   }
   if (err instanceof CorralError) {
-    if (err.status >= 500) request.log.error({ err }, 'request failed')
+    if (err instanceof AuditUnavailableError) reply.header('retry-after', String(err.retryAfterSeconds))
+    else if (err.status >= 500) request.log.error({ err }, 'request failed')
     return send(reply, request, err.status, err.code, err.message, err.details)
   }
   if (err.validation) {

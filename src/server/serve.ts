@@ -5,7 +5,7 @@
 import { mkdir } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import type { Logger } from 'pino'
-import { createAuditBus, createAuditWriter } from '../audit/index.js'
+import { createAuditBus, openAuditWriter } from '../audit/index.js'
 import { packService } from '../packs/service.js'
 import { proxyService } from '../proxy/serve-service.js'
 import { workspaceService } from '../runtime/controller/service.js'
@@ -87,7 +87,12 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   await mkdir(dataDir, { recursive: true, mode: 0o700 })
   const logger = options.logger ?? createLogger()
   const store = await openStore(options.dbUrl ?? defaultDbUrl(dataDir))
-  const audit = createAuditWriter(store, { logger })
+  // Events are durable in the journal before emit() resolves; segments a previous life left
+  // behind (kill -9, database down at shutdown) are replayed into the store here.
+  const audit = await openAuditWriter(store, { logger, journalDir: join(dataDir, 'audit-journal') }).catch(async (err: unknown) => {
+    await store.close().catch(() => {})
+    throw err
+  })
   const bus = createAuditBus(store, { logger })
   await bus.ready
   const oidc = oidcConfigFromEnv(env)

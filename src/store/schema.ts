@@ -93,6 +93,16 @@ export interface AuditEventsTable {
   auth_failures: JsonColumn
 }
 
+/** Events the audit writer could not store as rows (src/audit/encode.ts), kept as text. */
+export interface AuditQuarantineTable {
+  id: string
+  org_id: string | null
+  reason: string
+  event: string
+  quarantined_at: string
+  ts: ColumnType<number | string, number, never>
+}
+
 export interface Database {
   orgs: OrgsTable
   users: UsersTable
@@ -101,4 +111,5 @@ export interface Database {
   settings: SettingsTable
   webhook_nonces: WebhookNoncesTable
   audit_events: AuditEventsTable
+  audit_quarantine: AuditQuarantineTable
 }

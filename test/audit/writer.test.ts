@@ -1,12 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { AUDIT_CHANNEL, AuditDrainTimeoutError, createAuditWriter, queryAudit, stamp } from '../../src/audit/index.js'
+import {
+  AUDIT_CHANNEL, AuditDrainTimeoutError, AuditUnavailableError, PLATFORM_ORG, createAuditWriter, queryAudit, stamp,
+} from '../../src/audit/index.js'
 import { CorralError } from '../../src/errors.js'
 import type { Store } from '../../src/store/index.js'
 import { testDialects } from '../helpers/dialects.js'
 import { decision, mutation, orgId } from './fixtures.js'
+import { failing, nested, quietLogger, spyInserts, withInsert } from './writer-helpers.js'
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
-const quietLogger = (sink: string[] = []) => ({ error: (_o: object, msg: string) => void sink.push(msg) })
 
 describe('stamp', () => {
   it('fills a UUIDv7 id and a millisecond RFC 3339 UTC timestamp', () => {
@@ -16,7 +18,7 @@ describe('stamp', () => {
     expect(stamp({ ...mutation('org_x'), timestamp: '2026-01-01T02:00:00+02:00' }).timestamp).toBe('2026-01-01T00:00:00.000Z')
   })
 
-  it('refuses values outside the closed vocabularies, naming each field', () => {
+  it('refuses values outside the closed vocabularies, naming each field (for edges that answer 400)', () => {
     const bad = () => stamp({ ...mutation('org_x'), event_type: 'nope' as never, actor: 'robot' as never, reason: 'why' as never, org_id: '' })
     expect(bad).toThrow(CorralError)
     try {
@@ -26,6 +28,8 @@ describe('stamp', () => {
       expect(Object.keys((err as CorralError).details!.fields as object).sort()).toEqual(['actor', 'event_type', 'org_id', 'reason'])
     }
     expect(() => stamp({ ...mutation('org_x'), latency_ms: 1.5 })).toThrow(/latency_ms/)
+    // Postgres integer columns are 32-bit: a value one dialect would refuse is refused for both.
+    expect(() => stamp({ ...mutation('org_x'), latency_ms: 2 ** 40 })).toThrow(/latency_ms/)
     expect(() => stamp({ ...mutation('org_x'), id: 'not-a-uuid' })).toThrow(/id/)
   })
 })
@@ -40,29 +44,22 @@ for (const d of testDialects()) {
       await store.close()
     })
 
-    const count = async (org: string) => (await queryAudit(store, org, { limit: 10_000 })).events.length
+    const rows = async (org: string) => (await queryAudit(store, org, { limit: 10_000, order: 'asc' })).events
+    const count = async (org: string) => (await rows(org)).length
+    const quarantined = async (id: string) => (await store.audit.listQuarantine({ limit: 1000 })).find((q) => q.id === id)
 
-    it('writes in batches and flush() resolves after commit', async () => {
+    it('emit resolves once the row is committed; batches are bounded', async () => {
       const org = orgId()
       const sizes: number[] = []
-      const writer = createAuditWriter(spyInserts(store, sizes), { batchSize: 10, flushIntervalMs: 1_000 })
+      const writer = createAuditWriter(spyInserts(store, sizes), { batchSize: 10 })
       const emitted = await Promise.all(Array.from({ length: 25 }, (_, i) => writer.emit(decision(org, { latency_ms: i }))))
-      await writer.flush()
+      // No flush: a resolved emit is already in the database.
       expect(await count(org)).toBe(25)
       expect(sizes.every((n) => n <= 10)).toBe(true)
       expect(sizes.reduce((a, b) => a + b, 0)).toBe(25)
-      const stored = await store.audit.getById(org, emitted[3].id)
-      expect(stored).toEqual(emitted[3])
+      expect(await store.audit.getById(org, emitted[3].id)).toEqual(emitted[3])
       await writer.close()
-      await expect(writer.emit(decision(org))).rejects.toThrow(/closed/)
-    })
-
-    it('a partial batch is written after the flush interval without flush()', async () => {
-      const org = orgId()
-      const writer = createAuditWriter(store, { batchSize: 100, flushIntervalMs: 5 })
-      await writer.emit(mutation(org))
-      await expect.poll(() => count(org)).toBe(1)
-      await writer.close()
+      await expect(writer.emit(decision(org))).rejects.toBeInstanceOf(AuditUnavailableError)
     })
 
     it('inserts idempotently on id', async () => {
@@ -70,14 +67,127 @@ for (const d of testDialects()) {
       const writer = createAuditWriter(store)
       const e = await writer.emit(mutation(org))
       await writer.emit({ ...mutation(org), id: e.id, timestamp: e.timestamp })
-      await writer.flush()
       expect(await count(org)).toBe(1)
       expect(await store.audit.insertBatch([e, e])).toBe(0)
       expect(await count(org)).toBe(1)
       await writer.close()
     })
 
-    it('applies back-pressure when the queue is full and loses nothing', async () => {
+    it('rows of the platform scope (PLATFORM_ORG) are valid', async () => {
+      const writer = createAuditWriter(store)
+      const e = await writer.emit(decision(PLATFORM_ORG, { decision: 'deny', reason: 'no_token', user_id: 'system' }))
+      expect(await store.audit.getById(PLATFORM_ORG, e.id)).toMatchObject({ reason: 'no_token' })
+      await writer.close()
+    })
+
+    it('an invalid event never throws: it is quarantined, logged once per kind and counted', async () => {
+      const org = orgId()
+      const logged: string[] = []
+      const writer = createAuditWriter(store, { logger: quietLogger(logged) })
+      const bad = { ...decision(org), org_id: undefined as never, reason: 'because' as never }
+      const [a, b] = await Promise.all([writer.emit(bad), writer.emit(bad)])
+      const ok = await writer.emit(decision(org))
+      expect(await count(org)).toBe(1)
+      expect((await rows(org))[0].id).toBe(ok.id)
+      const q = await quarantined(a.id)
+      expect(q?.reason).toMatch(/^invalid_event: org_id .*reason must be one of/)
+      expect(JSON.parse(q!.event)).toMatchObject({ reason: 'because', destination: 'api.example.com' })
+      expect(await quarantined(b.id)).toBeDefined()
+      expect(logged.filter((m) => m.includes('BUG'))).toHaveLength(1)
+      expect(writer.stats()).toMatchObject({ invalid: 2, quarantined: 2, written: 1, pending: 0 })
+      // Values that are no object at all are quarantined too.
+      await writer.emit(null as never)
+      await writer.emit('x' as never)
+      expect(writer.stats().quarantined).toBe(4)
+      await writer.close()
+    })
+
+    it('stored JSON is valid for the database: NUL and lone surrogates become U+FFFD, in JSON and text columns', async () => {
+      const org = orgId()
+      const writer = createAuditWriter(store)
+      const e = await writer.emit(
+        mutation(org, { path: 'a\u0000b\ud800', detail: { label: 'x\ud800y\u0000', 'k\udc00': ['\ud83d\ude00 ok', '\\u0000 literal'] } }),
+      )
+      const [stored] = await rows(org)
+      expect(stored.id).toBe(e.id)
+      expect(stored.path).toBe('a\uFFFDb\uFFFD')
+      expect(stored.detail).toEqual({ label: 'x\uFFFDy\uFFFD', 'k\uFFFD': ['\ud83d\ude00 ok', '\\u0000 literal'] })
+      expect(e.detail).toEqual(stored.detail)
+      expect(writer.stats().sanitized).toBe(1)
+      await writer.close()
+    })
+
+    it('an event nested 5,000 levels deep, a cycle, a bigint and an oversized event are quarantined; the log goes on', async () => {
+      const org = orgId()
+      const writer = createAuditWriter(store, { logger: quietLogger() })
+      const cyclic: Record<string, unknown> = {}
+      cyclic.self = cyclic
+      const bads = [
+        mutation(org, { detail: nested(5_000) }),
+        mutation(org, { detail: cyclic }),
+        mutation(org, { detail: { n: 10n } as never }),
+        mutation(org, { detail: { blob: 'x'.repeat(2_000_000) } }),
+        decision(org, { latency_ms: 2 ** 40 }),
+      ]
+      const out = await Promise.all([...bads.map((b) => writer.emit(b)), writer.emit(mutation(org))])
+      expect(writer.stats().quarantined).toBe(5)
+      expect(await count(org)).toBe(1)
+      const reasons = await Promise.all(out.slice(0, 4).map(async (e) => (await quarantined(e.id))?.reason))
+      expect(reasons[0]).toMatch(/^unserializable: detail is nested deeper than 32/)
+      expect(reasons[1]).toMatch(/^unserializable: detail is nested deeper/)
+      expect(reasons[2]).toMatch(/^unserializable: detail holds a bigint/)
+      expect(reasons[3]).toMatch(/^too_large/)
+      expect((await quarantined(out[4].id))?.reason).toMatch(/^invalid_event: latency_ms must be an integer from/)
+      // The kept text is bounded and valid JSON.
+      for (const e of out.slice(0, 4)) {
+        const text = (await quarantined(e.id))!.event
+        expect(text.length).toBeLessThanOrEqual(70_000)
+        expect(() => JSON.parse(text)).not.toThrow()
+      }
+      await writer.close()
+    })
+
+    it('a batch the database refuses is bisected: the one refused event is quarantined, every other row is written', async () => {
+      const org = orgId()
+      const attempts: number[] = []
+      const refusing = failing(store, (batch) => {
+        attempts.push(batch.length)
+        return batch.some((r) => String(r[1]).endsWith('_poison')) ? Object.assign(new Error('invalid input syntax for type json'), { code: '22P02' }) : undefined
+      })
+      const writer = createAuditWriter(refusing, { batchSize: 64, logger: quietLogger() })
+      const poison = orgId() + '_poison'
+      const events = await Promise.all(Array.from({ length: 64 }, (_, i) => writer.emit(i === 37 ? mutation(poison) : mutation(org))))
+      expect(await count(org)).toBe(63)
+      expect((await quarantined(events[37].id))?.reason).toMatch(/^database_refused: 22P02: invalid input syntax/)
+      // log2(64) levels of splitting, not one attempt per event.
+      expect(attempts.length).toBeLessThanOrEqual(2 * 7)
+      expect(writer.stats()).toMatchObject({ quarantined: 1, retries: 0 })
+      await writer.close()
+    })
+
+    for (const [name, err] of [
+      ['connection refused', Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })],
+      ['postgres admin shutdown (57P01)', Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' })],
+      ['connection terminated', new Error('Connection terminated unexpectedly')],
+      ['SQLITE_BUSY', Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' })],
+      ['SQLITE_FULL', Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' })],
+      ['SQLITE_IOERR_WRITE', Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR_WRITE' })],
+    ] as const) {
+      it(`a transient failure (${name}) is retried with backoff, never quarantined`, async () => {
+        const org = orgId()
+        const logged: string[] = []
+        let failures = 2
+        const flaky = failing(store, () => (failures-- > 0 ? err : undefined))
+        const writer = createAuditWriter(flaky, { logger: quietLogger(logged) })
+        await Promise.all([writer.emit(mutation(org)), writer.emit(mutation(org))])
+        expect(await count(org)).toBe(2)
+        expect(logged.filter((m) => m.includes('retrying'))).toHaveLength(2)
+        expect(writer.stats()).toMatchObject({ quarantined: 0, retries: 2 })
+        await writer.close()
+      })
+    }
+
+    it('a full queue refuses at once with AuditUnavailableError (503, Retry-After) and loses nothing accepted', async () => {
       const org = orgId()
       let release!: () => void
       const gate = new Promise<void>((r) => (release = r))
@@ -85,52 +195,32 @@ for (const d of testDialects()) {
         await gate
         return orig(batch)
       })
-      const writer = createAuditWriter(gated, { batchSize: 5, maxQueue: 20, flushIntervalMs: 0 })
-      let resolved = 0
-      const all = Array.from({ length: 60 }, (_, i) => writer.emit(decision(org, { latency_ms: i })).then((e) => (resolved++, e)))
-      // Capacity counts queued and in-flight events: exactly maxQueue producers get through...
-      await expect.poll(() => resolved).toBe(20)
-      // ...and the rest keep waiting while nothing commits.
-      await new Promise((r) => setTimeout(r, 30))
-      expect(resolved).toBe(20)
+      const writer = createAuditWriter(gated, { batchSize: 5, maxQueue: 20 })
+      const accepted = Array.from({ length: 20 }, (_, i) => writer.emit(decision(org, { latency_ms: i })))
+      const refused = await writer.emit(decision(org)).then(() => undefined, (e: unknown) => e)
+      expect(refused).toBeInstanceOf(AuditUnavailableError)
+      expect(refused).toMatchObject({ status: 503, code: 'service_unavailable', retryAfterSeconds: 1, details: { reason: 'audit_unavailable' } })
+      expect(writer.stats()).toMatchObject({ rejected: 1, pending: 20 })
       release()
-      const events = await Promise.all(all)
+      const events = await Promise.all(accepted)
+      expect((await rows(org)).map((e) => e.id).sort()).toEqual(events.map((e) => e.id).sort())
       await writer.close()
-      const page = await queryAudit(store, org, { limit: 10_000, order: 'asc' })
-      expect(page.events.map((e) => e.id).sort()).toEqual(events.map((e) => e.id).sort())
     })
 
-    it('retries a failed batch with backoff until it commits', async () => {
-      const org = orgId()
-      const logged: string[] = []
-      let failures = 2
-      const flaky = withInsert(store, async (orig, batch) => {
-        if (failures-- > 0) throw new Error('database went away')
-        return orig(batch)
-      })
-      const writer = createAuditWriter(flaky, { logger: quietLogger(logged) })
-      await writer.emit(mutation(org))
-      await writer.emit(mutation(org))
-      await writer.close()
-      expect(await count(org)).toBe(2)
-      expect(logged.filter((m) => m.includes('retrying'))).toHaveLength(2)
-    })
-
-    it('close() gives up after the drain deadline while the database is down, naming the events not persisted', async () => {
+    it('close() without a journal gives up after the drain deadline while the database is down, naming the events lost', async () => {
       const org = orgId()
       const logged: string[] = []
       let attempts = 0
-      const down = withInsert(store, async () => {
+      const down = failing(store, () => {
         attempts++
-        throw new Error('database went away')
+        return Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' })
       })
       const writer = createAuditWriter(down, { batchSize: 2, logger: quietLogger(logged), drainTimeoutMs: 150 })
-      for (let i = 0; i < 3; i++) await writer.emit(mutation(org))
+      for (let i = 0; i < 3; i++) void writer.emit(mutation(org))
       const err = await writer.close().then(() => undefined, (e: unknown) => e)
       expect(err).toBeInstanceOf(AuditDrainTimeoutError)
       expect((err as AuditDrainTimeoutError).pending).toBe(3)
       expect(logged.at(-1)).toMatch(/^audit: 3 event\(s\) not persisted.*150 ms/)
-      // Retries stop: nothing keeps the process alive or busy after the deadline.
       const after = attempts
       await new Promise((r) => setTimeout(r, 300))
       expect(attempts).toBe(after)
@@ -144,32 +234,15 @@ for (const d of testDialects()) {
       const payloads: string[] = []
       const stop = await store.listen(AUDIT_CHANNEL, (p) => p.startsWith(org) && payloads.push(p))
       const writer = createAuditWriter(store)
-      const a = await writer.emit(mutation(org))
-      const b = await writer.emit(mutation(org))
-      await writer.flush()
-      await expect.poll(() => payloads.length).toBe(1)
-      expect(payloads[0]).toBe(`${org} ${a.id},${b.id}`)
+      const [a, b] = await Promise.all([writer.emit(mutation(org)), writer.emit(mutation(org))])
+      await expect.poll(() => payloads.join(' ').split(/[ ,]/).filter((x) => x === a.id || x === b.id).length).toBe(2)
+      const before = payloads.length
       // Re-emitting an id already stored announces nothing.
       await writer.emit({ ...mutation(org), id: a.id })
       await writer.close()
       await new Promise((r) => setTimeout(r, 100))
-      expect(payloads).toHaveLength(1)
+      expect(payloads).toHaveLength(before)
       await stop()
     })
-  })
-}
-
-type InsertFn = Store['audit']['insertBatchReturningIds']
-
-/** A Store whose audit insert goes through `wrap` (the rest is the real store). */
-function withInsert(store: Store, wrap: (orig: InsertFn, batch: Parameters<InsertFn>[0]) => ReturnType<InsertFn>): Store {
-  const orig: InsertFn = (batch) => store.audit.insertBatchReturningIds(batch)
-  return { ...store, audit: { ...store.audit, insertBatchReturningIds: (batch) => wrap(orig, batch) } }
-}
-
-function spyInserts(store: Store, sizes: number[]): Store {
-  return withInsert(store, (orig, batch) => {
-    sizes.push(batch.length)
-    return orig(batch)
   })
 }

@@ -28,7 +28,7 @@ describe('corral serve (real process)', () => {
     const me = await api(s, 'GET', '/v1/me', s.adminKey)
     expect(me.status).toBe(200)
     expect(me.body).toMatchObject({ org: { name: 'default', posture: 'active' }, permission_set: 'full_access', user_id: 'system' })
-    expect((await api(s, 'GET', '/healthz')).body).toEqual({ status: 'ok' })
+    expect((await api(s, 'GET', '/healthz')).body).toMatchObject({ status: 'ok', audit: { rejected: 0 } })
     expect((await api(s, 'GET', '/readyz')).body).toEqual({ status: 'ready' })
     const missing = await api(s, 'GET', '/v1/does-not-exist', s.adminKey)
     expect(missing.status).toBe(404)

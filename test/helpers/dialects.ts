@@ -104,6 +104,10 @@ export async function openSibling(first: Store): Promise<Store> {
   siblings.add(store)
   return store
 }
+/** Where a store opened through testDialects() lives (for a child process opening the same database). */
+export function storeTarget(store: Store): { url: string; schema?: string } | undefined {
+  return siblingTargets.get(store)
+}
 interface SiblingTarget {
   url: string
   schema?: string

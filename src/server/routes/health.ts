@@ -6,7 +6,12 @@ import type { ServerDeps } from '../types.js'
 const statusSchema = { type: 'object', required: ['status'], properties: { status: { type: 'string' } } } as const
 
 export async function healthRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
-  app.get('/healthz', { config: { auth: false }, schema: { response: { 200: statusSchema } } }, async () => ({ status: 'ok' }))
+  // Liveness, plus the audit writer's counters for operators (docs/audit.md "Counters").
+  const healthSchema = { ...statusSchema, properties: { ...statusSchema.properties, audit: { type: 'object', additionalProperties: true } } }
+  app.get('/healthz', { config: { auth: false }, schema: { response: { 200: healthSchema } } }, async () => ({
+    status: 'ok',
+    ...(typeof deps.audit.stats === 'function' ? { audit: deps.audit.stats() } : {}),
+  }))
   app.get('/readyz', { config: { auth: false }, schema: { response: { 200: statusSchema } } }, async (request) => {
     try {
       await deps.store.ping()

@@ -8,6 +8,7 @@ import { workspacesTasks } from './20261122T111000-workspaces.js'
 import { workspacePool } from './20261122T112000-workspace-pool.js'
 import { roles } from './20261122T110000-roles.js'
 import { packs } from './20261122T120000-packs.js'
+import { auditHardening } from './20261126T010000-audit-hardening.js'
 import type { StoreMigration } from './types.js'
 
 export type { StoreMigration } from './types.js'
@@ -21,4 +22,5 @@ export const migrations: readonly StoreMigration[] = [
   workspacesTasks,
   workspacePool,
   packs,
+  auditHardening,
 ]

@@ -8,12 +8,9 @@ import type { BulkColumn, StoreDialect } from '../dialects/types.js'
 import type { AuditEventsTable, Database } from '../schema.js'
 import type { RepoContext } from './context.js'
 
-export const AUDIT_TEXT_COLUMNS = [
-  'workspace_id', 'task_id', 'agent_role', 'agent_provider', 'destination', 'method', 'path', 'decision', 'reason',
-  'policy_type', 'phase', 'capability_name',
-] as const
-export const AUDIT_INT_COLUMNS = ['latency_ms', 'transforms_applied', 'validations_applied'] as const
-export const AUDIT_JSON_COLUMNS = ['detail', 'debits', 'budget_state', 'floored', 'transforms_failed', 'auth_used', 'auth_failures'] as const
+import { AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS, AUDIT_TEXT_COLUMNS, isUuid } from './audit-columns.js'
+
+export { AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS, AUDIT_ROW_COLUMNS, AUDIT_TEXT_COLUMNS, isUuid } from './audit-columns.js'
 const COLUMN_COUNT = 8 + AUDIT_TEXT_COLUMNS.length + AUDIT_INT_COLUMNS.length + AUDIT_JSON_COLUMNS.length
 
 /** Every column with its Postgres type, for the bulk insert path. */
@@ -25,6 +22,33 @@ const BULK_COLUMNS: readonly BulkColumn[] = [
   ...AUDIT_INT_COLUMNS.map((name) => ({ name, pgType: 'integer' as const })),
   ...AUDIT_JSON_COLUMNS.map((name) => ({ name, pgType: 'jsonb' as const })),
 ]
+
+const QUARANTINE_COLUMNS: readonly BulkColumn[] = [
+  { name: 'id', pgType: 'text' },
+  { name: 'org_id', pgType: 'text' },
+  { name: 'reason', pgType: 'text' },
+  { name: 'event', pgType: 'text' },
+  { name: 'quarantined_at', pgType: 'text' },
+  { name: 'ts', pgType: 'bigint' },
+]
+
+export interface QuarantineInsert {
+  id: string
+  org_id: string | null
+  reason: string
+  /** The event as well-formed JSON text. */
+  text: string
+}
+
+export interface QuarantinedEvent {
+  id: string
+  org_id?: string
+  reason: string
+  /** The event as it was handed to the writer, as JSON text (cut when very large). */
+  event: string
+  quarantined_at: string
+  ts: number
+}
 
 /** One parsed `filter` clause. */
 export interface AuditFilterClause {
@@ -133,6 +157,44 @@ export function createAuditRepository({ db, dialect }: RepoContext) {
       if (db.isTransaction) await insertAll(db)
       else await db.transaction().execute(insertAll)
       return ids
+    },
+
+    /**
+     * Rows already encoded by the audit writer (values in AUDIT_ROW_COLUMNS order, JSON columns as
+     * text): inserted in one transaction, ids already stored skipped; returns the ids that were new.
+     */
+    async insertEncodedReturningIds(rows: readonly unknown[][]): Promise<string[]> {
+      if (rows.length === 0) return []
+      return dialect.insertIgnoreMany('audit_events', BULK_COLUMNS, rows, 'id')
+    },
+
+    /** Keeps events that cannot be rows (insert-or-ignore on id, so a replay adds nothing twice). */
+    async quarantine(records: readonly QuarantineInsert[]): Promise<number> {
+      if (records.length === 0) return 0
+      const now = Date.now()
+      const at = new Date(now).toISOString()
+      const rows = records.map((r) => [r.id, r.org_id, r.reason, r.text, at, now])
+      return (await dialect.insertIgnoreMany('audit_quarantine', QUARANTINE_COLUMNS, rows, 'id')).length
+    },
+
+    /** Quarantined events, newest first, in keyset pages on (ts, id). */
+    async listQuarantine(q: { limit: number; before?: { ts: number; id: string }; fromMs?: number; toMs?: number }): Promise<QuarantinedEvent[]> {
+      let qb = db.selectFrom('audit_quarantine').selectAll()
+      if (q.fromMs !== undefined) qb = qb.where('ts', '>=', q.fromMs as never)
+      if (q.toMs !== undefined) qb = qb.where('ts', '<', q.toMs as never)
+      if (q.before) {
+        const { ts, id } = q.before
+        qb = qb.where((eb) => eb(eb.refTuple('ts', 'id'), '<', eb.tuple(ts as never, id)))
+      }
+      const rows = await qb.orderBy('ts', 'desc').orderBy('id', 'desc').limit(q.limit).execute()
+      return rows.map((r) => ({
+        id: String(r.id),
+        ...(r.org_id === null ? {} : { org_id: String(r.org_id) }),
+        reason: r.reason,
+        event: r.event,
+        quarantined_at: r.quarantined_at,
+        ts: Number(r.ts),
+      }))
     },
 
     async getById(orgId: string, id: string): Promise<AuditEvent | undefined> {
@@ -304,10 +366,6 @@ function filterExpression(eb: ExpressionBuilder<Database, 'audit_events'>, diale
   return eb.or([eb(col, 'is', null), eb(col, 'not in', f.values)])
 }
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
-export function isUuid(s: string): boolean {
-  return UUID_RE.test(s)
-}
 
 type InsertRow = { [K in keyof AuditEventsTable]?: unknown }
 

@@ -1,0 +1,217 @@
+// The audit journal: a local append-only file of events that makes an event durable before the
+// database has it, so an answer can leave without waiting for a (possibly restarting) database
+// and a kill -9 loses no answered row.
+//
+// Layout: <root>/<host>-<pid>-<random>/ holds one writer's segments `000000000001.jsonl`, … (one
+// event per line, the encoder's line) and a LOCK naming the owner. Lines are group-committed:
+// every line appended while a write is in flight goes into the next write, followed by one
+// fdatasync (both on libuv's threadpool, off the main thread). A segment is sealed when it grows
+// past `segmentBytes` or when every line in it is in the database; a sealed segment whose lines
+// are all in the database is deleted. At open, directories of writers that are gone (same host,
+// pid not alive, or our own pid from a previous life in a container) are handed back for replay.
+
+import { randomBytes } from 'node:crypto'
+import { hostname } from 'node:os'
+import { mkdir, open, readFile, readdir, rename, rm, rmdir, unlink, writeFile, type FileHandle } from 'node:fs/promises'
+import { join } from 'node:path'
+
+export interface Segment {
+  readonly path: string
+  bytes: number
+  /** Lines written to this segment whose events are not yet in the database. */
+  outstanding: number
+  sealed: boolean
+  fh?: FileHandle
+}
+
+/** A segment of a writer that is gone: its lines are replayed, then it is discarded. */
+export interface RecoveredSegment {
+  readonly dir: string
+  readonly path: string
+  readonly lines: string[]
+  /** The last line had no newline: a write cut short by the crash (never acknowledged). */
+  readonly tornTail: boolean
+}
+
+interface PendingLine {
+  line: string
+  resolve: (seg: Segment) => void
+  reject: (err: unknown) => void
+}
+
+const LOCK = 'LOCK'
+/** Bytes written per group at most (one write + one fdatasync). */
+const MAX_GROUP_BYTES = 1 << 20
+
+export class Journal {
+  readonly dir: string
+  readonly #segmentBytes: number
+  #seq = 0
+  #active: Segment | undefined
+  #pending: PendingLine[] = []
+  #writing: Promise<void> | undefined
+  #segments = new Set<Segment>()
+  #closed = false
+
+  private constructor(dir: string, segmentBytes: number) {
+    this.dir = dir
+    this.#segmentBytes = segmentBytes
+  }
+
+  /** Claims a fresh directory under `root` and returns the segments left by writers that are gone. */
+  static async open(root: string, opts: { segmentBytes?: number } = {}): Promise<{ journal: Journal; recovered: RecoveredSegment[] }> {
+    await mkdir(root, { recursive: true, mode: 0o700 })
+    const recovered: RecoveredSegment[] = []
+    for (const name of (await readdir(root)).sort()) {
+      if (name.startsWith('.')) continue
+      const dir = join(root, name)
+      if (!(await isStale(dir))) continue
+      for (const file of (await readdir(dir).catch(() => [] as string[])).filter((f) => f.endsWith('.jsonl')).sort()) {
+        const path = join(dir, file)
+        const text = await readFile(path, 'utf8')
+        const tornTail = text.length > 0 && !text.endsWith('\n')
+        const lines = text.split('\n')
+        lines.pop() // the text after the last newline: empty, or the torn tail
+        recovered.push({ dir, path, lines: lines.filter((l) => l !== ''), tornTail })
+      }
+      if (!recovered.some((r) => r.dir === dir)) await removeDir(dir)
+    }
+    // Created under a dot name and renamed, so no other process ever sees it without its LOCK.
+    const name = `${safeHost()}-${process.pid}-${randomBytes(4).toString('hex')}`
+    const tmp = join(root, `.${name}`)
+    await mkdir(tmp, { mode: 0o700 })
+    await writeFile(join(tmp, LOCK), JSON.stringify({ pid: process.pid, host: hostname(), started: new Date().toISOString() }))
+    await rename(tmp, join(root, name))
+    await syncDir(root)
+    return { journal: new Journal(join(root, name), opts.segmentBytes ?? 8 << 20), recovered }
+  }
+
+  /** Resolves with the segment holding `line` once it is on disk (fdatasync'd). */
+  append(line: string): Promise<Segment> {
+    if (this.#closed) return Promise.reject(new Error('audit journal is closed'))
+    return new Promise((resolve, reject) => {
+      this.#pending.push({ line, resolve, reject })
+      this.#writing ??= this.#drain().finally(() => (this.#writing = undefined))
+    })
+  }
+
+  /** The event of one line of `seg` is in the database. */
+  release(seg: Segment): void {
+    seg.outstanding--
+    if (seg.sealed && seg.outstanding <= 0) void this.#delete(seg)
+  }
+
+  /** Bytes in live segments and their count. */
+  stats(): { segments: number; bytes: number } {
+    let bytes = 0
+    for (const s of this.#segments) bytes += s.bytes
+    return { segments: this.#segments.size, bytes }
+  }
+
+  /** Deletes a replayed segment (and its directory once empty). */
+  async discard(seg: RecoveredSegment): Promise<void> {
+    await unlink(seg.path).catch(() => {})
+    const left = (await readdir(seg.dir).catch(() => [] as string[])).filter((f) => f.endsWith('.jsonl'))
+    if (left.length === 0) await removeDir(seg.dir)
+  }
+
+  /** Waits for pending writes, closes files; deletes segments fully in the database, keeps the rest. */
+  async close(): Promise<{ kept: number }> {
+    this.#closed = true
+    await this.#writing
+    let kept = 0
+    for (const seg of [...this.#segments]) {
+      await seg.fh?.close().catch(() => {})
+      seg.fh = undefined
+      seg.sealed = true
+      if (seg.outstanding <= 0) await this.#delete(seg)
+      else kept += seg.outstanding
+    }
+    if (this.#segments.size === 0) await removeDir(this.dir)
+    else await unlink(join(this.dir, LOCK)).catch(() => {})
+    return { kept }
+  }
+
+  async #drain(): Promise<void> {
+    while (this.#pending.length > 0) {
+      let size = 0
+      let n = 0
+      while (n < this.#pending.length && (n === 0 || size + this.#pending[n].line.length < MAX_GROUP_BYTES)) size += this.#pending[n++].line.length + 1
+      const group = this.#pending.splice(0, n)
+      let seg: Segment | undefined
+      try {
+        seg = await this.#segmentForWrite()
+        const buf = Buffer.from(group.map((p) => p.line).join('\n') + '\n', 'utf8')
+        let off = 0
+        while (off < buf.length) off += (await seg.fh!.write(buf, off, buf.length - off)).bytesWritten
+        await seg.fh!.datasync()
+        seg.bytes += buf.length
+        seg.outstanding += group.length
+        for (const p of group) p.resolve(seg)
+      } catch (err) {
+        // A half-written group must not sit in front of the next one: start a new segment.
+        if (seg) await this.#seal(seg)
+        for (const p of group) p.reject(err)
+      }
+    }
+  }
+
+  async #segmentForWrite(): Promise<Segment> {
+    const cur = this.#active
+    if (cur && !cur.sealed && cur.bytes < this.#segmentBytes && !(cur.bytes > 0 && cur.outstanding <= 0)) return cur
+    if (cur) await this.#seal(cur)
+    const path = join(this.dir, `${String(++this.#seq).padStart(12, '0')}.jsonl`)
+    const seg: Segment = { path, bytes: 0, outstanding: 0, sealed: false, fh: await open(path, 'a', 0o600) }
+    await syncDir(this.dir)
+    this.#segments.add(seg)
+    this.#active = seg
+    return seg
+  }
+
+  async #seal(seg: Segment): Promise<void> {
+    if (seg.sealed) return
+    seg.sealed = true
+    if (this.#active === seg) this.#active = undefined
+    await seg.fh?.close().catch(() => {})
+    seg.fh = undefined
+    if (seg.outstanding <= 0) await this.#delete(seg)
+  }
+
+  async #delete(seg: Segment): Promise<void> {
+    if (!this.#segments.delete(seg)) return
+    await unlink(seg.path).catch(() => {})
+  }
+}
+
+async function isStale(dir: string): Promise<boolean> {
+  let owner: { pid?: unknown; host?: unknown }
+  try {
+    owner = JSON.parse(await readFile(join(dir, LOCK), 'utf8'))
+  } catch {
+    return true // closed cleanly with segments left, or never finished creating
+  }
+  if (owner.host !== hostname() || typeof owner.pid !== 'number') return false
+  if (owner.pid === process.pid) return true
+  try {
+    process.kill(owner.pid, 0)
+    return false
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ESRCH'
+  }
+}
+
+async function removeDir(dir: string): Promise<void> {
+  await rm(join(dir, LOCK), { force: true }).catch(() => {})
+  await rmdir(dir).catch(() => {})
+}
+
+/** Makes a created or renamed directory entry durable. */
+async function syncDir(dir: string): Promise<void> {
+  const fh = await open(dir, 'r').catch(() => undefined)
+  await fh?.sync().catch(() => {})
+  await fh?.close().catch(() => {})
+}
+
+function safeHost(): string {
+  return hostname().replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 64) || 'host'
+}

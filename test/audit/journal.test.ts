@@ -1,0 +1,107 @@
+import { spawn } from 'node:child_process'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { openAuditWriter, queryAudit } from '../../src/audit/index.js'
+import type { Store } from '../../src/store/index.js'
+import { storeTarget, testDialects } from '../helpers/dialects.js'
+import { decision, mutation, orgId } from './fixtures.js'
+import { quietLogger, withInsert } from './writer-helpers.js'
+
+const ROOT = resolve(import.meta.dirname, '../..')
+const dirs: string[] = []
+const tempDir = () => {
+  const d = mkdtempSync(join(tmpdir(), 'corral-journal-'))
+  dirs.push(d)
+  return d
+}
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true })
+})
+
+/** Every *.jsonl line under the journal root. */
+function journalLines(root: string): string[] {
+  const out: string[] = []
+  for (const w of readdirSync(root)) for (const f of readdirSync(join(root, w)).filter((n) => n.endsWith('.jsonl'))) {
+    out.push(...readFileSync(join(root, w, f), 'utf8').split('\n').filter(Boolean))
+  }
+  return out
+}
+
+for (const d of testDialects()) {
+  describe(`audit journal [${d.name}]`, () => {
+    let store: Store
+    beforeAll(async () => {
+      store = await d.open()
+    })
+    afterAll(async () => {
+      await store.close()
+    })
+    const ids = async (org: string) => (await queryAudit(store, org, { limit: 10_000 })).events.map((e) => e.id).sort()
+
+    it('emit resolves once the event is on disk, before the database has it; the next start replays it', async () => {
+      const org = orgId()
+      const root = tempDir()
+      const hung = withInsert(store, () => new Promise(() => {}))
+      const logged: string[] = []
+      const first = await openAuditWriter(hung, { journalDir: root, drainTimeoutMs: 100, logger: quietLogger(logged) })
+      const events = await Promise.all([first.emit(mutation(org)), first.emit(decision(org))])
+      expect(await ids(org)).toEqual([])
+      expect(journalLines(root).map((l) => JSON.parse(l).id).sort()).toEqual(events.map((e) => e.id).sort())
+      // The database never answered: close keeps the journal (no error: nothing is lost) and says so.
+      await first.close()
+      expect(logged.at(-1)).toMatch(/2 event\(s\) not yet in the database .* kept in the journal/)
+      const second = await openAuditWriter(store, { journalDir: root })
+      expect(await ids(org)).toEqual(events.map((e) => e.id).sort())
+      expect(second.stats().replayed).toBe(2)
+      expect(await queryAudit(store, org, { limit: 10 }).then((p) => p.events.find((e) => e.id === events[1].id))).toEqual(events[1])
+      await second.close()
+      expect(readdirSync(root)).toEqual([])
+    })
+
+    it('segments whose events are all in the database are deleted', async () => {
+      const org = orgId()
+      const root = tempDir()
+      const writer = await openAuditWriter(store, { journalDir: root, journalSegmentBytes: 2_000 })
+      for (let i = 0; i < 40; i++) await Promise.all([writer.emit(mutation(org)), writer.emit(mutation(org))])
+      await writer.flush()
+      expect(writer.stats().journal!.segments).toBeLessThanOrEqual(1)
+      expect((await ids(org)).length).toBe(80)
+      await writer.close()
+      expect(readdirSync(root)).toEqual([])
+    })
+
+    for (const mode of ['hung', 'live'] as const) {
+      it(`kill -9 mid-emit loses no acknowledged event (database ${mode === 'hung' ? 'not answering' : 'writing'})`, async () => {
+        const target = storeTarget(store)!
+        const org = orgId()
+        const root = tempDir()
+        const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'test/audit/journal-child.ts'), target.url, target.schema ?? '-', root, org, mode], {
+          cwd: ROOT,
+          stdio: ['ignore', 'pipe', 'inherit'],
+        })
+        const acked: string[] = []
+        let buf = ''
+        const exited = new Promise<void>((r) => child.on('exit', () => r()))
+        await new Promise<void>((done, fail) => {
+          child.on('exit', () => fail(new Error('child exited early')))
+          child.stdout!.on('data', (chunk: Buffer) => {
+            buf += chunk.toString()
+            const lines = buf.split('\n')
+            buf = lines.pop()!
+            for (const l of lines) if (l !== 'ready') acked.push(l)
+            if (acked.length >= 300) done()
+          })
+        })
+        child.kill('SIGKILL')
+        await exited
+        // Ids printed after the last full line were acknowledged too, but we only count full lines.
+        const writer = await openAuditWriter(store, { journalDir: root })
+        const stored = new Set(await ids(org))
+        expect(acked.filter((id) => !stored.has(id))).toEqual([])
+        await writer.close()
+      }, 60_000)
+    }
+  })
+}

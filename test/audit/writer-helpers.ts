@@ -1,0 +1,35 @@
+// Store wrappers for audit writer tests: the real store, with the audit insert intercepted.
+import type { Store } from '../../src/store/index.js'
+
+type InsertFn = Store['audit']['insertEncodedReturningIds']
+
+export const quietLogger = (sink: string[] = []) => ({ error: (_o: object, msg: string) => void sink.push(msg), warn: (_o: object, msg: string) => void sink.push(msg) })
+
+/** A Store whose audit insert goes through `wrap` (the rest is the real store). */
+export function withInsert(store: Store, wrap: (orig: InsertFn, rows: Parameters<InsertFn>[0]) => ReturnType<InsertFn>): Store {
+  const orig: InsertFn = (rows) => store.audit.insertEncodedReturningIds(rows)
+  return { ...store, audit: { ...store.audit, insertEncodedReturningIds: (rows) => wrap(orig, rows) } }
+}
+
+/** Fails an insert with the error `fail` returns for its rows (values in AUDIT_ROW_COLUMNS order). */
+export function failing(store: Store, fail: (rows: readonly unknown[][]) => Error | undefined): Store {
+  return withInsert(store, async (orig, rows) => {
+    const err = fail(rows)
+    if (err) throw err
+    return orig(rows)
+  })
+}
+
+export function spyInserts(store: Store, sizes: number[]): Store {
+  return withInsert(store, (orig, rows) => {
+    sizes.push(rows.length)
+    return orig(rows)
+  })
+}
+
+/** {a: {a: … {}}} nested `depth` levels, built without recursion. */
+export function nested(depth: number): Record<string, unknown> {
+  let v: Record<string, unknown> = {}
+  for (let i = 0; i < depth; i++) v = { a: v }
+  return v
+}
