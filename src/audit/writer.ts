@@ -142,6 +142,7 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
   const drainTimeoutMs = Math.max(0, opts.drainTimeoutMs ?? 10_000)
   const stats: AuditWriterStats = { emitted: 0, written: 0, quarantined: 0, invalid: 0, sanitized: 0, rejected: 0, retries: 0, pending: 0, replayed: 0 }
   const loggedKinds = new Set<string>()
+  const discarding = new Set<Promise<void>>()
 
   const queue: Item[] = []
   let seq = 0
@@ -176,7 +177,10 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
   const finish = (it: Item) => {
     stats.pending--
     if (it.seg) journal?.release(it.seg)
-    if (it.recovered && --it.recovered.left === 0) void journal?.discard(it.recovered.segment)
+    if (it.recovered && --it.recovered.left === 0 && journal) {
+      const p = journal.discard(it.recovered.segment).finally(() => discarding.delete(p))
+      discarding.add(p)
+    }
     const resolve = it.resolve
     it.resolve = undefined
     resolve?.(it.event)
@@ -362,6 +366,7 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
         wakeBackoff?.()
       }
       const pending = stats.pending
+      await Promise.all(discarding)
       if (journal) {
         const { kept } = await journal.close()
         if (!ok) logger.error({ pending, kept, dir: journal.dir, drainTimeoutMs }, `audit: ${pending} event(s) not yet in the database after ${drainTimeoutMs} ms; kept in the journal and replayed at the next start`)
