@@ -19,7 +19,13 @@ export type AuditBusHandler = (event: AuditEvent) => void
 export interface AuditBus {
   /** Resolves once the bus is listening: events committed after that are delivered. */
   readonly ready: Promise<void>
-  subscribe(orgId: string, handler: AuditBusHandler, filter?: AuditBusFilter): () => void
+  /** false while the store's LISTEN connection is down: events committed meanwhile are not delivered. */
+  readonly live?: boolean
+  /**
+   * `onGap` runs when events may have been missed (the store's LISTEN connection dropped): the
+   * subscriber must catch up from the log — a stream ends, and its client resumes with Last-Event-ID.
+   */
+  subscribe(orgId: string, handler: AuditBusHandler, filter?: AuditBusFilter, onGap?: () => void): () => void
   close(): Promise<void>
 }
 
@@ -30,6 +36,7 @@ export interface AuditBusOptions {
 interface Subscription {
   handler: AuditBusHandler
   filter: AuditBusFilter
+  onGap?: () => void
 }
 
 export function createAuditBus(store: Store, opts: AuditBusOptions = {}): AuditBus {
@@ -66,11 +73,28 @@ export function createAuditBus(store: Store, opts: AuditBusOptions = {}): AuditB
       else unlisten = stop
     })
   ready.catch((err: unknown) => logger.error({ err: (err as Error)?.message }, 'audit bus: listen failed'))
+  let live = true
+  const offGap = store.onListenGap?.((state) => {
+    live = state === 'restored'
+    if (live) return
+    for (const subs of byOrg.values()) {
+      for (const sub of [...subs]) {
+        try {
+          sub.onGap?.()
+        } catch (err) {
+          logger.error({ err: (err as Error)?.message }, 'audit bus: subscriber gap handler threw')
+        }
+      }
+    }
+  })
 
   return {
     ready,
-    subscribe(orgId, handler, filter = {}) {
-      const sub: Subscription = { handler, filter }
+    get live() {
+      return live
+    },
+    subscribe(orgId, handler, filter = {}, onGap) {
+      const sub: Subscription = { handler, filter, ...(onGap ? { onGap } : {}) }
       let set = byOrg.get(orgId)
       if (!set) byOrg.set(orgId, (set = new Set()))
       set.add(sub)
@@ -81,6 +105,7 @@ export function createAuditBus(store: Store, opts: AuditBusOptions = {}): AuditB
     },
     async close() {
       closed = true
+      offGap?.()
       byOrg.clear()
       await ready.catch(() => {})
       await unlisten?.()

@@ -89,6 +89,9 @@ export async function streamActivity(opts: StreamActivityOptions): Promise<void>
       } else if (!sent.has(e.id) && afterFloor(e)) send(e)
     },
     scope,
+    // Live notifications were lost (the database connection dropped): end cleanly so the client
+    // reconnects with Last-Event-ID and the replay from the log fills the gap.
+    () => finish('end'),
   )
 
   // end: a clean end of stream; destroy: cut the connection; detach: nothing was written yet, so
@@ -124,6 +127,9 @@ export async function streamActivity(opts: StreamActivityOptions): Promise<void>
 
   try {
     await bus.ready
+    // Not listening (the database connection dropped): a stream opened now would miss events
+    // silently. 503 + Retry-After instead; the client comes back once the bus is live again.
+    if (bus.live === false) throw new CorralError('service_unavailable', 'the live feed is reconnecting to the database; retry', 503)
     reply.writeHead(200, {
       ...opts.headers,
       'content-type': 'text/event-stream; charset=utf-8',

@@ -5,12 +5,12 @@
 import type { Kysely } from 'kysely'
 import { openPostgres } from './dialects/postgres.js'
 import { openSqlite } from './dialects/sqlite.js'
-import type { DialectCapabilities, DialectName, NotifyHandler, StoreDialect } from './dialects/types.js'
+import type { DialectCapabilities, DialectName, ListenState, NotifyHandler, StoreDialect } from './dialects/types.js'
 import { migrateToLatestOrThrow } from './migrations/migrate.js'
 import { createRepositories, type Repositories } from './repositories/index.js'
 import type { Database } from './schema.js'
 
-export type { DialectCapabilities, DialectName, NotifyHandler, StoreDialect } from './dialects/types.js'
+export type { DialectCapabilities, DialectName, ListenState, NotifyHandler, StoreDialect } from './dialects/types.js'
 export { isStoreUnavailable } from './dialects/unavailable.js'
 export type { Database } from './schema.js'
 export type { Repositories } from './repositories/index.js'
@@ -45,6 +45,8 @@ export type Store = Repositories & {
   /** Announces `payload` to every listener of `channel` (every process on Postgres). */
   notify(channel: string, payload: string): Promise<void>
   listen(channel: string, handler: NotifyHandler): Promise<() => Promise<void>>
+  /** `cb('lost')` when notifications may be missed from now on (LISTEN dropped), `cb('restored')` when it is back; returns unsubscribe. */
+  onListenGap(cb: (state: ListenState) => void): () => void
   /** Runs `fn` in one transaction; notifications queued on it are sent only after commit. */
   transaction<T>(fn: (tx: StoreTransaction) => Promise<T>): Promise<T>
 }
@@ -100,6 +102,7 @@ function storeOver(dialect: StoreDialect): Store {
     },
     notify: (channel, payload) => dialect.notify(channel, payload),
     listen: (channel, handler) => dialect.listen(channel, handler),
+    onListenGap: (cb) => dialect.onListenGap?.(cb) ?? (() => {}),
     async transaction(fn) {
       const pending: Array<[string, string]> = []
       const result = await db.transaction().execute((trx) =>

@@ -39,7 +39,17 @@ describeThrowawayPostgres('corral serve when PostgreSQL goes away', () => {
   })
 
   it('answers 503 + Retry-After while the database is down, survives, and recovers by itself', async () => {
+    // A live stream cannot know what it missed while LISTEN was down: it ends cleanly, and its
+    // client resumes with Last-Event-ID (the replay reads the log).
+    const before = await api('/v1/activity/stream')
+    expect(before.status).toBe(200)
+    const ended = (async () => {
+      const reader = before.body!.getReader()
+      for (let i = 0; i < 1_000; i++) if ((await reader.read()).done) return true
+      return false
+    })()
     await pg.stop()
+    expect(await ended).toBe(true)
     for (const res of await Promise.all([api('/v1/api-keys'), createKey('during'), api('/v1/audit?limit=5'), api('/v1/me'), fetch(`${serve.url}/readyz`)])) {
       expect(await expectUpOr503(res)).toBe(503)
     }
@@ -56,8 +66,13 @@ describeThrowawayPostgres('corral serve when PostgreSQL goes away', () => {
     }
     expect(status).toBe(200)
 
-    // A live stream opened now sees a new write: the LISTEN connection is back.
-    const stream = await api('/v1/activity/stream?filter=event_type=api_key_created')
+    // A live stream is refused (503) until the LISTEN connection is back, then sees a new write.
+    let stream = await api('/v1/activity/stream?filter=event_type=api_key_created')
+    for (let i = 0; i < 100 && stream.status === 503; i++) {
+      await expectUpOr503(stream)
+      await sleep(100)
+      stream = await api('/v1/activity/stream?filter=event_type=api_key_created')
+    }
     expect(stream.status).toBe(200)
     const created = (await (await createKey('after')).json()) as { id: string }
     const reader = stream.body!.getReader()

@@ -5,6 +5,8 @@ import type { ServerResponse } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { streamActivity, type StreamActivityOptions } from '../../audit/index.js'
 import { CorralError } from '../../errors.js'
+import { isStoreUnavailable } from '../../store/index.js'
+import { RETRY_AFTER_SECONDS } from '../edge.js'
 import { idParams } from '../schemas/common.js'
 import { streamQuerystring } from '../schemas/audit.js'
 import type { ServerDeps } from '../types.js'
@@ -40,15 +42,19 @@ export async function activityRoutes(app: FastifyInstance, deps: ServerDeps): Pr
     } catch (err) {
       // Hijacked: fastify's error handler no longer writes for us, so render the envelope here.
       if (reply.raw.headersSent) return void reply.raw.destroy()
-      const known = err instanceof CorralError
+      const known = err instanceof CorralError ? err : isStoreUnavailable(err) ? new CorralError('service_unavailable', 'the database is unavailable; retry after Retry-After', 503) : undefined
       if (!known) request.log.error({ err }, 'activity stream failed')
-      reply.raw.writeHead(known ? err.status : 500, { 'content-type': 'application/json; charset=utf-8', 'x-request-id': String(request.id) })
+      reply.raw.writeHead(known ? known.status : 500, {
+        'content-type': 'application/json; charset=utf-8',
+        'x-request-id': String(request.id),
+        ...(known?.status === 503 ? { 'retry-after': String(RETRY_AFTER_SECONDS) } : {}),
+      })
       reply.raw.end(JSON.stringify({
         error: {
-          code: known ? err.code : 'internal_error',
-          message: known ? err.message : 'internal error; quote the request id when reporting it',
+          code: known ? known.code : 'internal_error',
+          message: known ? known.message : 'internal error; quote the request id when reporting it',
           request_id: String(request.id),
-          ...(known && err.details ? { details: err.details } : {}),
+          ...(known?.details ? { details: known.details } : {}),
         },
       }))
     }

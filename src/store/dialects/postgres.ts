@@ -6,7 +6,7 @@
 import pg from 'pg'
 import { Kysely, PostgresDialect, sql } from 'kysely'
 import type { Database } from '../schema.js'
-import { assertChannel, type BulkColumn, type NotifyHandler, type StoreDialect } from './types.js'
+import { assertChannel, type BulkColumn, type ListenState, type NotifyHandler, type StoreDialect } from './types.js'
 
 // int8 (counts, epoch-ms) and numeric (sums) as JS numbers: every value we aggregate is far below 2^53.
 const types = {
@@ -71,6 +71,7 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
       assertChannel(channel)
       return listener.add(prefix + channel, handler)
     },
+    onListenGap: (cb) => listener.onGap(cb),
     jsonHasKey(column, key) {
       return sql<boolean>`COALESCE(${sql.ref(column)} ? ${key}, false)`
     },
@@ -110,6 +111,7 @@ class Listener {
   #connecting: Promise<pg.Client> | undefined
   #closed = false
   #retryTimer: NodeJS.Timeout | undefined
+  readonly #gapHandlers = new Set<(state: ListenState) => void>()
 
   constructor(config: pg.ClientConfig) {
     this.#config = config
@@ -131,6 +133,11 @@ class Listener {
       this.#handlers.delete(channel)
       if (this.#client && !this.#closed) await this.#client.query(`UNLISTEN "${channel}"`).catch(() => {})
     }
+  }
+
+  onGap(cb: (state: ListenState) => void): () => void {
+    this.#gapHandlers.add(cb)
+    return () => void this.#gapHandlers.delete(cb)
   }
 
   #connect(): Promise<pg.Client> {
@@ -157,13 +164,29 @@ class Listener {
     this.#client = undefined
     client.end().catch(() => {})
     if (this.#closed) return
+    // NOTIFYs sent until we are listening again are lost for good: tell the consumers at once.
+    this.#announce('lost')
+    // Capped at 2 s: live streams are refused while we are not listening, so be back promptly.
     const retry = (delay: number) => {
       this.#retryTimer = setTimeout(() => {
-        this.#connect().catch(() => retry(Math.min(delay * 2, 10_000)))
+        this.#connect().then(
+          () => this.#announce('restored'),
+          () => retry(Math.min(delay * 2, 2_000)),
+        )
       }, delay)
       this.#retryTimer.unref()
     }
     retry(250)
+  }
+
+  #announce(state: ListenState): void {
+    for (const cb of [...this.#gapHandlers]) {
+      try {
+        cb(state)
+      } catch {
+        // a consumer's failure must not stop the reconnect
+      }
+    }
   }
 
   async close(): Promise<void> {

@@ -17,6 +17,8 @@ export interface DialectCapabilities {
 
 export type NotifyHandler = (payload: string) => void
 
+export type ListenState = 'lost' | 'restored'
+
 /** A column of a bulk insert: its name and the Postgres type its values are cast to. */
 export interface BulkColumn {
   readonly name: string
@@ -31,6 +33,12 @@ export interface StoreDialect {
   notify(channel: string, payload: string): Promise<void>
   /** Subscribes to `channel`; resolves once listening; the returned function unsubscribes. */
   listen(channel: string, handler: NotifyHandler): Promise<() => Promise<void>>
+  /**
+   * Calls `cb('lost')` whenever the notify connection was lost (Postgres LISTEN) — notifications
+   * sent until it is back are gone, so live consumers must catch up from the tables — and
+   * `cb('restored')` once it listens again. Never on SQLite.
+   */
+  onListenGap?(cb: (state: ListenState) => void): () => void
   /** true when the JSON object in `column` has the top-level key `key` (false, never NULL, when the column is NULL). */
   jsonHasKey(column: string, key: string): RawBuilder<boolean>
   /** true when `column` holds a JSON object with at least one key. */
