@@ -15,11 +15,10 @@ import { TLSSocket } from 'node:tls'
 import { targetPath } from '../policy/index.js'
 import { canonicalHost } from './address-guard.js'
 import { LeafMinter, normalizeHost } from './ca.js'
-import { DecisionContext, attributeToken, deny, denyBody, type PolicyDenial } from './decision.js'
-import { terminal } from './phases/terminal.js'
+import { DecisionContext, attributeToken, deny, type PolicyDenial } from './decision.js'
 import type { Entry, ProxyCore, ProxyCounters, TunnelContext } from './request-state.js'
 import { runRequest } from './runner.js'
-import { TransportRows, classifyClientError, endRaw } from './transport.js'
+import { TransportRows, classifyClientError, endRaw, recordThenRefuse } from './transport.js'
 
 const HOSTNAME = /^(?=.{1,253}$)[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*$/
 /** Methods the proxy never forwards: TRACE/TRACK echo the request (injected credentials included). */
@@ -204,8 +203,7 @@ export class ProxyFront {
       attributeToken(ctx, check)
       const denial = deny('limit_exceeded', { limit: 'connections_per_workspace', max: this.#core.limits.maxConnectionsPerWorkspace }, 429)
       ctx.denial = denial
-      await terminal(this.#core, ctx)
-      endRaw(socket, 429, denyBody(ctx, denial), 'application/json', { 'x-corral-deny-reason': denial.reason })
+      await recordThenRefuse(this.#core, ctx, socket, 429)
       return
     }
     let defaultContext
@@ -322,8 +320,7 @@ async function refuseRaw(core: ProxyCore, req: IncomingMessage, socket: Socket, 
   const check = tunnel ? await tunnel.token : await core.tokens.check(Array.isArray(auth) ? auth[0] : auth)
   if (check.ok) attributeToken(ctx, check)
   ctx.denial = denial
-  await terminal(core, ctx)
-  endRaw(socket, 403, denyBody(ctx, denial), 'application/json', { 'x-corral-deny-reason': denial.reason })
+  await recordThenRefuse(core, ctx, socket, 403)
 }
 
 /** `host:port` of a CONNECT line; IPv6 in brackets. Undefined when malformed. */

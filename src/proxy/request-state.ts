@@ -8,6 +8,7 @@ import type { Budgets, Reservation } from './budgets.js'
 import type { PlacementLookup } from './credential-injection.js'
 import type { ResponseMeter } from './metering.js'
 import type { DecisionContext } from './decision.js'
+import type { AuditGate } from './audit-gate.js'
 import type { ProxyLimits } from './limits.js'
 import type { TaskLiveness } from './task-liveness.js'
 import type { CapabilityTokens, TokenCheck } from './token.js'
@@ -103,6 +104,8 @@ export interface ProxyCore {
   limits: ProxyLimits
   log: ProxyLog
   counters: ProxyCounters
+  /** Closed while the audit log refuses rows: nothing is forwarded then (audit-gate.ts). */
+  auditGate: AuditGate
   /**
    * Test-only fault seam: called at the start of each phase; a throw there is a fault of the
    * proxy (internal_error). Never set in production wiring.
@@ -141,4 +144,10 @@ export interface RequestState {
   released?: boolean
   /** Set by the forward phase when a streamed body went past limits.maxBodyBytes. */
   bodyLimitHit?: boolean
+  /**
+   * Called by the forward phase when the upstream body has ended, before the client's response is
+   * ended: records the row (durable) so no client sees a complete answer without it. False: the
+   * row was refused, and the response is cut instead of completed.
+   */
+  beforeEnd?: () => Promise<boolean>
 }

@@ -44,22 +44,43 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
     denial = err instanceof PolicyDenial ? err : internalError(core, err)
   }
   if (denial) {
+    // The row first, then the answer: a client never holds a deny that the log does not.
     ctx.denial = denial
-    await release(core, st)
-    await terminal(core, ctx)
-    sendDeny(st, denial)
+    sendDeny(st, (await record(core, st)) ?? denial)
     return
   }
+  // The allow's row is recorded when the upstream body has ended, before the client's response
+  // is ended (forward.ts); a refused row cuts the response instead of completing it.
+  st.beforeEnd = async () => (await record(core, st)) === undefined
   try {
     await forward(core, st, st.meter)
   } catch (err) {
-    if (err instanceof PolicyDenial) refusedAtConnect(st, err) // destination_private (address-guard.ts)
-    else if (st.bodyLimitHit) bodyTooLarge(core, st)
-    else upstreamFailed(st, err)
+    // A PolicyDenial here is the address check refusing the upstream connection (destination_private, address-guard.ts).
+    if (err instanceof PolicyDenial) ctx.denial = err
+    else if (st.bodyLimitHit) ctx.denial = deny('limit_exceeded', { limit: 'body_bytes', max: core.limits.maxBodyBytes }, 413)
+    else noteUpstreamFailure(st, err)
+    const unrecorded = ctx.emitted ? undefined : await record(core, st)
+    if (st.res.headersSent || st.abort.aborted) st.res.destroy()
+    else if (unrecorded || ctx.denial) sendDeny(st, unrecorded ?? ctx.denial!)
+    else sendUpstreamUnavailable(st)
   } finally {
-    await release(core, st)
-    await terminal(core, ctx)
+    if (!ctx.emitted) await record(core, st)
   }
+}
+
+/**
+ * Releases the request's holds and records its row. Returns undefined when the row is recorded,
+ * else the `audit_unavailable` denial to answer with instead (nothing more may leave).
+ */
+async function record(core: ProxyCore, st: RequestState): Promise<PolicyDenial | undefined> {
+  try {
+    await release(core, st)
+  } catch (err) {
+    // The row is still written (exactly one per request); the budgets module reports its own state.
+    core.log.error({ err: { message: (err as Error)?.message ?? String(err) } }, 'proxy: settling the request budgets failed')
+  }
+  const out = await terminal(core, st.ctx)
+  return out.recorded ? undefined : deny('audit_unavailable', { retry_after_s: out.retryAfterS }, 503)
 }
 
 function internalError(core: ProxyCore, err: unknown): PolicyDenial {
@@ -74,19 +95,6 @@ async function release(core: ProxyCore, st: RequestState): Promise<void> {
   st.released = true
   if (st.workspace) st.workspace.inFlight--
   await settleBudgets(core, st)
-}
-
-/** The address check refused the upstream connection: a policy outcome, answered as a deny. */
-function refusedAtConnect(st: RequestState, denial: PolicyDenial): void {
-  st.ctx.denial = denial
-  sendDeny(st, denial)
-}
-
-/** A streamed request body went past maxBodyBytes: the upstream request was aborted. */
-function bodyTooLarge(core: ProxyCore, st: RequestState): void {
-  const denial = deny('limit_exceeded', { limit: 'body_bytes', max: core.limits.maxBodyBytes }, 413)
-  st.ctx.denial = denial
-  sendDeny(st, denial)
 }
 
 async function admitAndPrepare(core: ProxyCore, st: RequestState): Promise<PhaseOutcome> {
@@ -108,6 +116,9 @@ async function admitAndPrepare(core: ProxyCore, st: RequestState): Promise<Phase
   if (d) return d
   // Last look before bytes leave: a workspace stopped while we worked must not send anything.
   if (!st.workspace!.active) return deny('workspace_gone')
+  // Fail closed: while the audit log refuses rows, nothing is forwarded (audit-gate.ts).
+  const retryAfterS = core.auditGate.closedFor()
+  if (retryAfterS !== undefined) return deny('audit_unavailable', { retry_after_s: retryAfterS }, 503)
   return undefined
 }
 
@@ -143,20 +154,16 @@ async function attributeOnly(core: ProxyCore, st: RequestState, denial: PolicyDe
   return denial
 }
 
-function upstreamFailed(st: RequestState, err: unknown): void {
-  const code = err instanceof UpstreamFailure ? err.code : upstreamCode(err)
-  st.ctx.detail.upstream_error = code
-  if (st.abort.aborted) {
-    st.ctx.detail.client_closed = true
-    return
-  }
-  if (!st.res.headersSent) {
-    const body = JSON.stringify({ error: { code: 'upstream_unavailable', message: `The upstream could not be reached (${code}).` } })
-    st.res.writeHead(502, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) })
-    st.res.end(body)
-  } else {
-    st.res.destroy()
-  }
+/** Notes why the forward failed (the row's detail); the caller answers. */
+function noteUpstreamFailure(st: RequestState, err: unknown): void {
+  st.ctx.detail.upstream_error = err instanceof UpstreamFailure ? err.code : upstreamCode(err)
+  if (st.abort.aborted) st.ctx.detail.client_closed = true
+}
+
+function sendUpstreamUnavailable(st: RequestState): void {
+  const body = JSON.stringify({ error: { code: 'upstream_unavailable', message: `The upstream could not be reached (${String(st.ctx.detail.upstream_error)}).` } })
+  st.res.writeHead(502, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) })
+  st.res.end(body)
 }
 
 /** A stable, non-sensitive code for an upstream error (no addresses, no provider text). */
@@ -186,6 +193,7 @@ function sendDeny(st: RequestState, denial: PolicyDenial): void {
   }
   // An unread request body cannot be skipped on a keep-alive connection without reading it all.
   if (!req.complete) headers.connection = 'close'
+  if (denial.reason === 'audit_unavailable') headers['retry-after'] = String(denial.detail.retry_after_s ?? 1)
   res.writeHead(denial.status, headers)
   res.end(body)
 }

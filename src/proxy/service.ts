@@ -9,6 +9,7 @@ import type { Store } from '../store/index.js'
 import { LeafMinter, loadOrCreateCa, type CorralCa } from './ca.js'
 import { providerPlacement } from './credential-injection.js'
 import { ProxyFront } from './front.js'
+import { AuditGate } from './audit-gate.js'
 import { resolveLimits, type ProxyLimits } from './limits.js'
 import type { CredentialBroker, ProxyCore, ProxyCounters, ProxyLog, SecretsSource } from './request-state.js'
 import { TASK_ENDED_CHANNEL, TaskLiveness } from './task-liveness.js'
@@ -132,6 +133,7 @@ export class ProxyService {
       limits,
       log,
       counters,
+      auditGate: new AuditGate(),
       placements: providerPlacement,
       secrets,
       credentials,

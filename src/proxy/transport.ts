@@ -6,7 +6,7 @@
 // attacker to cause, so they are rate limited: past `transportRowsPerSecond` they are only
 // counted, and the count rides on the next row that is written (`detail.suppressed`).
 import type { Socket } from 'node:net'
-import { DecisionContext, attributeToken, deny, type PolicyDenial } from './decision.js'
+import { DecisionContext, attributeToken, deny, denyBody, type PolicyDenial } from './decision.js'
 import { terminal } from './phases/terminal.js'
 import type { ProxyCore } from './request-state.js'
 import type { TokenCheck } from './token.js'
@@ -17,7 +17,7 @@ export interface TransportVerdict {
   denial?: PolicyDenial
 }
 
-const STATUS_TEXT = { 400: 'Bad Request', 408: 'Request Timeout', 429: 'Too Many Requests', 403: 'Forbidden', 431: 'Request Header Fields Too Large' } as const
+const STATUS_TEXT = { 400: 'Bad Request', 403: 'Forbidden', 408: 'Request Timeout', 429: 'Too Many Requests', 431: 'Request Header Fields Too Large', 503: 'Service Unavailable' } as const
 
 /**
  * Maps a parser or socket error of Node's HTTP server to a verdict. A client that left (reset,
@@ -38,7 +38,9 @@ export function classifyClientError(err: NodeJS.ErrnoException, core: ProxyCore)
 }
 
 /** Writes a bare HTTP/1.1 answer and closes the connection (or just closes an unwritable one). */
-export function endRaw(socket: Socket, status: keyof typeof STATUS_TEXT, body = '', contentType = 'text/plain', extra: Record<string, string> = {}): void {
+export type RawStatus = keyof typeof STATUS_TEXT
+
+export function endRaw(socket: Socket, status: RawStatus, body = '', contentType = 'text/plain', extra: Record<string, string> = {}): void {
   if (!socket.writable || socket.destroyed) {
     socket.destroy()
     return
@@ -81,4 +83,17 @@ export class TransportRows {
     ctx.denial = deny(denial.reason, detail, denial.status)
     await terminal(this.#core, ctx)
   }
+}
+
+/**
+ * Records a refusal taken off the HTTP server (upgrade, CONNECT in a tunnel, a tunnel over its
+ * limit), then answers it on the raw socket with its deny body: the row first, and when the audit
+ * log refused the row, `audit_unavailable` (503, Retry-After) instead.
+ */
+export async function recordThenRefuse(core: ProxyCore, ctx: DecisionContext, socket: Socket, status: RawStatus): Promise<void> {
+  const out = await terminal(core, ctx)
+  const denial = out.recorded ? ctx.denial! : deny('audit_unavailable', { retry_after_s: out.retryAfterS }, 503)
+  const extra: Record<string, string> = { 'x-corral-deny-reason': denial.reason }
+  if (!out.recorded) extra['retry-after'] = String(out.retryAfterS)
+  endRaw(socket, out.recorded ? status : 503, denyBody(ctx, denial), 'application/json', extra)
 }

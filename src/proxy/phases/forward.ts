@@ -59,16 +59,23 @@ export async function forward(core: ProxyCore, st: RequestState, observer?: Resp
   res.writeHead(upstream.status, headers)
 
   ctx.phase = 'response_body'
+  let metered = false
+  // The upstream body ended: meter it, then let the runner record the row before the client's
+  // response ends (a row refused by the audit log cuts the response instead: runner.ts).
+  const beforeEnd = async (): Promise<boolean> => {
+    metered = true
+    observer?.onEnd(true)
+    return st.beforeEnd ? st.beforeEnd() : true
+  }
   try {
     await relay(upstream.body, res, (chunk) => {
       st.responseBytes += chunk.length
       observer?.onChunk(chunk)
-    })
+    }, beforeEnd)
   } catch (err) {
-    observer?.onEnd(false)
+    if (!metered) observer?.onEnd(false)
     throw err
   }
-  observer?.onEnd(true)
 }
 
 /**
@@ -76,9 +83,10 @@ export async function forward(core: ProxyCore, st: RequestState, observer?: Resp
  * `pipeline(src, res)` but without its per-call AbortController and async-iterator machinery
  * (they showed up in the profile). Rejects when either side breaks before the end and then
  * destroys the other side, so a client that leaves cuts the upstream and a cut upstream cuts
- * the client (never a truncated response that looks complete).
+ * the client (never a truncated response that looks complete). `beforeEnd` runs between the
+ * upstream's end and the client's: false cuts the client instead of ending its response.
  */
-function relay(src: Readable, res: RequestState['res'], onChunk: (chunk: Buffer) => void): Promise<void> {
+function relay(src: Readable, res: RequestState['res'], onChunk: (chunk: Buffer) => void, beforeEnd: () => Promise<boolean>): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     let done = false
     const finish = (err?: Error): void => {
@@ -98,7 +106,12 @@ function relay(src: Readable, res: RequestState['res'], onChunk: (chunk: Buffer)
     }
     const onDrain = (): void => void src.resume()
     // Settles on the response's 'finish', or (premature) 'close', whichever comes first.
-    const onEnd = (): void => void res.end()
+    const onEnd = (): void => {
+      beforeEnd().then(
+        (ok) => (ok ? void res.end() : finish(Object.assign(new Error('decision row not recorded'), { code: 'ERR_AUDIT_UNAVAILABLE' }))),
+        (err: Error) => finish(err),
+      )
+    }
     const onResFinish = (): void => finish()
     const onSrcError = (err: Error): void => finish(err)
     const onSrcClose = (): void => {

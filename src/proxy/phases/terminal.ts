@@ -48,27 +48,33 @@ export function decisionRow(ctx: DecisionContext): NewAuditEvent {
   return row
 }
 
+/** Whether the request's row is recorded (durable, with the audit log's writer) or was refused. */
+export type TerminalOutcome = { recorded: true } | { recorded: false; retryAfterS: number }
+
 /**
- * Emits the request's one row. Never throws into the runner's caller: a row the sink refuses is
- * a bug of the proxy (or the sink's back-pressure), reported loudly and counted, while the
- * connection it belongs to is already answered. Resolves true when the sink accepted the row.
+ * Emits the request's one row and waits until the sink has it (durable with the audit log's
+ * writer). Never throws into the runner's caller: a refused row is reported loudly and counted,
+ * and the outcome says so, so that the caller answers `audit_unavailable` instead of an answer
+ * whose row does not exist. The log's back-pressure also closes the gate (audit-gate.ts).
  */
-export async function terminal(core: ProxyCore, ctx: DecisionContext): Promise<boolean> {
+export async function terminal(core: ProxyCore, ctx: DecisionContext): Promise<TerminalOutcome> {
   if (ctx.emitted) {
     process.emitWarning('corral proxy: a second policy_decision for one request was suppressed', 'CorralProxyLifecycle')
-    return false
+    return { recorded: true }
   }
   ctx.emitted = true
   try {
     await core.audit.emit(decisionRow(ctx))
-    return true
+    core.auditGate.accepted()
+    return { recorded: true }
   } catch (err) {
     core.counters.auditFailures++
+    const retryAfterS = core.auditGate.refused(err)
     const e = err as { message?: string; code?: string }
     core.log.error(
       { err: { message: e?.message ?? String(err), code: e?.code }, reason: ctx.denial?.reason, decision: ctx.denial ? 'deny' : 'allow', org_id: ctx.attribution.org_id },
       'proxy: the audit sink refused a policy_decision row',
     )
-    return false
+    return { recorded: false, retryAfterS: retryAfterS ?? 1 }
   }
 }
