@@ -10,8 +10,12 @@
 import { CorralError } from './errors.js'
 
 export const INPUT_LIMITS = {
-  /** Objects and arrays nested inside one another (the top-level value is depth 1). */
-  maxDepth: 64,
+  /**
+   * Objects and arrays nested inside one another (the top-level value is depth 1). Kept well under
+   * the audit log's limit for a stored JSON column (MAX_JSON_DEPTH, src/audit/encode.ts: 32), so a
+   * body copied into a row's detail a few levels down is still stored, never quarantined.
+   */
+  maxDepth: 24,
 } as const
 
 export interface InputProblem {

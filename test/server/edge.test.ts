@@ -5,6 +5,7 @@
 // the errors fastify and Node's HTTP parser raise before any route are in the /v1 envelope.
 import { connect, type AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { MAX_JSON_DEPTH } from '../../src/audit/encode.js'
 import { INPUT_LIMITS } from '../../src/input-limits.js'
 import { testDialects } from '../helpers/dialects.js'
 import { createHarness, type Harness } from './harness.js'
@@ -40,6 +41,10 @@ const expectEnvelope = (res: { status: number; body: any; headers: Record<string
   expect(res.body?.error).toMatchObject({ code, message: expect.any(String), request_id: expect.stringMatching(/^req_/) })
   expect(res.headers['x-request-id']).toBe(res.body.error.request_id)
 }
+
+it('accepts no nesting that the audit log would quarantine once the body sits inside a row (8 levels of margin)', () => {
+  expect(INPUT_LIMITS.maxDepth + 8).toBeLessThanOrEqual(MAX_JSON_DEPTH)
+})
 
 for (const d of testDialects()) {
   describe(`API front door [${d.name}]`, () => {
