@@ -2,10 +2,15 @@ import { Flags } from '@oclif/core'
 import { CorralCommand } from '../cli/base-command.js'
 import { storeFlags } from '../server/store-flags.js'
 
+/** How long SIGTERM's drain (requests, streams, proxied requests, audit flush) may take. */
+export const DRAIN_TIMEOUT_MS = 20_000
+/** Exit code when the drain was cut short (timeout or a second signal). */
+export const EXIT_FORCED = 1
+
 export default class Serve extends CorralCommand<void> {
   static override summary = 'Run the control plane: the /v1 API (and every other service) on one store.'
   static override description =
-    'On first start with an empty store, creates org `default`, an owner user and an owner API key; the key is printed once and written to <data-dir>/admin.key (mode 0600). SIGTERM drains in-flight requests, flushes the audit log and exits 0.'
+    'On first start with an empty store, creates org `default`, an owner user and an owner API key; the key is printed once and written to <data-dir>/admin.key (mode 0600). SIGTERM drains in-flight requests and streams (at most 20 s), flushes the audit log and exits 0; a second SIGTERM (or SIGINT) exits at once with status 1.'
   static override examples = ['<%= config.bin %> serve', '<%= config.bin %> serve --port 8080 --db postgres://corral@db/corral']
   static override enableJsonFlag = false
   static override flags = {
@@ -33,17 +38,25 @@ export default class Serve extends CorralCommand<void> {
     }
     process.stdout.write(`${running.readyLine()}\n`)
 
+    // Last line of defence: a promise rejected with nobody listening is a bug, logged loudly, but
+    // it must not take down every workspace, stream and proxied request with it.
+    process.on('unhandledRejection', (err) => running.deps.logger.error({ err }, 'BUG: unhandled promise rejection; serve keeps running'))
+
     await new Promise<void>((resolve) => {
       let stopping = false
       const shutdown = (signal: string) => {
-        if (stopping) return
+        if (stopping) {
+          // The operator insists: stop now. Events already acknowledged are in the journal.
+          running.deps.logger.error({ signal }, 'second signal during the drain: exiting at once')
+          process.exit(EXIT_FORCED)
+        }
         stopping = true
         running.deps.logger.info({ signal }, 'shutting down: draining requests and flushing the audit log')
         // A drain that hangs (a stuck upstream) must not keep the process alive forever.
         const force = setTimeout(() => {
-          running.deps.logger.error('shutdown timed out after 20s; exiting')
-          process.exit(1)
-        }, 20_000)
+          running.deps.logger.error(`shutdown timed out after ${DRAIN_TIMEOUT_MS / 1000}s; exiting`)
+          process.exit(EXIT_FORCED)
+        }, DRAIN_TIMEOUT_MS)
         force.unref()
         running.stop().then(
           () => resolve(),
@@ -54,8 +67,8 @@ export default class Serve extends CorralCommand<void> {
           },
         )
       }
-      process.once('SIGTERM', () => shutdown('SIGTERM'))
-      process.once('SIGINT', () => shutdown('SIGINT'))
+      process.on('SIGTERM', () => shutdown('SIGTERM'))
+      process.on('SIGINT', () => shutdown('SIGINT'))
     })
   }
 }
