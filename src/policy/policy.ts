@@ -186,6 +186,7 @@ export class Policy implements CompiledPolicy {
     let vars: Record<string, unknown> | undefined
     const candidates: RuleMatch[] = []
     let failure: CelCheck | undefined
+    let checked: Map<number, CelCheck> | undefined
     for (const i of this.#index.lookup(host)) {
       const { rule, match } = this.#flat[i]
       if (staticOutcome(rule, scheme, host, method, path) !== undefined) continue
@@ -196,6 +197,7 @@ export class Policy implements CompiledPolicy {
       if (rule.match) {
         vars ??= { request: requestVar(request), ...contextVars(context) }
         const res = runBool(() => rule.match!.run(vars!))
+        ;(checked ??= new Map()).set(i, res)
         if (!res.ok) {
           failure ??= res
           continue
@@ -206,11 +208,13 @@ export class Policy implements CompiledPolicy {
       return { decision: 'allow', match, needsBody: rule.needsBody }
     }
     if (candidates.length > 0) return { decision: 'pending', candidates: Object.freeze(candidates) }
-    return this.#noMatch(request, context, failure)
+    return this.#noMatch(request, context, failure, checked)
   }
 
   /** Slow path, only on deny: explain every rule's first failing criterion. */
-  #noMatch(request: PolicyRequest, context: PolicyContext, failure: CelCheck | undefined): Deny {
+  // `checked` holds the match results of the pass above: a deny explains them without evaluating
+  // any expression twice (it shares that pass's CEL budget).
+  #noMatch(request: PolicyRequest, context: PolicyContext, failure: CelCheck | undefined, checked: Map<number, CelCheck> | undefined): Deny {
     const host = normalizeHost(request.host, request.scheme)
     const method = request.method.toUpperCase()
     const evals: AllowRuleEval[] = []
@@ -223,7 +227,7 @@ export class Policy implements CompiledPolicy {
       if (failed === 'domain') continue
       if (failed) evals.push({ capability: cap.name, rule: rule.key, failed })
       else if (rule.match) {
-        const res = runBool(() => rule.match!.run(vars))
+        const res = checked?.get(i) ?? runBool(() => rule.match!.run(vars))
         evals.push(res.ok ? { capability: cap.name, rule: rule.key, failed: 'match' } : { capability: cap.name, rule: rule.key, failed: 'match_error', message: res.message })
       }
     }

@@ -5,6 +5,7 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { compileCel, type CelProgram } from '../../src/policy/cel.js'
+import { compilePolicy } from '../../src/policy/index.js'
 import { CEL_EXPR_COST_LIMIT, CelBudgetExceeded, lastCelSpend, withCelBudget } from '../../src/policy/cel-cost.js'
 
 const L10 = '[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]'
@@ -116,6 +117,18 @@ describe('meter', () => {
     }, 1)
     expect(timed).toBeInstanceOf(CelBudgetExceeded)
     expect((timed as CelBudgetExceeded).timedOut).toBe(true)
+  })
+})
+
+describe('policy evaluators', () => {
+  it('a deny explains its rules without evaluating any expression twice', () => {
+    const expr = nest(3, '$ >= 0') + ' && request.path == "/never"'
+    const res = compilePolicy(`- name: api\n  type: http\n  allow:\n    - domains: [api.example.com]\n      methods: [GET]\n      match: {expr: '${expr}'}\n`)
+    if (!res.ok) throw new Error(JSON.stringify(res.diagnostics))
+    const req = { method: 'GET', scheme: 'https' as const, host: 'api.example.com', path: '/x', rawQuery: '', headers: {} }
+    const once = measure(program(expr), { request: request(null, '/x'), ...ctx })[1]
+    expect(res.policy.admit(req, ctx)).toMatchObject({ decision: 'deny', reason: 'no_match', detail: { allowrule_eval: [{ failed: 'match' }] } })
+    expect(lastCelSpend()).toBe(once)
   })
 })
 
