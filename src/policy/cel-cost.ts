@@ -19,12 +19,13 @@
 /** Size assumed for every input value (characters or elements, counted recursively). */
 export const CEL_INPUT_BOUND = 1024
 /** Most units one expression may cost at save (`cel_cost_exceeded`). */
-export const CEL_EXPR_COST_LIMIT = 100_000
+export const CEL_EXPR_COST_LIMIT = 50_000
 /** Most units all expressions of one policy may cost together at save (`cel_cost_exceeded`). */
-export const CEL_POLICY_COST_LIMIT = 200_000
+export const CEL_POLICY_COST_LIMIT = 100_000
 /**
  * Units one proxy phase of one request may spend at run time, over all the expressions it
  * evaluates: what an accepted policy can need in one phase (each expression runs at most once).
+ * The limits leave the deadline below about four times the headroom it needs on a busy machine.
  */
 export const CEL_CALL_BUDGET = CEL_POLICY_COST_LIMIT
 /**

@@ -189,7 +189,7 @@ export const CODES = {
   cel_cost_exceeded: {
     severity: 'error',
     title:
-      'An expression\'s worst-case cost (AST nodes evaluated, times comprehension iterations, plus the size of what each operation touches; inputs taken at 1,024 elements or characters) exceeds 100,000 units, or the policy\'s expressions together exceed 200,000 (docs/policy.md "Cost limits").',
+      'An expression\'s worst-case cost (AST nodes evaluated, times comprehension iterations, plus the size of what each operation touches; inputs taken at 1,024 elements or characters) exceeds 50,000 units, or the policy\'s expressions together exceed 100,000 (docs/policy.md "Cost limits").',
     bad: doc(`      match: {expr: '${L10}.all(a, ${L10}.all(b, ${L10}.all(c, ${L10}.all(d, a + b + c + d >= 0))))'}\n`),
     good: doc(`      match: {expr: '${L10}.all(a, ${L10}.all(b, a + b >= 0))'}\n`),
   },

@@ -51,7 +51,7 @@ describe('estimate', () => {
     expect(costs[1] / costs[0]).toBeGreaterThan(8)
     expect(costs[2] / costs[1]).toBeGreaterThan(8)
     expect(refusal(nest(4, '$ >= 0'))?.code).toBe('cel_cost_exceeded')
-    expect(refusal(nest(4, '$ >= 0'))?.message).toMatch(/may cost [\d,]+ units per evaluation, over the limit of 100,000/)
+    expect(refusal(nest(4, '$ >= 0'))?.message).toMatch(/may cost [\d,]+ units per evaluation, over the limit of 50,000/)
   })
 
   it('follows value growth: concatenation under cel.bind, join of mapped strings, split', () => {
@@ -68,7 +68,7 @@ describe('estimate', () => {
   })
 
   it('takes inputs at their bound: one pass over the body is accepted, a pass nested in a pass is not', () => {
-    expect(program('request.body.items.all(x, x.size() < 10)').cost).toBeLessThan(CEL_EXPR_COST_LIMIT)
+    expect(program('request.body.items.all(x, x >= 0 && x < 10)').cost).toBeLessThan(CEL_EXPR_COST_LIMIT)
     expect(refusal('request.body.items.all(x, request.body.items.exists(y, x == y))')?.code).toBe('cel_cost_exceeded')
     expect(refusal('request.headers.all(k, request.headers.all(j, k != j || true))', 'match_headers')?.code).toBe('cel_cost_exceeded')
     expect(refusal(`${L10}.map(a, ${L10}.filter(b, ${L10}.exists(c, ${L10}.map(d, a + b + c + d).size() > 0))).size() > 0`)?.code).toBe('cel_cost_exceeded')
@@ -95,7 +95,7 @@ describe('meter', () => {
 
   it('shares one budget across the evaluations of a scope, and a wall-clock deadline backs it', () => {
     const p = program('request.body.items.all(x, x >= 0)')
-    const vars = { request: request({ items: Array.from({ length: 20_000 }, () => 1) }), ...ctx }
+    const vars = { request: request({ items: Array.from({ length: 8_000 }, () => 1) }), ...ctx }
     expect(p.run(vars)).toBe(true)
     const results = withCelBudget(400_000, () =>
       Array.from({ length: 10 }, () => {
