@@ -9,6 +9,7 @@ import { dirname, resolve } from 'node:path'
 import BetterSqlite3 from 'better-sqlite3'
 import { Kysely, SqliteDialect, sql } from 'kysely'
 import type { Database } from '../schema.js'
+import { SqliteBulkWorker } from './sqlite-bulk-worker.js'
 import { assertChannel, type BulkColumn, type StoreDialect } from './types.js'
 
 const emitters = new Map<string, { emitter: EventEmitter; refs: number }>()
@@ -60,6 +61,9 @@ export function openSqlite(path: string): StoreDialect {
   const emitter = sharedEmitter(file)
   let closed = false
   const statements = new Map<string, BetterSqlite3.Statement>()
+  // Bulk inserts (the audit log's group commit) run on a worker thread with its own connection;
+  // an in-memory database cannot be shared with one, so it keeps them on this thread.
+  const bulk = path === ':memory:' ? undefined : new SqliteBulkWorker(file)
 
   return {
     name: 'sqlite',
@@ -93,6 +97,8 @@ export function openSqlite(path: string): StoreDialect {
       const names = columns.map((c) => c.name)
       const keyIndex = names.indexOf(key)
       const text = `INSERT INTO ${quote(table)} (${names.map(quote).join(', ')}) VALUES (${names.map(() => '?').join(', ')}) ON CONFLICT (${quote(key)}) DO NOTHING`
+      if (rows.length === 0) return []
+      if (bulk) return bulk.run(text, rows, keyIndex)
       let stmt = statements.get(text)
       if (!stmt) statements.set(text, (stmt = database.prepare(text)))
       const insert = stmt
@@ -109,6 +115,7 @@ export function openSqlite(path: string): StoreDialect {
       closed = true
       clearInterval(optimizer)
       releaseEmitter(file)
+      await bulk?.close()
       await db.destroy()
     },
   }

@@ -48,7 +48,8 @@ export interface StoreDialect {
   /**
    * The fast path for append-heavy tables (the audit log): inserts `rows` (values in `columns`
    * order) in one transaction, skipping rows whose `key` already exists, and returns the keys that
-   * were inserted. SQLite: one prepared statement reused per row; Postgres: one statement over
+   * were inserted. SQLite: one prepared statement reused per row, run by a worker thread with its
+   * own connection (src/store/dialects/sqlite-bulk-worker.ts); Postgres: one statement over
    * unnest() arrays. Must not be called inside a Kysely transaction.
    */
   insertIgnoreMany(table: string, columns: readonly BulkColumn[], rows: readonly unknown[][], key: string): Promise<string[]>

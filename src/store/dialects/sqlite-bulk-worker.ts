@@ -1,0 +1,104 @@
+// Bulk inserts into a SQLite file from a worker thread with its own better-sqlite3 connection, so
+// the audit log's group commit (statement execution, transaction, WAL append, checkpoints) never
+// runs on the main thread, where it stalled the proxy's event loop in bursts
+// (../shared/notes/proxy-profile.md). WAL lets the main connection read while the worker writes;
+// busy_timeout makes either side wait for the other's short write transaction.
+//
+// The worker is plain JavaScript evaluated from a string, so the same code runs from tsx sources
+// and from dist. It is referenced only while a batch is in flight (an idle worker never keeps a
+// CLI process alive) and respawned after a crash; a crash fails the batches in flight with an
+// error the audit writer treats as transient (it retries them).
+
+import { createRequire } from 'node:module'
+import { Worker } from 'node:worker_threads'
+
+const WORKER_SOURCE = `
+const { parentPort, workerData } = require('node:worker_threads')
+const Database = require(workerData.driver)
+const db = new Database(workerData.file)
+db.pragma('journal_mode = WAL')
+db.pragma('busy_timeout = 5000')
+db.pragma('synchronous = NORMAL')
+db.pragma('wal_autocheckpoint = 10000')
+const statements = new Map()
+parentPort.on('message', (m) => {
+  if (m.close) {
+    db.close()
+    process.exit(0)
+  }
+  try {
+    let stmt = statements.get(m.text)
+    if (!stmt) statements.set(m.text, (stmt = db.prepare(m.text)))
+    const inserted = []
+    db.transaction(() => {
+      for (const row of m.rows) if (stmt.run(row).changes === 1) inserted.push(String(row[m.keyIndex]))
+    }).immediate()
+    parentPort.postMessage({ seq: m.seq, inserted })
+  } catch (err) {
+    parentPort.postMessage({ seq: m.seq, error: { message: String(err && err.message), code: err && err.code, name: err && err.name } })
+  }
+})
+`
+
+interface Pending {
+  resolve: (ids: string[]) => void
+  reject: (err: Error) => void
+}
+
+export class SqliteBulkWorker {
+  readonly #file: string
+  #worker: Worker | undefined
+  #seq = 0
+  readonly #pending = new Map<number, Pending>()
+  #closed = false
+
+  constructor(file: string) {
+    this.#file = file
+  }
+
+  /** Runs `text` (an INSERT with one placeholder per column) for every row in one transaction. */
+  run(text: string, rows: readonly unknown[][], keyIndex: number): Promise<string[]> {
+    if (this.#closed) return Promise.reject(Object.assign(new Error('the database connection is not open'), { code: 'SQLITE_MISUSE_CLOSED' }))
+    const worker = this.#worker ?? this.#spawn()
+    const seq = ++this.#seq
+    return new Promise<string[]>((resolve, reject) => {
+      this.#pending.set(seq, { resolve, reject })
+      if (this.#pending.size === 1) worker.ref()
+      worker.postMessage({ seq, text, rows, keyIndex })
+    })
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true
+    const worker = this.#worker
+    if (!worker) return
+    const exited = new Promise<void>((r) => worker.once('exit', () => r()))
+    worker.postMessage({ close: true })
+    await exited
+  }
+
+  #spawn(): Worker {
+    const driver = createRequire(import.meta.url).resolve('better-sqlite3')
+    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { file: this.#file, driver } })
+    worker.unref()
+    worker.on('message', (m: { seq: number; inserted?: string[]; error?: { message: string; code?: string; name?: string } }) => {
+      const p = this.#pending.get(m.seq)
+      if (!p) return
+      this.#pending.delete(m.seq)
+      if (this.#pending.size === 0) worker.unref()
+      if (m.error) p.reject(Object.assign(new Error(m.error.message), { code: m.error.code, name: m.error.name ?? 'Error' }))
+      else p.resolve(m.inserted ?? [])
+    })
+    const lost = (err: Error) => {
+      if (this.#worker !== worker) return
+      this.#worker = undefined
+      const pending = [...this.#pending.values()]
+      this.#pending.clear()
+      for (const p of pending) p.reject(err)
+    }
+    worker.on('error', (err) => lost(Object.assign(new Error(`audit worker failed: ${err.message}`), { code: 'SQLITE_WORKER_LOST' })))
+    worker.on('exit', (code) => lost(Object.assign(new Error(`audit worker exited (${code})`), { code: 'SQLITE_WORKER_LOST' })))
+    this.#worker = worker
+    return worker
+  }
+}
