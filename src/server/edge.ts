@@ -93,11 +93,14 @@ export function installEdge(app: FastifyInstance): void {
     assertCleanInput(request.query, 'query')
   })
 
-  const routes: Array<{ method: string; pattern: RegExp }> = []
+  const routes: Array<RouteEntry & { pattern: RegExp }> = []
   app.addHook('onRoute', (route) => {
     const methods = Array.isArray(route.method) ? route.method : [route.method]
-    for (const method of methods) routes.push({ method: String(method).toUpperCase(), pattern: patternOf(route.url ?? route.path) })
+    const url = route.url ?? route.path
+    for (const method of methods) routes.push({ method: String(method).toUpperCase(), url, pattern: patternOf(url) })
   })
+  // Every route the app serves, for the 405 check and for tools that walk the API (the fuzz suite).
+  app.decorate('routeTable', (): readonly RouteEntry[] => routes.map(({ method, url }) => ({ method, url })))
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0]!
     const shown = path.length > ECHO_CHARS ? `${path.slice(0, ECHO_CHARS)}…` : path
@@ -108,6 +111,18 @@ export function installEdge(app: FastifyInstance): void {
     }
     sendError(reply, request, 404, 'not_found', `no route ${request.method} ${shown}`)
   })
+}
+
+export interface RouteEntry {
+  method: string
+  url: string
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Every registered route (method and fastify path pattern), in registration order. */
+    routeTable(): readonly RouteEntry[]
+  }
 }
 
 /** A fastify route path (`/v1/api-keys/:id`, `/files/*`) as a regular expression over request paths. */
