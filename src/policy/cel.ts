@@ -9,11 +9,13 @@
 //   compiled at save time so a bad pattern is a diagnostic, not a runtime error.
 // - `secrets` may only be indexed with string literals, so the proxy knows before evaluation
 //   exactly which secrets an expression reads (and fetches only those).
-// Every program also carries a worst-case cost bound and is metered when it runs (cel-cost.ts).
+// Every program also carries a worst-case cost bound and is metered when it runs (cel-cost.ts,
+// cel-meter.ts).
 
 import { Environment, type ASTNode } from '@marcbachmann/cel-js'
 import RE2 from 're2'
-import { assertCelBudget, CEL_CALL_BUDGET, CEL_EXPR_COST_LIMIT, CEL_INPUT_BOUND, estimateCelCost, instrumentCel, withCelBudget } from './cel-cost.js'
+import { CEL_CALL_BUDGET, CEL_EXPR_COST_LIMIT, CEL_INPUT_BOUND, estimateCelCost } from './cel-cost.js'
+import { assertCelBudget, instrumentCel, withCelBudget } from './cel-meter.js'
 
 /** Where an expression sits; decides the variables it may see. */
 export type CelSite =

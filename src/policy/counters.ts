@@ -11,7 +11,8 @@
 import { createParser, type EventSourceMessage } from 'eventsource-parser'
 import type { FlooredReason } from '../audit/event.js'
 import { celToAmount, type CelProgram } from './cel.js'
-import { CEL_CALL_BUDGET, withCelBudget } from './cel-cost.js'
+import { CEL_CALL_BUDGET } from './cel-cost.js'
+import { withCelBudget } from './cel-meter.js'
 import type { Accumulator, BudgetScope, CompiledCounter, CounterSource, CounterValue, HeaderMap, ResponseView, SseMeter } from './types.js'
 
 export interface CounterSpec {

@@ -4,7 +4,8 @@
 
 import type { TransformFailure } from '../audit/event.js'
 import { celToJson, isCelMap } from './cel.js'
-import { CEL_CALL_BUDGET, withCelBudget } from './cel-cost.js'
+import { CEL_CALL_BUDGET } from './cel-cost.js'
+import { withCelBudget } from './cel-meter.js'
 import { DomainIndex, normalizeHost } from './glob.js'
 import { summarizeErrors } from './json-schema.js'
 import type { CCapability, CRule, CTransform } from './model.js'
@@ -197,7 +198,7 @@ export class Policy implements CompiledPolicy {
       if (rule.match) {
         vars ??= { request: requestVar(request), ...contextVars(context) }
         const res = runBool(() => rule.match!.run(vars!))
-        ;(checked ??= new Map()).set(i, res)
+        if (!res.ok || !res.value) (checked ??= new Map()).set(i, res)
         if (!res.ok) {
           failure ??= res
           continue

@@ -6,7 +6,8 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { compileCel, type CelProgram } from '../../src/policy/cel.js'
 import { compilePolicy } from '../../src/policy/index.js'
-import { CEL_EXPR_COST_LIMIT, CelBudgetExceeded, lastCelSpend, withCelBudget } from '../../src/policy/cel-cost.js'
+import { CEL_EXPR_COST_LIMIT } from '../../src/policy/cel-cost.js'
+import { CelBudgetExceeded, lastCelSpend, withCelBudget } from '../../src/policy/cel-meter.js'
 
 const L10 = '[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]'
 const ctx = { workspace: { id: 'w', org_id: 'o', role: 'r', environment: 'e' }, task: { id: '' } }

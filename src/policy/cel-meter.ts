@@ -1,0 +1,160 @@
+// The run-time half of the CEL cost model (cel-cost.ts has the save-time half and the limits):
+// every node of a compiled expression is wrapped so each evaluation is metered in the estimate's
+// units, against a budget shared by one `withCelBudget` scope and a wall-clock deadline.
+
+import { childNodes, isNode, operands, SIZE_SHIFT, type ComprehensionArgs, type Fn, type Node } from './cel-ast.js'
+import { CEL_CALL_DEADLINE_MS } from './cel-cost.js'
+
+export class CelBudgetExceeded extends Error {
+  constructor(
+    readonly budget: number,
+    readonly timedOut = false,
+    deadlineMs = CEL_CALL_DEADLINE_MS,
+  ) {
+    super(
+      timedOut
+        ? `CEL evaluation exceeded its time budget of ${deadlineMs} ms (docs/policy.md "Cost limits")`
+        : `CEL evaluation exceeded its cost budget of ${budget} units (docs/policy.md "Cost limits")`,
+    )
+    this.name = 'CelBudgetExceeded'
+  }
+}
+
+const OBJECT_COUNT_CAP = 1 << 16
+const CLOCK_EVERY = 2048
+const meter = { depth: 0, left: 0, budget: 0, spent: 0, deadline: 0, deadlineMs: 0, untilClock: 0, timedOut: false }
+
+function exceeded(): CelBudgetExceeded {
+  meter.left = -1
+  return new CelBudgetExceeded(meter.budget, meter.timedOut, meter.deadlineMs)
+}
+
+/**
+ * Runs `fn` with a budget of `budget` units for every CEL evaluation inside it. Nested scopes
+ * join the outer one. Evaluation is synchronous, so one module-level meter is enough.
+ */
+export function withCelBudget<T>(budget: number, fn: () => T, deadlineMs = CEL_CALL_DEADLINE_MS): T {
+  if (meter.depth > 0) return fn()
+  meter.depth = 1
+  meter.left = budget
+  meter.budget = budget
+  meter.deadline = performance.now() + deadlineMs
+  meter.deadlineMs = deadlineMs
+  meter.untilClock = CLOCK_EVERY
+  meter.timedOut = false
+  try {
+    return fn()
+  } finally {
+    meter.spent = budget - Math.max(meter.left, 0)
+    meter.depth = 0
+  }
+}
+
+/** Units spent by the last finished budget scope (tests compare it with the estimate). */
+export function lastCelSpend(): number {
+  return meter.spent
+}
+
+/** Throws when the current scope's budget was exceeded (an error the engine swallowed, e.g. in `||`). */
+export function assertCelBudget(): void {
+  if (meter.left < 0) throw new CelBudgetExceeded(meter.budget, meter.timedOut, meter.deadlineMs)
+}
+
+function sizeOf(v: unknown): number {
+  if (typeof v === 'string') return v.length
+  if (typeof v !== 'object' || v === null) return 0
+  if (Array.isArray(v) || v instanceof Uint8Array) return v.length
+  if (v instanceof Map || v instanceof Set) return v.size
+  const proto = Object.getPrototypeOf(v)
+  if (proto !== Object.prototype && proto !== null) return 0
+  let count = 0
+  for (const _ in v) if (++count >= OBJECT_COUNT_CAP) break
+  return count
+}
+
+interface Slot {
+  size: number
+}
+
+// Three shapes of wrapper so the common node (no operand to size) pays one decrement and one
+// compare. Every CLOCK_EVERY units the wall clock is read too: the unit model is calibrated, the
+// deadline is the guarantee (a slow or busy machine cannot stretch one evaluation past it).
+function tick(): void {
+  if (--meter.left < 0 || (--meter.untilClock < 0 && clockOver())) throw exceeded()
+}
+
+function clockOver(): boolean {
+  meter.untilClock = CLOCK_EVERY
+  if (performance.now() <= meter.deadline) return false
+  meter.timedOut = true
+  return true
+}
+
+function charge(size: number): void {
+  if (size < SIZE_SHIFT) return
+  meter.left -= Math.floor(size / SIZE_SHIFT)
+  meter.untilClock -= Math.floor(size / SIZE_SHIFT)
+  if (meter.left < 0) throw exceeded()
+}
+
+function meteredEvaluate(orig: Fn, slot: Slot | undefined, ops: { kind: 'min' | 'sum'; slots: Slot[] } | undefined): Fn {
+  if (!slot && !ops) {
+    return function (this: unknown, ev, ast, ctx) {
+      tick()
+      return orig.call(this, ev, ast, ctx)
+    }
+  }
+  return function (this: unknown, ev, ast, ctx) {
+    tick()
+    const r = orig.call(this, ev, ast, ctx)
+    if (slot) slot.size = sizeOf(r)
+    if (ops) {
+      let size = ops.kind === 'min' ? Infinity : 0
+      for (const s of ops.slots) size = ops.kind === 'min' ? Math.min(size, s.size) : size + s.size
+      charge(size)
+    }
+    return r
+  }
+}
+
+/**
+ * Meters every node of a checked expression in place (once, before its first evaluation: the
+ * engine resolves `meta.evaluate` on first use). Evaluate it only inside `withCelBudget`.
+ */
+export function instrumentCel(ast: unknown): void {
+  const seen = new Set<Node>()
+  const slots = new Map<Node, Slot>()
+  const slotOf = (n: Node): Slot => {
+    let s = slots.get(n)
+    if (!s) slots.set(n, (s = { size: 0 }))
+    return s
+  }
+  const visit = (n: Node): void => {
+    if (seen.has(n)) return
+    seen.add(n)
+    const m = n.meta
+    if (m.alternate) return visit(m.alternate)
+    if (m.macro) {
+      const mac = m.macro
+      const orig = mac.evaluate
+      mac.evaluate = meteredEvaluate(orig, slots.get(n), undefined)
+      for (const c of [mac.val, mac.exp, ...(mac.args ?? [])]) if (isNode(c)) visit(c)
+      return
+    }
+    const ops = operands(n)
+    if (ops) for (const o of ops.nodes) slotOf(o)
+    if (n.op === 'comprehension') {
+      const a = n.args as ComprehensionArgs
+      // The engine's quantifiers swallow errors of a step (CEL's error semantics), so the loop
+      // itself must stop: its condition runs outside that catch.
+      const cond = a.condition
+      a.condition = (accu) => {
+        if (meter.left < 0) throw exceeded()
+        return cond ? cond(accu) : true
+      }
+    }
+    if (m.evaluate) n.setMeta('evaluate', meteredEvaluate(m.evaluate, slots.get(n), ops && { kind: ops.kind, slots: ops.nodes.map(slotOf) }))
+    for (const c of childNodes(n)) visit(c)
+  }
+  visit(ast as Node)
+}
