@@ -8,7 +8,7 @@
 //   - a known path with another method is 405 `method_not_allowed` with `Allow`, not a 404.
 import type { Socket } from 'node:net'
 import type { FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify'
-import { assertCleanInput, inputProblem, invalidInput } from '../input-limits.js'
+import { assertCleanInput } from '../input-limits.js'
 import type { ErrorEnvelope } from './errors.js'
 import { REQUEST_ID_HEADER, mintRequestId } from './request-id.js'
 
@@ -74,23 +74,22 @@ export function answerClientError(err: Error & { code?: string }, socket: Socket
 export function installEdge(app: FastifyInstance): void {
   // Many clients send `content-type: application/json` on every request, bodiless DELETEs
   // included: an empty body is "no body" (schemas still require one where a route needs it).
-  // Non-empty bodies go through fastify's own parser (prototype-poisoning protection), then the
-  // input check, so no route ever sees a NUL, a lone surrogate or a value nested too deep.
+  // Non-empty bodies go through fastify's own parser (prototype-poisoning protection). Only JSON
+  // is parsed here; multipart is read by the routes that take it.
   const parseJson = app.getDefaultJsonParser('error', 'error')
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined)
-    parseJson(request, body as string, (err: Error | null, value?: unknown) => {
-      if (err) return done(err)
-      const found = inputProblem(value, 'body')
-      done(found ? invalidInput(found) : null, value)
-    })
+    parseJson(request, body as string, done)
   })
 
-  // Query strings and path parameters arrive percent-decoded; `%00` is a NUL like any other.
+  // The input check, for every route of every scope — whatever parser a scope installed (the
+  // webhook route keeps its raw body with its own) — after parsing and before schema validation.
+  // Query strings and path parameters arrive percent-decoded: `%00` is a NUL like any other.
   app.addHook('preValidation', async (request) => {
     assertCleanInput(request.params, 'params')
     assertCleanInput(request.query, 'query')
+    assertCleanInput(request.body, 'body')
   })
 
   const routes: Array<RouteEntry & { pattern: RegExp }> = []

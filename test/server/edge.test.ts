@@ -90,6 +90,11 @@ for (const d of testDialects()) {
       expect(rows.body.events.some((e: { detail?: { label?: string } }) => e.detail?.label === 'ok \u{1F600}')).toBe(true)
     })
 
+    it('checks bodies of routes with their own JSON parser too (the signed webhook keeps its raw body)', async () => {
+      const res = await h.inject('POST', '/v1/webhooks/identity/invite-accepted', { payload: '{"invitation_id":"inv_\\u0000","user_id":"\\ud800"}' })
+      expectEnvelope(res, 400, 'validation_error')
+    })
+
     it('refuses NUL in a query filter and in every kind of path id, before any route logic', async () => {
       for (const [method, url, field] of [
         ['GET', '/v1/audit?filter=workspace_id%3Da%00b', 'filter'],
