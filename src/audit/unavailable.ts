@@ -1,10 +1,11 @@
 // The audit log cannot take an event right now: its queue is full (the database is slow or away
-// and the journal's backlog reached its bound) or the writer is closed. Refused at once, never a
+// and the journal's backlog reached its bound), the writer is closed, or the event could not be
+// made durable in time (no working journal and the database is away). Refused at once, never a
 // hang: the API answers 503 service_unavailable with Retry-After (src/server/app.ts), the proxy
 // denies the request with `audit_unavailable` (fail closed: nothing is forwarded unrecorded).
 import { CorralError } from '../errors.js'
 
-export type AuditUnavailableCause = 'queue_full' | 'closed'
+export type AuditUnavailableCause = 'queue_full' | 'closed' | 'timeout'
 
 export class AuditUnavailableError extends CorralError {
   constructor(

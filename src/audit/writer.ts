@@ -44,6 +44,12 @@ export interface AuditWriterOptions {
   journalDir?: string
   /** Journal segment size before rotation (default 8 MiB). */
   journalSegmentBytes?: number
+  /**
+   * How long emit() waits for durability before it rejects with AuditUnavailableError (default
+   * 5 s; only reached when the database is away and there is no working journal). The event
+   * stays queued and is written when the database is back.
+   */
+  durableTimeoutMs?: number
 }
 
 /** close() could not commit every event before its deadline; `pending` events were not persisted. */
@@ -99,6 +105,9 @@ interface Item {
   seg?: Segment
   recovered?: RecoveredGroup
   resolve?: (e: AuditEvent) => void
+  reject?: (err: Error) => void
+  /** Date.now() at emit, for the durability deadline. */
+  at?: number
 }
 
 interface RecoveredGroup {
@@ -140,6 +149,7 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
   const maxQueue = Math.max(1, opts.maxQueue ?? 20_000)
   const logger = opts.logger ?? { error: (obj: object, msg: string) => console.error(msg, obj) }
   const drainTimeoutMs = Math.max(0, opts.drainTimeoutMs ?? 10_000)
+  const durableTimeoutMs = Math.max(1, opts.durableTimeoutMs ?? 5_000)
   const stats: AuditWriterStats = { emitted: 0, written: 0, quarantined: 0, invalid: 0, sanitized: 0, rejected: 0, retries: 0, pending: 0, replayed: 0 }
   const loggedKinds = new Set<string>()
   const discarding = new Set<Promise<void>>()
@@ -182,7 +192,7 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
       discarding.add(p)
     }
     const resolve = it.resolve
-    it.resolve = undefined
+    it.resolve = it.reject = undefined
     resolve?.(it.event)
   }
 
@@ -291,10 +301,43 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
   }
 
   let journalBroken = false
+  // Callers waiting for durability, oldest first; a sweep refuses those past the deadline (the
+  // database is away and the journal cannot help), so no caller hangs. Their events stay queued.
+  let waiting: Item[] = []
+  let sweeper: NodeJS.Timeout | undefined
+  const sweep = () => {
+    const now = Date.now()
+    let i = 0
+    for (; i < waiting.length; i++) {
+      const it = waiting[i]
+      if (!it.resolve) continue
+      if (now - it.at! < durableTimeoutMs) break
+      const reject = it.reject!
+      it.resolve = it.reject = undefined
+      stats.rejected++
+      reject(new AuditUnavailableError('timeout', 5, `the audit log could not make the event durable within ${durableTimeoutMs} ms (the database is unavailable); it is kept and written when the database is back`))
+    }
+    waiting = waiting.slice(i).filter((it) => it.resolve)
+    if (waiting.length === 0) {
+      clearInterval(sweeper)
+      sweeper = undefined
+    }
+  }
+  const watch = (it: Item) => {
+    it.at = Date.now()
+    waiting.push(it)
+    if (!sweeper) {
+      sweeper = setInterval(sweep, Math.min(250, durableTimeoutMs))
+      sweeper.unref()
+    }
+  }
+
   const emitItem = (it: Item): Promise<AuditEvent> => {
     stats.pending++
-    const done = new Promise<AuditEvent>((resolve) => {
+    const done = new Promise<AuditEvent>((resolve, reject) => {
       it.resolve = resolve
+      it.reject = reject
+      watch(it)
       if (!journal) return enqueue(it)
       journal.append(it.line!).then(
         (seg) => {
@@ -305,7 +348,7 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
             logger.error({ dir: journal.dir }, 'audit: journal writable again')
           }
           const r = it.resolve
-          it.resolve = undefined
+          it.resolve = it.reject = undefined
           r?.(it.event)
           enqueue(it)
         },

@@ -207,6 +207,19 @@ for (const d of testDialects()) {
       await writer.close()
     })
 
+    it('a caller never hangs while the database is away: emit rejects after durableTimeoutMs, and the event is still written later', async () => {
+      const org = orgId()
+      let down = true
+      const flaky = failing(store, () => (down ? Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }) : undefined))
+      const writer = createAuditWriter(flaky, { durableTimeoutMs: 200, logger: quietLogger() })
+      const err = await writer.emit(mutation(org)).then(() => undefined, (e: unknown) => e)
+      expect(err).toBeInstanceOf(AuditUnavailableError)
+      expect(err).toMatchObject({ condition: 'timeout', status: 503 })
+      down = false
+      await expect.poll(() => count(org), { timeout: 10_000 }).toBe(1)
+      await writer.close()
+    })
+
     it('close() without a journal gives up after the drain deadline while the database is down, naming the events lost', async () => {
       const org = orgId()
       const logged: string[] = []
