@@ -6,8 +6,8 @@
 // event per line, the encoder's line) and a LOCK naming the owner. Lines are group-committed:
 // every line appended while a write is in flight goes into the next write, followed by one
 // fdatasync (both on libuv's threadpool, off the main thread). A segment is sealed when it grows
-// past `segmentBytes` or when every line in it is in the database; a sealed segment whose lines
-// are all in the database is deleted. At open, directories of writers that are gone (same host,
+// past `segmentBytes`, or past 1 MiB once every line in it is in the database; a sealed segment
+// whose lines are all in the database is deleted. At open, directories of writers that are gone (same host,
 // pid not alive, or our own pid from a previous life in a container) are handed back for replay.
 
 import { randomBytes } from 'node:crypto'
@@ -158,7 +158,10 @@ export class Journal {
 
   async #segmentForWrite(): Promise<Segment> {
     const cur = this.#active
-    if (cur && !cur.sealed && cur.bytes < this.#segmentBytes && !(cur.bytes > 0 && cur.outstanding <= 0)) return cur
+    // Rotate when full, or when the database has caught up on a segment past 1 MiB: a new segment
+    // costs an open and a directory fsync, so a caught-up segment is not recycled per group.
+    const recycle = Math.min(1 << 20, this.#segmentBytes)
+    if (cur && !cur.sealed && cur.bytes < this.#segmentBytes && !(cur.bytes >= recycle && cur.outstanding <= 0)) return cur
     if (cur) await this.#seal(cur)
     const path = join(this.dir, `${String(++this.#seq).padStart(12, '0')}.jsonl`)
     const seg: Segment = { path, bytes: 0, outstanding: 0, sealed: false, fh: await open(path, 'a', 0o600) }

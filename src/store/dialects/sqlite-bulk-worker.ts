@@ -73,6 +73,8 @@ export class SqliteBulkWorker {
     const worker = this.#worker
     if (!worker) return
     const exited = new Promise<void>((r) => worker.once('exit', () => r()))
+    // Referenced until it exits: otherwise a process with nothing else to do would end first.
+    worker.ref()
     worker.postMessage({ close: true })
     await exited
   }
