@@ -12,7 +12,7 @@ import { createParser, type EventSourceMessage } from 'eventsource-parser'
 import type { FlooredReason } from '../audit/event.js'
 import { celToAmount, type CelProgram } from './cel.js'
 import { CEL_CALL_BUDGET } from './cel-cost.js'
-import { withCelBudget } from './cel-meter.js'
+import { CelBudgetExceeded, withCelBudget } from './cel-meter.js'
 import type { Accumulator, BudgetScope, CompiledCounter, CounterSource, CounterValue, HeaderMap, ResponseView, SseMeter } from './types.js'
 
 export interface CounterSpec {
@@ -166,6 +166,8 @@ class Meter implements SseMeter {
   #value: number | undefined
   #failure: FlooredReason | undefined
   #mismatch: FlooredReason | undefined
+  /** A chunk went over the CEL budget: events were left uncounted, so the total is a floor. */
+  #cut = false
   #decoder = new TextDecoder()
   #parser
   #resp: Record<string, unknown>
@@ -224,7 +226,8 @@ class Meter implements SseMeter {
         let v: number | undefined
         try {
           v = celToAmount(spec.value!.run({ response: this.#resp, event }))
-        } catch {
+        } catch (e) {
+          if (e instanceof CelBudgetExceeded) this.#cut = true
           v = undefined
         }
         if (v === undefined) this.#failure ??= 'cel_eval_error'
@@ -244,6 +247,7 @@ class Meter implements SseMeter {
   end(): CounterValue {
     if (this.#mismatch) return this.floor(this.#mismatch)
     if (!this.#terminated) return this.floor('terminator_not_observed', this.#value ?? 0)
+    if (this.#cut) return this.floor('cel_eval_error', this.#value ?? 0)
     if (this.#value === undefined) return this.floor(this.#failure ?? 'cel_eval_error')
     return this.finish(this.#value)
   }

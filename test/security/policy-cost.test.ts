@@ -131,6 +131,23 @@ describe('work that grows with the request is stopped at run time with policy_er
     expect(Number(process.hrtime.bigint() - started) / 1e6).toBeLessThan(5_000)
   })
 
+  it('an upstream packing thousands of events into one chunk: the chunk stops at the budget, the stream is floored', () => {
+    // Each event's value is accepted at save (about 43,000 units); 3,000 of them in one chunk would
+    // hold the event loop for seconds. One chunk is one budget scope.
+    const value = `int(event.data.n) + (event.data.heavy ? size(${L(14)}.filter(a, ${L(14)}.exists(b, ${L(14)}.exists(c, a + b + c < 0)))) : 0)`
+    const src = doc('true').replace('      match: {expr: \'true\'}\n', '') + `  transforms:\n    - header: {name: Accept-Encoding, action: set, value: '"identity"'}\n  budgets:\n    counters:\n      - name: tokens\n        source: response\n        requires_body: true\n        framing: sse\n        format: application/json\n        encoding: identity\n        status_codes: ["2xx"]\n        accumulator: sum\n        value: '${value}'\n        terminal_sentinel: "[DONE]"\n        failure_charge: 1\n        workspace: {max: 100000}\n`
+    const counter = compile(src).counters('api')[0]!
+    const meter = counter.meter({ status: 200, headers: { 'content-type': 'text/event-stream' }, size: 0 })
+    const started = process.hrtime.bigint()
+    meter.feed('data: {"n": 50, "heavy": false}\n\n'.repeat(4))
+    meter.feed('data: {"n": 1, "heavy": true}\n\n'.repeat(3000) + 'data: [DONE]\n\n')
+    expect(Number(process.hrtime.bigint() - started) / 1e6).toBeLessThan(5_000) // a hang cap, not the bound
+    const out = meter.end()
+    // Counted before the cut: 200 and more. What the cut left uncounted makes the total a floor.
+    expect(out.floored).toBe('cel_eval_error')
+    expect(out.value).toBeGreaterThanOrEqual(200)
+  })
+
   it('a transform over a huge body fails as eval_error, the request is not held', () => {
     const src = doc('request.body.items.all(x, x >= 0) ? "a" : "b"', 'header').replace("value: '", "value: '").replace('  transforms:\n    - header', '  transforms:\n    - requires_body: true\n      header').replace('request_format: application/json\n', 'request_format: application/json\n      request_schema: {type: object}\n')
     const p = compile(src)
