@@ -1,8 +1,9 @@
 import { defineConfig } from 'vitest/config'
 
-// Three tiers (see docs/testing.md): unit tests next to each module's name under test/,
-// e2e tests that spawn the real `corral` binary, and the Postgres runs of the store/audit/auth
-// suites, which loop over `testDialects()` and join in whenever CORRAL_TEST_PG_URL is set.
+// Four tiers (see docs/testing.md): unit tests next to each module's name under test/,
+// e2e tests that spawn the real `corral` binary, the chaos suite (kill -9 and database restarts
+// of that binary), and the Postgres runs of the store/audit/auth suites, which loop over
+// `testDialects()` and join in whenever CORRAL_TEST_PG_URL is set.
 export default defineConfig({
   test: {
     testTimeout: 30_000,
@@ -14,7 +15,7 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['test/**/*.test.ts'],
-          exclude: ['test/e2e/**'],
+          exclude: ['test/e2e/**', 'test/chaos/**'],
         },
       },
       {
@@ -23,6 +24,17 @@ export default defineConfig({
           name: 'e2e',
           include: ['test/e2e/**/*.test.ts'],
           fileParallelism: false,
+        },
+      },
+      {
+        // kill -9 and database restarts of the real binary (docs/reliability.md, "Chaos suite"):
+        // one file at a time, they load the machine on purpose.
+        extends: true,
+        test: {
+          name: 'chaos',
+          include: ['test/chaos/**/*.test.ts'],
+          fileParallelism: false,
+          testTimeout: 90_000,
         },
       },
     ],

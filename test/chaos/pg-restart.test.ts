@@ -1,0 +1,101 @@
+// PostgreSQL restarted mid-load (issue 14 §2): serve runs on its own throwaway cluster; agents and
+// API clients keep going while the database is stopped (immediate mode, like a crash) and started
+// again. While it is down the API answers 503 with the envelope and Retry-After, the proxy fails
+// closed (nothing answered 200 without its row); once it is back both recover without a restart
+// of serve, and every answered request and 2xx mutation has its row.
+import { afterAll, describe, expect, it } from 'vitest'
+import { agentLoad, apiLoad, type Tally, auditRows, chaosCaps, missingDecisions, missingMutations, seedWorkspace, sleep, startChaos, type Chaos } from './harness.js'
+import { pgClusterUnavailable, startPgCluster, type PgCluster } from './pg-cluster.js'
+
+const why = await pgClusterUnavailable()
+if (why) console.log(`chaos/pg-restart.test.ts: ${why}; the PostgreSQL restart scenario does not run`)
+
+describe.runIf(!why)('PostgreSQL restarted under load', () => {
+  let pgc: PgCluster | undefined
+  let c: Chaos | undefined
+  afterAll(async () => {
+    await c?.close()
+    await pgc?.destroy()
+  })
+
+  it('503 + Retry-After and fail-closed while down, recovery without restarting serve, no answered row lost', async () => {
+    pgc = await startPgCluster()
+    c = await startChaos({ db: pgc.url })
+    const chaos = c
+    const pid = c.serve.process.pid
+    const ws = await seedWorkspace(c, chaosCaps())
+    const before = { stop: new AbortController() }
+    const agents = agentLoad({ proxyUrl: () => chaos.proxyUrl, token: ws.token, caPem: ws.caPem, port: c.upstream.port, prefixes: ['chaos'], concurrency: 6, stop: before.stop.signal })
+    const api = apiLoad({ url: () => chaos.serve.url, key: c.serve.adminKey, concurrency: 2, stop: before.stop.signal })
+    await sleep(800)
+    await pgc.stop('immediate')
+    const downAt = Date.now()
+    // While down: a probe mutation and a probe proxied request, answered (not hung) and refused.
+    await sleep(500)
+    const probe = await fetch(`${c.serve.url}/v1/secrets`, {
+      method: 'POST', headers: { authorization: `Bearer ${c.serve.adminKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'chaos_probe', value: 'x' }), signal: AbortSignal.timeout(15_000),
+    }).catch((err: Error) => err)
+    if (probe instanceof Error) {
+      before.stop.abort()
+      await Promise.all([agents, api])
+      const p = c.serve.process
+      throw new Error(`serve did not answer while PostgreSQL was down (${probe.message}; exit ${p.exitCode ?? p.signalCode ?? 'none'}):\n${c.serve.output().slice(-2000)}`)
+    }
+    const probeBody = (await probe.json().catch(() => ({}))) as { error?: { code?: string; message?: string } }
+    const downStatus = { status: probe.status, retryAfter: probe.headers.get('retry-after'), code: probeBody.error?.code }
+    await sleep(Math.max(0, 2_000 - (Date.now() - downAt)))
+    await pgc.start()
+    const upAt = Date.now()
+    // Recovery: a mutation answers 201 and a proxied request 200 within a bounded time, same process.
+    let recoveredApiMs = -1
+    let recoveredProxyMs = -1
+    const recovered = new AbortController()
+    const live: Tally = { answered: [], failed: 0 }
+    const after = agentLoad({ tally: live, proxyUrl: () => chaos.proxyUrl, token: ws.token, caPem: ws.caPem, port: chaos.upstream.port, prefixes: ['chaos'], concurrency: 1, stop: recovered.signal })
+    for (let i = 0; i < 200 && (recoveredApiMs < 0 || recoveredProxyMs < 0); i++) {
+      await sleep(100)
+      if (recoveredApiMs < 0) {
+        const r = await fetch(`${c.serve.url}/v1/secrets`, {
+          method: 'POST', headers: { authorization: `Bearer ${c.serve.adminKey}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ name: `chaos_after_${i}`, value: 'x' }), signal: AbortSignal.timeout(5_000),
+        }).catch(() => undefined)
+        if (r?.status === 201) recoveredApiMs = Date.now() - upAt
+      }
+      if (recoveredProxyMs < 0 && live.answered.some((a) => a.status === 200)) recoveredProxyMs = Date.now() - upAt
+    }
+    before.stop.abort()
+    recovered.abort()
+    const [t, m, t2] = await Promise.all([agents, api, after])
+    const answered = [...t.answered, ...t2.answered]
+    let gaps = { missing: [] as string[], duplicated: [] as string[] }
+    let lost = { secrets: [] as string[], keys: [] as string[] }
+    for (let i = 0; i < 50; i++) {
+      const rows = await c.store((s) => auditRows(s, ['policy_decision', 'secret_created', 'api_key_created']))
+      gaps = missingDecisions(answered, rows)
+      lost = missingMutations(m, rows)
+      if (!gaps.missing.length && !lost.secrets.length && !lost.keys.length) break
+      await sleep(100)
+    }
+    const statuses = Object.fromEntries(m.statuses)
+    const proxyStatuses: Record<number, number> = {}
+    for (const a of answered) proxyStatuses[a.status] = (proxyStatuses[a.status] ?? 0) + 1
+    console.log(`chaos pg-restart ${JSON.stringify({ down: downStatus, api_statuses: statuses, api_503_with_retry_after: m.retryAfter, api_503_with_envelope: m.envelopes, proxy_statuses: proxyStatuses, recovered_api_ms: recoveredApiMs, recovered_proxy_ms: recoveredProxyMs, decisions_missing: gaps.missing.length, mutations_missing: lost.secrets.length + lost.keys.length })}`)
+
+    expect(c.serve.process.pid).toBe(pid)
+    expect(c.serve.process.exitCode).toBeNull()
+    expect(downStatus.status).toBe(503)
+    expect(downStatus.retryAfter).toMatch(/^\d+$/)
+    expect(typeof downStatus.code).toBe('string')
+    // Every 503 the load clients saw was the envelope with Retry-After; no 500s.
+    expect(m.retryAfter).toBe(m.statuses.get(503) ?? 0)
+    expect(m.envelopes).toBe(m.statuses.get(503) ?? 0)
+    expect(m.statuses.get(500) ?? 0).toBe(0)
+    expect(recoveredApiMs).toBeGreaterThanOrEqual(0)
+    expect(recoveredProxyMs).toBeGreaterThanOrEqual(0)
+    expect(gaps.missing).toEqual([])
+    expect(gaps.duplicated).toEqual([])
+    expect(lost).toEqual({ secrets: [], keys: [] })
+  })
+})
+
