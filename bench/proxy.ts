@@ -44,7 +44,8 @@ const CAPS = `
   type: http
   allow:
     - name: messages
-      domains: ["127.0.0.1"]
+      domains: ["127.0.0.1:UPSTREAM_PORT"]
+      allow_private: ["127.0.0.0/8"]
       methods: [POST]
       paths: ["/v1/messages"]
       request_format: application/json
@@ -52,7 +53,8 @@ const CAPS = `
         requires_body: true
         expr: request.body.model == "claude-bench" && request.body.max_tokens <= 4096
     - name: stream
-      domains: ["127.0.0.1"]
+      domains: ["127.0.0.1:UPSTREAM_PORT"]
+      allow_private: ["127.0.0.0/8"]
       methods: [GET]
       paths: ["/v1/stream", "/v1/hold"]
   transforms:
@@ -284,7 +286,7 @@ async function main(): Promise<void> {
     const org = (await store.orgs.create({ name: 'bench' }))!
     const t = proxyTables(store.db)
     const prov = await t.workspaces.createProvider(org.id, { name: 'anthropic' })
-    const role = await t.workspaces.createRole(org.id, { name: 'bench', provider_id: prov, capabilities: CAPS })
+    const role = await t.workspaces.createRole(org.id, { name: 'bench', provider_id: prov, capabilities: CAPS.replaceAll('UPSTREAM_PORT', String(upPort)) })
     const ws = await t.workspaces.create(org.id, { role_id: role, created_by_user_id: 'usr_bench' })
     const audit = createAuditWriter(store)
     await new OrgMaterialAdmin(store, new Sealer(await loadMasterKey(dataDir)), audit)

@@ -32,7 +32,7 @@ for (const d of chaosDialects('chaos/budgets.test.ts')) {
       const db = await d.create()
       c = await startChaos(db ? { db } : {})
       const chaos = c
-      const ws = await seedWorkspace(c, chaosCaps({ calls: CALLS, tokens: TOKENS }))
+      const ws = await seedWorkspace(c, chaosCaps(c.upstream.port, { calls: CALLS, tokens: TOKENS }))
       const tallies: Tally[] = []
       const load = (stop: AbortSignal): Promise<Tally> => agentLoad({
         proxyUrl: () => chaos.proxyUrl, token: ws.token, caPem: ws.caPem, port: chaos.upstream.port,

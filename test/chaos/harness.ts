@@ -172,13 +172,20 @@ export function agentLoad(o: { proxyUrl: () => string; token: string; caPem: str
 }
 
 export interface MutationTally { secrets: string[]; keys: string[]; statuses: Map<number, number>; failed: number; retryAfter: number; envelopes: number }
+export const newMutationTally = (): MutationTally => ({ secrets: [], keys: [], statuses: new Map(), failed: 0, retryAfter: 0, envelopes: 0 })
+
+/** Resolves once `ready()` holds (polled every 50 ms), or after `maxMs`. */
+export async function until(ready: () => boolean, maxMs: number): Promise<void> {
+  const end = Date.now() + maxMs
+  while (!ready() && Date.now() < end) await sleep(50)
+}
 
 /**
  * `concurrency` API clients creating secrets and API keys until `stop`; records the names / ids of
  * every mutation answered 2xx, and for 503s whether they carried Retry-After and the envelope.
  */
-export function apiLoad(o: { url: () => string; key: string; concurrency: number; stop: AbortSignal }): Promise<MutationTally> {
-  const t: MutationTally = { secrets: [], keys: [], statuses: new Map(), failed: 0, retryAfter: 0, envelopes: 0 }
+export function apiLoad(o: { url: () => string; key: string; concurrency: number; stop: AbortSignal; /** filled live */ tally?: MutationTally }): Promise<MutationTally> {
+  const t: MutationTally = o.tally ?? newMutationTally()
   const run = randomBytes(3).toString('hex')
   let n = 0
   const one = async (): Promise<void> => {
@@ -243,9 +250,13 @@ export function missingMutations(t: MutationTally, rows: AuditRow[]): { secrets:
   }
 }
 
-/** The caps.yaml the suite's workspaces use: loopback upstream, JSON POSTs, optional budget counters. */
-export function chaosCaps(budgets?: { calls: number; tokens: number }): string {
-  const rule = (path: string) => `    - domains: ["127.0.0.1"]
+/**
+ * The caps.yaml the suite's workspaces use: the loopback upstream on its port (a private address,
+ * so the rule names the range: docs/policy.md "Destinations"), JSON POSTs, optional budget counters.
+ */
+export function chaosCaps(port: number, budgets?: { calls: number; tokens: number }): string {
+  const rule = (path: string) => `    - domains: ["127.0.0.1:${port}"]
+      allow_private: ["127.0.0.0/8"]
       methods: [POST, GET]
       paths: ["/${path}/*"]
 `

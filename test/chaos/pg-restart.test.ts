@@ -20,7 +20,7 @@ describeThrowawayPostgres('PostgreSQL restarted under load', () => {
     c = await startChaos({ db: pgc.url })
     const chaos = c
     const pid = c.serve.process.pid
-    const ws = await seedWorkspace(c, chaosCaps())
+    const ws = await seedWorkspace(c, chaosCaps(c.upstream.port))
     const before = { stop: new AbortController() }
     const agents = agentLoad({ proxyUrl: () => chaos.proxyUrl, token: ws.token, caPem: ws.caPem, port: c.upstream.port, prefixes: ['chaos'], concurrency: 6, stop: before.stop.signal })
     const api = apiLoad({ url: () => chaos.serve.url, key: c.serve.adminKey, concurrency: 2, stop: before.stop.signal })
