@@ -4,11 +4,12 @@
 // Never past a ceiling: served calls ≤ max; served tokens ≤ max + the documented in-flight
 // overshoot; and the ledger never holds less than what answered requests debited.
 import { afterAll, describe, expect, it } from 'vitest'
-import { TOKENS_PER_RESPONSE, agentLoad, chaosCaps, seedWorkspace, sleep, startChaos, type Chaos, type Tally } from './harness.js'
+import { TOKENS_PER_RESPONSE, agentLoad, chaosCaps, seedWorkspace, startChaos, until, type Chaos, type Tally } from './harness.js'
 import { chaosDialects } from './dialects.js'
 
-const CALLS = 150
-const TOKENS = 700
+const CALLS = 60
+const TOKENS = 280
+const PER_ROUND = 16
 const CONCURRENCY = 6
 const KILLS = 2
 
@@ -33,37 +34,33 @@ for (const d of chaosDialects('chaos/budgets.test.ts')) {
       c = await startChaos(db ? { db } : {})
       const chaos = c
       const ws = await seedWorkspace(c, chaosCaps(c.upstream.port, { calls: CALLS, tokens: TOKENS }))
-      const tallies: Tally[] = []
+      const t: Tally = { answered: [], failed: 0 }
       const load = (stop: AbortSignal): Promise<Tally> => agentLoad({
-        proxyUrl: () => chaos.proxyUrl, token: ws.token, caPem: ws.caPem, port: chaos.upstream.port,
+        tally: t, proxyUrl: () => chaos.proxyUrl, token: ws.token, caPem: ws.caPem, port: chaos.upstream.port,
         prefixes: ['calls', 'tokens'], concurrency: CONCURRENCY, stop, method: 'GET',
       })
+      const count = (p: string, status: number): number => t.answered.filter((a) => a.status === status && a.path.startsWith(`/${p}/`)).length
+      // Each round is killed once it has spent something (however slow the machine is; bounded).
       for (let k = 0; k < KILLS; k++) {
         const stop = new AbortController()
+        const spent = t.answered.filter((a) => a.status === 200).length
         const running = load(stop.signal)
-        await sleep(700)
+        await until(() => t.answered.filter((a) => a.status === 200).length - spent >= PER_ROUND, 10_000)
         await c.kill9()
         stop.abort()
-        tallies.push(await running)
+        await running
         await c.restart()
       }
       // The last run spends the rest: it stops once both counters refuse (bounded).
       const stop = new AbortController()
       const running = load(stop.signal)
-      for (let i = 0; i < 150; i++) {
-        await sleep(100)
-        const served = (p: string) => chaos.upstream.served.get(p) ?? 0
-        if (served('calls') >= CALLS - 20 && served('tokens') * TOKENS_PER_RESPONSE >= TOKENS - 200) {
-          await sleep(1_000) // past the ceilings now: a second of refusals
-          break
-        }
-      }
+      await until(() => count('calls', 429) >= 5 && count('tokens', 429) >= 5, 30_000)
       stop.abort()
-      tallies.push(await running)
+      await running
       // A clean stop returns unused leases, so the ledgers read what was really granted.
       await c.serve.stop({ keepDataDir: true })
 
-      const answered = tallies.flatMap((t) => t.answered)
+      const answered = t.answered
       const ok = (p: string) => answered.filter((a) => a.status === 200 && a.path.startsWith(`/${p}/`)).length
       const refused = (p: string) => answered.filter((a) => a.status === 429 && a.path.startsWith(`/${p}/`)).length
       const servedCalls = c.upstream.served.get('calls') ?? 0

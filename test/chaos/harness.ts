@@ -127,7 +127,7 @@ export async function seedWorkspace(c: Chaos, caps: string): Promise<{ orgId: st
 }
 
 /** What a load loop saw: answers received (fully read) and failures (no answer). */
-export interface Tally { answered: { path: string; status: number; ms: number }[]; failed: number }
+export interface Tally { answered: { path: string; status: number; ms: number; reason?: string }[]; failed: number }
 
 /**
  * `concurrency` agents, each on its own keep-alive ProxyAgent, sending requests to unique paths
@@ -158,7 +158,8 @@ export function agentLoad(o: { proxyUrl: () => string; token: string; caPem: str
             signal: AbortSignal.timeout(10_000),
           })
           await res.arrayBuffer()
-          tally.answered.push({ path, status: res.status, ms: performance.now() - t0 })
+          const reason = res.headers.get('x-corral-deny-reason')
+          tally.answered.push({ path, status: res.status, ms: performance.now() - t0, ...(reason ? { reason } : {}) })
         } catch {
           tally.failed++
           await sleep(20) // serve is down: do not spin

@@ -1,8 +1,10 @@
 // PostgreSQL restarted mid-load (issue 14 §2): serve runs on its own throwaway cluster; agents and
-// API clients keep going while the database is stopped (immediate mode, like a crash) and started
-// again. While it is down the API answers 503 with the envelope and Retry-After, the proxy fails
-// closed (nothing answered 200 without its row); once it is back both recover without a restart
-// of serve, and every answered request and 2xx mutation has its row.
+// API clients keep going while the database is stopped and started again. The stop is a fast
+// shutdown (connections are cut): the throwaway cluster runs with synchronous_commit off, so an
+// immediate stop would lose commits it had already acknowledged, a fault of the test database,
+// not of serve. While it is down the API answers 503 with the envelope and Retry-After and the
+// proxy fails closed (nothing answered 200 without its row); once it is back both recover without
+// a restart of serve, and every answered request and 2xx mutation has its row.
 import { afterAll, expect, it } from 'vitest'
 import { agentLoad, apiLoad, type Tally, auditRows, chaosCaps, missingDecisions, missingMutations, seedWorkspace, sleep, startChaos, type Chaos } from './harness.js'
 import { describeThrowawayPostgres, startThrowawayPostgres, type ThrowawayPostgres } from '../helpers/throwaway-postgres.js'
@@ -25,7 +27,7 @@ describeThrowawayPostgres('PostgreSQL restarted under load', () => {
     const agents = agentLoad({ proxyUrl: () => chaos.proxyUrl, token: ws.token, caPem: ws.caPem, port: c.upstream.port, prefixes: ['chaos'], concurrency: 6, stop: before.stop.signal })
     const api = apiLoad({ url: () => chaos.serve.url, key: c.serve.adminKey, concurrency: 2, stop: before.stop.signal })
     await sleep(800)
-    await pgc.stop({ mode: 'immediate' })
+    await pgc.stop({ mode: 'fast' })
     const downAt = Date.now()
     // While down: a probe mutation and a probe proxied request, answered (not hung) and refused.
     await sleep(500)
@@ -77,9 +79,17 @@ describeThrowawayPostgres('PostgreSQL restarted under load', () => {
       if (!gaps.missing.length && !lost.secrets.length && !lost.keys.length) break
       await sleep(100)
     }
+    if (gaps.missing.length || lost.secrets.length || lost.keys.length) {
+      // Where did they go? The quarantine (refused as bad data) and serve's own account.
+      const q = await c.store(async (s) => {
+        const db = s.db as unknown as import('kysely').Kysely<{ audit_quarantine: { id: string; reason: string } }>
+        return db.selectFrom('audit_quarantine').select(['id', 'reason']).execute().catch((e: Error) => [{ id: '?', reason: e.message }])
+      })
+      console.log(`chaos pg-restart: missing ${JSON.stringify({ decisions: gaps.missing, secrets: lost.secrets, keys: lost.keys })}; quarantine ${JSON.stringify(q)}\n${c.serve.output().slice(-4000)}`)
+    }
     const statuses = Object.fromEntries(m.statuses)
-    const proxyStatuses: Record<number, number> = {}
-    for (const a of answered) proxyStatuses[a.status] = (proxyStatuses[a.status] ?? 0) + 1
+    const proxyStatuses: Record<string, number> = {}
+    for (const a of answered) proxyStatuses[`${a.status}${a.reason ? ` ${a.reason}` : ''}`] = (proxyStatuses[`${a.status}${a.reason ? ` ${a.reason}` : ''}`] ?? 0) + 1
     console.log(`chaos pg-restart ${JSON.stringify({ down: downStatus, api_statuses: statuses, api_503_with_retry_after: m.retryAfter, api_503_with_envelope: m.envelopes, proxy_statuses: proxyStatuses, recovered_api_ms: recoveredApiMs, recovered_proxy_ms: recoveredProxyMs, upstream_served: c.upstream.served.get('chaos') ?? 0, allow_rows: allowRows, decisions_missing: gaps.missing.length, mutations_missing: lost.secrets.length + lost.keys.length })}`)
 
     expect(c.serve.process.pid).toBe(pid)
