@@ -6,7 +6,7 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { compileCel, type CelProgram } from '../../src/policy/cel.js'
 import { compilePolicy } from '../../src/policy/index.js'
-import { CEL_EXPR_COST_LIMIT } from '../../src/policy/cel-cost.js'
+import { CEL_CALL_BUDGET, CEL_EXPR_COST_LIMIT } from '../../src/policy/cel-cost.js'
 import { CelBudgetExceeded, lastCelSpend, withCelBudget } from '../../src/policy/cel-meter.js'
 
 const L10 = '[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]'
@@ -97,7 +97,8 @@ describe('meter', () => {
   it('shares one budget across the evaluations of a scope, and a wall-clock deadline backs it', () => {
     const p = program('request.body.items.all(x, x >= 0)')
     const vars = { request: request({ items: Array.from({ length: 8_000 }, () => 1) }), ...ctx }
-    expect(p.run(vars)).toBe(true)
+    // Units only here: an outer scope without a deadline, so a loaded machine cannot change the verdict.
+    expect(withCelBudget(CEL_CALL_BUDGET, () => p.run(vars), Infinity)).toBe(true)
     const results = withCelBudget(400_000, () =>
       Array.from({ length: 10 }, () => {
         try {
@@ -106,6 +107,7 @@ describe('meter', () => {
           return e
         }
       }),
+      Infinity,
     )
     expect(results.slice(0, 2)).toEqual([true, true])
     expect(results.at(-1)).toBeInstanceOf(CelBudgetExceeded)
@@ -128,7 +130,7 @@ describe('policy evaluators', () => {
     if (!res.ok) throw new Error(JSON.stringify(res.diagnostics))
     const req = { method: 'GET', scheme: 'https' as const, host: 'api.example.com', path: '/x', rawQuery: '', headers: {} }
     const once = measure(program(expr), { request: request(null, '/x'), ...ctx })[1]
-    expect(res.policy.admit(req, ctx)).toMatchObject({ decision: 'deny', reason: 'no_match', detail: { allowrule_eval: [{ failed: 'match' }] } })
+    expect(withCelBudget(CEL_CALL_BUDGET, () => res.policy.admit(req, ctx), Infinity)).toMatchObject({ decision: 'deny', reason: 'no_match', detail: { allowrule_eval: [{ failed: 'match' }] } })
     expect(lastCelSpend()).toBe(once)
   })
 })
