@@ -1,4 +1,4 @@
-// SQLite locked by another process past the busy timeout (or full, or failing I/O): the API
+// SQLite locked by another process past the busy timeout, or full (SQLITE_FULL): the API
 // answers 503 service_unavailable with Retry-After instead of a 500, and the next request after
 // the lock is gone succeeds — nothing to restart. The classifier is unit-checked for both
 // dialects' codes (the real PostgreSQL restart is test/e2e/db-outage.test.ts).
@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import BetterSqlite3 from 'better-sqlite3'
+import { sql } from 'kysely'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { isStoreUnavailable, openStore } from '../../src/store/index.js'
 import { createHarness, type Harness } from './harness.js'
@@ -51,6 +52,30 @@ describe('store unavailable → 503', () => {
         other.close()
       }
       const ok = await h.inject('POST', '/v1/api-keys', { token: ownerKey, body: { label: 'after', permission_set: 'read_only' } })
+      expect(ok.status).toBe(201)
+    }, 30_000)
+
+    it('a full database (SQLITE_FULL: the file may not grow) is 503 + Retry-After; writes resume once it may grow', async () => {
+      const { ownerKey } = await h.newOrg()
+      // A real SQLITE_FULL without filling a disk: cap the file at the pages it has now.
+      const pages = Number((await sql<{ page_count: number }>`PRAGMA page_count`.execute(h.store.db)).rows[0]!.page_count)
+      await sql.raw(`PRAGMA max_page_count = ${pages}`).execute(h.store.db)
+      try {
+        let status = 0
+        // A few writes: the first ones may still fit in free pages.
+        for (let i = 0; i < 200 && status !== 503; i++) {
+          const res = await h.inject('POST', '/v1/api-keys', { token: ownerKey, body: { label: `fill ${i} ${'x'.repeat(90)}`, permission_set: 'read_only' } })
+          status = res.status
+          if (status === 503) {
+            expect(res.body.error).toMatchObject({ code: 'service_unavailable' })
+            expect(Number(res.headers['retry-after'])).toBeGreaterThan(0)
+          } else expect(status).toBe(201)
+        }
+        expect(status).toBe(503)
+      } finally {
+        await sql.raw('PRAGMA max_page_count = 1073741823').execute(h.store.db)
+      }
+      const ok = await h.inject('POST', '/v1/api-keys', { token: ownerKey, body: { label: 'room again', permission_set: 'read_only' } })
       expect(ok.status).toBe(201)
     }, 30_000)
   })
