@@ -328,6 +328,7 @@ export class Policy implements CompiledPolicy {
       appliedKeys: [],
       failed: {},
       auth: [],
+      injected: [],
     }
     if (input.json !== undefined) out.json = input.json
     const found = this.#rule(input.match)
@@ -374,9 +375,12 @@ export class Policy implements CompiledPolicy {
     }
     const program = 'value' in t ? t.value : undefined
     let value: unknown
+    let usedSecrets: string[] | undefined
     if (program) {
       const vars: Record<string, unknown> = { ...varsFor(t.requiresBody) }
       if (program.secretKeys.length > 0) {
+        // Withheld like credentials when the request may not go where the policy looked.
+        if (input.secretsAllowed === false) return fail('auth_unavailable')
         const secrets: Record<string, string> = {}
         let missing = false
         for (const k of program.secretKeys) {
@@ -391,6 +395,7 @@ export class Policy implements CompiledPolicy {
         }
         if (missing) return fail('apply_error')
         vars.secrets = secrets
+        usedSecrets = Object.values(secrets)
       }
       try {
         value = program.run(vars)
@@ -450,6 +455,12 @@ export class Policy implements CompiledPolicy {
         out.bodyChanged = true
         break
       }
+    }
+    // What was injected from secrets, for the proxy to scrub from the response (scrub.ts): the
+    // secret values, and the value placed (which may hold them transformed, e.g. concatenated).
+    if (usedSecrets) {
+      out.injected.push(...usedSecrets)
+      if (typeof value === 'string') out.injected.push(value, encodeURIComponent(value))
     }
     return true
   }

@@ -145,6 +145,12 @@ export interface TransformInput {
   /** True when the request carries a body (for body_absent). */
   hasBody?: boolean
   secrets: SecretLookup
+  /**
+   * False when secrets may not be used for this request (the proxy: Host differs from the CONNECT
+   * target, or plain HTTP): transforms whose value reads `secrets` fail with auth_unavailable.
+   * Default true.
+   */
+  secretsAllowed?: boolean
 }
 
 export interface AuthInjection {
@@ -169,6 +175,8 @@ export interface TransformOutput {
   failed: Record<string, TransformFailure>
   /** Credential injections the proxy must perform (placement from auth-providers.ts). */
   auth: AuthInjection[]
+  /** Values placed from `secrets[...]` (the secrets and the values built from them), to scrub from the response. */
+  injected: string[]
 }
 
 // ---------------------------------------------------------------------------------------------

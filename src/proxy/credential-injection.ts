@@ -50,19 +50,29 @@ export async function injectCredentials(core: ProxyCore, st: RequestState): Prom
   }
 }
 
+/** Records bytes the proxy put into the request, for scrubbing from the response (scrub.ts). */
+function injected(st: RequestState, ...values: string[]): void {
+  ;(st.injected ??= []).push(...values)
+}
+
 function place(st: RequestState, placement: AuthPlacement, cred: MintedCredential): boolean {
   switch (placement.kind) {
     case 'header': {
       if (cred.kind === 'basic_auth') return false
       // "Bearer" + token → "Bearer <token>"; a scheme ending in "=" (PagerDuty's "Token token=") takes the token directly.
       const scheme = placement.scheme
-      st.headers[placement.name.toLowerCase()] = !scheme ? cred.secret : scheme.endsWith('=') ? `${scheme}${cred.secret}` : `${scheme} ${cred.secret}`
+      const value = !scheme ? cred.secret : scheme.endsWith('=') ? `${scheme}${cred.secret}` : `${scheme} ${cred.secret}`
+      st.headers[placement.name.toLowerCase()] = value
+      injected(st, value, cred.secret)
       return true
     }
     case 'basic': {
       const user = cred.kind === 'basic_auth' ? (cred.username ?? '') : cred.secret
       const pass = cred.kind === 'basic_auth' ? cred.secret : ''
-      st.headers['authorization'] = 'Basic ' + Buffer.from(`${user}:${pass}`).toString('base64')
+      const blob = Buffer.from(`${user}:${pass}`).toString('base64')
+      st.headers['authorization'] = 'Basic ' + blob
+      // The password in clear and the encoded pair; the user name alone is not a secret.
+      injected(st, blob, ...(pass ? [pass] : [cred.secret]))
       return true
     }
     case 'query': {
@@ -71,12 +81,18 @@ function place(st: RequestState, placement: AuthPlacement, cred: MintedCredentia
       const params = new URLSearchParams(out.rawQuery)
       params.set(placement.param, cred.secret)
       out.rawQuery = params.toString()
+      // An echo of the URL returns the encoded form.
+      injected(st, cred.secret, new URLSearchParams({ k: cred.secret }).toString().slice(2), encodeURIComponent(cred.secret))
       return true
     }
   }
 }
 
-function hostAgreesWithSni(st: RequestState): boolean {
+/**
+ * Whether the request goes where the policy looked: inside a tunnel, with a Host header naming the
+ * CONNECT target (and the SNI, when one was sent). Credentials and secrets are injected only then.
+ */
+export function hostAgreesWithSni(st: RequestState): boolean {
   const tunnel = st.entry.tunnel
   if (!tunnel) return false
   const raw = st.req.headers.host

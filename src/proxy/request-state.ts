@@ -131,6 +131,8 @@ export interface RequestState {
   /** Parsed JSON body from the body phase. */
   json?: unknown
   transformed?: TransformOutput
+  /** Values the proxy injected (credentials, secret values): scrubbed from the response. */
+  injected?: string[]
   /** Final body to send upstream when a body transform changed it. */
   outgoingBody?: Buffer
   /** Size in bytes of the request body as relayed upstream. */

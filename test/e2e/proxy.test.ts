@@ -37,6 +37,8 @@ describe('proxy in corral serve (e2e)', () => {
   let tmp: string
   let upstream: Server
   let upstreamPort: number
+  /** What the upstream really got; the echo the agent receives is scrubbed. */
+  let received: Record<string, string> = {}
   let serve: RunningServe
   let proxyUrl: string
   const env = (): Record<string, string> => ({ CORRAL_API_URL: serve.url, CORRAL_TOKEN: serve.adminKey, XDG_CONFIG_HOME: tmp })
@@ -45,7 +47,10 @@ describe('proxy in corral serve (e2e)', () => {
     tmp = mkdtempSync(join(tmpdir(), 'corral-proxy-e2e-'))
     const ca = await loadOrCreateCa(join(tmp, 'upstream-ca'))
     writeFileSync(join(tmp, 'upstream-ca.pem'), ca.certPem)
-    upstream = createServer(await new LeafMinter(ca).pemFor('127.0.0.1'), (req, res) => res.end(JSON.stringify({ url: req.url, headers: req.headers })))
+    upstream = createServer(await new LeafMinter(ca).pemFor('127.0.0.1'), (req, res) => {
+      received = req.headers as Record<string, string>
+      res.end(JSON.stringify({ url: req.url, headers: req.headers }))
+    })
     await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r))
     upstreamPort = (upstream.address() as AddressInfo).port
     serve = await startServe({ env: { CORRAL_UPSTREAM_CA: join(tmp, 'upstream-ca.pem') } })
@@ -97,9 +102,11 @@ describe('proxy in corral serve (e2e)', () => {
     writeFileSync(join(tmp, 'corral-ca.pem'), caOut.stdout)
 
     const { stdout } = await run('curl', ['-sS', '-x', proxyUrl, '--proxy-header', `Proxy-Authorization: Bearer ${token}`, '--cacert', join(tmp, 'corral-ca.pem'), `https://127.0.0.1:${upstreamPort}/repos/x`])
+    expect(received.authorization).toBe('Bearer ghp_e2e_token')
+    expect(received['x-api-key']).toBe('sk-e2e-secret')
     const echo = JSON.parse(stdout) as { headers: Record<string, string> }
-    expect(echo.headers.authorization).toBe('Bearer ghp_e2e_token')
-    expect(echo.headers['x-api-key']).toBe('sk-e2e-secret')
+    expect(echo.headers.authorization).toBe('*'.repeat('Bearer ghp_e2e_token'.length))
+    expect(stdout).not.toMatch(/ghp_|sk-e2e/)
 
     let rows: AuditEvent[] = []
     for (let i = 0; i < 100 && rows.length === 0; i++) {
@@ -110,6 +117,7 @@ describe('proxy in corral serve (e2e)', () => {
     expect(rows).toHaveLength(1)
     expect(rows[0]).toMatchObject({ decision: 'allow', workspace_id: workspaceId, user_id: 'usr_e2e', capability_name: 'gh', auth_used: ['github-bot'], transforms_applied: 2, agent_role: 'coder', agent_provider: 'github' })
     expect(JSON.stringify(rows)).not.toMatch(/ghp_|sk-e2e|Bearer ey/)
+    expect((rows[0]!.detail as { scrubbed?: number }).scrubbed).toBeGreaterThanOrEqual(2)
     const types = await fetch(`${serve.url}/v1/audit?filter=event_type=secret_created,credential_created,workspace_activated`, { headers: { authorization: `Bearer ${serve.adminKey}` } })
     const evs = ((await types.json()) as { events: AuditEvent[] }).events.map((e) => e.event_type).sort()
     expect(evs).toEqual(['credential_created', 'secret_created', 'workspace_activated'])

@@ -52,12 +52,18 @@ describe('secrets and credentials', () => {
   let before = 0
   const base = (): string => `https://127.0.0.1:${h.up.httpsPort}`
   const newRows = async (n: number): Promise<AuditEvent[]> => (await h.audit.waitForDecisions(before + n)).slice(before)
+  let received: { url: string; headers: Record<string, string> } = { url: '', headers: {} }
   const SECRET = 'sk-secret-value-123'
   const GH = 'ghp_tokenvalue456'
 
   beforeAll(async () => {
     h = await startHarness()
-    h.up.handler.current = (req, res) => res.end(JSON.stringify({ url: req.url, headers: req.headers }))
+    // The echo the agent gets is scrubbed (test/security/credential-echo.test.ts); what the
+    // upstream really received is kept here.
+    h.up.handler.current = (req, res) => {
+      received = { url: req.url ?? '', headers: req.headers as Record<string, string> }
+      res.end(JSON.stringify(received))
+    }
     admin = new OrgMaterialAdmin(h.store, new Sealer(await loadMasterKey(join(h.dir, 'data'))), h.audit)
     const actor = { orgId: h.orgId, userId: h.userId }
     await admin.setSecret(actor, 'api_key', SECRET)
@@ -100,19 +106,19 @@ describe('secrets and credentials', () => {
 
   it('injects a secret by header transform and a credential by provider placement (Bearer), invisible to the agent', async () => {
     const res = await h.fetch(`${base()}/gh/repos`, { token: ws.token })
-    const echo = JSON.parse(res.body) as { headers: Record<string, string> }
-    expect(echo.headers['x-api-key']).toBe(SECRET)
-    expect(echo.headers.authorization).toBe(`Bearer ${GH}`)
+    expect(received.headers['x-api-key']).toBe(SECRET)
+    expect(received.headers.authorization).toBe(`Bearer ${GH}`)
+    expect(res.body).not.toMatch(/sk-secret|ghp_/)
     const [row] = await newRows(1)
     expect(row).toMatchObject({ decision: 'allow', auth_used: ['github-bot'], auth_failures: {}, transforms_failed: {}, transforms_applied: 2 })
     expect(JSON.stringify(row)).not.toMatch(/sk-secret|ghp_/)
   })
 
   it('query-key and basic-auth placements', async () => {
-    const maps = JSON.parse((await h.fetch(`${base()}/maps/geo?q=1`, { token: ws.token })).body) as { url: string }
-    expect(maps.url).toBe('/maps/geo?q=1&key=mapskey789')
-    const jira = JSON.parse((await h.fetch(`${base()}/jira/issue`, { token: ws.token })).body) as { headers: Record<string, string> }
-    expect(jira.headers.authorization).toBe('Basic ' + Buffer.from('bot@example.com:jirapass').toString('base64'))
+    await h.fetch(`${base()}/maps/geo?q=1`, { token: ws.token })
+    expect(received.url).toBe('/maps/geo?q=1&key=mapskey789')
+    await h.fetch(`${base()}/jira/issue`, { token: ws.token })
+    expect(received.headers.authorization).toBe('Basic ' + Buffer.from('bot@example.com:jirapass').toString('base64'))
     const rows = await newRows(2)
     expect(rows.map((r) => r.auth_used)).toEqual([['maps-key'], ['jira-user']])
   })

@@ -2,12 +2,14 @@
 // the response as it arrives (response_headers, then response_body). Bodies stream in both
 // directions unless an earlier phase buffered the request body; SSE events are written to the
 // client chunk by chunk, never held back.
-import type { Readable } from 'node:stream'
+import { pipeline, type Readable, type Transform } from 'node:stream'
+import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib'
 import { destinationRefusal } from '../address-guard.js'
 import { deny } from '../decision.js'
 import type { ProxyCore, RequestState } from '../request-state.js'
 import { HOP_BY_HOP } from '../upstream.js'
 import type { ResponseObserver } from '../response-observer.js'
+import { Scrubber } from '../scrub.js'
 
 export async function forward(core: ProxyCore, st: RequestState, observer?: ResponseObserver): Promise<void> {
   const { ctx, entry, req, res } = st
@@ -53,8 +55,12 @@ export async function forward(core: ProxyCore, st: RequestState, observer?: Resp
 
   ctx.phase = 'response_headers'
   st.responseStatus = upstream.status
-  const headers: Record<string, string | string[]> = {}
+  let headers: Record<string, string | string[]> = {}
   for (const [k, v] of Object.entries(upstream.headers)) if (!HOP_BY_HOP.has(k) || k === 'content-length') headers[k] = v
+  let src: Readable = upstream.body
+  // Something was injected: its bytes are masked in the response (scrub.ts), only then.
+  const scrubber = st.injected?.length ? new Scrubber(st.injected) : undefined
+  if (scrubber) ({ headers, src } = scrubbed(st, scrubber, headers, upstream.body))
   observer?.onHeaders(upstream.status, headers)
   res.writeHead(upstream.status, headers)
 
@@ -64,18 +70,46 @@ export async function forward(core: ProxyCore, st: RequestState, observer?: Resp
   // response ends (a row refused by the audit log cuts the response instead: runner.ts).
   const beforeEnd = async (): Promise<boolean> => {
     metered = true
+    if (scrubber?.count) ctx.detail.scrubbed = scrubber.count
     observer?.onEnd(true)
     return st.beforeEnd ? st.beforeEnd() : true
   }
   try {
-    await relay(upstream.body, res, (chunk) => {
+    await relay(src, res, (chunk) => {
       st.responseBytes += chunk.length
       observer?.onChunk(chunk)
     }, beforeEnd)
   } catch (err) {
     if (!metered) observer?.onEnd(false)
     throw err
+  } finally {
+    if (scrubber?.count) ctx.detail.scrubbed = scrubber.count
   }
+}
+
+/**
+ * Masks injected bytes in the headers and sets up the body scan. A body the scan cannot read
+ * (an encoding other than gzip, deflate or br, though `accept-encoding: identity` was asked) is
+ * refused: the agent gets a 502, never bytes that were not scanned.
+ */
+function scrubbed(st: RequestState, scrubber: Scrubber, headers: Record<string, string | string[]>, body: Readable): { headers: Record<string, string | string[]>; src: Readable } {
+  const raw = headers['content-encoding']
+  const encoding = (Array.isArray(raw) ? raw.join(',') : raw ?? '').trim().toLowerCase()
+  let decoder: Transform | undefined
+  if (encoding !== '' && encoding !== 'identity') {
+    decoder = encoding === 'gzip' || encoding === 'x-gzip' ? createGunzip() : encoding === 'deflate' ? createInflate() : encoding === 'br' ? createBrotliDecompress() : undefined
+    if (!decoder) {
+      body.once('error', () => {}).destroy()
+      st.ctx.detail.unscrubbable_encoding = encoding.slice(0, 40)
+      throw Object.assign(new Error('a response body in an encoding the scrubber cannot read'), { code: 'UNSCRUBBABLE_ENCODING' })
+    }
+    // The agent gets the decoded body: its length is unknown until the end.
+    delete headers['content-encoding']
+    delete headers['content-length']
+  }
+  const scan = scrubber.stream()
+  const src = decoder ? pipeline(body, decoder, scan, () => {}) : pipeline(body, scan, () => {})
+  return { headers: scrubber.headers(headers), src }
 }
 
 /**

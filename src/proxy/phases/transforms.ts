@@ -3,7 +3,7 @@
 // `transforms_failed` (and `auth_failures` for auth) while the request still goes through: the
 // spec treats mutations as observation, not policy.
 import type { PhaseOutcome } from '../decision.js'
-import { injectCredentials } from '../credential-injection.js'
+import { hostAgreesWithSni, injectCredentials } from '../credential-injection.js'
 import type { ProxyCore, RequestState } from '../request-state.js'
 
 const NO_SECRETS = (): undefined => undefined
@@ -21,7 +21,10 @@ export async function transforms(core: ProxyCore, st: RequestState): Promise<Pha
     ...(st.json !== undefined ? { json: st.json } : {}),
     hasBody: st.body ? st.body.length > 0 : hasBodyOnWire(st),
     secrets: core.secrets ? core.secrets.lookupFor(ws.record.org_id) : NO_SECRETS,
+    // Secret-bearing transforms follow the credential rule: only when Host is the CONNECT target.
+    secretsAllowed: hostAgreesWithSni(st),
   })
+  if (out.injected.length) st.injected = [...out.injected]
   st.transformed = out
   ctx.transformsApplied += out.applied
   Object.assign(ctx.transformsFailed, out.failed)
@@ -35,6 +38,9 @@ export async function transforms(core: ProxyCore, st: RequestState): Promise<Pha
   if (out.bodyChanged && out.json !== undefined) st.outgoingBody = Buffer.from(JSON.stringify(out.json))
 
   if (out.auth.length) await injectCredentials(core, st)
+  // Injected bytes are scrubbed from the response; a compressed body could hide them, so ask for
+  // none (forward.ts still decodes one that arrives compressed anyway).
+  if (st.injected?.length) st.headers['accept-encoding'] = 'identity'
   return undefined
 }
 

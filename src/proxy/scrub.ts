@@ -1,0 +1,115 @@
+// Credentials never come back (docs/security.md): the exact bytes the proxy injected into a request
+// (credentials in every placement, secret values used by transforms) are masked in that request's
+// response headers and body before the agent sees them. Masking keeps the length (each byte
+// becomes "*"), so Content-Length stays true; every byte covered by any occurrence of any needle
+// is masked (overlaps too). The body is scanned as it streams: after each chunk only the shortest
+// tail that could still begin a needle is held back, so an SSE event is not delayed unless its
+// last bytes look like the start of a secret.
+import { Transform, type TransformCallback } from 'node:stream'
+
+const MASK = 0x2a // "*"
+
+export class Scrubber {
+  readonly #needles: Buffer[]
+  readonly #strings: string[]
+  count = 0
+
+  constructor(values: Iterable<string>) {
+    const uniq = [...new Set([...values].filter((v) => v.length > 0))]
+    this.#needles = uniq.map((v) => Buffer.from(v, 'utf8'))
+    // Header values arrive as latin1 strings (one char per byte): compare in that form.
+    this.#strings = this.#needles.map((b) => b.toString('latin1'))
+  }
+
+  /** A header value with every needle masked. */
+  maskString(s: string): string {
+    if (!this.#strings.some((n) => s.includes(n))) return s
+    return this.#mask(Buffer.from(s, 'latin1'), Infinity, undefined).out.toString('latin1')
+  }
+
+  /** True when a header name holds a needle (the header is dropped: names cannot be masked). */
+  inName(name: string): boolean {
+    return this.#strings.some((n) => name.includes(n.toLowerCase()) || name.includes(n))
+  }
+
+  /** Length of the longest suffix of `buf` that is a proper prefix of some needle. */
+  holdback(buf: Buffer): number {
+    let keep = 0
+    for (const n of this.#needles) {
+      const first = n[0]!
+      const from = Math.max(0, buf.length - n.length + 1)
+      for (let i = buf.indexOf(first, from); i >= 0 && i < buf.length; i = buf.indexOf(first, i + 1)) {
+        const len = buf.length - i
+        if (len <= keep) break
+        if (buf.compare(n, 0, len, i, buf.length) === 0) {
+          keep = len
+          break
+        }
+      }
+    }
+    return keep
+  }
+
+  /** A streaming transform of a body: masks across chunk boundaries. */
+  stream(): Transform {
+    // The held-back tail is kept raw (so a needle that begins in it is still found whole next
+    // time), with the positions an earlier occurrence already covered.
+    let carry: Buffer | undefined
+    let carryFlags: Uint8Array | undefined
+    return new Transform({
+      transform: (chunk: Buffer, _enc, cb: TransformCallback) => {
+        const raw = carry ? Buffer.concat([carry, chunk]) : chunk
+        let pre: Uint8Array | undefined
+        if (carryFlags) {
+          pre = new Uint8Array(raw.length)
+          pre.set(carryFlags)
+        }
+        const keep = this.holdback(raw)
+        const cut = raw.length - keep
+        const masked = this.#mask(raw, cut, pre)
+        carry = keep > 0 ? raw.subarray(cut) : undefined
+        carryFlags = keep > 0 && masked.flags ? masked.flags.slice(cut) : undefined
+        cb(null, keep > 0 ? masked.out.subarray(0, cut) : masked.out)
+      },
+      flush: (cb: TransformCallback) => {
+        if (!carry) return cb(null)
+        const masked = this.#mask(carry, carry.length, carryFlags)
+        cb(null, masked.out)
+      },
+    })
+  }
+
+  /**
+   * Masks the union of every occurrence of every needle in `raw` (overlaps included: masking one
+   * needle first must not hide a longer one that overlaps it) into a copy; `raw` is untouched.
+   * Only occurrences starting before `countBefore` are counted (the others lie in the held-back
+   * tail and are found again with the next chunk). `pre` marks positions an earlier round covered.
+   */
+  #mask(raw: Buffer, countBefore: number, pre: Uint8Array | undefined): { out: Buffer; flags: Uint8Array | undefined } {
+    let flags: Uint8Array | undefined = pre
+    for (const n of this.#needles) {
+      for (let i = raw.indexOf(n); i >= 0; i = raw.indexOf(n, i + 1)) {
+        flags ??= new Uint8Array(raw.length)
+        flags.fill(1, i, i + n.length)
+        if (i < countBefore) this.count++
+      }
+    }
+    if (!flags) return { out: raw, flags: undefined }
+    const out = Buffer.from(raw)
+    for (let i = 0; i < out.length; i++) if (flags[i]) out[i] = MASK
+    return { out, flags }
+  }
+
+  /** Response headers with needles masked in values; headers whose name holds one are dropped. */
+  headers(h: Record<string, string | string[]>): Record<string, string | string[]> {
+    const out: Record<string, string | string[]> = {}
+    for (const [k, v] of Object.entries(h)) {
+      if (this.inName(k)) {
+        this.count++
+        continue
+      }
+      out[k] = Array.isArray(v) ? v.map((x) => this.maskString(x)) : this.maskString(v)
+    }
+    return out
+  }
+}
