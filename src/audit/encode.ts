@@ -55,7 +55,9 @@ export interface QuarantineRecord {
   readonly text: string
 }
 
-export type EncodeResult = { ok: true; value: EncodedEvent } | { ok: false; kind: string; reason: string; event: AuditEvent }
+export type EncodeResult =
+  | { ok: true; value: EncodedEvent }
+  | { ok: false; kind: string; reason: string; event: AuditEvent; fields?: Record<string, string> }
 
 // [column, allowed values, required]: checked in this order, so error details list fields stably.
 const VOCABULARIES: ReadonlyArray<readonly [string, ReadonlySet<string>, boolean]> = [
@@ -145,10 +147,19 @@ export function describeFields(fields: Record<string, string>): string {
   return Object.entries(fields).map(([k, v]) => `${k} ${v}`).join('; ')
 }
 
-/** Validates and serializes an event (never throws). */
+/** Validates and serializes an event (never throws: a value whose getters throw is unserializable). */
 export function encodeEvent(input: NewAuditEvent): EncodeResult {
+  try {
+    return encodeChecked(input)
+  } catch (err) {
+    const event = { id: uuidv7(), timestamp: nowIso() } as AuditEvent
+    return { ok: false, kind: 'unserializable', reason: `unserializable: ${String((err as Error)?.message ?? err).slice(0, 200)}`, event }
+  }
+}
+
+function encodeChecked(input: NewAuditEvent): EncodeResult {
   const { event, fields } = check(input)
-  if (fields) return { ok: false, kind: 'invalid_event', reason: `invalid_event: ${describeFields(fields)}`, event }
+  if (fields) return { ok: false, kind: 'invalid_event', reason: `invalid_event: ${describeFields(fields)}`, event, fields }
   const e = event as unknown as Record<string, unknown>
   const row: unknown[] = new Array(AUDIT_ROW_COLUMNS.length)
   let sanitized = false
@@ -228,9 +239,14 @@ export function wellFormedJson(json: string): string {
 
 /** A quarantine record for an event that could not be encoded or was refused by the database. */
 export function quarantineRecord(input: unknown, event: AuditEvent | undefined, reason: string): QuarantineRecord {
-  const src = (input ?? {}) as Record<string, unknown>
   const id = event && isUuid(event.id) ? event.id : uuidv7()
-  const org = typeof src.org_id === 'string' && src.org_id !== '' ? safeString(src.org_id).slice(0, 256) : null
+  let org: string | null = null
+  try {
+    const o = (input as { org_id?: unknown } | null)?.org_id
+    if (typeof o === 'string' && o !== '') org = safeString(o).slice(0, 256)
+  } catch {
+    // a throwing getter: no org to name
+  }
   return { id, org_id: org, reason: safeString(reason).slice(0, 2000), text: safeText(event ?? input) }
 }
 

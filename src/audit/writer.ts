@@ -173,11 +173,12 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
     }
     if (r.kind === 'invalid_event') {
       stats.invalid++
-      const fields = check(input).fields ?? {}
-      const kind = `${String((input as { event_type?: unknown })?.event_type)}:${Object.keys(fields).sort().join(',')}`
+      const fields = r.fields ?? {}
+      const type = typeof r.event.event_type === 'string' ? r.event.event_type.slice(0, 64) : typeof r.event.event_type
+      const kind = `${type}:${Object.keys(fields).sort().join(',')}`
       if (!loggedKinds.has(kind) && loggedKinds.size < 1000) {
         loggedKinds.add(kind)
-        logger.error({ event_type: (input as { event_type?: unknown })?.event_type, fields }, `audit: BUG: a producer emitted an invalid event (${describeFields(fields)}); it is quarantined, not written (logged once per kind)`)
+        logger.error({ event_type: type, fields }, `audit: BUG: a producer emitted an invalid event (${describeFields(fields)}); it is quarantined, not written (logged once per kind)`)
       }
     } else logger.error({ id: r.event.id, reason: r.reason }, 'audit: event cannot be stored as a row; quarantined')
     const q = quarantineRecord(input, r.event, r.reason)
@@ -269,12 +270,23 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
   }
 
   const pump = async () => {
+    let backoff = 50
     while (queue.length > 0 && !stopped) {
       const batch = queue.splice(0, batchSize)
-      const quarantined = batch.filter((i) => i.q)
-      if (quarantined.length > 0) await quarantine(quarantined.map((i) => i.q!))
-      const rows = batch.filter((i) => i.row)
-      if (rows.length > 0) await writeRows(rows)
+      try {
+        const quarantined = batch.filter((i) => i.q)
+        if (quarantined.length > 0) await quarantine(quarantined.map((i) => i.q!))
+        const rows = batch.filter((i) => i.row)
+        if (rows.length > 0) await writeRows(rows)
+      } catch (err) {
+        // Unreachable by design; if it happens, the batch is kept and tried again (inserts are idempotent).
+        logger.error({ err: errorInfo(err) }, 'audit: BUG: writing a batch failed unexpectedly; retrying')
+        queue.unshift(...batch)
+        await pause(backoff)
+        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS)
+        continue
+      }
+      backoff = 50
       if (stopped) {
         queue.unshift(...batch)
         return

@@ -95,10 +95,13 @@ for (const d of testDialects()) {
       expect(await quarantined(b.id)).toBeDefined()
       expect(logged.filter((m) => m.includes('BUG'))).toHaveLength(1)
       expect(writer.stats()).toMatchObject({ invalid: 2, quarantined: 2, written: 1, pending: 0 })
-      // Values that are no object at all are quarantined too.
+      // Values that are no object at all, or whose getters throw, are quarantined too.
       await writer.emit(null as never)
       await writer.emit('x' as never)
-      expect(writer.stats().quarantined).toBe(4)
+      const hostile = { ...mutation(org), get detail(): never { throw new Error('boom') } }
+      const h = await writer.emit(hostile as never)
+      expect((await quarantined(h.id))?.reason).toMatch(/^unserializable: boom/)
+      expect(writer.stats().quarantined).toBe(5)
       await writer.close()
     })
 
