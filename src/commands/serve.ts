@@ -19,6 +19,7 @@ export default class Serve extends CorralCommand<void> {
     port: Flags.integer({ summary: 'API port (0 picks a free one).', env: 'CORRAL_PORT', default: 7070, min: 0, max: 65535 }),
     // No oclif default: unset means the proxy service decides (7071, or a free port when --port is 0).
     'proxy-port': Flags.integer({ summary: 'Outbound policy proxy port (default 7071; a free one when --port is 0).', env: 'CORRAL_PROXY_PORT', min: 0, max: 65535 }),
+    'allow-unenforced-limits': Flags.boolean({ summary: 'Start even when a configured workspace limit cannot be enforced on this host (it is logged as a warning instead of refusing to start).', env: 'CORRAL_ALLOW_UNENFORCED_LIMITS', default: false }),
     runtime: Flags.string({ summary: 'Workspace runtime: local (bubblewrap sandbox) or process (no isolation, development only).', env: 'CORRAL_RUNTIME', options: ['local', 'process'], default: 'local' }),
   }
 

@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { closeSync, openSync } from 'node:fs'
-import { access, copyFile, mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
+import { access, chown, copyFile, mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
 import { pipeline } from 'node:stream/promises'
 import { createInterface } from 'node:readline'
 import type { Readable } from 'node:stream'
@@ -13,9 +13,10 @@ import { RuntimeLayout } from './layout.js'
 import { checkPackMounts, packLaunch } from './pack-mounts.js'
 import { ProxyBridge } from './proxy-bridge.js'
 import type {
-  AgentExit, AgentLaunch, AgentProcess, PackMount, ProvisionSpec, RuntimeCheck, RuntimeKind, RuntimeOptions, SnapshotFileEntry,
+  AgentExit, AgentLaunch, AgentProcess, LimitHit, PackMount, ProvisionSpec, RuntimeCheck, RuntimeKind, RuntimeOptions, SnapshotFileEntry,
   SnapshotReason, SnapshotRecord, WorkspaceHandle, WorkspaceRuntime, WorkspaceStatus,
 } from './runtime.js'
+import { SANDBOX_UID } from './sandbox-args.js'
 import { SANDBOX_INIT_SOURCE } from './sandbox-init.js'
 import { SnapshotStore } from './snapshot-store.js'
 
@@ -26,6 +27,14 @@ export interface LaunchPlan {
   env: Record<string, string>
   /** Working directory of the init (and so of the agent); the sandbox sets its own. */
   cwd?: string
+}
+
+/** What a driver sets up around one agent's launch (its cgroups) and tears down after it. */
+export interface Confinement {
+  /** The host command (file and args) that runs the plan inside the confinement. */
+  wrap(command: readonly string[]): string[]
+  /** After the sandbox is gone: which limit was hit, if any; removes what was set up. */
+  release(): Promise<LimitHit | undefined>
 }
 
 interface Running {
@@ -81,6 +90,16 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
    */
   protected owner(): Owner | null {
     return null
+  }
+
+  /** The agent's uid as the sandbox's /etc/passwd names it (`agent`). */
+  protected agentUid(): number {
+    return SANDBOX_UID
+  }
+
+  /** Per-launch confinement (the local driver's cgroups); none by default. */
+  protected async confine(_workspaceId: string): Promise<Confinement | undefined> {
+    return undefined
   }
 
   async provision(spec: ProvisionSpec): Promise<WorkspaceHandle> {
@@ -143,10 +162,24 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     checkPackMounts(launch.packs ?? []) // before any link or bind is made from the names
     const packs = packLaunch(launch, await this.mountPacks(workspaceId, launch.packs ?? []))
     const bridge = this.usesBridge ? await ProxyBridge.open(this.layout.socket(workspaceId), this.options.proxy) : null
+    // connect(2) needs write permission on the socket: it is the agent's (serve runs as root).
+    const owner = this.owner()
+    if (bridge && owner) await chown(this.layout.socket(workspaceId), owner.uid, owner.gid)
     // A pack's own environment goes beneath everything corral sets (each driver's plan); its
     // CORRAL_* names are ours.
     const baseEnv = Object.fromEntries(Object.entries(launch.baseEnv ?? {}).filter(([k]) => !k.startsWith('CORRAL_')))
-    const plan = this.plan(workspaceId, { ...launch, command: packs.command, env: { ...launch.env, ...packs.env }, baseEnv }, shared, inbox)
+    let plan = this.plan(workspaceId, { ...launch, command: packs.command, env: { ...launch.env, ...packs.env }, baseEnv }, shared, inbox)
+    let confinement: Confinement | undefined
+    try {
+      confinement = await this.confine(workspaceId)
+    } catch (err) {
+      await bridge?.close()
+      throw new RuntimeError('runtime_unavailable', `the limits of workspace ${workspaceId} cannot be set up: ${(err as Error).message}`)
+    }
+    if (confinement) {
+      const [file, ...args] = confinement.wrap([plan.file, ...plan.args])
+      plan = { ...plan, file: file!, args }
+    }
     const logPath = this.layout.logs(workspaceId)
     await mkdir(join(this.layout.workspace(workspaceId), 'logs'), { recursive: true })
     const log = openSync(logPath, 'a')
@@ -159,11 +192,18 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
       closeSync(log)
     }
     const exited = new Promise<AgentExit>((resolve) => {
-      child.once('close', (code, signal) => resolve({ code, signal }))
+      let settled = false
+      const done = (exit: AgentExit): void => {
+        if (settled) return
+        settled = true
+        if (!confinement) return resolve(exit)
+        confinement.release().then((hit) => resolve(hit ? { ...exit, limitHit: hit } : exit), () => resolve(exit))
+      }
+      child.once('close', (code, signal) => done({ code, signal }))
       // A spawn failure (missing bwrap or node) may emit only 'error'.
       child.once('error', (err) => {
         spawnError = err
-        resolve({ code: null, signal: null })
+        done({ code: null, signal: null })
       })
     })
     const running: Running = { child, bridge, exited }
@@ -299,9 +339,10 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     // The agent's identity inside the user namespace (uid/gid 1000), so tools that look the
     // user up (ssh, git, pip) find one.
     const passwd = join(dir, 'passwd')
-    await writeFile(passwd, 'root:x:0:0:root:/root:/usr/sbin/nologin\nagent:x:1000:1000:corral agent:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n')
+    const uid = this.agentUid()
+    await writeFile(passwd, `root:x:0:0:root:/root:/usr/sbin/nologin\nagent:x:${uid}:${uid}:corral agent:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n`)
     const group = join(dir, 'group')
-    await writeFile(group, 'root:x:0:\nagent:x:1000:\nnogroup:x:65534:\n')
+    await writeFile(group, `root:x:0:\nagent:x:${uid}:\nnogroup:x:65534:\n`)
     let ca: string | null = null
     let caBundle: string | null = null
     if (this.options.caCertPath) {

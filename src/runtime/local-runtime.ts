@@ -1,17 +1,22 @@
 import { execFile } from 'node:child_process'
 import { lstatSync, realpathSync } from 'node:fs'
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { chown, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import { DirectoryRuntime, type LaunchPlan, type SharedFiles } from './directory-runtime.js'
+import { detectCgroups, joinCommand, type CgroupDetection, type CgroupDriver, type CgroupLimits } from './cgroups.js'
+import { DirectoryRuntime, type Confinement, type LaunchPlan, type SharedFiles } from './directory-runtime.js'
+import type { Owner } from './held-dir.js'
+import { SECCOMP_FD, userNamespaceFilter } from './seccomp.js'
 import { packageRoot, proxyUrlWithToken } from './layout.js'
 import { RuntimeError } from './errors.js'
-import { checkLimits, findPrlimit, limitsEnv, limitsFromEnv, prlimitArgs, runForOutput, withLimits, type WorkspaceLimits } from './limits.js'
+import {
+  ALLOW_UNENFORCED, checkLimits, findPrlimit, limitsEnv, limitsFromEnv, prlimitArgs, runForOutput, withLimits, type WorkspaceLimits,
+} from './limits.js'
 import { SANDBOX_PACKS } from './sandbox-args.js'
 import type { AgentLaunch, RuntimeCheck, RuntimeOptions } from './runtime.js'
 import {
-  bwrapArgs, nestedIn, nodePrefix, SANDBOX_CA, SANDBOX_CA_BUNDLE, SANDBOX_DATA, SANDBOX_INBOX, SANDBOX_INIT, SANDBOX_PROXY_PORT,
+  SANDBOX_UID, bwrapArgs, nestedIn, nodePrefix, SANDBOX_CA, SANDBOX_CA_BUNDLE, SANDBOX_DATA, SANDBOX_INBOX, SANDBOX_INIT, SANDBOX_PROXY_PORT,
   SANDBOX_PROXY_SOCKET, type SandboxMounts,
 } from './sandbox-args.js'
 
@@ -30,7 +35,18 @@ export interface LocalRuntimeOptions extends RuntimeOptions {
    * package is bound, and `./.corral` sits in it when serve runs from a checkout).
    */
   hidden?: readonly string[]
+  /** The host uid (and gid) agents run as when serve runs as root; default DEFAULT_SANDBOX_UID (CORRAL_SANDBOX_UID). */
+  sandboxUid?: number
+  /** Start even when a configured limit cannot be enforced here (it is then a warning). */
+  allowUnenforcedLimits?: boolean
+  /** Where workspace cgroups can be made; default detectCgroups() (a seam for embedding and tests). */
+  detectCgroups?: () => Promise<CgroupDetection>
 }
+
+/** The host uid of root-run agents unless CORRAL_SANDBOX_UID says otherwise: no login user, no system service. */
+export const DEFAULT_SANDBOX_UID = 64000
+
+const MIB = 1024 * 1024
 
 /**
  * The `local` driver: each workspace's agent runs under bubblewrap in its own user, PID and network
@@ -49,6 +65,12 @@ export class LocalRuntime extends DirectoryRuntime {
   #prlimit: string | null = null
   #disableUserns = false
   #probed = false
+  /** Where workspace cgroups are made; null without (then memory and pids are not enforced). */
+  #cgroups: CgroupDriver | null = null
+  #cgroupReason: string | undefined
+  readonly #root = process.getuid?.() === 0
+  readonly #uid: number
+  readonly #allowUnenforced: boolean
 
   constructor(options: LocalRuntimeOptions) {
     super(options)
@@ -56,6 +78,71 @@ export class LocalRuntime extends DirectoryRuntime {
     this.#readOnly = [packageRoot(), ...linkedModules(packageRoot()), nodePrefix(), ...(options.readOnlyPaths ?? [])]
     this.#limits = options.limits ?? limitsFromEnv()
     this.#hidden = options.hidden ?? []
+    this.#uid = options.sandboxUid ?? DEFAULT_SANDBOX_UID
+    this.#allowUnenforced = options.allowUnenforcedLimits ?? false
+  }
+
+  /** As root, /data and what serve places there belong to the agent's unprivileged uid. */
+  protected override owner(): Owner | null {
+    return this.#root ? { uid: this.#uid, gid: this.#uid } : null
+  }
+
+  protected override agentUid(): number {
+    return this.#root ? this.#uid : SANDBOX_UID
+  }
+
+  /** Whole-workspace memory and pids: a cgroup per launch, joined before bwrap starts. */
+  protected override async confine(workspaceId: string): Promise<Confinement | undefined> {
+    return this.#confineIn(`${workspaceId}-${process.pid}-${++this.#launches}`, this.#cgroupLimits())
+  }
+
+  #launches = 0
+
+  #cgroupLimits(): CgroupLimits | undefined {
+    const memoryBytes = this.#limits.memoryMb * MIB
+    const { pids, cpus } = this.#limits
+    return memoryBytes > 0 || pids > 0 || cpus > 0 ? { memoryBytes, pids, cpus: this.#cgroups?.cpu ? cpus : 0 } : undefined
+  }
+
+  /**
+   * The launch around bwrap: the workspace's cgroups (when there are limits and cgroups) and, as
+   * root, the seccomp filter on SECCOMP_FD. Undefined when neither applies.
+   */
+  async #confineIn(name: string, limits: CgroupLimits | undefined): Promise<Confinement | undefined> {
+    const filter = this.#root ? await this.#seccompFile() : undefined
+    const cgroup = limits && this.#cgroups ? await this.#cgroups.create(name, limits) : undefined
+    if (!cgroup && !filter) return undefined
+    return {
+      wrap: (command) => joinCommand(cgroup?.procs ?? [], command, filter),
+      release: async () => {
+        if (!cgroup) return undefined
+        const hit = await cgroup.limitHit().catch(() => undefined)
+        await cgroup.remove().catch(() => {})
+        return hit
+      },
+    }
+  }
+
+  #filter: Promise<string | undefined> | undefined
+
+  /** The filter refusing nested user namespaces, written once under the shared dir (seccomp.ts). */
+  #seccompFile(): Promise<string | undefined> {
+    this.#filter ??= (async () => {
+      const filter = userNamespaceFilter()
+      if (!filter) return undefined
+      await mkdir(this.layout.shared, { recursive: true })
+      const file = join(this.layout.shared, 'no-userns.bpf')
+      await writeFile(file, filter, { mode: 0o644 })
+      return file
+    })()
+    return this.#filter
+  }
+
+  async #detectCgroups(): Promise<void> {
+    if (!this.#cgroupLimits()) return
+    const found = await (this.options as LocalRuntimeOptions).detectCgroups?.() ?? await detectCgroups()
+    this.#cgroups = found.driver
+    this.#cgroupReason = found.reason
   }
 
   /**
@@ -77,29 +164,45 @@ export class LocalRuntime extends DirectoryRuntime {
     }
     this.#disableUserns = help.includes('--disable-userns')
     this.#prlimit = await findPrlimit()
+    await this.#detectCgroups()
     this.#probed = true
     const warnings: string[] = []
+    const unenforced: string[] = []
     const scratch = await mkdtemp(join(tmpdir(), 'corral-bwrap-check-'))
+    // A trial sandbox, started as a workspace's is (its cgroup, the agent's uid), with /dev/null
+    // where the socket and init go: it checks namespaces, mounts, the uid and the limits.
+    const trial = async (command: string[], cgroup?: CgroupLimits): Promise<string> => {
+      const confinement = await this.#confineIn(`check-${process.pid}-${++this.#launches}`, cgroup)
+      try {
+        const argv = bwrapArgs(this.#mounts(scratch, '/dev/null', '/dev/null', null), command)
+        const [file, ...args] = confinement ? confinement.wrap([this.#bwrap, ...argv]) : [this.#bwrap, ...argv]
+        return await runForOutput(file!, args, { PATH: '/usr/bin:/bin' })
+      } finally {
+        await confinement?.release()
+      }
+    }
     try {
-      const args = bwrapArgs(this.#mounts(scratch, '/dev/null', '/dev/null', null), [
-        process.execPath, '-e',
-        "require('fs').writeFileSync('/data/ok', String(process.getuid()))",
-      ])
-      // The trial binds /dev/null where the socket and init go: it checks namespaces and mounts only.
-      await run(this.#bwrap, args, { env: { PATH: '/usr/bin:/bin' }, timeout: 20_000 })
+      const owner = this.owner()
+      if (owner) await chown(scratch, owner.uid, owner.gid)
+      await trial([process.execPath, '-e', "require('fs').writeFileSync('/data/ok', String(process.getuid()))"], this.#cgroupLimits())
       const uid = await readFile(join(scratch, 'ok'), 'utf8')
-      if (uid !== '1000') problems.push(`the sandbox runs as uid ${uid}, expected 1000 (is bwrap installed setuid?)`)
-      const limits = await checkLimits(this.#limits, this.#prlimit, process.execPath, (command) =>
-        runForOutput(this.#bwrap, bwrapArgs(this.#mounts(scratch, '/dev/null', '/dev/null', null), command), { PATH: '/usr/bin:/bin' }))
+      const expected = String(this.agentUid())
+      if (uid !== expected) problems.push(`the sandbox runs as uid ${uid}, expected ${expected} (is bwrap installed setuid?)`)
+      const limits = await checkLimits(this.#limits, this.#prlimit, process.execPath, trial,
+        { cgroups: this.#cgroups !== null, cpu: this.#cgroups?.cpu ?? false, root: this.#root, ...(this.#cgroupReason ? { cgroupReason: this.#cgroupReason } : {}) })
       problems.push(...limits.problems)
       warnings.push(...limits.warnings)
+      unenforced.push(...limits.unenforced)
     } catch (err) {
       const stderr = String((err as { stderr?: string }).stderr ?? (err as Error).message).trim()
       problems.push(`bubblewrap cannot create a sandbox here: ${stderr}. ${userNamespaceHint(stderr)}`.trim())
     } finally {
       await rm(scratch, { recursive: true, force: true })
     }
-    return { ok: problems.length === 0, problems, warnings }
+    // Never a warning and a silent pass: the operator must opt out to run with them.
+    if (this.#allowUnenforced) warnings.push(...unenforced.map((u) => `${u} (started anyway: ${ALLOW_UNENFORCED})`))
+    const fatal = this.#allowUnenforced ? [] : unenforced.map((u) => `${u}; to start anyway without it, pass ${ALLOW_UNENFORCED}`)
+    return { ok: problems.length === 0, problems, warnings, fatal }
   }
 
   /** Probes bwrap's options when serve started workspaces without calling check() first. */
@@ -108,7 +211,8 @@ export class LocalRuntime extends DirectoryRuntime {
     const help = await run(this.#bwrap, ['--help']).then((r) => r.stdout, (e: { stdout?: string }) => e.stdout ?? '')
     this.#disableUserns = help.includes('--disable-userns')
     this.#prlimit = await findPrlimit()
-    if (!this.#prlimit && prlimitArgs(this.#limits).length > 0) {
+    await this.#detectCgroups()
+    if (!this.#prlimit && prlimitArgs(this.#limits, { nproc: this.#cgroups === null }).length > 0) {
       throw new RuntimeError('runtime_unavailable', 'prlimit (util-linux) is not installed, so the workspace limits cannot be applied')
     }
     this.#probed = true
@@ -153,7 +257,7 @@ export class LocalRuntime extends DirectoryRuntime {
     // would load the pack's code into bwrap on the host, or into prlimit before the limits apply.
     const packEnv = Object.fromEntries(Object.entries(launch.baseEnv ?? {}).filter(([k]) => !Object.hasOwn(env, k)))
     if (Object.keys(packEnv).length > 0) env.CORRAL_PACK_ENV = JSON.stringify(packEnv)
-    const command = withLimits(this.#prlimit, this.#limits, [process.execPath, SANDBOX_INIT, ...launch.command])
+    const command = withLimits(this.#prlimit, this.#limits, [process.execPath, SANDBOX_INIT, ...launch.command], { nproc: this.#cgroups === null })
     return { file: this.#bwrap, args: bwrapArgs(mounts, command), env }
   }
 
@@ -177,6 +281,9 @@ export class LocalRuntime extends DirectoryRuntime {
       // Serve's secrets and other workspaces' data must stay invisible even though the corral package is bound.
       hide: nestedIn([...this.#hidden, this.layout.root, this.layout.sockets], this.#readOnly),
       disableUserns: this.#disableUserns,
+      ...(this.#root ? { dropTo: { uid: this.#uid, gid: this.#uid } } : {}),
+      ...(this.#root && userNamespaceFilter() ? { seccompFd: SECCOMP_FD } : {}),
+      tmpBytes: this.#limits.memoryMb * MIB,
     }
   }
 }

@@ -33,6 +33,11 @@ export interface RuntimeCheck {
   /** Plain-language lines: what is missing and how to fix it, or why the mode is unsafe. */
   problems: string[]
   warnings: string[]
+  /**
+   * Configured limits that cannot be enforced here: serve refuses to start over them (non-zero
+   * exit), unless the operator opted out, which turns them into warnings.
+   */
+  fatal?: string[]
 }
 
 export interface ProvisionSpec {

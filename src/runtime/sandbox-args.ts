@@ -48,7 +48,20 @@ export interface SandboxMounts {
    */
   hide: readonly string[]
   disableUserns: boolean
+  /**
+   * serve runs as root: no user namespace (root's would map the agent to host root); the sandbox
+   * is set up by root with every capability dropped but the two that setpriv needs, and the agent
+   * then runs as this unprivileged host uid/gid (docs/runtime.md "Running as root").
+   */
+  dropTo?: { uid: number; gid: number }
+  /** Size of the private /tmp in bytes (its pages count against the workspace's memory); 0 = unsized. */
+  tmpBytes?: number
+  /** An fd (opened by the launcher) holding the seccomp filter that refuses nested user namespaces (seccomp.ts). */
+  seccompFd?: number
 }
+
+/** Where setpriv is looked up inside the sandbox (bound through /usr). */
+export const SETPRIV = '/usr/bin/setpriv'
 
 /**
  * The bubblewrap argv for one workspace: fresh user, PID, network, IPC, UTS and cgroup namespaces
@@ -57,18 +70,26 @@ export interface SandboxMounts {
  * under /run/corral. The environment is not here: it is passed to bwrap itself, which hands it on.
  */
 export function bwrapArgs(m: SandboxMounts, command: readonly string[]): string[] {
-  const args: string[] = [
-    '--unshare-all', '--unshare-user', '--uid', String(SANDBOX_UID), '--gid', String(SANDBOX_UID),
-    '--hostname', 'corral', '--die-with-parent', '--new-session', '--cap-drop', 'ALL',
-  ]
-  if (m.disableUserns) args.push('--disable-userns')
+  const args: string[] = m.dropTo
+    ? ['--unshare-ipc', '--unshare-pid', '--unshare-net', '--unshare-uts', '--unshare-cgroup-try',
+      '--hostname', 'corral', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--cap-add', 'CAP_SETUID', '--cap-add', 'CAP_SETGID']
+    : ['--unshare-all', '--unshare-user', '--uid', String(SANDBOX_UID), '--gid', String(SANDBOX_UID),
+      '--hostname', 'corral', '--die-with-parent', '--new-session', '--cap-drop', 'ALL']
+  if (m.disableUserns && !m.dropTo) args.push('--disable-userns')
+  if (m.seccompFd !== undefined) args.push('--seccomp', String(m.seccompFd))
   for (const dir of SYSTEM_DIRS) {
     if (!existsSync(dir)) continue
     const st = lstatSync(dir)
     if (st.isSymbolicLink()) args.push('--symlink', readlinkSync(dir), dir)
     else args.push('--ro-bind', dir, dir)
   }
-  args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--dir', '/etc')
+  args.push('--proc', '/proc', '--dev', '/dev')
+  // /tmp is RAM: sized to the workspace's memory (a write past it fails with ENOSPC), and its
+  // pages are charged to the workspace's memory cgroup besides. Root sets it up, so it is opened
+  // to everyone (sticky) for the agent's uid.
+  if (m.dropTo) args.push('--perms', '1777')
+  if (m.tmpBytes && m.tmpBytes > 0) args.push('--size', String(m.tmpBytes))
+  args.push('--tmpfs', '/tmp', '--dir', '/etc')
   for (const entry of ETC_ENTRIES) {
     const path = `/etc/${entry}`
     const link = linkIntoSystemDirs(path)
@@ -76,8 +97,18 @@ export function bwrapArgs(m: SandboxMounts, command: readonly string[]): string[
     else args.push('--ro-bind-try', path, path)
   }
   args.push('--ro-bind', m.passwd, '/etc/passwd', '--ro-bind', m.group, '/etc/group')
+  const made = new Set<string>()
   for (const path of m.readOnly) {
     if (SYSTEM_DIRS.some((d) => path === d || path.startsWith(`${d}${sep}`))) continue
+    // As root, bwrap makes a bound path's missing parents with the host's modes (/root is 0700):
+    // made first, traversable, so the agent's uid reaches what is bound below them.
+    if (m.dropTo) {
+      for (const parent of ancestors(path)) {
+        if (made.has(parent) || m.readOnly.some((r) => r !== path && (parent === r || parent.startsWith(`${r}${sep}`)))) continue
+        made.add(parent)
+        args.push('--perms', '0755', '--dir', parent)
+      }
+    }
     args.push('--ro-bind', path, path)
   }
   for (const path of m.hide) {
@@ -95,8 +126,25 @@ export function bwrapArgs(m: SandboxMounts, command: readonly string[]): string[
   if (m.caBundle) args.push('--ro-bind', m.caBundle, SANDBOX_CA_BUNDLE)
   // Everything not mounted above lives on bwrap's scratch root; freeze it so /data and /tmp are the
   // only writable places.
-  args.push('--remount-ro', '/', '--chdir', SANDBOX_DATA, '--', ...command)
+  // As root: the first command inside drops to the agent's uid, with no way back (no_new_privs,
+  // no inheritable capabilities); bwrap left it CAP_SETUID/CAP_SETGID for exactly this.
+  // It enters /data only then: root without CAP_DAC_OVERRIDE may not, the agent owns its mode.
+  const inner = m.dropTo
+    ? [SETPRIV, `--reuid=${m.dropTo.uid}`, `--regid=${m.dropTo.gid}`, '--clear-groups', '--inh-caps=-all', '--no-new-privs', '--',
+      '/bin/sh', '-c', `cd ${SANDBOX_DATA} && exec "$@"`, 'corral-enter', ...command]
+    : command
+  args.push('--remount-ro', '/', ...(m.dropTo ? [] : ['--chdir', SANDBOX_DATA]), '--', ...inner)
   return args
+}
+
+/** The directories above `path` that the sandbox's own root holds (not /, /tmp or the system dirs). */
+function ancestors(path: string): string[] {
+  const out: string[] = []
+  for (let dir = dirname(path); dir !== '/' && dir !== '.'; dir = dirname(dir)) {
+    if (dir === '/tmp' || SYSTEM_DIRS.some((d) => dir === d || dir.startsWith(`${d}${sep}`))) break
+    out.unshift(dir)
+  }
+  return out
 }
 
 /**

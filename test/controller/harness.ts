@@ -8,7 +8,7 @@ import { createAuditWriter, type AuditWriter } from '../../src/audit/index.js'
 import { CapabilityTokens, type CapabilityClaims } from '../../src/proxy/token.js'
 import { AgentEvents } from '../../src/runtime/controller/agent-events.js'
 import { WorkspaceController, type Actor } from '../../src/runtime/controller/controller.js'
-import { ProcessRuntime } from '../../src/runtime/index.js'
+import { ProcessRuntime, type WorkspaceRuntime } from '../../src/runtime/index.js'
 import type { Store } from '../../src/store/index.js'
 import { proxyTables } from '../../src/store/proxy-tables.js'
 import type { PackSource } from '../../src/runtime/controller/workspace-packs.js'
@@ -19,7 +19,7 @@ export const STAND_IN_AGENT = resolve(import.meta.dirname, 'stand-in-agent.mjs')
 export interface ControllerRig {
   store: Store
   audit: AuditWriter
-  runtime: ProcessRuntime
+  runtime: WorkspaceRuntime
   tokens: CapabilityTokens
   controller: WorkspaceController
   events: AgentEvents
@@ -47,12 +47,14 @@ export interface RigOptions {
   agentCommand?: string[]
   /** ControllerOptions.diskQuotaMb and diskCheckIntervalMs. */
   disk?: { quotaMb: number; intervalMs: number }
+  /** The runtime under the controller, given its root (the process runtime unless set). */
+  runtime?: (root: string) => WorkspaceRuntime
 }
 
 export async function controllerRig(store: Store, opts: RigOptions = {}): Promise<ControllerRig> {
   const root = mkdtempSync(join(tmpdir(), 'corral-ctl-'))
   const audit = createAuditWriter(store, { flushIntervalMs: 1 })
-  const runtime = new ProcessRuntime({ root: join(root, 'runtime'), proxy: { host: '127.0.0.1', port: 9 }, warn: () => {}, stopGraceMs: 500 })
+  const runtime = opts.runtime?.(join(root, 'runtime')) ?? new ProcessRuntime({ root: join(root, 'runtime'), proxy: { host: '127.0.0.1', port: 9 }, warn: () => {}, stopGraceMs: 500 })
   const tokens = new CapabilityTokens(new Uint8Array(randomBytes(32)))
   const make = () => new WorkspaceController({
     store, audit, runtime, tokens, agentCommand: opts.agentCommand ?? [process.execPath, STAND_IN_AGENT], stagingRoot: join(root, 'uploads'), reconcileIntervalMs: 60_000,

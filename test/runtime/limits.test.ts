@@ -64,12 +64,27 @@ describe.skipIf(!available)('workspace limits in the bubblewrap sandbox', () => 
     return { exit, dataDir: ws.dataDir, log: await readFile(agent.logPath, 'utf8') }
   }
 
-  it('the start-up check passes with the defaults, and says which limits this host cannot enforce', async () => {
-    const check = await runtimeWith({ ...DEFAULT_LIMITS, cpus: 1.5 }).check()
-    expect(check).toMatchObject({ ok: true, problems: [] })
-    expect(check.warnings.filter((w) => w.startsWith('CORRAL_WORKSPACE_CPUS=1.5 is not applied'))).toHaveLength(1)
-    // The process limit is tried for real: the kernel exempts host root's processes from it.
-    expect(check.warnings.some((w) => w.startsWith('CORRAL_WORKSPACE_PIDS=1024 is not enforced'))).toBe(asRoot)
+  it('the start-up check passes with the defaults: cgroups enforce memory, pids and CPU here', async () => {
+    expect(await runtimeWith({ ...DEFAULT_LIMITS, cpus: 1.5 }).check()).toEqual({ ok: true, problems: [], warnings: [], fatal: [] })
+  })
+
+  it('without cgroups, the whole-workspace limits refuse the start (fatal), unless the operator opts out', async () => {
+    const detectCgroups = async () => ({ driver: null, reason: 'no cgroups in this test' })
+    const make = (allowUnenforcedLimits: boolean) => new LocalRuntime({
+      root, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, limits: { ...DEFAULT_LIMITS, cpus: 1 }, detectCgroups, allowUnenforcedLimits,
+    })
+    const refused = await make(false).check()
+    expect(refused).toMatchObject({ ok: true, problems: [] })
+    const expected = [
+      /^CORRAL_WORKSPACE_CPUS=1 cannot be enforced: .*no cgroups in this test/,
+      /^CORRAL_WORKSPACE_MEMORY_MB=2048 cannot be enforced for the whole workspace: .*no cgroups in this test/,
+      // An unprivileged serve falls back to RLIMIT_NPROC in the sandbox's user namespace (tried for real).
+      ...(asRoot ? [/^CORRAL_WORKSPACE_PIDS=1024 cannot be enforced per workspace: .*same uid/] : []),
+    ]
+    expect(refused.fatal).toEqual(expected.map((re) => expect.stringMatching(new RegExp(`${re.source}.*--allow-unenforced-limits`))))
+    const allowed = await make(true).check()
+    expect(allowed.fatal).toEqual([])
+    expect(allowed.warnings).toEqual(expected.map((re) => expect.stringMatching(new RegExp(`${re.source}.*started anyway`))))
   })
 
   it('the start-up check refuses limits under which node cannot start', async () => {

@@ -24,7 +24,7 @@ import type { Store } from '../../store/index.js'
 import {
   workspaceTables, type RoleConfig, type TaskOptions, type TaskRecord, type WorkspaceRecord,
 } from '../../store/repositories/workspaces.js'
-import type { AgentLaunch, AgentProcess, SnapshotFileEntry, WorkspaceRuntime } from '../runtime.js'
+import type { AgentExit, AgentLaunch, AgentProcess, LimitHit, SnapshotFileEntry, WorkspaceRuntime } from '../runtime.js'
 import type { AgentTask } from '../../agent/task.js'
 import { agentEnv, agentProgram, agentTask } from './agent-launch.js'
 import type { PackEventValidators } from './agent-event-schemas.js'
@@ -50,6 +50,12 @@ export const DEFAULT_POOL_DEMAND_WINDOW_MS = 5 * 60_000
 export const DEFAULT_POOL_IDLE_SECONDS = 600
 /** How often /data is measured against the disk quota while a task runs (docs/runtime.md "Resource limits"). */
 export const DEFAULT_DISK_CHECK_INTERVAL_MS = 2_000
+
+/** The summary of a task whose agent died at a workspace limit (docs/runtime.md "Resource limits"). */
+const LIMIT_HIT_TEXT: Record<LimitHit, string> = {
+  memory: 'The workspace reached its memory limit (CORRAL_WORKSPACE_MEMORY_MB, all its processes and /tmp together): the kernel killed a process of it, and the agent exited without finishing.',
+  pids: 'The workspace reached its process limit (CORRAL_WORKSPACE_PIDS): a process could not be started, and the agent exited without finishing.',
+}
 
 /** Who acts: `userId` attributes audit rows, `creatorId` is the `:own` identity (key id for API keys). */
 export interface Actor {
@@ -791,7 +797,7 @@ export class WorkspaceController implements WorkspaceControl {
     run.timer.unref()
     run.disk = disk
     this.#running.set(ws.id, run)
-    void proc.exited.then(() => this.#withLock(ws.id, () => this.#afterAgent(ws.id, task.id)).catch((err: unknown) => {
+    void proc.exited.then((exit) => this.#withLock(ws.id, () => this.#afterAgent(ws.id, task.id, exit)).catch((err: unknown) => {
       this.#o.logger?.error({ err, workspace_id: ws.id }, 'after-task handling failed')
     }))
   }
@@ -886,7 +892,7 @@ export class WorkspaceController implements WorkspaceControl {
   }
 
   /** The agent is gone: settle its task, snapshot /data, and go idle (then the next task, if any). */
-  async #afterAgent(workspaceId: string, taskId: string): Promise<void> {
+  async #afterAgent(workspaceId: string, taskId: string, exit?: AgentExit): Promise<void> {
     // After close() this process no longer owns the workspace: the next start's reconcile settles it.
     if (this.#closed) return
     const run = this.#running.get(workspaceId)
@@ -900,7 +906,9 @@ export class WorkspaceController implements WorkspaceControl {
     // exited without task_end fails for the quota, not just for exiting.
     if ((await this.#t.tasks.byId(taskId))?.status === 'running') await this.#diskCheckAtEnd(ws, taskId, run.disk)
     if (run.disk?.lastUsage) this.#diskSeen.set(workspaceId, run.disk.lastUsage.usedBytes)
-    await this.#finishTask(ws, taskId, 'failed', 'agent_exited')
+    // An agent that died at a workspace limit (its cgroup says so) fails for that, not just for exiting.
+    if (exit?.limitHit) await this.#finishTask(ws, taskId, 'failed', `${exit.limitHit}_limit_exceeded`, LIMIT_HIT_TEXT[exit.limitHit])
+    else await this.#finishTask(ws, taskId, 'failed', 'agent_exited')
     const count = ws.task_count + 1
     try {
       const snap = await this.#o.runtime.snapshot(workspaceId, count, 'task')

@@ -3,7 +3,9 @@
 // routes it serves through ServerDeps.workspaceControl / workspaces / controller).
 // `--runtime local|process` (env CORRAL_RUNTIME, default local). A runtime whose check() fails
 // does not stop serve: the reason is logged once in plain words and task creation answers
-// service_unavailable with it, so the rest of the control plane stays usable.
+// service_unavailable with it, so the rest of the control plane stays usable. A configured
+// workspace limit that cannot be enforced here does stop it (a clear error, non-zero exit), unless
+// the operator opts out with --allow-unenforced-limits (CORRAL_ALLOW_UNENFORCED_LIMITS=1).
 import { join, resolve } from 'node:path'
 import { execa } from 'execa'
 import { PackContent } from '../../packs/content.js'
@@ -35,7 +37,12 @@ export const workspaceService: ServiceFactory = async ({ deps, options, services
   if (!proxyAddress) throw new Error('the workspace controller needs the proxy service, which did not start')
   const proxyUrl = new URL(proxyAddress)
   const limits = limitsFromEnv(env)
-  const runtime = createRuntime(kind, runtimeOptions(options, limits, proxyUrl, (line) => deps.logger.warn(line)))
+  const allowUnenforced = options.flags?.['allow-unenforced-limits'] === true || env.CORRAL_ALLOW_UNENFORCED_LIMITS === '1'
+  const runtime = createRuntime(kind, {
+    ...runtimeOptions(options, limits, proxyUrl, (line) => deps.logger.warn(line)),
+    ...sandboxUidFromEnv(env),
+    allowUnenforcedLimits: allowUnenforced,
+  })
   const controller = new WorkspaceController({
     store: deps.store,
     audit: deps.audit,
@@ -56,14 +63,18 @@ export const workspaceService: ServiceFactory = async ({ deps, options, services
     name: 'workspaces',
     async start() {
       const check = await runtime.check()
+      const fatal = [...(check.fatal ?? [])]
+      if (limits.diskMb > 0 && !(await duAvailable())) {
+        const line = 'du (GNU coreutils) is not installed: the workspace disk quota (CORRAL_WORKSPACE_DISK_MB) cannot be measured on the host'
+        if (allowUnenforced) deps.logger.warn(`${line} (started anyway: --allow-unenforced-limits)`)
+        else fatal.push(`${line}; install coreutils, set CORRAL_WORKSPACE_DISK_MB=0, or pass --allow-unenforced-limits (CORRAL_ALLOW_UNENFORCED_LIMITS=1)`)
+      }
+      if (fatal.length > 0) throw new Error(`workspace limits cannot be enforced here: ${fatal.join('; ')}`)
       if (!check.ok) {
         deps.workspacesUnavailable = `the ${kind} workspace runtime cannot run here: ${check.problems.join('; ')}`
         deps.logger.warn(deps.workspacesUnavailable)
       }
       for (const w of check.warnings) deps.logger.warn(w)
-      if (limits.diskMb > 0 && !(await duAvailable())) {
-        deps.logger.warn('du (GNU coreutils) is not installed: the workspace disk quota cannot be measured on the host, so it is not enforced there')
-      }
       unregister = registerControlEndpoint(deps.audit, new AgentEvents(controller, deps.audit))
       await controller.start()
     },
@@ -99,6 +110,15 @@ export function runtimeOptions(options: Pick<ServeOptions, 'dataDir' | 'dbUrl'>,
     // The data dir holds the store, admin.key, the CA key, the webhook secret, packs and uploads.
     hidden: [options.dataDir, ...sqliteFiles(options.dbUrl)],
   }
+}
+
+/** CORRAL_SANDBOX_UID: the host uid root-run agents use (docs/runtime.md "Running as root"). */
+export function sandboxUidFromEnv(env: NodeJS.ProcessEnv): { sandboxUid?: number } {
+  const raw = env.CORRAL_SANDBOX_UID?.trim()
+  if (!raw) return {}
+  const uid = Number(raw)
+  if (!Number.isInteger(uid) || uid < 1 || uid > 0xfffffffe) throw new Error(`CORRAL_SANDBOX_UID must be a uid above 0, got ${JSON.stringify(raw)}`)
+  return { sandboxUid: uid }
 }
 
 /** Whether `du` runs here (the disk watch measures with it). */
