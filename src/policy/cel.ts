@@ -5,7 +5,7 @@
 //
 // Two deliberate deviations from the engine's defaults:
 // - `matches()` would build a backtracking JS RegExp on every call. We rename every
-//   `x.matches(p)` to `x.re2Matches(p)`, evaluated with RE2 (linear time); literal patterns are
+//   `x.matches(p)` to an RE2-backed function (linear time; cel-re2.ts); literal patterns are
 //   compiled at save time so a bad pattern is a diagnostic, not a runtime error.
 // - `secrets` may only be indexed with string literals, so the proxy knows before evaluation
 //   exactly which secrets an expression reads (and fetches only those).
@@ -13,7 +13,7 @@
 // cel-meter.ts).
 
 import { Environment, type ASTNode } from '@marcbachmann/cel-js'
-import RE2 from 're2'
+import { RE2_DYNAMIC, RE2_LITERAL, re2Error, rewriteMatches } from './cel-re2.js'
 import { CEL_CALL_BUDGET, CEL_EXPR_COST_LIMIT, CEL_INPUT_BOUND, estimateCelCost } from './cel-cost.js'
 import { assertCelBudget, instrumentCel, withCelBudget } from './cel-meter.js'
 
@@ -94,41 +94,11 @@ const REQUEST_FIELDS = {
 } as const
 const RESPONSE_FIELDS = { status: 'int', headers: 'map<string, string>', size: 'int' } as const
 
-// Patterns compiled once; dynamic (non-literal) patterns are cached with a bound so a hostile
-// policy cannot grow memory without limit.
-const regexCache = new Map<string, RE2>()
-const REGEX_CACHE_MAX = 1000
-function re2For(pattern: string): RE2 {
-  let re = regexCache.get(pattern)
-  if (!re) {
-    re = new RE2(pattern, 'u')
-    if (regexCache.size >= REGEX_CACHE_MAX) regexCache.delete(regexCache.keys().next().value as string)
-    regexCache.set(pattern, re)
-  }
-  return re
-}
-
-/** Validates a regular expression with RE2; returns an error message or undefined. */
-export function re2Error(pattern: string): string | undefined {
-  try {
-    re2For(pattern)
-    return undefined
-  } catch (e) {
-    return (e as Error).message
-  }
-}
-
 function baseEnv(): Environment {
   return new Environment({
     homogeneousAggregateLiterals: false,
     limits: { maxAstNodes: 2000, maxDepth: 64, maxListElements: 500, maxMapEntries: 500, maxCallArguments: 16 },
-  }).registerFunction({
-    name: 're2Matches',
-    receiverType: 'string',
-    returnType: 'bool',
-    params: [{ name: 'pattern', type: 'string' }],
-    handler: (s: string, p: string) => re2For(p).test(s),
-  })
+  }).registerFunction(RE2_LITERAL).registerFunction(RE2_DYNAMIC)
 }
 
 const envCache = new Map<string, Environment>()
@@ -186,24 +156,6 @@ function matchesCalls(ast: ASTNode): MatchesCall[] {
   walk(ast, (n) => {
     if (n.op === 'rcall' && n.args[0] === 'matches' && n.args[2].length === 1) out.push({ node: n, subject: n.args[1], pattern: n.args[2][0] })
   })
-  return out
-}
-
-/**
- * Renames the method of every `x.matches(p)` call to `re2Matches`, in place. AST ranges leave out
- * parentheses, so slicing sub-expressions is unreliable; renaming one identifier is not: the name
- * sits between the receiver's end and the argument's start. The caller re-parses the result and
- * checks that no `matches` call is left.
- */
-function rewriteMatches(source: string, calls: MatchesCall[]): string | undefined {
-  const positions: number[] = []
-  for (const c of calls) {
-    const at = source.lastIndexOf('matches', c.pattern.range.start)
-    if (at < c.subject.range.end) return undefined
-    positions.push(at)
-  }
-  let out = source
-  for (const at of positions.sort((a, b) => b - a)) out = out.slice(0, at) + 're2Matches' + out.slice(at + 'matches'.length)
   return out
 }
 
@@ -321,7 +273,7 @@ function compileCelUncached(source: string, site: CelSite, expected: CelResultKi
         const left = matchesCalls(runnable.ast).length
         let renamed = 0
         walk(runnable.ast, (n) => {
-          if (n.op === 'rcall' && n.args[0] === 're2Matches') renamed++
+          if (n.op === 'rcall' && (n.args[0] === RE2_LITERAL.name || n.args[0] === RE2_DYNAMIC.name)) renamed++
         })
         ok = left === 0 && renamed >= calls.length && runnable.check().valid
       } catch {

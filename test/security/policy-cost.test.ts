@@ -131,6 +131,20 @@ describe('work that grows with the request is stopped at run time with policy_er
     expect(Number(process.hrtime.bigint() - started) / 1e6).toBeLessThan(5_000)
   })
 
+  it('a regular expression the request supplies is not compiled past 1,024 characters', () => {
+    // RE2 matches in linear time but compiles in time that grows with the pattern: 64 KiB took
+    // about 50 ms, 1 MiB over a second before failing.
+    const p = compile(doc('request.path.matches(request.body.p)', 'body'))
+    const check = (pattern: string) => {
+      const admission = p.admit(post(), ctx)
+      if (admission.decision === 'deny') throw new Error('denied')
+      return p.checkBody(admission, { request: post(), context: ctx, body: JSON.stringify({ p: pattern }) })
+    }
+    expect(check('a(b|c)*d'.repeat(8192))).toMatchObject({ decision: 'deny', reason: 'policy_error', detail: { message: expect.stringMatching(/longer than 1024 characters/) } })
+    expect(check('^/v1/')).toMatchObject({ decision: 'allow' })
+    expect(check('^/v2/')).toMatchObject({ decision: 'deny', reason: 'no_match' })
+  })
+
   it('an upstream packing thousands of events into one chunk: the chunk stops at the budget, the stream is floored', () => {
     // Each event's value is accepted at save (about 43,000 units); 3,000 of them in one chunk would
     // hold the event loop for seconds. One chunk is one budget scope.
