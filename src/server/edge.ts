@@ -60,7 +60,9 @@ export function answerClientError(err: Error & { code?: string }, socket: Socket
         : [400, 'Bad Request', 'validation_error', 'the request is not valid HTTP/1.1', { fields: { request: 'is not valid HTTP/1.1' } }]
   const id = mintRequestId()
   const body = JSON.stringify({ error: { code, message, request_id: id, ...(details ? { details } : {}) } })
-  if (socket.writable) {
+  // A response already under way on this socket (pipelining) cannot be followed by ours.
+  const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage
+  if (socket.writable && !inFlight?.headersSent) {
     socket.end(
       `HTTP/1.1 ${status} ${reason}\r\n${REQUEST_ID_HEADER}: ${id}\r\ncontent-type: application/json; charset=utf-8\r\n` +
         `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
