@@ -167,7 +167,9 @@ function encodeChecked(input: NewAuditEvent): EncodeResult {
   for (let i = 0; i < AUDIT_ROW_COLUMNS.length; i++) {
     const c = AUDIT_ROW_COLUMNS[i]
     if (c === 'ts') {
+      // In the line too, so the line is a complete row (Postgres inserts the lines as JSON records).
       row[i] = epochMs(event.timestamp)
+      line += (line.length > 1 ? ',"ts":' : '"ts":') + row[i]
       continue
     }
     const v = e[c]

@@ -153,6 +153,8 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
   const stats: AuditWriterStats = { emitted: 0, written: 0, quarantined: 0, invalid: 0, sanitized: 0, rejected: 0, retries: 0, pending: 0, replayed: 0 }
   const loggedKinds = new Set<string>()
   const discarding = new Set<Promise<void>>()
+  // Postgres takes a batch as its lines joined (one JSON parameter): keep them until the commit.
+  const keepLines = store.dialect === 'postgres'
 
   const queue: Item[] = []
   let seq = 0
@@ -248,7 +250,8 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
   const writeRows = async (items: Item[]): Promise<void> => {
     let ids: string[] = []
     const err = await attempt(async () => {
-      ids = await store.audit.insertEncodedReturningIds(items.map((i) => i.row!))
+      const lines = keepLines && items.every((i) => i.line !== undefined) ? items.map((i) => i.line!) : undefined
+      ids = await store.audit.insertEncodedReturningIds(items.map((i) => i.row!), lines)
     }, 'batch insert', items.length)
     if (stopped) return
     if (err === undefined) {
@@ -354,7 +357,7 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
       journal.append(it.line!).then(
         (seg) => {
           it.seg = seg
-          it.line = undefined
+          if (!keepLines) it.line = undefined
           if (journalBroken) {
             journalBroken = false
             logger.error({ dir: journal.dir }, 'audit: journal writable again')
@@ -366,7 +369,7 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
         },
         (err: unknown) => {
           // The journal cannot write (disk full, I/O error): the event is durable once the database has it.
-          it.line = undefined
+          if (!keepLines) it.line = undefined
           if (!journalBroken) {
             journalBroken = true
             logger.error({ err: errorInfo(err), dir: journal.dir }, 'audit: journal write failed; events are acknowledged after the database commit until it recovers')
@@ -471,8 +474,9 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
     }
     const rec = parsed as { _quarantine?: QuarantineRecord }
     if (rec._quarantine) return { seq: ++seq, event: { id: rec._quarantine.id } as AuditEvent, q: rec._quarantine }
+    delete (parsed as { ts?: unknown }).ts
     const it = prepare(parsed as NewAuditEvent)
-    it.line = undefined
+    if (!keepLines) it.line = undefined
     return it
   }
 

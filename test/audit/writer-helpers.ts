@@ -1,14 +1,20 @@
 // Store wrappers for audit writer tests: the real store, with the audit insert intercepted.
 import type { Store } from '../../src/store/index.js'
 
-type InsertFn = Store['audit']['insertEncodedReturningIds']
+type InsertFn = (rows: readonly unknown[][]) => Promise<string[]>
 
 export const quietLogger = (sink: string[] = []) => ({ error: (_o: object, msg: string) => void sink.push(msg), warn: (_o: object, msg: string) => void sink.push(msg) })
 
 /** A Store whose audit insert goes through `wrap` (the rest is the real store). */
-export function withInsert(store: Store, wrap: (orig: InsertFn, rows: Parameters<InsertFn>[0]) => ReturnType<InsertFn>): Store {
-  const orig: InsertFn = (rows) => store.audit.insertEncodedReturningIds(rows)
-  return { ...store, audit: { ...store.audit, insertEncodedReturningIds: (rows) => wrap(orig, rows) } }
+export function withInsert(store: Store, wrap: (orig: InsertFn, rows: readonly unknown[][]) => Promise<string[]>): Store {
+  return {
+    ...store,
+    audit: {
+      ...store.audit,
+      // `orig` keeps the writer's lines (the Postgres JSON path) when it is called with the same rows.
+      insertEncodedReturningIds: (rows, lines) => wrap((r) => store.audit.insertEncodedReturningIds(r, r === rows ? lines : undefined), rows),
+    },
+  }
 }
 
 /** Fails an insert with the error `fail` returns for its rows (values in AUDIT_ROW_COLUMNS order). */

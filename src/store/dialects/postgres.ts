@@ -96,6 +96,15 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
       const res = await pool.query<Record<string, unknown>>(text, arrays)
       return res.rows.map((r) => String(r[key]))
     },
+    async insertJsonRecords(table: string, columns: readonly BulkColumn[], json: string, key: string) {
+      const names = columns.map((c) => `"${c.name}"`).join(', ')
+      const select = columns.map((c) => `r."${c.name}"`).join(', ')
+      const text =
+        `INSERT INTO "${table}" (${names}) SELECT ${select} FROM json_populate_recordset(NULL::"${table}", $1::json) AS r ` +
+        `ON CONFLICT ("${key}") DO NOTHING RETURNING "${key}"`
+      const res = await pool.query<Record<string, unknown>>(text, [json])
+      return res.rows.map((r) => String(r[key]))
+    },
     async close() {
       await listener.close()
       await db.destroy()
