@@ -141,6 +141,7 @@ export class AddressGuard {
 
   /** `own` lists serve's listeners; read at each check, so listeners that start later count. */
   readonly #lookup: (hostname: string) => Promise<LookupAddress[]>
+  readonly #names = new Map<string, { at: number; addresses: string[] }>()
 
   /**
    * `own` lists serve's listeners; read at each check, so listeners that start later count.
@@ -161,9 +162,12 @@ export class AddressGuard {
     return this.#local.addresses
   }
 
-  /** Whether address:port is one of serve's listeners (a wildcard bind listens on every local address). */
-  isOwn(address: string, port: number): boolean {
-    for (const l of this.#own()) {
+  /**
+   * Whether address:port is one of serve's listeners (a wildcard bind listens on every local
+   * address). `resolved` adds the addresses of listeners named by host name (resolve()).
+   */
+  isOwn(address: string, port: number, resolved: readonly Endpoint[] = []): boolean {
+    for (const l of [...this.#own(), ...resolved]) {
       if (l.port !== port) continue
       const host = l.host.replace(/^\[|\]$/g, '')
       if (isIP(host) === 0) {
@@ -178,8 +182,8 @@ export class AddressGuard {
   }
 
   /** Throws DestinationRefused when a connection to address:port is not allowed. */
-  check(address: string, port: number, allow: BlockList | undefined): void {
-    if (this.isOwn(address, port)) throw new DestinationRefused(address, port, true)
+  check(address: string, port: number, allow: BlockList | undefined, resolved: readonly Endpoint[] = []): void {
+    if (this.isOwn(address, port, resolved)) throw new DestinationRefused(address, port, true)
     if (isSpecialAddress(address) && !(allow && inList(allow, address))) throw new DestinationRefused(address, port, false)
   }
 
@@ -189,15 +193,37 @@ export class AddressGuard {
    * rebinding attacker would alternate).
    */
   async resolve(hostname: string, port: number, allow: BlockList | undefined): Promise<string> {
+    const named = await this.#namedListeners(port)
     if (isIP(hostname)) {
-      this.check(hostname, port, allow)
+      this.check(hostname, port, allow, named)
       return hostname
     }
     if (this.isOwn(hostname, port)) throw new DestinationRefused(hostname, port, true)
     const addresses = await this.#lookup(hostname)
     if (addresses.length === 0) throw new DestinationRefused(hostname, port, false)
-    for (const a of addresses) this.check(a.address, port, allow)
+    for (const a of addresses) this.check(a.address, port, allow, named)
     return addresses[0]!.address
+  }
+
+  /**
+   * Listeners on `port` named by host name (a `--db` host such as `db.internal`), as addresses:
+   * another name for the same address must not reach them. Resolved at most every 30 s.
+   */
+  async #namedListeners(port: number): Promise<Endpoint[]> {
+    const out: Endpoint[] = []
+    for (const l of this.#own()) {
+      if (l.port !== port || isIP(l.host.replace(/^\[|\]$/g, '')) !== 0) continue
+      const now = Date.now()
+      let hit = this.#names.get(l.host)
+      if (!hit || now - hit.at > 30_000) {
+        const addresses = await this.#lookup(l.host).then((a) => a.map((x) => x.address), () => [] as string[])
+        hit = { at: now, addresses }
+        if (this.#names.size > 64) this.#names.clear()
+        this.#names.set(l.host, hit)
+      }
+      for (const address of hit.addresses) out.push({ host: address, port })
+    }
+    return out
   }
 }
 

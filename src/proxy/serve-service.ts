@@ -18,7 +18,7 @@ export async function readCaFiles(list: string | undefined): Promise<string[] | 
 }
 
 /** host:port of an `http://host:port` address. */
-function endpointOf(url: string | undefined): Endpoint[] {
+export function endpointOf(url: string | undefined): Endpoint[] {
   if (!url) return []
   try {
     const u = new URL(url)
@@ -29,7 +29,7 @@ function endpointOf(url: string | undefined): Endpoint[] {
 }
 
 /** The database server of a postgres:// URL (SQLite has none). */
-function databaseEndpoint(dbUrl: string | undefined): Endpoint[] {
+export function databaseEndpoint(dbUrl: string | undefined): Endpoint[] {
   if (!dbUrl || !/^postgres(ql)?:\/\//.test(dbUrl)) return []
   try {
     const u = new URL(dbUrl)
