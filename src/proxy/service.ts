@@ -69,6 +69,7 @@ export class ProxyService {
   #core: ProxyCore | undefined
   #ca: CorralCa | undefined
   #unlisten: Array<() => Promise<void>> = []
+  #stopping: Promise<void> | undefined
   port: number | undefined
 
   constructor(opts: ProxyServiceOptions) {
@@ -155,14 +156,30 @@ export class ProxyService {
     return new AddressGuard(own, o.resolve)
   }
 
-  async stop(): Promise<void> {
-    await this.#front?.close()
-    for (const un of this.#unlisten.splice(0)) await un().catch(() => {})
-    this.#core?.workspaces.close()
-    await this.#core?.upstream.close()
-    await this.#core?.budgets?.close()
-    this.#front = undefined
+  /**
+   * Drains: stops accepting, lets requests in flight finish within limits.drainMs, then cuts what
+   * is left; every request handed its row to the audit sink before this resolves. Idempotent.
+   */
+  stop(): Promise<void> {
+    this.#stopping ??= (async () => {
+      await this.#front?.close()
+      for (const un of this.#unlisten.splice(0)) await un().catch(() => {})
+      this.#core?.workspaces.close()
+      const upstream = this.#core?.upstream
+      if (upstream) {
+        // Nothing is in flight any more; a pooled connection that does not close in time is destroyed.
+        const closed = await Promise.race([upstream.close().then(() => true, () => true), delay(this.#core!.limits.drainMs, false)])
+        if (!closed) await upstream.destroy().catch(() => {})
+      }
+      await this.#core?.budgets?.close()
+      this.#front = undefined
+    })()
+    return this.#stopping
   }
+}
+
+function delay<T>(ms: number, value: T): Promise<T> {
+  return new Promise((r) => setTimeout(() => r(value), ms).unref())
 }
 
 function newCounters(): ProxyCounters {

@@ -12,8 +12,8 @@ export interface RawResult {
   closed: boolean
 }
 
-/** Sends `chunks` (strings or buffers; a number is a pause in ms) and reads until close or `timeoutMs`. */
-export function rawExchange(port: number, chunks: Array<string | Buffer | number>, timeoutMs = 5_000): Promise<RawResult> {
+/** Sends `chunks` (strings or buffers; a number is a pause in ms; null half-closes) and reads until close or `timeoutMs`. */
+export function rawExchange(port: number, chunks: Array<string | Buffer | number | null>, timeoutMs = 5_000): Promise<RawResult> {
   return new Promise((resolve) => {
     const s = connect(port, '127.0.0.1')
     collect(s, timeoutMs, resolve)
@@ -52,7 +52,7 @@ export function tlsOver(socket: Socket, servername: string, caPem: string): Prom
 }
 
 /** Writes chunks to an already open stream and reads until close or timeout. */
-export function exchangeOn(s: Socket, chunks: Array<string | Buffer | number>, timeoutMs = 5_000): Promise<RawResult> {
+export function exchangeOn(s: Socket, chunks: Array<string | Buffer | number | null>, timeoutMs = 5_000): Promise<RawResult> {
   return new Promise((resolve) => {
     collect(s, timeoutMs, resolve)
     void writeAll(s, chunks)
@@ -75,10 +75,11 @@ function collect(s: Socket, timeoutMs: number, resolve: (r: RawResult) => void):
   s.on('close', () => finish(true))
 }
 
-async function writeAll(s: Socket, chunks: Array<string | Buffer | number>): Promise<void> {
+async function writeAll(s: Socket, chunks: Array<string | Buffer | number | null>): Promise<void> {
   for (const c of chunks) {
     if (s.destroyed) return
-    if (typeof c === 'number') await new Promise((r) => setTimeout(r, c))
+    if (c === null) s.end()
+    else if (typeof c === 'number') await new Promise((r) => setTimeout(r, c))
     else s.write(c)
   }
 }
