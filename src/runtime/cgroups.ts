@@ -14,7 +14,7 @@
 // The sandbox joins before it starts: the command run on the host is a shell that writes its own
 // pid into each `cgroup.procs` and then execs bubblewrap, so every process of the workspace is
 // born inside (joinCommand).
-import { mkdir, readFile, rmdir, writeFile, access } from 'node:fs/promises'
+import { access, mkdir, readdir, readFile, rmdir, writeFile } from 'node:fs/promises'
 import { constants } from 'node:fs'
 import { join } from 'node:path'
 import type { LimitHit } from './runtime.js'
@@ -101,6 +101,29 @@ async function counter(file: string, key: string): Promise<number> {
   const text = await readFile(file, 'utf8').catch(() => '')
   const m = new RegExp(`(?:^|\\n)${key} (\\d+)`).exec(text)
   return m ? Number(m[1]) : 0
+}
+
+/**
+ * Removes the workspace cgroups that a serve which is gone left behind (a crash): their names end
+ * in `-<pid>-<n>` of the serve that made them. A live serve's are never touched, and a cgroup
+ * that still holds a process cannot be removed anyway.
+ */
+async function sweep(parent: string, prefix: string): Promise<void> {
+  const names = await readdir(parent).catch(() => [] as string[])
+  for (const name of names) {
+    const m = /-(\d+)-\d+$/.exec(name)
+    if (!name.startsWith(prefix) || !m || alive(Number(m[1]))) continue
+    await rmdir(join(parent, name)).catch(() => {})
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'
+  }
 }
 
 async function removeDirs(dirs: readonly string[]): Promise<void> {
@@ -216,7 +239,10 @@ export async function detectCgroups(files: { mountinfo?: string; self?: string }
     if (controllers.includes('memory') && controllers.includes('pids')) {
       const ready = await enableV2(dir)
       const cpu = controllers.includes('cpu') && (await writeFile(join(dir, 'cgroup.subtree_control'), '+cpu').then(() => true, () => false))
-      if (ready === true) return { driver: new V2(dir, cpu) }
+      if (ready === true) {
+        await sweep(dir, 'corral-')
+        return { driver: new V2(dir, cpu) }
+      }
       reasons.push(ready)
     } else {
       reasons.push(`cgroup v2 at ${dir} offers the controllers [${controllers.filter(Boolean).join(' ')}], not memory and pids`)
@@ -229,7 +255,11 @@ export async function detectCgroups(files: { mountinfo?: string; self?: string }
     const pids = ownDir(pidsMount, own.get('pids')!)
     const cpuMount = mounts.find((m) => m.type === 'cgroup' && m.options.includes('cpu'))
     const cpu = cpuMount && own.has('cpu') ? ownDir(cpuMount, own.get('cpu')!) : null
-    if ((await writable(memory)) && (await writable(pids))) return { driver: new V1(memory, pids, cpu && (await writable(cpu)) ? cpu : null) }
+    if ((await writable(memory)) && (await writable(pids))) {
+      const usableCpu = cpu && (await writable(cpu)) ? cpu : null
+      for (const h of [memory, pids, ...(usableCpu ? [usableCpu] : [])]) await sweep(join(h, 'corral'), '')
+      return { driver: new V1(memory, pids, usableCpu) }
+    }
     reasons.push(`cgroup v1 memory (${memory}) and pids (${pids}) hierarchies are not writable by this user`)
   } else if (!v2mount) {
     reasons.push('no cgroup v2 mount and no cgroup v1 memory and pids hierarchies')

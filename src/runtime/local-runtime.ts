@@ -71,6 +71,7 @@ export class LocalRuntime extends DirectoryRuntime {
   readonly #root = process.getuid?.() === 0
   readonly #uid: number
   readonly #allowUnenforced: boolean
+  readonly #detect: () => Promise<CgroupDetection>
 
   constructor(options: LocalRuntimeOptions) {
     super(options)
@@ -80,6 +81,7 @@ export class LocalRuntime extends DirectoryRuntime {
     this.#hidden = options.hidden ?? []
     this.#uid = options.sandboxUid ?? DEFAULT_SANDBOX_UID
     this.#allowUnenforced = options.allowUnenforcedLimits ?? false
+    this.#detect = options.detectCgroups ?? (() => detectCgroups())
   }
 
   /** As root, /data and what serve places there belong to the agent's unprivileged uid. */
@@ -140,7 +142,7 @@ export class LocalRuntime extends DirectoryRuntime {
 
   async #detectCgroups(): Promise<void> {
     if (!this.#cgroupLimits()) return
-    const found = await (this.options as LocalRuntimeOptions).detectCgroups?.() ?? await detectCgroups()
+    const found = await this.#detect()
     this.#cgroups = found.driver
     this.#cgroupReason = found.reason
   }

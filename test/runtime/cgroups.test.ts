@@ -2,7 +2,8 @@
 // found through a mountinfo and a /proc/self/cgroup given to detectCgroups): v2, the production
 // case this host does not have, and v1, the one it has. The real kernel's enforcement is proved in
 // test/security/sandbox-limits.test.ts.
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { spawnSync } from 'node:child_process'
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
@@ -76,6 +77,20 @@ describe('cgroup v1', () => {
     expect(await readFile(join(cpu, 'cpu.cfs_quota_us'), 'utf8')).toBe('50000')
     await writeFile(join(pids, 'pids.events'), 'max 4\n')
     expect(await cg.limitHit()).toBe('pids')
+  })
+
+  it('removes the empty cgroups a serve that is gone left behind, never a live one\'s', async () => {
+    for (const h of ['memory', 'pids']) await mkdir(join(top, h, 'corral'), { recursive: true })
+    const dead = spawnSync(process.execPath, ['-e', '0']).pid
+    for (const h of ['memory', 'pids']) {
+      await mkdir(join(top, h, 'corral', `ws_gone-${dead}-1`))
+      await mkdir(join(top, h, 'corral', `ws_live-${process.pid}-1`))
+    }
+    await detectCgroups({
+      mountinfo: [mountLine(31, '/', join(top, 'memory'), 'cgroup', 'rw,memory'), mountLine(32, '/', join(top, 'pids'), 'cgroup', 'rw,pids')].join('\n'),
+      self: '7:memory:/\n6:pids:/\n',
+    })
+    for (const h of ['memory', 'pids']) expect(await readdir(join(top, h, 'corral'))).toEqual([`ws_live-${process.pid}-1`])
   })
 
   it('says plainly when nothing can be used', async () => {
