@@ -127,7 +127,12 @@ export async function seedWorkspace(c: Chaos, caps: string): Promise<{ orgId: st
 }
 
 /** What a load loop saw: answers received (fully read) and failures (no answer). */
-export interface Tally { answered: { path: string; status: number; ms: number; reason?: string }[]; failed: number }
+export interface Tally {
+  answered: { path: string; status: number; ms: number; reason?: string }[]
+  failed: number
+  /** performance.now() at which each failed request had started */
+  failedStarts?: number[]
+}
 
 /**
  * `concurrency` agents, each on its own keep-alive ProxyAgent, sending requests to unique paths
@@ -162,6 +167,7 @@ export function agentLoad(o: { proxyUrl: () => string; token: string; caPem: str
           tally.answered.push({ path, status: res.status, ms: performance.now() - t0, ...(reason ? { reason } : {}) })
         } catch {
           tally.failed++
+          tally.failedStarts?.push(t0)
           await sleep(20) // serve is down: do not spin
         }
       }

@@ -29,18 +29,24 @@ for (const d of chaosDialects('chaos/kill9.test.ts')) {
       // Two rounds: load, SIGKILL mid-load, start again on the same data; the second round also
       // runs on top of the first one's replay. A last round ends with SIGTERM instead: serve
       // drains what is in flight and exits 0, and the same counts must hold.
-      const t: Tally = { answered: [], failed: 0 }
+      const t: Tally = { answered: [], failed: 0, failedStarts: [] }
       const m = newMutationTally()
       let sigtermExit: number | null = -1
+      let sigtermAt = Infinity
+      let lastRoundAt = Infinity
       for (let round = 0; round <= ROUNDS; round++) {
         const stop = new AbortController()
-        const before = { answered: t.answered.length, mutations: m.secrets.length + m.keys.length }
+        const before = { answered: t.answered.length, mutations: m.secrets.length + m.keys.length, at: performance.now() }
         const agents = agentLoad({ tally: t, proxyUrl: () => chaos.proxyUrl, token: ws.token, caPem: ws.caPem, port: chaos.upstream.port, prefixes: ['chaos'], concurrency: 8, stop: stop.signal })
         const api = apiLoad({ tally: m, url: () => chaos.serve.url, key: chaos.serve.adminKey, concurrency: 3, stop: stop.signal })
         await until(() => t.answered.length - before.answered >= MIN_ANSWERED && m.secrets.length + m.keys.length - before.mutations >= MIN_MUTATIONS, MAX_LOAD_MS)
         await sleep(200) // mid-stream: requests and mutations are in flight when the kill lands
         if (round < ROUNDS) await chaos.kill9()
-        else sigtermExit = await chaos.serve.stop({ keepDataDir: true })
+        else {
+          lastRoundAt = before.at
+          sigtermAt = performance.now()
+          sigtermExit = await chaos.serve.stop({ keepDataDir: true })
+        }
         stop.abort()
         await Promise.all([agents, api])
         await chaos.restart()
@@ -57,7 +63,8 @@ for (const d of chaosDialects('chaos/kill9.test.ts')) {
         await sleep(100)
       }
       const summary = {
-        dialect: d.name, kills: ROUNDS, sigterm_exit: sigtermExit, answered: t.answered.length, allowed: t.answered.filter((a) => a.status === 200).length, unanswered: t.failed,
+        dialect: d.name, kills: ROUNDS, sigterm_exit: sigtermExit, // requests already sent when SIGTERM came that got no answer (drain)
+        cut_by_sigterm: t.failedStarts!.filter((at) => at >= lastRoundAt && at < sigtermAt).length, answered: t.answered.length, allowed: t.answered.filter((a) => a.status === 200).length, unanswered: t.failed,
         decisions_missing: gaps.missing.length, decisions_duplicated: gaps.duplicated.length,
         mutations_2xx: m.secrets.length + m.keys.length, mutations_missing: lostMutations.secrets.length + lostMutations.keys.length,
       }
