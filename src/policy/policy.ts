@@ -8,9 +8,10 @@ import { CEL_CALL_BUDGET } from './cel-cost.js'
 import { withCelBudget } from './cel-meter.js'
 import { DomainIndex, normalizeHost } from './glob.js'
 import { summarizeErrors } from './json-schema.js'
+import { bodyText, contextVars, deepMerge, isJsonType, mediaType, requestVar, setQuery } from './request-vars.js'
 import type { CCapability, CRule, CTransform } from './model.js'
 import type {
-  AdmissionResult, AllowRuleEval, BodyInput, BodyResult, CompiledCounter, CompiledPolicy, Deny, HeaderMap, PolicyContext,
+  AdmissionResult, AllowRuleEval, BodyInput, BodyResult, CompiledCounter, CompiledPolicy, Deny, PolicyContext,
   PolicyRequest, RuleMatch, TransformInput, TransformOutput,
 } from './types.js'
 
@@ -18,58 +19,8 @@ type Outcome = AllowRuleEval["failed"]
 
 const EVAL_DOMAIN_MAX = 20
 
-const EMPTY_WS = Object.freeze({ id: '', org_id: '', role: '', environment: '' })
-
-function joinHeaders(h: HeaderMap): Record<string, string> {
-  const out: Record<string, string> = {}
-  for (const k in h) {
-    const v = h[k]
-    out[k.toLowerCase()] = typeof v === 'string' ? v : v.join(', ')
-  }
-  return out
-}
-
 function errorLine(e: unknown): string {
   return (e instanceof Error ? e.message : String(e)).split('\n')[0].slice(0, 200)
-}
-
-function decodeComponent(s: string): string {
-  try {
-    return decodeURIComponent(s.replace(/\+/g, ' '))
-  } catch {
-    return s
-  }
-}
-
-function parseQuery(raw: string): Record<string, string[]> {
-  const out: Record<string, string[]> = {}
-  if (raw === '') return out
-  for (const part of raw.split('&')) {
-    if (part === '') continue
-    const i = part.indexOf('=')
-    const k = decodeComponent(i < 0 ? part : part.slice(0, i))
-    const v = i < 0 ? '' : decodeComponent(part.slice(i + 1))
-    ;(out[k] ??= []).push(v)
-  }
-  return out
-}
-
-/** CEL `request` variable (body added only where the site opts in). */
-function requestVar(req: PolicyRequest, body?: unknown): Record<string, unknown> {
-  return {
-    method: req.method.toUpperCase(),
-    path: req.path,
-    host: normalizeHost(req.host, req.scheme),
-    scheme: req.scheme,
-    headers: joinHeaders(req.headers),
-    raw_query: req.rawQuery,
-    query: parseQuery(req.rawQuery),
-    ...(body !== undefined ? { body } : {}),
-  }
-}
-
-function contextVars(ctx: PolicyContext): Record<string, unknown> {
-  return { workspace: ctx.workspace ?? EMPTY_WS, task: { id: ctx.task?.id ?? '' } }
 }
 
 function ruleMatch(cap: CCapability, rule: CRule): RuleMatch {
@@ -107,37 +58,6 @@ function runBool(run: () => unknown): CelCheck {
   if (v === null || v === undefined) return { ok: false, reason: 'policy_empty', message: 'match expression returned no value' }
   if (typeof v !== 'boolean') return { ok: false, reason: 'policy_type_error', message: `match expression returned ${typeof v}, not bool` }
   return { ok: true, value: v }
-}
-
-function mediaType(headers: HeaderMap): string {
-  const v = headers['content-type']
-  return ((typeof v === 'string' ? v : v?.[0]) ?? '').split(';')[0].trim().toLowerCase()
-}
-
-function isJsonType(t: string): boolean {
-  return t === 'application/json' || (t.startsWith('application/') && t.endsWith('+json'))
-}
-
-function bodyText(body: Uint8Array | string): string {
-  return typeof body === 'string' ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8')
-}
-
-function deepMerge(target: unknown, patch: Record<string, unknown>): Record<string, unknown> {
-  const base: Record<string, unknown> = target && typeof target === 'object' && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {}
-  for (const [k, v] of Object.entries(patch)) {
-    base[k] = v && typeof v === 'object' && !Array.isArray(v) ? deepMerge(base[k], v as Record<string, unknown>) : v
-  }
-  return base
-}
-
-function encodeQueryComponent(s: string): string {
-  return encodeURIComponent(s)
-}
-
-function setQuery(raw: string, key: string, value: string | undefined): string {
-  const parts = raw === '' ? [] : raw.split('&').filter((p) => p !== '' && decodeComponent(p.split('=')[0]) !== key)
-  if (value !== undefined) parts.push(`${encodeQueryComponent(key)}=${encodeQueryComponent(value)}`)
-  return parts.join('&')
 }
 
 export class Policy implements CompiledPolicy {
