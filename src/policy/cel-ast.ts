@@ -5,7 +5,7 @@
 // test/policy/cel-cost.test.ts, whose property test catches a node the model no longer sees.
 
 /** One unit per this many characters or elements an operation touches. */
-export const SIZE_SHIFT = 16
+export const SIZE_SHIFT = 4
 
 export type Fn = (this: unknown, ev: unknown, ast: unknown, ctx: unknown) => unknown
 export interface Macro {
@@ -45,6 +45,12 @@ const evaluated = (n: Node): Node => n.meta.alternate ?? n
 export function operands(n: Node): { kind: 'min' | 'sum'; nodes: Node[] } | undefined {
   const found = operandNodes(n)
   return found && { kind: found.kind, nodes: found.nodes.map(evaluated) }
+}
+
+/** `list.join(sep)`: the receiver and the separator, whose product bounds the string it builds. */
+export function joinParts(n: Node): [Node, Node] | undefined {
+  if (n.meta.alternate || n.meta.macro || n.op !== 'rcall' || n.args[0] !== 'join' || n.args[2].length !== 1) return undefined
+  return [evaluated(n.args[1]), evaluated(n.args[2][0])]
 }
 
 function operandNodes(n: Node): { kind: 'min' | 'sum'; nodes: Node[] } | undefined {

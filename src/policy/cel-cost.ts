@@ -1,7 +1,7 @@
 // Bounded CEL cost (issue 15, class 5): one cost model, used twice.
 //
 // - At save, `estimateCelCost` bounds the work of one evaluation of a checked expression, in
-//   units: one unit per AST node evaluated, plus one unit per 16 elements or characters that an
+//   units: one unit per AST node evaluated, plus one unit per 4 elements or characters that an
 //   operation must touch (both sides of `+`, the smaller side of a comparison, the list of `in`,
 //   every operand of a function call, the range of a comprehension). A comprehension multiplies
 //   its step by its iterations. Values are bounded by their "weight" (characters of a string,
@@ -152,7 +152,9 @@ function est(n: Node, f: Frame): CelCost {
       const ops = n.op === 'call' ? (a[1] as Node[]) : [a[1] as Node, ...(a[2] as Node[])]
       const rs = ops.map((o) => est(o, f))
       const ws = rs.map((r) => r.weight)
-      const cost = 1 + rs.reduce((s, r) => s + r.cost, 0) + units(ws.reduce((s, w) => s + w, 0))
+      let cost = 1 + rs.reduce((s, r) => s + r.cost, 0) + units(ws.reduce((s, w) => s + w, 0))
+      // join also pays for the string it builds: receiver elements × separator length.
+      if (n.op === 'rcall' && a[0] === 'join' && ws.length === 2) cost += units(ws[0] * ws[1])
       return { cost: cap(cost), weight: callWeight(a[0], ws) }
     }
   }

@@ -2,7 +2,7 @@
 // every node of a compiled expression is wrapped so each evaluation is metered in the estimate's
 // units, against a budget shared by one `withCelBudget` scope and a wall-clock deadline.
 
-import { childNodes, isNode, operands, SIZE_SHIFT, type ComprehensionArgs, type Fn, type Node } from './cel-ast.js'
+import { childNodes, isNode, joinParts, operands, SIZE_SHIFT, type ComprehensionArgs, type Fn, type Node } from './cel-ast.js'
 import { CEL_CALL_DEADLINE_MS } from './cel-cost.js'
 
 export class CelBudgetExceeded extends Error {
@@ -97,8 +97,20 @@ function charge(size: number): void {
   if (meter.left < 0) throw exceeded()
 }
 
-function meteredEvaluate(orig: Fn, slot: Slot | undefined, ops: { kind: 'min' | 'sum'; slots: Slot[] } | undefined): Fn {
-  if (!slot && !ops) {
+/** What one node's wrapper does besides counting itself. */
+interface Plan {
+  /** Record the result's size, for a parent that compares. */
+  slot?: Slot
+  /** Charge the result's size as soon as it exists: the parent is about to touch all of it. */
+  pre?: boolean
+  /** A join separator: also charge (receiver elements × separator length), the string join builds. */
+  times?: Slot
+  /** A comparison: once it ran, charge the smaller operand (equality stops at the first difference). */
+  min?: Slot[]
+}
+
+function meteredEvaluate(orig: Fn, plan: Plan): Fn {
+  if (!plan.slot && !plan.pre && !plan.times && !plan.min) {
     return function (this: unknown, ev, ast, ctx) {
       tick()
       return orig.call(this, ev, ast, ctx)
@@ -107,10 +119,15 @@ function meteredEvaluate(orig: Fn, slot: Slot | undefined, ops: { kind: 'min' | 
   return function (this: unknown, ev, ast, ctx) {
     tick()
     const r = orig.call(this, ev, ast, ctx)
-    if (slot) slot.size = sizeOf(r)
-    if (ops) {
-      let size = ops.kind === 'min' ? Infinity : 0
-      for (const s of ops.slots) size = ops.kind === 'min' ? Math.min(size, s.size) : size + s.size
+    if (plan.slot || plan.pre || plan.times) {
+      const size = sizeOf(r)
+      if (plan.slot) plan.slot.size = size
+      if (plan.pre) charge(size)
+      if (plan.times) charge(plan.times.size * size)
+    }
+    if (plan.min) {
+      let size = Infinity
+      for (const s of plan.min) size = Math.min(size, s.size)
       charge(size)
     }
     return r
@@ -123,12 +140,13 @@ function meteredEvaluate(orig: Fn, slot: Slot | undefined, ops: { kind: 'min' | 
  */
 export function instrumentCel(ast: unknown): void {
   const seen = new Set<Node>()
-  const slots = new Map<Node, Slot>()
-  const slotOf = (n: Node): Slot => {
-    let s = slots.get(n)
-    if (!s) slots.set(n, (s = { size: 0 }))
-    return s
+  const plans = new Map<Node, Plan>()
+  const planOf = (n: Node): Plan => {
+    let p = plans.get(n)
+    if (!p) plans.set(n, (p = {}))
+    return p
   }
+  // A parent is visited before its children, so a child's plan is complete when it is wrapped.
   const visit = (n: Node): void => {
     if (seen.has(n)) return
     seen.add(n)
@@ -136,13 +154,15 @@ export function instrumentCel(ast: unknown): void {
     if (m.alternate) return visit(m.alternate)
     if (m.macro) {
       const mac = m.macro
-      const orig = mac.evaluate
-      mac.evaluate = meteredEvaluate(orig, slots.get(n), undefined)
+      mac.evaluate = meteredEvaluate(mac.evaluate, planOf(n))
       for (const c of [mac.val, mac.exp, ...(mac.args ?? [])]) if (isNode(c)) visit(c)
       return
     }
     const ops = operands(n)
-    if (ops) for (const o of ops.nodes) slotOf(o)
+    if (ops?.kind === 'sum') for (const o of ops.nodes) planOf(o).pre = true
+    if (ops?.kind === 'min') planOf(n).min = ops.nodes.map((o) => (planOf(o).slot ??= { size: 0 }))
+    const join = joinParts(n)
+    if (join) planOf(join[1]).times = planOf(join[0]).slot ??= { size: 0 }
     if (n.op === 'comprehension') {
       const a = n.args as ComprehensionArgs
       // The engine's quantifiers swallow errors of a step (CEL's error semantics), so the loop
@@ -153,7 +173,7 @@ export function instrumentCel(ast: unknown): void {
         return cond ? cond(accu) : true
       }
     }
-    if (m.evaluate) n.setMeta('evaluate', meteredEvaluate(m.evaluate, slots.get(n), ops && { kind: ops.kind, slots: ops.nodes.map(slotOf) }))
+    if (m.evaluate) n.setMeta('evaluate', meteredEvaluate(m.evaluate, planOf(n)))
     for (const c of childNodes(n)) visit(c)
   }
   visit(ast as Node)

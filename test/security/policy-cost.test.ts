@@ -52,6 +52,7 @@ const SHAPES: [string, string][] = [
   ['list growth under cel.bind, then iterated', doc(bindGrowth(6, L10).replace(/size\(v5\) > 0/, 'v5.exists(x, x == 11)'))],
   ['a pass over the body nested in a pass over the body', doc('request.body.items.all(x, request.body.items.exists(y, x == y))', 'body')],
   ['a pass over the headers nested in a pass over the headers', doc('request.headers.all(k, request.headers.exists(j, k + j == "x"))')],
+  ['a join whose separator comes from the request (the output is their product)', doc('request.body.list.join(request.body.sep).size() > 0', 'body')],
   ['membership in a long list, inside a loop', doc(`${L(300)}.all(a, ${L(300)}.exists(b, a in ${L(300)}))`)],
   ['a costly header transform value', doc(`${nest(5)} ? "a" : "b"`, 'header')],
   ['a costly counter value', doc(`${L(100)}.map(a, ${L(100)}.map(b, ${L(100)}.map(c, a * b * c).size()).size()).size()`, 'counter')],
@@ -70,7 +71,7 @@ describe('costly shapes are refused at save, with their location', () => {
   })
 
   it('many expressions that are each cheap enough but together too costly', () => {
-    const rule = (i: number) => `    - domains: [api.example.com]\n      methods: [GET]\n      paths: [/r${i}]\n      match: {expr: '${nest(3, L(14))}'}\n`
+    const rule = (i: number) => `    - domains: [api.example.com]\n      methods: [GET]\n      paths: [/r${i}]\n      match: {expr: '${nest(3, L(12))}'}\n`
     const source = `- name: api\n  type: http\n  allow:\n${Array.from({ length: 12 }, (_, i) => rule(i)).join('')}`
     const one = compilePolicy(`- name: api\n  type: http\n  allow:\n${rule(0)}`)
     expect(one.ok).toBe(true)
@@ -131,6 +132,23 @@ describe('work that grows with the request is stopped at run time with policy_er
     expect(Number(process.hrtime.bigint() - started) / 1e6).toBeLessThan(5_000)
   })
 
+  it('one operation over a huge value is charged before it runs: split of a long string, join with a long separator', () => {
+    // Neither is a loop the meter could stop half-way: split("") of 1.6 M characters took ~40 ms,
+    // a 100 MB join far longer. The operands' sizes are charged before the operation runs.
+    for (const [expr, body] of [
+      ['request.body.s.split("").size() > 0', { s: 'x'.repeat(1_600_000) }],
+      [`request.body.list.join("${'z'.repeat(64)}").size() > 0`, { list: Array.from({ length: 100_000 }, () => 'a') }],
+    ] as const) {
+      const p = compile(doc(expr, 'body'))
+      const admission = p.admit(post(), ctx)
+      if (admission.decision === 'deny') throw new Error('denied')
+      const started = process.hrtime.bigint()
+      const res = p.checkBody(admission, { request: post(), context: ctx, body: JSON.stringify(body) })
+      expect(res, expr).toMatchObject({ decision: 'deny', reason: 'policy_error', detail: { message: expect.stringMatching(/exceeded its (cost|time) budget/) } })
+      expect(Number(process.hrtime.bigint() - started) / 1e6).toBeLessThan(5_000) // a hang cap, not the bound
+    }
+  })
+
   it('a regular expression the request supplies is not compiled past 1,024 characters', () => {
     // RE2 matches in linear time but compiles in time that grows with the pattern: 64 KiB took
     // about 50 ms, 1 MiB over a second before failing.
@@ -146,9 +164,9 @@ describe('work that grows with the request is stopped at run time with policy_er
   })
 
   it('an upstream packing thousands of events into one chunk: the chunk stops at the budget, the stream is floored', () => {
-    // Each event's value is accepted at save (about 43,000 units); 3,000 of them in one chunk would
+    // Each event's value is accepted at save (about 45,000 units); 3,000 of them in one chunk would
     // hold the event loop for seconds. One chunk is one budget scope.
-    const value = `int(event.data.n) + (event.data.heavy ? size(${L(14)}.filter(a, ${L(14)}.exists(b, ${L(14)}.exists(c, a + b + c < 0)))) : 0)`
+    const value = `int(event.data.n) + (event.data.heavy ? size(${L(12)}.filter(a, ${L(12)}.exists(b, ${L(12)}.exists(c, a + b + c < 0)))) : 0)`
     const src = doc('true').replace('      match: {expr: \'true\'}\n', '') + `  transforms:\n    - header: {name: Accept-Encoding, action: set, value: '"identity"'}\n  budgets:\n    counters:\n      - name: tokens\n        source: response\n        requires_body: true\n        framing: sse\n        format: application/json\n        encoding: identity\n        status_codes: ["2xx"]\n        accumulator: sum\n        value: '${value}'\n        terminal_sentinel: "[DONE]"\n        failure_charge: 1\n        workspace: {max: 100000}\n`
     const counter = compile(src).counters('api')[0]!
     const meter = counter.meter({ status: 200, headers: { 'content-type': 'text/event-stream' }, size: 0 })
@@ -189,7 +207,7 @@ describe('serve answers /healthz within 100 ms while the costliest accepted poli
   }
   // Two admission rules near the per-expression limit (together near the policy limit) that both
   // evaluate to false after all their work, so every request pays for both; and a body rule.
-  const heavy = (i: number) => `    - domains: [api.example.com]\n      methods: [GET]\n      match: {expr: '${nest(3, L(14))} && request.path == "/never${i}"'}\n`
+  const heavy = (i: number) => `    - domains: [api.example.com]\n      methods: [GET]\n      match: {expr: '${nest(3, L(12))} && request.path == "/never${i}"'}\n`
   const COSTLIEST = `- name: api\n  type: http\n  allow:\n${heavy(0)}${heavy(1)}    - domains: [api.example.com]\n      methods: [POST]\n      paths: [/big]\n      request_format: application/json\n      match: {requires_body: true, expr: 'request.body.items.all(x, x >= 0)'}\n`
 
   beforeAll(async () => {
