@@ -33,6 +33,8 @@ export interface LaunchPlan {
 export interface Confinement {
   /** The host command (file and args) that runs the plan inside the confinement. */
   wrap(command: readonly string[]): string[]
+  /** A limit hit so far (while the sandbox runs). */
+  hit(): Promise<LimitHit | undefined>
   /** After the sandbox is gone: which limit was hit, if any; removes what was set up. */
   release(): Promise<LimitHit | undefined>
 }
@@ -221,7 +223,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
       throw new RuntimeError('runtime_unavailable',
         `agent of workspace ${workspaceId} did not start: ${started.reason}${tail ? ` (log: ${tail})` : ''}`)
     }
-    return { workspaceId, pid: child.pid ?? -1, exited, logPath }
+    return { workspaceId, pid: child.pid ?? -1, exited, logPath, ...(confinement ? { limitHit: () => confinement.hit() } : {}) }
   }
 
   async stopAgent(workspaceId: string): Promise<void> {

@@ -116,6 +116,7 @@ export class LocalRuntime extends DirectoryRuntime {
     if (!cgroup && !filter) return undefined
     return {
       wrap: (command) => joinCommand(cgroup?.procs ?? [], command, filter),
+      hit: async () => (cgroup ? cgroup.limitHit().catch(() => undefined) : undefined),
       release: async () => {
         if (!cgroup) return undefined
         const hit = await cgroup.limitHit().catch(() => undefined)

@@ -111,6 +111,8 @@ export interface AgentProcess {
   readonly exited: Promise<AgentExit>
   /** Host path of the agent's combined stdout/stderr log. */
   readonly logPath: string
+  /** A workspace limit hit so far by this agent's sandbox (its cgroup), if the driver can tell. */
+  limitHit?(): Promise<LimitHit | undefined>
 }
 
 export type SnapshotReason = 'task' | 'stop'

@@ -119,6 +119,10 @@ for (const dialect of testDialects()) {
       const agent = String.raw`
         d=$(cat "$CORRAL_INBOX/tasks.json"); case "$d" in
           *forkbomb*) b() { b & b & wait; }; b ;;
+          *survive*) exec node -e "const { spawn } = require('child_process'), fs = require('fs')
+            for (let i = 0; i < 100; i++) spawn('sleep', ['1']).on('error', () => {})
+            setTimeout(() => fs.writeFileSync('/data/bombed', '1'), 300)
+            setInterval(() => fs.existsSync('/data/go') && process.exit(0), 50)" ;;
           *memory*) for i in 1 2 3 4; do node -e "const a=[]; for (let i = 0; i < 60; i++) a.push(Buffer.alloc(1<<20, 1)); setTimeout(() => {}, 3000)" & done; wait ;;
           *) echo fine > /data/fine ;;
         esac`
@@ -136,6 +140,16 @@ for (const dialect of testDialects()) {
       await waitFor(async () => (await r.controller.tables.byId(workspace.id))?.state === 'idle' || undefined, 'idle')
       const mem = await r.controller.submitTask(r.orgId, r.actor, workspace.id, { description: 'memory', options: {} })
       expect(await settled(mem.id)).toMatchObject({ status: 'failed', reason: 'memory_limit_exceeded', summary: expect.stringMatching(/memory limit/) })
+      await waitFor(async () => (await r.controller.tables.byId(workspace.id))?.state === 'idle' || undefined, 'idle')
+      // An agent that survives the limit (its spawns fail, it goes on) and reports `completed`:
+      // the task still fails for the limit, keeping what the agent said.
+      const survive = await r.controller.submitTask(r.orgId, r.actor, workspace.id, { description: 'survive', options: {} })
+      const dataDir = (await r.runtime.provision({ workspaceId: workspace.id })).dataDir
+      await waitFor(async () => existsSync(join(dataDir, 'bombed')), 'the agent past its spawns')
+      await r.events.handle({ org_id: r.orgId, workspace_id: workspace.id, task_id: survive.id, exp: 0 }, 'POST', `/task/${survive.id}/event`,
+        Buffer.from(JSON.stringify({ type: 'task_end', status: 'completed', summary: 'all fine here' })))
+      writeFileSync(join(dataDir, 'go'), '')
+      expect(await settled(survive.id)).toMatchObject({ status: 'failed', reason: 'pids_limit_exceeded', summary: expect.stringMatching(/process limit.*The agent reported: all fine here$/) })
       await waitFor(async () => (await r.controller.tables.byId(workspace.id))?.state === 'idle' || undefined, 'idle')
       const fine = await r.controller.submitTask(r.orgId, r.actor, workspace.id, { description: 'plain', options: {} })
       expect(await settled(fine.id)).toMatchObject({ status: 'failed', reason: 'agent_exited' }) // exits without task_end, limits untouched

@@ -53,8 +53,8 @@ export const DEFAULT_DISK_CHECK_INTERVAL_MS = 2_000
 
 /** The summary of a task whose agent died at a workspace limit (docs/runtime.md "Resource limits"). */
 const LIMIT_HIT_TEXT: Record<LimitHit, string> = {
-  memory: 'The workspace reached its memory limit (CORRAL_WORKSPACE_MEMORY_MB, all its processes and /tmp together): the kernel killed a process of it, and the agent exited without finishing.',
-  pids: 'The workspace reached its process limit (CORRAL_WORKSPACE_PIDS): a process could not be started, and the agent exited without finishing.',
+  memory: 'The workspace reached its memory limit (CORRAL_WORKSPACE_MEMORY_MB, all its processes and /tmp together): the kernel killed a process of it.',
+  pids: 'The workspace reached its process limit (CORRAL_WORKSPACE_PIDS): a process of it could not be started.',
 }
 
 /** Who acts: `userId` attributes audit rows, `creatorId` is the `:own` identity (key id for API keys). */
@@ -475,8 +475,16 @@ export class WorkspaceController implements WorkspaceControl {
       // A task that ends `completed` is measured first: over the quota it fails instead (the
       // agent's own summary kept after ours). A failure the agent reports keeps its reason.
       const run = this.#running.get(workspaceId)
-      if (status === 'completed' && run?.taskId === taskId && (await this.#t.tasks.byId(taskId))?.status === 'running'
-        && (await this.#diskCheckAtEnd(ws, taskId, run.disk, summary))) return
+      if (status === 'completed' && run?.taskId === taskId && (await this.#t.tasks.byId(taskId))?.status === 'running') {
+        if (await this.#diskCheckAtEnd(ws, taskId, run.disk, summary)) return
+        // Likewise a workspace limit hit while the task ran (a process killed or refused): the
+        // agent's `completed` may not know what it lost, so the task fails for the limit.
+        const hit = await run.process.limitHit?.().catch(() => undefined)
+        if (hit) {
+          await this.#finishTask(ws, taskId, 'failed', `${hit}_limit_exceeded`, summary ? `${LIMIT_HIT_TEXT[hit]} The agent reported: ${summary}` : LIMIT_HIT_TEXT[hit])
+          return
+        }
+      }
       await this.#finishTask(ws, taskId, status, reason, summary)
     })
   }
