@@ -18,10 +18,10 @@ describe('agent events: input at the edge', () => {
   const post = (text: string) => events.handle(claims, 'POST', '/task/task_1/event', Buffer.from(text), async () => ((charged++), { ok: true, debits: {}, budget_state: {} }) as never)
 
   it.each([
-    ['nested 5,000 deep', `{"type":"progress","message":"x","data":${'['.repeat(5_000)}${']'.repeat(5_000)}}`, 'data', 'deeper'],
-    ['NUL in a value', '{"type":"progress","message":"a\\u0000b"}', 'message', 'NUL'],
-    ['lone surrogate', '{"type":"progress","message":"\\ud800"}', 'message', 'surrogate'],
-    ['NUL in a key', '{"type":"progress","message":"x","k\\u0000":1}', 'body', 'key'],
+    ['nested 5,000 deep', `{"type":"current_status","message":"x","data":${'['.repeat(5_000)}${']'.repeat(5_000)}}`, 'data', 'deeper'],
+    ['NUL in a value', '{"type":"current_status","message":"a\\u0000b"}', 'message', 'NUL'],
+    ['lone surrogate', '{"type":"current_status","message":"\\ud800"}', 'message', 'surrogate'],
+    ['NUL in a key', '{"type":"current_status","message":"x","k\\u0000":1}', 'body', 'key'],
   ])('%s → 400 validation_error, nothing charged or recorded', async (_name, text, field, problem) => {
     const reply = await post(text)
     expect(reply.status).toBe(400)
@@ -32,5 +32,18 @@ describe('agent events: input at the edge', () => {
     expect(message).toContain(problem)
     expect(emitted).toEqual([])
     expect(charged).toBe(0)
+  })
+})
+
+describe('agent events: the database away', () => {
+  it('a store outage while handling an event is 503 + Retry-After (the agent retries), not a 500', async () => {
+    const down = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })
+    const controller = { tables: { get: async () => { throw down } } } as unknown as WorkspaceController
+    const events = new AgentEvents(controller, { emit: async () => { throw new Error('not reached') } } as unknown as AuditSink)
+    const claims = { org_id: 'org_1', workspace_id: 'ws_1', task_id: 'task_1', exp: Date.now() / 1000 + 60 }
+    const reply = await events.handle(claims, 'POST', '/task/task_1/event', Buffer.from('{"type":"current_status","message":"hi"}'))
+    expect(reply.status).toBe(503)
+    expect(reply.headers?.['retry-after']).toBe('2')
+    expect((reply.body as { error: { code: string } }).error.code).toBe('service_unavailable')
   })
 })

@@ -10,7 +10,10 @@
 // the claimed task's `proxy_token`), 204 + `Retry-After: 0` after a long poll with nothing, 410
 // when there is no more work for it (cold agents get their task in the inbox).
 import { AGENT_EVENT_TYPES, type AgentEventType, type AuditSink } from '../../audit/event.js'
+import { AuditUnavailableError } from '../../audit/unavailable.js'
+import { CorralError } from '../../errors.js'
 import { inputProblem } from '../../input-limits.js'
+import { isStoreUnavailable } from '../../store/index.js'
 import type { AgentEventCharge, ControlEndpointHandler, ControlReply } from '../../proxy/control-endpoint.js'
 import type { CapabilityClaims } from '../../proxy/token.js'
 import { agentEventViolation } from './agent-event-schemas.js'
@@ -32,6 +35,20 @@ export class AgentEvents implements ControlEndpointHandler {
   }
 
   async handle(claims: CapabilityClaims, method: string, path: string, body: Buffer, charge?: () => Promise<AgentEventCharge>, query?: URLSearchParams): Promise<ControlReply> {
+    try {
+      return await this.#handle(claims, method, path, body, charge, query)
+    } catch (err) {
+      // The database is away or the audit log is saturated: the agent retries (its event sink
+      // does), as an API client would on the same 503 — not a 500 that reads like a bug.
+      if (isStoreUnavailable(err) || (err instanceof CorralError && err.status === 503)) {
+        const retry = err instanceof AuditUnavailableError ? err.retryAfterSeconds : 2
+        return { ...refuse(503, 'service_unavailable', 'the control plane cannot record this event right now; retry'), headers: { 'retry-after': String(retry) } }
+      }
+      throw err
+    }
+  }
+
+  async #handle(claims: CapabilityClaims, method: string, path: string, body: Buffer, charge?: () => Promise<AgentEventCharge>, query?: URLSearchParams): Promise<ControlReply> {
     if (method === 'GET' && /^\/tasks\/next\/?$/.test(path)) {
       // `?token=ahead`: the agent takes the claimed task's token before the task (controller.nextTask).
       // Only the warm agent's unspent start-up token or the claimed task's token gets an answer.
