@@ -72,6 +72,23 @@ for (const d of testDialects()) {
       expect(readdirSync(root)).toEqual([])
     })
 
+    it('a journal that cannot be written degrades to acknowledging after the database commit, and says so once', async () => {
+      const org = orgId()
+      const root = tempDir()
+      const logged: string[] = []
+      const writer = await openAuditWriter(store, { journalDir: root, journalSegmentBytes: 100, logger: quietLogger(logged) })
+      await writer.emit(mutation(org))
+      // The writer's directory vanishes (disk trouble): no new segment can be opened.
+      for (const d of readdirSync(root)) rmSync(join(root, d), { recursive: true, force: true })
+      const events = await Promise.all([writer.emit(mutation(org)), writer.emit(mutation(org)), writer.emit(mutation(org))])
+      // Each resolved emit is in the database already.
+      const stored = await ids(org)
+      for (const e of events) expect(stored).toContain(e.id)
+      expect(stored).toHaveLength(4)
+      expect(logged.filter((m) => m.includes('journal write failed'))).toHaveLength(1)
+      await writer.close()
+    })
+
     for (const mode of ['hung', 'live'] as const) {
       it(`kill -9 mid-emit loses no acknowledged event (database ${mode === 'hung' ? 'not answering' : 'writing'})`, async () => {
         const target = storeTarget(store)!
