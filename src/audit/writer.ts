@@ -37,6 +37,8 @@ export interface AuditWriterOptions {
   flushIntervalMs?: number
   /** Events emitted but not yet in the database before emit() refuses (default 20,000). */
   maxQueue?: number
+  /** The same bound in serialized size (default 256 Mi UTF-16 units), so large events cannot exhaust memory. */
+  maxQueueBytes?: number
   logger?: AuditWriterLogger
   /** How long close() waits for the database (default 10 s, under serve's 20 s forced exit). */
   drainTimeoutMs?: number
@@ -81,6 +83,8 @@ export interface AuditWriterStats {
   retries: number
   /** Events accepted and not yet in the database. */
   pending: number
+  /** Their size as serialized text (UTF-16 units). */
+  pendingBytes: number
   /** Events replayed from the journal at start. */
   replayed: number
   journal?: { segments: number; bytes: number }
@@ -108,6 +112,8 @@ interface Item {
   reject?: (err: Error) => void
   /** Date.now() at emit, for the durability deadline. */
   at?: number
+  /** Serialized size counted in stats.pendingBytes. */
+  size: number
 }
 
 interface RecoveredGroup {
@@ -147,10 +153,11 @@ export async function openAuditWriter(store: Store, opts: AuditWriterOptions & {
 function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | undefined): AuditWriter & { replay(r: RecoveredSegment[]): Promise<void> } {
   const batchSize = Math.max(1, opts.batchSize ?? 500)
   const maxQueue = Math.max(1, opts.maxQueue ?? 20_000)
+  const maxQueueBytes = Math.max(1, opts.maxQueueBytes ?? 256 << 20)
   const logger = opts.logger ?? { error: (obj: object, msg: string) => console.error(msg, obj) }
   const drainTimeoutMs = Math.max(0, opts.drainTimeoutMs ?? 10_000)
   const durableTimeoutMs = Math.max(1, opts.durableTimeoutMs ?? 5_000)
-  const stats: AuditWriterStats = { emitted: 0, written: 0, quarantined: 0, invalid: 0, sanitized: 0, rejected: 0, retries: 0, pending: 0, replayed: 0 }
+  const stats: AuditWriterStats = { emitted: 0, written: 0, quarantined: 0, invalid: 0, sanitized: 0, rejected: 0, retries: 0, pending: 0, pendingBytes: 0, replayed: 0 }
   const loggedKinds = new Set<string>()
   const discarding = new Set<Promise<void>>()
   // Postgres takes a batch as its lines joined (one JSON parameter): keep them until the commit.
@@ -171,7 +178,7 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
     const r = encodeEvent(input)
     if (r.ok) {
       if (r.value.sanitized) stats.sanitized++
-      return { seq: ++seq, event: r.value.event, row: r.value.row, line: r.value.line }
+      return { seq: ++seq, event: r.value.event, row: r.value.row, line: r.value.line, size: r.value.line.length }
     }
     if (r.kind === 'invalid_event') {
       stats.invalid++
@@ -184,11 +191,13 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
       }
     } else logger.error({ id: r.event.id, reason: r.reason }, 'audit: event cannot be stored as a row; quarantined')
     const q = quarantineRecord(input, r.event, r.reason)
-    return { seq: ++seq, event: r.event, q, line: quarantineLine(q) }
+    const line = quarantineLine(q)
+    return { seq: ++seq, event: r.event, q, line, size: line.length }
   }
 
   const finish = (it: Item) => {
     stats.pending--
+    stats.pendingBytes -= it.size
     if (it.seg) journal?.release(it.seg)
     if (it.recovered && --it.recovered.left === 0 && journal) {
       const p = journal.discard(it.recovered.segment).finally(() => discarding.delete(p))
@@ -349,6 +358,7 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
 
   const emitItem = (it: Item): Promise<AuditEvent> => {
     stats.pending++
+    stats.pendingBytes += it.size
     const done = new Promise<AuditEvent>((resolve, reject) => {
       it.resolve = resolve
       it.reject = reject
@@ -385,7 +395,7 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
     emit(input: NewAuditEvent): Promise<AuditEvent> {
       let p: Promise<AuditEvent>
       if (closed) p = Promise.reject(new AuditUnavailableError('closed', 5, 'audit writer is closed (the server is shutting down); retry'))
-      else if (stats.pending >= maxQueue) {
+      else if (stats.pending >= maxQueue || stats.pendingBytes >= maxQueueBytes) {
         stats.rejected++
         p = Promise.reject(new AuditUnavailableError('queue_full', 1, `the audit log is not keeping up (${stats.pending} events not yet stored); retry shortly`))
       } else {
@@ -453,6 +463,7 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
           const it = prepareReplay(line)
           it.recovered = group
           stats.pending++
+          stats.pendingBytes += it.size
           stats.replayed++
           enqueue(it)
         }
@@ -470,10 +481,10 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
       parsed = JSON.parse(line)
     } catch {
       const q = quarantineRecord(line, undefined, 'journal_corrupt: a journal line is not JSON')
-      return { seq: ++seq, event: { id: q.id } as AuditEvent, q }
+      return { seq: ++seq, event: { id: q.id } as AuditEvent, q, size: line.length }
     }
     const rec = parsed as { _quarantine?: QuarantineRecord }
-    if (rec._quarantine) return { seq: ++seq, event: { id: rec._quarantine.id } as AuditEvent, q: rec._quarantine }
+    if (rec._quarantine) return { seq: ++seq, event: { id: rec._quarantine.id } as AuditEvent, q: rec._quarantine, size: line.length }
     delete (parsed as { ts?: unknown }).ts
     const it = prepare(parsed as NewAuditEvent)
     if (!keepLines) it.line = undefined

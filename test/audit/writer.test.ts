@@ -204,10 +204,16 @@ for (const d of testDialects()) {
       expect(refused).toBeInstanceOf(AuditUnavailableError)
       expect(refused).toMatchObject({ status: 503, code: 'service_unavailable', retryAfterSeconds: 1, details: { reason: 'audit_unavailable' } })
       expect(writer.stats()).toMatchObject({ rejected: 1, pending: 20 })
+      // The same bound in bytes: a writer holding 3 large events refuses the next one.
+      const small = createAuditWriter(gated, { maxQueueBytes: 3 * 50_000 })
+      const big = () => small.emit(mutation(org, { detail: { blob: 'b'.repeat(50_000) } }))
+      const held = [big(), big(), big()]
+      await expect(big()).rejects.toBeInstanceOf(AuditUnavailableError)
       release()
-      const events = await Promise.all(accepted)
+      const events = [...(await Promise.all(accepted)), ...(await Promise.all(held))]
       expect((await rows(org)).map((e) => e.id).sort()).toEqual(events.map((e) => e.id).sort())
       await writer.close()
+      await small.close()
     })
 
     it('a caller never hangs while the database is away: emit rejects after durableTimeoutMs, and the event is still written later', async () => {
