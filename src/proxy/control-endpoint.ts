@@ -8,6 +8,7 @@
 // path and is denied there (no_token / invalid_token) with its decision row.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { AuditSink } from '../audit/event.js'
+import { isStoreUnavailable } from '../store/index.js'
 import { makeCounter } from '../policy/counters.js'
 import type { CompiledCounter } from '../policy/types.js'
 import { PolicyDenial } from './decision.js'
@@ -96,8 +97,11 @@ export async function serveControlEndpoint(core: ProxyCore, req: IncomingMessage
     reply = body === undefined
       ? { status: 413, body: { error: { code: 'payload_too_large', message: 'agent callback body over 1 MiB' } } }
       : await handler.handle(check.claims, (req.method ?? 'GET').toUpperCase(), path, body, () => chargeAgentEvent(core, check.claims, body.length), queryOf(req.url))
-  } catch {
-    reply = { status: 500, body: { error: { code: 'internal_error', message: 'the control plane failed to handle the callback' } } }
+  } catch (err) {
+    // A store outage is transient (503 + Retry-After, like the API); anything else is our fault.
+    reply = isStoreUnavailable(err)
+      ? { status: 503, headers: { 'retry-after': '2' }, body: { error: { code: 'service_unavailable', message: 'the database is unavailable; retry after Retry-After' } } }
+      : { status: 500, body: { error: { code: 'internal_error', message: 'the control plane failed to handle the callback' } } }
   }
   if (res.headersSent) return true
   const text = reply.body === undefined ? '' : JSON.stringify(reply.body)

@@ -84,6 +84,8 @@ export interface ProxyCounters {
   transportRowsSuppressed: number
   /** Faults caught by a socket handler's error boundary (that connection was closed). */
   handlerFaults: number
+  /** Requests answered 503 because the store was unavailable inside the phases. */
+  storeUnavailable: number
 }
 
 /** Everything the phases share for the process lifetime. */

@@ -2,6 +2,7 @@
 // thrown faults into `internal_error`, and always ends in the terminal phase, which writes the
 // request's one policy_decision row.
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import { isStoreUnavailable } from '../store/index.js'
 import { CONTROL_HOST, serveControlEndpoint } from './control-endpoint.js'
 import { DecisionContext, PolicyDenial, attributeToken, deny, denyBody, type PhaseOutcome } from './decision.js'
 import { forward } from './phases/forward.js'
@@ -84,10 +85,24 @@ async function record(core: ProxyCore, st: RequestState): Promise<PolicyDenial |
 }
 
 function internalError(core: ProxyCore, err: unknown): PolicyDenial {
+  // The store is away (PostgreSQL restarting, SQLite locked or full): a transient fault, answered
+  // 503 with Retry-After like the API does, logged once per burst instead of once per request.
+  if (isStoreUnavailable(err)) {
+    core.counters.storeUnavailable++
+    const now = Date.now()
+    if (now - (lastStoreWarn.get(core) ?? 0) > 5_000) {
+      lastStoreWarn.set(core, now)
+      core.log.warn({ err: { message: (err as Error)?.message ?? String(err), code: (err as { code?: string })?.code }, count: core.counters.storeUnavailable }, 'proxy: the store is unavailable; requests are answered 503 until it is back')
+    }
+    return deny('internal_error', { store_unavailable: true, retry_after_s: STORE_RETRY_S }, 503)
+  }
   const e = err as { message?: string; stack?: string }
   if (!core.faultHook) core.log.error({ err: { message: e?.message ?? String(err), stack: e?.stack } }, 'proxy: a phase failed (internal_error)')
   return deny('internal_error', {}, 500)
 }
+
+const STORE_RETRY_S = 2
+const lastStoreWarn = new WeakMap<ProxyCore, number>()
 
 /** Once per request: the workspace's in-flight slot and the budget holds or debits (durable before the row). */
 async function release(core: ProxyCore, st: RequestState): Promise<void> {
@@ -193,7 +208,8 @@ function sendDeny(st: RequestState, denial: PolicyDenial): void {
   }
   // An unread request body cannot be skipped on a keep-alive connection without reading it all.
   if (!req.complete) headers.connection = 'close'
-  if (denial.reason === 'audit_unavailable') headers['retry-after'] = String(denial.detail.retry_after_s ?? 1)
+  // Transient refusals (the audit log or the store away) tell the client when to come back.
+  if (typeof denial.detail.retry_after_s === 'number') headers['retry-after'] = String(denial.detail.retry_after_s)
   res.writeHead(denial.status, headers)
   res.end(body)
 }

@@ -183,5 +183,5 @@ function delay<T>(ms: number, value: T): Promise<T> {
 }
 
 function newCounters(): ProxyCounters {
-  return { tunnels: 0, requests: 0, auditFailures: 0, connectionsRefused: 0, transportErrors: 0, transportRowsSuppressed: 0, handlerFaults: 0 }
+  return { tunnels: 0, requests: 0, auditFailures: 0, connectionsRefused: 0, transportErrors: 0, transportRowsSuppressed: 0, handlerFaults: 0, storeUnavailable: 0 }
 }
