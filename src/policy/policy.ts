@@ -18,6 +18,8 @@ import type {
 type Outcome = AllowRuleEval["failed"]
 
 const EVAL_DOMAIN_MAX = 20
+/** Shortest value built from secrets that is scrubbed as a whole (the secrets themselves always are). */
+const DERIVED_MIN = 8
 
 function errorLine(e: unknown): string {
   return (e instanceof Error ? e.message : String(e)).split('\n')[0].slice(0, 200)
@@ -378,9 +380,10 @@ export class Policy implements CompiledPolicy {
     }
     // What was injected from secrets, for the proxy to scrub from the response (scrub.ts): the
     // secret values, and the value placed (which may hold them transformed, e.g. concatenated).
+    // A short derived value ("1", "yes") is no secret and would mask every such byte run.
     if (usedSecrets) {
       out.injected.push(...usedSecrets)
-      if (typeof value === 'string') out.injected.push(value, encodeURIComponent(value))
+      if (typeof value === 'string' && value.length >= DERIVED_MIN) out.injected.push(value, encodeURIComponent(value))
     }
     return true
   }

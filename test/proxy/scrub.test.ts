@@ -65,3 +65,29 @@ describe('Scrubber', () => {
     expect(s.count).toBe(3)
   })
 })
+
+describe('what a secret-bearing transform hands the scrubber', () => {
+  it('the secret always; the value built from it only when 8 characters or more', async () => {
+    const { compilePolicy } = await import('../../src/policy/index.js')
+    const doc = `
+- name: api
+  type: http
+  allow:
+    - {name: r, domains: [api.example.com], methods: [GET]}
+  transforms:
+    - header: {name: x-flag, action: set, value: 'secrets["k"] != "" ? "1" : "0"'}
+    - header: {name: x-key, action: set, value: '"Token " + secrets["k"]'}
+`
+    const c = compilePolicy(doc)
+    if (!c.ok) throw new Error(JSON.stringify(c.diagnostics))
+    const admission = c.policy.admit({ method: 'GET', scheme: 'https', host: 'api.example.com', path: '/', rawQuery: '', headers: {} }, {})
+    if (admission.decision !== 'allow') throw new Error('not allowed')
+    const out = c.policy.applyTransforms({ match: admission.match, request: { method: 'GET', scheme: 'https', host: 'api.example.com', path: '/', rawQuery: '', headers: {} }, context: {}, secrets: () => 'ab' })
+    expect(out.headers['x-flag']).toEqual(['1'])
+    expect(new Set(out.injected)).toEqual(new Set(['ab', 'Token ab', 'Token%20ab']))
+    const withheld = c.policy.applyTransforms({ match: admission.match, request: { method: 'GET', scheme: 'https', host: 'api.example.com', path: '/', rawQuery: '', headers: {} }, context: {}, secrets: () => 'ab', secretsAllowed: false })
+    expect(withheld.headers['x-key']).toBeUndefined()
+    expect(withheld.failed).toEqual({ 'transform[0]': 'auth_unavailable', 'transform[1]': 'auth_unavailable' })
+    expect(withheld.injected).toEqual([])
+  })
+})
