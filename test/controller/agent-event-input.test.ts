@@ -36,7 +36,7 @@ describe('agent events: input at the edge', () => {
 })
 
 describe('agent events: the database away', () => {
-  it('a store outage while handling an event is 503 + Retry-After (the agent retries), not a 500', async () => {
+  it('a store outage while handling an event is 503 + Retry-After, not a 500', async () => {
     const down = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })
     const controller = { tables: { get: async () => { throw down } } } as unknown as WorkspaceController
     const events = new AgentEvents(controller, { emit: async () => { throw new Error('not reached') } } as unknown as AuditSink)

@@ -38,8 +38,9 @@ export class AgentEvents implements ControlEndpointHandler {
     try {
       return await this.#handle(claims, method, path, body, charge, query)
     } catch (err) {
-      // The database is away or the audit log is saturated: the agent retries (its event sink
-      // does), as an API client would on the same 503 — not a 500 that reads like a bug.
+      // The database is away or the audit log is saturated: say so (503 + Retry-After, as the API
+      // does) so an agent can retry — not a 500 that reads like a bug. (The reference agent's
+      // event sink reports refusals once and moves on; nothing was recorded for this event.)
       if (isStoreUnavailable(err) || (err instanceof CorralError && err.status === 503)) {
         const retry = err instanceof AuditUnavailableError ? err.retryAfterSeconds : 2
         return { ...refuse(503, 'service_unavailable', 'the control plane cannot record this event right now; retry'), headers: { 'retry-after': String(retry) } }
