@@ -18,87 +18,16 @@
 import { AsyncLocalStorage } from 'node:async_hooks'
 import { CorralError } from '../errors.js'
 import type { Store } from '../store/index.js'
-import { classifyFailure, describeFailure } from './classify.js'
+import { DbStage, errorInfo } from './db-stage.js'
 import { check, describeFields, encodeEvent, quarantineRecord, type QuarantineRecord } from './encode.js'
-import type { AuditEvent, AuditSink, NewAuditEvent } from './event.js'
+import type { AuditEvent, NewAuditEvent } from './event.js'
 import { Journal, type RecoveredSegment, type Segment } from './journal.js'
-import { publishCommitted } from './notify.js'
 import { AuditUnavailableError } from './unavailable.js'
+import { AuditDrainTimeoutError, type AuditWriter, type AuditWriterOptions, type AuditWriterStats } from './writer-types.js'
 
-export interface AuditWriterLogger {
-  error(obj: object, msg: string): void
-  warn?(obj: object, msg: string): void
-}
-
-export interface AuditWriterOptions {
-  /** Rows per insert transaction (default 500). */
-  batchSize?: number
-  /** Accepted for compatibility; batches are written as soon as the previous one commits. */
-  flushIntervalMs?: number
-  /** Events emitted but not yet in the database before emit() refuses (default 20,000). */
-  maxQueue?: number
-  /** The same bound in serialized size (default 256 Mi UTF-16 units), so large events cannot exhaust memory. */
-  maxQueueBytes?: number
-  logger?: AuditWriterLogger
-  /** How long close() waits for the database (default 10 s, under serve's 20 s forced exit). */
-  drainTimeoutMs?: number
-  /** With openAuditWriter: the journal root (serve uses `<data-dir>/audit-journal`). */
-  journalDir?: string
-  /** Journal segment size before rotation (default 8 MiB). */
-  journalSegmentBytes?: number
-  /**
-   * How long emit() waits for durability before it rejects with AuditUnavailableError (default
-   * 5 s; only reached when the database is away and there is no working journal). The event
-   * stays queued and is written when the database is back.
-   */
-  durableTimeoutMs?: number
-}
-
-/** close() could not commit every event before its deadline; `pending` events were not persisted. */
-export class AuditDrainTimeoutError extends Error {
-  constructor(
-    readonly pending: number,
-    readonly drainTimeoutMs: number,
-  ) {
-    super(`audit: ${pending} event(s) not persisted: the database did not accept them within the ${drainTimeoutMs} ms shutdown drain deadline; they are lost when this process exits`)
-    this.name = 'AuditDrainTimeoutError'
-  }
-}
-
-/** Counters an operator reads (GET /healthz `audit`, docs/audit.md). */
-export interface AuditWriterStats {
-  /** Events accepted by emit(). */
-  emitted: number
-  /** Rows newly inserted into audit_events. */
-  written: number
-  /** Events kept in audit_quarantine instead (invalid, too large, refused by the database). */
-  quarantined: number
-  /** Of those, events that broke the contract (a producer bug). */
-  invalid: number
-  /** Events whose strings had NUL or lone surrogates replaced by U+FFFD. */
-  sanitized: number
-  /** emit() calls refused with AuditUnavailableError. */
-  rejected: number
-  /** Failed database attempts retried (transient failures). */
-  retries: number
-  /** Events accepted and not yet in the database. */
-  pending: number
-  /** Their size as serialized text (UTF-16 units). */
-  pendingBytes: number
-  /** Events replayed from the journal at start. */
-  replayed: number
-  journal?: { segments: number; bytes: number }
-  /** The last database failure, while the writer is retrying. */
-  failing?: string
-}
-
-export interface AuditWriter extends AuditSink {
-  /** Resolves when every event emitted before the call is in the database (or quarantined). */
-  flush(): Promise<void>
-  /** Refuses further events, flushes within drainTimeoutMs (see the file comment). */
-  close(): Promise<void>
-  stats(): AuditWriterStats
-}
+export {
+  AuditDrainTimeoutError, type AuditWriter, type AuditWriterLogger, type AuditWriterOptions, type AuditWriterStats,
+} from './writer-types.js'
 
 interface Item {
   seq: number
@@ -121,7 +50,6 @@ interface RecoveredGroup {
   left: number
 }
 
-const MAX_BACKOFF_MS = 5_000
 const noop = () => {}
 
 // Events emitted while handling one API request, so the response can wait for their durability
@@ -163,16 +91,11 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
   // Postgres takes a batch as its lines joined (one JSON parameter): keep them until the commit.
   const keepLines = store.dialect === 'postgres'
 
-  const queue: Item[] = []
   let seq = 0
   let doneSeq = 0
   let flushWaiters: Array<{ target: number; resolve: () => void }> = []
-  let pumping: Promise<void> | undefined
   let closed = false
-  // Set when close() gave up: retries stop so the process can exit.
-  let stopped = false
   let abandoned: AuditDrainTimeoutError | undefined
-  let wakeBackoff: (() => void) | undefined
 
   const prepare = (input: NewAuditEvent): Item => {
     const r = encodeEvent(input)
@@ -208,121 +131,15 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
     resolve?.(it.event)
   }
 
-  const pause = (ms: number) =>
-    new Promise<void>((r) => {
-      const t = setTimeout(r, ms)
-      wakeBackoff = () => {
-        clearTimeout(t)
-        r()
-      }
-    }).finally(() => (wakeBackoff = undefined))
-
-  /** Runs `op` until it succeeds or fails with a data error (returned); transient errors back off. */
-  const attempt = async (op: () => Promise<void>, what: string, events: number): Promise<unknown> => {
-    let backoff = 50
-    for (let n = 1; !stopped; n++) {
-      try {
-        await op()
-        stats.failing = undefined
-        return undefined
-      } catch (err) {
-        if (classifyFailure(err) === 'data') return err ?? new Error('unknown failure')
-        stats.retries++
-        stats.failing = describeFailure(err)
-        logger.error({ err: errorInfo(err), attempt: n, events }, `audit: ${what} failed (database unavailable); retrying`)
-        await pause(backoff)
-        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS)
-      }
-    }
-    return undefined
+  const batchDone = (batch: Item[]) => {
+    for (const it of batch) finish(it)
+    doneSeq = Math.max(doneSeq, batch[batch.length - 1].seq)
+    const ready = flushWaiters.filter((w) => w.target <= doneSeq)
+    flushWaiters = flushWaiters.filter((w) => w.target > doneSeq)
+    for (const w of ready) w.resolve()
   }
-
-  const quarantine = async (records: QuarantineRecord[]) => {
-    // The quarantine is plain text: a failure here is the database's, so it is retried, never split.
-    let backoff = 50
-    for (let n = 1; !stopped; n++) {
-      try {
-        await store.audit.quarantine(records)
-        stats.quarantined += records.length
-        return
-      } catch (err) {
-        stats.retries++
-        stats.failing = describeFailure(err)
-        logger.error({ err: errorInfo(err), attempt: n, events: records.length }, 'audit: quarantine insert failed; retrying')
-        await pause(backoff)
-        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS)
-      }
-    }
-  }
-
-  /** Writes rows; a refused batch is bisected until the refused event is alone, then quarantined. */
-  const writeRows = async (items: Item[]): Promise<void> => {
-    let ids: string[] = []
-    const err = await attempt(async () => {
-      const lines = keepLines && items.every((i) => i.line !== undefined) ? items.map((i) => i.line!) : undefined
-      ids = await store.audit.insertEncodedReturningIds(items.map((i) => i.row!), lines)
-    }, 'batch insert', items.length)
-    if (stopped) return
-    if (err === undefined) {
-      stats.written += ids.length
-      await publishCommitted(store, items.map((i) => i.event), ids).catch((e: unknown) =>
-        logger.error({ err: errorInfo(e) }, 'audit: live notification failed (events are stored; streams resume from the log)'),
-      )
-      return
-    }
-    if (items.length === 1) {
-      const reason = `database_refused: ${describeFailure(err)}`
-      logger.error({ id: items[0].event.id, reason }, 'audit: the database refused one event; quarantined, the rest of its batch is written')
-      await quarantine([quarantineRecord(items[0].event, items[0].event, reason)])
-      return
-    }
-    const mid = items.length >>> 1
-    await writeRows(items.slice(0, mid))
-    await writeRows(items.slice(mid))
-  }
-
-  const pump = async () => {
-    let backoff = 50
-    while (queue.length > 0 && !stopped) {
-      const batch = queue.splice(0, batchSize)
-      try {
-        const quarantined = batch.filter((i) => i.q)
-        if (quarantined.length > 0) await quarantine(quarantined.map((i) => i.q!))
-        const rows = batch.filter((i) => i.row)
-        if (rows.length > 0) await writeRows(rows)
-      } catch (err) {
-        // Unreachable by design; if it happens, the batch is kept and tried again (inserts are idempotent).
-        logger.error({ err: errorInfo(err) }, 'audit: BUG: writing a batch failed unexpectedly; retrying')
-        queue.unshift(...batch)
-        await pause(backoff)
-        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS)
-        continue
-      }
-      backoff = 50
-      if (stopped) {
-        queue.unshift(...batch)
-        return
-      }
-      for (const it of batch) finish(it)
-      doneSeq = Math.max(doneSeq, batch[batch.length - 1].seq)
-      const ready = flushWaiters.filter((w) => w.target <= doneSeq)
-      flushWaiters = flushWaiters.filter((w) => w.target > doneSeq)
-      for (const w of ready) w.resolve()
-    }
-  }
-
-  const kick = () => {
-    pumping ??= pump()
-      .catch((err: unknown) => logger.error({ err: errorInfo(err) }, 'audit: writer loop failed'))
-      .finally(() => {
-        pumping = undefined
-        if (queue.length > 0 && !stopped) kick()
-      })
-  }
-  const enqueue = (it: Item) => {
-    queue.push(it)
-    kick()
-  }
+  const stage = new DbStage<Item>({ store, batchSize, logger, stats, keepLines, done: batchDone })
+  const enqueue = (it: Item) => stage.enqueue(it)
 
   let journalBroken = false
   // Callers waiting for durability, oldest first; a sweep refuses those past the deadline (the
@@ -416,7 +233,7 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
     flush(): Promise<void> {
       if (abandoned) return Promise.reject(abandoned)
       const target = seq
-      if (doneSeq >= target && queue.length === 0 && stats.pending === 0) return Promise.resolve()
+      if (doneSeq >= target && stage.length === 0 && stats.pending === 0) return Promise.resolve()
       return new Promise<void>((resolve) => flushWaiters.push({ target, resolve })).then(() => {
         if (abandoned) throw abandoned
       })
@@ -430,8 +247,7 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
       const ok = await Promise.race([drained, expired]).finally(() => clearTimeout(deadline))
       drained.catch(noop)
       if (!ok) {
-        stopped = true
-        wakeBackoff?.()
+        stage.stop()
       }
       const pending = stats.pending
       await Promise.all(discarding)
@@ -503,9 +319,4 @@ export function stamp(input: NewAuditEvent): AuditEvent {
   const { event, fields } = check(input)
   if (fields) throw new CorralError('validation_error', `invalid audit event: ${describeFields(fields)}`, 400, { fields })
   return event
-}
-
-function errorInfo(err: unknown): { message: string; code?: string } {
-  const e = err as { message?: string; code?: string }
-  return { message: e?.message ?? String(err), ...(e?.code ? { code: e.code } : {}) }
 }

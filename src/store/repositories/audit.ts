@@ -9,8 +9,10 @@ import type { AuditEventsTable, Database } from '../schema.js'
 import type { RepoContext } from './context.js'
 
 import { AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS, AUDIT_TEXT_COLUMNS, isUuid } from './audit-columns.js'
+import { createAuditQuarantineMethods } from './audit-quarantine.js'
 
 export { AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS, AUDIT_ROW_COLUMNS, AUDIT_TEXT_COLUMNS, isUuid } from './audit-columns.js'
+export type { QuarantinedEvent, QuarantineInsert } from './audit-quarantine.js'
 const COLUMN_COUNT = 8 + AUDIT_TEXT_COLUMNS.length + AUDIT_INT_COLUMNS.length + AUDIT_JSON_COLUMNS.length
 
 /** Every column with its Postgres type, for the bulk insert path. */
@@ -22,33 +24,6 @@ const BULK_COLUMNS: readonly BulkColumn[] = [
   ...AUDIT_INT_COLUMNS.map((name) => ({ name, pgType: 'integer' as const })),
   ...AUDIT_JSON_COLUMNS.map((name) => ({ name, pgType: 'jsonb' as const })),
 ]
-
-const QUARANTINE_COLUMNS: readonly BulkColumn[] = [
-  { name: 'id', pgType: 'text' },
-  { name: 'org_id', pgType: 'text' },
-  { name: 'reason', pgType: 'text' },
-  { name: 'event', pgType: 'text' },
-  { name: 'quarantined_at', pgType: 'text' },
-  { name: 'ts', pgType: 'bigint' },
-]
-
-export interface QuarantineInsert {
-  id: string
-  org_id: string | null
-  reason: string
-  /** The event as well-formed JSON text. */
-  text: string
-}
-
-export interface QuarantinedEvent {
-  id: string
-  org_id?: string
-  reason: string
-  /** The event as it was handed to the writer, as JSON text (cut when very large). */
-  event: string
-  quarantined_at: string
-  ts: number
-}
 
 /** One parsed `filter` clause. */
 export interface AuditFilterClause {
@@ -126,6 +101,7 @@ export function createAuditRepository({ db, dialect }: RepoContext) {
   }
 
   return {
+    ...createAuditQuarantineMethods({ db, dialect }),
     /** Inserts rows, ignoring ids already stored (idempotent retries). Returns how many were new. */
     async insertBatch(events: readonly AuditEvent[]): Promise<number> {
       return (await this.insertBatchReturningIds(events)).length
@@ -170,35 +146,6 @@ export function createAuditRepository({ db, dialect }: RepoContext) {
         return dialect.insertJsonRecords('audit_events', BULK_COLUMNS, `[${lines.join(',')}]`, 'id')
       }
       return dialect.insertIgnoreMany('audit_events', BULK_COLUMNS, rows, 'id')
-    },
-
-    /** Keeps events that cannot be rows (insert-or-ignore on id, so a replay adds nothing twice). */
-    async quarantine(records: readonly QuarantineInsert[]): Promise<number> {
-      if (records.length === 0) return 0
-      const now = Date.now()
-      const at = new Date(now).toISOString()
-      const rows = records.map((r) => [r.id, r.org_id, r.reason, r.text, at, now])
-      return (await dialect.insertIgnoreMany('audit_quarantine', QUARANTINE_COLUMNS, rows, 'id')).length
-    },
-
-    /** Quarantined events, newest first, in keyset pages on (ts, id). */
-    async listQuarantine(q: { limit: number; before?: { ts: number; id: string }; fromMs?: number; toMs?: number }): Promise<QuarantinedEvent[]> {
-      let qb = db.selectFrom('audit_quarantine').selectAll()
-      if (q.fromMs !== undefined) qb = qb.where('ts', '>=', q.fromMs as never)
-      if (q.toMs !== undefined) qb = qb.where('ts', '<', q.toMs as never)
-      if (q.before) {
-        const { ts, id } = q.before
-        qb = qb.where((eb) => eb(eb.refTuple('ts', 'id'), '<', eb.tuple(ts as never, id)))
-      }
-      const rows = await qb.orderBy('ts', 'desc').orderBy('id', 'desc').limit(q.limit).execute()
-      return rows.map((r) => ({
-        id: String(r.id),
-        ...(r.org_id === null ? {} : { org_id: String(r.org_id) }),
-        reason: r.reason,
-        event: r.event,
-        quarantined_at: r.quarantined_at,
-        ts: Number(r.ts),
-      }))
     },
 
     async getById(orgId: string, id: string): Promise<AuditEvent | undefined> {

@@ -1,0 +1,179 @@
+// The audit writer's database stage: events that are accepted (and journaled) go to the database
+// in bounded batches, one batch at a time (group commit: what arrives while one batch is written
+// forms the next). A batch the database refuses with a data error is split in halves until the
+// refused event is alone; that event is quarantined and every other row is written. Transient
+// failures are retried with exponential backoff (src/audit/classify.ts). New ids are announced on
+// the live bus after each commit.
+
+import type { Store } from '../store/index.js'
+import { classifyFailure, describeFailure } from './classify.js'
+import { quarantineRecord, type QuarantineRecord } from './encode.js'
+import type { AuditEvent } from './event.js'
+import { publishCommitted } from './notify.js'
+import type { AuditWriterLogger, AuditWriterStats } from './writer-types.js'
+
+/** What the stage needs of an item: a row to insert, or a record to quarantine. */
+export interface StageItem {
+  event: AuditEvent
+  row?: unknown[]
+  q?: QuarantineRecord
+  /** The journal line (kept on Postgres, which inserts a batch's lines as one JSON parameter). */
+  line?: string
+}
+
+export interface DbStageOptions<T extends StageItem> {
+  store: Store
+  batchSize: number
+  logger: AuditWriterLogger
+  /** Updated in place: written, quarantined, retries, failing. */
+  stats: AuditWriterStats
+  keepLines: boolean
+  /** Each batch, once every item in it is in the database or quarantined, in order. */
+  done(batch: T[]): void
+}
+
+const MAX_BACKOFF_MS = 5_000
+
+export class DbStage<T extends StageItem> {
+  readonly #o: DbStageOptions<T>
+  readonly #queue: T[] = []
+  #pumping: Promise<void> | undefined
+  #stopped = false
+  #wakeBackoff: (() => void) | undefined
+
+  constructor(opts: DbStageOptions<T>) {
+    this.#o = opts
+  }
+
+  get length(): number {
+    return this.#queue.length
+  }
+
+  enqueue(it: T): void {
+    this.#queue.push(it)
+    this.#kick()
+  }
+
+  /** Stops retrying (shutdown past its deadline); what is not written stays queued. */
+  stop(): void {
+    this.#stopped = true
+    this.#wakeBackoff?.()
+  }
+
+  #kick(): void {
+    this.#pumping ??= this.#pump()
+      .catch((err: unknown) => this.#o.logger.error({ err: errorInfo(err) }, 'audit: writer loop failed'))
+      .finally(() => {
+        this.#pumping = undefined
+        if (this.#queue.length > 0 && !this.#stopped) this.#kick()
+      })
+  }
+
+  async #pump(): Promise<void> {
+    let backoff = 50
+    while (this.#queue.length > 0 && !this.#stopped) {
+      const batch = this.#queue.splice(0, this.#o.batchSize)
+      try {
+        const quarantined = batch.filter((i) => i.q)
+        if (quarantined.length > 0) await this.#quarantine(quarantined.map((i) => i.q!))
+        const rows = batch.filter((i) => i.row)
+        if (rows.length > 0) await this.#writeRows(rows)
+      } catch (err) {
+        // Unreachable by design; if it happens, the batch is kept and tried again (inserts are idempotent).
+        this.#o.logger.error({ err: errorInfo(err) }, 'audit: BUG: writing a batch failed unexpectedly; retrying')
+        this.#queue.unshift(...batch)
+        await this.#pause(backoff)
+        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS)
+        continue
+      }
+      backoff = 50
+      if (this.#stopped) {
+        this.#queue.unshift(...batch)
+        return
+      }
+      this.#o.done(batch)
+    }
+  }
+
+  #pause(ms: number): Promise<void> {
+    return new Promise<void>((r) => {
+      const t = setTimeout(r, ms)
+      this.#wakeBackoff = () => {
+        clearTimeout(t)
+        r()
+      }
+    }).finally(() => (this.#wakeBackoff = undefined))
+  }
+
+  /** Runs `op` until it succeeds or fails with a data error (returned); transient errors back off. */
+  async #attempt(op: () => Promise<void>, what: string, events: number): Promise<unknown> {
+    const { stats, logger } = this.#o
+    let backoff = 50
+    for (let n = 1; !this.#stopped; n++) {
+      try {
+        await op()
+        stats.failing = undefined
+        return undefined
+      } catch (err) {
+        if (classifyFailure(err) === 'data') return err ?? new Error('unknown failure')
+        stats.retries++
+        stats.failing = describeFailure(err)
+        logger.error({ err: errorInfo(err), attempt: n, events }, `audit: ${what} failed (database unavailable); retrying`)
+        await this.#pause(backoff)
+        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS)
+      }
+    }
+    return undefined
+  }
+
+  async #quarantine(records: QuarantineRecord[]): Promise<void> {
+    const { stats, logger, store } = this.#o
+    // The quarantine is plain text: a failure here is the database's, so it is retried, never split.
+    let backoff = 50
+    for (let n = 1; !this.#stopped; n++) {
+      try {
+        await store.audit.quarantine(records)
+        stats.quarantined += records.length
+        return
+      } catch (err) {
+        stats.retries++
+        stats.failing = describeFailure(err)
+        logger.error({ err: errorInfo(err), attempt: n, events: records.length }, 'audit: quarantine insert failed; retrying')
+        await this.#pause(backoff)
+        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS)
+      }
+    }
+  }
+
+  /** Writes rows; a refused batch is bisected until the refused event is alone, then quarantined. */
+  async #writeRows(items: T[]): Promise<void> {
+    const { stats, logger, store, keepLines } = this.#o
+    let ids: string[] = []
+    const err = await this.#attempt(async () => {
+      const lines = keepLines && items.every((i) => i.line !== undefined) ? items.map((i) => i.line!) : undefined
+      ids = await store.audit.insertEncodedReturningIds(items.map((i) => i.row!), lines)
+    }, 'batch insert', items.length)
+    if (this.#stopped) return
+    if (err === undefined) {
+      stats.written += ids.length
+      await publishCommitted(store, items.map((i) => i.event), ids).catch((e: unknown) =>
+        logger.error({ err: errorInfo(e) }, 'audit: live notification failed (events are stored; streams resume from the log)'),
+      )
+      return
+    }
+    if (items.length === 1) {
+      const reason = `database_refused: ${describeFailure(err)}`
+      logger.error({ id: items[0].event.id, reason }, 'audit: the database refused one event; quarantined, the rest of its batch is written')
+      await this.#quarantine([quarantineRecord(items[0].event, items[0].event, reason)])
+      return
+    }
+    const mid = items.length >>> 1
+    await this.#writeRows(items.slice(0, mid))
+    await this.#writeRows(items.slice(mid))
+  }
+}
+
+export function errorInfo(err: unknown): { message: string; code?: string } {
+  const e = err as { message?: string; code?: string }
+  return { message: e?.message ?? String(err), ...(e?.code ? { code: e.code } : {}) }
+}

@@ -1,0 +1,77 @@
+// The audit writer's options, counters, public interface and shutdown error (src/audit/writer.ts).
+import type { AuditSink } from './event.js'
+
+export interface AuditWriterLogger {
+  error(obj: object, msg: string): void
+  warn?(obj: object, msg: string): void
+}
+
+export interface AuditWriterOptions {
+  /** Rows per insert transaction (default 500). */
+  batchSize?: number
+  /** Accepted for compatibility; batches are written as soon as the previous one commits. */
+  flushIntervalMs?: number
+  /** Events emitted but not yet in the database before emit() refuses (default 20,000). */
+  maxQueue?: number
+  /** The same bound in serialized size (default 256 Mi UTF-16 units), so large events cannot exhaust memory. */
+  maxQueueBytes?: number
+  logger?: AuditWriterLogger
+  /** How long close() waits for the database (default 10 s, under serve's 20 s forced exit). */
+  drainTimeoutMs?: number
+  /** With openAuditWriter: the journal root (serve uses `<data-dir>/audit-journal`). */
+  journalDir?: string
+  /** Journal segment size before rotation (default 8 MiB). */
+  journalSegmentBytes?: number
+  /**
+   * How long emit() waits for durability before it rejects with AuditUnavailableError (default
+   * 5 s; only reached when the database is away and there is no working journal). The event
+   * stays queued and is written when the database is back.
+   */
+  durableTimeoutMs?: number
+}
+
+/** close() could not commit every event before its deadline; `pending` events were not persisted. */
+export class AuditDrainTimeoutError extends Error {
+  constructor(
+    readonly pending: number,
+    readonly drainTimeoutMs: number,
+  ) {
+    super(`audit: ${pending} event(s) not persisted: the database did not accept them within the ${drainTimeoutMs} ms shutdown drain deadline; they are lost when this process exits`)
+    this.name = 'AuditDrainTimeoutError'
+  }
+}
+
+/** Counters an operator reads (GET /healthz `audit`, docs/audit.md). */
+export interface AuditWriterStats {
+  /** Events accepted by emit(). */
+  emitted: number
+  /** Rows newly inserted into audit_events. */
+  written: number
+  /** Events kept in audit_quarantine instead (invalid, too large, refused by the database). */
+  quarantined: number
+  /** Of those, events that broke the contract (a producer bug). */
+  invalid: number
+  /** Events whose strings had NUL or lone surrogates replaced by U+FFFD. */
+  sanitized: number
+  /** emit() calls refused with AuditUnavailableError. */
+  rejected: number
+  /** Failed database attempts retried (transient failures). */
+  retries: number
+  /** Events accepted and not yet in the database. */
+  pending: number
+  /** Their size as serialized text (UTF-16 units). */
+  pendingBytes: number
+  /** Events replayed from the journal at start. */
+  replayed: number
+  journal?: { segments: number; bytes: number }
+  /** The last database failure, while the writer is retrying. */
+  failing?: string
+}
+
+export interface AuditWriter extends AuditSink {
+  /** Resolves when every event emitted before the call is in the database (or quarantined). */
+  flush(): Promise<void>
+  /** Refuses further events, flushes within drainTimeoutMs (see the file comment). */
+  close(): Promise<void>
+  stats(): AuditWriterStats
+}
