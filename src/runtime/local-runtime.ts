@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process'
-import { lstatSync, realpathSync } from 'node:fs'
+import { existsSync, lstatSync, realpathSync } from 'node:fs'
 import { chown, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -16,7 +16,7 @@ import {
 import { SANDBOX_PACKS } from './sandbox-args.js'
 import type { AgentLaunch, RuntimeCheck, RuntimeOptions } from './runtime.js'
 import {
-  SANDBOX_UID, bwrapArgs, nestedIn, nodePrefix, SANDBOX_CA, SANDBOX_CA_BUNDLE, SANDBOX_DATA, SANDBOX_INBOX, SANDBOX_INIT, SANDBOX_PROXY_PORT,
+  SANDBOX_UID, SETPRIV, bwrapArgs, nestedIn, nodePrefix, SANDBOX_CA, SANDBOX_CA_BUNDLE, SANDBOX_DATA, SANDBOX_INBOX, SANDBOX_INIT, SANDBOX_PROXY_PORT,
   SANDBOX_PROXY_SOCKET, type SandboxMounts,
 } from './sandbox-args.js'
 
@@ -169,6 +169,10 @@ export class LocalRuntime extends DirectoryRuntime {
     this.#prlimit = await findPrlimit()
     await this.#detectCgroups()
     this.#probed = true
+    if (this.#root && !existsSync(SETPRIV)) {
+      problems.push(`${SETPRIV} (util-linux) is not installed: when corral serve runs as root, agents are dropped to an unprivileged uid with it; install util-linux`)
+      return { ok: false, problems, warnings: [] }
+    }
     const warnings: string[] = []
     const unenforced: string[] = []
     const scratch = await mkdtemp(join(tmpdir(), 'corral-bwrap-check-'))
