@@ -1,11 +1,11 @@
 // Fail closed on the audit log (docs/reliability.md, "The database goes away"): a request is only
 // forwarded when its decision row can be recorded. The sink says so by refusing an emit with the
-// audit log's back-pressure error (a CorralError `service_unavailable` whose details.reason is
-// `audit_unavailable`, with a retry hint: src/audit's AuditUnavailableError). From that moment
+// audit log's back-pressure error (src/audit's AuditUnavailableError: queue full, writer closed,
+// durability timed out; it carries a retry hint). From that moment
 // until the hint has passed, or until a later row is accepted, the runner denies new requests
 // `audit_unavailable` (503, Retry-After) before anything leaves. Every deny still tries its own
 // row, so the first one the log takes again reopens the gate.
-import { CorralError } from '../errors.js'
+import { AuditUnavailableError } from '../audit/index.js'
 
 export class AuditGate {
   #closedUntil = 0
@@ -32,7 +32,7 @@ export class AuditGate {
 
 /** The retry hint of the audit log's back-pressure error; undefined for any other error. */
 export function unavailableRetry(err: unknown): number | undefined {
-  if (!(err instanceof CorralError) || err.details?.reason !== 'audit_unavailable') return undefined
-  const s = (err as { retryAfterSeconds?: unknown }).retryAfterSeconds ?? err.details.retry_after_s
-  return typeof s === 'number' && s > 0 && s <= 3_600 ? Math.ceil(s) : 1
+  if (!(err instanceof AuditUnavailableError)) return undefined
+  const s = err.retryAfterSeconds
+  return Number.isFinite(s) && s > 0 && s <= 3_600 ? Math.ceil(s) : 1
 }

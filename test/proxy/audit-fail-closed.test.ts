@@ -6,7 +6,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { AuditEvent, NewAuditEvent } from '../../src/audit/event.js'
-import { CorralError } from '../../src/errors.js'
+import { AuditUnavailableError, createAuditWriter } from '../../src/audit/index.js'
 import { RecordingAudit, startHarness, type Harness } from './harness.js'
 
 const CAPS = `
@@ -24,7 +24,7 @@ class GatedAudit extends RecordingAudit {
 
   override async emit(event: NewAuditEvent): Promise<AuditEvent> {
     if (this.mode === 'refuse') {
-      throw new CorralError('service_unavailable', 'the audit log is not keeping up', 503, { reason: 'audit_unavailable', retry_after_s: 2 })
+      throw new AuditUnavailableError('queue_full', 2, 'the audit log is not keeping up')
     }
     if (this.mode === 'hold') await new Promise<void>((r) => this.#held.push(r))
     const row = await super.emit(event)
@@ -141,5 +141,33 @@ describe('the proxy records before it answers, and fails closed', () => {
       for (;;) if ((await reader.read()).done) return 'completed'
     })()).rejects.toThrow()
     audit.mode = 'ok'
+  })
+})
+
+describe('with the real audit writer', () => {
+  it('a closed writer refuses rows: requests are answered audit_unavailable and nothing is forwarded', async () => {
+    const dir = await startHarness()
+    // A second proxy over the same store whose audit sink is the real writer, closed (shutdown).
+    const writer = createAuditWriter(dir.store)
+    await writer.close()
+    const h = await startHarness({ audit: writer, store: dir.store })
+    let hits = 0
+    h.up.handler.current = (_req, res) => {
+      hits++
+      res.end('ok')
+    }
+    try {
+      const { token } = await h.workspace(CAPS)
+      for (const t of [undefined, token]) {
+        const res = await h.fetch(`https://127.0.0.1:${h.up.httpsPort}/closed`, t ? { token: t } : {})
+        expect(res.status).toBe(503)
+        expect(res.headers.get('retry-after')).toMatch(/^\d+$/)
+        expect(JSON.parse(res.body).error.reason).toBe('audit_unavailable')
+      }
+      expect(hits).toBe(0)
+    } finally {
+      await h.close().catch(() => {})
+      await dir.close().catch(() => {})
+    }
   })
 })

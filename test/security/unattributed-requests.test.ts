@@ -11,7 +11,7 @@ import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { PLATFORM_ORG } from '../../src/audit/event.js'
 import { openStore } from '../../src/store/index.js'
-import { startServe, type RunningServe } from '../helpers/serve.js'
+import { runCorral, startServe, type RunningServe } from '../helpers/serve.js'
 
 const run = promisify(execFile)
 
@@ -76,6 +76,10 @@ describe('unattributed proxy requests against the real serve', () => {
   })
 
   it('every attempt has exactly one row, in the platform scope and in no org', async () => {
+    // The default org's log (the owner key) holds none of them.
+    const orgLog = await fetch(`${serve.url}/v1/audit?filter=event_type=policy_decision`, { headers: { authorization: `Bearer ${serve.adminKey}` } })
+    expect(orgLog.status).toBe(200)
+    expect(((await orgLog.json()) as { events: unknown[] }).events).toEqual([])
     const code = await serve.stop({ keepDataDir: true })
     expect(code).toBe(0)
     const store = await openStore(`sqlite:${join(serve.dataDir, 'corral.db')}`)
@@ -90,6 +94,12 @@ describe('unattributed proxy requests against the real serve', () => {
       // The two transport violations: one row each, no path.
       expect(rows.filter((r) => !r.path).map((r) => r.reason).sort()).toEqual(['no_scheme', 'no_scheme'])
       expect(rows).toHaveLength(6)
+      // Where an operator reads them: `corral admin audit query` (the platform scope).
+      const cli = await runCorral(['admin', 'audit', 'query', '--data-dir', serve.dataDir, '--filter', 'event_type=policy_decision', '--json'])
+      expect(cli.code).toBe(0)
+      const page = JSON.parse(cli.stdout) as { events: Array<{ org_id: string; reason: string }> }
+      expect(page.events).toHaveLength(6)
+      for (const e of page.events) expect(e.org_id).toBe(PLATFORM_ORG)
     } finally {
       await store.close()
       rmSync(serve.dataDir, { recursive: true, force: true })
