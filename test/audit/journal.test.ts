@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -56,6 +56,31 @@ for (const d of testDialects()) {
       expect(await ids(org)).toEqual(events.map((e) => e.id).sort())
       expect(second.stats().replayed).toBe(2)
       expect(await queryAudit(store, org, { limit: 10 }).then((p) => p.events.find((e) => e.id === events[1].id))).toEqual(events[1])
+      await second.close()
+      expect(readdirSync(root)).toEqual([])
+    })
+
+    it('replay quarantines a corrupt line, keeps quarantine records and skips a torn tail', async () => {
+      const org = orgId()
+      const root = tempDir()
+      const hung = withInsert(store, () => new Promise(() => {}))
+      const first = await openAuditWriter(hung, { journalDir: root, drainTimeoutMs: 50, logger: quietLogger() })
+      const good = await first.emit(mutation(org))
+      const bad = await first.emit({ ...mutation(org), actor: 'nobody' as never })
+      await first.close()
+      // Damage the kept segment: a line that is not JSON in the middle, a torn write at the end.
+      const [dir] = readdirSync(root)
+      const [seg] = readdirSync(join(root, dir)).filter((f) => f.endsWith('.jsonl'))
+      const path = join(root, dir, seg)
+      const lines = readFileSync(path, 'utf8').split('\n').filter(Boolean)
+      writeFileSync(path, [lines[0], '{"not json', lines[1]].join('\n') + '\n{"id":"torn')
+      const logged: string[] = []
+      const second = await openAuditWriter(store, { journalDir: root, logger: quietLogger(logged) })
+      expect(await ids(org)).toEqual([good.id])
+      const q = await store.audit.listQuarantine({ limit: 1000 })
+      expect(q.find((r) => r.id === bad.id)?.reason).toMatch(/^invalid_event: actor/)
+      expect(q.some((r) => r.reason.startsWith('journal_corrupt') && r.event.includes('not json'))).toBe(true)
+      expect(logged.some((m) => m.includes('unfinished last write'))).toBe(true)
       await second.close()
       expect(readdirSync(root)).toEqual([])
     })

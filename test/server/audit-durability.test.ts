@@ -46,6 +46,22 @@ describe('API audit durability', () => {
     h.deps.audit = original
   })
 
+  it('a request waits only for its own events, not for another request\'s', async () => {
+    const { ownerToken } = await h.newOrg()
+    const { writer, open } = gatedWriter()
+    h.deps.audit = writer
+    let created = false
+    const slow = h.inject('POST', '/v1/api-keys', { token: ownerToken, body: { label: 'ci', permission_set: 'read_only' } }).then((r) => ((created = true), r))
+    await new Promise((r) => setTimeout(r, 50))
+    // A read while the other request's event is not yet durable answers at once.
+    expect((await h.inject('GET', '/v1/api-keys', { token: ownerToken })).status).toBe(200)
+    expect(created).toBe(false)
+    open()
+    expect((await slow).status).toBe(201)
+    await writer.close()
+    h.deps.audit = original
+  })
+
   it('a full audit queue answers 503 service_unavailable with Retry-After, awaited or not', async () => {
     const { ownerToken } = await h.newOrg()
     const { writer, open } = gatedWriter(1)
