@@ -1,10 +1,14 @@
 // The proxy front's resource limits (src/proxy/limits.ts, docs/reliability.md "Limits"): each
 // one hit is a clear answer with a reason and leaves the proxy serving.
+import { mkdtempSync, rmSync } from 'node:fs'
 import { connect, type Socket } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { DEFAULT_LIMITS, InvalidLimitError, resolveLimits } from '../../src/proxy/limits.js'
 import { exchangeOn, openTunnel, tlsOver } from '../helpers/raw-socket.js'
+import { startServe } from '../helpers/serve.js'
 import { startHarness, type Harness } from './harness.js'
 
 const CAPS = `
@@ -24,6 +28,15 @@ describe('resolveLimits', () => {
       expect(() => resolveLimits({ CORRAL_PROXY_IDLE_TIMEOUT_MS: bad })).toThrow(InvalidLimitError)
     }
     expect(() => resolveLimits({ CORRAL_PROXY_IDLE_TIMEOUT_MS: 'x' })).toThrow(/CORRAL_PROXY_IDLE_TIMEOUT_MS/)
+  })
+
+  it('the real serve refuses to start with a bad value, naming the variable', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'corral-limits-'))
+    try {
+      await expect(startServe({ dataDir, env: { CORRAL_PROXY_IDLE_TIMEOUT_MS: 'soon' } })).rejects.toThrow(/CORRAL_PROXY_IDLE_TIMEOUT_MS must be a positive integer/)
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true })
+    }
   })
 })
 
