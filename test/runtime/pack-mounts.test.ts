@@ -24,9 +24,10 @@ printf '{"packs":"%s","packs_dir":"%s","pack_dir":"%s","arg":"%s","arg_content":
   "\${CORRAL_TASK_FILE:-}" "$(cat "$CORRAL_PACKS_DIR/other/readme.txt")" "$w" > report.json
 `
 
+/** Until `path` has content: a shell's `> file` creates it empty before the write lands. */
 async function waitForFile(path: string): Promise<void> {
   for (let i = 0; i < 200; i++) {
-    if (await readFile(path).then(() => true, () => false)) return
+    if (await readFile(path).then((b) => b.length > 0, () => false)) return
     await new Promise((r) => setTimeout(r, 25))
   }
   throw new Error(`${path} did not appear`)
