@@ -265,6 +265,9 @@ export class ProxyFront {
     const verdict = classifyClientError(err, this.#core)
     // A connection that timed out without sending a byte made no attempt: closed, not recorded.
     if (err?.code === 'ERR_HTTP_REQUEST_TIMEOUT' && socket.bytesRead === 0) delete verdict.denial
+    // A response is under way on this connection (pipelined garbage): a 400 written now would land
+    // inside that response's bytes. The connection is only closed.
+    if (this.#busy.get(socket)) delete verdict.status
     if (verdict.denial) {
       this.#core.counters.transportErrors++
       await this.#transport.record(verdict.denial, tunnel ? await tunnel.token : undefined, tunnel ? { destination: tunnel.host } : {})

@@ -116,6 +116,19 @@ describe('hostile bytes on the proxy port', () => {
     expect(rowsSince(before)).toMatchObject([{ org_id: h.orgId, workspace_id: workspaceId, reason: 'no_scheme', detail: { transport: 'hpe_invalid_transfer_encoding' } }])
   })
 
+  it('garbage pipelined behind a request whose response is under way: closed, never a 400 inside that response', async () => {
+    const before = h.audit.decisions().length
+    const { socket } = await openTunnel(port, `127.0.0.1:${h.up.httpsPort}`, token)
+    const tls = await tlsOver(socket, '127.0.0.1', h.proxy.ca.certPem)
+    const res = await exchangeOn(tls, ['GET /slow HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n', 50, '\x00\x01 not http at all\r\n\r\n'])
+    expect(res.closed).toBe(true)
+    expect(res.text).not.toContain('400 Bad Request')
+    const rows = await waitRows(h, before, 2)
+    expect(rows.filter((r) => r.path === '/slow')).toHaveLength(1)
+    expect(rows.filter((r) => r.detail?.transport)).toHaveLength(1)
+    await stillServes()
+  })
+
   it('a client that vanishes mid-request body: one row, the proxy keeps serving', async () => {
     const before = h.audit.decisions().length
     const { socket } = await openTunnel(port, `127.0.0.1:${h.up.httpsPort}`, token)
@@ -193,6 +206,7 @@ function upstream(req: IncomingMessage, res: ServerResponse): void {
     return
   }
   if (path === '/stall') return // never answers
+  if (path === '/slow') return void setTimeout(() => res.end('slow'), 300)
   if (path === '/stream') {
     res.writeHead(200, { 'content-type': 'text/event-stream' })
     res.write('data: 1\n\n')
