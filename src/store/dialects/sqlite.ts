@@ -7,7 +7,7 @@ import { EventEmitter } from 'node:events'
 import { mkdirSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import BetterSqlite3 from 'better-sqlite3'
-import { Kysely, SqliteDialect, sql } from 'kysely'
+import { CompiledQuery, Kysely, SqliteDialect, SqliteDriver, sql, type DatabaseConnection, type Driver } from 'kysely'
 import type { Database } from '../schema.js'
 import { SqliteBulkWorker } from './sqlite-bulk-worker.js'
 import { assertChannel, type BulkColumn, type StoreDialect } from './types.js'
@@ -55,7 +55,7 @@ export function openSqlite(path: string): StoreDialect {
   // at open and hourly, so filtered audit pages pick the most selective index.
   database.pragma('analysis_limit = 1000')
   database.pragma('optimize = 0x10002')
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database }) })
+  const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database }) })
   const optimizer = setInterval(() => void sql`PRAGMA optimize`.execute(db).catch(() => {}), 3_600_000)
   optimizer.unref()
   const emitter = sharedEmitter(file)
@@ -118,6 +118,25 @@ export function openSqlite(path: string): StoreDialect {
       await bulk?.close()
       await db.destroy()
     },
+  }
+}
+
+/**
+ * Kysely's SQLite transactions BEGIN DEFERRED: one that reads and then writes while another
+ * connection (the audit bulk worker, the admin CLI) committed in between cannot upgrade its
+ * snapshot and fails at once with "database is locked" — the busy timeout never applies to that
+ * case. BEGIN IMMEDIATE takes the write lock up front, so the busy timeout makes it wait instead.
+ */
+class ImmediateSqliteDialect extends SqliteDialect {
+  override createDriver(): Driver {
+    return new (class extends SqliteDriver {
+      override async beginTransaction(connection: DatabaseConnection): Promise<void> {
+        await connection.executeQuery(CompiledQuery.raw('begin immediate'))
+      }
+    })(this.config)
+  }
+  constructor(readonly config: ConstructorParameters<typeof SqliteDialect>[0]) {
+    super(config)
   }
 }
 
