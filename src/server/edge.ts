@@ -28,9 +28,10 @@ export function sendError(reply: FastifyReply, request: FastifyRequest, status: 
 }
 
 /** Fastify constructor options of the front door. */
-export function edgeOptions(): Pick<FastifyServerOptions, 'frameworkErrors' | 'clientErrorHandler' | 'maxParamLength'> {
+export function edgeOptions(): Pick<FastifyServerOptions, 'frameworkErrors' | 'clientErrorHandler' | 'routerOptions'> {
   return {
-    maxParamLength: MAX_PARAM_LENGTH,
+    // Under routerOptions: the top-level option is deprecated (FSTDEP022, printed at every start).
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // Raised while routing (no hooks ran): a malformed URL or percent-encoding, a path parameter
     // over maxParamLength.
     frameworkErrors(err, request, reply) {
