@@ -17,6 +17,9 @@ export interface EventSink {
  * Posts `POST <base>/task/<id>/event` through the proxy (control-plane.md "Agent events"). The
  * proxy validates the body, debits the `agent_events` counter and forwards it to the audit log.
  * A refusal (budget exhausted, schema) is reported on stderr once per status and then ignored.
+ * A 503 (the audit log or its database is briefly away: docs/reliability.md) is retried after its
+ * Retry-After, a bounded number of times, so an outage of a few seconds loses no event; the agent
+ * awaits each emit, so retries keep the events in order.
  */
 export class HttpEventSink implements EventSink {
   readonly #base: string
@@ -24,23 +27,35 @@ export class HttpEventSink implements EventSink {
   readonly #warned = new Set<string>()
   readonly #log: (line: string) => void
 
-  constructor(baseUrl: string, dispatcher: Dispatcher, log: (line: string) => void = (l) => process.stderr.write(`${l}\n`)) {
+  readonly #retry: { attempts: number; maxDelayMs: number }
+
+  constructor(
+    baseUrl: string,
+    dispatcher: Dispatcher,
+    log: (line: string) => void = (l) => process.stderr.write(`${l}\n`),
+    retry: { attempts?: number; maxDelayMs?: number } = {},
+  ) {
     this.#base = baseUrl.replace(/\/+$/, '')
     this.#dispatcher = dispatcher
     this.#log = log
+    this.#retry = { attempts: retry.attempts ?? 6, maxDelayMs: retry.maxDelayMs ?? 5_000 }
   }
 
   async emit(taskId: string, event: AgentEvent): Promise<void> {
     const url = `${this.#base}/task/${encodeURIComponent(taskId)}/event`
+    const body = JSON.stringify(event)
     try {
-      const res = await request(url, {
-        method: 'POST',
-        dispatcher: this.#dispatcher,
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(event),
-      })
-      const text = await res.body.text()
-      if (res.statusCode >= 300) this.#warnOnce(`status ${res.statusCode}`, `event ${event.type} refused (${res.statusCode}): ${text.slice(0, 300)}`)
+      for (let attempt = 1; ; attempt++) {
+        const res = await request(url, { method: 'POST', dispatcher: this.#dispatcher, headers: { 'content-type': 'application/json' }, body })
+        const text = await res.body.text()
+        if (res.statusCode === 503 && attempt < this.#retry.attempts) {
+          const after = Number(res.headers['retry-after'])
+          await new Promise((r) => setTimeout(r, Math.min(Number.isFinite(after) && after >= 0 ? after * 1000 : 1000, this.#retry.maxDelayMs)))
+          continue
+        }
+        if (res.statusCode >= 300) this.#warnOnce(`status ${res.statusCode}`, `event ${event.type} refused (${res.statusCode}): ${text.slice(0, 300)}`)
+        return
+      }
     } catch (err) {
       this.#warnOnce((err as Error).name, `event ${event.type} not delivered: ${(err as Error).message}`)
     }
