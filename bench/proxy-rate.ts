@@ -18,6 +18,8 @@ export interface RateResult {
   max_ms: number
   /** the proxy's own CPU (user + system) per request in the window, when its pid is known */
   cpu_ms_per_req?: number
+  /** this load generator's CPU per request (a saturated generator would inflate every latency) */
+  generator_cpu_ms_per_req: number
 }
 
 const round = (n: number, d = 2): number => Math.round(n * 10 ** d) / 10 ** d
@@ -70,7 +72,9 @@ async function schedule(d: Dispatcher, send: (d: Dispatcher) => Promise<void>, r
 export async function fixedRate(d: Dispatcher, send: (d: Dispatcher) => Promise<void>, o: { rate: number; seconds: number; pid?: number }): Promise<RateResult> {
   await schedule(d, send, o.rate, 1, false)
   const cpu0 = o.pid ? procCpuMs(o.pid) : 0
+  const gen0 = process.cpuUsage()
   const r = await schedule(d, send, o.rate, o.seconds, true)
+  const gen = process.cpuUsage(gen0)
   const cpu = o.pid ? (procCpuMs(o.pid) - cpu0) / Math.max(1, r.ok + r.errors) : undefined
   const sorted = Float64Array.from(r.lat).sort()
   return {
@@ -85,5 +89,6 @@ export async function fixedRate(d: Dispatcher, send: (d: Dispatcher) => Promise<
     p999_ms: round(pct(sorted, 99.9)),
     max_ms: round(sorted[sorted.length - 1] ?? NaN),
     ...(cpu !== undefined ? { cpu_ms_per_req: round(cpu, 3) } : {}),
+    generator_cpu_ms_per_req: round((gen.user + gen.system) / 1000 / Math.max(1, r.ok + r.errors), 3),
   }
 }

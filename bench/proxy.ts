@@ -256,7 +256,7 @@ async function rateRun(targets: Target[], origin: string, resultsDir: string): P
   writeFileSync(join(resultsDir, 'proxy-rate.json'), JSON.stringify(out, null, 2) + '\n')
   for (const [name, r] of Object.entries(results)) {
     const a = added[name]
-    process.stdout.write(`${name.padEnd(11)} ${String(r.achieved_rps).padStart(7)} req/s  p50 ${String(r.p50_ms).padStart(6)}  p99 ${String(r.p99_ms).padStart(7)}  p99.9 ${String(r.p999_ms).padStart(7)}  max ${String(r.max_ms).padStart(7)} ms  errors ${r.errors}${a ? `  added p99 ${a.p99_ms} ms` : ''}${r.cpu_ms_per_req !== undefined ? `  cpu ${r.cpu_ms_per_req} ms/req` : ''}\n`)
+    process.stdout.write(`${name.padEnd(11)} ${String(r.achieved_rps).padStart(7)} req/s  p50 ${String(r.p50_ms).padStart(6)}  p99 ${String(r.p99_ms).padStart(7)}  p99.9 ${String(r.p999_ms).padStart(7)}  max ${String(r.max_ms).padStart(7)} ms  errors ${r.errors}${a ? `  added p99 ${a.p99_ms} ms` : ''}${r.cpu_ms_per_req !== undefined ? `  cpu ${r.cpu_ms_per_req} ms/req` : ''}  generator ${r.generator_cpu_ms_per_req} ms/req\n`)
   }
   process.stdout.write(`load average ${out.machine.loadavg_before.join(' ')} → ${out.machine.loadavg_after.join(' ')}; target met: ${out.met}\nwrote bench/results/proxy-rate.json\n`)
 }
