@@ -6,7 +6,8 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LeafMinter, loadOrCreateCa } from '../../src/proxy/ca.js'
 import { defaultAgentCommand, packageRoot } from '../../src/runtime/layout.js'
-import { LocalRuntime } from '../../src/runtime/local-runtime.js'
+import { DEFAULT_SANDBOX_UID, LocalRuntime } from '../../src/runtime/local-runtime.js'
+import { SANDBOX_UID } from '../../src/runtime/sandbox-args.js'
 import { bwrapAvailable } from '../runtime/helpers.js'
 import { startStandInProxy } from '../runtime/stand-ins.js'
 import { type FakeProvider, startFakeAnthropic } from './fake-model.js'
@@ -101,7 +102,9 @@ describe.skipIf(!available)('corral agent inside the local runtime', () => {
     expect(types.slice(-2)).toEqual(['task_end', 'session_end'])
     expect(callback.events.find((e) => e.body.type === 'task_end')!.body).toMatchObject({ status: 'completed', summary: 'Report written.' })
     const shell = callback.events.find((e) => e.body.type === 'tool_result' && e.body.tool === 'run_command')!.body
-    expect(shell.output).toBe('exit code 0\n1000\n')
+    // The agent's uid: an unprivileged host uid when serve is root (docs/runtime.md), else the
+    // sandbox user namespace's fixed uid.
+    expect(shell.output).toBe(`exit code 0\n${process.getuid?.() === 0 ? DEFAULT_SANDBOX_UID : SANDBOX_UID}\n`)
 
     // The runtime takes the after-task snapshot; the task file never entered /data.
     await runtime.snapshot(ws.workspaceId, 1, 'task')
