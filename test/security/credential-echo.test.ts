@@ -172,6 +172,20 @@ describe('credentials never come back', () => {
     expect(row!.transforms_failed).toMatchObject({ 'key-header': 'auth_unavailable', 'gh-auth': 'auth_unavailable' })
   })
 
+  it('an upstream that dies mid-body under the scan cuts the agent short: never a body that looks complete', async () => {
+    h.up.handler.current = (req, res) => {
+      last = req
+      res.writeHead(200, { 'content-length': '1000', 'content-type': 'text/plain' })
+      res.write(`token=${GH};`)
+      setTimeout(() => res.socket?.destroy(), 20)
+    }
+    const res = await get('/gh/cut')
+    expect(Buffer.byteLength(res.body)).toBeLessThan(1000)
+    expect(leaks(res.body)).toEqual([])
+    const [row] = await rows()
+    expect(row!.detail).toMatchObject({ upstream_error: expect.any(String) })
+  })
+
   it('nothing injected, nothing touched: the response is relayed as sent (compressed, no scan)', async () => {
     const gz = gzipSync('not a secret of this request')
     h.up.handler.current = (_req, res) => {
