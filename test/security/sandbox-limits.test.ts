@@ -20,6 +20,10 @@ import { bwrapAvailable } from '../runtime/helpers.js'
 
 const available = (await bwrapAvailable()) && (await detectCgroups()).driver !== null
 const asRoot = process.getuid?.() === 0
+// CI runs as root with bubblewrap required: there the limits must be proven, never skipped.
+if (!available && asRoot && process.env.CORRAL_TEST_REQUIRE_BWRAP === '1') {
+  throw new Error('the workspace-limit attacks need bubblewrap and a writable cgroup hierarchy (CORRAL_TEST_REQUIRE_BWRAP=1, running as root)')
+}
 const MIB = 1024 * 1024
 const LIMITS: WorkspaceLimits = { memoryMb: 128, pids: 48, cpus: 0, diskMb: 0, openFiles: 1024 }
 
