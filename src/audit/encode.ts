@@ -12,7 +12,7 @@
 
 import { v7 as uuidv7 } from 'uuid'
 import {
-  AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS, AUDIT_ROW_COLUMNS, AUDIT_TEXT_COLUMNS, isUuid,
+  AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS, AUDIT_ROW_COLUMNS, AUDIT_TEXT_COLUMNS, epochMs, isUuid,
 } from '../store/index.js'
 import {
   ACTORS, CATEGORIES, DECISIONS, DENY_REASONS, EVENT_TYPES, PHASES, POLICY_TYPES,
@@ -287,13 +287,3 @@ function safeString(s: string): string {
   return s.toWellFormed().replaceAll('\0', '\uFFFD')
 }
 
-// Consecutive events mostly share a timestamp string (one per millisecond): parse each once.
-let lastTsText = ''
-let lastTsMs = 0
-function epochMs(timestamp: string): number {
-  if (timestamp !== lastTsText) {
-    lastTsMs = Date.parse(timestamp)
-    lastTsText = timestamp
-  }
-  return lastTsMs
-}

@@ -46,3 +46,6 @@ export const org = Flags.string({
   helpValue: 'ORG_ID',
   summary: "Organisation id (default: the credential's own org).",
 })
+
+/** The filters, range, order and paging of an audit query (`audit query`, `admin audit query`). */
+export const auditQuery = { filter, from, to, order, limit, cursor }

@@ -16,12 +16,7 @@ With --json: one page prints {"events": [...], "cursor": "..."}; with --all, eve
   ]
 
   static override flags = {
-    filter: q.filter,
-    from: q.from,
-    to: q.to,
-    order: q.order,
-    limit: q.limit,
-    cursor: q.cursor,
+    ...q.auditQuery,
     workspace: q.workspace,
     all: Flags.boolean({ summary: 'Follow cursors to the last page (streams; NDJSON with --json).' }),
   }

@@ -14,6 +14,17 @@ export const AUDIT_ROW_COLUMNS = [
   ...AUDIT_TEXT_COLUMNS, ...AUDIT_INT_COLUMNS, ...AUDIT_JSON_COLUMNS,
 ] as const
 
+/** The `ts` column of an RFC 3339 timestamp. Consecutive events mostly share one (one per millisecond): parse each once. */
+let lastTsText = ''
+let lastTsMs = 0
+export function epochMs(timestamp: string): number {
+  if (timestamp !== lastTsText) {
+    lastTsMs = Date.parse(timestamp)
+    lastTsText = timestamp
+  }
+  return lastTsMs
+}
+
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 export function isUuid(s: string): boolean {
   return UUID_RE.test(s)

@@ -8,7 +8,7 @@ import type { BulkColumn, StoreDialect } from '../dialects/types.js'
 import type { AuditEventsTable, Database } from '../schema.js'
 import type { RepoContext } from './context.js'
 
-import { AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS, AUDIT_TEXT_COLUMNS, isUuid } from './audit-columns.js'
+import { AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS, AUDIT_TEXT_COLUMNS, epochMs, isUuid } from './audit-columns.js'
 import { createAuditQuarantineMethods } from './audit-quarantine.js'
 
 export { AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS, AUDIT_ROW_COLUMNS, AUDIT_TEXT_COLUMNS, isUuid } from './audit-columns.js'
@@ -340,16 +340,6 @@ function toRow(e: AuditEvent): InsertRow {
 const BULK_TEXT = ['org_id', 'user_id', 'timestamp'] as const
 const BULK_TEXT2 = ['event_type', 'category', 'actor', ...AUDIT_TEXT_COLUMNS] as const
 
-// Consecutive events mostly share a timestamp string (one per millisecond): parse each once.
-let lastTsText = ''
-let lastTsMs = 0
-function epochMs(timestamp: string): number {
-  if (timestamp !== lastTsText) {
-    lastTsMs = Date.parse(timestamp)
-    lastTsText = timestamp
-  }
-  return lastTsMs
-}
 
 /** One event as values in BULK_COLUMNS order (the ingest hot path: no intermediate object). */
 function toBulkRow(e: AuditEvent): unknown[] {

@@ -16,12 +16,7 @@ export default class AdminAuditQuery extends CorralCommand<AuditPage> {
   ]
   static override flags = {
     ...storeFlags,
-    filter: q.filter,
-    from: q.from,
-    to: q.to,
-    order: q.order,
-    limit: q.limit,
-    cursor: q.cursor,
+    ...q.auditQuery,
     org: Flags.string({ helpValue: 'ORG_ID', summary: 'Read this org\'s log instead of the platform scope.' }),
   }
 
