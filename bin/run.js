@@ -65,7 +65,7 @@ async function capsLintWithoutOclif() {
   if (argv[0] !== 'caps' || argv[1] !== 'lint') return false
   let lint
   try {
-    lint = await import('../dist/policy/lint-cli.js')
+    lint = await import('../dist/cli/caps-lint.js')
   } catch {
     return false
   }

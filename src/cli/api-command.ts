@@ -1,6 +1,6 @@
 import * as Flags from '@oclif/core/flags'
 import type * as Interfaces from '@oclif/core/interfaces'
-import { CorralClient } from '../client/client.js'
+import { CorralClient } from '../client/index.js'
 import { CorralCommand } from './base-command.js'
 import { type Connection, resolveConnection } from './connection.js'
 import { UsageError } from './errors.js'

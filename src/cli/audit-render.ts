@@ -2,7 +2,7 @@
 // a table for `audit stats`. Machine output (--json) never goes through here.
 
 import type { AuditEvent } from '../audit/event.js'
-import type { StatsBucket } from '../client/types.js'
+import type { StatsBucket } from '../client/index.js'
 import { type Column, paint } from './output.js'
 
 function outcome(e: AuditEvent): string {

@@ -3,8 +3,7 @@
 // and validate their input on parse, so a typo is a usage error (exit 2) before any request is sent.
 
 import * as Flags from '@oclif/core/flags'
-import { parseFilter } from '../client/filter.js'
-import { resolveTime } from '../client/time.js'
+import { parseFilter, resolveTime } from '../client/index.js'
 
 /** Repeatable `--filter col=a,b` / `col!=a,b` / `col!=`; values are kept verbatim for the API. */
 export const filter = Flags.custom<string>({

@@ -6,9 +6,7 @@
 import { Box, Static, Text, render } from 'ink'
 import React, { useEffect, useState } from 'react'
 import type { AuditEvent } from '../audit/event.js'
-import { followActivity } from '../client/activity-stream.js'
-import type { CorralClient } from '../client/client.js'
-import { workspacesApi, type TaskRecord } from '../client/workspaces.js'
+import { followActivity, type CorralClient, workspacesApi, type TaskRecord } from '../client/index.js'
 import { detailSummary } from './audit-render.js'
 
 export interface WatchOptions {

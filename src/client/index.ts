@@ -5,4 +5,14 @@ export { followActivity, type FollowOptions } from './activity-stream.js'
 export { FILTER_COLUMNS, parseFilter, matchesFilters, FilterSyntaxError, type AuditFilter, type FilterColumn } from './filter.js'
 export { resolveTime } from './time.js'
 export * from './types.js'
-export { packsApi, pickByName, packDirectory, packEntries, archiveSourceFor, PackPathError, PACK_ID_PREFIX, type PacksApi, type PackRecord, type PackUpdate, type ArchiveSource } from './packs.js'
+export { packsApi, pickByName, PACK_ID_PREFIX, PACK_NAME_RE, type PacksApi, type PackRecord, type PackUpdate, type ArchiveSource } from './packs.js'
+export { rolesApi, type RolesApi, type AgentRoleInput, type AgentRoleRecord, type ProviderInput, type ProviderRecord } from './roles.js'
+export {
+  workspacesApi,
+  TERMINAL_TASK_STATUSES,
+  type SnapshotFileEntry,
+  type TaskAccepted,
+  type TaskRecord,
+  type TaskSubmission,
+  type WorkspaceRecord,
+} from './workspaces.js'

@@ -3,7 +3,7 @@ import { ApiCommand } from '../cli/api-command.js'
 import { ENV } from '../cli/connection.js'
 import { UsageError } from '../cli/errors.js'
 import { DEFAULT_PROFILE, configPath, readConfig, writeConfig } from '../cli/profiles.js'
-import { CorralClient } from '../client/client.js'
+import { CorralClient } from '../client/index.js'
 
 export interface LoginResult {
   profile: string

@@ -5,4 +5,8 @@ export { AUTH_PROVIDERS, isAuthProvider, type AuthFamily, type AuthPlacement, ty
 export { CODES, type Code, type CodeInfo } from './codes.js'
 export { normalizeHost } from './glob.js'
 export { canonicalPath, targetPath, type PathResult } from './path.js'
+export { lintSources } from './lint.js'
+export { formatGithub, formatSarif, formatText, toJsonReport, type FileReport, type LintReport } from './format.js'
+export { CasesFileError, parseCases, runCases, type CasesReport } from './cases.js'
+export { MAX_SOURCE_BYTES } from './yaml-reader.js'
 export type * from './types.js'

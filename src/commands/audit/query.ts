@@ -3,7 +3,7 @@ import { ApiCommand } from '../../cli/api-command.js'
 import { auditColumns } from '../../cli/audit-render.js'
 import * as q from '../../cli/flags.js'
 import { diag, table } from '../../cli/output.js'
-import type { AuditPage } from '../../client/types.js'
+import type { AuditPage } from '../../client/index.js'
 
 export default class AuditQuery extends ApiCommand<AuditPage | undefined> {
   static override summary = 'Query the audit log (org-wide, or one workspace with --workspace).'

@@ -3,7 +3,7 @@ import { ApiCommand } from '../../cli/api-command.js'
 import { statsColumns } from '../../cli/audit-render.js'
 import * as q from '../../cli/flags.js'
 import { table } from '../../cli/output.js'
-import { TIME_BUCKETS, type StatsResult } from '../../client/types.js'
+import { TIME_BUCKETS, type StatsResult } from '../../client/index.js'
 
 export default class AuditStats extends ApiCommand<StatsResult> {
   static override summary = 'Aggregate the audit log: counts, sums and averages by dimension and time.'

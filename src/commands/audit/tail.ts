@@ -3,8 +3,7 @@ import { ApiCommand } from '../../cli/api-command.js'
 import { eventLine } from '../../cli/audit-render.js'
 import * as q from '../../cli/flags.js'
 import { diag } from '../../cli/output.js'
-import { followActivity } from '../../client/activity-stream.js'
-import { matchesFilters, parseFilter } from '../../client/filter.js'
+import { followActivity, matchesFilters, parseFilter } from '../../client/index.js'
 
 export default class AuditTail extends ApiCommand<undefined> {
   static override summary = 'Follow the live activity stream, one line per event (NDJSON with --json).'

@@ -1,12 +1,12 @@
 import { Args, Flags } from '@oclif/core'
 import { CorralCommand } from '../../cli/base-command.js'
 import { FindingsExit } from '../../cli/errors.js'
-import type { LintReport } from '../../policy/format.js'
-// lint-cli loads the compiler lazily, keeping `corral --help` and the other commands' startup cheap.
-import { LINT_FORMATS, lintFiles, renderLint, type LintFormat } from '../../policy/lint-cli.js'
+// caps-lint loads the compiler lazily, keeping `corral --help` and the other commands' startup cheap.
+import { LINT_FORMATS, lintFiles, renderLint, type LintFormat } from '../../cli/caps-lint.js'
+import type { LintReport } from '../../policy/index.js'
 
 // bin/run.js serves the plain invocations (files, "-", --format) without oclif through the same
-// functions of src/policy/lint-cli.ts; this class handles the rest (--json, --help, usage errors).
+// functions of src/cli/caps-lint.ts; this class handles the rest (--json, --help, usage errors).
 export default class CapsLint extends CorralCommand<LintReport> {
   static override summary = 'Check caps.yaml policy documents offline (no server needed).'
   static override description =
@@ -27,7 +27,7 @@ export default class CapsLint extends CorralCommand<LintReport> {
   async execute(): Promise<LintReport> {
     const { argv, flags } = await this.parse(CapsLint)
     const format: LintFormat = this.jsonEnabled() ? 'json' : flags.format
-    const { toJsonReport } = await import('../../policy/format.js')
+    const { toJsonReport } = await import('../../policy/index.js')
     const run = await lintFiles(argv as string[])
     if (run.report.files.some((f) => !f.valid)) {
       process.stdout.write(await renderLint(run, format))

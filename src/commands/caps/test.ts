@@ -2,7 +2,7 @@ import { Args } from '@oclif/core'
 import { CorralCommand } from '../../cli/base-command.js'
 import { CliError, FindingsExit, UsageError } from '../../cli/errors.js'
 import { diag, paint } from '../../cli/output.js'
-import type { CasesReport } from '../../policy/cases.js'
+import type { CasesReport } from '../../policy/index.js'
 
 export interface CapsTestResult extends CasesReport {
   policy: string
@@ -20,13 +20,11 @@ export default class CapsTest extends CorralCommand<CapsTestResult> {
 
   async execute(): Promise<CapsTestResult> {
     const { args } = await this.parse(CapsTest)
-    const { readInput } = await import('../../policy/lint-inputs.js')
-    const { compilePolicy } = await import('../../policy/compile.js')
-    const { parseCases, runCases, CasesFileError } = await import('../../policy/cases.js')
+    const { readInput } = await import('../../cli/policy-inputs.js')
+    const { compilePolicy, parseCases, runCases, CasesFileError, formatText } = await import('../../policy/index.js')
     const source = await readInput(args.policy)
     const compiled = compilePolicy(source, { file: args.policy })
     if (!compiled.ok) {
-      const { formatText } = await import('../../policy/format.js')
       diag(formatText({ files: [{ file: args.policy, valid: false, diagnostics: [...compiled.diagnostics] }] }, new Map([[args.policy, source]])).trimEnd())
       throw new CliError(`${args.policy} does not compile; fix it with caps lint first`, 'invalid_capabilities')
     }

@@ -1,7 +1,7 @@
 import * as Flags from '@oclif/core/flags'
 import { ApiCommand } from '../../cli/api-command.js'
 import { diag, paint } from '../../cli/output.js'
-import { PERMISSION_SETS, type CreatedApiKey } from '../../client/types.js'
+import { PERMISSION_SETS, type CreatedApiKey } from '../../client/index.js'
 
 export default class KeysCreate extends ApiCommand<CreatedApiKey> {
   static override summary = 'Create an API key; its secret is printed once.'

@@ -1,6 +1,6 @@
 import { ApiCommand } from '../../cli/api-command.js'
 import { table } from '../../cli/output.js'
-import type { ApiKey } from '../../client/types.js'
+import type { ApiKey } from '../../client/index.js'
 
 export default class KeysList extends ApiCommand<ApiKey[]> {
   static override summary = 'List the API keys of the organisation (secrets are never shown).'

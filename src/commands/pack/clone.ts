@@ -1,8 +1,8 @@
 import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import { ApiCommand } from '../../cli/api-command.js'
-import { packDetails } from '../../client/pack-output.js'
-import { packsApi, type PackRecord } from '../../client/packs.js'
+import { packDetails } from '../../cli/pack-output.js'
+import { packsApi, type PackRecord } from '../../client/index.js'
 
 export default class PackClone extends ApiCommand<PackRecord> {
   static override summary = 'Copy a visible pack (e.g. a community pack) into this org as a private pack.'

@@ -1,7 +1,7 @@
 import * as Flags from '@oclif/core/flags'
 import { ApiCommand } from '../../cli/api-command.js'
-import { packDetails } from '../../client/pack-output.js'
-import { packsApi, type PackRecord } from '../../client/packs.js'
+import { packDetails } from '../../cli/pack-output.js'
+import { packsApi, type PackRecord } from '../../client/index.js'
 
 export default class PackCreate extends ApiCommand<PackRecord> {
   static override summary = 'Create a pack from an OCI image in a registry (the server pulls it).'

@@ -1,8 +1,6 @@
 import * as Args from '@oclif/core/args'
 import { ApiCommand } from '../../cli/api-command.js'
-import { ApiError } from '../../client/errors.js'
-import { packsApi } from '../../client/packs.js'
-import { rolesApi } from '../../client/roles.js'
+import { ApiError, packsApi, rolesApi } from '../../client/index.js'
 
 interface Result { id: string; name: string; status: 'deleted' }
 

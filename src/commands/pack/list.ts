@@ -1,7 +1,7 @@
 import * as Flags from '@oclif/core/flags'
 import { ApiCommand } from '../../cli/api-command.js'
-import { packTable } from '../../client/pack-output.js'
-import { packsApi, type PackRecord } from '../../client/packs.js'
+import { packTable } from '../../cli/pack-output.js'
+import { packsApi, type PackRecord } from '../../client/index.js'
 
 export default class PackList extends ApiCommand<PackRecord[]> {
   static override summary = 'List the packs this org can use: its own and community packs.'

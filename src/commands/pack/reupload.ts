@@ -1,8 +1,8 @@
 import * as Args from '@oclif/core/args'
 import { ApiCommand } from '../../cli/api-command.js'
 import { diag } from '../../cli/output.js'
-import { archiveArg, humanBytes, packDetails } from '../../client/pack-output.js'
-import { packsApi, type PackRecord } from '../../client/packs.js'
+import { archiveArg, humanBytes, packDetails } from '../../cli/pack-output.js'
+import { packsApi, type PackRecord } from '../../client/index.js'
 
 export default class PackReupload extends ApiCommand<PackRecord> {
   static override summary = 'Replace the contents of an uploaded pack; idle workspaces of roles attaching it restart.'

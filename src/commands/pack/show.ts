@@ -1,7 +1,7 @@
 import * as Args from '@oclif/core/args'
 import { ApiCommand } from '../../cli/api-command.js'
-import { packDetails } from '../../client/pack-output.js'
-import { packsApi, type PackRecord } from '../../client/packs.js'
+import { packDetails } from '../../cli/pack-output.js'
+import { packsApi, type PackRecord } from '../../client/index.js'
 
 export default class PackShow extends ApiCommand<PackRecord> {
   static override summary = 'Show one pack, with the capabilities fragment it ships.'

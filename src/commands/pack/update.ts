@@ -2,8 +2,8 @@ import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import { ApiCommand } from '../../cli/api-command.js'
 import { UsageError } from '../../cli/errors.js'
-import { packDetails } from '../../client/pack-output.js'
-import { packsApi, type PackRecord, type PackUpdate as PackChanges } from '../../client/packs.js'
+import { packDetails } from '../../cli/pack-output.js'
+import { packsApi, type PackRecord, type PackUpdate as PackChanges } from '../../client/index.js'
 
 export default class PackUpdate extends ApiCommand<PackRecord> {
   static override summary = 'Change the metadata of a pack this org owns (contents: reupload, or --image-ref for a registry pack).'

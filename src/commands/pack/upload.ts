@@ -2,8 +2,8 @@ import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import { ApiCommand } from '../../cli/api-command.js'
 import { diag } from '../../cli/output.js'
-import { archiveArg, humanBytes, packDetails } from '../../client/pack-output.js'
-import { packsApi, type PackRecord } from '../../client/packs.js'
+import { archiveArg, humanBytes, packDetails } from '../../cli/pack-output.js'
+import { packsApi, type PackRecord } from '../../client/index.js'
 
 export default class PackUpload extends ApiCommand<PackRecord> {
   static override summary = 'Upload a content pack: a directory with pack.yaml at its root, or a .tar.gz of one.'

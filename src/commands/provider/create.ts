@@ -1,7 +1,7 @@
 import { Args, Flags } from '@oclif/core'
 import { ApiCommand } from '../../cli/api-command.js'
-import { details, PROVIDER_FIELDS } from '../../client/role-output.js'
-import { rolesApi, type ProviderRecord } from '../../client/roles.js'
+import { details, PROVIDER_FIELDS } from '../../cli/role-output.js'
+import { rolesApi, type ProviderRecord } from '../../client/index.js'
 
 export default class ProviderCreate extends ApiCommand<ProviderRecord> {
   static override summary = 'Create a model provider that agent roles can use.'

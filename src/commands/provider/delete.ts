@@ -1,6 +1,6 @@
 import { Args } from '@oclif/core'
 import { ApiCommand } from '../../cli/api-command.js'
-import { rolesApi } from '../../client/roles.js'
+import { rolesApi } from '../../client/index.js'
 
 interface Result { id: string; name: string; status: 'deleted' }
 

@@ -1,7 +1,7 @@
 import { Flags } from '@oclif/core'
 import { ApiCommand } from '../../cli/api-command.js'
-import { providerTable } from '../../client/role-output.js'
-import { rolesApi, type ProviderRecord } from '../../client/roles.js'
+import { providerTable } from '../../cli/role-output.js'
+import { rolesApi, type ProviderRecord } from '../../client/index.js'
 
 export default class ProviderList extends ApiCommand<ProviderRecord[]> {
   static override summary = 'List the org providers (archived ones with --all).'

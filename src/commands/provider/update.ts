@@ -1,8 +1,8 @@
 import { Args, Flags } from '@oclif/core'
 import { ApiCommand } from '../../cli/api-command.js'
 import { UsageError } from '../../cli/errors.js'
-import { details, PROVIDER_FIELDS } from '../../client/role-output.js'
-import { rolesApi, type ProviderInput, type ProviderRecord } from '../../client/roles.js'
+import { details, PROVIDER_FIELDS } from '../../cli/role-output.js'
+import { rolesApi, type ProviderInput, type ProviderRecord } from '../../client/index.js'
 
 export default class ProviderUpdate extends ApiCommand<ProviderRecord> {
   static override summary = 'Change some fields of a provider; idle workspaces of its roles restart to pick it up.'

@@ -1,10 +1,9 @@
 import { Flags } from '@oclif/core'
 import { ApiCommand } from '../../cli/api-command.js'
 import { UsageError } from '../../cli/errors.js'
-import { readRoleFile } from '../../client/role-file.js'
-import { asUsage, details, failWithDiagnostics, ROLE_FIELDS } from '../../client/role-output.js'
-import { packsApi } from '../../client/packs.js'
-import { rolesApi, type AgentRoleRecord } from '../../client/roles.js'
+import { readRoleFile } from '../../cli/role-file.js'
+import { asUsage, details, failWithDiagnostics, ROLE_FIELDS } from '../../cli/role-output.js'
+import { packsApi, rolesApi, type AgentRoleRecord } from '../../client/index.js'
 
 export default class RoleCreate extends ApiCommand<AgentRoleRecord> {
   static override summary = 'Create an agent role from a role.yaml file.'

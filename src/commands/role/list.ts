@@ -1,7 +1,7 @@
 import { Flags } from '@oclif/core'
 import { ApiCommand } from '../../cli/api-command.js'
-import { roleTable } from '../../client/role-output.js'
-import { rolesApi, type AgentRoleRecord } from '../../client/roles.js'
+import { roleTable } from '../../cli/role-output.js'
+import { rolesApi, type AgentRoleRecord } from '../../client/index.js'
 
 export default class RoleList extends ApiCommand<AgentRoleRecord[]> {
   static override summary = 'List the org agent roles (archived ones with --all).'

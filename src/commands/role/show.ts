@@ -1,8 +1,7 @@
 import { Args } from '@oclif/core'
 import { ApiCommand } from '../../cli/api-command.js'
-import { packsApi } from '../../client/packs.js'
-import { details, labelPackIds, ROLE_FIELDS } from '../../client/role-output.js'
-import { rolesApi, type AgentRoleRecord } from '../../client/roles.js'
+import { packsApi, rolesApi, type AgentRoleRecord } from '../../client/index.js'
+import { details, labelPackIds, ROLE_FIELDS } from '../../cli/role-output.js'
 
 export default class RoleShow extends ApiCommand<AgentRoleRecord> {
   static override summary = 'Show one agent role, with its capabilities.'

@@ -1,6 +1,6 @@
 import { Args } from '@oclif/core'
 import { ApiCommand } from '../../cli/api-command.js'
-import { workspacesApi, type TaskRecord } from '../../client/workspaces.js'
+import { workspacesApi, type TaskRecord } from '../../client/index.js'
 
 export default class TaskCancel extends ApiCommand<TaskRecord> {
   static override summary = 'Cancel a task: a queued one ends at once, a running one also stops its agent.'

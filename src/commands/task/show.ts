@@ -1,7 +1,7 @@
 import { Args } from '@oclif/core'
 import { ApiCommand } from '../../cli/api-command.js'
-import { recordLines, TASK_FIELDS } from '../../client/workspace-output.js'
-import { workspacesApi, type TaskRecord } from '../../client/workspaces.js'
+import { recordLines, TASK_FIELDS } from '../../cli/workspace-output.js'
+import { workspacesApi, type TaskRecord } from '../../client/index.js'
 
 export default class TaskShow extends ApiCommand<TaskRecord> {
   static override summary = 'Show one task: status, reason, summary, uploads.'

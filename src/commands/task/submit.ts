@@ -3,7 +3,7 @@ import * as Flags from '@oclif/core/flags'
 import { ApiCommand } from '../../cli/api-command.js'
 import { FindingsExit, UsageError } from '../../cli/errors.js'
 import { diag } from '../../cli/output.js'
-import { workspacesApi, type TaskAccepted, type TaskRecord, type TaskSubmission } from '../../client/workspaces.js'
+import { workspacesApi, type TaskAccepted, type TaskRecord, type TaskSubmission } from '../../client/index.js'
 
 type Result = TaskAccepted | TaskRecord | undefined
 

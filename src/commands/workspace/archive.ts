@@ -1,6 +1,6 @@
 import { Args } from '@oclif/core'
 import { ApiCommand } from '../../cli/api-command.js'
-import { workspacesApi, type WorkspaceRecord } from '../../client/workspaces.js'
+import { workspacesApi, type WorkspaceRecord } from '../../client/index.js'
 
 export default class WorkspaceArchive extends ApiCommand<WorkspaceRecord> {
   static override summary = 'Archive a workspace (stopping it first); follow-up tasks are refused until it is unarchived.'

@@ -1,7 +1,7 @@
 import { Args } from '@oclif/core'
 import { ApiCommand } from '../../cli/api-command.js'
-import { fileTable } from '../../client/workspace-output.js'
-import { workspacesApi, type SnapshotFileEntry } from '../../client/workspaces.js'
+import { fileTable } from '../../cli/workspace-output.js'
+import { workspacesApi, type SnapshotFileEntry } from '../../client/index.js'
 
 export default class WorkspaceFiles extends ApiCommand<SnapshotFileEntry[]> {
   static override summary = "List the files in a workspace's latest snapshot (read from the archive, nothing unpacked)."

@@ -1,7 +1,7 @@
 import { Args } from '@oclif/core'
 import * as Flags from '@oclif/core/flags'
 import { ApiCommand } from '../../cli/api-command.js'
-import { workspacesApi } from '../../client/workspaces.js'
+import { workspacesApi } from '../../client/index.js'
 
 type Result = Awaited<ReturnType<ReturnType<typeof workspacesApi>['fork']>>
 

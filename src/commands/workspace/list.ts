@@ -1,7 +1,7 @@
 import * as Flags from '@oclif/core/flags'
 import { ApiCommand } from '../../cli/api-command.js'
-import { workspaceTable } from '../../client/workspace-output.js'
-import { workspacesApi, type WorkspaceRecord } from '../../client/workspaces.js'
+import { workspaceTable } from '../../cli/workspace-output.js'
+import { workspacesApi, type WorkspaceRecord } from '../../client/index.js'
 
 export default class WorkspaceList extends ApiCommand<WorkspaceRecord[]> {
   static override summary = 'List workspaces, newest first.'

@@ -3,7 +3,7 @@ import * as Flags from '@oclif/core/flags'
 import type { AuditEvent } from '../../audit/event.js'
 import { ApiCommand } from '../../cli/api-command.js'
 import { eventLine } from '../../cli/audit-render.js'
-import { followActivity } from '../../client/activity-stream.js'
+import { followActivity } from '../../client/index.js'
 
 export default class WorkspaceLogs extends ApiCommand<AuditEvent[] | undefined> {
   static override summary = "Show a workspace's activity: lifecycle and agent events, oldest first."

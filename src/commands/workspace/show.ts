@@ -1,7 +1,7 @@
 import { Args } from '@oclif/core'
 import { ApiCommand } from '../../cli/api-command.js'
-import { recordLines, taskTable, WORKSPACE_FIELDS } from '../../client/workspace-output.js'
-import { workspacesApi, type TaskRecord, type WorkspaceRecord } from '../../client/workspaces.js'
+import { recordLines, taskTable, WORKSPACE_FIELDS } from '../../cli/workspace-output.js'
+import { workspacesApi, type TaskRecord, type WorkspaceRecord } from '../../client/index.js'
 
 type Result = WorkspaceRecord & { tasks: TaskRecord[] }
 

@@ -1,6 +1,6 @@
 import { Args } from '@oclif/core'
 import { ApiCommand } from '../../cli/api-command.js'
-import { workspacesApi, type WorkspaceRecord } from '../../client/workspaces.js'
+import { workspacesApi, type WorkspaceRecord } from '../../client/index.js'
 
 export default class WorkspaceStop extends ApiCommand<WorkspaceRecord> {
   static override summary = 'Stop a workspace: its running task is cancelled, /data is snapshotted, the sandbox torn down.'

@@ -1,6 +1,6 @@
 import { Args } from '@oclif/core'
 import { ApiCommand } from '../../cli/api-command.js'
-import { workspacesApi, type WorkspaceRecord } from '../../client/workspaces.js'
+import { workspacesApi, type WorkspaceRecord } from '../../client/index.js'
 
 export default class WorkspaceUnarchive extends ApiCommand<WorkspaceRecord> {
   static override summary = 'Unarchive a workspace; it lands in stopped and the next task restarts it.'

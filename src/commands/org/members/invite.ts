@@ -2,7 +2,7 @@ import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import { ApiCommand } from '../../../cli/api-command.js'
 import * as q from '../../../cli/flags.js'
-import { MEMBER_ROLES, type Membership } from '../../../client/types.js'
+import { MEMBER_ROLES, type Membership } from '../../../client/index.js'
 
 export default class OrgMembersInvite extends ApiCommand<Membership> {
   static override summary = 'Invite someone to the organisation by email.'

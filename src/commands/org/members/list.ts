@@ -1,7 +1,7 @@
 import { ApiCommand } from '../../../cli/api-command.js'
 import * as q from '../../../cli/flags.js'
 import { table } from '../../../cli/output.js'
-import type { Membership } from '../../../client/types.js'
+import type { Membership } from '../../../client/index.js'
 
 export default class OrgMembersList extends ApiCommand<Membership[]> {
   static override summary = 'List the members of an organisation, including pending invitations.'

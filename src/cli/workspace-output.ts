@@ -1,6 +1,6 @@
 // How the task and workspace commands draw records for people.
-import { table } from '../cli/output.js'
-import type { SnapshotFileEntry, TaskRecord, WorkspaceRecord } from './workspaces.js'
+import type { SnapshotFileEntry, TaskRecord, WorkspaceRecord } from '../client/index.js'
+import { table } from './output.js'
 
 export function workspaceTable(rows: readonly WorkspaceRecord[]): string {
   return table(rows, [

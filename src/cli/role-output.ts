@@ -1,13 +1,11 @@
 // How the provider and role commands draw records for people, and how a role save refused with
 // invalid_capabilities is shown: the server's compiler diagnostics in `caps lint`'s text format,
 // pointing into the caps.yaml the user wrote.
-import { FindingsExit, UsageError } from '../cli/errors.js'
-import { diag, table } from '../cli/output.js'
-import { formatText } from '../policy/format.js'
-import type { Diagnostic } from '../policy/types.js'
-import { ApiError } from './errors.js'
+import { ApiError, type AgentRoleRecord, type ProviderRecord } from '../client/index.js'
+import type { Diagnostic } from '../policy/index.js'
+import { FindingsExit, UsageError } from './errors.js'
+import { diag, table } from './output.js'
 import { RoleFileError } from './role-file.js'
-import type { AgentRoleRecord, ProviderRecord } from './roles.js'
 
 export function providerTable(rows: readonly ProviderRecord[]): string {
   return table(rows, [
@@ -58,11 +56,15 @@ export function labelPackIds(role: AgentRoleRecord, names: ReadonlyMap<string, s
   return { ...role, pack_ids: role.pack_ids.map((id) => (names.has(id) ? `${names.get(id)} (${id})` : id)) }
 }
 
-/** The diagnostics of an invalid_capabilities refusal, exactly as `caps lint` prints them; undefined for any other error. */
-export function capabilitiesReport(err: unknown, caps: { file: string; source: string } | undefined): string | undefined {
+/**
+ * The diagnostics of an invalid_capabilities refusal, exactly as `caps lint` prints them; undefined
+ * for any other error. The policy module (the compiler) is loaded only on this path, not at start-up.
+ */
+export async function capabilitiesReport(err: unknown, caps: { file: string; source: string } | undefined): Promise<string | undefined> {
   if (!(err instanceof ApiError) || err.code !== 'invalid_capabilities') return undefined
   const diagnostics = (err.envelope.details?.diagnostics ?? []) as Diagnostic[]
   const file = caps?.file ?? 'capabilities'
+  const { formatText } = await import('../policy/index.js')
   return formatText({ files: [{ file, valid: false, diagnostics }] }, new Map([[file, caps?.source ?? '']]))
 }
 
@@ -73,8 +75,8 @@ export function asUsage(err: unknown): never {
 }
 
 /** invalid_capabilities: the compiler's diagnostics like `caps lint` (people), or the envelope (--json); exit 1 either way. */
-export function failWithDiagnostics(err: unknown, caps: { file: string; source: string } | undefined, json: boolean): never {
-  const report = json ? undefined : capabilitiesReport(err, caps)
+export async function failWithDiagnostics(err: unknown, caps: { file: string; source: string } | undefined, json: boolean): Promise<never> {
+  const report = json ? undefined : await capabilitiesReport(err, caps)
   if (report === undefined) throw err
   diag(report)
   throw new FindingsExit('capabilities do not compile')

@@ -4,8 +4,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { readRoleFile, RoleFileError } from '../../src/client/role-file.js'
-import { labelPackIds } from '../../src/client/role-output.js'
+import { readRoleFile, RoleFileError } from '../../src/cli/role-file.js'
+import { labelPackIds } from '../../src/cli/role-output.js'
 import type { AgentRoleRecord } from '../../src/client/roles.js'
 
 let dir: string

@@ -1,9 +1,10 @@
 // How the pack commands draw packs for people: a table for lists, `key  value` lines for one pack
 // (the capabilities fragment indented below, as role show does with a role's policy), and the
 // upload PATH argument turned into what the client sends.
-import { UsageError } from '../cli/errors.js'
-import { table } from '../cli/output.js'
-import { archiveSourceFor, PackPathError, type ArchiveSource, type PackRecord } from './packs.js'
+import type { ArchiveSource, PackRecord } from '../client/index.js'
+import { UsageError } from './errors.js'
+import { table } from './output.js'
+import { archiveSourceFor, PackPathError } from './pack-archive.js'
 import { details } from './role-output.js'
 
 export const PACK_FIELDS = [

@@ -4,8 +4,8 @@
 import { existsSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import path from 'node:path'
-import { UsageError } from '../cli/errors.js'
-import { MAX_SOURCE_BYTES } from './yaml-reader.js'
+import { MAX_SOURCE_BYTES } from '../policy/index.js'
+import { UsageError } from './errors.js'
 
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = []

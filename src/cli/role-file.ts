@@ -8,7 +8,7 @@
 import { readFile } from 'node:fs/promises'
 import { dirname, isAbsolute, relative, resolve } from 'node:path'
 import { parse } from 'yaml'
-import type { AgentRoleInput } from './roles.js'
+import type { AgentRoleInput } from '../client/index.js'
 
 /** The role file is unreadable or malformed (the CLI exits 2). */
 export class RoleFileError extends Error {

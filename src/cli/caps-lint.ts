@@ -1,10 +1,10 @@
 // `corral caps lint` as plain functions, shared by the oclif command (src/commands/caps/lint.ts)
-// and by bin/run.js, which serves the plain invocations without loading oclif at all: lint runs
+// and by bin/run.js (which loads dist/cli/caps-lint.js), which serves the plain invocations without loading oclif at all: lint runs
 // in CI on every push, and oclif's start-up (config, plugins, manifest) would be most of its
 // wall time. Both paths read, compile and render through the same functions, so their output
 // and exit codes are the same byte for byte.
 
-import type { LintReport } from './format.js'
+import type { LintReport } from '../policy/index.js'
 
 export const LINT_FORMATS = ['text', 'json', 'sarif', 'github'] as const
 export type LintFormat = (typeof LINT_FORMATS)[number]
@@ -16,21 +16,21 @@ export interface LintRun {
 
 /** Reads the inputs ("-" is standard input) and lints them. Unreadable inputs throw UsageError. */
 export async function lintFiles(files: string[]): Promise<LintRun> {
-  const [{ readPolicyInputs }, { lintSources }] = await Promise.all([import('./lint-inputs.js'), import('./lint.js')])
+  const [{ readPolicyInputs }, { lintSources }] = await Promise.all([import('./policy-inputs.js'), import('../policy/index.js')])
   const sources = await readPolicyInputs(files)
   return { report: lintSources(sources), sources }
 }
 
 /** The report as the chosen format prints it. */
 export async function renderLint(run: LintRun, format: LintFormat): Promise<string> {
-  const fmt = await import('./format.js')
+  const fmt = await import('../policy/index.js')
   switch (format) {
     case 'json':
       return JSON.stringify(fmt.toJsonReport(run.report)) + '\n'
     case 'sarif':
       return fmt.formatSarif(run.report)
     case 'github': {
-      const { repoRelative } = await import('./lint-inputs.js')
+      const { repoRelative } = await import('./policy-inputs.js')
       return fmt.formatGithub(run.report, repoRelative)
     }
     default:
