@@ -71,7 +71,7 @@ function validateTask(value: unknown, where: string): AgentTask {
 
 /**
  * Tasks fetched through the proxy from the control plane (warm workspaces whose agent starts
- * before any task exists; served by src/runtime/controller/agent-events.ts):
+ * before any task exists; served by src/workspaces/agent-callbacks.ts):
  * `GET <base>/tasks/next` → 200 with one task (JSON), 204 when none is ready yet (the control
  * plane holds the request as a long poll; the agent asks again after `Retry-After` seconds, at
  * once for 0, after 1 s without the header), 404 or 410 when the workspace has no more work (the

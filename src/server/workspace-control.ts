@@ -1,6 +1,6 @@
 // The seam between the provider/role routes and the workspace controller (issue 5). The role and
 // provider routes need to ask about and act on the workspaces that use a role; the workspace
-// controller (src/runtime/controller/) implements this and `serve` passes it in ServerDeps.
+// controller (src/workspaces/) implements this and `serve` passes it in ServerDeps.
 // Until it is wired, routes treat its absence as "no workspaces exist".
 
 export interface WorkspaceControl {

@@ -26,6 +26,10 @@ export { AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS, AUDIT_ROW_COLUMNS, AUDIT_TEXT_CO
 export { newId, nowIso } from './ids.js'
 export { PROVIDER_KINDS, type Provider, type ProviderKind } from './repositories/providers.js'
 export { PACK_ORIGINS, PACK_TIERS, PACK_VISIBILITIES, type PackOrigin, type PackRecord, type PackTier, type PackVisibility } from './repositories/packs.js'
+export {
+  DESIRED_STATES, TASK_STATUSES, TERMINAL_TASK_STATUSES, WORKSPACE_STATES, type DesiredState, type RoleConfig, type TaskOptions,
+  type TaskRecord, type TaskStatus, type WorkspaceFilter, type WorkspaceRecord, type WorkspacesRepository, type WorkspaceState,
+} from './repositories/workspaces.js'
 export { ENVIRONMENTS, POOL_POLICIES, THINKING_EFFORTS, type AgentRole, type Environment, type PoolPolicy, type ThinkingEffort } from './repositories/agent-roles.js'
 
 /** Repositories bound to one transaction, plus a notify that fires only after it commits. */

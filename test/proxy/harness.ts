@@ -14,7 +14,6 @@ import { LeafMinter, loadOrCreateCa } from '../../src/proxy/ca.js'
 import { ProxyService, type ProxyServiceOptions } from '../../src/proxy/service.js'
 import { openStore, type Store } from '../../src/store/index.js'
 import { proxyTables } from '../../src/store/proxy-tables.js'
-import { workspaceTables } from '../../src/store/repositories/workspaces.js'
 import { onLoopback } from '../helpers/loopback-caps.js'
 
 /**
@@ -132,7 +131,7 @@ export async function startHarness(opts: Partial<ProxyServiceOptions> & { dbUrl?
       h.proxyUrl = `http://127.0.0.1:${await proxy.start()}`
     },
     async task(workspaceId) {
-      const t = await workspaceTables(h.store.db).tasks.create(org!.id, { workspace_id: workspaceId, description: 'test task', options: {}, created_by: user.id })
+      const t = await h.store.workspaces.tasks.create(org!.id, { workspace_id: workspaceId, description: 'test task', options: {}, created_by: user.id })
       return t.id
     },
     async token(workspaceId, o = {}) {

@@ -14,7 +14,7 @@ import { gnuTar, nodeTar } from '../../src/runtime/archiver.js'
 import { ProcessRuntime } from '../../src/runtime/index.js'
 import { SnapshotStore } from '../../src/runtime/snapshot-store.js'
 import { testDialects } from '../helpers/dialects.js'
-import { controllerRig, waitFor, type ControllerRig } from '../controller/harness.js'
+import { controllerRig, waitFor, type ControllerRig } from '../workspaces/harness.js'
 
 let scratch: string
 let outside: string

@@ -15,7 +15,7 @@ import { detectCgroups } from '../../src/runtime/cgroups.js'
 import { DEFAULT_SANDBOX_UID, LocalRuntime } from '../../src/runtime/local-runtime.js'
 import type { WorkspaceLimits } from '../../src/runtime/limits.js'
 import { testDialects } from '../helpers/dialects.js'
-import { controllerRig, waitFor, type ControllerRig } from '../controller/harness.js'
+import { controllerRig, waitFor, type ControllerRig } from '../workspaces/harness.js'
 import { bwrapAvailable } from '../runtime/helpers.js'
 
 const available = (await bwrapAvailable()) && (await detectCgroups()).driver !== null

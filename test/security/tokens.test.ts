@@ -12,8 +12,7 @@ import type { AuditEvent } from '../../src/audit/event.js'
 import { registerControlEndpoint, type ControlEndpointHandler } from '../../src/proxy/control-endpoint.js'
 import { TASK_ENDED_CHANNEL } from '../../src/proxy/task-liveness.js'
 import { loadTokenKey } from '../../src/proxy/token.js'
-import { workspaceTables } from '../../src/store/repositories/workspaces.js'
-import { controllerRig, waitFor, warmClaims, type ControllerRig } from '../controller/harness.js'
+import { controllerRig, waitFor, warmClaims, type ControllerRig } from '../workspaces/harness.js'
 import { testDialects } from '../helpers/dialects.js'
 import { startHarness, type Harness } from '../proxy/harness.js'
 
@@ -76,7 +75,7 @@ describe('tokens through the proxy: each kind, each budget', () => {
     const taskId = await h.task(ws.workspaceId)
     const token = await h.token(ws.workspaceId, { task: taskId })
     expect(await get(token)).toBe(200)
-    await workspaceTables(h.store.db).tasks.finish(taskId, 'completed')
+    await h.store.workspaces.tasks.finish(taskId, 'completed')
     await h.store.notify(TASK_ENDED_CHANNEL, `${ws.workspaceId}/${taskId}`)
     expect(await get(token)).not.toBe(200)
     const invented = await h.token(ws.workspaceId, { task: 'task_invented' })

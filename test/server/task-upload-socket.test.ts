@@ -9,7 +9,7 @@ import { connect, type Socket } from 'node:net'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { proxyTables } from '../../src/store/proxy-tables.js'
-import { controllerRig, waitFor, type ControllerRig } from '../controller/harness.js'
+import { controllerRig, waitFor, type ControllerRig } from '../workspaces/harness.js'
 import { createHarness, type Harness } from './harness.js'
 
 const BOUNDARY = 'corraltaskboundary'

@@ -6,7 +6,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { proxyTables } from '../../src/store/proxy-tables.js'
-import { controllerRig, waitFor, type ControllerRig } from '../controller/harness.js'
+import { controllerRig, waitFor, type ControllerRig } from '../workspaces/harness.js'
 import { testDialects } from '../helpers/dialects.js'
 import { createHarness, type Harness } from './harness.js'
 

@@ -16,9 +16,7 @@ import type { ServeOptions, ServiceFactory } from '../../server/serve.js'
 import type { ServerDeps } from '../../server/types.js'
 import { createRuntime, defaultAgentCommand, RUNTIME_KINDS, type LocalRuntimeOptions, type RuntimeKind } from '../index.js'
 import { limitsFromEnv, type WorkspaceLimits } from '../limits.js'
-import { AgentEvents } from './agent-events.js'
-import { WorkspaceController } from './controller.js'
-import type { PackSource } from './workspace-packs.js'
+import { AgentEvents, WorkspaceController, type PackSource } from '../../workspaces/index.js'
 
 declare module '../../server/types.js' {
   interface ServerDeps {

@@ -1,13 +1,12 @@
 // Workspaces (spec "Workspaces and tasks"): create, list, show, follow-up task, stop, archive,
 // unarchive, fork and the snapshot listing. State changes go through the workspace controller
-// (src/runtime/controller); this file only checks input, permissions and ownership.
+// (src/workspaces); this file only checks input, permissions and ownership.
 // `:own` grants are satisfied by the creator match (`principal.creatorId`: the user id, or the
 // API key id); a workspace of another org is `workspace_not_found`.
 import multipart from '@fastify/multipart'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import type { WorkspaceController } from '../../runtime/controller/controller.js'
-import type { WorkspaceRecord } from '../../store/repositories/workspaces.js'
-import { WORKSPACE_STATES } from '../../store/repositories/workspaces.js'
+import type { WorkspaceController } from '../../workspaces/index.js'
+import { WORKSPACE_STATES, type WorkspaceRecord } from '../../store/index.js'
 import { apiError } from '../errors.js'
 import { dateTime, idParams } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'

@@ -11,6 +11,7 @@ import { createProvidersRepository } from './providers.js'
 import { createSettingsRepository } from './settings.js'
 import { createUsersRepository } from './users.js'
 import { createWebhookNoncesRepository } from './webhook-nonces.js'
+import { createWorkspacesRepository } from './workspaces.js'
 
 export const repositoryFactories = {
   orgs: createOrgsRepository,
@@ -23,6 +24,7 @@ export const repositoryFactories = {
   providers: createProvidersRepository,
   agentRoles: createAgentRolesRepository,
   packs: createPacksRepository,
+  workspaces: createWorkspacesRepository,
 } satisfies Record<string, (ctx: RepoContext) => object>
 
 export type Repositories = { [K in keyof typeof repositoryFactories]: ReturnType<(typeof repositoryFactories)[K]> }

@@ -4,6 +4,7 @@
 // with a plain join here so the controller does not depend on the role routes' repository shape.
 import type { Kysely } from 'kysely'
 import { newId, nowIso } from '../ids.js'
+import type { RepoContext } from './context.js'
 
 export const WORKSPACE_STATES = ['provisioning', 'idle', 'busy', 'stopping', 'stopped', 'archived'] as const
 export type WorkspaceState = (typeof WORKSPACE_STATES)[number]
@@ -129,8 +130,12 @@ export interface WorkspaceFilter {
   limit?: number
 }
 
-/** The controller's and routes' repository over a store's Kysely handle (`store.db` or a transaction's `tx.db`). */
-export function workspaceTables(anyDb: Kysely<any>) {
+/** `store.workspaces` (and a transaction's `tx.workspaces`): the lifecycle's and the routes' repository. */
+export function createWorkspacesRepository(ctx: RepoContext) {
+  return workspaceTables(ctx.db)
+}
+
+function workspaceTables(anyDb: Kysely<any>) {
   const db = anyDb as Kysely<any>
   const selectWorkspace = () =>
     db.selectFrom('workspaces as w')
@@ -338,7 +343,7 @@ export function workspaceTables(anyDb: Kysely<any>) {
   }
 }
 
-export type WorkspaceTables = ReturnType<typeof workspaceTables>
+export type WorkspacesRepository = ReturnType<typeof workspaceTables>
 
 function packIds(v: unknown): string[] {
   if (typeof v !== 'string' || v === '') return []

@@ -4,7 +4,7 @@
 // enough. The controller's clock is injected and the fill pass is awaited directly: no sleeping
 // on the rule's windows.
 import { afterEach, describe, expect, it } from 'vitest'
-import { DEFAULT_POOL_DEMAND_WINDOW_MS, DEFAULT_POOL_IDLE_SECONDS } from '../../src/runtime/controller/controller.js'
+import { DEFAULT_POOL_DEMAND_WINDOW_MS, DEFAULT_POOL_IDLE_SECONDS } from '../../src/workspaces/controller.js'
 import { testDialects } from '../helpers/dialects.js'
 import { controllerRig, waitFor, type ControllerRig, type RigOptions } from './harness.js'
 

@@ -4,8 +4,8 @@
 // naming the field, before the workspace is looked up, a budget is charged or a row is queued.
 import { describe, expect, it } from 'vitest'
 import type { AuditSink } from '../../src/audit/event.js'
-import { AgentEvents } from '../../src/runtime/controller/agent-events.js'
-import type { WorkspaceController } from '../../src/runtime/controller/controller.js'
+import { AgentEvents } from '../../src/workspaces/agent-callbacks.js'
+import type { WorkspaceController } from '../../src/workspaces/controller.js'
 
 describe('agent events: input at the edge', () => {
   const emitted: unknown[] = []

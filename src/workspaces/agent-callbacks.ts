@@ -9,13 +9,13 @@
 // (controller.nextTask): 200 with its task once claimed (with `?token=ahead`, first a 200 with only
 // the claimed task's `proxy_token`), 204 + `Retry-After: 0` after a long poll with nothing, 410
 // when there is no more work for it (cold agents get their task in the inbox).
-import { AGENT_EVENT_TYPES, type AgentEventType, type AuditSink } from '../../audit/event.js'
-import { AuditUnavailableError } from '../../audit/unavailable.js'
-import { CorralError } from '../../errors.js'
-import { inputProblem } from '../../input-limits.js'
-import { isStoreUnavailable } from '../../store/index.js'
-import type { AgentEventCharge, ControlEndpointHandler, ControlReply } from '../../proxy/control-endpoint.js'
-import type { CapabilityClaims } from '../../proxy/token.js'
+import { AGENT_EVENT_TYPES, type AgentEventType, type AuditSink } from '../audit/event.js'
+import { AuditUnavailableError } from '../audit/unavailable.js'
+import { CorralError } from '../errors.js'
+import { inputProblem } from '../input-limits.js'
+import { isStoreUnavailable } from '../store/index.js'
+import type { AgentEventCharge, ControlEndpointHandler, ControlReply } from '../proxy/control-endpoint.js'
+import type { CapabilityClaims } from '../proxy/token.js'
 import { agentEventViolation } from './agent-event-schemas.js'
 import type { WorkspaceController } from './controller.js'
 

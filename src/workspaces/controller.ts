@@ -14,21 +14,18 @@
 import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
-import { SYSTEM_USER, type AuditSink, type EventType, type NewAuditEvent } from '../../audit/event.js'
-import { WORKSPACE_STOPPED_CHANNEL } from '../../proxy/serve-service.js'
-import type { CapabilityTokens } from '../../proxy/token.js'
-import { TASK_ENDED_CHANNEL } from '../../proxy/task-liveness.js'
-import { apiError } from '../../server/errors.js'
-import type { WorkspaceControl } from '../../server/workspace-control.js'
-import type { Store } from '../../store/index.js'
-import {
-  workspaceTables, type RoleConfig, type TaskOptions, type TaskRecord, type WorkspaceRecord,
-} from '../../store/repositories/workspaces.js'
-import type { AgentExit, AgentLaunch, AgentProcess, LimitHit, SnapshotFileEntry, WorkspaceRuntime } from '../runtime.js'
-import type { AgentTask } from '../../agent/task.js'
+import { SYSTEM_USER, type AuditSink, type EventType, type NewAuditEvent } from '../audit/event.js'
+import { WORKSPACE_STOPPED_CHANNEL } from '../proxy/serve-service.js'
+import type { CapabilityTokens } from '../proxy/token.js'
+import { TASK_ENDED_CHANNEL } from '../proxy/task-liveness.js'
+import { apiError } from '../server/errors.js'
+import type { WorkspaceControl } from '../server/workspace-control.js'
+import type { RoleConfig, Store, TaskOptions, TaskRecord, WorkspaceRecord, WorkspacesRepository } from '../store/index.js'
+import type { AgentExit, AgentLaunch, AgentProcess, LimitHit, SnapshotFileEntry, WorkspaceRuntime } from '../runtime/index.js'
+import type { AgentTask } from '../agent/task.js'
 import { agentEnv, agentProgram, agentTask } from './agent-launch.js'
 import type { PackEventValidators } from './agent-event-schemas.js'
-import { resolveWorkspacePacks, type PackSource, type WorkspacePacks } from './workspace-packs.js'
+import { resolveWorkspacePacks, type PackSource, type WorkspacePacks } from './packs.js'
 import { DiskWatch, diskOverText, quotaBytes, type DiskUsage } from './disk-watch.js'
 
 export const DEFAULT_TASK_TIMEOUT_SECONDS = 3600
@@ -142,7 +139,7 @@ interface RunningTask {
 
 export class WorkspaceController implements WorkspaceControl {
   readonly #o: ControllerOptions
-  readonly #t: ReturnType<typeof workspaceTables>
+  readonly #t: WorkspacesRepository
   readonly #locks = new Map<string, Promise<unknown>>()
   readonly #running = new Map<string, RunningTask>()
   readonly #idleTimers = new Map<string, NodeJS.Timeout>()
@@ -167,7 +164,7 @@ export class WorkspaceController implements WorkspaceControl {
 
   constructor(opts: ControllerOptions) {
     this.#o = opts
-    this.#t = workspaceTables(opts.store.db)
+    this.#t = opts.store.workspaces
   }
 
   get tables() {
@@ -221,7 +218,7 @@ export class WorkspaceController implements WorkspaceControl {
   /** POST /v1/tasks and POST /v1/workspaces: a new workspace (and its first task, atomically). */
   async createWorkspace(orgId: string, actor: Actor, role: RoleConfig, first?: TaskInput): Promise<{ workspace: WorkspaceRecord; task?: TaskRecord }> {
     const out = await this.#o.store.transaction(async (tx) => {
-      const t = workspaceTables(tx.db)
+      const t = tx.workspaces
       const env = first?.options.environment
       const owner = { created_by: actor.creatorId, created_by_user_id: actor.userId, ...(env ? { environment: env } : {}) }
       // A warm pool member of the role, when one is ready, skips provisioning.

@@ -6,13 +6,13 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { createAuditWriter, type AuditWriter } from '../../src/audit/index.js'
 import { CapabilityTokens, type CapabilityClaims } from '../../src/proxy/token.js'
-import { AgentEvents } from '../../src/runtime/controller/agent-events.js'
-import { WorkspaceController, type Actor } from '../../src/runtime/controller/controller.js'
+import { AgentEvents } from '../../src/workspaces/agent-callbacks.js'
+import { WorkspaceController, type Actor } from '../../src/workspaces/controller.js'
 import { ProcessRuntime, type WorkspaceRuntime } from '../../src/runtime/index.js'
 import type { Store } from '../../src/store/index.js'
 import { proxyTables } from '../../src/store/proxy-tables.js'
-import type { PackSource } from '../../src/runtime/controller/workspace-packs.js'
-import type { RoleConfig } from '../../src/store/repositories/workspaces.js'
+import type { PackSource } from '../../src/workspaces/packs.js'
+import type { RoleConfig } from '../../src/store/index.js'
 
 export const STAND_IN_AGENT = resolve(import.meta.dirname, 'stand-in-agent.mjs')
 

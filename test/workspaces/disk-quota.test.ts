@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { AuditEvent } from '../../src/audit/event.js'
-import { DiskMeasureError, DiskWatch, diskOverText, measureDisk, type DiskUsage } from '../../src/runtime/controller/disk-watch.js'
+import { DiskMeasureError, DiskWatch, diskOverText, measureDisk, type DiskUsage } from '../../src/workspaces/disk-watch.js'
 import { testDialects } from '../helpers/dialects.js'
 import { controllerRig, waitFor, warmClaims, type ControllerRig, type RigOptions } from './harness.js'
 

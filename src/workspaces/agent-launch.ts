@@ -1,11 +1,11 @@
 // What the controller hands the agent for one task: the environment (role and provider settings,
 // docs/agent.md "Configuration") and the task itself (role defaults merged with the task's own
 // overrides). Values come from the store at each task start, so a role edit applies to the next task.
-import type { AgentTask } from '../../agent/task.js'
-import { CONTROL_HOST } from '../../proxy/control-endpoint.js'
-import type { RoleConfig, TaskRecord } from '../../store/repositories/workspaces.js'
-import type { AgentLaunch } from '../runtime.js'
-import type { WorkspacePacks } from './workspace-packs.js'
+import type { AgentTask } from '../agent/task.js'
+import { CONTROL_HOST } from '../proxy/control-endpoint.js'
+import type { RoleConfig, TaskRecord } from '../store/index.js'
+import type { AgentLaunch } from '../runtime/index.js'
+import type { WorkspacePacks } from './packs.js'
 
 export function agentEnv(role: RoleConfig): Record<string, string> {
   const env: Record<string, string> = {

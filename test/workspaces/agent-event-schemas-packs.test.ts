@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest'
 import {
   agentEventErrors, agentEventViolation, compiledPackCount, packEventValidators,
-} from '../../src/runtime/controller/agent-event-schemas.js'
+} from '../../src/workspaces/agent-event-schemas.js'
 
 const needsPercent = packEventValidators({
   name: 'shell-agent', digest: 'sha256:schemas-test-a',
