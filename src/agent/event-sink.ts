@@ -1,6 +1,6 @@
 import type { Writable } from 'node:stream'
 import { type Dispatcher, request } from 'undici'
-import type { AgentEventType } from '../audit/event.js'
+import type { AgentEventType } from '../contract/index.js'
 
 /** The body the agent posts for one event: `type` from the closed enum plus event fields (the audit row's `detail`). */
 export interface AgentEvent {

@@ -6,7 +6,7 @@
 // commit order.
 
 import type { Store } from '../store/index.js'
-import type { AuditEvent } from './event.js'
+import type { AuditEvent } from '../contract/index.js'
 import { AUDIT_CHANNEL, parseNotification } from './notify.js'
 
 export interface AuditBusFilter {

@@ -4,7 +4,7 @@
 // is generated once per store (settings, first writer wins across replicas).
 
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
-import { CorralError } from '../errors.js'
+import { CorralError } from '../contract/index.js'
 import type { Store } from '../store/index.js'
 
 const KEY_SETTING = 'audit.cursor_hmac_key'

@@ -8,7 +8,7 @@
 import type { Store } from '../store/index.js'
 import { classifyFailure, describeFailure } from './classify.js'
 import { quarantineRecord, type QuarantineRecord } from './encode.js'
-import type { AuditEvent } from './event.js'
+import type { AuditEvent } from '../contract/index.js'
 import { publishCommitted } from './notify.js'
 import type { AuditWriterLogger, AuditWriterStats } from './writer-types.js'
 

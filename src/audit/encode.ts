@@ -14,10 +14,7 @@ import { v7 as uuidv7 } from 'uuid'
 import {
   AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS, AUDIT_ROW_COLUMNS, AUDIT_TEXT_COLUMNS, epochMs, isUuid,
 } from '../store/index.js'
-import {
-  ACTORS, CATEGORIES, DECISIONS, DENY_REASONS, EVENT_TYPES, PHASES, POLICY_TYPES,
-  type AuditEvent, type NewAuditEvent,
-} from './event.js'
+import { ACTORS, CATEGORIES, DECISIONS, DENY_REASONS, EVENT_TYPES, PHASES, POLICY_TYPES, type AuditEvent, type NewAuditEvent } from '../contract/index.js'
 
 // ES2024 string methods (Node >= 20); the project's lib setting predates them.
 declare global {

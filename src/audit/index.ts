@@ -1,6 +1,6 @@
 // The audit log's public API: the batched writer (every producer's AuditSink), the query and
-// stats functions behind the /v1 audit routes, the live bus and the SSE stream.
-export * from './event.js'
+// stats functions behind the /v1 audit routes, the live bus and the SSE stream. Its vocabulary
+// (event types, filter grammar) lives in src/contract/.
 export {
   AuditDrainTimeoutError, collectAuditEmits, createAuditWriter, openAuditWriter, stamp,
   type AuditWriter, type AuditWriterLogger, type AuditWriterOptions, type AuditWriterStats,
@@ -16,7 +16,6 @@ export {
   auditStats, parseStatsQuery, STATS_DIMENSIONS, TIME_BUCKETS, MAX_STATS_ROWS, MAX_TOP,
   type AuditStatsInput, type StatsBucket, type TimeBucket,
 } from './stats.js'
-export { parseFilters, parseFilter, matchesFilters, type FilterInput } from './filter.js'
 export {
   streamActivity, DEFAULT_HEARTBEAT_MS, DEFAULT_MAX_DURATION_MS, RETRY_MS, MAX_PENDING_BYTES, MAX_BUFFERED_EVENTS,
   type StreamActivityOptions,

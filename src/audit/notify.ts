@@ -3,7 +3,7 @@
 //   payload = "<org_id> <id>,<id>,…"
 
 import type { Store } from '../store/index.js'
-import type { AuditEvent } from './event.js'
+import type { AuditEvent } from '../contract/index.js'
 
 export const AUDIT_CHANNEL = 'corral_audit'
 const MAX_PAYLOAD_BYTES = 7_500

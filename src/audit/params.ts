@@ -1,5 +1,5 @@
 // Validation of the scalar query parameters shared by audit queries and stats.
-import { CorralError } from '../errors.js'
+import { CorralError } from '../contract/index.js'
 
 const DATE_TIME = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/
 

@@ -1,10 +1,9 @@
 // GET /v1/audit and /v1/workspaces/{id}/audit: validate the querystring, run one keyset page, and
 // return a cursor only when the page is full (spec, Audit: pagination).
 
-import type { AuditFilterClause, Store } from '../store/index.js'
+import type { Store } from '../store/index.js'
+import { type AuditFilterClause, type AuditEvent, parseFilters, type FilterInput } from '../contract/index.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
-import type { AuditEvent } from './event.js'
-import { parseFilters, type FilterInput } from './filter.js'
 import { parseIntParam, parseRange, single, validationError } from './params.js'
 
 export const DEFAULT_LIMIT = 100

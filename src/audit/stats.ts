@@ -9,9 +9,8 @@
 //   numeric path: latency_ms | transforms_applied | validations_applied
 //                 | debits.<key> | budget_state.<key>[.<key>…] | detail.<key>[.<key>…]
 
-import { CorralError } from '../errors.js'
+import { CorralError, parseFilters, type FilterInput } from '../contract/index.js'
 import type { AuditStatsQuery, NumericPath, StatsDimension, Store } from '../store/index.js'
-import { parseFilters, type FilterInput } from './filter.js'
 import { parseRange, single } from './params.js'
 import type { AuditScope } from './query.js'
 

@@ -6,12 +6,10 @@
 // resumes) rather than buffered without bound. Route auth and permissions are the server's.
 
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { CorralError } from '../errors.js'
-import type { AuditFilterClause, Store } from '../store/index.js'
+import { CorralError, type AuditFilterClause, type AuditEvent, matchesFilters, parseFilters, type FilterInput } from '../contract/index.js'
+import type { Store } from '../store/index.js'
 import { isUuid } from '../store/repositories/audit.js'
 import type { AuditBus } from './bus.js'
-import type { AuditEvent } from './event.js'
-import { matchesFilters, parseFilters, type FilterInput } from './filter.js'
 
 export const DEFAULT_HEARTBEAT_MS = 15_000
 export const DEFAULT_MAX_DURATION_MS = 60 * 60 * 1000

@@ -3,7 +3,7 @@
 // made durable in time (no working journal and the database is away). Refused at once, never a
 // hang: the API answers 503 service_unavailable with Retry-After (src/server/app.ts), the proxy
 // denies the request with `audit_unavailable` (fail closed: nothing is forwarded unrecorded).
-import { CorralError } from '../errors.js'
+import { CorralError } from '../contract/index.js'
 
 export type AuditUnavailableCause = 'queue_full' | 'closed' | 'timeout'
 

@@ -1,5 +1,5 @@
 // The audit writer's options, counters, public interface and shutdown error (src/audit/writer.ts).
-import type { AuditSink } from './event.js'
+import type { AuditSink } from '../contract/index.js'
 
 export interface AuditWriterLogger {
   error(obj: object, msg: string): void

@@ -16,11 +16,10 @@
 //   AuditDrainTimeoutError naming how many events were lost.
 
 import { AsyncLocalStorage } from 'node:async_hooks'
-import { CorralError } from '../errors.js'
+import { CorralError, type AuditEvent, type NewAuditEvent } from '../contract/index.js'
 import type { Store } from '../store/index.js'
 import { DbStage, errorInfo } from './db-stage.js'
 import { check, describeFields, encodeEvent, quarantineRecord, type QuarantineRecord } from './encode.js'
-import type { AuditEvent, NewAuditEvent } from './event.js'
 import { Journal, type RecoveredSegment, type Segment } from './journal.js'
 import { AuditUnavailableError } from './unavailable.js'
 import { AuditDrainTimeoutError, type AuditWriter, type AuditWriterOptions, type AuditWriterStats } from './writer-types.js'

@@ -1,7 +1,7 @@
 // How audit rows look to people: a table for `audit query`, one line per event for `audit tail`,
 // a table for `audit stats`. Machine output (--json) never goes through here.
 
-import type { AuditEvent } from '../audit/event.js'
+import type { AuditEvent } from '../contract/index.js'
 import type { StatsBucket } from '../client/index.js'
 import { type Column, paint } from './output.js'
 

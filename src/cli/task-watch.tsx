@@ -5,7 +5,7 @@
 // after the last one (Last-Event-ID), so nothing is missed or shown twice.
 import { Box, Static, Text, render } from 'ink'
 import React, { useEffect, useState } from 'react'
-import type { AuditEvent } from '../audit/event.js'
+import type { AuditEvent } from '../contract/index.js'
 import { followActivity, type CorralClient, workspacesApi, type TaskRecord } from '../client/index.js'
 import { detailSummary } from './audit-render.js'
 

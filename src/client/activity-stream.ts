@@ -5,7 +5,7 @@
 // non-200 ends the stream for good ([spec] "fail the connection"), so a revoked key stops `tail`
 // with the server's own message instead of retrying forever.
 
-import type { AuditEvent } from '../audit/event.js'
+import type { AuditEvent } from '../contract/index.js'
 import type { CorralClient } from './client.js'
 import { ApiConnectionError, type ApiError, apiErrorFrom } from './errors.js'
 

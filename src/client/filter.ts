@@ -1,13 +1,10 @@
 // The audit filter grammar on the client side. The grammar and its semantics are defined once, in
-// src/audit/filter.ts (the server parses every `filter` parameter with it and matches live events
+// src/contract/filter.ts (the server parses every `filter` parameter with it and matches live events
 // with it); the CLI reuses it to reject a typo before any request (a usage error, exit 2) and to
 // check streamed events, so `audit tail` and `audit query` can never disagree about a filter.
 
-import { FILTER_COLUMNS, type FilterColumn } from '../audit/event.js'
-import { matchesFilters, parseFilter as parseAuditFilter } from '../audit/filter.js'
-import type { AuditFilterClause } from '../store/index.js'
+import { parseFilter as parseAuditFilter, type AuditFilterClause } from '../contract/index.js'
 
-export { FILTER_COLUMNS, matchesFilters, type FilterColumn }
 export type AuditFilter = AuditFilterClause
 
 export class FilterSyntaxError extends Error {

@@ -2,7 +2,7 @@
 export { CorralClient, normalizeApiUrl, type ClientOptions, type RequestOptions, type QueryValue } from './client.js'
 export { ApiError, ApiConnectionError, apiErrorFrom, parseRetryAfter, type ErrorEnvelope } from './errors.js'
 export { followActivity, type FollowOptions } from './activity-stream.js'
-export { FILTER_COLUMNS, parseFilter, matchesFilters, FilterSyntaxError, type AuditFilter, type FilterColumn } from './filter.js'
+export { parseFilter, FilterSyntaxError, type AuditFilter } from './filter.js'
 export { resolveTime } from './time.js'
 export * from './types.js'
 export { packsApi, pickByName, PACK_ID_PREFIX, PACK_NAME_RE, type PacksApi, type PackRecord, type PackUpdate, type ArchiveSource } from './packs.js'

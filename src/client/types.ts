@@ -1,7 +1,7 @@
 // Wire shapes of the /v1 routes the CLI uses (control-plane.md "Resources" and "Endpoints").
-// Audit rows reuse the one audit event contract in src/audit/event.ts.
+// Audit rows reuse the one audit event contract in src/contract/audit-vocabulary.ts.
 
-import type { AuditEvent } from '../audit/event.js'
+import type { AuditEvent } from '../contract/index.js'
 
 export type { AuditEvent }
 

@@ -12,8 +12,7 @@ import { Readable, Transform, type TransformCallback } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { createGunzip } from 'node:zlib'
 import tarStream from 'tar-stream'
-import { CorralError } from '../errors.js'
-import { apiError } from '../server/errors.js'
+import { CorralError, apiError } from '../contract/index.js'
 
 /** tar-stream's entry (a streamx Readable): iterated, never piped, so node and streamx streams never meet mid-pipe. */
 type TarEntry = ReturnType<typeof tarStream.extract> extends AsyncIterable<infer S> ? S : never

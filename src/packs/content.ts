@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import { Readable } from 'node:stream'
 import tarStream from 'tar-stream'
 import { compilePolicy } from '../policy/index.js'
-import { apiError } from '../server/errors.js'
+import { apiError } from '../contract/index.js'
 import { DEFAULT_ARCHIVE_LIMITS, extractPackArchive, type ArchiveFormat, type ArchiveLimits } from './archive.js'
 import { MAX_MANIFEST_BYTES, parsePackManifest, type PackManifest } from './manifest.js'
 

@@ -5,9 +5,8 @@
 // *path* here; src/packs/content.ts reads and compiles the file it names.
 import { Ajv } from 'ajv'
 import { parseDocument } from 'yaml'
-import { AGENT_EVENT_TYPES, type AgentEventType } from '../audit/event.js'
+import { AGENT_EVENT_TYPES, type AgentEventType, apiError } from '../contract/index.js'
 import { compileSchema } from '../policy/json-schema.js'
-import { apiError } from '../server/errors.js'
 
 /**
  * Pack names follow role names (NAME_SCHEMA in src/server/routes/providers.ts, which

@@ -7,7 +7,7 @@ import { createWriteStream } from 'node:fs'
 import { mkdir, mkdtemp, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { pipeline } from 'node:stream/promises'
-import { apiError } from '../server/errors.js'
+import { apiError } from '../contract/index.js'
 import type { IngestedPack, PackContent } from './content.js'
 import { flattenLayers } from './registry-layers.js'
 import {

@@ -14,7 +14,7 @@ import { Readable, Transform, type TransformCallback } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { createGunzip } from 'node:zlib'
 import tarStream from 'tar-stream'
-import { apiError } from '../server/errors.js'
+import { apiError } from '../contract/index.js'
 
 type TarEntry = ReturnType<typeof tarStream.extract> extends AsyncIterable<infer S> ? S : never
 

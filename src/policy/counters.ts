@@ -9,7 +9,7 @@
 // only floors the result when no event produced a value at all.
 
 import { createParser, type EventSourceMessage } from 'eventsource-parser'
-import type { FlooredReason } from '../audit/event.js'
+import type { FlooredReason } from '../contract/index.js'
 import { celToAmount, type CelProgram } from './cel.js'
 import { CEL_CALL_BUDGET } from './cel-cost.js'
 import { CelBudgetExceeded, withCelBudget } from './cel-meter.js'

@@ -2,7 +2,7 @@
 // request. Nothing here parses YAML or compiles CEL/regex/schemas; evaluation errors come back as
 // deny reasons or transforms_failed values, never as exceptions.
 
-import type { TransformFailure } from '../audit/event.js'
+import type { TransformFailure } from '../contract/index.js'
 import { celToJson, isCelMap } from './cel.js'
 import { CEL_CALL_BUDGET } from './cel-cost.js'
 import { withCelBudget } from './cel-meter.js'

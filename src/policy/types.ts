@@ -3,7 +3,7 @@
 // and every evaluator is pure: no parsing or compiling happens on the hot path, and evaluation
 // failures come back as data (deny reasons, transforms_failed values, floored reasons), never throws.
 
-import type { DenyReason, FlooredReason, TransformFailure } from '../audit/event.js'
+import type { DenyReason, FlooredReason, TransformFailure } from '../contract/index.js'
 
 export type Severity = 'error' | 'warning'
 

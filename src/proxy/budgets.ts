@@ -20,7 +20,7 @@
 // the sum over in-flight requests of (actual − reserve_per_request); the next admission is then
 // refused. The same bound covers requests in flight at a crash, whose metered amount nobody knows.
 import type { CompiledCounter, CounterValue } from '../policy/types.js'
-import type { FlooredReason } from '../audit/event.js'
+import type { FlooredReason } from '../contract/index.js'
 import type { BudgetLedgers, LedgerKey } from '../store/budget-ledgers.js'
 import { deny, type PolicyDenial } from './decision.js'
 

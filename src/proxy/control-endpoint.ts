@@ -7,7 +7,7 @@
 // audit rows (agent events) instead of a policy_decision. A missing or bad token takes the normal
 // path and is denied there (no_token / invalid_token) with its decision row.
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import type { AuditSink } from '../audit/event.js'
+import type { AuditSink } from '../contract/index.js'
 import { isStoreUnavailable } from '../store/index.js'
 import { makeCounter } from '../policy/counters.js'
 import type { CompiledCounter } from '../policy/types.js'

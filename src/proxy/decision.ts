@@ -1,8 +1,8 @@
 // The per-request DecisionContext (STYLE.md §4, after smokescreen's canonical decision): every
 // phase fills it, the runner records which phase is current, and the terminal phase turns it into
 // exactly one `policy_decision` audit row. Field names are the spec's audit columns, defined once
-// in src/audit/event.ts.
-import { PLATFORM_ORG, SYSTEM_USER, type DenyReason, type FlooredReason, type Phase, type TransformFailure } from '../audit/event.js'
+// in src/contract/audit-vocabulary.ts.
+import { PLATFORM_ORG, SYSTEM_USER, type DenyReason, type FlooredReason, type Phase, type TransformFailure } from '../contract/index.js'
 import type { AllowRuleEval, RuleMatch } from '../policy/types.js'
 import type { TokenCheck } from './token.js'
 

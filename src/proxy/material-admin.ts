@@ -1,7 +1,7 @@
 // Creating and deleting secrets and credentials: sealed at rest, announced on the store's bus so
 // every proxy drops its cached copy, and audited (secret_* / credential_* events, metadata only).
 // Used by the /v1 routes; never returns a value once stored.
-import type { AuditSink } from '../audit/event.js'
+import type { AuditSink } from '../contract/index.js'
 import type { Store } from '../store/index.js'
 import { proxyTables, type CredentialMeta, type SecretMeta } from '../store/proxy-tables.js'
 import { isAuthProvider, AUTH_PROVIDERS } from '../policy/auth-providers.js'

@@ -2,7 +2,7 @@
 // phases, closed by the terminal phase.
 import { EventEmitter } from 'node:events'
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import type { AuditSink } from '../audit/event.js'
+import type { AuditSink } from '../contract/index.js'
 import type { PolicyContext, PolicyRequest, AdmissionResult, SecretLookup, TransformOutput } from '../policy/types.js'
 import type { Budgets, Reservation } from './budgets.js'
 import type { PlacementLookup } from './credential-injection.js'

@@ -1,7 +1,7 @@
 // The proxy as a service with start/stop: what `corral serve` runs on `--proxy-port` and
 // `corral proxy` runs alone. Everything shared (CA, token key, pooled upstream agent, active
 // workspaces) is built once here.
-import type { AuditSink } from '../audit/event.js'
+import type { AuditSink } from '../contract/index.js'
 import { compilePolicyCached } from '../policy/index.js'
 import type { CompileResult } from '../policy/types.js'
 import { proxyTables } from '../store/proxy-tables.js'

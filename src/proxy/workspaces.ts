@@ -2,7 +2,7 @@
 // handle), loaded on the first request that names it, torn down on stop/archive, aged out after a
 // TTL. The data comes through the WorkspaceDirectory seam; the workspace issue only has to keep
 // the directory's rows current and call `deactivate` (or publish on the store's bus) on stop.
-import type { AuditSink } from '../audit/event.js'
+import type { AuditSink } from '../contract/index.js'
 import type { CompiledPolicy, CompileResult } from '../policy/types.js'
 
 /** What the proxy needs to know about a workspace. */

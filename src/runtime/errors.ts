@@ -1,4 +1,4 @@
-import { CorralError } from '../errors.js'
+import { CorralError } from '../contract/index.js'
 
 // Runtime failures that reach the API keep the spec's codes where the spec names one
 // (`workspace_not_found`, not found for a missing snapshot); the others are runtime faults.

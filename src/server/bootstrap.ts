@@ -5,8 +5,7 @@
 import { randomUUID } from 'node:crypto'
 import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { SYSTEM_USER } from '../audit/event.js'
-import type { AuditSink } from '../audit/event.js'
+import { SYSTEM_USER, type AuditSink } from '../contract/index.js'
 import type { Org, Store } from '../store/index.js'
 import { displayPrefix, generateApiKeySecret, hashApiKeySecret } from './auth/api-key-secret.js'
 

@@ -4,12 +4,11 @@
 //     a route runs included (bad URL or percent-encoding, 431 header overflow, malformed HTTP,
 //     request timeout, body too large, unsupported media type, bad JSON);
 //   - every string that enters — JSON body, query string, path parameter — passes the input check
-//     (src/input-limits.ts: NUL, lone surrogates, nesting depth) before validation sees it;
+//     (src/contract/input-limits.ts: NUL, lone surrogates, nesting depth) before validation sees it;
 //   - a known path with another method is 405 `method_not_allowed` with `Allow`, not a 404.
 import type { Socket } from 'node:net'
 import type { FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify'
-import { assertCleanInput } from '../input-limits.js'
-import type { ErrorEnvelope } from './errors.js'
+import { assertCleanInput, type ErrorEnvelope } from '../contract/index.js'
 import { REQUEST_ID_HEADER, mintRequestId } from './request-id.js'
 
 /** fastify's router limit on one path parameter (its `maxParamLength` default, kept explicit). */

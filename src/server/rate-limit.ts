@@ -2,7 +2,7 @@
 // In memory, per process: with several replicas each enforces its own bucket, so the effective
 // limit is replicas × capacity (docs/decisions-server.md). Reused later for task-create limits.
 import type { FastifyReply } from 'fastify'
-import { apiError } from './errors.js'
+import { apiError } from '../contract/index.js'
 
 export interface TokenBucketOptions {
   /** Bucket size: the burst a key may spend at once. */

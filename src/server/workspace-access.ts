@@ -1,7 +1,7 @@
 // Workspace-scoped routes (audit, stats, activity stream) check the workspace exists in the
 // caller's org and, for a `:own` grant, that the caller created it (spec: creator match).
 import type { FastifyRequest } from 'fastify'
-import { apiError } from './errors.js'
+import { apiError } from '../contract/index.js'
 import type { ServerDeps } from './types.js'
 
 /** `grantIndex` is the position of the workspace-read alternative in the route's requirement. */

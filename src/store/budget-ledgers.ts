@@ -3,7 +3,7 @@
 // ttl resets when its window (started at the first debit) is older than the ttl.
 import type { Kysely, Transaction } from 'kysely'
 import type { Store } from './index.js'
-import { nowIso } from './ids.js'
+import { nowIso } from '../contract/index.js'
 
 interface BudgetLedgersTable { key: string; org_id: string; workspace_id: string; used: number | string | bigint; window_start: number | string | bigint; updated_at: string }
 interface Db { budget_ledgers: BudgetLedgersTable }

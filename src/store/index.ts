@@ -19,11 +19,9 @@ export { normalizeEmail, type User } from './repositories/users.js'
 export { MEMBERSHIP_ROLES, type GuardedChange, type Membership, type MembershipRole, type MembershipStatus } from './repositories/memberships.js'
 export { PERMISSION_SETS, type ApiKey, type PermissionSet } from './repositories/api-keys.js'
 export type {
-  AuditFilterClause, AuditPageQuery, AuditStatsQuery, AuditStatsRow, AuditWhere, NumericPath, QuarantineInsert,
-  QuarantinedEvent, StatsDimension,
+  AuditPageQuery, AuditStatsQuery, AuditStatsRow, AuditWhere, NumericPath, QuarantineInsert, QuarantinedEvent, StatsDimension,
 } from './repositories/audit.js'
 export { AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS, AUDIT_ROW_COLUMNS, AUDIT_TEXT_COLUMNS, epochMs, isUuid } from './repositories/audit-columns.js'
-export { newId, nowIso } from './ids.js'
 export { PROVIDER_KINDS, type Provider, type ProviderKind } from './repositories/providers.js'
 export { PACK_ORIGINS, PACK_TIERS, PACK_VISIBILITIES, type PackOrigin, type PackRecord, type PackTier, type PackVisibility } from './repositories/packs.js'
 export {

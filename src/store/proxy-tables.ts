@@ -3,7 +3,7 @@
 // credentials. Every method takes orgId first (cross-org reads are "not found" by construction),
 // except the workspace lookup, whose org is checked by the caller against the verified token.
 import type { Kysely } from 'kysely'
-import { newId, nowIso } from './ids.js'
+import { newId, nowIso } from '../contract/index.js'
 
 interface ProvidersTable {
   id: string; org_id: string; name: string; display_name: string | null; kind: string | null; domain: string | null

@@ -9,10 +9,8 @@
 // (controller.nextTask): 200 with its task once claimed (with `?token=ahead`, first a 200 with only
 // the claimed task's `proxy_token`), 204 + `Retry-After: 0` after a long poll with nothing, 410
 // when there is no more work for it (cold agents get their task in the inbox).
-import { AGENT_EVENT_TYPES, type AgentEventType, type AuditSink } from '../audit/event.js'
+import { AGENT_EVENT_TYPES, type AgentEventType, type AuditSink, CorralError, inputProblem } from '../contract/index.js'
 import { AuditUnavailableError } from '../audit/unavailable.js'
-import { CorralError } from '../errors.js'
-import { inputProblem } from '../input-limits.js'
 import { isStoreUnavailable } from '../store/index.js'
 import type { AgentEventCharge, ControlEndpointHandler, ControlReply } from '../proxy/control-endpoint.js'
 import type { CapabilityClaims } from '../proxy/token.js'
@@ -76,7 +74,7 @@ export class AgentEvents implements ControlEndpointHandler {
     } catch {
       return refuse(400, 'validation_error', 'the body is not valid JSON')
     }
-    // The same edge check as the API's (src/input-limits.ts): the row stores the body as detail,
+    // The same edge check as the API's (src/contract/input-limits.ts): the row stores the body as detail,
     // so NUL, lone surrogates and deep nesting are refused here, never at the database.
     const unfit = inputProblem(event, 'body')
     if (unfit) return refuse(400, 'validation_error', `invalid input: ${unfit.field} ${unfit.problem}`, { fields: { [unfit.field]: unfit.problem } })

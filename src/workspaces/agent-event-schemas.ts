@@ -5,7 +5,7 @@
 // every other field open, because `detail` is otherwise opaque and other agents may add their own.
 // Documented in docs/workspaces.md ("Agent events").
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
-import { AGENT_EVENT_TYPES, type AgentEventType } from '../audit/event.js'
+import { AGENT_EVENT_TYPES, type AgentEventType } from '../contract/index.js'
 import { compileSchema } from '../policy/json-schema.js'
 
 type Schema = Record<string, unknown>

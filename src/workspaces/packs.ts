@@ -2,7 +2,7 @@
 // workspaces.md "Packs"): what to mount, which agent to run, and which extra agent-event schemas
 // apply. Reading them at launch is what makes a role or pack change take effect with the
 // workspace's next agent (the change restarts idle workspaces: `workspace_restarted`).
-import type { AgentEventType } from '../audit/event.js'
+import type { AgentEventType } from '../contract/index.js'
 import type { PackMount } from '../runtime/index.js'
 import { packEventValidators, type PackEventValidators } from './agent-event-schemas.js'
 

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { AUDIT_CHANNEL, createAuditBus, createAuditWriter, stamp, type AuditEvent } from '../../src/audit/index.js'
+import { AUDIT_CHANNEL, createAuditBus, createAuditWriter, stamp } from '../../src/audit/index.js'
+import type { AuditEvent } from '../../src/contract/index.js'
 import { publishCommitted } from '../../src/audit/notify.js'
 import { sql } from 'kysely'
 import type { Store } from '../../src/store/index.js'

@@ -1,5 +1,5 @@
 // Small builders for audit tests.
-import type { NewAuditEvent } from '../../src/audit/index.js'
+import type { NewAuditEvent } from '../../src/contract/index.js'
 
 export function decision(org: string, over: Partial<NewAuditEvent> = {}): NewAuditEvent {
   return {

@@ -1,9 +1,7 @@
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import {
-  FILTER_COLUMNS, matchesFilters, parseFilters, queryAudit, stamp, type AuditEvent, type NewAuditEvent,
-} from '../../src/audit/index.js'
-import { CorralError } from '../../src/errors.js'
+import { queryAudit, stamp } from '../../src/audit/index.js'
+import { FILTER_COLUMNS, matchesFilters, parseFilters, type AuditEvent, type NewAuditEvent, CorralError } from '../../src/contract/index.js'
 import type { Store } from '../../src/store/index.js'
 import { testDialects } from '../helpers/dialects.js'
 import { decision, mutation, orgId } from './fixtures.js'

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { auditStats, stamp, type AuditEvent, type StatsBucket } from '../../src/audit/index.js'
-import { CorralError } from '../../src/errors.js'
+import { auditStats, stamp, type StatsBucket } from '../../src/audit/index.js'
+import { type AuditEvent, CorralError } from '../../src/contract/index.js'
 import type { Store } from '../../src/store/index.js'
 import { testDialects } from '../helpers/dialects.js'
 import { decision, mutation, orgId } from './fixtures.js'

@@ -1,10 +1,8 @@
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import {
-  createAuditBus, createAuditWriter, streamActivity, type AuditBus, type AuditEvent, type AuditWriter, type StreamActivityOptions,
-} from '../../src/audit/index.js'
-import { CorralError } from '../../src/errors.js'
+import { createAuditBus, createAuditWriter, streamActivity, type AuditBus, type AuditWriter, type StreamActivityOptions } from '../../src/audit/index.js'
+import { type AuditEvent, CorralError } from '../../src/contract/index.js'
 import type { Store } from '../../src/store/index.js'
 import { testDialects } from '../helpers/dialects.js'
 import { decision, mutation, orgId } from './fixtures.js'

@@ -1,8 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import {
-  AUDIT_CHANNEL, AuditDrainTimeoutError, AuditUnavailableError, PLATFORM_ORG, createAuditWriter, queryAudit, stamp,
-} from '../../src/audit/index.js'
-import { CorralError } from '../../src/errors.js'
+import { AUDIT_CHANNEL, AuditDrainTimeoutError, AuditUnavailableError, createAuditWriter, queryAudit, stamp } from '../../src/audit/index.js'
+import { PLATFORM_ORG, CorralError } from '../../src/contract/index.js'
 import type { Store } from '../../src/store/index.js'
 import { testDialects } from '../helpers/dialects.js'
 import { decision, mutation, orgId } from './fixtures.js'

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { auditColumns, detailSummary, eventLine, statsColumns } from '../../src/cli/audit-render.js'
 import { table } from '../../src/cli/output.js'
-import type { AuditEvent } from '../../src/audit/event.js'
+import type { AuditEvent } from '../../src/contract/index.js'
 import type { StatsBucket } from '../../src/client/types.js'
 
 const deny: AuditEvent = {

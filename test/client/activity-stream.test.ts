@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import type { ServerResponse } from 'node:http'
 import { ApiError, CorralClient, followActivity } from '../../src/client/index.js'
-import type { AuditEvent } from '../../src/audit/event.js'
+import type { AuditEvent } from '../../src/contract/index.js'
 import { envelope, json, type LoopbackApi, startLoopbackApi } from './loopback-api.js'
 
 let api: LoopbackApi

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import fc from 'fast-check'
-import { FILTER_COLUMNS, FilterSyntaxError, matchesFilters, parseFilter, resolveTime } from '../../src/client/index.js'
-import type { AuditEvent } from '../../src/audit/event.js'
+import { FilterSyntaxError, parseFilter, resolveTime } from '../../src/client/index.js'
+import { FILTER_COLUMNS, matchesFilters, type AuditEvent } from '../../src/contract/index.js'
 
 const base: AuditEvent = { id: 'x', org_id: 'o', user_id: 'system', timestamp: '2026-01-01T00:00:00Z', event_type: 'policy_decision', category: 'audit', actor: 'policy-engine' }
 

@@ -10,7 +10,7 @@ import { Readable } from 'node:stream'
 import { gzipSync } from 'node:zlib'
 import fc from 'fast-check'
 import { afterAll, describe, expect, it } from 'vitest'
-import { CorralError } from '../../src/errors.js'
+import { CorralError } from '../../src/contract/index.js'
 import { DEFAULT_ARCHIVE_LIMITS, archiveLimitsFromEnv, extractPackArchive, type ArchiveLimits } from '../../src/packs/archive.js'
 import { MANIFEST, demoPack, tarOf, tgzOf, type TestEntry } from './archives.js'
 

@@ -4,7 +4,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:f
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { CorralError } from '../../src/errors.js'
+import { CorralError } from '../../src/contract/index.js'
 import { PackContent } from '../../src/packs/content.js'
 import { CAPS, MANIFEST, demoPack, tgzOf } from './archives.js'
 

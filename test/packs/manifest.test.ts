@@ -1,6 +1,6 @@
 // pack.yaml parsing: defaults, normalisation, and one clear field error per problem.
 import { describe, expect, it } from 'vitest'
-import { CorralError } from '../../src/errors.js'
+import { CorralError } from '../../src/contract/index.js'
 import { PACK_NAME_PATTERN, parsePackManifest } from '../../src/packs/manifest.js'
 import { NAME_SCHEMA } from '../../src/server/routes/providers.js'
 

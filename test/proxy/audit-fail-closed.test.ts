@@ -5,7 +5,7 @@
 // durable write in progress) or refuses them the way src/audit's AuditUnavailableError does.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { AuditEvent, NewAuditEvent } from '../../src/audit/event.js'
+import type { AuditEvent, NewAuditEvent } from '../../src/contract/index.js'
 import { AuditUnavailableError, createAuditWriter } from '../../src/audit/index.js'
 import { RecordingAudit, startHarness, type Harness } from './harness.js'
 

@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import type { AuditEvent } from '../../src/audit/event.js'
+import type { AuditEvent } from '../../src/contract/index.js'
 import { startHarness, type Harness } from './harness.js'
 
 const CAPS = readFileSync(new URL('./budget-caps.yaml', import.meta.url), 'utf8')

@@ -2,7 +2,7 @@
 // transforms, each checked on the one policy_decision row it leaves.
 import { request as httpRequest } from 'node:http'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import type { AuditEvent } from '../../src/audit/event.js'
+import type { AuditEvent } from '../../src/contract/index.js'
 import { startHarness, type Harness } from './harness.js'
 
 const CAPS = `

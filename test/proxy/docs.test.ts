@@ -2,7 +2,7 @@
 // is explained in docs/proxy.md, and every auth provider has its placement in docs/credentials.md.
 import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
-import { DENY_REASONS, FLOORED_REASONS, TRANSFORM_FAILURES } from '../../src/audit/event.js'
+import { DENY_REASONS, FLOORED_REASONS, TRANSFORM_FAILURES } from '../../src/contract/index.js'
 import { AUTH_PROVIDERS } from '../../src/policy/auth-providers.js'
 import { DENY_MESSAGES } from '../../src/proxy/decision.js'
 

@@ -2,7 +2,7 @@
 // a rejected promise has no caller: a lifecycle row the audit sink refuses must be reported, not
 // become an unhandled rejection that takes serve down.
 import { describe, expect, it } from 'vitest'
-import type { AuditSink } from '../../src/audit/event.js'
+import type { AuditSink } from '../../src/contract/index.js'
 import { ActiveWorkspaces } from '../../src/proxy/workspaces.js'
 import { compilePolicyCached } from '../../src/policy/index.js'
 

@@ -4,7 +4,7 @@
 import { lookup } from 'node:dns/promises'
 import type { LookupAddress } from 'node:dns'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import type { AuditEvent } from '../../src/audit/event.js'
+import type { AuditEvent } from '../../src/contract/index.js'
 import { startHarness, type Harness } from '../proxy/harness.js'
 import { connectRequest, plainRequest } from './raw.js'
 

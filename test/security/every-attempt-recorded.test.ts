@@ -4,7 +4,7 @@
 // TRACE (it would echo injected credentials back) inside a tunnel and over plain HTTP.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { PLATFORM_ORG } from '../../src/audit/event.js'
+import { PLATFORM_ORG } from '../../src/contract/index.js'
 import { exchangeOn, openTunnel, rawExchange, tlsOver } from '../helpers/raw-socket.js'
 import { startHarness, type Harness } from '../proxy/harness.js'
 

@@ -7,7 +7,7 @@
 import { request as undiciRequest, ProxyAgent } from 'undici'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { DENY_REASONS } from '../../src/audit/event.js'
+import { DENY_REASONS } from '../../src/contract/index.js'
 import { exchangeOn, openTunnel, rawExchange, tlsOver, type RawResult } from '../helpers/raw-socket.js'
 import { startHarness, type Harness } from '../proxy/harness.js'
 

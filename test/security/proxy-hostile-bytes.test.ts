@@ -6,7 +6,7 @@
 // escaped rejection or exception would fail this file as an unhandled error.)
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { PLATFORM_ORG, type AuditEvent } from '../../src/audit/event.js'
+import { PLATFORM_ORG, type AuditEvent } from '../../src/contract/index.js'
 import { exchangeOn, openTunnel, rawExchange, tlsOver } from '../helpers/raw-socket.js'
 import { startHarness, type Harness } from '../proxy/harness.js'
 

@@ -9,7 +9,7 @@ import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { PLATFORM_ORG } from '../../src/audit/event.js'
+import { PLATFORM_ORG } from '../../src/contract/index.js'
 import { openStore } from '../../src/store/index.js'
 import { runCorral, startServe, type RunningServe } from '../helpers/serve.js'
 

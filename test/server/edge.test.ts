@@ -1,4 +1,4 @@
-// The API's front door (src/server/edge.ts, src/input-limits.ts), on a real socket and on both
+// The API's front door (src/server/edge.ts, src/contract/input-limits.ts), on a real socket and on both
 // dialects: every string that enters (body, key, query, path id) is checked once at the edge —
 // NUL, lone surrogates and deep nesting are a 400 validation_error with details.fields, never a
 // 500 or a row the database refuses (which used to stall the audit writer on PostgreSQL) — and
@@ -6,7 +6,7 @@
 import { connect, type AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { MAX_JSON_DEPTH } from '../../src/audit/encode.js'
-import { INPUT_LIMITS } from '../../src/input-limits.js'
+import { INPUT_LIMITS } from '../../src/contract/index.js'
 import { testDialects } from '../helpers/dialects.js'
 import { createHarness, type Harness } from './harness.js'
 

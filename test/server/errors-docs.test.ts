@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
-import { ERROR_CATALOGUE } from '../../src/server/errors.js'
+import { ERROR_CATALOGUE } from '../../src/contract/index.js'
 
 describe('error catalogue', () => {
   it('docs/api.md lists exactly the codes in src/server/errors.ts, with the same statuses', () => {

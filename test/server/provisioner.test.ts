@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { CorralError } from '../../src/errors.js'
+import { CorralError } from '../../src/contract/index.js'
 import type { ApiKeyProvisioner } from '../../src/server/identity/index.js'
 import { createHarness } from './harness.js'
 

@@ -1,9 +1,9 @@
-// The agent callback shares the API's edge check (src/input-limits.ts): an event whose body the
+// The agent callback shares the API's edge check (src/contract/input-limits.ts): an event whose body the
 // audit row could not hold — nested thousands deep (it used to be accepted with 202 and then stall
 // the audit writer for every org), or holding NUL or a lone surrogate — is a 400 validation_error
 // naming the field, before the workspace is looked up, a budget is charged or a row is queued.
 import { describe, expect, it } from 'vitest'
-import type { AuditSink } from '../../src/audit/event.js'
+import type { AuditSink } from '../../src/contract/index.js'
 import { AgentEvents } from '../../src/workspaces/agent-callbacks.js'
 import type { WorkspaceController } from '../../src/workspaces/controller.js'
 

@@ -5,7 +5,7 @@
 import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import type { AuditEvent } from '../../src/audit/event.js'
+import type { AuditEvent } from '../../src/contract/index.js'
 import { testDialects } from '../helpers/dialects.js'
 import { controllerRig, waitFor, warmClaims, type ControllerRig } from './harness.js'
 

@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync,
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import type { AuditEvent } from '../../src/audit/event.js'
+import type { AuditEvent } from '../../src/contract/index.js'
 import { DiskMeasureError, DiskWatch, diskOverText, measureDisk, type DiskUsage } from '../../src/workspaces/disk-watch.js'
 import { testDialects } from '../helpers/dialects.js'
 import { controllerRig, waitFor, warmClaims, type ControllerRig, type RigOptions } from './harness.js'

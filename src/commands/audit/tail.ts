@@ -3,7 +3,8 @@ import { ApiCommand } from '../../cli/api-command.js'
 import { eventLine } from '../../cli/audit-render.js'
 import * as q from '../../cli/flags.js'
 import { diag } from '../../cli/output.js'
-import { followActivity, matchesFilters, parseFilter } from '../../client/index.js'
+import { followActivity, parseFilter } from '../../client/index.js'
+import { matchesFilters } from '../../contract/index.js'
 
 export default class AuditTail extends ApiCommand<undefined> {
   static override summary = 'Follow the live activity stream, one line per event (NDJSON with --json).'

@@ -1,6 +1,6 @@
 import { Args } from '@oclif/core'
 import * as Flags from '@oclif/core/flags'
-import type { AuditEvent } from '../../audit/event.js'
+import type { AuditEvent } from '../../contract/index.js'
 import { ApiCommand } from '../../cli/api-command.js'
 import { eventLine } from '../../cli/audit-render.js'
 import { followActivity } from '../../client/index.js'

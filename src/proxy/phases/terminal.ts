@@ -1,7 +1,7 @@
 // The terminal phase: turns the DecisionContext into exactly one `policy_decision` row. It runs
 // for every request that reached the proxy, allowed or denied, and refuses to emit twice (a second
 // call is a lifecycle bug, like undici's handler asserts; it is reported, never written).
-import type { NewAuditEvent } from '../../audit/event.js'
+import type { NewAuditEvent } from '../../contract/index.js'
 import type { DecisionContext } from '../decision.js'
 import type { ProxyCore } from '../request-state.js'
 

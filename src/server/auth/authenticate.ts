@@ -2,8 +2,7 @@
 // cache) or a session JWT (through the identity provider named by its issuer), mapped onto the
 // org and, for sessions, the caller's active membership. Every failure is the same 401: the
 // response never tells a prober whether a key existed, expired or was revoked.
-import { SYSTEM_USER } from '../../audit/event.js'
-import { apiError } from '../errors.js'
+import { SYSTEM_USER, apiError } from '../../contract/index.js'
 import { isPermissionSet, isRole, permissionsOfRole, permissionsOfSet } from '../permissions.js'
 import type { Principal, ServerDeps } from '../types.js'
 import { hashApiKeySecret, looksLikeApiKey } from './api-key-secret.js'

@@ -2,7 +2,7 @@
 // route's declared permission, refuse writes in an inactive billing posture. Exemptions are route
 // config (`auth: false`, `postureExempt`, `queryCredential`), never URL matching.
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { apiError } from '../errors.js'
+import { apiError } from '../../contract/index.js'
 import { evaluate } from '../permissions.js'
 import { enforceRateLimit, type TokenBucketLimiter } from '../rate-limit.js'
 import type { ServerDeps } from '../types.js'

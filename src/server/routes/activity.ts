@@ -4,7 +4,7 @@
 import type { ServerResponse } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { streamActivity, type StreamActivityOptions } from '../../audit/index.js'
-import { CorralError } from '../../errors.js'
+import { CorralError } from '../../contract/index.js'
 import { isStoreUnavailable } from '../../store/index.js'
 import { RETRY_AFTER_SECONDS } from '../edge.js'
 import { idParams } from '../schemas/common.js'

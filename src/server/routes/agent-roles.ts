@@ -3,11 +3,10 @@
 // compiled on every save so a role never holds a policy that does not compile), timeouts, agent
 // knobs, a warm-pool policy and attached packs. Decisions the spec leaves open are in docs/roles.md.
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import type { EventType } from '../../audit/event.js'
+import { type EventType, apiError, notFound } from '../../contract/index.js'
 import { compilePolicy } from '../../policy/index.js'
 import { ENVIRONMENTS, POOL_POLICIES, THINKING_EFFORTS, type AgentRole, type StoreTransaction } from '../../store/index.js'
 import type { AgentRoleFields, AgentRolePatch } from '../../store/repositories/agent-roles.js'
-import { apiError, notFound } from '../errors.js'
 import { dateTime, idParams, statusOnly } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
 import { checkPackIds } from './packs.js'

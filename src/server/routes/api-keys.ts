@@ -4,7 +4,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { displayPrefix, hashApiKeySecret } from '../auth/api-key-secret.js'
 import { KEY_REVOKED_CHANNEL } from '../auth/key-cache.js'
-import { apiError, notFound } from '../errors.js'
+import { apiError, notFound } from '../../contract/index.js'
 import { PERMISSION_SETS, type PermissionSet } from '../permissions.js'
 import { dateTime, idParams, statusOnly } from '../schemas/common.js'
 import type { ApiKey } from '../../store/index.js'

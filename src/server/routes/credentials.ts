@@ -4,7 +4,7 @@
 import type { FastifyInstance } from 'fastify'
 import { AUTH_PROVIDERS } from '../../policy/auth-providers.js'
 import { CREDENTIAL_KINDS } from '../../proxy/org-material.js'
-import { notFound } from '../errors.js'
+import { notFound } from '../../contract/index.js'
 import { dateTime, idParams, statusOnly } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
 import { asValidation, materialAdmin } from './secrets.js'

@@ -1,6 +1,6 @@
 // Liveness and readiness, outside /v1 and without auth (orchestrators probe them).
 import type { FastifyInstance } from 'fastify'
-import { apiError } from '../errors.js'
+import { apiError } from '../../contract/index.js'
 import type { ServerDeps } from '../types.js'
 
 const statusSchema = { type: 'object', required: ['status'], properties: { status: { type: 'string' } } } as const

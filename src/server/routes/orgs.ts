@@ -3,7 +3,7 @@
 // refuses atomically to remove or demote the last active owner (409 last_owner).
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { GuardedChange, Membership } from '../../store/index.js'
-import { apiError, notFound } from '../errors.js'
+import { apiError, notFound } from '../../contract/index.js'
 import { ROLES, type Role } from '../permissions.js'
 import { statusOnly } from '../schemas/common.js'
 import type { Principal, ServerDeps } from '../types.js'

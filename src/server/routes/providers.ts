@@ -4,10 +4,9 @@
 // of those roles' workspaces still run; delete is refused while any role references it
 // (`provider_in_use`). Decisions the spec leaves open are in docs/roles.md.
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import type { EventType } from '../../audit/event.js'
+import { type EventType, apiError, notFound } from '../../contract/index.js'
 import { PROVIDER_KINDS, type Provider, type ProviderKind } from '../../store/index.js'
 import type { ProviderPatch } from '../../store/repositories/providers.js'
-import { apiError, notFound } from '../errors.js'
 import type { Requirement } from '../permissions.js'
 import { dateTime, idParams, statusOnly } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'

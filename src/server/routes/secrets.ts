@@ -4,7 +4,7 @@
 import type { FastifyInstance } from 'fastify'
 import { sealerFor } from '../../proxy/material-keys.js'
 import { MaterialInputError, OrgMaterialAdmin } from '../../proxy/material-admin.js'
-import { apiError, notFound } from '../errors.js'
+import { apiError, notFound } from '../../contract/index.js'
 import { dateTime, statusOnly } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
 

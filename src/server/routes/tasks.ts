@@ -3,7 +3,7 @@
 // of a task is the ownership of its workspace.
 import multipart from '@fastify/multipart'
 import type { FastifyInstance } from 'fastify'
-import { apiError } from '../errors.js'
+import { apiError } from '../../contract/index.js'
 import { idParams } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
 import { acceptedSchema, actorOf, controllerOf, readTaskInput, resolveRole, runnableController, taskLimiter, taskSchema, taskView, withStagedUploads } from './task-input.js'

@@ -4,8 +4,7 @@
 // attributed to `system` (spec: webhook-driven events). The raw body is kept by a JSON parser
 // registered in this plugin only, so the signature is checked over the exact bytes received.
 import type { FastifyInstance } from 'fastify'
-import { SYSTEM_USER } from '../../audit/event.js'
-import { apiError, notFound } from '../errors.js'
+import { SYSTEM_USER, apiError, notFound } from '../../contract/index.js'
 import { statusOnly } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
 import { WEBHOOK_HEADERS, WEBHOOK_TOLERANCE_SECONDS, verifyWebhookSignature } from '../webhook-signature.js'

@@ -1,5 +1,5 @@
 // Audit query/stats parameters and the audit event response shape (spec "Audit event", "Audit").
-import { ACTORS, CATEGORIES } from '../../audit/event.js'
+import { ACTORS, CATEGORIES } from '../../contract/index.js'
 
 const stringOrList = { anyOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' } }] } as const
 

@@ -3,7 +3,7 @@
 // orgId first, so another org's id is "not found" by construction. `capabilities` is stored as the
 // caps.yaml text the caller sent; the routes compile it before it gets here.
 import type { Kysely } from 'kysely'
-import { newId, nowIso } from '../ids.js'
+import { newId, nowIso } from '../../contract/index.js'
 import type { RepoContext } from './context.js'
 
 export const ENVIRONMENTS = ['development', 'staging', 'production'] as const

@@ -1,6 +1,6 @@
 // API key mirror rows. The secret itself is never stored; `secret_hash` is only read by
 // findByHash (the auth lookup) and never leaves this file in any other record.
-import { newId, nowIso } from '../ids.js'
+import { newId, nowIso } from '../../contract/index.js'
 import { compact, type RepoContext } from './context.js'
 import type { Org } from './orgs.js'
 

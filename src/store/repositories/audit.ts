@@ -3,7 +3,7 @@
 // encoding and permissions narrowing are src/audit's.
 
 import { sql, type Expression, type Kysely, type ExpressionBuilder, type RawBuilder, type SelectQueryBuilder, type SqlBool } from 'kysely'
-import type { AuditEvent, FilterColumn } from '../../audit/event.js'
+import type { AuditEvent, AuditFilterClause, FilterColumn } from '../../contract/index.js'
 import type { BulkColumn, StoreDialect } from '../dialects/types.js'
 import type { AuditEventsTable, Database } from '../schema.js'
 import type { RepoContext } from './context.js'
@@ -24,13 +24,6 @@ const BULK_COLUMNS: readonly BulkColumn[] = [
   ...AUDIT_INT_COLUMNS.map((name) => ({ name, pgType: 'integer' as const })),
   ...AUDIT_JSON_COLUMNS.map((name) => ({ name, pgType: 'jsonb' as const })),
 ]
-
-/** One parsed `filter` clause. */
-export interface AuditFilterClause {
-  column: FilterColumn
-  op: 'in' | 'not_in' | 'populated'
-  values: string[]
-}
 
 /** Restrictions shared by pages and stats (all optional except the org, which is a parameter). */
 export interface AuditWhere {

@@ -3,7 +3,7 @@
 // serialises writers, and on Postgres the change runs in a transaction holding the org row lock.
 
 import { sql, type Kysely } from 'kysely'
-import { newId, nowIso } from '../ids.js'
+import { newId, nowIso } from '../../contract/index.js'
 import type { Database } from '../schema.js'
 import { compact, type RepoContext } from './context.js'
 import { normalizeEmail } from './users.js'

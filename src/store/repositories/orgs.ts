@@ -1,4 +1,4 @@
-import { newId, nowIso } from '../ids.js'
+import { newId, nowIso } from '../../contract/index.js'
 import { compact, type RepoContext } from './context.js'
 
 export const POSTURES = ['active', 'past_due', 'decommissioning', 'trial_expired'] as const

@@ -4,7 +4,7 @@
 // another org's id is "not found" (or, for a visible community pack, refused by the route).
 import type { Kysely } from 'kysely'
 import type { PackManifest } from '../../packs/manifest.js'
-import { newId, nowIso } from '../ids.js'
+import { newId, nowIso } from '../../contract/index.js'
 import type { RepoContext } from './context.js'
 
 export const PACK_TIERS = ['recommended', 'verified', 'community'] as const

@@ -3,7 +3,7 @@
 // keeps its own minimal view (proxy-tables.ts). Every method takes orgId first, so another org's
 // id is "not found" by construction.
 import type { Kysely } from 'kysely'
-import { newId, nowIso } from '../ids.js'
+import { newId, nowIso } from '../../contract/index.js'
 import { compact, type RepoContext } from './context.js'
 
 export const PROVIDER_KINDS = ['anthropic', 'openai'] as const

@@ -1,5 +1,5 @@
 // Replay protection for signed webhooks: a nonce is accepted once until it expires.
-import { nowIso } from '../ids.js'
+import { nowIso } from '../../contract/index.js'
 import type { RepoContext } from './context.js'
 
 export function createWebhookNoncesRepository({ db }: RepoContext) {

@@ -3,7 +3,7 @@
 // controller's own scans (`pending`, `byId`), which run for every org. Roles and providers are read
 // with a plain join here so the controller does not depend on the role routes' repository shape.
 import type { Kysely } from 'kysely'
-import { newId, nowIso } from '../ids.js'
+import { newId, nowIso } from '../../contract/index.js'
 import type { RepoContext } from './context.js'
 
 export const WORKSPACE_STATES = ['provisioning', 'idle', 'busy', 'stopping', 'stopped', 'archived'] as const

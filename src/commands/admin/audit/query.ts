@@ -22,7 +22,7 @@ export default class AdminAuditQuery extends CorralCommand<AuditPage> {
 
   async execute(): Promise<AuditPage> {
     const { flags } = await this.parse(AdminAuditQuery)
-    const [{ PLATFORM_ORG, queryAudit }, { CorralError }] = await Promise.all([import('../../../audit/index.js'), import('../../../errors.js')])
+    const [{ queryAudit }, { CorralError, PLATFORM_ORG }] = await Promise.all([import('../../../audit/index.js'), import('../../../contract/index.js')])
     const store = await openStoreFromFlags(flags)
     try {
       return await queryAudit(store, flags.org ?? PLATFORM_ORG, {

@@ -4,9 +4,15 @@
 //   col!=     the column is populated
 // Repeated filters are ANDed. `counter` is virtual: the event's debits or budget_state has that key.
 
-import { CorralError } from '../errors.js'
-import type { AuditFilterClause } from '../store/index.js'
-import { FILTER_COLUMNS, type AuditEvent, type FilterColumn } from './event.js'
+import { FILTER_COLUMNS, type AuditEvent, type FilterColumn } from './audit-vocabulary.js'
+import { CorralError } from './errors.js'
+
+/** One parsed `filter` clause; the store turns it into SQL, the live bus matches it in memory. */
+export interface AuditFilterClause {
+  column: FilterColumn
+  op: 'in' | 'not_in' | 'populated'
+  values: string[]
+}
 
 export const MAX_FILTERS = 50
 export const MAX_FILTER_VALUES = 500

@@ -1,7 +1,22 @@
-// The catalogue of every error code the /v1 API returns, with its HTTP status (STYLE.md §7).
-// Routes throw `apiError(code, …)`; the root error handler (app.ts) renders the spec's envelope.
+// The base error of corral's API surface and the catalogue of every code the /v1 API returns, with
+// its HTTP status (STYLE.md §7). Any module may throw a CorralError with a closed-enum `code` and an
+// HTTP `status`; routes throw `apiError(code, …)` so a code can never carry the wrong status. The
+// server's root error handler (src/server/app.ts) renders it as the spec's envelope (`error.code`,
+// `error.message`, `error.request_id`, `error.details`). Branch on `code`, never on message text.
 // docs/api.md lists the same table; test/server/errors-docs.test.ts keeps the two in step.
-import { CorralError } from '../errors.js'
+
+export class CorralError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+    readonly status: number,
+    readonly details?: Record<string, unknown>,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options)
+    this.name = 'CorralError'
+  }
+}
 
 export const ERROR_CATALOGUE = {
   // 400

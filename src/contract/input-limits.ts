@@ -6,7 +6,6 @@
 //   - a lone UTF-16 surrogate: jsonb refuses its escape, text silently becomes U+FFFD;
 //   - nesting deeper than MAX_DEPTH: serializers and jsonb recurse over it.
 // Sizes are bounded before this runs (body limits); docs/api.md "Input limits" lists them all.
-// Leaf module: imports only the error base, so server, runtime and proxy can all use it.
 import { CorralError } from './errors.js'
 
 export const INPUT_LIMITS = {

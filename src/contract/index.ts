@@ -1,0 +1,20 @@
+// The contract: corral's shared vocabulary, a leaf that imports nothing from src/ (only `uuid` for
+// ids). Every part (store, audit, policy, proxy, workspaces, server, client, agent, cli) speaks
+// these words, so it sits below all of them and no part has to import another to name an error
+// code, an audit event type or a filter (docs/design.md "Contract").
+export {
+  CorralError, ERROR_CATALOGUE, apiError, notFound, envelopeSchema, type ErrorCode, type ErrorEnvelope,
+} from './errors.js'
+export {
+  EVENT_TYPES, AGENT_EVENT_TYPES, CATEGORIES, ACTORS, PHASES, POLICY_TYPES, DECISIONS, DENY_REASONS,
+  TRANSFORM_FAILURES, FLOORED_REASONS, SYSTEM_USER, PLATFORM_ORG, FILTER_COLUMNS,
+  type EventType, type AgentEventType, type Category, type Actor, type Phase, type PolicyType, type Decision,
+  type DenyReason, type TransformFailure, type FlooredReason, type AuditEvent, type NewAuditEvent, type AuditSink,
+  type FilterColumn,
+} from './audit-vocabulary.js'
+export {
+  parseFilters, parseFilter, matchesFilters, MAX_FILTERS, MAX_FILTER_VALUES, MAX_FILTER_VALUE_LENGTH,
+  type AuditFilterClause, type FilterInput,
+} from './filter.js'
+export { ID_PREFIXES, newId, nowIso, type IdPrefix } from './ids.js'
+export { INPUT_LIMITS, inputProblem, stringProblem, assertCleanInput, invalidInput, type InputProblem } from './input-limits.js'
