@@ -20,8 +20,8 @@ import { cpus, tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { Agent, ProxyAgent, request, type Dispatcher } from 'undici'
 import { createAuditWriter } from '../src/audit/index.js'
-import { OrgMaterialAdmin } from '../src/proxy/material-admin.js'
-import { Sealer, loadMasterKey } from '../src/proxy/sealed.js'
+import { isStaticAuthProvider } from '../src/policy/index.js'
+import { OrgMaterialAdmin, Sealer, loadMasterKey } from '../src/secrets/index.js'
 import { CapabilityTokens, loadTokenKey } from '../src/proxy/token.js'
 import { openStore } from '../src/store/index.js'
 import { proxyTables } from '../src/store/proxy-tables.js'
@@ -289,7 +289,7 @@ async function main(): Promise<void> {
     const role = await t.workspaces.createRole(org.id, { name: 'bench', provider_id: prov, capabilities: CAPS.replaceAll('UPSTREAM_PORT', String(upPort)) })
     const ws = await t.workspaces.create(org.id, { role_id: role, created_by_user_id: 'usr_bench' })
     const audit = createAuditWriter(store)
-    await new OrgMaterialAdmin(store, new Sealer(await loadMasterKey(dataDir)), audit)
+    await new OrgMaterialAdmin(store, new Sealer(await loadMasterKey(dataDir)), audit, isStaticAuthProvider)
       .createCredential({ orgId: org.id, userId: 'usr_bench' }, { name: 'anthropic-key', provider: 'anthropic', kind: 'static_token', token: 'sk-bench' })
     const token = (await new CapabilityTokens(await loadTokenKey(store.settings)).mint({ org_id: org.id, workspace_id: ws }, 3600)).token
     await audit.close()

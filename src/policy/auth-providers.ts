@@ -70,3 +70,8 @@ export type AuthProviderSlug = keyof typeof AUTH_PROVIDERS
 export function isAuthProvider(slug: string): slug is AuthProviderSlug {
   return Object.hasOwn(AUTH_PROVIDERS, slug)
 }
+
+/** A provider whose credentials are stored values (static token, basic, query key), not OAuth. */
+export function isStaticAuthProvider(slug: string): slug is AuthProviderSlug {
+  return isAuthProvider(slug) && AUTH_PROVIDERS[slug].family !== 'oauth'
+}

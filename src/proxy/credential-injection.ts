@@ -9,15 +9,15 @@
 //  - Host header ≠ TLS SNI (or ≠ CONNECT host): the credential could be delivered to a host the
 //    policy did not evaluate;
 //  - the broker cannot mint it (unknown credential, decryption failure, provider error).
-import type { RequestState, ProxyCore, MintedCredential } from './request-state.js'
-
-import { AUTH_PROVIDERS, isAuthProvider, type AuthPlacement } from '../policy/auth-providers.js'
+import type { MintedCredential } from '../secrets/index.js'
+import type { RequestState, ProxyCore } from './request-state.js'
+import { AUTH_PROVIDERS, isStaticAuthProvider, type AuthPlacement } from '../policy/index.js'
 
 export type PlacementLookup = (provider: string) => AuthPlacement | undefined
 
 /** Placement from the policy's provider registry (data, not code). OAuth families mint through a later issue. */
 export const providerPlacement: PlacementLookup = (provider) =>
-  isAuthProvider(provider) && AUTH_PROVIDERS[provider].family !== 'oauth' ? AUTH_PROVIDERS[provider].placement : undefined
+  isStaticAuthProvider(provider) ? AUTH_PROVIDERS[provider].placement : undefined
 
 const ECHOING_METHODS = new Set(['TRACE', 'TRACK'])
 

@@ -3,7 +3,8 @@
 import { EventEmitter } from 'node:events'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { AuditSink } from '../contract/index.js'
-import type { PolicyContext, PolicyRequest, AdmissionResult, SecretLookup, TransformOutput } from '../policy/types.js'
+import type { PolicyContext, PolicyRequest, AdmissionResult, TransformOutput } from '../policy/types.js'
+import type { CredentialBroker, SecretsSource } from '../secrets/index.js'
 import type { Budgets, Reservation } from './budgets.js'
 import type { PlacementLookup } from './credential-injection.js'
 import type { ResponseMeter } from './metering.js'
@@ -41,27 +42,6 @@ export interface Entry {
   host: string
   port: number
   tunnel?: TunnelContext
-}
-
-/** Secrets of an org, readable synchronously by transforms (the policy's SecretLookup). */
-export interface SecretsSource {
-  lookupFor(orgId: string): SecretLookup
-  /** Warm the org's secrets before its first request (activation), so lookups stay synchronous. */
-  load(orgId: string): Promise<void>
-}
-
-/** A minted credential placed by provider rules; `undefined` when it cannot be minted. */
-export interface CredentialBroker {
-  mint(orgId: string, credentialName: string, provider: string): Promise<MintedCredential | undefined>
-}
-
-export interface MintedCredential {
-  kind: 'static_token' | 'basic_auth' | 'query_key'
-  /** Provider slug the credential was created for. */
-  provider?: string
-  /** static_token / query_key: the token; basic_auth: the password. */
-  secret: string
-  username?: string
 }
 
 /** Where the proxy reports its own faults (serve's pino logger; console when run bare). */

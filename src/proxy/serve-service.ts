@@ -5,8 +5,6 @@
 // on WORKSPACE_STOPPED_CHANNEL after stop/archive; every proxy process deactivates it.
 import { readFile } from 'node:fs/promises'
 import type { ServiceFactory } from '../server/serve.js'
-import { registerSealer } from './material-keys.js'
-import { Sealer, loadMasterKey } from './sealed.js'
 import { DEFAULT_PROXY_PORT, ProxyService } from './service.js'
 import type { Endpoint } from './address-guard.js'
 
@@ -41,14 +39,12 @@ export function databaseEndpoint(dbUrl: string | undefined): Endpoint[] {
 
 export const proxyService: ServiceFactory = async ({ deps, options, services }) => {
   const env = options.env ?? process.env
-  const sealer = new Sealer(await loadMasterKey(options.dataDir, env))
-  registerSealer(deps.store, sealer)
   const explicit = (options as { proxyPort?: number }).proxyPort ?? (env.CORRAL_PROXY_PORT ? Number(env.CORRAL_PROXY_PORT) : undefined)
   const port = explicit ?? (options.port === 0 ? 0 : DEFAULT_PROXY_PORT)
   const upstreamCaPem = await readCaFiles(env.CORRAL_UPSTREAM_CA)
   const db = databaseEndpoint(options.dbUrl)
   const proxy = new ProxyService({
-    store: deps.store, audit: deps.audit, dataDir: options.dataDir, port, host: options.host, sealer, env, logger: deps.logger,
+    store: deps.store, audit: deps.audit, dataDir: options.dataDir, port, host: options.host, sealer: deps.sealer, env, logger: deps.logger,
     ...(upstreamCaPem ? { upstreamCaPem } : {}),
     // Every listener of serve (services start after the proxy, so the list is read at each connect).
     ownEndpoints: () => [...services.flatMap((s) => endpointOf(s.address?.())), ...db],

@@ -4,17 +4,15 @@
 import type { AuditSink } from '../contract/index.js'
 import { compilePolicyCached } from '../policy/index.js'
 import type { CompileResult } from '../policy/types.js'
-import { proxyTables } from '../store/proxy-tables.js'
 import type { Store } from '../store/index.js'
 import { LeafMinter, loadOrCreateCa, type CorralCa } from './ca.js'
 import { providerPlacement } from './credential-injection.js'
 import { ProxyFront } from './front.js'
 import { AuditGate } from './audit-gate.js'
 import { resolveLimits, type ProxyLimits } from './limits.js'
-import type { CredentialBroker, ProxyCore, ProxyCounters, ProxyLog, SecretsSource } from './request-state.js'
+import type { ProxyCore, ProxyCounters, ProxyLog } from './request-state.js'
 import { TASK_ENDED_CHANNEL, TaskLiveness } from './task-liveness.js'
-import { CREDENTIALS_CHANNEL, OrgSecrets, SECRETS_CHANNEL, StaticCredentialBroker } from './org-material.js'
-import { Sealer, loadMasterKey } from './sealed.js'
+import { CREDENTIALS_CHANNEL, OrgSecrets, SECRETS_CHANNEL, Sealer, StaticCredentialBroker, loadMasterKey, type CredentialBroker, type SecretsSource } from '../secrets/index.js'
 import { budgetLedgers } from '../store/budget-ledgers.js'
 import { Budgets } from './budgets.js'
 import { CapabilityTokens, loadTokenKey } from './token.js'
@@ -102,7 +100,7 @@ export class ProxyService {
     const limits = resolveLimits(o.env ?? {}, o.limits)
     this.#ca = await loadOrCreateCa(o.dataDir)
     const tokens = new CapabilityTokens(await loadTokenKey(o.store.settings))
-    const tables = proxyTables(o.store.db)
+    const tables = o.store.proxy
     const directory = o.directory ?? tables.workspaces
     const sealer = o.sealer ?? new Sealer(await loadMasterKey(o.dataDir))
     const secrets = o.secrets ?? new OrgSecrets(tables, sealer)

@@ -9,6 +9,7 @@ import { createAuditBus, openAuditWriter } from '../audit/index.js'
 import { packService } from '../packs/service.js'
 import { proxyService } from '../proxy/serve-service.js'
 import { workspaceService } from '../runtime/controller/service.js'
+import { Sealer, loadMasterKey } from '../secrets/index.js'
 import { openStore } from '../store/index.js'
 import { buildApp } from './app.js'
 import { bootstrap, type BootstrapResult } from './bootstrap.js'
@@ -86,6 +87,9 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   const dataDir = resolve(options.dataDir)
   await mkdir(dataDir, { recursive: true, mode: 0o700 })
   const logger = options.logger ?? createLogger()
+  // One master key for the routes that seal and the proxy that opens (src/secrets); a bad
+  // CORRAL_MASTER_KEY refuses the start before anything is opened.
+  const sealer = new Sealer(await loadMasterKey(dataDir, env))
   const store = await openStore(options.dbUrl ?? defaultDbUrl(dataDir))
   // Events are durable in the journal before emit() resolves; segments a previous life left
   // behind (kill -9, database down at shutdown) are replayed into the store here.
@@ -104,6 +108,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     logger,
     config: await serverConfigFromEnv(env, dataDir),
     identity,
+    sealer,
   }
   const boot = await bootstrap(store, audit, { dataDir, ownerEmail: env.CORRAL_OWNER_EMAIL })
   const started: Service[] = []

@@ -3,6 +3,7 @@
 // workspaces) receive the same ServerDeps and declare the same config.
 import type { Logger } from 'pino'
 import type { AuditBus, AuditWriter } from '../audit/index.js'
+import type { Sealer } from '../secrets/index.js'
 import type { Org, Store } from '../store/index.js'
 import type { Identity } from './identity/index.js'
 import type { Grant, Permission, PermissionSet, Requirement, Role } from './permissions.js'
@@ -38,6 +39,11 @@ export interface ServerDeps {
   workspaces?: WorkspaceDirectory
   /** The workspace controller, for role/provider routes (absent → no workspaces exist). */
   workspaceControl?: WorkspaceControl
+  /**
+   * Seals org secrets and credentials (the master key, loaded once by serve and shared with the
+   * proxy). Absent → the secrets and credentials routes answer service_unavailable.
+   */
+  sealer?: Sealer
 }
 
 export interface Principal {

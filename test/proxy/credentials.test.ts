@@ -4,8 +4,8 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import type { AuditEvent } from '../../src/contract/index.js'
-import { OrgMaterialAdmin, MaterialInputError } from '../../src/proxy/material-admin.js'
-import { Sealer, loadMasterKey, secretBinding } from '../../src/proxy/sealed.js'
+import { isStaticAuthProvider } from '../../src/policy/index.js'
+import { MaterialInputError, OrgMaterialAdmin, Sealer, loadMasterKey, secretBinding } from '../../src/secrets/index.js'
 import { startHarness, type Harness } from './harness.js'
 
 const run = promisify(execFile)
@@ -64,7 +64,7 @@ describe('secrets and credentials', () => {
       received = { url: req.url ?? '', headers: req.headers as Record<string, string> }
       res.end(JSON.stringify(received))
     }
-    admin = new OrgMaterialAdmin(h.store, new Sealer(await loadMasterKey(join(h.dir, 'data'))), h.audit)
+    admin = new OrgMaterialAdmin(h.store, new Sealer(await loadMasterKey(join(h.dir, 'data'))), h.audit, isStaticAuthProvider)
     const actor = { orgId: h.orgId, userId: h.userId }
     await admin.setSecret(actor, 'api_key', SECRET)
     await admin.createCredential(actor, { name: 'github-bot', provider: 'github', kind: 'static_token', token: GH })

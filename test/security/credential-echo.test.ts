@@ -7,8 +7,8 @@ import { gzipSync } from 'node:zlib'
 import type { IncomingMessage } from 'node:http'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import type { AuditEvent } from '../../src/contract/index.js'
-import { OrgMaterialAdmin } from '../../src/proxy/material-admin.js'
-import { Sealer, loadMasterKey } from '../../src/proxy/sealed.js'
+import { isStaticAuthProvider } from '../../src/policy/index.js'
+import { OrgMaterialAdmin, Sealer, loadMasterKey } from '../../src/secrets/index.js'
 import { startHarness, type Harness } from '../proxy/harness.js'
 import { connectRequest } from './raw.js'
 
@@ -65,7 +65,7 @@ describe('credentials never come back', () => {
 
   beforeAll(async () => {
     h = await startHarness()
-    const admin = new OrgMaterialAdmin(h.store, new Sealer(await loadMasterKey(join(h.dir, 'data'))), h.audit)
+    const admin = new OrgMaterialAdmin(h.store, new Sealer(await loadMasterKey(join(h.dir, 'data'))), h.audit, isStaticAuthProvider)
     const actor = { orgId: h.orgId, userId: h.userId }
     await admin.setSecret(actor, 'api_key', SECRET)
     await admin.createCredential(actor, { name: 'github-bot', provider: 'github', kind: 'static_token', token: GH })

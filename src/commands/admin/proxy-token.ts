@@ -26,8 +26,8 @@ export default class AdminProxyToken extends CorralCommand<ProxyTokenResult> {
     const ttl = parseTtl(flags.ttl)
     const store = await openStoreFromFlags(flags)
     try {
-      const [{ proxyTables }, { CapabilityTokens, loadTokenKey }] = await Promise.all([import('../../store/proxy-tables.js'), import('../../proxy/token.js')])
-      const ws = await proxyTables(store.db).workspaces.lookup(flags.workspace)
+      const { CapabilityTokens, loadTokenKey } = await import('../../proxy/token.js')
+      const ws = await store.proxy.workspaces.lookup(flags.workspace)
       if (!ws) throw new CliError(`no workspace ${flags.workspace}`, 'not_found')
       const tokens = new CapabilityTokens(await loadTokenKey(store.settings))
       const minted = await tokens.mint({ org_id: ws.org_id, workspace_id: ws.id, ...(flags.task ? { task_id: flags.task } : {}) }, ttl)

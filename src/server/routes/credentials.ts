@@ -3,7 +3,7 @@
 // placement. Responses carry metadata only; the material has no read-back path.
 import type { FastifyInstance } from 'fastify'
 import { AUTH_PROVIDERS } from '../../policy/auth-providers.js'
-import { CREDENTIAL_KINDS } from '../../proxy/org-material.js'
+import { CREDENTIAL_KINDS } from '../../secrets/index.js'
 import { notFound } from '../../contract/index.js'
 import { dateTime, idParams, statusOnly } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'

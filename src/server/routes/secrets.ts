@@ -2,8 +2,8 @@
 // (AES-256-GCM), readable only by the proxy's transforms (`secrets["name"]`). The API returns
 // names and timestamps, never a value.
 import type { FastifyInstance } from 'fastify'
-import { sealerFor } from '../../proxy/material-keys.js'
-import { MaterialInputError, OrgMaterialAdmin } from '../../proxy/material-admin.js'
+import { isStaticAuthProvider } from '../../policy/index.js'
+import { MaterialInputError, OrgMaterialAdmin } from '../../secrets/index.js'
 import { apiError, notFound } from '../../contract/index.js'
 import { dateTime, statusOnly } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
@@ -12,9 +12,8 @@ const AUTH_WRITE = [['auth:write']] as const
 const secretSchema = { type: 'object', required: ['name', 'created_at', 'updated_at'], properties: { name: { type: 'string' }, created_at: dateTime, updated_at: dateTime } } as const
 
 export function materialAdmin(deps: ServerDeps): OrgMaterialAdmin {
-  const sealer = sealerFor(deps.store)
-  if (!sealer) throw apiError('service_unavailable', 'secret storage is not configured on this server (the proxy service holds the master key)')
-  return new OrgMaterialAdmin(deps.store, sealer, deps.audit)
+  if (!deps.sealer) throw apiError('service_unavailable', 'secret storage is not configured on this server (no master key was given to it)')
+  return new OrgMaterialAdmin(deps.store, deps.sealer, deps.audit, isStaticAuthProvider)
 }
 
 export function asValidation(err: unknown): never {

@@ -8,6 +8,7 @@ import { createMembershipsRepository } from './memberships.js'
 import { createOrgsRepository } from './orgs.js'
 import { createPacksRepository } from './packs.js'
 import { createProvidersRepository } from './providers.js'
+import { proxyTables } from '../proxy-tables.js'
 import { createSettingsRepository } from './settings.js'
 import { createUsersRepository } from './users.js'
 import { createWebhookNoncesRepository } from './webhook-nonces.js'
@@ -25,6 +26,8 @@ export const repositoryFactories = {
   agentRoles: createAgentRolesRepository,
   packs: createPacksRepository,
   workspaces: createWorkspacesRepository,
+  /** The proxy's and secrets' tables (workspace lookup for activation, task liveness, sealed secrets and credentials). */
+  proxy: ({ db }: RepoContext) => proxyTables(db),
 } satisfies Record<string, (ctx: RepoContext) => object>
 
 export type Repositories = { [K in keyof typeof repositoryFactories]: ReturnType<(typeof repositoryFactories)[K]> }

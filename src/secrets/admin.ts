@@ -2,11 +2,9 @@
 // every proxy drops its cached copy, and audited (secret_* / credential_* events, metadata only).
 // Used by the /v1 routes; never returns a value once stored.
 import type { AuditSink } from '../contract/index.js'
-import type { Store } from '../store/index.js'
-import { proxyTables, type CredentialMeta, type SecretMeta } from '../store/proxy-tables.js'
-import { isAuthProvider, AUTH_PROVIDERS } from '../policy/auth-providers.js'
-import { CREDENTIALS_CHANNEL, CREDENTIAL_KINDS, SECRETS_CHANNEL, type CredentialKind, type CredentialMaterial } from './org-material.js'
-import { credentialBinding, secretBinding, type Sealer } from './sealed.js'
+import type { CredentialMeta, SecretMeta, Store } from '../store/index.js'
+import { CREDENTIALS_CHANNEL, CREDENTIAL_KINDS, SECRETS_CHANNEL, type CredentialKind, type CredentialMaterial } from './material.js'
+import { credentialBinding, secretBinding, type Sealer } from './sealer.js'
 
 export const NAME_PATTERN = /^[A-Za-z][A-Za-z0-9_.-]{0,63}$/
 
@@ -19,10 +17,17 @@ export class MaterialInputError extends Error {
 
 export interface Actor { orgId: string; userId: string }
 
+/**
+ * Whether a provider slug names a provider a static credential can be created for. The provider
+ * registry is policy data (src/policy/auth-providers.ts); the caller passes this check in so the
+ * secrets part does not depend on the policy part.
+ */
+export type StaticProviderCheck = (provider: string) => boolean
+
 export class OrgMaterialAdmin {
-  readonly #tables
-  constructor(private readonly store: Store, private readonly sealer: Sealer, private readonly audit: AuditSink) {
-    this.#tables = proxyTables(store.db)
+  readonly #tables: Store['proxy']
+  constructor(private readonly store: Store, private readonly sealer: Sealer, private readonly audit: AuditSink, private readonly staticProvider: StaticProviderCheck) {
+    this.#tables = store.proxy
   }
 
   async setSecret(actor: Actor, name: string, value: string): Promise<SecretMeta> {
@@ -49,7 +54,7 @@ export class OrgMaterialAdmin {
   async createCredential(actor: Actor, input: { name: string; provider: string; kind: string; token?: string; username?: string; password?: string }): Promise<CredentialMeta> {
     if (!NAME_PATTERN.test(input.name)) throw new MaterialInputError('name', 'must match [A-Za-z][A-Za-z0-9_.-]{0,63}')
     if (!(CREDENTIAL_KINDS as readonly string[]).includes(input.kind)) throw new MaterialInputError('kind', `must be one of ${CREDENTIAL_KINDS.join(', ')}`)
-    if (!isAuthProvider(input.provider) || AUTH_PROVIDERS[input.provider].family === 'oauth') throw new MaterialInputError('provider', 'unknown or OAuth provider (OAuth credentials are not supported yet)')
+    if (!this.staticProvider(input.provider)) throw new MaterialInputError('provider', 'unknown or OAuth provider (OAuth credentials are not supported yet)')
     const kind = input.kind as CredentialKind
     let material: CredentialMaterial
     if (kind === 'basic_auth') {
