@@ -9,7 +9,7 @@ import { AGENT_EVENT_TYPES, type AgentEventType, apiError } from '../contract/in
 import { compileSchema } from '../policy/json-schema.js'
 
 /**
- * Pack names follow role names (NAME_SCHEMA in src/server/routes/providers.ts, which
+ * Pack names follow role names (NAME_SCHEMA in src/server/schemas/common.ts, which
  * test/packs/manifest.test.ts compares with this one). Kept here so the CLI can validate a
  * pack.yaml without loading the server.
  */

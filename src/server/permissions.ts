@@ -61,6 +61,11 @@ export const isRole = (v: unknown): v is Role => ROLES.includes(v as Role)
  */
 export type Requirement = readonly (readonly Permission[])[] | null
 
+/** Configuration writes (providers, roles, packs) need caps:write (docs/roles.md). */
+export const CAPS_WRITE: Requirement = [['caps:write']]
+/** Any authenticated caller of the org may read configuration (docs/roles.md). */
+export const ANY_MEMBER: Requirement = null
+
 /** The grant that satisfies one alternative list: the unscoped one if held, else the `:own` one. */
 export type Grant = { scope: 'all' } | { scope: 'own' }
 

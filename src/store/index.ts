@@ -12,6 +12,7 @@ import type { Database } from './schema.js'
 
 export type { DialectCapabilities, DialectName, ListenState, NotifyHandler, StoreDialect } from './dialects/types.js'
 export { isStoreUnavailable } from './dialects/unavailable.js'
+export { isUniqueViolation } from './dialects/unique.js'
 export type { Database } from './schema.js'
 export type { Repositories } from './repositories/index.js'
 export { POSTURES, type Org, type Posture } from './repositories/orgs.js'

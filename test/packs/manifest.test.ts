@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest'
 import { CorralError } from '../../src/contract/index.js'
 import { PACK_NAME_PATTERN, parsePackManifest } from '../../src/packs/manifest.js'
-import { NAME_SCHEMA } from '../../src/server/routes/providers.js'
+import { NAME_SCHEMA } from '../../src/server/schemas/common.js'
 
 function fields(source: string): Record<string, string> {
   try {

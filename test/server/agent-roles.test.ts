@@ -24,7 +24,7 @@ for (const d of testDialects()) describe(`agent role routes [${d.name}]`, () => 
   const setup = async () => {
     const org = await h.newOrg()
     const prov = (await h.inject('POST', '/v1/providers', { token: org.ownerToken, body: { name: 'claude', kind: 'anthropic', domain: 'api.anthropic.com' } })).body
-    // Roles attach only packs the org can see (routes/packs.ts checkPackIds): real rows, no content needed.
+    // Roles attach only packs the org can see (src/packs/pack-rules.ts checkPackIds): real rows, no content needed.
     const packs = await Promise.all(['one', 'two', 'three'].map((name) => h.store.packs.create(org.orgId, {
       name, display_name: name, version: '1', tier: 'community', visibility: 'org', image_origin: 'upload', manifest: { name, version: '1', display_name: name },
     })))

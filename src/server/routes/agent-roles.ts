@@ -7,10 +7,12 @@ import { type EventType, apiError, notFound } from '../../contract/index.js'
 import { compilePolicy } from '../../policy/index.js'
 import { ENVIRONMENTS, POOL_POLICIES, THINKING_EFFORTS, type AgentRole, type StoreTransaction } from '../../store/index.js'
 import type { AgentRoleFields, AgentRolePatch } from '../../store/repositories/agent-roles.js'
-import { dateTime, idParams, statusOnly } from '../schemas/common.js'
+import { checkPackIds } from '../../packs/index.js'
+import { emitConfigEvent, restartIdleWorkspaces } from '../config-events.js'
+import { ANY_MEMBER, CAPS_WRITE } from '../permissions.js'
+import { NAME_SCHEMA, dateTime, idParams, statusOnly } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
-import { checkPackIds } from './packs.js'
-import { ANY_MEMBER, CAPS_WRITE, NAME_SCHEMA, duplicateName, emitConfigEvent, fieldError, restartIdleWorkspaces } from './providers.js'
+import { duplicateName, fieldError } from '../validation.js'
 
 // Integer columns are 32-bit on Postgres; nobody needs a timeout beyond 68 years.
 const count = { type: 'integer', minimum: 0, maximum: 2147483647 } as const

@@ -7,16 +7,11 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { type EventType, apiError, notFound } from '../../contract/index.js'
 import { PROVIDER_KINDS, type Provider, type ProviderKind } from '../../store/index.js'
 import type { ProviderPatch } from '../../store/repositories/providers.js'
-import type { Requirement } from '../permissions.js'
-import { dateTime, idParams, statusOnly } from '../schemas/common.js'
+import { emitConfigEvent, restartIdleWorkspaces } from '../config-events.js'
+import { ANY_MEMBER, CAPS_WRITE } from '../permissions.js'
+import { NAME_SCHEMA, dateTime, idParams, statusOnly } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
-
-/** Writes need caps:write; any authenticated caller of the org may read (docs/roles.md). */
-export const CAPS_WRITE: Requirement = [['caps:write']]
-export const ANY_MEMBER: Requirement = null
-
-/** Same grammar as capability names (spec Limits): letter first, then letters, digits, `_` and `-`. */
-export const NAME_SCHEMA = { type: 'string', pattern: '^[A-Za-z][A-Za-z0-9_-]{0,63}$' } as const
+import { duplicateName, fieldError } from '../validation.js'
 const LABEL_FIELDS = new Set(['display_name', 'description', 'name'])
 const HOSTNAME_RE = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/
 
@@ -254,40 +249,8 @@ function resolveEndpoint(domain: string | undefined, baseUrl: string | null, pat
   return { domain: host, base_url: baseUrl }
 }
 
-export function fieldError(field: string, message: string) {
-  return apiError('validation_error', `${field} ${message}`, { fields: { [field]: message } })
-}
-
 async function assertNameFree(deps: ServerDeps, orgId: string, name: string): Promise<void> {
   if (await deps.store.providers.getByName(orgId, name)) throw apiError('conflict', `a provider named ${name} already exists`, { fields: { name: 'already exists' } })
-}
-
-/** A racing create that passed the pre-check still meets the unique index: same answer. */
-export function duplicateName(name: string, what = 'provider') {
-  return (err: unknown): never => {
-    const code = (err as { code?: string }).code
-    if (code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE') throw apiError('conflict', `a ${what} named ${name} already exists`, { fields: { name: 'already exists' } })
-    throw err
-  }
-}
-
-/** Respawns idle workspaces of the roles after a change; a failure is logged, the change stands. */
-export async function restartIdleWorkspaces(deps: ServerDeps, request: FastifyRequest, orgId: string, roleIds: readonly string[]): Promise<void> {
-  const control = deps.workspaceControl
-  if (!control) return
-  for (const roleId of roleIds) {
-    try {
-      await control.restartIdleForRole(orgId, roleId)
-    } catch (err) {
-      request.log.warn({ err, role_id: roleId }, 'restarting idle workspaces after a configuration change failed')
-    }
-  }
-}
-
-/** Configuration-mutation events (spec Events): category audit, actor control-plane, resource_id plus the spec's keys. */
-export async function emitConfigEvent(deps: ServerDeps, request: FastifyRequest, type: EventType, detail: Record<string, unknown>): Promise<void> {
-  const p = request.principal!
-  await deps.audit.emit({ org_id: p.org.id, user_id: p.userId, event_type: type, category: 'audit', actor: 'control-plane', detail })
 }
 
 function emitProviderEvent(deps: ServerDeps, request: FastifyRequest, type: EventType, provider: Provider, extra: Record<string, unknown> = {}): Promise<void> {

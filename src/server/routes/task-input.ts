@@ -10,14 +10,13 @@ import { basename, join } from 'node:path'
 import type { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { Ajv } from 'ajv'
-import type { Multipart } from '@fastify/multipart'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { compilePolicyCached } from '../../policy/index.js'
 import type { WorkspaceController, TaskInput, Actor } from '../../workspaces/index.js'
 import { newId, CorralError, assertCleanInput, apiError } from '../../contract/index.js'
 import type { RoleConfig, TaskRecord } from '../../store/index.js'
 import { fieldsOf } from '../app.js'
-import { discard, dropRest, feedFilePart, isMalformedBody, type FileFeed } from '../multipart-file.js'
+import { isMalformedBody, readParts } from '../multipart-file.js'
 import { enforceRateLimit, TokenBucketLimiter } from '../rate-limit.js'
 import { dateTime } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
@@ -190,92 +189,38 @@ export async function withStagedUploads<T>(controller: WorkspaceController, inpu
 }
 
 /**
- * The multipart body: fields, and `file` parts streamed to `staging`. The parts are read while a
- * file is being written, so the end of the body is seen even when a file part never ends: a body
- * cut off mid-file (or a client that disconnects) fails the upload instead of stalling it. After
- * a refusal the rest of the body is still read and dropped, so the client — still sending — gets
- * the envelope instead of a reset connection. An over-limit file is answered (413) as soon as it
- * passes the limit, and the rest of the body is dropped after the answer: closing the connection
- * instead would lose the answer to a client still sending. On any failure the staged files are
- * removed before the error is thrown.
+ * The multipart body (read by readParts, multipart-file.ts): fields, and `file` parts streamed to
+ * `staging`. On any failure the staged files are removed before the error is thrown.
  */
 async function readMultipart(request: FastifyRequest, staging: string): Promise<{ fields: Record<string, unknown>; uploads: string[] }> {
   const fields: Record<string, unknown> = {}
   const uploads: string[] = []
-  const feeds: FileFeed[] = []
-  const writes: Promise<void>[] = []
-  let failure: unknown
-  let stop!: (err: unknown) => void
-  const stopped = new Promise<never>((_resolve, reject) => (stop = reject))
-  stopped.catch(() => {})
-  const fail = (err: unknown) => {
-    failure ??= err
-    if (isTooLarge(err)) stop(err)
-  }
-
-  const parts = request.parts({ limits: { files: MAX_FILES, fileSize: MAX_FILE_BYTES } })[Symbol.asyncIterator]()
-  // The step being waited for when an over-limit file stops the loop: the drain takes it first.
-  let next: Promise<IteratorResult<Multipart>> | undefined
-  try {
-    for (;;) {
-      next = parts.next()
-      const step = await Promise.race([next, stopped])
-      next = undefined
-      if (step.done) break
-      const part = step.value
-      if (failure !== undefined) {
-        if (part.type === 'file') discard(part.file)
-        continue
+  const failure = await readParts(request, {
+    limits: { files: MAX_FILES, fileSize: MAX_FILE_BYTES },
+    file(part) {
+      if (part.fieldname !== 'file') throw apiError('validation_error', `unexpected file field ${part.fieldname}`, { fields: { [part.fieldname]: 'only `file` parts are accepted' } })
+      const name = basename(part.filename || '')
+      if (!name || name === '.' || name === '..' || uploads.includes(name)) {
+        throw apiError('validation_error', `bad or duplicate upload name ${JSON.stringify(part.filename)}`, { fields: { file: 'each file needs a distinct plain name' } })
       }
-      try {
-        if (part.type === 'file') {
-          if (part.fieldname !== 'file') throw apiError('validation_error', `unexpected file field ${part.fieldname}`, { fields: { [part.fieldname]: 'only `file` parts are accepted' } })
-          const name = basename(part.filename || '')
-          if (!name || name === '.' || name === '..' || uploads.includes(name)) {
-            throw apiError('validation_error', `bad or duplicate upload name ${JSON.stringify(part.filename)}`, { fields: { file: 'each file needs a distinct plain name' } })
-          }
-          // What the file system refuses (a name over 255 bytes, a NUL) is the client's error, not a 500.
-          if (Buffer.byteLength(name) > 255 || name.includes('\0')) {
-            throw apiError('validation_error', `upload name ${JSON.stringify(name.length > 64 ? `${name.slice(0, 64)}…` : name)} is over 255 bytes or holds NUL`, { fields: { file: 'names are at most 255 bytes, without NUL' } })
-          }
-          uploads.push(name)
-          const file = part.file
-          const feed = feedFilePart(file, () => cutShort(name))
-          // The parser drops the rest of an over-limit file but still reads it: stop at once instead.
-          file.once('limit', () => fail(tooLarge(name)))
-          feeds.push(feed)
-          writes.push(
-            mkdir(staging, { recursive: true })
-              .then(() => writeFile(feed.stream, join(staging, name)))
-              .then(
-                () => {
-                  if (file.truncated) fail(tooLarge(name))
-                },
-                (err: unknown) => {
-                  fail(err)
-                  if (!isTooLarge(err)) feed.drop()
-                },
-              ),
-          )
-        } else {
-          // Multipart fields bypass the JSON parser's input check (edge.ts): the same check here.
-          assertCleanInput({ [part.fieldname]: String(part.value) }, 'body')
-          fields[part.fieldname] = coerce(part.fieldname, String(part.value))
-        }
-      } catch (err) {
-        fail(err)
-        if (part.type === 'file') discard(part.file)
+      // What the file system refuses (a name over 255 bytes, a NUL) is the client's error, not a 500.
+      if (Buffer.byteLength(name) > 255 || name.includes('\0')) {
+        throw apiError('validation_error', `upload name ${JSON.stringify(name.length > 64 ? `${name.slice(0, 64)}…` : name)} is over 255 bytes or holds NUL`, { fields: { file: 'names are at most 255 bytes, without NUL' } })
       }
-    }
-  } catch (err) {
-    fail(err)
-    // Stopped at an over-limit file: the parts still coming are dropped after the answer.
-    if (isTooLarge(err)) void dropRest(parts, next)
-  }
-  // The body has been read to its end (or we stopped reading): a file part that has not ended by
-  // now never will.
-  for (const feed of feeds) feed.bodyOver()
-  await Promise.all(writes)
+      uploads.push(name)
+      return {
+        consume: (stream) => mkdir(staging, { recursive: true }).then(() => writeFile(stream, join(staging, name))),
+        cutShort: () => cutShort(name),
+        tooLarge: () => tooLarge(name),
+        stopAtLimit: true,
+      }
+    },
+    field(part) {
+      // Multipart fields bypass the JSON parser's input check (edge.ts): the same check here.
+      assertCleanInput({ [part.fieldname]: String(part.value) }, 'body')
+      fields[part.fieldname] = coerce(part.fieldname, String(part.value))
+    },
+  })
   if (failure === undefined) return { fields, uploads }
 
   await rm(staging, { recursive: true, force: true })
@@ -300,11 +245,6 @@ async function writeFile(source: Readable, path: string): Promise<void> {
 
 function tooLarge(name?: string) {
   return apiError('payload_too_large', `${name ? `upload ${name}` : 'an upload'} is over ${MAX_FILE_BYTES} bytes`)
-}
-
-function isTooLarge(err: unknown): boolean {
-  const code = (err as { code?: string }).code
-  return code === 'payload_too_large' || code === 'FST_REQ_FILE_TOO_LARGE'
 }
 
 function cutShort(name: string) {

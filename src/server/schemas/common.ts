@@ -11,3 +11,6 @@ export const idParams = {
 
 export const statusOnly = (value: string) =>
   ({ type: 'object', required: ['status'], properties: { status: { type: 'string', enum: [value] } } }) as const
+
+/** Same grammar as capability names (spec Limits): letter first, then letters, digits, `_` and `-`. */
+export const NAME_SCHEMA = { type: 'string', pattern: '^[A-Za-z][A-Za-z0-9_-]{0,63}$' } as const
