@@ -9,21 +9,22 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { AuditEvent } from '../../src/contract/index.js'
 import type { ApiKey, CreatedApiKey, Membership, StatsResult } from '../../src/client/types.js'
 import type { LoginResult } from '../../src/commands/login.js'
-import { CORRAL_BIN, runCorral, startServe, type RunningServe } from '../helpers/serve.js'
+import { CORRAL_BIN, runCorral, startServe, startStack, type RunningServe, type Stack } from '../helpers/serve.js'
 
+let stack: Stack
 let serve: RunningServe
 let configHome: string
 /** Tails still running when a test fails are killed at the end, never left behind. */
 const tails = new Set<import('node:child_process').ChildProcess>()
 
 beforeAll(async () => {
-  serve = await startServe()
-  configHome = mkdtempSync(join(tmpdir(), 'corral-cli-e2e-'))
+  // The CLI's own login is under test: `corral()` runs with the config home only, no admin token.
+  stack = await startStack()
+  ;({ serve, dir: configHome } = stack)
 })
 afterAll(async () => {
   for (const child of tails) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
-  await serve?.stop()
-  if (configHome) rmSync(configHome, { recursive: true, force: true })
+  await stack?.close()
 })
 
 const env = () => ({ XDG_CONFIG_HOME: configHome })

@@ -2,31 +2,27 @@
 // example pack directory, list/show/update/re-upload/clone it, attach it to a role by name in
 // role.yaml, the in-use guard on delete, a second org cloning the community pack, and a bad archive
 // refused with one line. No HTTP mocks.
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { cpSync, readFileSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { create } from 'tar'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { PackRecord } from '../../src/client/packs.js'
 import type { AgentRoleRecord } from '../../src/client/roles.js'
-import { runCorral, startServe, type RunningServe } from '../helpers/serve.js'
+import { runCorral, startStack, type RunningServe, type Stack } from '../helpers/serve.js'
 
 const HELLO = resolve(import.meta.dirname, '../../examples/packs/hello-pack')
 
+let stack: Stack
 let serve: RunningServe
 let dir: string
 
 beforeAll(async () => {
-  serve = await startServe()
-  dir = mkdtempSync(join(tmpdir(), 'corral-packs-e2e-'))
+  stack = await startStack()
+  ;({ serve, dir } = stack)
 })
-afterAll(async () => {
-  await serve?.stop()
-  if (dir) rmSync(dir, { recursive: true, force: true })
-})
+afterAll(() => stack?.close())
 
-const corral = (...args: string[]) =>
-  runCorral(args, { env: { XDG_CONFIG_HOME: dir, CORRAL_API_URL: serve.url, CORRAL_TOKEN: serve.adminKey } })
+const corral = (...args: string[]) => stack.corral(args)
 
 async function json<T>(...args: string[]): Promise<T> {
   const r = await corral(...args, '--json')

@@ -2,37 +2,31 @@
 // with a real registry (docker-registry): an upload pushes the pack's image and records image_ref;
 // `pack create --image-ref` makes a pack from that image with the same digest; `pack update
 // --image-ref` re-pulls; a missing tag and an unreachable registry are refused with one line.
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
+import { resolve } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { PackRecord } from '../../src/client/packs.js'
 import { freePort, registryAvailable, startRegistry, type TestRegistry } from '../helpers/registry.js'
-import { runCorral, startServe, type RunningServe } from '../helpers/serve.js'
+import { startStack, type Stack } from '../helpers/serve.js'
 
 const HELLO = resolve(import.meta.dirname, '../../examples/packs/hello-pack')
 const available = registryAvailable()
 
 describe.runIf(available)('corral pack with a registry', { timeout: 120_000 }, () => {
   let registry: TestRegistry
-  let serve: RunningServe
-  let dir: string
+  let stack: Stack
   let deadPort: number
 
   beforeAll(async () => {
     registry = await startRegistry()
     deadPort = await freePort()
-    serve = await startServe({ env: { CORRAL_PACK_REGISTRY: `${registry.host}/corral`, CORRAL_REGISTRY_ALLOW: `127.0.0.1:${deadPort}` } })
-    dir = mkdtempSync(join(tmpdir(), 'corral-packs-registry-e2e-'))
+    stack = await startStack({ env: { CORRAL_PACK_REGISTRY: `${registry.host}/corral`, CORRAL_REGISTRY_ALLOW: `127.0.0.1:${deadPort}` } })
   }, 60_000)
   afterAll(async () => {
-    await serve?.stop()
+    await stack?.close()
     await registry?.stop()
-    if (dir) rmSync(dir, { recursive: true, force: true })
   })
 
-  const corral = (...args: string[]) =>
-    runCorral(args, { env: { XDG_CONFIG_HOME: dir, CORRAL_API_URL: serve.url, CORRAL_TOKEN: serve.adminKey } })
+  const corral = (...args: string[]) => stack.corral(args)
   async function json<T>(...args: string[]): Promise<T> {
     const r = await corral(...args, '--json')
     expect(r.code, `${args.join(' ')}\n${r.stderr}\n${r.stdout}`).toBe(0)

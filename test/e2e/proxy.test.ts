@@ -4,17 +4,15 @@
 // through the audit API (the real batched writer).
 import { execFile } from 'node:child_process'
 import { createServer, type Server } from 'node:https'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { writeFileSync } from 'node:fs'
 import type { AddressInfo } from 'node:net'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { AuditEvent } from '../../src/contract/index.js'
-import { LeafMinter, loadOrCreateCa } from '../../src/proxy/ca.js'
 import { openStore } from '../../src/store/index.js'
 import { proxyTables } from '../../src/store/proxy-tables.js'
-import { runCorral, startServe, type RunningServe } from '../helpers/serve.js'
+import { runCorral, startStack, type Stack } from '../helpers/serve.js'
 import { onLoopback } from '../helpers/loopback-caps.js'
 
 const run = promisify(execFile)
@@ -34,35 +32,27 @@ const CAPS = `
 `
 
 describe('proxy in corral serve (e2e)', () => {
-  let tmp: string
   let upstream: Server
   let upstreamPort: number
   /** What the upstream really got; the echo the agent receives is scrubbed. */
   let received: Record<string, string> = {}
-  let serve: RunningServe
-  let proxyUrl: string
-  const env = (): Record<string, string> => ({ CORRAL_API_URL: serve.url, CORRAL_TOKEN: serve.adminKey, XDG_CONFIG_HOME: tmp })
+  let stack: Stack
+  const env = (): Record<string, string> => stack.cliEnv
 
   beforeAll(async () => {
-    tmp = mkdtempSync(join(tmpdir(), 'corral-proxy-e2e-'))
-    const ca = await loadOrCreateCa(join(tmp, 'upstream-ca'))
-    writeFileSync(join(tmp, 'upstream-ca.pem'), ca.certPem)
-    upstream = createServer(await new LeafMinter(ca).pemFor('127.0.0.1'), (req, res) => {
+    stack = await startStack({ upstreamCa: true })
+    if (!stack.proxyUrl) throw new Error(`no proxy address in the ready line:\n${stack.serve.output()}`)
+    upstream = createServer(await stack.upstreamTls('127.0.0.1'), (req, res) => {
       received = req.headers as Record<string, string>
       res.end(JSON.stringify({ url: req.url, headers: req.headers }))
     })
     await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r))
     upstreamPort = (upstream.address() as AddressInfo).port
-    serve = await startServe({ env: { CORRAL_UPSTREAM_CA: join(tmp, 'upstream-ca.pem') } })
-    const m = /proxy (http:\/\/[^\s,)]+)/.exec(serve.output())
-    if (!m) throw new Error(`no proxy address in the ready line:\n${serve.output()}`)
-    proxyUrl = m[1]!
   })
   afterAll(async () => {
-    await serve?.stop()
     upstream?.closeAllConnections()
     await new Promise((r) => upstream?.close(r))
-    rmSync(tmp, { recursive: true, force: true })
+    await stack?.close()
   })
 
   it('secret and credential commands store values the API never returns', async () => {
@@ -82,7 +72,7 @@ describe('proxy in corral serve (e2e)', () => {
   })
 
   it('curl through the serve proxy with an operator token: credentials injected, one audit row', async () => {
-    const store = await openStore(`sqlite:${join(serve.dataDir, 'corral.db')}`)
+    const store = await openStore(`sqlite:${join(stack.serve.dataDir, 'corral.db')}`)
     let workspaceId: string
     try {
       const org = (await store.orgs.getByName('default'))!
@@ -93,15 +83,15 @@ describe('proxy in corral serve (e2e)', () => {
     } finally {
       await store.close()
     }
-    const tok = await runCorral(['admin', 'proxy-token', '--workspace', workspaceId, '--ttl', '5m', '--data-dir', serve.dataDir, '--json'])
+    const tok = await runCorral(['admin', 'proxy-token', '--workspace', workspaceId, '--ttl', '5m', '--data-dir', stack.serve.dataDir, '--json'])
     expect(tok.code, tok.stderr + tok.stdout).toBe(0)
     const { token } = JSON.parse(tok.stdout) as { token: string }
-    const caOut = await runCorral(['ca', 'export', '--data-dir', serve.dataDir])
+    const caOut = await runCorral(['ca', 'export', '--data-dir', stack.serve.dataDir])
     expect(caOut.stdout).toMatch(/^-----BEGIN CERTIFICATE-----/)
     expect(caOut.stdout).not.toMatch(/PRIVATE/)
-    writeFileSync(join(tmp, 'corral-ca.pem'), caOut.stdout)
+    writeFileSync(join(stack.dir, 'corral-ca.pem'), caOut.stdout)
 
-    const { stdout } = await run('curl', ['-sS', '-x', proxyUrl, '--proxy-header', `Proxy-Authorization: Bearer ${token}`, '--cacert', join(tmp, 'corral-ca.pem'), `https://127.0.0.1:${upstreamPort}/repos/x`])
+    const { stdout } = await run('curl', ['-sS', '-x', stack.proxyUrl, '--proxy-header', `Proxy-Authorization: Bearer ${token}`, '--cacert', join(stack.dir, 'corral-ca.pem'), `https://127.0.0.1:${upstreamPort}/repos/x`])
     expect(received.authorization).toBe('Bearer ghp_e2e_token')
     expect(received['x-api-key']).toBe('sk-e2e-secret')
     const echo = JSON.parse(stdout) as { headers: Record<string, string> }
@@ -110,7 +100,7 @@ describe('proxy in corral serve (e2e)', () => {
 
     let rows: AuditEvent[] = []
     for (let i = 0; i < 100 && rows.length === 0; i++) {
-      const res = await fetch(`${serve.url}/v1/audit?filter=event_type=policy_decision`, { headers: { authorization: `Bearer ${serve.adminKey}` } })
+      const res = await fetch(`${stack.serve.url}/v1/audit?filter=event_type=policy_decision`, { headers: { authorization: `Bearer ${stack.serve.adminKey}` } })
       rows = ((await res.json()) as { events: AuditEvent[] }).events
       if (!rows.length) await new Promise((r) => setTimeout(r, 50))
     }
@@ -118,7 +108,7 @@ describe('proxy in corral serve (e2e)', () => {
     expect(rows[0]).toMatchObject({ decision: 'allow', workspace_id: workspaceId, user_id: 'usr_e2e', capability_name: 'gh', auth_used: ['github-bot'], transforms_applied: 2, agent_role: 'coder', agent_provider: 'github' })
     expect(JSON.stringify(rows)).not.toMatch(/ghp_|sk-e2e|Bearer ey/)
     expect((rows[0]!.detail as { scrubbed?: number }).scrubbed).toBeGreaterThanOrEqual(2)
-    const types = await fetch(`${serve.url}/v1/audit?filter=event_type=secret_created,credential_created,workspace_activated`, { headers: { authorization: `Bearer ${serve.adminKey}` } })
+    const types = await fetch(`${stack.serve.url}/v1/audit?filter=event_type=secret_created,credential_created,workspace_activated`, { headers: { authorization: `Bearer ${stack.serve.adminKey}` } })
     const evs = ((await types.json()) as { events: AuditEvent[] }).events.map((e) => e.event_type).sort()
     expect(evs).toEqual(['credential_created', 'secret_created', 'workspace_activated'])
   })

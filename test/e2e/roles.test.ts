@@ -1,28 +1,23 @@
 // `corral provider …` and `corral role …` as a user runs them (node bin/run.js) against a real
 // `corral serve`: role.yaml with a capabilities_file, compile diagnostics on a bad caps.yaml, the
 // archive cascade and its refusals, exit codes and --json data. No HTTP mocks.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { AgentRoleRecord, ProviderRecord } from '../../src/client/roles.js'
-import { runCorral, startServe, type RunningServe } from '../helpers/serve.js'
+import { startStack, type Stack } from '../helpers/serve.js'
 import { tgzOf } from '../packs/archives.js'
 
-let serve: RunningServe
+let stack: Stack
 let dir: string
 
 beforeAll(async () => {
-  serve = await startServe()
-  dir = mkdtempSync(join(tmpdir(), 'corral-roles-e2e-'))
+  stack = await startStack()
+  dir = stack.dir
 })
-afterAll(async () => {
-  await serve?.stop()
-  if (dir) rmSync(dir, { recursive: true, force: true })
-})
+afterAll(() => stack?.close())
 
-const corral = (...args: string[]) =>
-  runCorral(args, { env: { XDG_CONFIG_HOME: dir, CORRAL_API_URL: serve.url, CORRAL_TOKEN: serve.adminKey } })
+const corral = (...args: string[]) => stack.corral(args)
 
 async function json<T>(...args: string[]): Promise<T> {
   const r = await corral(...args, '--json')
@@ -41,7 +36,7 @@ describe('corral provider and role commands', { timeout: 120_000 }, () => {
     // Roles attach only packs the org can see: upload one (content only, no agent of its own).
     const form = new FormData()
     form.append('archive', new Blob([await tgzOf([{ name: 'pack.yaml', body: 'name: base\nversion: "1"\n' }, { name: 'notes.md', body: 'base\n' }])]), 'base.tgz')
-    const upload = await fetch(`${serve.url}/v1/packs/upload`, { method: 'POST', headers: { authorization: `Bearer ${serve.adminKey}` }, body: form })
+    const upload = await fetch(`${stack.serve.url}/v1/packs/upload`, { method: 'POST', headers: { authorization: `Bearer ${stack.serve.adminKey}` }, body: form })
     expect(upload.status).toBe(201)
     const packId = ((await upload.json()) as { id: string }).id
 

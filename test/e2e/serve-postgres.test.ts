@@ -3,33 +3,23 @@
 // Runs when CORRAL_TEST_PG_URL is set (CI always sets it), on a database created for this file.
 import { appendFileSync, existsSync, mkdirSync } from 'node:fs'
 import { join, resolve } from 'node:path'
-import { randomBytes } from 'node:crypto'
-import pg from 'pg'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { describePostgres } from '../helpers/dialects.js'
-import { startServe, type RunningServe } from '../helpers/serve.js'
+import { createTestDatabase, startServe, type RunningServe } from '../helpers/serve.js'
 
 describePostgres('corral serve replicas on one Postgres database', (baseUrl) => {
-  const dbName = `corral_e2e_${randomBytes(4).toString('hex')}`
-  const dbUrl = (() => {
-    const u = new URL(baseUrl)
-    u.pathname = `/${dbName}`
-    return u.toString()
-  })()
+  let db: Awaited<ReturnType<typeof createTestDatabase>>
   let a: RunningServe
   let b: RunningServe
   let adminKey: string
 
   beforeAll(async () => {
-    const admin = new pg.Client({ connectionString: baseUrl })
-    await admin.connect()
-    await admin.query(`CREATE DATABASE ${dbName}`)
-    await admin.end()
+    db = await createTestDatabase(baseUrl)
     const results = resolve(import.meta.dirname, '../../test-results')
     mkdirSync(results, { recursive: true })
     appendFileSync(join(results, 'pg-suites-ran'), 'serve-postgres.test.ts\n')
     // Started together: they race to migrate and bootstrap; exactly one mints the owner key.
-    ;[a, b] = await Promise.all([startServe({ db: dbUrl }), startServe({ db: dbUrl })])
+    ;[a, b] = await Promise.all([startServe({ db: db.url }), startServe({ db: db.url })])
     const keys = [a, b].map((s) => s.adminKey).filter(Boolean)
     expect(keys).toHaveLength(1)
     adminKey = keys[0]
@@ -37,10 +27,7 @@ describePostgres('corral serve replicas on one Postgres database', (baseUrl) => 
 
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop()])
-    const admin = new pg.Client({ connectionString: baseUrl })
-    await admin.connect()
-    await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`)
-    await admin.end()
+    await db?.drop()
   })
 
   it('bootstrapped exactly once, and both replicas authenticate the key', async () => {

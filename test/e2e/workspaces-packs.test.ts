@@ -5,12 +5,11 @@
 // The audit log holds them (actor agent), the snapshot lists the file it wrote, the task
 // completes, and an event breaking the pack's own schema is refused (the agent sees 400; no row).
 // A warm pool member of a second role runs the same agent ahead and gets its task over HTTP.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { create as tar } from 'tar'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startServe, type RunningServe } from '../helpers/serve.js'
+import { startStack, type Stack } from '../helpers/serve.js'
 import { bwrapAvailable } from '../runtime/helpers.js'
 
 const RUNTIME = (await bwrapAvailable()) ? 'local' : 'process'
@@ -38,75 +37,47 @@ const CAPS = `
 `
 
 describe(`packs in workspaces end to end (${RUNTIME} runtime)`, () => {
-  let tmp: string
-  let serve: RunningServe
-  const api = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${serve.url}/v1${path}`, {
-      method, headers: { authorization: `Bearer ${serve.adminKey}`, ...(body ? { 'content-type': 'application/json' } : {}) },
-      ...(body ? { body: JSON.stringify(body) } : {}),
-    })
-    return { status: res.status, body: await res.json() as any }
-  }
-  const until = async <T>(probe: () => Promise<T | undefined | false>, what: string, ms = 30_000): Promise<T> => {
-    const end = Date.now() + ms
-    for (;;) {
-      const v = await probe()
-      if (v) return v
-      if (Date.now() > end) throw new Error(`timed out waiting for ${what}\n${serve.output().slice(-3000)}`)
-      await new Promise((r) => setTimeout(r, 100))
-    }
-  }
-  const taskDone = (id: string) => until(async () => {
-    const t = (await api('GET', `/tasks/${id}`)).body
-    return ['completed', 'failed', 'cancelled'].includes(t.status) && t
-  }, `task ${id}`)
-  const audit = async (wsId: string, ...filters: string[]) =>
-    (await api('GET', `/workspaces/${wsId}/audit?order=asc&limit=1000${filters.map((f) => `&filter=${encodeURIComponent(f)}`).join('')}`)).body.events as any[]
+  let stack: Stack
   /** The agent's log on the host (what it wrote to stderr), for failure messages. */
   const agentLog = (wsId: string) => {
     try {
-      return readFileSync(join(serve.dataDir, 'runtime', 'workspaces', wsId, 'logs', 'agent.log'), 'utf8')
+      return readFileSync(join(stack.serve.dataDir, 'runtime', 'workspaces', wsId, 'logs', 'agent.log'), 'utf8')
     } catch {
       return ''
     }
   }
 
+  // The provider is a dead address: the shell agent calls no model.
   beforeAll(async () => {
-    tmp = mkdtempSync(join(tmpdir(), 'corral-packs-e2e-'))
-    serve = await startServe({ args: ['--runtime', RUNTIME] })
+    stack = await startStack({ runtime: RUNTIME, provider: { name: 'none' } })
   })
-  afterAll(async () => {
-    await serve?.stop()
-    rmSync(tmp, { recursive: true, force: true })
-  })
+  afterAll(() => stack?.close())
 
   it('a pack\'s agent runs a task under corral: events audited, file in the snapshot, pack schema enforced; warm members run it too', async () => {
     // Upload the example pack (multipart, field `archive`).
-    const archive = join(tmp, 'shell-agent.tar.gz')
+    const archive = join(stack.dir, 'shell-agent.tar.gz')
     await tar({ gzip: true, file: archive, cwd: PACK_DIR, portable: true }, ['pack.yaml', 'agent.sh'])
     const form = new FormData()
     form.set('archive', new Blob([readFileSync(archive)], { type: 'application/gzip' }), 'shell-agent.tar.gz')
-    const uploaded = await fetch(`${serve.url}/v1/packs/upload`, { method: 'POST', headers: { authorization: `Bearer ${serve.adminKey}` }, body: form })
+    const uploaded = await fetch(`${stack.serve.url}/v1/packs/upload`, { method: 'POST', headers: { authorization: `Bearer ${stack.serve.adminKey}` }, body: form })
     const pack = await uploaded.json() as any
     expect(uploaded.status, JSON.stringify(pack)).toBe(201)
     expect(pack).toMatchObject({ name: 'shell-agent', image_digest: expect.stringMatching(/^sha256:/) })
 
-    const prov = await api('POST', '/providers', { name: 'none', kind: 'anthropic', base_url: 'https://127.0.0.1:9', default_model: 'none' })
-    expect(prov.status).toBe(201)
-    const role = await api('POST', '/agent-roles', { name: 'shell', provider_id: prov.body.id, capabilities: CAPS, pack_ids: [pack.id] })
+    const role = await stack.api('POST', '/agent-roles', { name: 'shell', provider_id: stack.provider!.id, capabilities: CAPS, pack_ids: [pack.id] })
     expect(role.status, JSON.stringify(role.body)).toBe(201)
 
     // A cold workspace: the task reaches the agent in its inbox.
-    const submitted = await api('POST', '/tasks', { role_name: 'shell', description: 'hello from the pack test; break-schema' })
+    const submitted = await stack.api('POST', '/tasks', { role_name: 'shell', description: 'hello from the pack test; break-schema' })
     expect(submitted.status, JSON.stringify(submitted.body)).toBe(202)
     const { task_id: taskId, workspace_id: wsId } = submitted.body
-    const done = await taskDone(taskId)
+    const done = await stack.taskDone(taskId)
     expect(done, agentLog(wsId)).toMatchObject({ status: 'completed' })
     // The agent saw its schema-breaking event refused with a 400.
     expect(done.summary).toBe('wrote shell-agent.txt; progress_status without percent answered 400')
     expect(agentLog(wsId)).toMatch(/event refused \(400\).*does not match the schema of pack shell-agent/)
 
-    const events = await audit(wsId, 'actor=agent')
+    const events = await stack.audit(wsId, 'actor=agent')
     expect(events.map((e) => e.event_type)).toEqual(['session_start', 'task_start', 'progress_status', 'file_change', 'progress_status', 'task_end'])
     expect(events.every((e) => e.category === 'activity' && e.task_id === taskId && e.agent_role === 'shell')).toBe(true)
     expect(events.find((e) => e.event_type === 'task_start').detail).toMatchObject({ description: 'hello from the pack test; break-schema' })
@@ -115,23 +86,23 @@ describe(`packs in workspaces end to end (${RUNTIME} runtime)`, () => {
     expect(events.filter((e) => e.event_type === 'progress_status').map((e) => e.detail.percent)).toEqual([10, 100])
     expect(events.map((e) => e.debits)).toEqual(Array(6).fill({ events: 1 }))
 
-    await until(async () => (await api('GET', `/workspaces/${wsId}`)).body.task_count === 1, 'the after-task snapshot')
-    const files = (await api('GET', `/workspaces/${wsId}/snapshot/files`)).body.entries.map((e: any) => e.path)
+    await stack.until(async () => (await stack.api('GET', `/workspaces/${wsId}`)).body.task_count === 1, 'the after-task snapshot')
+    const files = (await stack.api('GET', `/workspaces/${wsId}/snapshot/files`)).body.entries.map((e: any) => e.path)
     expect(files).toContain('shell-agent.txt')
 
     // A warm pool member of another role with the pack: its agent waits in GET /tasks/next.
-    const warmRole = await api('POST', '/agent-roles', { name: 'shell-warm', provider_id: prov.body.id, capabilities: CAPS, pack_ids: [pack.id], pool_policy: 'static', pool_size: 1 })
+    const warmRole = await stack.api('POST', '/agent-roles', { name: 'shell-warm', provider_id: stack.provider!.id, capabilities: CAPS, pack_ids: [pack.id], pool_policy: 'static', pool_size: 1 })
     expect(warmRole.status, JSON.stringify(warmRole.body)).toBe(201)
-    const member = await until(async () => {
-      const list = (await api('GET', '/workspaces?role=shell-warm')).body.workspaces as any[]
+    const member = await stack.until(async () => {
+      const list = (await stack.api('GET', '/workspaces?role=shell-warm')).body.workspaces as any[]
       return list.find((w) => w.state === 'idle')
     }, 'an idle pool member', 60_000)
-    const claimed = await api('POST', '/tasks', { role_name: 'shell-warm', description: 'warm hello' })
+    const claimed = await stack.api('POST', '/tasks', { role_name: 'shell-warm', description: 'warm hello' })
     expect(claimed.status).toBe(202)
     expect(claimed.body.workspace_id).toBe(member.id)
-    const warmDone = await taskDone(claimed.body.task_id)
+    const warmDone = await stack.taskDone(claimed.body.task_id)
     expect(warmDone, agentLog(member.id)).toMatchObject({ status: 'completed', summary: 'wrote shell-agent.txt' })
-    const warmEvents = await audit(member.id, 'actor=agent')
+    const warmEvents = await stack.audit(member.id, 'actor=agent')
     expect(warmEvents.map((e) => e.event_type)).toEqual(['session_start', 'task_start', 'progress_status', 'file_change', 'progress_status', 'task_end'])
     expect(warmEvents.every((e) => e.task_id === claimed.body.task_id)).toBe(true)
     // The agent switched to the task's own token (handed over with the task) before its events.

@@ -5,15 +5,11 @@
 // file; the reference agent writes a file with a tool and finishes; the audit log holds the
 // policy decisions with debits, the agent events and the lifecycle events; the snapshot lists the
 // files; a fork at 1 gets a follow-up task that sees the parent's file.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { LeafMinter, loadOrCreateCa } from '../../src/proxy/ca.js'
-import { startFakeAnthropic, type FakeProvider } from '../agent/fake-model.js'
-import { runCorral, startServe, type RunningServe } from '../helpers/serve.js'
+import { startStack, type Stack } from '../helpers/serve.js'
 import { bwrapAvailable } from '../runtime/helpers.js'
-import { onLoopback, portOf } from '../helpers/loopback-caps.js'
 
 const RUNTIME = (await bwrapAvailable()) ? 'local' : 'process'
 
@@ -67,94 +63,56 @@ function script(body: any) {
 }
 
 describe(`workspaces end to end (${RUNTIME} runtime)`, () => {
-  let tmp: string
-  let provider: FakeProvider
-  let serve: RunningServe
-  const api = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${serve.url}/v1${path}`, {
-      method, headers: { authorization: `Bearer ${serve.adminKey}`, ...(body ? { 'content-type': 'application/json' } : {}) },
-      ...(body ? { body: JSON.stringify(body) } : {}),
-    })
-    return { status: res.status, body: await res.json() as any }
-  }
-  const until = async <T>(probe: () => Promise<T | undefined | false>, what: string, ms = 30_000): Promise<T> => {
-    const end = Date.now() + ms
-    for (;;) {
-      const v = await probe()
-      if (v) return v
-      if (Date.now() > end) throw new Error(`timed out waiting for ${what}\n${serve.output().slice(-3000)}`)
-      await new Promise((r) => setTimeout(r, 100))
-    }
-  }
-  const taskDone = (id: string) => until(async () => {
-    const t = (await api('GET', `/tasks/${id}`)).body
-    return ['completed', 'failed', 'cancelled'].includes(t.status) && t
-  }, `task ${id}`)
-  const idleAfter = (id: string, count: number) => until(async () => {
-    const w = (await api('GET', `/workspaces/${id}`)).body
+  let stack: Stack
+  const idleAfter = (id: string, count: number) => stack.until(async () => {
+    const w = (await stack.api('GET', `/workspaces/${id}`)).body
     return w.state === 'idle' && w.task_count === count && w
   }, `workspace ${id} idle after ${count} tasks`)
-  const audit = async (wsId: string, ...filters: string[]) =>
-    (await api('GET', `/workspaces/${wsId}/audit?order=asc&limit=1000${filters.map((f) => `&filter=${encodeURIComponent(f)}`).join('')}`)).body.events as any[]
 
   beforeAll(async () => {
-    tmp = mkdtempSync(join(tmpdir(), 'corral-ws-e2e-'))
-    const ca = await loadOrCreateCa(join(tmp, 'upstream-ca'))
-    writeFileSync(join(tmp, 'upstream-ca.pem'), ca.certPem)
-    provider = await startFakeAnthropic(script, await new LeafMinter(ca).pemFor('127.0.0.1'))
-    serve = await startServe({ env: { CORRAL_UPSTREAM_CA: join(tmp, 'upstream-ca.pem') }, args: ['--runtime', RUNTIME] })
+    stack = await startStack({ runtime: RUNTIME, model: script, role: { name: 'coder', capabilities: CAPS } })
   })
-  afterAll(async () => {
-    await serve?.stop()
-    await provider?.close()
-    rmSync(tmp, { recursive: true, force: true })
-  })
+  afterAll(() => stack?.close())
 
   it('task with an upload → agent → events → completed → snapshot; fork at 1 takes a follow-up', async () => {
-    const prov = await api('POST', '/providers', { name: 'fake-anthropic', kind: 'anthropic', base_url: provider.url, default_model: 'claude-test' })
-    expect(prov.status).toBe(201)
-    const role = await api('POST', '/agent-roles', { name: 'coder', provider_id: prov.body.id, capabilities: onLoopback(CAPS, portOf(provider.url)) })
-    expect(role.status).toBe(201)
-
     // Submit through the CLI with an uploaded file.
-    writeFileSync(join(tmp, 'notes.txt'), 'remember the milk\n')
-    const env = { CORRAL_API_URL: serve.url, CORRAL_TOKEN: serve.adminKey, XDG_CONFIG_HOME: tmp }
-    const submitted = await runCorral(['task', 'submit', '--role', 'coder', 'Write a report', '--file', join(tmp, 'notes.txt'), '--json'], { env })
+    writeFileSync(join(stack.dir, 'notes.txt'), 'remember the milk\n')
+    const submitted = await stack.corral(['task', 'submit', '--role', 'coder', 'Write a report', '--file', join(stack.dir, 'notes.txt'), '--json'])
     expect(submitted.code, submitted.stderr).toBe(0)
     const accepted = JSON.parse(submitted.stdout)
     expect(accepted).toMatchObject({ task_id: expect.stringMatching(/^task_/), workspace_id: expect.stringMatching(/^ws_/), status: 'submitted' })
     const wsId: string = accepted.workspace_id
 
-    const done = await taskDone(accepted.task_id)
+    const done = await stack.taskDone(accepted.task_id)
     expect(done, JSON.stringify(done)).toMatchObject({ status: 'completed', summary: 'all done', uploads: ['notes.txt'] })
     await idleAfter(wsId, 1)
 
-    const decisions = await audit(wsId, 'event_type=policy_decision')
+    const decisions = await stack.audit(wsId, 'event_type=policy_decision')
     expect(decisions.length).toBe(2)
     for (const d of decisions) {
       expect(d).toMatchObject({ decision: 'allow', capability_name: 'model', destination: '127.0.0.1', path: '/v1/messages', task_id: accepted.task_id, agent_role: 'coder', agent_provider: 'fake-anthropic' })
     }
     expect(decisions.map((d) => d.debits.output_tokens).sort((a, b) => a - b)).toEqual([17, 23])
 
-    const agentEvents = await audit(wsId, 'actor=agent')
+    const agentEvents = await stack.audit(wsId, 'actor=agent')
     const kinds = agentEvents.map((e) => e.event_type)
     expect(kinds).toEqual(expect.arrayContaining(['session_start', 'task_start', 'tool_call', 'tool_result', 'file_change', 'task_end']))
     expect(agentEvents.find((e) => e.event_type === 'file_change').detail).toMatchObject({ path: 'report.md', action: 'created' })
     expect(agentEvents.every((e) => e.category === 'activity' && e.task_id === accepted.task_id)).toBe(true)
 
-    const lifecycle = (await audit(wsId, 'actor=control-plane')).map((e) => e.event_type)
+    const lifecycle = (await stack.audit(wsId, 'actor=control-plane')).map((e) => e.event_type)
     expect(lifecycle).toEqual(['workspace_created', 'task_submitted', 'workspace_provisioned', 'task_completed'])
 
-    const files = (await api('GET', `/workspaces/${wsId}/snapshot/files`)).body.entries.map((e: any) => e.path)
+    const files = (await stack.api('GET', `/workspaces/${wsId}/snapshot/files`)).body.entries.map((e: any) => e.path)
     expect(files).toEqual(expect.arrayContaining(['report.md', 'notes-copy.txt', `uploads/${accepted.task_id}/notes.txt`]))
 
     // Fork at 1 and give the child a follow-up that reads the parent's file.
-    const fork = await api('POST', `/workspaces/${wsId}/fork`, { fork_point_task_count: 1 })
+    const fork = await stack.api('POST', `/workspaces/${wsId}/fork`, { fork_point_task_count: 1 })
     expect(fork).toMatchObject({ status: 202, body: { status: 'provisioning' } })
     const child: string = fork.body.workspace_id
-    await until(async () => (await api('GET', `/workspaces/${child}`)).body.state === 'idle', 'fork provisioned')
+    await stack.until(async () => (await stack.api('GET', `/workspaces/${child}`)).body.state === 'idle', 'fork provisioned')
     // The follow-up goes through `task submit --wait --json`: NDJSON of the task's events, then the task.
-    const waited = await runCorral(['task', 'submit', '--workspace', child, 'follow up: check the report', '--wait', '--json'], { env })
+    const waited = await stack.corral(['task', 'submit', '--workspace', child, 'follow up: check the report', '--wait', '--json'])
     expect(waited.code, waited.stderr).toBe(0)
     const lines = waited.stdout.trim().split('\n').map((l) => JSON.parse(l))
     const final = lines.at(-1)
@@ -164,14 +122,14 @@ describe(`workspaces end to end (${RUNTIME} runtime)`, () => {
     expect(streamed.at(-1)).toBe('task_completed')
     expect(lines.slice(0, -1).every((e) => e.workspace_id === child && (e.task_id === undefined || e.task_id === final.id))).toBe(true)
     await idleAfter(child, 1)
-    const childFiles = (await api('GET', `/workspaces/${child}/snapshot/files`)).body.entries.map((e: any) => e.path)
+    const childFiles = (await stack.api('GET', `/workspaces/${child}/snapshot/files`)).body.entries.map((e: any) => e.path)
     expect(childFiles).toEqual(expect.arrayContaining(['report.md', 'seen-by-fork.txt']))
-    const childEvents = (await audit(child)).map((e) => e.event_type)
+    const childEvents = (await stack.audit(child)).map((e) => e.event_type)
     expect(childEvents).toEqual(expect.arrayContaining(['workspace_fork_created', 'workspace_created', 'workspace_provisioned', 'task_submitted', 'task_completed']))
-    expect((await audit(wsId, 'event_type=workspace_forked'))[0].detail).toMatchObject({ child_workspace_id: child, fork_point_task_count: 1 })
+    expect((await stack.audit(wsId, 'event_type=workspace_forked'))[0].detail).toMatchObject({ child_workspace_id: child, fork_point_task_count: 1 })
 
     // The people's view of --wait: live lines on stderr, ending with the task's outcome; exit 0.
-    const watched = await runCorral(['task', 'submit', '--workspace', wsId, 'Another pass over the report', '--wait'], { env })
+    const watched = await stack.corral(['task', 'submit', '--workspace', wsId, 'Another pass over the report', '--wait'])
     expect(watched.code, watched.stderr).toBe(0)
     expect(watched.stderr).toMatch(/task_end/)
     expect(watched.stderr).toMatch(/Task task_\w+ completed: all done/)
@@ -179,7 +137,7 @@ describe(`workspaces end to end (${RUNTIME} runtime)`, () => {
 
     // The workspace commands against the same serve.
     const cli = async (...args: string[]) => {
-      const r = await runCorral([...args, '--json'], { env })
+      const r = await stack.corral([...args, '--json'])
       expect(r.code, r.stderr).toBe(0)
       return JSON.parse(r.stdout)
     }
@@ -192,7 +150,7 @@ describe(`workspaces end to end (${RUNTIME} runtime)`, () => {
     expect(logs.every((e: any) => e.category === 'activity' && e.workspace_id === wsId)).toBe(true)
     expect(logs.map((e: any) => e.event_type)).toEqual(expect.arrayContaining(['workspace_created', 'task_submitted', 'tool_call', 'task_completed']))
     expect(await cli('workspace', 'stop', child)).toMatchObject({ id: child, state: 'stopped' })
-    const again = await runCorral(['workspace', 'stop', child], { env })
+    const again = await stack.corral(['workspace', 'stop', child])
     expect(again.code).toBe(1)
     expect(again.stderr).toContain('workspace_already_stopped')
     expect(await cli('workspace', 'archive', child)).toMatchObject({ state: 'archived' })
