@@ -3,19 +3,9 @@ import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import type { AgentEvent, EventSink } from './event-sink.js'
 import { type Block, type Message, type ModelClient, ModelError, type Turn, type TurnRequest, type Usage } from './model.js'
-import type { AgentTask, Environment, TaskOutcome, ThinkingEffort } from './task.js'
+import type { AgentDefaults, AgentTask, TaskOutcome } from './task.js'
 import type { TaskSource } from './task-source.js'
 import { type DiskUsage, diskOverText, TOOL_SPECS, type Toolbox } from './tools.js'
-
-/** Role-level settings; a task's own values win. */
-export interface AgentDefaults {
-  thinking_effort: ThinkingEffort
-  max_continuations: number
-  /** 0 = never compact. */
-  max_context_tokens: number
-  environment: Environment
-  environment_description: string
-}
 
 export interface AgentOptions {
   model: ModelClient

@@ -2,9 +2,8 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls'
 import { Agent as UndiciAgent, Dispatcher, ProxyAgent } from 'undici'
-import type { AgentDefaults } from './agent-loop.js'
 import { PROVIDER_KINDS, type ProviderKind } from './model.js'
-import { ENVIRONMENTS, type Environment, THINKING_EFFORTS, type ThinkingEffort } from './task.js'
+import { type AgentDefaults, ENVIRONMENTS, type Environment, THINKING_EFFORTS, type ThinkingEffort } from './task.js'
 
 /**
  * Everything `corral agent` is told through its environment. The runtime sets the CORRAL_PROXY_*

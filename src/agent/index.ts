@@ -11,10 +11,10 @@ import type { TaskOutcome } from './task.js'
 import { FileTaskSource, HttpTaskSource, type TaskSource } from './task-source.js'
 import { Toolbox, toolboxOptionsFromEnv } from './tools.js'
 
-export { Agent, type AgentDefaults, type AgentOptions } from './agent-loop.js'
+export { Agent, type AgentOptions } from './agent-loop.js'
 export { agentEnvironment, configFromEnv, createDispatcher, DEFAULT_EVENTS_URL, TASKS_FILE, type AgentConfig, type AgentLaunchSettings } from './config.js'
 export { type AgentEvent, type EventSink, HttpEventSink, MemoryEventSink, NdjsonEventSink } from './event-sink.js'
-export type { AgentTask, TaskOutcome } from './task.js'
+export type { AgentDefaults, AgentTask, TaskOutcome } from './task.js'
 export { FileTaskSource, HttpTaskSource, ListTaskSource, type TaskSource } from './task-source.js'
 
 /** The conversation file inside the workspace: it survives stop and restart, and a fork inherits it. */

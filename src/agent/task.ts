@@ -40,3 +40,13 @@ export interface TaskOutcome {
   iterations: number
   usage: { input_tokens: number; output_tokens: number }
 }
+
+/** Role-level settings; a task's own values win. */
+export interface AgentDefaults {
+  thinking_effort: ThinkingEffort
+  max_continuations: number
+  /** 0 = never compact. */
+  max_context_tokens: number
+  environment: Environment
+  environment_description: string
+}

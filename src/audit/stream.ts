@@ -7,8 +7,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { CorralError, type AuditFilterClause, type AuditEvent, matchesFilters, parseFilters, type FilterInput } from '../contract/index.js'
-import type { Store } from '../store/index.js'
-import { isUuid } from '../store/repositories/audit.js'
+import { isUuid, type Store } from '../store/index.js'
 import type { AuditBus } from './bus.js'
 
 export const DEFAULT_HEARTBEAT_MS = 15_000

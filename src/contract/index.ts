@@ -16,5 +16,6 @@ export {
   parseFilters, parseFilter, matchesFilters, MAX_FILTERS, MAX_FILTER_VALUES, MAX_FILTER_VALUE_LENGTH,
   type AuditFilterClause, type FilterInput,
 } from './filter.js'
+export type { PackAgent, PackManifest } from './pack-manifest.js'
 export { ID_PREFIXES, newId, nowIso, type IdPrefix } from './ids.js'
 export { INPUT_LIMITS, inputProblem, stringProblem, assertCleanInput, invalidInput, type InputProblem } from './input-limits.js'

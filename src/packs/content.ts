@@ -12,9 +12,9 @@ import { join } from 'node:path'
 import { Readable } from 'node:stream'
 import tarStream from 'tar-stream'
 import { compilePolicy } from '../policy/index.js'
-import { apiError } from '../contract/index.js'
+import { apiError, type PackManifest } from '../contract/index.js'
 import { DEFAULT_ARCHIVE_LIMITS, extractPackArchive, type ArchiveFormat, type ArchiveLimits } from './archive.js'
-import { MAX_MANIFEST_BYTES, parsePackManifest, type PackManifest } from './manifest.js'
+import { MAX_MANIFEST_BYTES, parsePackManifest } from './manifest.js'
 
 export const DIGEST_RE = /^sha256:([0-9a-f]{64})$/
 /** Largest capabilities fragment read from a pack (same bound as a role's capabilities). */

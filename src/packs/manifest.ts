@@ -5,7 +5,7 @@
 // *path* here; src/packs/content.ts reads and compiles the file it names.
 import { Ajv } from 'ajv'
 import { parseDocument } from 'yaml'
-import { AGENT_EVENT_TYPES, type AgentEventType, apiError } from '../contract/index.js'
+import { AGENT_EVENT_TYPES, type AgentEventType, apiError, type PackAgent, type PackManifest } from '../contract/index.js'
 import { compileSchema } from '../policy/json-schema.js'
 
 /**
@@ -18,29 +18,6 @@ const NAME_RE = new RegExp(PACK_NAME_PATTERN)
 
 /** Largest pack.yaml read (bytes). */
 export const MAX_MANIFEST_BYTES = 256 * 1024
-
-export interface PackAgent {
-  /** argv of the agent process this pack provides (non-empty). */
-  command: string[]
-  /** Extra environment for that process. */
-  env?: Record<string, string>
-}
-
-export interface PackManifest {
-  name: string
-  version: string
-  /** Defaults to `name`. */
-  display_name: string
-  description?: string
-  category?: string
-  /** Comma-separated pack names (the spec's display hint), normalised from a list or a string. */
-  suggested_packs?: string
-  /** Path (inside the pack) of a caps.yaml fragment; its text becomes the pack's `capabilities`. */
-  capabilities_file?: string
-  agent?: PackAgent
-  /** Per agent event type, a JSON Schema the event body must ALSO satisfy (besides corral's own). */
-  agent_events?: Partial<Record<AgentEventType, Record<string, unknown>>>
-}
 
 const text = (maxLength: number) => ({ type: 'string', minLength: 1, maxLength }) as const
 

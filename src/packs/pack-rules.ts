@@ -1,10 +1,10 @@
 // The rules a pack change must keep (docs/packs.md): a role's pack_ids, packs that start providing
 // the agent, suggested_packs, and the record fields a pack.yaml determines. Errors are the API's
 // (validation_error on a named field, 409 pack_in_use / conflict).
-import { apiError } from '../contract/index.js'
+import { apiError, type PackManifest } from '../contract/index.js'
 import type { PackRecord, StoreTransaction } from '../store/index.js'
 import type { IngestedPack } from './content.js'
-import { PACK_NAME_PATTERN, type PackManifest } from './manifest.js'
+import { PACK_NAME_PATTERN } from './manifest.js'
 
 /** 400 validation_error on one field, as schema validation errors name it. */
 export function fieldError(field: string, message: string) {

@@ -3,8 +3,7 @@
 // may see (its own packs plus community ones); writes take orgId and touch only its own rows, so
 // another org's id is "not found" (or, for a visible community pack, refused by the route).
 import type { Kysely } from 'kysely'
-import type { PackManifest } from '../../packs/manifest.js'
-import { newId, nowIso } from '../../contract/index.js'
+import { newId, nowIso, type PackManifest } from '../../contract/index.js'
 import type { RepoContext } from './context.js'
 
 export const PACK_TIERS = ['recommended', 'verified', 'community'] as const
