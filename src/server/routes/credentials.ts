@@ -2,12 +2,12 @@
 // later), sealed at rest and injected by the proxy's auth transforms at the provider's documented
 // placement. Responses carry metadata only; the material has no read-back path.
 import type { FastifyInstance } from 'fastify'
-import { AUTH_PROVIDERS } from '../../policy/auth-providers.js'
+import { AUTH_PROVIDERS } from '../../policy/index.js'
 import { CREDENTIAL_KINDS } from '../../secrets/index.js'
 import { notFound } from '../../contract/index.js'
 import { dateTime, idParams, statusOnly } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
-import { asValidation, materialAdmin } from './secrets.js'
+import { asValidation, materialAdmin } from '../org-material.js'
 
 const AUTH_WRITE = [['auth:write']] as const
 const STATIC_PROVIDERS = Object.entries(AUTH_PROVIDERS).filter(([, p]) => p.family !== 'oauth').map(([slug]) => slug)

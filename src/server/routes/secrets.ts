@@ -2,25 +2,13 @@
 // (AES-256-GCM), readable only by the proxy's transforms (`secrets["name"]`). The API returns
 // names and timestamps, never a value.
 import type { FastifyInstance } from 'fastify'
-import { isStaticAuthProvider } from '../../policy/index.js'
-import { MaterialInputError, OrgMaterialAdmin } from '../../secrets/index.js'
-import { apiError, notFound } from '../../contract/index.js'
+import { notFound } from '../../contract/index.js'
+import { asValidation, materialAdmin } from '../org-material.js'
 import { dateTime, statusOnly } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
 
 const AUTH_WRITE = [['auth:write']] as const
 const secretSchema = { type: 'object', required: ['name', 'created_at', 'updated_at'], properties: { name: { type: 'string' }, created_at: dateTime, updated_at: dateTime } } as const
-
-export function materialAdmin(deps: ServerDeps): OrgMaterialAdmin {
-  if (!deps.sealer) throw apiError('service_unavailable', 'secret storage is not configured on this server (no master key was given to it)')
-  return new OrgMaterialAdmin(deps.store, deps.sealer, deps.audit, isStaticAuthProvider)
-}
-
-export function asValidation(err: unknown): never {
-  if (err instanceof MaterialInputError && err.kind === 'conflict') throw apiError('conflict', `${err.field}: ${err.message}`)
-  if (err instanceof MaterialInputError) throw apiError('validation_error', `${err.field}: ${err.message}`, { fields: { [err.field]: err.message } })
-  throw err
-}
 
 export async function secretRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
   app.post<{ Body: { name: string; value: string } }>(
