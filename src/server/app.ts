@@ -15,6 +15,7 @@ import { REQUEST_ID_HEADER, mintRequestId } from './request-id.js'
 import { healthRoutes } from './routes/health.js'
 import { V1_ROUTES } from './routes/index.js'
 import type { ServerDeps } from './types.js'
+import { fieldsOf, type ValidationIssue } from './validation.js'
 
 export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
   const app = Fastify({
@@ -119,30 +120,6 @@ declare module 'fastify' {
     /** The API-key verification cache (routes evict on revoke). */
     keyCache: ApiKeyCache
   }
-}
-
-interface ValidationIssue {
-  instancePath?: string
-  message?: string
-  keyword?: string
-  params?: Record<string, unknown>
-}
-
-/** details.fields from Ajv issues: `{label: 'must NOT have more than 100 characters'}`. */
-export function fieldsOf(issues: ValidationIssue[], context: string | undefined): Record<string, string> {
-  const fields: Record<string, string> = {}
-  for (const issue of issues) {
-    let name = (issue.instancePath ?? '').replace(/^\//, '').replaceAll('/', '.')
-    if (issue.keyword === 'required' && typeof issue.params?.missingProperty === 'string') {
-      name = name ? `${name}.${issue.params.missingProperty}` : issue.params.missingProperty
-    } else if (issue.keyword === 'additionalProperties' && typeof issue.params?.additionalProperty === 'string') {
-      name = name ? `${name}.${issue.params.additionalProperty}` : issue.params.additionalProperty
-      issue.message = 'is not a known field'
-    }
-    if (!name) name = context ?? 'body'
-    fields[name] ??= issue.message ?? 'is invalid'
-  }
-  return fields
 }
 
 function errorHandler(this: FastifyInstance, err: FastifyError & { validationContext?: string }, request: FastifyRequest, reply: FastifyReply): void {

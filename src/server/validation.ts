@@ -15,3 +15,27 @@ export function duplicateName(name: string, what = 'provider') {
     throw err
   }
 }
+
+export interface ValidationIssue {
+  instancePath?: string
+  message?: string
+  keyword?: string
+  params?: Record<string, unknown>
+}
+
+/** details.fields from Ajv issues: `{label: 'must NOT have more than 100 characters'}`. */
+export function fieldsOf(issues: ValidationIssue[], context: string | undefined): Record<string, string> {
+  const fields: Record<string, string> = {}
+  for (const issue of issues) {
+    let name = (issue.instancePath ?? '').replace(/^\//, '').replaceAll('/', '.')
+    if (issue.keyword === 'required' && typeof issue.params?.missingProperty === 'string') {
+      name = name ? `${name}.${issue.params.missingProperty}` : issue.params.missingProperty
+    } else if (issue.keyword === 'additionalProperties' && typeof issue.params?.additionalProperty === 'string') {
+      name = name ? `${name}.${issue.params.additionalProperty}` : issue.params.additionalProperty
+      issue.message = 'is not a known field'
+    }
+    if (!name) name = context ?? 'body'
+    fields[name] ??= issue.message ?? 'is invalid'
+  }
+  return fields
+}
