@@ -1,6 +1,8 @@
 // The server's structured JSON logger (pino). Credentials never reach a log line: headers and
 // fields that can hold one are redacted by path, and the request URL is logged without the
-// `api_key` query parameter browsers use for EventSource.
+// `api_key` query parameter browsers use for EventSource. On a terminal the lines are pretty
+// (pino-pretty, one line each, in this process: no transport worker); piped, they are JSON.
+import pretty from 'pino-pretty'
 import { pino, stdSerializers, stdTimeFunctions, type DestinationStream, type Logger, type LoggerOptions } from 'pino'
 
 export const REDACT_PATHS = [
@@ -34,7 +36,16 @@ interface RequestLike {
   headers?: Record<string, unknown>
 }
 
-export function createLogger(opts: { level?: string; destination?: NodeJS.WritableStream } = {}): Logger {
+export type LogFormat = 'json' | 'pretty'
+
+export interface LoggerOpts {
+  level?: string
+  destination?: NodeJS.WritableStream
+  /** Default: pretty when stdout is a terminal and CORRAL_LOG_FORMAT is not `json`; JSON otherwise. */
+  format?: LogFormat
+}
+
+export function createLogger(opts: LoggerOpts = {}): Logger {
   const options: LoggerOptions = {
     level: opts.level ?? process.env.CORRAL_LOG_LEVEL ?? 'info',
     base: undefined,
@@ -46,5 +57,22 @@ export function createLogger(opts: { level?: string; destination?: NodeJS.Writab
       err: stdSerializers.err,
     },
   }
-  return opts.destination ? pino(options, opts.destination as DestinationStream) : pino(options)
+  if (opts.destination) return pino(options, opts.destination as DestinationStream)
+  if ((opts.format ?? defaultFormat()) === 'pretty') {
+    return pino({ ...options, timestamp: stdTimeFunctions.epochTime }, pretty({
+      colorize: !process.env.NO_COLOR,
+      translateTime: 'SYS:HH:MM:ss.l',
+      ignore: 'pid,hostname',
+      singleLine: true,
+      // Synchronous, so log lines and the command's own stdout lines keep their order.
+      sync: true,
+    }))
+  }
+  return pino(options)
+}
+
+function defaultFormat(): LogFormat {
+  const asked = process.env.CORRAL_LOG_FORMAT
+  if (asked === 'json' || asked === 'pretty') return asked
+  return process.stdout.isTTY ? 'pretty' : 'json'
 }
