@@ -28,6 +28,10 @@ export interface DbStageOptions<T extends StageItem> {
   /** Updated in place: written, quarantined, retries, failing. */
   stats: AuditWriterStats
   keepLines: boolean
+  /** How long a batch smaller than batchSize waits to fill before it is written (0: at once). */
+  lingerMs?: number
+  /** true while someone waits for the queue to drain (flush, close): no lingering then. */
+  urgent?: () => boolean
   /** Each batch, once every item in it is in the database or quarantined, in order. */
   done(batch: T[]): void
 }
@@ -40,6 +44,7 @@ export class DbStage<T extends StageItem> {
   #pumping: Promise<void> | undefined
   #stopped = false
   #wakeBackoff: (() => void) | undefined
+  #wakeLinger: (() => void) | undefined
 
   constructor(opts: DbStageOptions<T>) {
     this.#o = opts
@@ -54,10 +59,21 @@ export class DbStage<T extends StageItem> {
     this.#kick()
   }
 
+  enqueueAll(items: readonly T[]): void {
+    for (const it of items) this.#queue.push(it)
+    this.#kick()
+  }
+
+  /** Ends a linger now (someone waits for the queue to drain). */
+  hurry(): void {
+    this.#wakeLinger?.()
+  }
+
   /** Stops retrying (shutdown past its deadline); what is not written stays queued. */
   stop(): void {
     this.#stopped = true
     this.#wakeBackoff?.()
+    this.#wakeLinger?.()
   }
 
   #kick(): void {
@@ -72,6 +88,7 @@ export class DbStage<T extends StageItem> {
   async #pump(): Promise<void> {
     let backoff = 50
     while (this.#queue.length > 0 && !this.#stopped) {
+      await this.#linger()
       const batch = this.#queue.splice(0, this.#o.batchSize)
       try {
         const quarantined = batch.filter((i) => i.q)
@@ -93,6 +110,20 @@ export class DbStage<T extends StageItem> {
       }
       this.#o.done(batch)
     }
+  }
+
+  /** Lets a small batch fill for up to lingerMs; one timer per batch, not per event. */
+  async #linger(): Promise<void> {
+    const ms = this.#o.lingerMs ?? 0
+    if (ms <= 0 || this.#queue.length >= this.#o.batchSize || this.#o.urgent?.()) return
+    await new Promise<void>((r) => {
+      const t = setTimeout(r, ms)
+      this.#wakeLinger = () => {
+        clearTimeout(t)
+        r()
+      }
+    })
+    this.#wakeLinger = undefined
   }
 
   #pause(ms: number): Promise<void> {

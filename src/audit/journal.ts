@@ -3,15 +3,17 @@
 // and a kill -9 loses no answered row.
 //
 // Layout: <root>/<host>-<pid>-<random>/ holds one writer's segments `000000000001.jsonl`, … (one
-// event per line, the encoder's line) and a LOCK naming the owner. Lines are group-committed:
-// every line appended while a write is in flight goes into the next write, followed by one
-// fdatasync (both on libuv's threadpool, off the main thread). A segment is sealed when it grows
+// event per line, the encoder's line) and a LOCK naming the owner. Lines are group-committed by
+// the writer (src/audit/writer.ts): one write() per group, on libuv's threadpool, to a file opened
+// with O_DSYNC, so the write returns once the data is on disk (write + fdatasync in one syscall
+// and one threadpool round trip; fdatasync after the write where O_DSYNC does not exist). A segment is sealed when it grows
 // past `segmentBytes`, or past 1 MiB once every line in it is in the database; a sealed segment
 // whose lines are all in the database is deleted. At open, directories of writers that are gone (same host,
 // pid not alive, or our own pid from a previous life in a container) are handed back for replay.
 
 import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
+import { constants } from 'node:fs'
 import { mkdir, open, readFile, readdir, rename, rm, rmdir, unlink, writeFile, type FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
 
@@ -33,23 +35,19 @@ export interface RecoveredSegment {
   readonly tornTail: boolean
 }
 
-interface PendingLine {
-  line: string
-  resolve: (seg: Segment) => void
-  reject: (err: unknown) => void
-}
-
 const LOCK = 'LOCK'
-/** Bytes written per group at most (one write + one fdatasync). */
-const MAX_GROUP_BYTES = 1 << 20
+/** Characters written per group at most (the writer bounds its groups with it). */
+export const MAX_GROUP_CHARS = 1 << 20
+// Append, and each write durable before it returns (data and the size needed to read it back).
+const DSYNC = constants.O_DSYNC as number | undefined
+const SEGMENT_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | (DSYNC ?? 0)
 
 export class Journal {
   readonly dir: string
   readonly #segmentBytes: number
   #seq = 0
   #active: Segment | undefined
-  #pending: PendingLine[] = []
-  #writing: Promise<void> | undefined
+  #writing: Promise<Segment> | undefined
   #segments = new Set<Segment>()
   #closed = false
 
@@ -86,18 +84,43 @@ export class Journal {
     return { journal: new Journal(join(root, name), opts.segmentBytes ?? 8 << 20), recovered }
   }
 
-  /** Resolves with the segment holding `line` once it is on disk (fdatasync'd). */
-  append(line: string): Promise<Segment> {
+  /**
+   * Writes `text` (`lines` whole lines, each ending in a newline) as one group; resolves with its
+   * segment once it is on disk. One group at a time: the writer gathers the next while this one is
+   * written (group commit).
+   */
+  write(text: string, lines: number): Promise<Segment> {
     if (this.#closed) return Promise.reject(new Error('audit journal is closed'))
-    return new Promise((resolve, reject) => {
-      this.#pending.push({ line, resolve, reject })
-      this.#writing ??= this.#drain().finally(() => (this.#writing = undefined))
-    })
+    if (this.#writing) return Promise.reject(new Error('audit journal: one group at a time'))
+    const p = this.#write(text, lines)
+    this.#writing = p
+    const clear = () => {
+      if (this.#writing === p) this.#writing = undefined
+    }
+    p.then(clear, clear)
+    return p
   }
 
-  /** The event of one line of `seg` is in the database. */
-  release(seg: Segment): void {
-    seg.outstanding--
+  async #write(text: string, lines: number): Promise<Segment> {
+    const seg = this.#reusable() ?? (await this.#rotate())
+    const buf = Buffer.from(text, 'utf8')
+    try {
+      let off = 0
+      while (off < buf.length) off += (await seg.fh!.write(buf, off, buf.length - off)).bytesWritten
+      if (DSYNC === undefined) await seg.fh!.datasync()
+    } catch (err) {
+      // A half-written group must not sit in front of the next one: start a new segment.
+      await this.#seal(seg)
+      throw err
+    }
+    seg.bytes += buf.length
+    seg.outstanding += lines
+    return seg
+  }
+
+  /** The events of `n` lines of `seg` are in the database. */
+  release(seg: Segment, n = 1): void {
+    seg.outstanding -= n
     if (seg.sealed && seg.outstanding <= 0) void this.#delete(seg)
   }
 
@@ -118,7 +141,7 @@ export class Journal {
   /** Waits for pending writes, closes files; deletes segments fully in the database, keeps the rest. */
   async close(): Promise<{ kept: number }> {
     this.#closed = true
-    await this.#writing
+    await this.#writing?.catch(() => {})
     let kept = 0
     for (const seg of [...this.#segments]) {
       await seg.fh?.close().catch(() => {})
@@ -132,39 +155,20 @@ export class Journal {
     return { kept }
   }
 
-  async #drain(): Promise<void> {
-    while (this.#pending.length > 0) {
-      let size = 0
-      let n = 0
-      while (n < this.#pending.length && (n === 0 || size + this.#pending[n].line.length < MAX_GROUP_BYTES)) size += this.#pending[n++].line.length + 1
-      const group = this.#pending.splice(0, n)
-      let seg: Segment | undefined
-      try {
-        seg = await this.#segmentForWrite()
-        const buf = Buffer.from(group.map((p) => p.line).join('\n') + '\n', 'utf8')
-        let off = 0
-        while (off < buf.length) off += (await seg.fh!.write(buf, off, buf.length - off)).bytesWritten
-        await seg.fh!.datasync()
-        seg.bytes += buf.length
-        seg.outstanding += group.length
-        for (const p of group) p.resolve(seg)
-      } catch (err) {
-        // A half-written group must not sit in front of the next one: start a new segment.
-        if (seg) await this.#seal(seg)
-        for (const p of group) p.reject(err)
-      }
-    }
-  }
-
-  async #segmentForWrite(): Promise<Segment> {
+  /** The active segment when the next group may go into it (no await: the common case). */
+  #reusable(): Segment | undefined {
     const cur = this.#active
     // Rotate when full, or when the database has caught up on a segment past 1 MiB: a new segment
     // costs an open and a directory fsync, so a caught-up segment is not recycled per group.
     const recycle = Math.min(1 << 20, this.#segmentBytes)
     if (cur && !cur.sealed && cur.bytes < this.#segmentBytes && !(cur.bytes >= recycle && cur.outstanding <= 0)) return cur
-    if (cur) await this.#seal(cur)
+    return undefined
+  }
+
+  async #rotate(): Promise<Segment> {
+    if (this.#active) await this.#seal(this.#active)
     const path = join(this.dir, `${String(++this.#seq).padStart(12, '0')}.jsonl`)
-    const seg: Segment = { path, bytes: 0, outstanding: 0, sealed: false, fh: await open(path, 'a', 0o600) }
+    const seg: Segment = { path, bytes: 0, outstanding: 0, sealed: false, fh: await open(path, SEGMENT_FLAGS, 0o600) }
     await syncDir(this.dir)
     this.#segments.add(seg)
     this.#active = seg

@@ -20,6 +20,13 @@ export interface AuditWriterOptions {
   drainTimeoutMs?: number
   /** With openAuditWriter: the journal root (serve uses `<data-dir>/audit-journal`). */
   journalDir?: string
+  /**
+   * With a journal: how long a database batch may wait to fill before it is written (default
+   * 10 ms; 0 writes each as soon as the previous commits). Durability is the journal's, so this
+   * only delays the row's arrival in the database (and on the live bus); flush() and close() do
+   * not wait for it.
+   */
+  dbLingerMs?: number
   /** Journal segment size before rotation (default 8 MiB). */
   journalSegmentBytes?: number
   /**

@@ -3,11 +3,12 @@
 // - emit() encodes the event once (src/audit/encode.ts); an event that breaks the contract is a bug
 //   of its producer: logged at error level once per kind, counted, and quarantined, not thrown.
 // - emit() resolves when the event is durable: on disk in the journal (openAuditWriter with a
-//   journal directory; group-committed, src/audit/journal.ts) or, without a journal, committed to
+//   journal directory; group-committed, src/audit/group-commit.ts) or, without a journal, committed to
 //   the database. It rejects only with AuditUnavailableError: at once when `maxQueue` events are
 //   not yet in the database, or after close().
 // - Batches go to the database with insert-or-ignore on id, one at a time (group commit: events
-//   that arrive while one batch is written form the next). A batch the database refuses is split
+//   that arrive while one batch is written form the next; with a journal a small batch first waits
+//   up to dbLingerMs to fill, since per-commit costs dominate small batches). A batch the database refuses is split
 //   until the refused event is alone; that event is quarantined and every other row is written.
 //   Transient failures (database away, busy, full) are retried with backoff (src/audit/classify.ts).
 // - After each commit the new ids are announced on the live bus channel.
@@ -20,6 +21,7 @@ import { CorralError, type AuditEvent, type NewAuditEvent } from '../contract/in
 import type { Store } from '../store/index.js'
 import { DbStage, errorInfo } from './db-stage.js'
 import { check, describeFields, encodeEvent, quarantineRecord, type QuarantineRecord } from './encode.js'
+import { GroupCommit } from './group-commit.js'
 import { Journal, type RecoveredSegment, type Segment } from './journal.js'
 import { AuditUnavailableError } from './unavailable.js'
 import { AuditDrainTimeoutError, type AuditWriter, type AuditWriterOptions, type AuditWriterStats } from './writer-types.js'
@@ -38,10 +40,16 @@ interface Item {
   recovered?: RecoveredGroup
   resolve?: (e: AuditEvent) => void
   reject?: (err: Error) => void
-  /** Date.now() at emit, for the durability deadline. */
-  at?: number
+  /** emit()'s promise, marked handled before it is rejected (a caller may not await it). */
+  done?: Promise<AuditEvent>
   /** Serialized size counted in stats.pendingBytes. */
   size: number
+}
+
+/** Callers waiting for durability since `at` (Date.now()). */
+interface Watch {
+  at: number
+  items: Item[]
 }
 
 interface RecoveredGroup {
@@ -50,6 +58,14 @@ interface RecoveredGroup {
 }
 
 const noop = () => {}
+
+// A caller that forgot to await must not crash the process with an unhandled rejection: every
+// promise emit() rejects is marked handled first (here, or in the sweep), not every one it returns.
+function refuse(err: Error): Promise<never> {
+  const p = Promise.reject(err)
+  p.catch(noop)
+  return p
+}
 
 // Events emitted while handling one API request, so the response can wait for their durability
 // even when a route did not await emit() (src/server/app.ts, onSend).
@@ -120,57 +136,102 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
   const finish = (it: Item) => {
     stats.pending--
     stats.pendingBytes -= it.size
-    if (it.seg) journal?.release(it.seg)
     if (it.recovered && --it.recovered.left === 0 && journal) {
       const p = journal.discard(it.recovered.segment).finally(() => discarding.delete(p))
       discarding.add(p)
     }
     const resolve = it.resolve
-    it.resolve = it.reject = undefined
-    resolve?.(it.event)
+    if (resolve) {
+      it.resolve = it.reject = undefined
+      resolve(it.event)
+    }
   }
 
   const batchDone = (batch: Item[]) => {
-    for (const it of batch) finish(it)
+    // Journal lines released per segment run, not per event.
+    let seg: Segment | undefined
+    let n = 0
+    for (const it of batch) {
+      finish(it)
+      if (it.seg === seg) n++
+      else {
+        if (seg) journal?.release(seg, n)
+        seg = it.seg
+        n = 1
+      }
+    }
+    if (seg) journal?.release(seg, n)
     doneSeq = Math.max(doneSeq, batch[batch.length - 1].seq)
+    if (flushWaiters.length === 0) return
     const ready = flushWaiters.filter((w) => w.target <= doneSeq)
     flushWaiters = flushWaiters.filter((w) => w.target > doneSeq)
     for (const w of ready) w.resolve()
   }
-  const stage = new DbStage<Item>({ store, batchSize, logger, stats, keepLines, done: batchDone })
-  const enqueue = (it: Item) => stage.enqueue(it)
+  // With a journal the database is off the answer's path: a batch waits up to dbLingerMs to fill,
+  // so a moderate rate costs a few database round trips per second, not one per journal group.
+  const lingerMs = journal ? Math.max(0, opts.dbLingerMs ?? 10) : 0
+  const stage = new DbStage<Item>({ store, batchSize, logger, stats, keepLines, lingerMs, urgent: () => flushWaiters.length > 0 || closed, done: batchDone })
 
   let journalBroken = false
-  // Callers waiting for durability, oldest first; a sweep refuses those past the deadline (the
-  // database is away and the journal cannot help), so no caller hangs. Their events stay queued.
-  let waiting: Item[] = []
+  // Callers waiting for durability, by group, oldest first; a sweep refuses those past the deadline
+  // (the database is away and the journal cannot help), so no caller hangs. Their events stay queued.
+  let waiting: Watch[] = []
   let sweeper: NodeJS.Timeout | undefined
   const sweep = () => {
     const now = Date.now()
-    let i = 0
-    for (; i < waiting.length; i++) {
-      const it = waiting[i]
-      if (!it.resolve) continue
-      if (now - it.at! < durableTimeoutMs) break
-      const reject = it.reject!
-      it.resolve = it.reject = undefined
-      stats.rejected++
-      reject(new AuditUnavailableError('timeout', 5, `the audit log could not make the event durable within ${durableTimeoutMs} ms (the database is unavailable); it is kept and written when the database is back`))
+    for (const w of waiting) {
+      if (now - w.at < durableTimeoutMs) break
+      for (const it of w.items) {
+        if (!it.resolve) continue
+        const reject = it.reject!
+        it.resolve = it.reject = undefined
+        stats.rejected++
+        it.done?.catch(noop)
+        reject(new AuditUnavailableError('timeout', 5, `the audit log could not make the event durable within ${durableTimeoutMs} ms (the database is unavailable); it is kept and written when the database is back`))
+      }
+      w.items = []
     }
-    waiting = waiting.slice(i).filter((it) => it.resolve)
+    waiting = waiting.filter((w) => w.items.some((it) => it.resolve))
     if (waiting.length === 0) {
       clearInterval(sweeper)
       sweeper = undefined
     }
   }
-  const watch = (it: Item) => {
-    it.at = Date.now()
-    waiting.push(it)
+  const watch = (items: Item[]) => {
+    waiting.push({ at: Date.now(), items })
     if (!sweeper) {
       sweeper = setInterval(sweep, Math.min(250, durableTimeoutMs))
       sweeper.unref()
     }
   }
+
+  const journaled = (group: Item[], seg: Segment) => {
+    if (journalBroken) {
+      journalBroken = false
+      logger.error({ dir: journal!.dir }, 'audit: journal writable again')
+    }
+    for (const it of group) {
+      it.seg = seg
+      if (!keepLines) it.line = undefined
+      const r = it.resolve
+      if (r) {
+        it.resolve = it.reject = undefined
+        r(it.event)
+      }
+    }
+    stage.enqueueAll(group)
+  }
+  const journalFailed = (group: Item[], err: unknown) => {
+    // The journal cannot write (disk full, I/O error): the events are durable once the database has them.
+    if (!journalBroken) {
+      journalBroken = true
+      logger.error({ err: errorInfo(err), dir: journal!.dir }, 'audit: journal write failed; events are acknowledged after the database commit until it recovers')
+    }
+    if (!keepLines) for (const it of group) it.line = undefined
+    stage.enqueueAll(group)
+  }
+
+  const groups = journal && new GroupCommit<Item>(journal, { opened: watch, written: journaled, failed: journalFailed })
 
   const emitItem = (it: Item): Promise<AuditEvent> => {
     stats.pending++
@@ -178,42 +239,23 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
     const done = new Promise<AuditEvent>((resolve, reject) => {
       it.resolve = resolve
       it.reject = reject
-      watch(it)
-      if (!journal) return enqueue(it)
-      journal.append(it.line!).then(
-        (seg) => {
-          it.seg = seg
-          if (!keepLines) it.line = undefined
-          if (journalBroken) {
-            journalBroken = false
-            logger.error({ dir: journal.dir }, 'audit: journal writable again')
-          }
-          const r = it.resolve
-          it.resolve = it.reject = undefined
-          r?.(it.event)
-          enqueue(it)
-        },
-        (err: unknown) => {
-          // The journal cannot write (disk full, I/O error): the event is durable once the database has it.
-          if (!keepLines) it.line = undefined
-          if (!journalBroken) {
-            journalBroken = true
-            logger.error({ err: errorInfo(err), dir: journal.dir }, 'audit: journal write failed; events are acknowledged after the database commit until it recovers')
-          }
-          enqueue(it)
-        },
-      )
     })
+    it.done = done
+    if (groups) groups.add(it)
+    else {
+      watch([it])
+      stage.enqueue(it)
+    }
     return done
   }
 
   const writer = {
     emit(input: NewAuditEvent): Promise<AuditEvent> {
       let p: Promise<AuditEvent>
-      if (closed) p = Promise.reject(new AuditUnavailableError('closed', 5, 'audit writer is closed (the server is shutting down); retry'))
+      if (closed) p = refuse(new AuditUnavailableError('closed', 5, 'audit writer is closed (the server is shutting down); retry'))
       else if (stats.pending >= maxQueue || stats.pendingBytes >= maxQueueBytes) {
         stats.rejected++
-        p = Promise.reject(new AuditUnavailableError('queue_full', 1, `the audit log is not keeping up (${stats.pending} events not yet stored); retry shortly`))
+        p = refuse(new AuditUnavailableError('queue_full', 1, `the audit log is not keeping up (${stats.pending} events not yet stored); retry shortly`))
       } else {
         stats.emitted++
         try {
@@ -221,11 +263,9 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
         } catch (err) {
           // Unreachable by design (prepare never throws); if it ever does, refuse instead of throwing.
           logger.error({ err: errorInfo(err) }, 'audit: BUG: emit failed unexpectedly')
-          p = Promise.reject(new AuditUnavailableError('queue_full', 1, 'the audit log could not take the event; retry'))
+          p = refuse(new AuditUnavailableError('queue_full', 1, 'the audit log could not take the event; retry'))
         }
       }
-      // A caller that forgot to await must not crash the process with an unhandled rejection.
-      p.catch(noop)
       requestScope.getStore()?.add(p)
       return p
     },
@@ -233,7 +273,9 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
       if (abandoned) return Promise.reject(abandoned)
       const target = seq
       if (doneSeq >= target && stage.length === 0 && stats.pending === 0) return Promise.resolve()
-      return new Promise<void>((resolve) => flushWaiters.push({ target, resolve })).then(() => {
+      const waited = new Promise<void>((resolve) => flushWaiters.push({ target, resolve }))
+      stage.hurry()
+      return waited.then(() => {
         if (abandoned) throw abandoned
       })
     },
@@ -280,7 +322,7 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
           stats.pending++
           stats.pendingBytes += it.size
           stats.replayed++
-          enqueue(it)
+          stage.enqueue(it)
         }
       }
       if (torn > 0) logger.warn?.({ torn }, 'audit: journal replay skipped the unfinished last write of a crashed writer (never acknowledged)')

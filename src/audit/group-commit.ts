@@ -1,0 +1,66 @@
+// The journal's group commit (src/audit/journal.ts): events emitted in one turn of the event loop,
+// or while a write is in flight, go to disk in one write. Per group, not per event: one text, one
+// write, one promise, one pass that settles its callers. Groups are bounded in size.
+
+import { MAX_GROUP_CHARS, type Journal, type Segment } from './journal.js'
+
+/** What a group needs of an event: its journal line and that line's length. */
+export interface GroupItem {
+  line?: string
+  size: number
+}
+
+export interface GroupCommitHandlers<T extends GroupItem> {
+  /** A new group starts gathering (its callers wait from now: the durability deadline). */
+  opened(items: T[]): void
+  /** The group is on disk in `seg`. */
+  written(group: T[], seg: Segment): void
+  /** The write failed (disk full, I/O error). */
+  failed(group: T[], err: unknown): void
+}
+
+export class GroupCommit<T extends GroupItem> {
+  readonly #journal: Journal
+  readonly #on: GroupCommitHandlers<T>
+  #gathering: T[] = []
+  #writing = false
+  #scheduled = false
+  readonly #next = () => this.#write()
+
+  constructor(journal: Journal, on: GroupCommitHandlers<T>) {
+    this.#journal = journal
+    this.#on = on
+  }
+
+  add(it: T): void {
+    if (this.#gathering.length === 0) this.#on.opened(this.#gathering)
+    this.#gathering.push(it)
+    if (this.#writing || this.#scheduled) return
+    // After this turn's I/O callbacks: every row they emit joins this write.
+    this.#scheduled = true
+    setImmediate(this.#next)
+  }
+
+  #write(): void {
+    this.#scheduled = false
+    if (this.#writing || this.#gathering.length === 0) return
+    const all = this.#gathering
+    let n = 0
+    let chars = 0
+    while (n < all.length && (n === 0 || chars + all[n].size < MAX_GROUP_CHARS)) chars += all[n++].size + 1
+    const group = n === all.length ? all : all.slice(0, n)
+    this.#gathering = n === all.length ? [] : all.slice(n)
+    // The rest is watched again, with its own deadline (it is also still under the old one).
+    if (this.#gathering.length > 0) this.#on.opened(this.#gathering)
+    let text = ''
+    for (const it of group) text += it.line + '\n'
+    this.#writing = true
+    this.#journal.write(text, group.length).then(
+      (seg) => this.#on.written(group, seg),
+      (err: unknown) => this.#on.failed(group, err),
+    ).finally(() => {
+      this.#writing = false
+      this.#write()
+    })
+  }
+}
