@@ -14,6 +14,8 @@
 //   CORRAL_BENCH_MODE=rate npm run bench:proxy        # only the open loop at a fixed rate (bench/proxy-rate.ts):
 //     CORRAL_BENCH_RATE=3000 CORRAL_BENCH_RATE_SECONDS=20 CORRAL_BENCH_CONNECTIONS=32 (the defaults);
 //     POSTs only, p50/p99/p99.9 from each request's scheduled start → bench/results/proxy-rate.json
+//   CORRAL_BENCH_BASELINE=/path/to/other/checkout  # also measure that build of corral (its dist/,
+//     run `npm run build` there first) as `corral-base`, same data and run: before/after side by side
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
@@ -301,11 +303,19 @@ async function main(): Promise<void> {
     const corral = await spawnUntil(process.execPath, [...nodeArgs, ...entry, 'proxy', '--data-dir', dataDir, '--db', dbUrl, '--port', '0', '--upstream-ca', join(tmp, 'upca/ca.pem')], /ready: (http:\/\/\S+)/, { env: { CORRAL_LOG_LEVEL: 'warn' } })
     const corralUrl = corral.match[1]!
     const corralCa = readFileSync(join(dataDir, 'ca.pem'), 'utf8')
+    const baseRoot = process.env.CORRAL_BENCH_BASELINE
+    const base = baseRoot
+      ? await spawnUntil(process.execPath, [...nodeArgs, join(resolve(baseRoot), 'bin/run.js'), 'proxy', '--data-dir', dataDir, '--db', dbUrl, '--port', '0', '--upstream-ca', join(tmp, 'upca/ca.pem')], /ready: (http:\/\/\S+)/, { env: { CORRAL_LOG_LEVEL: 'warn' } })
+      : undefined
 
     const targets: Target[] = [
       { name: 'direct', dispatcher: (n) => new Agent({ connect: { ca: upCa }, ...(n ? { connections: n } : {}) }) },
       { name: 'corral', pid: corral.child.pid!, dispatcher: (n) => new ProxyAgent({ uri: corralUrl, token: `Bearer ${token}`, requestTls: { ca: corralCa }, ...(n ? { connections: n } : {}) }) },
     ]
+    if (base) {
+      const url = base.match[1]!
+      targets.push({ name: 'corral-base', pid: base.child.pid!, dispatcher: (n) => new ProxyAgent({ uri: url, token: `Bearer ${token}`, requestTls: { ca: corralCa }, ...(n ? { connections: n } : {}) }) })
+    }
     const viaPeer = (p: { port: number; caPem: string }) => (n?: number) => new ProxyAgent({ uri: `http://127.0.0.1:${p.port}`, requestTls: { ca: p.caPem }, ...(n ? { connections: n } : {}) })
     const upCaFile = join(tmp, 'upca/ca.pem')
     if (peers.squid) {
