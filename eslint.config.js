@@ -1,44 +1,39 @@
 // The size check (`npm run lint:size`, docs/design.md "How the layout is enforced"): no file under
 // src/ over 400 lines, no function over 80 lines. ESLint is here for these two core rules only;
-// style is STYLE.md's and the reviewer's, types are tsc's. A function may run longer only when the
-// line above it says why, in ESLint's own words:
-//   // eslint-disable-next-line max-lines-per-function -- <why this one reads better whole>
-// A file never may: split it. Lines are counted raw (comments and blank lines too), like `wc -l`.
+// style is STYLE.md's and the reviewer's, types are tsc's. Lines are counted raw (comments and
+// blank lines too), like `wc -l`. A function may run longer only when a comment on the line above
+// it (or in the comment block right above it) says why:
+//   // long-function: <why this one reads better whole>
+// A file never may: split it. Inline `eslint-disable` comments are off (noInlineConfig), so
+// nothing in a source file can switch either rule off.
 import { defineConfig } from 'eslint/config'
+import { builtinRules } from 'eslint/use-at-your-own-risk'
 import tseslint from 'typescript-eslint'
 
-/** An exemption from the size rules must name a reason, and files get none. */
-const exemptionsSayWhy = {
-  meta: {
-    type: 'problem',
-    docs: { description: 'max-lines-per-function exemptions carry a reason after `--`; max-lines has no exemptions' },
-    schema: [],
-  },
+const MAX_FUNCTION_LINES = 80
+const MARKER = /long-function:\s*\S/
+
+const core = builtinRules.get('max-lines-per-function')
+
+/** ESLint's own max-lines-per-function (its counting, its messages), minus functions under a marker. */
+const maxLinesPerFunction = {
+  meta: { ...core.meta, docs: { description: `${core.meta.docs.description}, unless the comment above says why (long-function: …)` } },
   create(context) {
-    return {
-      Program() {
-        for (const comment of context.sourceCode.getAllComments()) {
-          const text = comment.value.trim()
-          const directive = /^eslint-(disable|enable)(-next-line|-line)?(?:\s+([^]*))?$/.exec(text)
-          if (!directive) continue
-          const [rules, why] = (directive[3] ?? '').split(/\s--\s|^--\s/)
-          const names = rules.split(',').map((r) => r.trim()).filter(Boolean)
-          if (directive[1] === 'disable' && names.length === 0) {
-            context.report({ loc: comment.loc, message: 'Name the rule this switches off; a bare eslint-disable would switch off the size rules too.' })
-          }
-          if (names.includes('max-lines')) {
-            context.report({ loc: comment.loc, message: 'No file is exempt from the 400-line limit: split the file by responsibility.' })
-          }
-          if (names.includes('max-lines-per-function')) {
-            if (directive[2] !== '-next-line') {
-              context.report({ loc: comment.loc, message: 'Exempt one function at a time: `// eslint-disable-next-line max-lines-per-function -- <why>` on the line above it.' })
-            } else if (!why?.trim()) {
-              context.report({ loc: comment.loc, message: 'Say why this function is longer than 80 lines: `-- <why>` after the rule name.' })
-            }
-          }
-        }
-      },
+    const commentLines = new Map()
+    for (const c of context.sourceCode.getAllComments()) {
+      for (let line = c.loc.start.line; line <= c.loc.end.line; line++) commentLines.set(line, `${commentLines.get(line) ?? ''} ${c.value}`)
     }
+    /** True when the comment block that ends on the line above `node` carries the marker. */
+    const exempt = (node) => {
+      for (let line = node.loc.start.line - 1; commentLines.has(line); line--) {
+        if (MARKER.test(commentLines.get(line))) return true
+      }
+      return false
+    }
+    const filtered = Object.create(context, {
+      report: { value: (descriptor) => (descriptor.node && exempt(descriptor.node) ? undefined : context.report(descriptor)) },
+    })
+    return core.create(filtered)
   },
 }
 
@@ -46,14 +41,11 @@ export default defineConfig([
   {
     files: ['src/**/*.ts', 'src/**/*.tsx'],
     languageOptions: { parser: tseslint.parser },
-    // The plugin is registered so that existing `@typescript-eslint/...` directives name a known
-    // rule; none of its rules is switched on here.
-    plugins: { '@typescript-eslint': tseslint.plugin, corral: { rules: { 'exemptions-say-why': exemptionsSayWhy } } },
-    linterOptions: { reportUnusedDisableDirectives: 'off' },
+    plugins: { corral: { rules: { 'max-lines-per-function': maxLinesPerFunction } } },
+    linterOptions: { noInlineConfig: true },
     rules: {
       'max-lines': ['error', { max: 400 }],
-      'max-lines-per-function': ['error', { max: 80 }],
-      'corral/exemptions-say-why': 'error',
+      'corral/max-lines-per-function': ['error', { max: MAX_FUNCTION_LINES }],
     },
   },
 ])

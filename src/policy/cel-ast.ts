@@ -26,7 +26,7 @@ export interface ComprehensionArgs {
 /** The engine's node (public in the package, not in its types). */
 export interface Node {
   op: string
-  args: any // eslint-disable-line @typescript-eslint/no-explicit-any
+  args: any // any: the engine's own node types are not exported
   meta: { evaluate?: Fn; alternate?: Node; macro?: Macro }
   setMeta(key: string, value: unknown): Node
 }

@@ -7,6 +7,6 @@ import type { DialectName } from '../dialects/types.js'
  */
 export interface StoreMigration {
   readonly name: string
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- migrations run against the schema as it was, not today's types
+  // any: migrations run against the schema as it was, not today's types
   up(db: Kysely<any>, dialect: DialectName): Promise<void>
 }
