@@ -89,12 +89,21 @@ module.exports = {
     },
     {
       name: 'import-through-index',
-      // warn, not error, for now: 214 imports on main still reach behind a face (140 of them commands →
-      // cli, which has no index.ts yet). Switch to 'error' when `npm run lint:arch` lists none.
+      // warn, not error, while the moves land: switch to 'error' once `npm run lint:arch` lists none.
       comment: "A folder's index.ts is its face: another folder imports from it, never from the files behind it.",
       severity: 'warn',
-      from: { path: '^src/([^/]+)/' },
+      from: { path: '^src/([^/]+)/', pathNot: '^src/commands/' },
       to: { path: '^src/[^/]+/', pathNot: ['^src/$1/', '^src/[^/]+/index\\.tsx?$'] },
+    },
+    {
+      name: 'commands-import-through-index',
+      // The one exception: src/cli/ is the commands' own toolkit and has no index.ts on purpose. oclif
+      // loads one command per process; a barrel would make every command load every helper (ink and
+      // react for `task watch`, the policy compiler for `caps lint`) before it starts (bench:cli).
+      comment: "A command imports another part through its index.ts; src/cli/ files directly.",
+      severity: 'warn',
+      from: { path: '^src/commands/' },
+      to: { path: '^src/[^/]+/', pathNot: ['^src/(commands|cli)/', '^src/[^/]+/index\\.tsx?$'] },
     },
     {
       name: 'not-to-unresolvable',
