@@ -1,6 +1,6 @@
 import { defineConfig } from 'vitest/config'
 
-// Four tiers (see docs/testing.md): unit tests next to each module's name under test/,
+// Four tiers (see test/README.md): unit tests next to each module's name under test/,
 // e2e tests that spawn the real `corral` binary, the chaos suite (kill -9 and database restarts
 // of that binary), and the Postgres runs of the store/audit/auth suites, which loop over
 // `testDialects()` and join in whenever CORRAL_TEST_PG_URL is set.
