@@ -25,9 +25,7 @@ import { defaultAgentCommand, packageRoot } from '../src/runtime/layout.js'
 import { LocalRuntime } from '../src/runtime/local-runtime.js'
 import { ProcessRuntime } from '../src/runtime/process-runtime.js'
 import type { WorkspaceRuntime } from '../src/runtime/runtime.js'
-import { LeafMinter, loadOrCreateCa } from '../src/proxy/ca.js'
-import { startFakeAnthropic } from '../test/agent/fake-model.js'
-import { startServe } from '../test/helpers/serve.js'
+import { startStack } from '../test/helpers/serve.js'
 import { startStandInProxy } from '../test/runtime/stand-ins.js'
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 10)
@@ -126,17 +124,17 @@ async function heavy(runtime: WorkspaceRuntime) {
  * POST /v1/tasks → task_start, measured from just before the POST to the task_start row's own
  * timestamp (stamped by serve when the event arrives; same clock), so polling adds nothing.
  */
-async function controlPlane(kind: string, runs: number) {
-  const dir = await mkdtemp(join(tmpdir(), 'corral-bench-cp-'))
-  const ca = await loadOrCreateCa(join(dir, 'upstream-ca'))
-  writeFileSync(join(dir, 'upstream-ca.pem'), ca.certPem)
-  const provider = await startFakeAnthropic(() => ({ tools: [{ name: 'finish', input: { summary: 'ok' } }], usage: { input: 1, output: 1 } }), await new LeafMinter(ca).pemFor('127.0.0.1'))
+async function controlPlane(kind: 'local' | 'process', runs: number) {
   // The bench polls the audit log every 10 ms: the per-key rate limit (20/s after a burst) would
   // answer 429 before the runs end, and it is not what is measured here.
-  const serve = await startServe({
-    env: { CORRAL_UPSTREAM_CA: join(dir, 'upstream-ca.pem'), CORRAL_RATE_LIMIT_BURST: '100000', CORRAL_RATE_LIMIT_PER_SECOND: '10000' },
-    args: ['--runtime', kind],
+  const stack = await startStack({
+    runtime: kind,
+    env: { CORRAL_RATE_LIMIT_BURST: '100000', CORRAL_RATE_LIMIT_PER_SECOND: '10000' },
+    model: () => ({ tools: [{ name: 'finish', input: { summary: 'ok' } }], usage: { input: 1, output: 1 } }),
+    provider: { name: 'fake', default_model: 'bench' },
+    role: { name: 'cold' },
   })
+  const serve = stack.serve
   const api = async (method: string, path: string, body?: unknown) => {
     const res = await fetch(`${serve.url}/v1${path}`, {
       method, headers: { authorization: `Bearer ${serve.adminKey}`, ...(body ? { 'content-type': 'application/json' } : {}) },
@@ -164,14 +162,12 @@ async function controlPlane(kind: string, runs: number) {
     return Date.parse(row.timestamp) - t0
   }
   try {
-    const prov = await api('POST', '/providers', { name: 'fake', kind: 'anthropic', base_url: provider.url, default_model: 'bench' })
-    await api('POST', '/agent-roles', { name: 'cold', provider_id: prov.id })
     const cold: number[] = []
     for (let i = 0; i < runs + 1; i++) {
       const t = await taskStart('cold')
       if (i > 0) cold.push(t)
     }
-    const warmRole = await api('POST', '/agent-roles', { name: 'warm', provider_id: prov.id, pool_policy: 'static', pool_size: 1 })
+    const warmRole = await api('POST', '/agent-roles', { name: 'warm', provider_id: stack.provider!.id, pool_policy: 'static', pool_size: 1 })
     const warm: number[] = []
     for (let i = 0; i < runs + 1; i++) {
       await until(async () => (await api('GET', '/workspaces?state=idle')).workspaces.some((w: any) => w.pooled && w.role_id === warmRole.id), 'an idle pool member')
@@ -186,9 +182,7 @@ async function controlPlane(kind: string, runs: number) {
     process.stderr.write(`corral serve's output (last 4,000 characters):\n${serve.output().slice(-4000)}\n`)
     throw err
   } finally {
-    await serve.stop()
-    await provider.close()
-    await rm(dir, { recursive: true, force: true })
+    await stack.close()
   }
 }
 
