@@ -1,6 +1,7 @@
 // Typed calls for /v1/packs over the shared CorralClient and name-or-id resolution for the CLI.
 // Packing a pack directory into the tar.gz the upload routes take is the CLI's (src/cli/pack-archive.ts).
 import { openAsBlob } from 'node:fs'
+import { ID_PREFIXES } from '../contract/index.js'
 import type { CorralClient } from './client.js'
 import { ApiConnectionError, ApiError, apiErrorFrom } from './errors.js'
 
@@ -41,7 +42,7 @@ export interface PackUpdate {
 /** What an upload sends as the `archive` part: bytes in memory, or a file opened lazily. */
 export type ArchiveSource = { bytes: Uint8Array } | { file: string }
 
-export const PACK_ID_PREFIX = 'pack_'
+export const PACK_ID_PREFIX = `${ID_PREFIXES.pack}_`
 /** The server's pack name pattern (src/packs/manifest.ts PACK_NAME_PATTERN; a test keeps them equal). */
 export const PACK_NAME_RE = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/
 const seg = encodeURIComponent

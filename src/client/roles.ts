@@ -1,5 +1,6 @@
 // Typed calls for /v1/providers and /v1/agent-roles over the shared CorralClient, plus name-or-id
 // resolution for the CLI (`corral role show coder` and `corral role show role_…` both work).
+import { ID_PREFIXES } from '../contract/index.js'
 import type { CorralClient } from './client.js'
 import { ApiError } from './errors.js'
 
@@ -58,7 +59,7 @@ export interface AgentRoleRecord {
 /** The writable role fields (the API's POST and PATCH bodies). */
 export type AgentRoleInput = Partial<Omit<AgentRoleRecord, 'id' | 'org_id' | 'created_by' | 'created_at' | 'updated_at' | 'archived_at'>>
 
-const ID_PREFIX = { provider: 'prov_', role: 'role_' } as const
+const ID_PREFIX = { provider: `${ID_PREFIXES.provider}_`, role: `${ID_PREFIXES.agentRole}_` } as const
 const seg = encodeURIComponent
 
 export function rolesApi(client: CorralClient) {
