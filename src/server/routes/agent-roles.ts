@@ -83,6 +83,13 @@ const listQuery = {
 } as const
 
 export async function agentRoleRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
+  roleReadRoutes(app, deps)
+  roleChangeRoutes(app, deps)
+  roleLifecycleRoutes(app, deps)
+}
+
+/** Create and read agent roles. */
+function roleReadRoutes(app: FastifyInstance, deps: ServerDeps): void {
   const { store } = deps
 
   app.post<{ Body: AgentRoleFields }>(
@@ -134,6 +141,11 @@ export async function agentRoleRoutes(app: FastifyInstance, deps: ServerDeps): P
     { config: { permission: ANY_MEMBER }, schema: { params: idParams, response: { 200: roleSchema } } },
     async (request) => (await store.agentRoles.get(request.principal!.org.id, request.params.id)) ?? throwNotFound(),
   )
+}
+
+/** Change and delete an agent role. */
+function roleChangeRoutes(app: FastifyInstance, deps: ServerDeps): void {
+  const { store } = deps
 
   app.patch<{ Params: { id: string }; Body: AgentRolePatch }>(
     '/agent-roles/:id',
@@ -181,6 +193,11 @@ export async function agentRoleRoutes(app: FastifyInstance, deps: ServerDeps): P
       return { status: 'deleted' }
     },
   )
+}
+
+/** Archive, unarchive and stop the workspaces of an agent role. */
+function roleLifecycleRoutes(app: FastifyInstance, deps: ServerDeps): void {
+  const { store } = deps
 
   app.post<{ Params: { id: string } }>(
     '/agent-roles/:id/archive',

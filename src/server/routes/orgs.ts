@@ -59,9 +59,12 @@ function ownOrg(request: FastifyRequest<{ Params: { id: string } }>): string {
 }
 
 export async function orgRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
-  const emit = (request: FastifyRequest, type: 'membership_invited' | 'membership_updated' | 'membership_removed', detail: Record<string, unknown>) =>
-    deps.audit.emit({ org_id: request.principal!.org.id, user_id: request.principal!.userId, event_type: type, category: 'audit', actor: 'control-plane', detail })
+  readRoutes(app, deps)
+  membershipChangeRoutes(app, deps)
+}
 
+/** The caller (`/me`) and an org's memberships. */
+function readRoutes(app: FastifyInstance, deps: ServerDeps): void {
   app.get(
     '/me',
     {
@@ -108,6 +111,12 @@ export async function orgRoutes(app: FastifyInstance, deps: ServerDeps): Promise
     },
     async (request) => ({ memberships: await deps.store.memberships.list(ownOrg(request)) }),
   )
+}
+
+/** Invite, change the role of, and remove a member; each change is a membership_* audit event. */
+function membershipChangeRoutes(app: FastifyInstance, deps: ServerDeps): void {
+  const emit = (request: FastifyRequest, type: 'membership_invited' | 'membership_updated' | 'membership_removed', detail: Record<string, unknown>) =>
+    deps.audit.emit({ org_id: request.principal!.org.id, user_id: request.principal!.userId, event_type: type, category: 'audit', actor: 'control-plane', detail })
 
   app.post<{ Params: { id: string }; Body: { email: string; role: Role } }>(
     '/orgs/:id/memberships',

@@ -91,7 +91,12 @@ export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promis
   // deps is read at call time by the service (a part set after the app was built is seen).
   const packs = new PackService(deps)
   await app.register(multipart)
+  contentRoutes(app, packs)
+  recordRoutes(app, packs)
+}
 
+/** The routes that bring content in: from a registry image, an upload, a re-upload. */
+function contentRoutes(app: FastifyInstance, packs: PackService): void {
   app.post<{ Body: { image_ref: string; visibility?: PackVisibility } }>(
     '/packs',
     { config: { permission: CAPS_WRITE }, schema: { body: createBody, response: { 201: packSchema } } },
@@ -130,6 +135,10 @@ export async function packRoutes(app: FastifyInstance, deps: ServerDeps): Promis
     },
   )
 
+}
+
+/** Reading, changing, deleting and cloning pack records. */
+function recordRoutes(app: FastifyInstance, packs: PackService): void {
   app.get<{ Querystring: { owned?: 'true' | 'false'; name?: string; category?: string } }>(
     '/packs',
     {

@@ -85,6 +85,12 @@ interface CreateBody {
 }
 
 export async function providerRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
+  providerWriteRoutes(app, deps)
+  providerLifecycleRoutes(app, deps)
+}
+
+/** Create, read and change providers. */
+function providerWriteRoutes(app: FastifyInstance, deps: ServerDeps): void {
   const { store } = deps
 
   app.post<{ Body: CreateBody }>(
@@ -154,6 +160,11 @@ export async function providerRoutes(app: FastifyInstance, deps: ServerDeps): Pr
       return provider
     },
   )
+}
+
+/** Delete, archive (cascading to the roles) and unarchive a provider. */
+function providerLifecycleRoutes(app: FastifyInstance, deps: ServerDeps): void {
+  const { store } = deps
 
   app.delete<{ Params: { id: string } }>(
     '/providers/:id',
