@@ -18,6 +18,7 @@ import { LeafMinter, normalizeHost } from './ca.js'
 import { DecisionContext, attributeToken, deny, type PolicyDenial } from './decision.js'
 import type { Entry, ProxyCore, ProxyCounters, TunnelContext } from './request-state.js'
 import { runRequest } from './runner.js'
+import { requestToken } from './token.js'
 import { TransportRows, classifyClientError, endRaw, recordThenRefuse } from './transport.js'
 
 const HOSTNAME = /^(?=.{1,253}$)[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*$/
@@ -186,8 +187,7 @@ export class ProxyFront {
     socket.on('error', () => socket.destroy())
     // Node has detached the socket from the HTTP server (and its timeout handling): ours now.
     socket.setTimeout(this.#core.limits.connectTimeoutMs, () => socket.destroy())
-    const auth = req.headers['proxy-authorization']
-    const token = this.#core.tokens.check(Array.isArray(auth) ? auth[0] : auth)
+    const token = requestToken(this.#core.tokens, req)
     const target = parseAuthority(req.url ?? '')
     if (!target) {
       this.#core.counters.transportErrors++
@@ -319,8 +319,7 @@ async function refuseRaw(core: ProxyCore, req: IncomingMessage, socket: Socket, 
     }
   }
   const ctx = new DecisionContext({ destination: host || normalizeHost(String(req.headers.host ?? '').replace(/:\d+$/, '')), method: (req.method ?? 'GET').toUpperCase(), path })
-  const auth = req.headers['proxy-authorization']
-  const check = tunnel ? await tunnel.token : await core.tokens.check(Array.isArray(auth) ? auth[0] : auth)
+  const check = await requestToken(core.tokens, req, tunnel)
   if (check.ok) attributeToken(ctx, check)
   ctx.denial = denial
   await recordThenRefuse(core, ctx, socket, 403)

@@ -5,6 +5,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { AuditSink } from '../contract/index.js'
 import type { PolicyContext, PolicyRequest, AdmissionResult, TransformOutput } from '../policy/types.js'
 import type { CredentialBroker, SecretsSource } from '../secrets/index.js'
+import type { AgentCallbacks } from './agent-callbacks.js'
 import type { Budgets, Reservation } from './budgets.js'
 import type { PlacementLookup } from './credential-injection.js'
 import type { ResponseMeter } from './metering.js'
@@ -88,6 +89,8 @@ export interface ProxyCore {
   counters: ProxyCounters
   /** Closed while the audit log refuses rows: nothing is forwarded then (audit-gate.ts). */
   auditGate: AuditGate
+  /** The handler of agent callbacks to `corral.internal` (agent-callbacks.ts); none → that host takes the phases. */
+  agentCallbacks?: AgentCallbacks
   /**
    * Test-only fault seam: called at the start of each phase; a throw there is a fault of the
    * proxy (internal_error). Never set in production wiring.

@@ -3,7 +3,7 @@
 // request's one policy_decision row.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { isStoreUnavailable } from '../store/index.js'
-import { CONTROL_HOST, serveControlEndpoint } from './control-endpoint.js'
+import { CONTROL_HOST, serveAgentCallback } from './agent-callbacks.js'
 import { DecisionContext, PolicyDenial, attributeToken, deny, denyBody, type PhaseOutcome } from './decision.js'
 import { forward } from './phases/forward.js'
 import { requestBody, reserveBudgets } from './phases/request-body.js'
@@ -11,6 +11,7 @@ import { requestHeaders } from './phases/request-headers.js'
 import { terminal } from './phases/terminal.js'
 import { transforms } from './phases/transforms.js'
 import { ClientGone, type Entry, type ProxyCore, type RequestState } from './request-state.js'
+import { requestToken } from './token.js'
 import { HOP_BY_HOP } from './upstream.js'
 
 /** An upstream that could not be reached or broke mid-response; the policy had allowed it. */
@@ -29,8 +30,9 @@ export class UpstreamFailure extends Error {
  * phases (internal_error); the front's error boundary handles the rest.
  */
 export async function runRequest(core: ProxyCore, req: IncomingMessage, res: ServerResponse, entry: Entry, path: string, preDenial?: PolicyDenial): Promise<void> {
-  // Workspace → control plane callbacks (agent events), answered after the token check: control-endpoint.ts.
-  if (!preDenial && entry.host === CONTROL_HOST && (await serveControlEndpoint(core, req, res, entry, path))) return
+  // The second door: agent callbacks to the control plane, answered after the token check by the
+  // handler the proxy was built with (agent-callbacks.ts); never the phases.
+  if (!preDenial && entry.host === CONTROL_HOST && (await serveAgentCallback(core, req, res, entry, path))) return
   const ctx = new DecisionContext({ destination: entry.host, method: (req.method ?? 'GET').toUpperCase(), path })
   const st: RequestState = { req, res, entry, ctx, abort: new ClientGone(), headers: forwardableHeaders(req), requestBytes: 0, responseBytes: 0 }
   res.once('close', () => {
@@ -163,8 +165,7 @@ function perWorkspaceLimits(core: ProxyCore, st: RequestState): PhaseOutcome {
 }
 
 async function attributeOnly(core: ProxyCore, st: RequestState, denial: PolicyDenial): Promise<PolicyDenial> {
-  const auth = st.req.headers['proxy-authorization']
-  const check = st.entry.tunnel ? await st.entry.tunnel.token : await core.tokens.check(Array.isArray(auth) ? auth[0] : auth)
+  const check = await requestToken(core.tokens, st.req, st.entry.tunnel)
   if (check.ok) attributeToken(st.ctx, check)
   return denial
 }

@@ -48,6 +48,8 @@ export const proxyService: ServiceFactory = async ({ deps, options, services }) 
     ...(upstreamCaPem ? { upstreamCaPem } : {}),
     // Every listener of serve (services start after the proxy, so the list is read at each connect).
     ownEndpoints: () => [...services.flatMap((s) => endpointOf(s.address?.())), ...db],
+    // The workspace service builds the handler after the proxy listens: read at each callback.
+    agentCallbacks: () => deps.agentCallbacks,
   })
   let unlisten: (() => Promise<void>) | undefined
   return {

@@ -5,6 +5,7 @@ import type { AuditSink } from '../contract/index.js'
 import { compilePolicyCached } from '../policy/index.js'
 import type { CompileResult } from '../policy/types.js'
 import type { Store } from '../store/index.js'
+import type { AgentCallbacks } from './agent-callbacks.js'
 import { LeafMinter, loadOrCreateCa, type CorralCa } from './ca.js'
 import { providerPlacement } from './credential-injection.js'
 import { ProxyFront } from './front.js'
@@ -53,6 +54,8 @@ export interface ProxyServiceOptions {
   env?: Record<string, string | undefined>
   /** Where the proxy reports its own faults; console when absent. */
   logger?: ProxyLog
+  /** The handler of agent callbacks to `corral.internal` (the workspace lifecycle's); agent-callbacks.ts. */
+  agentCallbacks?: AgentCallbacks
 }
 
 const consoleLog: ProxyLog = {
@@ -137,6 +140,7 @@ export class ProxyService {
       secrets,
       credentials,
       ...(o.faultHook ? { faultHook: o.faultHook } : {}),
+      ...(o.agentCallbacks ? { agentCallbacks: o.agentCallbacks } : {}),
     }
     this.#core = core
     this.#front = new ProxyFront(core, new LeafMinter(this.#ca))

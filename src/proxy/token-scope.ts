@@ -1,6 +1,6 @@
-// What a verified capability token may reach beyond the control endpoint (docs/security.md
+// What a verified capability token may reach beyond the agent callbacks (docs/security.md
 // "Tokens with the narrowest scope"): never a start-up token (it fetches the agent's first task
-// only, control-endpoint.ts), and a task token only while its task is live (task-liveness.ts).
+// only, agent-callbacks.ts), and a task token only while its task is live (task-liveness.ts).
 // Both are `invalid_token` denials with their decision row; the detail says which.
 import { deny, type PolicyDenial } from './decision.js'
 import type { ProxyCore } from './request-state.js'

@@ -9,6 +9,7 @@
 // dynamic pool member's agent before it has a task) reaches only the agent's task poll
 // (`GET corral.internal/tasks/next`), once: its `jti` is the one the controller expects.
 import { randomBytes, randomUUID } from 'node:crypto'
+import type { IncomingMessage } from 'node:http'
 import { SignJWT, jwtVerify, errors as joseErrors } from 'jose'
 
 export const TOKEN_KEY_SETTING = 'proxy.capability_token_key'
@@ -123,6 +124,17 @@ export class CapabilityTokens {
       return { ok: false, reason: 'invalid_token' }
     }
   }
+}
+
+/**
+ * The one way the proxy reads a request's capability token: inside a tunnel, the check made once
+ * at CONNECT; otherwise (plain HTTP, CONNECT itself) the request's own `Proxy-Authorization`
+ * header (the first one when it is repeated).
+ */
+export function requestToken(tokens: CapabilityTokens, req: IncomingMessage, tunnel?: { readonly token: Promise<TokenCheck> }): Promise<TokenCheck> {
+  if (tunnel) return tunnel.token
+  const h = req.headers['proxy-authorization']
+  return tokens.check(Array.isArray(h) ? h[0] : h)
 }
 
 /** `Bearer <token>` (scheme case-insensitive); `Basic` with the token as password is accepted too,

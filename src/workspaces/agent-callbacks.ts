@@ -1,5 +1,5 @@
 // The agent callback (spec "Agent events"): `POST /task/{id}/event` from inside a workspace,
-// reached through the proxy's control endpoint (src/proxy/control-endpoint.ts) after the capability
+// reached through the proxy's second door (src/proxy/agent-callbacks.ts) after the capability
 // token check. The body's `type` must be one of AGENT_EVENT_TYPES and the body must match that
 // type's schema and the schema for it of every pack attached to the workspace's role
 // (agent-event-schemas.ts; the packs the workspace's agent was started with); then the `agent_events` counters are debited through the
@@ -12,8 +12,7 @@
 import { AGENT_EVENT_TYPES, type AgentEventType, type AuditSink, CorralError, inputProblem } from '../contract/index.js'
 import { AuditUnavailableError } from '../audit/unavailable.js'
 import { isStoreUnavailable } from '../store/index.js'
-import type { AgentEventCharge, ControlEndpointHandler, ControlReply } from '../proxy/control-endpoint.js'
-import type { CapabilityClaims } from '../proxy/token.js'
+import type { AgentCallbackHandler, AgentEventCharge, CapabilityClaims, ControlReply } from '../proxy/index.js'
 import { agentEventViolation } from './agent-event-schemas.js'
 import type { WorkspaceController } from './controller.js'
 
@@ -23,7 +22,7 @@ const TYPES = new Set<string>(AGENT_EVENT_TYPES)
 const refuse = (status: number, code: string, message: string, details?: Record<string, unknown>): ControlReply =>
   ({ status, body: { error: { code, message, ...(details ? { details } : {}) } } })
 
-export class AgentEvents implements ControlEndpointHandler {
+export class AgentEvents implements AgentCallbackHandler {
   readonly #controller: WorkspaceController
   readonly #audit: AuditSink
 

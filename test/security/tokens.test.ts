@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { SignJWT } from 'jose'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import type { AuditEvent } from '../../src/contract/index.js'
-import { registerControlEndpoint, type ControlEndpointHandler } from '../../src/proxy/control-endpoint.js'
+import type { AgentCallbackHandler } from '../../src/proxy/index.js'
 import { TASK_ENDED_CHANNEL } from '../../src/proxy/task-liveness.js'
 import { loadTokenKey } from '../../src/proxy/token.js'
 import { controllerRig, waitFor, warmClaims, type ControllerRig } from '../workspaces/harness.js'
@@ -28,14 +28,13 @@ describe('tokens through the proxy: each kind, each budget', () => {
   const get = async (token: string, p?: string): Promise<number> => (await h.fetch(url(p), { token })).status
 
   beforeAll(async () => {
-    h = await startHarness()
-    const handler: ControlEndpointHandler = {
+    const handler: AgentCallbackHandler = {
       async handle(_claims, method, path) {
         polls.push(`${method} ${path}`)
         return { status: 204 }
       },
     }
-    registerControlEndpoint(h.audit, handler)
+    h = await startHarness({ agentCallbacks: () => handler })
   })
   afterAll(async () => h.close())
   beforeEach(() => {

@@ -5,13 +5,14 @@ import type { AdmissionResult, CompiledPolicy, PolicyRequest } from '../../polic
 import { attributeToken, deny, type PhaseOutcome } from '../decision.js'
 import type { ProxyCore, RequestState } from '../request-state.js'
 import { outboundScopeDenial } from '../token-scope.js'
+import { requestToken } from '../token.js'
 
 const ADMISSION_DECISIONS = new Set(['allow', 'pending', 'deny'])
 const TOKEN_CLOCK_TOLERANCE_MS = 5_000
 
 export async function requestHeaders(core: ProxyCore, st: RequestState): Promise<PhaseOutcome> {
   const { ctx, entry } = st
-  const check = entry.tunnel ? await entry.tunnel.token : await core.tokens.check(header(st.req.headers['proxy-authorization']))
+  const check = await requestToken(core.tokens, st.req, entry.tunnel)
   const refused = attributeToken(ctx, check)
   if (refused || !check.ok) return refused
   const { claims } = check
@@ -112,8 +113,4 @@ function hostWithPort(entry: RequestState['entry']): string {
 function rawQueryOf(url: string): string {
   const q = url.indexOf('?')
   return q < 0 ? '' : url.slice(q + 1)
-}
-
-function header(v: string | string[] | undefined): string | undefined {
-  return Array.isArray(v) ? v[0] : v
 }

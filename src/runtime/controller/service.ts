@@ -9,9 +9,7 @@
 import { join, resolve } from 'node:path'
 import { execa } from 'execa'
 import { PackContent } from '../../packs/content.js'
-import { caCertPath } from '../../proxy/ca.js'
-import { registerControlEndpoint } from '../../proxy/control-endpoint.js'
-import { CapabilityTokens, loadTokenKey } from '../../proxy/token.js'
+import { CapabilityTokens, caCertPath, loadTokenKey, type AgentCallbackHandler } from '../../proxy/index.js'
 import type { ServeOptions, ServiceFactory } from '../../server/serve.js'
 import type { ServerDeps } from '../../server/types.js'
 import { createRuntime, defaultAgentCommand, RUNTIME_KINDS, type LocalRuntimeOptions, type RuntimeKind } from '../index.js'
@@ -24,6 +22,8 @@ declare module '../../server/types.js' {
     controller?: WorkspaceController
     /** Why workspaces cannot run here (runtime check failed); task creation refuses with it. */
     workspacesUnavailable?: string
+    /** The agent-callback handler, read by the proxy service's `agentCallbacks` option (proxy/serve-service.ts) until src/serve/ wires it. */
+    agentCallbacks?: AgentCallbackHandler
   }
 }
 
@@ -56,7 +56,6 @@ export const workspaceService: ServiceFactory = async ({ deps, options, services
   })
   wire(deps, controller)
   deps.taskRateLimit = taskRateFromEnv(env)
-  let unregister: (() => void) | undefined
   return {
     name: 'workspaces',
     async start() {
@@ -73,11 +72,11 @@ export const workspaceService: ServiceFactory = async ({ deps, options, services
         deps.logger.warn(deps.workspacesUnavailable)
       }
       for (const w of check.warnings) deps.logger.warn(w)
-      unregister = registerControlEndpoint(deps.audit, new AgentEvents(controller, deps.audit))
+      deps.agentCallbacks = new AgentEvents(controller, deps.audit)
       await controller.start()
     },
     async stop() {
-      unregister?.()
+      deps.agentCallbacks = undefined
       await controller.close()
       await runtime.close()
     },

@@ -1,15 +1,14 @@
-// The proxy's control endpoint (corral.internal) on real sockets: an agent's event callback with
-// a valid capability token reaches the registered handler and writes no policy_decision; without a
-// token, or with a bad one, it is denied like any other request (one decision row); a proxy with no
-// handler registered treats the host as any other upstream. The `charge` it hands the handler
+// The proxy's second door (corral.internal) on real sockets: an agent's event callback with a
+// valid capability token reaches the handler the proxy was built with (`agentCallbacks`) and
+// writes no policy_decision; without a token, or with a bad one, it is denied like any other
+// request (one decision row); a proxy with no handler treats the host as any other upstream. The `charge` it hands the handler
 // debits the policy's `agent_events` counters through the proxy's real budgets (default: one
 // `requests` unit, no ceiling) and refuses a spent ceiling with budget_exhausted.
 import { afterEach, describe, expect, it } from 'vitest'
-import { registerControlEndpoint, type ControlEndpointHandler } from '../../src/proxy/control-endpoint.js'
-import type { CapabilityClaims } from '../../src/proxy/token.js'
+import type { AgentCallbackHandler, CapabilityClaims } from '../../src/proxy/index.js'
 import { startHarness, type Harness } from '../proxy/harness.js'
 
-describe('proxy control endpoint (corral.internal)', () => {
+describe('proxy agent callbacks (corral.internal)', () => {
   let h: Harness | undefined
   afterEach(async () => {
     await h?.close()
@@ -18,7 +17,7 @@ describe('proxy control endpoint (corral.internal)', () => {
 
   const recorder = () => {
     const seen: Array<{ claims: CapabilityClaims; method: string; path: string; body: string }> = []
-    const handler: ControlEndpointHandler = {
+    const handler: AgentCallbackHandler = {
       async handle(claims, method, path, body) {
         seen.push({ claims, method, path, body: body.toString('utf8') })
         return { status: 202, body: { status: 'accepted' } }
@@ -28,9 +27,8 @@ describe('proxy control endpoint (corral.internal)', () => {
   }
 
   it('hands a token-bearing callback to the handler with the verified claims; no decision row', async () => {
-    h = await startHarness()
     const { seen, handler } = recorder()
-    const unregister = registerControlEndpoint(h.audit, handler)
+    h = await startHarness({ agentCallbacks: () => handler })
     const { workspaceId } = await h.workspace(null)
     const token = await h.token(workspaceId, { task: 'task_abc' })
     const res = await h.fetch('https://corral.internal/task/task_abc/event', { token, method: 'POST', body: JSON.stringify({ type: 'task_start' }), headers: { 'content-type': 'application/json' } })
@@ -38,13 +36,11 @@ describe('proxy control endpoint (corral.internal)', () => {
     expect(JSON.parse(res.body)).toEqual({ status: 'accepted' })
     expect(seen).toEqual([{ claims: expect.objectContaining({ org_id: h.orgId, workspace_id: workspaceId, task_id: 'task_abc' }), method: 'POST', path: '/task/task_abc/event', body: '{"type":"task_start"}' }])
     expect(h.audit.decisions()).toHaveLength(0)
-    unregister()
   })
 
   it('without a token or with a forged one the request is denied with one policy_decision and never reaches the handler', async () => {
-    h = await startHarness()
     const { seen, handler } = recorder()
-    registerControlEndpoint(h.audit, handler)
+    h = await startHarness({ agentCallbacks: () => handler })
     const none = await h.fetch('https://corral.internal/task/t/event', { method: 'POST', body: '{}' })
     expect(none.headers.get('x-corral-deny-reason')).toBe('no_token')
     const forged = await h.fetch('https://corral.internal/task/t/event', { token: 'not-a-token', method: 'POST', body: '{}' })
@@ -54,7 +50,7 @@ describe('proxy control endpoint (corral.internal)', () => {
     expect(seen).toHaveLength(0)
   })
 
-  it('with no handler registered the host goes through policy like any other', async () => {
+  it('with no handler the host goes through policy like any other', async () => {
     h = await startHarness()
     const { workspaceId, token } = await h.workspace(null)
     const res = await h.fetch('https://corral.internal/task/t/event', { token, method: 'POST', body: '{}' })
@@ -63,7 +59,7 @@ describe('proxy control endpoint (corral.internal)', () => {
     expect(row).toMatchObject({ decision: 'deny', reason: 'no_policy', workspace_id: workspaceId })
   })
 
-  const charging = (): ControlEndpointHandler => ({
+  const charging = (): AgentCallbackHandler => ({
     async handle(_claims, _method, _path, _body, charge) {
       const c = await charge!()
       return c.ok ? { status: 202, body: { debits: c.debits, budget_state: c.budget_state } } : { status: c.status, body: { error: { code: c.reason, details: c.detail } } }
@@ -72,8 +68,7 @@ describe('proxy control endpoint (corral.internal)', () => {
   const post = (hh: Harness, token: string) => hh.fetch('https://corral.internal/task/task_abc/event', { token, method: 'POST', body: '{"type":"task_start"}', headers: { 'content-type': 'application/json' } })
 
   it('charges the agent_events capability counters; a spent ceiling answers 429 budget_exhausted', async () => {
-    h = await startHarness()
-    registerControlEndpoint(h.audit, charging())
+    h = await startHarness({ agentCallbacks: charging })
     const { workspaceId } = await h.workspace(`
 - name: agent_events
   type: http
@@ -98,8 +93,7 @@ describe('proxy control endpoint (corral.internal)', () => {
   })
 
   it('without an agent_events capability each event debits one `requests` unit with no ceiling', async () => {
-    h = await startHarness()
-    registerControlEndpoint(h.audit, charging())
+    h = await startHarness({ agentCallbacks: charging })
     const { workspaceId } = await h.workspace(null)
     const token = await h.token(workspaceId, { task: 'task_abc' })
     for (let i = 0; i < 3; i++) {

@@ -1,19 +1,18 @@
-// The control plane's endpoint inside the proxy: requests from a workspace to `corral.internal`
-// (the agent's default CORRAL_EVENTS_URL, docs/agent.md) are answered here, after the capability
-// token check, instead of going upstream. The handler (the workspace controller's agent-events
-// module) is registered per audit sink — the one object `serve` shares between the API and the
-// proxy — so several serves in one process (tests) never see each other's handler.
-// These requests are callbacks to the control plane, not outbound traffic: they write their own
-// audit rows (agent events) instead of a policy_decision. A missing or bad token takes the normal
-// path and is denied there (no_token / invalid_token) with its decision row.
+// The proxy's second door: requests from a workspace to `corral.internal` (the agent's default
+// CORRAL_EVENTS_URL, docs/agent.md) are agent callbacks to the control plane, answered here after
+// the capability-token check instead of going upstream. The proxy owns the interface
+// (AgentCallbackHandler); the workspace lifecycle implements it (src/workspaces/agent-callbacks.ts)
+// and the composition root hands it to the proxy as the `agentCallbacks` option — no registry.
+// These requests are not outbound traffic: they write their own audit rows (agent events) instead
+// of a policy_decision. A missing or bad token takes the normal path and is denied there
+// (no_token / invalid_token) with its decision row.
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import type { AuditSink } from '../contract/index.js'
 import { isStoreUnavailable } from '../store/index.js'
 import { makeCounter } from '../policy/counters.js'
 import type { CompiledCounter } from '../policy/types.js'
 import { PolicyDenial } from './decision.js'
 import type { Entry, ProxyCore } from './request-state.js'
-import type { CapabilityClaims } from './token.js'
+import { requestToken, type CapabilityClaims } from './token.js'
 import { ActiveWorkspace } from './workspaces.js'
 
 export const CONTROL_HOST = 'corral.internal'
@@ -33,7 +32,8 @@ export type AgentEventCharge =
   | { ok: true; debits: Record<string, number>; budget_state: Record<string, unknown> }
   | { ok: false; status: number; reason: string; detail: Record<string, unknown> }
 
-export interface ControlEndpointHandler {
+/** What the proxy calls for an agent callback that passed the token check. */
+export interface AgentCallbackHandler {
   /**
    * `charge` debits the workspace's `agent_events` counters (call it once the body is valid, just
    * before recording it). Absent when the handler is driven without a proxy (tests): no gate.
@@ -69,21 +69,19 @@ async function chargeAgentEvent(core: ProxyCore, claims: CapabilityClaims, bodyB
   return { ok: true, debits: settled.debits, budget_state: settled.budgetState }
 }
 
-const handlers = new WeakMap<AuditSink, ControlEndpointHandler>()
-
-export function registerControlEndpoint(audit: AuditSink, handler: ControlEndpointHandler): () => void {
-  handlers.set(audit, handler)
-  return () => {
-    if (handlers.get(audit) === handler) handlers.delete(audit)
-  }
-}
+/**
+ * The `agentCallbacks` option: read at each callback, so a composition root that builds the
+ * handler after the proxy listens (the controller needs the proxy's address) passes a getter over
+ * its variable. Undefined (no handler yet, or none at all): the host goes through policy like any
+ * other and is denied there.
+ */
+export type AgentCallbacks = () => AgentCallbackHandler | undefined
 
 /** True when the request was answered here; false to let the normal phases run (and deny). */
-export async function serveControlEndpoint(core: ProxyCore, req: IncomingMessage, res: ServerResponse, entry: Entry, path: string): Promise<boolean> {
-  const handler = handlers.get(core.audit)
+export async function serveAgentCallback(core: ProxyCore, req: IncomingMessage, res: ServerResponse, entry: Entry, path: string): Promise<boolean> {
+  const handler = core.agentCallbacks?.()
   if (!handler) return false
-  const auth = req.headers['proxy-authorization']
-  const check = entry.tunnel ? await entry.tunnel.token : await core.tokens.check(Array.isArray(auth) ? auth[0] : auth)
+  const check = await requestToken(core.tokens, req, entry.tunnel)
   if (!check.ok) return false
   // A start-up token reaches the task poll only; anything else takes the normal path, which
   // denies it with its decision row (token-scope.ts).
