@@ -32,110 +32,15 @@ export function checkAllowRule(r: Reader, node: Node | null, path: string, index
   const m = new MapReader(r, node, path, KEYS, 'allow rule')
   const name = m.str('name')
   if (name && name.value === '') r.error('invalid_name', 'allow rule name may not be empty', name.field.path, name.field.node)
-
-  // domains
-  m.require('domains', 'an allow rule')
-  const domains = m.strList('domains')
-  const domainPatterns: string[] = []
-  if (domains && domains.items.length === 0 && domains.field.node) r.error('empty_list', '"domains" needs at least one entry', domains.field.path, domains.field.node)
-  for (const d of domains?.items ?? []) {
-    const p = normalizeDomainPattern(d.value)
-    const err = domainPatternError(p)
-    if (err) r.error('invalid_domain', err, d.path, d.node)
-    else {
-      if (p === '**' || p === '*') r.warn('match_all_domain', `domain pattern "${d.value}" matches every host`, d.path, d.node)
-      domainPatterns.push(p)
-    }
-  }
-
-  // methods
-  m.require('methods', 'an allow rule')
-  const methods = m.strList('methods')
-  if (methods && methods.items.length === 0) r.error('empty_list', '"methods" needs at least one entry', methods.field.path, methods.field.node)
-  const methodSet = new Set<string>()
-  for (const it of methods?.items ?? []) {
-    if ((METHODS as readonly string[]).includes(it.value)) methodSet.add(it.value)
-    else {
-      const hint = (METHODS as readonly string[]).includes(it.value.toUpperCase()) ? ` (methods are uppercase: ${it.value.toUpperCase()})` : ''
-      r.error('invalid_method', `method "${it.value}" must be one of ${METHODS.join(', ')}${hint}`, it.path, it.node)
-    }
-  }
-
-  // paths
-  const paths = m.strList('paths')
-  const pathPatterns: string[] = []
-  for (const it of paths?.items ?? []) {
-    const err = pathPatternError(it.value)
-    if (err) r.error('invalid_path', err, it.path, it.node)
-    else pathPatterns.push(it.value)
-  }
-  if (pathPatterns.length === 0 && !(paths && paths.items.length > 0)) {
-    const writes = [...methodSet].filter((x) => WRITE_METHODS.has(x))
-    if (writes.length > 0 && methods) r.warn('unrestricted_write', `allow rule admits ${writes.join(', ')} on every path; list the endpoints in "paths"`, methods.field.path, methods.field.node)
-  }
-
+  const domainPatterns = checkDomains(r, m)
+  const { methodSet, methods } = checkMethods(r, m)
+  const pathPatterns = checkPaths(r, m, methodSet, methods)
   const insecure = m.bool('allow_insecure')
-
-  // allow_private: address ranges the proxy may connect to although they are private or special
-  // (docs/policy.md "Destinations"). Addresses only: a name would be resolved by whoever controls its DNS.
-  const allowPrivate: string[] = []
-  for (const it of m.strList('allow_private')?.items ?? []) {
-    const c = parseCidr(it.value)
-    if (!c.ok) r.error('invalid_cidr', c.message, it.path, it.node)
-    else {
-      if (c.prefix < (c.family === 4 ? 8 : 16)) r.warn('broad_private_range', `allow_private "${it.value}" is wider than /${c.family === 4 ? 8 : 16}`, it.path, it.node)
-      if (!allowPrivate.includes(c.cidr)) allowPrivate.push(c.cidr)
-    }
-  }
-
-  // request_format
+  const allowPrivate = checkAllowPrivate(r, m)
   const format = enumOf(m, 'request_format', ['', 'application/json'] as const)
-
-  // match
-  let match: CelProgram | undefined
-  let matchRequiresBody = false
-  const mm = m.map('match')
-  if (mm) {
-    const mr = new MapReader(r, mm.node, mm.field.path, ['expr', 'requires_body'], 'match')
-    matchRequiresBody = mr.bool('requires_body')?.value ?? false
-    if (mr.require('expr', 'match')) match = celOf(mr, 'expr', matchRequiresBody ? 'match_body' : 'match_headers', 'bool')
-  }
-
-  // request_schema: YAML mapping or a JSON literal string
-  let schema: CRule['schema']
+  const { match, matchRequiresBody } = checkMatch(r, m)
   const sf = m.field('request_schema')
-  if (sf) {
-    let value: unknown
-    let parsedOk = true
-    if (sf.node && isScalar(sf.node) && typeof sf.node.value === 'string') {
-      try {
-        value = JSON.parse(sf.node.value)
-      } catch (e) {
-        parsedOk = false
-        r.error('invalid_schema', `request_schema JSON literal does not parse: ${(e as Error).message}`, sf.path, sf.node)
-      }
-    } else if (sf.node && (isMap(sf.node) || (isScalar(sf.node) && typeof sf.node.value === 'boolean'))) {
-      const before = r.diagnostics.length
-      scanDuplicateKeys(r, sf.node, sf.path)
-      if (r.diagnostics.length > before) parsedOk = false
-      else {
-        try {
-          value = sf.node.toJS(r.doc, { maxAliasCount: 50 })
-        } catch {
-          parsedOk = false
-          r.error('document_too_complex', 'request_schema expands too many aliases', sf.path, sf.node)
-        }
-      }
-    } else {
-      parsedOk = false
-      r.error('invalid_type', 'request_schema must be a mapping or a JSON literal string', sf.path, sf.node ?? sf.keyNode)
-    }
-    if (parsedOk) {
-      const res = compileSchema(value)
-      if (res.ok) schema = res.validate
-      else r.error(res.code, res.message, sf.path, sf.node)
-    }
-  }
+  const schema = sf ? checkRequestSchema(r, sf) : undefined
 
   const bodyReaders: string[] = []
   if (sf) bodyReaders.push('request_schema')
@@ -172,4 +77,107 @@ export function checkAllowRule(r: Reader, node: Node | null, path: string, index
     needsBody: format === 'application/json' || matchRequiresBody,
   }
   return result
+}
+
+function checkDomains(r: Reader, m: MapReader): string[] {
+  m.require('domains', 'an allow rule')
+  const domains = m.strList('domains')
+  const domainPatterns: string[] = []
+  if (domains && domains.items.length === 0 && domains.field.node) r.error('empty_list', '"domains" needs at least one entry', domains.field.path, domains.field.node)
+  for (const d of domains?.items ?? []) {
+    const p = normalizeDomainPattern(d.value)
+    const err = domainPatternError(p)
+    if (err) r.error('invalid_domain', err, d.path, d.node)
+    else {
+      if (p === '**' || p === '*') r.warn('match_all_domain', `domain pattern "${d.value}" matches every host`, d.path, d.node)
+      domainPatterns.push(p)
+    }
+  }
+  return domainPatterns
+}
+
+function checkMethods(r: Reader, m: MapReader) {
+  m.require('methods', 'an allow rule')
+  const methods = m.strList('methods')
+  if (methods && methods.items.length === 0) r.error('empty_list', '"methods" needs at least one entry', methods.field.path, methods.field.node)
+  const methodSet = new Set<string>()
+  for (const it of methods?.items ?? []) {
+    if ((METHODS as readonly string[]).includes(it.value)) methodSet.add(it.value)
+    else {
+      const hint = (METHODS as readonly string[]).includes(it.value.toUpperCase()) ? ` (methods are uppercase: ${it.value.toUpperCase()})` : ''
+      r.error('invalid_method', `method "${it.value}" must be one of ${METHODS.join(', ')}${hint}`, it.path, it.node)
+    }
+  }
+  return { methodSet, methods }
+}
+
+function checkPaths(r: Reader, m: MapReader, methodSet: Set<string>, methods: ReturnType<MapReader['strList']>): string[] {
+  const paths = m.strList('paths')
+  const pathPatterns: string[] = []
+  for (const it of paths?.items ?? []) {
+    const err = pathPatternError(it.value)
+    if (err) r.error('invalid_path', err, it.path, it.node)
+    else pathPatterns.push(it.value)
+  }
+  if (pathPatterns.length === 0 && !(paths && paths.items.length > 0)) {
+    const writes = [...methodSet].filter((x) => WRITE_METHODS.has(x))
+    if (writes.length > 0 && methods) r.warn('unrestricted_write', `allow rule admits ${writes.join(', ')} on every path; list the endpoints in "paths"`, methods.field.path, methods.field.node)
+  }
+  return pathPatterns
+}
+
+/**
+ * allow_private: address ranges the proxy may connect to although they are private or special
+ * (docs/policy.md "Destinations"). Addresses only: a name would be resolved by whoever controls its DNS.
+ */
+function checkAllowPrivate(r: Reader, m: MapReader): string[] {
+  const allowPrivate: string[] = []
+  for (const it of m.strList('allow_private')?.items ?? []) {
+    const c = parseCidr(it.value)
+    if (!c.ok) r.error('invalid_cidr', c.message, it.path, it.node)
+    else {
+      if (c.prefix < (c.family === 4 ? 8 : 16)) r.warn('broad_private_range', `allow_private "${it.value}" is wider than /${c.family === 4 ? 8 : 16}`, it.path, it.node)
+      if (!allowPrivate.includes(c.cidr)) allowPrivate.push(c.cidr)
+    }
+  }
+  return allowPrivate
+}
+
+function checkMatch(r: Reader, m: MapReader): { match?: CelProgram; matchRequiresBody: boolean } {
+  const mm = m.map('match')
+  if (!mm) return { matchRequiresBody: false }
+  const mr = new MapReader(r, mm.node, mm.field.path, ['expr', 'requires_body'], 'match')
+  const matchRequiresBody = mr.bool('requires_body')?.value ?? false
+  const match = mr.require('expr', 'match') ? celOf(mr, 'expr', matchRequiresBody ? 'match_body' : 'match_headers', 'bool') : undefined
+  return { ...(match ? { match } : {}), matchRequiresBody }
+}
+
+/** request_schema: a YAML mapping or a JSON literal string. */
+function checkRequestSchema(r: Reader, sf: NonNullable<ReturnType<MapReader['field']>>): CRule['schema'] {
+  let value: unknown
+  if (sf.node && isScalar(sf.node) && typeof sf.node.value === 'string') {
+    try {
+      value = JSON.parse(sf.node.value)
+    } catch (e) {
+      r.error('invalid_schema', `request_schema JSON literal does not parse: ${(e as Error).message}`, sf.path, sf.node)
+      return undefined
+    }
+  } else if (sf.node && (isMap(sf.node) || (isScalar(sf.node) && typeof sf.node.value === 'boolean'))) {
+    const before = r.diagnostics.length
+    scanDuplicateKeys(r, sf.node, sf.path)
+    if (r.diagnostics.length > before) return undefined
+    try {
+      value = sf.node.toJS(r.doc, { maxAliasCount: 50 })
+    } catch {
+      r.error('document_too_complex', 'request_schema expands too many aliases', sf.path, sf.node)
+      return undefined
+    }
+  } else {
+    r.error('invalid_type', 'request_schema must be a mapping or a JSON literal string', sf.path, sf.node ?? sf.keyNode)
+    return undefined
+  }
+  const res = compileSchema(value)
+  if (res.ok) return res.validate
+  r.error(res.code, res.message, sf.path, sf.node)
+  return undefined
 }

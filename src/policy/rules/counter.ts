@@ -71,8 +71,61 @@ export function checkCounter(r: Reader, node: Node | null, path: string, capabil
     ...(name ? { name: { value: name.value, node: name.field.node ?? name.field.keyNode, path: name.field.path } } : {}),
   }
 
-  const reject = (keys: readonly string[], why: string) => keys.forEach((k) => m.reject(k, why))
   const bodyPhase = source === 'response' && requiresBody === true
+  const { framing, value, terminalCel } = checkSourceFields(r, m, source, bodyPhase, path, node)
+
+  const sc = m.field('status_codes')
+  const statusCodes = sc ? checkStatusCodes(r, sc) : []
+
+  const accumulator = source === 'response' ? enumOf(m, 'accumulator', ['max', 'sum', 'last'] as const) : m.has('accumulator') ? enumOf(m, 'accumulator', ['max', 'sum', 'last'] as const) : undefined
+  const reserve = m.nonNegativeInt('reserve_per_request')
+  const failureCharge = m.nonNegativeInt('failure_charge')
+  const maxConcurrent = m.nonNegativeInt('max_concurrent')
+  const sseEvent = m.str('sse_event')
+  const terminalEventType = m.str('terminal_event_type')
+  const terminalSentinel = m.str('terminal_sentinel')
+  const workspace = checkScope(r, m, 'workspace')
+  const task = checkScope(r, m, 'task')
+
+  checkScopeOrder(r, m, workspace, task, failureCharge)
+
+  const after = r.diagnostics.filter((d) => d.severity === 'error').length
+  if (after > before || !name || !source) return result
+
+  const limited = (workspace?.max ?? 0) > 0 || (task?.max ?? 0) > 0 || (maxConcurrent?.value ?? 0) > 0
+  if (!limited) r.warn('counter_never_fires', `counter "${name.value}" has no workspace or task max and no max_concurrent: it meters but never limits`, path, node)
+  else if (statusCodes.length > 0 && statusCodes.every((c) => c.startsWith('1'))) {
+    r.warn('counter_never_fires', `counter "${name.value}" only counts 1xx responses, which never end a request`, sc!.path, sc!.node)
+  }
+
+  const spec: CounterSpec = {
+    name: name.value,
+    capability,
+    source: source as CounterSource,
+    phase: source.startsWith('request.') ? 'request' : bodyPhase ? 'response_body' : 'response_headers',
+    ...(framing ? { framing } : {}),
+    ...(accumulator ? { accumulator } : {}),
+    ...(workspace ? { workspace: scopeOf(workspace) } : {}),
+    ...(task ? { task: scopeOf(task) } : {}),
+    reservePerRequest: reserve?.value ?? 0,
+    failureCharge: failureCharge?.value ?? 0,
+    maxConcurrent: maxConcurrent?.value ?? 0,
+    statusCodes,
+    ...(value ? { value } : {}),
+    ...(sseEvent && sseEvent.value !== '' ? { sseEvent: sseEvent.value } : {}),
+    ...(terminalEventType ? { terminalEventType: terminalEventType.value } : {}),
+    ...(terminalSentinel ? { terminalSentinel: terminalSentinel.value } : {}),
+    ...(terminalCel ? { terminalCel } : {}),
+  }
+  result.counter = makeCounter(spec)
+  return result
+}
+
+type Source = (typeof SOURCES)[number]
+
+/** The fields each source requires or rejects, and the CEL programs it reads. */
+function checkSourceFields(r: Reader, m: MapReader, source: Source | '' | undefined, bodyPhase: boolean, path: string, node: Node) {
+  const reject = (keys: readonly string[], why: string) => keys.forEach((k) => m.reject(k, why))
   let framing: 'single_document' | 'sse' | '' | undefined
   let value: CelProgram | undefined
   let terminalCel: CelProgram | undefined
@@ -110,34 +163,28 @@ export function checkCounter(r: Reader, node: Node | null, path: string, capabil
       if (m.has('terminal_cel')) terminalCel = celOf(m, 'terminal_cel', 'terminal_cel', 'bool')
     }
   }
+  return { framing, value, terminalCel }
+}
 
-  // status_codes
-  let statusCodes: string[] = []
-  const sc = m.field('status_codes')
-  if (sc) {
-    if (!sc.node || !isSeq(sc.node)) r.error('invalid_type', '"status_codes" must be a list', sc.path, sc.node ?? sc.keyNode)
-    else {
-      const items = seqItems(r, sc.node, sc.path)
-      if (items.length === 0) r.error('empty_list', '"status_codes" needs at least one entry', sc.path, sc.node)
-      for (const it of items) {
-        const raw = it.node && isScalar(it.node) && (typeof it.node.value === 'string' || typeof it.node.value === 'number') ? String(it.node.value) : undefined
-        if (raw === undefined || !parseStatusCodes([raw])) {
-          r.error('invalid_status_codes', `status code ${raw === undefined ? 'entry' : JSON.stringify(raw)} must be an exact code (200), a range (200-299) or a family (2xx) within 100-599`, it.path, it.node ?? sc.node)
-        } else statusCodes.push(raw)
-      }
-    }
+function checkStatusCodes(r: Reader, sc: NonNullable<ReturnType<MapReader['field']>>): string[] {
+  const statusCodes: string[] = []
+  if (!sc.node || !isSeq(sc.node)) {
+    r.error('invalid_type', '"status_codes" must be a list', sc.path, sc.node ?? sc.keyNode)
+    return statusCodes
   }
+  const items = seqItems(r, sc.node, sc.path)
+  if (items.length === 0) r.error('empty_list', '"status_codes" needs at least one entry', sc.path, sc.node)
+  for (const it of items) {
+    const raw = it.node && isScalar(it.node) && (typeof it.node.value === 'string' || typeof it.node.value === 'number') ? String(it.node.value) : undefined
+    if (raw === undefined || !parseStatusCodes([raw])) {
+      r.error('invalid_status_codes', `status code ${raw === undefined ? 'entry' : JSON.stringify(raw)} must be an exact code (200), a range (200-299) or a family (2xx) within 100-599`, it.path, it.node ?? sc.node)
+    } else statusCodes.push(raw)
+  }
+  return statusCodes
+}
 
-  const accumulator = source === 'response' ? enumOf(m, 'accumulator', ['max', 'sum', 'last'] as const) : m.has('accumulator') ? enumOf(m, 'accumulator', ['max', 'sum', 'last'] as const) : undefined
-  const reserve = m.nonNegativeInt('reserve_per_request')
-  const failureCharge = m.nonNegativeInt('failure_charge')
-  const maxConcurrent = m.nonNegativeInt('max_concurrent')
-  const sseEvent = m.str('sse_event')
-  const terminalEventType = m.str('terminal_event_type')
-  const terminalSentinel = m.str('terminal_sentinel')
-  const workspace = checkScope(r, m, 'workspace')
-  const task = checkScope(r, m, 'task')
-
+/** A task scope fits inside the workspace scope; failure_charge fits under every max. */
+function checkScopeOrder(r: Reader, m: MapReader, workspace: ScopeRead | undefined, task: ScopeRead | undefined, failureCharge: ReturnType<MapReader['nonNegativeInt']>): void {
   if (workspace && task) {
     const tf = m.field('task')!
     if (workspace.max > 0 && task.max > workspace.max) r.error('scope_order', `task max ${task.max} exceeds workspace max ${workspace.max}`, pointer(tf.path, 'max'), task.nodes.max ?? tf.node)
@@ -148,37 +195,6 @@ export function checkCounter(r: Reader, node: Node | null, path: string, capabil
       if (s && s.max > 0 && failureCharge.value > s.max) r.error('failure_charge_exceeds_max', `failure_charge ${failureCharge.value} exceeds the ${k} max ${s.max}`, failureCharge.field.path, failureCharge.field.node)
     }
   }
-
-  const after = r.diagnostics.filter((d) => d.severity === 'error').length
-  if (after > before || !name || !source) return result
-
-  const limited = (workspace?.max ?? 0) > 0 || (task?.max ?? 0) > 0 || (maxConcurrent?.value ?? 0) > 0
-  if (!limited) r.warn('counter_never_fires', `counter "${name.value}" has no workspace or task max and no max_concurrent: it meters but never limits`, path, node)
-  else if (statusCodes.length > 0 && statusCodes.every((c) => c.startsWith('1'))) {
-    r.warn('counter_never_fires', `counter "${name.value}" only counts 1xx responses, which never end a request`, sc!.path, sc!.node)
-  }
-
-  const spec: CounterSpec = {
-    name: name.value,
-    capability,
-    source: source as CounterSource,
-    phase: source.startsWith('request.') ? 'request' : bodyPhase ? 'response_body' : 'response_headers',
-    ...(framing ? { framing } : {}),
-    ...(accumulator ? { accumulator } : {}),
-    ...(workspace ? { workspace: scopeOf(workspace) } : {}),
-    ...(task ? { task: scopeOf(task) } : {}),
-    reservePerRequest: reserve?.value ?? 0,
-    failureCharge: failureCharge?.value ?? 0,
-    maxConcurrent: maxConcurrent?.value ?? 0,
-    statusCodes,
-    ...(value ? { value } : {}),
-    ...(sseEvent && sseEvent.value !== '' ? { sseEvent: sseEvent.value } : {}),
-    ...(terminalEventType ? { terminalEventType: terminalEventType.value } : {}),
-    ...(terminalSentinel ? { terminalSentinel: terminalSentinel.value } : {}),
-    ...(terminalCel ? { terminalCel } : {}),
-  }
-  result.counter = makeCounter(spec)
-  return result
 }
 
 function scopeOf(s: ScopeRead): BudgetScope {

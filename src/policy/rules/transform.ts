@@ -61,87 +61,109 @@ export function checkTransform(r: Reader, node: Node | null, path: string, index
   const vm = m.map(kind)
   if (!vm) return result
   const key = name && name.value !== '' ? name.value : `transform[${index}]`
-  const base = { index, key, appliesTo: applies && applies.items.length > 0 ? new Set(applies.items.map((i) => i.value)) : null, requiresBody: kind === 'body' ? true : requiresBody, ...(name && name.value !== '' ? { name: name.value } : {}) }
+  const base: Base = { index, key, appliesTo: applies && applies.items.length > 0 ? new Set(applies.items.map((i) => i.value)) : null, requiresBody: kind === 'body' ? true : requiresBody, ...(name && name.value !== '' ? { name: name.value } : {}) }
   const opts = { withBody: requiresBody }
   let t: CTransform | undefined
-
   switch (kind) {
-    case 'header': {
-      const v = new MapReader(r, vm.node, vm.field.path, ['name', 'action', 'value'], 'header transform')
-      v.require('name', 'a header transform')
-      v.require('action', 'a header transform')
-      const hn = v.str('name')
-      if (hn && !TOKEN.test(hn.value)) r.error('invalid_header_name', `header name ${JSON.stringify(hn.value)} is not an RFC 7230 token`, hn.field.path, hn.field.node)
-      const action = enumOf(v, 'action', ['set', 'add', 'remove'] as const)
-      let value
-      if (action === 'remove') v.reject('value', 'when action is remove')
-      else if (action && v.require('value', `a header "${action}" transform`)) value = celOf(v, 'value', 'transform_header', 'string', opts)
-      if (hn && action) t = { ...base, kind: 'header', header: hn.value.toLowerCase(), action, ...(value ? { value } : {}) }
-      const raw = v.str('value')?.value.trim()
-      result.pinsIdentity = hn?.value.toLowerCase() === 'accept-encoding' && action === 'set' && (raw === '"identity"' || raw === "'identity'")
+    case 'header':
+      t = headerTransform(r, vm, base, opts, result)
       break
-    }
-    case 'path': {
-      const v = new MapReader(r, vm.node, vm.field.path, ['action', 'pattern', 'value'], 'path transform')
-      v.require('action', 'a path transform')
-      const action = enumOf(v, 'action', ['replace', 'prefix'] as const)
-      let pattern: RE2 | undefined
-      if (action === 'prefix') v.reject('pattern', 'when action is prefix')
-      if (action === 'replace' && v.require('pattern', 'a path "replace" transform')) {
-        const p = v.str('pattern')
-        if (p) {
-          try {
-            pattern = new RE2(p.value, 'gu')
-          } catch (e) {
-            r.error('invalid_regex', `pattern ${JSON.stringify(p.value)} is not valid RE2: ${(e as Error).message}`, p.field.path, p.field.node)
-          }
-        }
-      }
-      const value = v.require('value', 'a path transform') ? celOf(v, 'value', 'transform_path', 'string', opts) : undefined
-      const raw = v.str('value')
-      if (action === 'replace' && raw && /\$\d|\$\{|\\\d/.test(raw.value)) {
-        r.warn('substitution_backreference', 'path replacement values are literal: "$1" and "\\1" are not expanded', raw.field.path, raw.field.node)
-      }
-      if (action && value && (action === 'prefix' || pattern)) t = { ...base, kind: 'path', action, value, ...(pattern ? { pattern } : {}) }
+    case 'path':
+      t = pathTransform(r, vm, base, opts)
       break
-    }
-    case 'query': {
-      const v = new MapReader(r, vm.node, vm.field.path, ['action', 'key', 'value'], 'query transform')
-      v.require('action', 'a query transform')
-      v.require('key', 'a query transform')
-      const action = enumOf(v, 'action', ['set', 'remove'] as const)
-      const k = v.str('key')
-      if (k && k.value === '') r.error('missing_key', 'query transform "key" may not be empty', k.field.path, k.field.node)
-      let value
-      if (action === 'remove') v.reject('value', 'when action is remove')
-      else if (action === 'set' && v.require('value', 'a query "set" transform')) value = celOf(v, 'value', 'transform_query', 'string', opts)
-      if (action && k && k.value !== '') t = { ...base, kind: 'query', action, param: k.value, ...(value ? { value } : {}) }
+    case 'query':
+      t = queryTransform(r, vm, base, opts)
       break
-    }
-    case 'body': {
-      const v = new MapReader(r, vm.node, vm.field.path, ['action', 'key', 'value'], 'body transform')
-      v.require('action', 'a body transform')
-      const action = enumOf(v, 'action', ['merge', 'prefix'] as const)
-      if (action === 'merge') v.reject('key', 'when action is merge')
-      const k = action === 'prefix' && v.require('key', 'a body "prefix" transform') ? v.str('key') : undefined
-      const value = v.require('value', 'a body transform') && action ? celOf(v, 'value', 'transform_body', action === 'merge' ? 'map' : 'string') : undefined
-      if (action && value && (action === 'merge' || k)) t = { ...base, kind: 'body', action, value, ...(k ? { field: k.value } : {}) }
+    case 'body':
+      t = bodyTransform(r, vm, base, opts)
       break
-    }
-    case 'auth': {
-      m.reject('requires_body', 'on an auth transform')
-      const v = new MapReader(r, vm.node, vm.field.path, ['credential', 'provider'], 'auth transform')
-      v.require('credential', 'an auth transform')
-      v.require('provider', 'an auth transform')
-      const cred = v.str('credential')
-      const prov = v.str('provider')
-      if (cred && cred.value === '') r.error('missing_key', 'auth transform "credential" may not be empty', cred.field.path, cred.field.node)
-      if (prov && !isAuthProvider(prov.value)) r.error('unknown_provider', `unknown auth provider ${JSON.stringify(prov.value)} (see docs/policy.md for the list)`, prov.field.path, prov.field.node)
-      if (cred && prov && cred.value !== '' && isAuthProvider(prov.value)) t = { ...base, kind: 'auth', credential: cred.value, provider: prov.value, requiresBody: false }
+    case 'auth':
+      t = authTransform(r, vm, base, opts, m)
       break
-    }
   }
   const after = r.diagnostics.filter((d) => d.severity === 'error').length
   if (after === before && t) result.transform = t
   return result
+}
+
+type VariantMap = NonNullable<ReturnType<MapReader['map']>>
+type Base = { index: number; key: string; appliesTo: Set<string> | null; requiresBody: boolean; name?: string }
+
+function headerTransform(r: Reader, vm: VariantMap, base: Base, opts: { withBody: boolean }, result: TransformResult): CTransform | undefined {
+  const v = new MapReader(r, vm.node, vm.field.path, ['name', 'action', 'value'], 'header transform')
+  v.require('name', 'a header transform')
+  v.require('action', 'a header transform')
+  const hn = v.str('name')
+  if (hn && !TOKEN.test(hn.value)) r.error('invalid_header_name', `header name ${JSON.stringify(hn.value)} is not an RFC 7230 token`, hn.field.path, hn.field.node)
+  const action = enumOf(v, 'action', ['set', 'add', 'remove'] as const)
+  let value
+  if (action === 'remove') v.reject('value', 'when action is remove')
+  else if (action && v.require('value', `a header "${action}" transform`)) value = celOf(v, 'value', 'transform_header', 'string', opts)
+  const raw = v.str('value')?.value.trim()
+  result.pinsIdentity = hn?.value.toLowerCase() === 'accept-encoding' && action === 'set' && (raw === '"identity"' || raw === "'identity'")
+  if (hn && action) return { ...base, kind: 'header', header: hn.value.toLowerCase(), action, ...(value ? { value } : {}) }
+  return undefined
+}
+
+function pathTransform(r: Reader, vm: VariantMap, base: Base, opts: { withBody: boolean }): CTransform | undefined {
+  const v = new MapReader(r, vm.node, vm.field.path, ['action', 'pattern', 'value'], 'path transform')
+  v.require('action', 'a path transform')
+  const action = enumOf(v, 'action', ['replace', 'prefix'] as const)
+  let pattern: RE2 | undefined
+  if (action === 'prefix') v.reject('pattern', 'when action is prefix')
+  if (action === 'replace' && v.require('pattern', 'a path "replace" transform')) {
+    const p = v.str('pattern')
+    if (p) {
+      try {
+        pattern = new RE2(p.value, 'gu')
+      } catch (e) {
+        r.error('invalid_regex', `pattern ${JSON.stringify(p.value)} is not valid RE2: ${(e as Error).message}`, p.field.path, p.field.node)
+      }
+    }
+  }
+  const value = v.require('value', 'a path transform') ? celOf(v, 'value', 'transform_path', 'string', opts) : undefined
+  const raw = v.str('value')
+  if (action === 'replace' && raw && /\$\d|\$\{|\\\d/.test(raw.value)) {
+    r.warn('substitution_backreference', 'path replacement values are literal: "$1" and "\\1" are not expanded', raw.field.path, raw.field.node)
+  }
+  if (action && value && (action === 'prefix' || pattern)) return { ...base, kind: 'path', action, value, ...(pattern ? { pattern } : {}) }
+  return undefined
+}
+
+function queryTransform(r: Reader, vm: VariantMap, base: Base, opts: { withBody: boolean }): CTransform | undefined {
+  const v = new MapReader(r, vm.node, vm.field.path, ['action', 'key', 'value'], 'query transform')
+  v.require('action', 'a query transform')
+  v.require('key', 'a query transform')
+  const action = enumOf(v, 'action', ['set', 'remove'] as const)
+  const k = v.str('key')
+  if (k && k.value === '') r.error('missing_key', 'query transform "key" may not be empty', k.field.path, k.field.node)
+  let value
+  if (action === 'remove') v.reject('value', 'when action is remove')
+  else if (action === 'set' && v.require('value', 'a query "set" transform')) value = celOf(v, 'value', 'transform_query', 'string', opts)
+  if (action && k && k.value !== '') return { ...base, kind: 'query', action, param: k.value, ...(value ? { value } : {}) }
+  return undefined
+}
+
+function bodyTransform(r: Reader, vm: VariantMap, base: Base, opts: { withBody: boolean }): CTransform | undefined {
+  const v = new MapReader(r, vm.node, vm.field.path, ['action', 'key', 'value'], 'body transform')
+  v.require('action', 'a body transform')
+  const action = enumOf(v, 'action', ['merge', 'prefix'] as const)
+  if (action === 'merge') v.reject('key', 'when action is merge')
+  const k = action === 'prefix' && v.require('key', 'a body "prefix" transform') ? v.str('key') : undefined
+  const value = v.require('value', 'a body transform') && action ? celOf(v, 'value', 'transform_body', action === 'merge' ? 'map' : 'string') : undefined
+  if (action && value && (action === 'merge' || k)) return { ...base, kind: 'body', action, value, ...(k ? { field: k.value } : {}) }
+  return undefined
+}
+
+function authTransform(r: Reader, vm: VariantMap, base: Base, opts: { withBody: boolean }, m: MapReader): CTransform | undefined {
+  m.reject('requires_body', 'on an auth transform')
+  const v = new MapReader(r, vm.node, vm.field.path, ['credential', 'provider'], 'auth transform')
+  v.require('credential', 'an auth transform')
+  v.require('provider', 'an auth transform')
+  const cred = v.str('credential')
+  const prov = v.str('provider')
+  if (cred && cred.value === '') r.error('missing_key', 'auth transform "credential" may not be empty', cred.field.path, cred.field.node)
+  if (prov && !isAuthProvider(prov.value)) r.error('unknown_provider', `unknown auth provider ${JSON.stringify(prov.value)} (see docs/policy.md for the list)`, prov.field.path, prov.field.node)
+  if (cred && prov && cred.value !== '' && isAuthProvider(prov.value)) return { ...base, kind: 'auth', credential: cred.value, provider: prov.value, requiresBody: false }
+  return undefined
 }
