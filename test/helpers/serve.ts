@@ -1,7 +1,8 @@
-// Spawns a real `corral serve` (the built binary, bin/run.js → dist/) on a free port with a temp
-// data dir, waits for its ready line, and hands back what a test needs to drive it over HTTP or
-// through the CLI. Shared by the server, CLI and proxy e2e suites. Run `npm run build` first
-// (`npm test` does).
+// The real `corral serve` for tests: the built binary (bin/run.js → dist/), so run `npm run build`
+// first (`npm test` does). `startStack()` is where an e2e suite starts — serve on free ports with a
+// temp data dir, an optional fake model provider, a provider and a role, the admin's API and CLI
+// clients, one close(). `startServe()` is the bare process, for suites about serve itself (start-up,
+// flags, shutdown, restarts, replicas, chaos); `runCorral()` runs any other command to completion.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -114,11 +115,7 @@ export function runCorral(args: string[], opts: { env?: Record<string, string>; 
   })
 }
 
-// ---------------------------------------------------------------------------------------------
-// The e2e stack: one real `serve` with what the suites drive it with — optionally a fake model
-// provider over HTTPS (serve trusts its test CA), a provider and a role created through the API —
-// plus the admin's HTTP and CLI clients and one close() for all of it. Every e2e suite that needs
-// a provider or a role starts here instead of repeating the setup.
+// The e2e stack (startStack): what an e2e suite needs around one serve, and one close() for it.
 
 export interface StackOptions extends Omit<ServeOptions, 'db'> {
   /** `--runtime` (local is bubblewrap; suites pick local where `bwrapAvailable()`, else process). */
@@ -243,25 +240,7 @@ async function build(opts: StackOptions, dir: string, cleanups: Array<() => Prom
       await new Promise((r) => setTimeout(r, 100))
     }
   }
-  const created = async (what: string, path: string, body: unknown) => {
-    const res = await api('POST', path, body)
-    if (res.status !== 201) throw new Error(`creating the ${what} answered ${res.status}: ${JSON.stringify(res.body)}`)
-    return res.body as { id: string; name: string }
-  }
-
-  let provider: Stack['provider']
-  let role: Stack['role']
-  if (providerOpts || roleOpts) {
-    const defaults = model
-      ? { name: 'fake-anthropic', kind: 'anthropic', base_url: model.url, default_model: 'claude-test' }
-      : { name: 'none', kind: 'anthropic', base_url: 'https://127.0.0.1:9', default_model: 'none' }
-    provider = await created('provider', '/providers', { ...defaults, ...providerOpts })
-  }
-  if (roleOpts) {
-    const caps = roleOpts.capabilities
-    const capabilities = caps !== undefined && model ? onLoopback(caps, portOf(model.url)) : caps
-    role = await created('role', '/agent-roles', { ...roleOpts, ...(capabilities !== undefined ? { capabilities } : {}), provider_id: provider!.id })
-  }
+  const { provider, role } = await createProviderAndRole(api, model, providerOpts, roleOpts)
 
   const cliEnv = { CORRAL_API_URL: serve.url, CORRAL_TOKEN: serve.adminKey, XDG_CONFIG_HOME: dir }
   return {
@@ -278,6 +257,25 @@ async function build(opts: StackOptions, dir: string, cleanups: Array<() => Prom
     audit: async (wsId, ...filters) =>
       (await api('GET', `/workspaces/${wsId}/audit?order=asc&limit=1000${filters.map((f) => `&filter=${encodeURIComponent(f)}`).join('')}`)).body.events,
   }
+}
+
+/** The stack's provider (and role on it) through the API; a refusal fails the start with its body. */
+async function createProviderAndRole(api: Stack['api'], model: FakeProvider | undefined, providerOpts: StackOptions['provider'], roleOpts: StackOptions['role']): Promise<Pick<Stack, 'provider' | 'role'>> {
+  const created = async (what: string, path: string, body: unknown) => {
+    const res = await api('POST', path, body)
+    if (res.status !== 201) throw new Error(`creating the ${what} answered ${res.status}: ${JSON.stringify(res.body)}`)
+    return res.body as { id: string; name: string }
+  }
+  if (!providerOpts && !roleOpts) return {}
+  const defaults = model
+    ? { name: 'fake-anthropic', kind: 'anthropic', base_url: model.url, default_model: 'claude-test' }
+    : { name: 'none', kind: 'anthropic', base_url: 'https://127.0.0.1:9', default_model: 'none' }
+  const provider = await created('provider', '/providers', { ...defaults, ...providerOpts })
+  if (!roleOpts) return { provider }
+  const caps = roleOpts.capabilities
+  const capabilities = caps !== undefined && model ? onLoopback(caps, portOf(model.url)) : caps
+  const role = await created('role', '/agent-roles', { ...roleOpts, ...(capabilities !== undefined ? { capabilities } : {}), provider_id: provider.id })
+  return { provider, role }
 }
 
 /**
