@@ -130,14 +130,39 @@ export function check(input: NewAuditEvent): { event: AuditEvent; fields?: Recor
       fail(c, ARRAY_COLUMNS.has(c) ? 'must be an array' : 'must be an object')
     }
   }
-  // Optional columns are absent, never null or undefined, in stored and streamed events.
-  const event: Record<string, unknown> = { id: idOk && typeof src.id === 'string' ? src.id.toLowerCase() : uuidv7(), timestamp }
+  const id = idOk && typeof src.id === 'string' ? src.id.toLowerCase() : uuidv7()
+  const event = copyEvent(src, id, timestamp)
+  return fields ? { event: event as unknown as AuditEvent, fields } : { event: event as unknown as AuditEvent }
+}
+
+/**
+ * The stamped event: id and timestamp first, then the input's own fields. Optional columns are
+ * absent, never null or undefined, in stored and streamed events. A spread keeps the object in
+ * V8's fast mode (adding ~25 properties one keyed store at a time turns it into a dictionary,
+ * which made every later read of it, and its serialization, about twice as slow).
+ */
+function copyEvent(src: Record<string, unknown>, id: string, timestamp: string): Record<string, unknown> {
+  let holes = false
+  for (const k in src) {
+    const v = src[k]
+    if (v === undefined || v === null) {
+      holes = true
+      break
+    }
+  }
+  if (!holes) {
+    const event: Record<string, unknown> = { id, timestamp, ...src }
+    event.id = id
+    event.timestamp = timestamp
+    return event
+  }
+  const event: Record<string, unknown> = { id, timestamp }
   for (const k in src) {
     if (k === 'id' || k === 'timestamp' || !Object.hasOwn(src, k)) continue
     const v = src[k]
     if (v !== undefined && v !== null) event[k] = v
   }
-  return fields ? { event: event as unknown as AuditEvent, fields } : { event: event as unknown as AuditEvent }
+  return event
 }
 
 export function describeFields(fields: Record<string, string>): string {
