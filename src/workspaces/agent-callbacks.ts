@@ -4,9 +4,9 @@
 // type's schema and the schema for it of every pack attached to the workspace's role
 // (agent-event-schemas.ts; the packs the workspace's agent was started with); then the `agent_events` counters are debited through the
 // proxy's budgets (a deny answers 429/403 and records nothing). The row is category `activity`,
-// actor `agent`, with the raw body as `detail` and the debits on the row. `task_end` completes the task (the controller then
+// actor `agent`, with the raw body as `detail` and the debits on the row. `task_end` completes the task (the task runner then
 // snapshots when the agent exits). `GET /tasks/next` serves the agent of a warm pool member
-// (controller.nextTask): 200 with its task once claimed (with `?token=ahead`, first a 200 with only
+// (hand-over.ts nextTask): 200 with its task once claimed (with `?token=ahead`, first a 200 with only
 // the claimed task's `proxy_token`), 204 + `Retry-After: 0` after a long poll with nothing, 410
 // when there is no more work for it (cold agents get their task in the inbox).
 import { AGENT_EVENT_TYPES, type AgentEventType, type AuditSink, CorralError, inputProblem } from '../contract/index.js'
@@ -14,7 +14,10 @@ import { AuditUnavailableError } from '../audit/unavailable.js'
 import { isStoreUnavailable } from '../store/index.js'
 import type { AgentCallbackHandler, AgentEventCharge, CapabilityClaims, ControlReply } from '../proxy/index.js'
 import { agentEventViolation } from './agent-event-schemas.js'
-import type { WorkspaceController } from './controller.js'
+import type { WorkspaceService } from './service.js'
+
+/** What the callbacks need of the workspace service (its methods of the same names). */
+export type AgentCallbackTarget = Pick<WorkspaceService, 'get' | 'task' | 'nextTask' | 'agentEventSchemas' | 'agentTaskEnded'>
 
 const EVENT_PATH = /^\/task\/([A-Za-z0-9_-]{1,128})\/event\/?$/
 const TYPES = new Set<string>(AGENT_EVENT_TYPES)
@@ -23,11 +26,11 @@ const refuse = (status: number, code: string, message: string, details?: Record<
   ({ status, body: { error: { code, message, ...(details ? { details } : {}) } } })
 
 export class AgentEvents implements AgentCallbackHandler {
-  readonly #controller: WorkspaceController
+  readonly #service: AgentCallbackTarget
   readonly #audit: AuditSink
 
-  constructor(controller: WorkspaceController, audit: AuditSink) {
-    this.#controller = controller
+  constructor(service: AgentCallbackTarget, audit: AuditSink) {
+    this.#service = service
     this.#audit = audit
   }
 
@@ -48,10 +51,10 @@ export class AgentEvents implements AgentCallbackHandler {
 
   async #handle(claims: CapabilityClaims, method: string, path: string, body: Buffer, charge?: () => Promise<AgentEventCharge>, query?: URLSearchParams): Promise<ControlReply> {
     if (method === 'GET' && /^\/tasks\/next\/?$/.test(path)) {
-      // `?token=ahead`: the agent takes the claimed task's token before the task (controller.nextTask).
+      // `?token=ahead`: the agent takes the claimed task's token before the task (hand-over.ts nextTask).
       // Only the warm agent's unspent start-up token or the claimed task's token gets an answer.
       const as = claims.startup ? { startup: true as const, ...(claims.jti ? { jti: claims.jti } : {}) } : { ...(claims.task_id ? { taskId: claims.task_id } : {}) }
-      const next = await this.#controller.nextTask(claims.workspace_id, undefined, { tokenAhead: query?.get('token') === 'ahead', as })
+      const next = await this.#service.nextTask(claims.workspace_id, undefined, { tokenAhead: query?.get('token') === 'ahead', as })
       if (next === 'none') return refuse(410, 'no_more_tasks', 'this workspace has no more work for this agent')
       // A long poll that ended with nothing: ask again at once.
       if (next === 'wait') return { status: 204, headers: { 'retry-after': '0' } }
@@ -80,11 +83,11 @@ export class AgentEvents implements AgentCallbackHandler {
     if (typeof event.type !== 'string' || !TYPES.has(event.type)) {
       return refuse(400, 'validation_error', `type must be one of ${AGENT_EVENT_TYPES.join(', ')}`, { fields: { '/type': 'unknown agent event type' } })
     }
-    const ws = await this.#controller.tables.get(claims.org_id, claims.workspace_id)
-    const task = await this.#controller.tables.tasks.get(claims.org_id, taskId)
+    const ws = await this.#service.get(claims.org_id, claims.workspace_id)
+    const task = await this.#service.task(claims.org_id, taskId)
     if (!ws || !task || task.workspace_id !== ws.id) return refuse(404, 'not_found', `task ${taskId} not found in this workspace`)
     // corral's schema for the type and, for the packs of the role, theirs (compiled once per digest).
-    const bad = agentEventViolation(event.type as AgentEventType, event, await this.#controller.agentEventSchemas(ws.org_id, ws.id))
+    const bad = agentEventViolation(event.type as AgentEventType, event, await this.#service.agentEventSchemas(ws.org_id, ws.id))
     if (bad) return refuse(400, 'validation_error', bad.message, { fields: bad.fields, ...(bad.packs.length ? { packs: bad.packs } : {}) })
     const charged = charge ? await charge() : undefined
     if (charged && !charged.ok) return refuse(charged.status, charged.reason, `agent event refused by the workspace policy (${charged.reason})`, charged.detail)
@@ -97,7 +100,7 @@ export class AgentEvents implements AgentCallbackHandler {
       const status = event.status === 'completed' ? 'completed' : 'failed'
       const reason = typeof event.reason === 'string' ? event.reason : status === 'failed' ? 'agent_reported_failure' : undefined
       const summary = typeof event.summary === 'string' ? event.summary.slice(0, 4000) : undefined
-      await this.#controller.agentTaskEnded(ws.id, taskId, status, reason, summary)
+      await this.#service.agentTaskEnded(ws.id, taskId, status, reason, summary)
     }
     return { status: 202, body: { status: 'accepted' } }
   }

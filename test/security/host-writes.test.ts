@@ -179,15 +179,15 @@ for (const dialect of testDialects()) {
       const { controller, orgId, actor, role } = rig
       const { workspace, task } = await controller.createWorkspace(orgId, actor, role, { description: `link uploads ${outside}`, options: {} })
       // The stand-in exits without task_end: its task ends when the agent has gone.
-      await waitFor(async () => (await controller.tables.get(orgId, workspace.id))?.task_count === 1, 'the linking task')
-      await waitFor(async () => (await controller.tables.get(orgId, workspace.id))?.state === 'idle', 'idle')
+      await waitFor(async () => (await controller.get(orgId, workspace.id))?.task_count === 1, 'the linking task')
+      await waitFor(async () => (await controller.get(orgId, workspace.id))?.state === 'idle', 'idle')
       const id = `task_${randomUUID().replaceAll('-', '')}`
       mkdirSync(controller.stagingDir(id), { recursive: true })
       writeFileSync(join(controller.stagingDir(id), 'notes.txt'), 'uploaded\n')
       const before = tree(outside)
       await controller.submitTask(orgId, actor, workspace.id, { id, description: 'write done.txt ok', options: {}, uploads: ['notes.txt'] })
       const done = await waitFor(async () => {
-        const t = await controller.tables.tasks.get(orgId, id)
+        const t = await controller.task(orgId, id)
         return t && ['failed', 'completed'].includes(t.status) ? t : undefined
       }, 'the upload task')
       expect(done).toMatchObject({ status: 'failed', reason: 'upload_refused' })

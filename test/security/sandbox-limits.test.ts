@@ -137,14 +137,14 @@ for (const dialect of testDialects()) {
       const r = rig
       const { workspace, task } = await r.controller.createWorkspace(r.orgId, r.actor, r.role, { description: 'forkbomb', options: {} })
       const settled = (id: string) => waitFor(async () => {
-        const t = await r.controller.tables.tasks.byId(id)
+        const t = await r.store.workspaces.tasks.byId(id)
         return t && !['submitted', 'running'].includes(t.status) ? t : undefined
       }, `task ${id}`, 60_000)
       expect(await settled(task!.id)).toMatchObject({ status: 'failed', reason: 'pids_limit_exceeded', summary: expect.stringMatching(/process limit \(CORRAL_WORKSPACE_PIDS\)/) })
-      await waitFor(async () => (await r.controller.tables.byId(workspace.id))?.state === 'idle' || undefined, 'idle')
+      await waitFor(async () => (await r.store.workspaces.byId(workspace.id))?.state === 'idle' || undefined, 'idle')
       const mem = await r.controller.submitTask(r.orgId, r.actor, workspace.id, { description: 'memory', options: {} })
       expect(await settled(mem.id)).toMatchObject({ status: 'failed', reason: 'memory_limit_exceeded', summary: expect.stringMatching(/memory limit/) })
-      await waitFor(async () => (await r.controller.tables.byId(workspace.id))?.state === 'idle' || undefined, 'idle')
+      await waitFor(async () => (await r.store.workspaces.byId(workspace.id))?.state === 'idle' || undefined, 'idle')
       // An agent that survives the limit (its spawns fail, it goes on) and reports `completed`:
       // the task still fails for the limit, keeping what the agent said.
       const survive = await r.controller.submitTask(r.orgId, r.actor, workspace.id, { description: 'survive', options: {} })
@@ -154,7 +154,7 @@ for (const dialect of testDialects()) {
         Buffer.from(JSON.stringify({ type: 'task_end', status: 'completed', summary: 'all fine here' })))
       writeFileSync(join(dataDir, 'go'), '')
       expect(await settled(survive.id)).toMatchObject({ status: 'failed', reason: 'pids_limit_exceeded', summary: expect.stringMatching(/process limit.*The agent reported: all fine here$/) })
-      await waitFor(async () => (await r.controller.tables.byId(workspace.id))?.state === 'idle' || undefined, 'idle')
+      await waitFor(async () => (await r.store.workspaces.byId(workspace.id))?.state === 'idle' || undefined, 'idle')
       const fine = await r.controller.submitTask(r.orgId, r.actor, workspace.id, { description: 'plain', options: {} })
       expect(await settled(fine.id)).toMatchObject({ status: 'failed', reason: 'agent_exited' }) // exits without task_end, limits untouched
       expect(readFileSync(join((await r.runtime.provision({ workspaceId: workspace.id })).dataDir, 'fine'), 'utf8')).toBe('fine\n')

@@ -138,7 +138,7 @@ for (const dialect of testDialects()) {
 
     it('only its own unspent start-up token or the claimed task\'s token gets an answer', async () => {
       const r = (rig = await controllerRig(await dialect.open(), { poolSize: 1 }))
-      const member = await waitFor(async () => (await r.controller.tables.list(r.orgId, { state: ['idle'] })).find((w) => w.pooled), 'a pooled idle workspace')
+      const member = await waitFor(async () => (await r.store.workspaces.list(r.orgId, { state: ['idle'] })).find((w) => w.pooled), 'a pooled idle workspace')
       const dir = (await r.runtime.provision({ workspaceId: member.id })).dataDir
       await waitFor(async () => existsSync(join(dir, 'warm.pid')), 'the warm agent waiting')
       const boot = await warmClaims(r, dir)
@@ -161,7 +161,7 @@ for (const dialect of testDialects()) {
         Buffer.from(JSON.stringify({ type: 'task_end', status: 'completed', summary: 'once' })))
       const { writeFileSync } = await import('node:fs')
       writeFileSync(join(dir, 'task.json'), JSON.stringify(first.body))
-      await waitFor(async () => (await r.controller.tables.tasks.byId(t!.id))?.status === 'completed', 'the task completed')
+      await waitFor(async () => (await r.store.workspaces.tasks.byId(t!.id))?.status === 'completed', 'the task completed')
     })
   })
 }

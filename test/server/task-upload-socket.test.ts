@@ -26,7 +26,7 @@ describe('task uploads over a socket', () => {
     h = await createHarness()
     rig = await controllerRig(h.store)
     h.deps.controller = rig.controller
-    h.deps.workspaces = { get: async (o, id) => { const w = await rig.controller.tables.get(o, id); return w && { id: w.id, created_by: w.created_by } } }
+    h.deps.workspaces = { get: async (o, id) => { const w = await rig.controller.get(o, id); return w && { id: w.id, created_by: w.created_by } } }
     h.deps.taskRateLimit = false
     await h.app.listen({ host: '127.0.0.1', port: 0 })
     port = (h.app.server.address() as { port: number }).port
@@ -34,7 +34,7 @@ describe('task uploads over a socket', () => {
     const t = proxyTables(h.store.db).workspaces
     roleId = await t.createRole(org.orgId, { name: 'coder', provider_id: await t.createProvider(org.orgId, { name: 'prov' }) })
     // A workspace that exists but never runs: the follow-up route reads its body before submitting.
-    idleWorkspace = await rig.controller.tables.create(org.orgId, { role_id: roleId, created_by: org.ownerId, created_by_user_id: org.ownerId })
+    idleWorkspace = await rig.store.workspaces.create(org.orgId, { role_id: roleId, created_by: org.ownerId, created_by_user_id: org.ownerId })
   })
   afterAll(async () => {
     await rig.close()
@@ -115,7 +115,7 @@ describe('task uploads over a socket', () => {
     const raw = await within(response, 10_000, 'whole upload')
     expect(raw).toMatch(/^HTTP\/1\.1 202/)
     const { workspace_id } = JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4)) as { workspace_id: string }
-    await waitFor(async () => (await rig.controller.tables.byId(workspace_id))?.state === 'busy', 'the agent started')
+    await waitFor(async () => (await rig.store.workspaces.byId(workspace_id))?.state === 'busy', 'the agent started')
     await rig.controller.stop(org.orgId, workspace_id)
     expect(staged()).toEqual([])
   })
@@ -183,7 +183,7 @@ describe('task uploads over a socket', () => {
     const r1 = await send('/v1/tasks', unknownRole.length, unknownRole)
     expect(envelope(await within(r1.response, 5_000, 'unknown role')).status).toBe(404)
     expect(staged()).toEqual([])
-    const archived = await rig.controller.tables.create(org.orgId, { role_id: roleId, created_by: org.ownerId, created_by_user_id: org.ownerId })
+    const archived = await rig.store.workspaces.create(org.orgId, { role_id: roleId, created_by: org.ownerId, created_by_user_id: org.ownerId })
     await h.store.db.updateTable('workspaces' as never).set({ state: 'archived' } as never).where('id' as never, '=', archived as never).execute()
     const followUp = body({ description: 'x' }, Buffer.from('data'), true)
     const r2 = await send(`/v1/workspaces/${archived}/tasks`, followUp.length, followUp)

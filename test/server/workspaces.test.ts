@@ -20,7 +20,7 @@ for (const dialect of testDialects()) describe(`tasks and workspaces routes (${d
     h = await createHarness({ open: dialect.open })
     rig = await controllerRig(h.store)
     h.deps.controller = rig.controller
-    h.deps.workspaces = { get: async (o, id) => { const w = await rig.controller.tables.get(o, id); return w && { id: w.id, created_by: w.created_by } } }
+    h.deps.workspaces = { get: async (o, id) => { const w = await rig.controller.get(o, id); return w && { id: w.id, created_by: w.created_by } } }
     h.deps.taskRateLimit = false
     org = await h.newOrg()
     roleId = await newRole(org.orgId, 'coder')
@@ -36,7 +36,7 @@ for (const dialect of testDialects()) describe(`tasks and workspaces routes (${d
     return t().createRole(orgId, { name, provider_id: prov, capabilities })
   }
   const submit = (body: unknown, token = org.ownerKey) => h.inject('POST', '/v1/tasks', { token, body })
-  const wsState = (id: string, s: string) => waitFor(async () => (await rig.controller.tables.byId(id))?.state === s, `workspace ${s}`)
+  const wsState = (id: string, s: string) => waitFor(async () => (await rig.store.workspaces.byId(id))?.state === s, `workspace ${s}`)
 
   it('POST /v1/tasks: 202 with the task accepted response; GET task and workspace; list filters', async () => {
     const res = await submit({ role_name: 'coder', description: 'sleep' })
@@ -135,7 +135,7 @@ for (const dialect of testDialects()) describe(`tasks and workspaces routes (${d
   })
 
   it('follow-ups: workspace_not_ready while provisioning, workspace_archived, restart after stop; unarchive', async () => {
-    const pending = await rig.controller.tables.create(org.orgId, { role_id: roleId, created_by: 'x', created_by_user_id: 'x' })
+    const pending = await rig.store.workspaces.create(org.orgId, { role_id: roleId, created_by: 'x', created_by_user_id: 'x' })
     const r1 = await h.inject('POST', `/v1/workspaces/${pending}/tasks`, { token: org.ownerKey, body: { description: 'x' } })
     expect([r1.status, r1.body.error.code]).toEqual([409, 'workspace_not_ready'])
 
@@ -151,7 +151,7 @@ for (const dialect of testDialects()) describe(`tasks and workspaces routes (${d
     expect(un.body).toMatchObject({ status: 'unarchived', workspace: { state: 'stopped' } })
     const r3 = await h.inject('POST', `/v1/workspaces/${id}/tasks`, { token: org.ownerKey, body: { description: 'crash', reset_session: true, metadata: { ticket: 7 } } })
     expect(r3.status).toBe(202)
-    const done = await waitFor(async () => { const x = await rig.controller.tables.tasks.byId(r3.body.task_id); return x?.status === 'failed' && x }, 'follow-up ran')
+    const done = await waitFor(async () => { const x = await rig.store.workspaces.tasks.byId(r3.body.task_id); return x?.status === 'failed' && x }, 'follow-up ran')
     expect(done).toMatchObject({ options: { reset_session: true }, metadata: { ticket: 7 } })
   })
 
@@ -172,7 +172,7 @@ for (const dialect of testDialects()) describe(`tasks and workspaces routes (${d
     expect((await submit({ role_name: 'coder', description: 'x' }, ro.value)).body.error.code).toBe('permission_denied')
     const keyed = await h.key(org.orgId, 'submit_observe')
     const byKey = await submit({ role_name: 'coder', description: 'crash' }, keyed.value)
-    expect((await rig.controller.tables.byId(byKey.body.workspace_id))!.created_by).toBe(keyed.id)
+    expect((await rig.store.workspaces.byId(byKey.body.workspace_id))!.created_by).toBe(keyed.id)
 
     const other = await h.newOrg()
     const cross = await h.inject('GET', `/v1/workspaces/${theirs.body.workspace_id}`, { token: other.ownerKey })
@@ -195,7 +195,7 @@ for (const dialect of testDialects()) describe(`tasks and workspaces routes (${d
   })
 
   it('snapshot listing before any snapshot is not found', async () => {
-    const pending = await rig.controller.tables.create(org.orgId, { role_id: roleId, created_by: 'x', created_by_user_id: 'x' })
+    const pending = await rig.store.workspaces.create(org.orgId, { role_id: roleId, created_by: 'x', created_by_user_id: 'x' })
     const res = await h.inject('GET', `/v1/workspaces/${pending}/snapshot/files`, { token: org.ownerKey })
     expect([res.status, res.body.error.code]).toEqual([404, 'not_found'])
   })
@@ -230,5 +230,5 @@ for (const dialect of testDialects()) describe(`tasks and workspaces routes (${d
 })
 
 async function wsState2(rig: ControllerRig, id: string): Promise<void> {
-  await waitFor(async () => (await rig.controller.tables.tasks.active(id)) === undefined, 'task settled')
+  await waitFor(async () => (await rig.store.workspaces.tasks.active(id)) === undefined, 'task settled')
 }

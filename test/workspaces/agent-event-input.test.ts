@@ -4,15 +4,14 @@
 // naming the field, before the workspace is looked up, a budget is charged or a row is queued.
 import { describe, expect, it } from 'vitest'
 import type { AuditSink } from '../../src/contract/index.js'
-import { AgentEvents } from '../../src/workspaces/agent-callbacks.js'
-import type { WorkspaceController } from '../../src/workspaces/controller.js'
+import { AgentEvents, type AgentCallbackTarget } from '../../src/workspaces/index.js'
 
 describe('agent events: input at the edge', () => {
   const emitted: unknown[] = []
   let charged = 0
   const sink = { emit: async (e: unknown) => emitted.push(e) } as unknown as AuditSink
   // Any use of the controller would mean the check came too late.
-  const controller = new Proxy({}, { get: () => { throw new Error('controller reached') } }) as WorkspaceController
+  const controller = new Proxy({}, { get: () => { throw new Error('controller reached') } }) as AgentCallbackTarget
   const events = new AgentEvents(controller, sink)
   const claims = { org_id: 'org_1', workspace_id: 'ws_1', task_id: 'task_1', exp: Date.now() / 1000 + 60 }
   const post = (text: string) => events.handle(claims, 'POST', '/task/task_1/event', Buffer.from(text), async () => ((charged++), { ok: true, debits: {}, budget_state: {} }) as never)
@@ -38,7 +37,7 @@ describe('agent events: input at the edge', () => {
 describe('agent events: the database away', () => {
   it('a store outage while handling an event is 503 + Retry-After, not a 500', async () => {
     const down = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })
-    const controller = { tables: { get: async () => { throw down } } } as unknown as WorkspaceController
+    const controller = { get: async () => { throw down } } as unknown as AgentCallbackTarget
     const events = new AgentEvents(controller, { emit: async () => { throw new Error('not reached') } } as unknown as AuditSink)
     const claims = { org_id: 'org_1', workspace_id: 'ws_1', task_id: 'task_1', exp: Date.now() / 1000 + 60 }
     const reply = await events.handle(claims, 'POST', '/task/task_1/event', Buffer.from('{"type":"current_status","message":"hi"}'))

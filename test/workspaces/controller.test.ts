@@ -23,8 +23,8 @@ for (const dialect of testDialects()) {
       return r.store.audit.page(r.orgId, { filters: [], workspaceId, order: 'asc', limit: 1000 })
     }
     const types = async (r: ControllerRig, workspaceId: string) => (await events(r, workspaceId)).map((e) => e.event_type)
-    const task = (r: ControllerRig, id: string) => r.controller.tables.tasks.byId(id)
-    const ws = (r: ControllerRig, id: string) => r.controller.tables.byId(id)
+    const task = (r: ControllerRig, id: string) => r.store.workspaces.tasks.byId(id)
+    const ws = (r: ControllerRig, id: string) => r.store.workspaces.byId(id)
     const settled = (r: ControllerRig, id: string, status: string) => waitFor(async () => (await task(r, id))?.status === status && task(r, id), `task ${status}`)
     const state = (r: ControllerRig, id: string, s: string) => waitFor(async () => (await ws(r, id))?.state === s && ws(r, id), `workspace ${s}`)
     const dataDir = async (r: ControllerRig, id: string) => (await r.runtime.provision({ workspaceId: id })).dataDir
@@ -195,16 +195,16 @@ for (const dialect of testDialects()) {
       // serve dies: its agents die with it; the rows still say busy/running.
       await r.controller.close()
       await r.runtime.stopAgent(workspace.id)
-      await r.controller.tables.tasks.create(r.orgId, { workspace_id: workspace.id, description: 'crash', options: {}, created_by: 'usr_test' })
+      await r.store.workspaces.tasks.create(r.orgId, { workspace_id: workspace.id, description: 'crash', options: {}, created_by: 'usr_test' })
       const second = await r.restart()
       expect(await task(r, t!.id)).toMatchObject({ status: 'failed', reason: 'interrupted' })
-      await waitFor(async () => (await second.tables.tasks.active(workspace.id)) === undefined, 'the queued task ran')
+      await waitFor(async () => (await r.store.workspaces.tasks.active(workspace.id)) === undefined, 'the queued task ran')
       await state(r, workspace.id, 'idle')
     })
 
     it('a workspace left in provisioning by a crash is provisioned by the next start', async () => {
       const r = await setup()
-      const id = await r.controller.tables.create(r.orgId, { role_id: r.role.id, created_by: 'usr_test', created_by_user_id: 'usr_test' })
+      const id = await r.store.workspaces.create(r.orgId, { role_id: r.role.id, created_by: 'usr_test', created_by_user_id: 'usr_test' })
       await r.restart()
       await state(r, id, 'idle')
       expect(await types(r, id)).toEqual(['workspace_provisioned'])
@@ -212,7 +212,7 @@ for (const dialect of testDialects()) {
 
     it('warm pool: keeps pool_size workspaces provisioned; a task claims one (no provisioning) and the pool refills', async () => {
       const r = await setup({ poolSize: 2 })
-      const pooled = async () => (await r.controller.tables.list(r.orgId, { state: ['idle'] })).filter((w) => w.pooled)
+      const pooled = async () => (await r.store.workspaces.list(r.orgId, { state: ['idle'] })).filter((w) => w.pooled)
       const ready = await waitFor(async () => { const p = await pooled(); return p.length === 2 && p }, 'two pooled idle workspaces')
       expect(ready.every((w) => w.created_by === 'system')).toBe(true)
       for (const w of ready) { const d = await dataDir(r, w.id); await waitFor(async () => existsSync(join(d, 'warm.pid')), 'warm agents waiting') }
@@ -232,7 +232,7 @@ for (const dialect of testDialects()) {
 
     it('warm pool: the member\'s agent runs ahead of its task; a claim hands the task over to that same process', async () => {
       const r = await setup({ poolSize: 1 })
-      const member = await waitFor(async () => (await r.controller.tables.list(r.orgId, { state: ['idle'] })).find((w) => w.pooled), 'a pooled idle workspace')
+      const member = await waitFor(async () => (await r.store.workspaces.list(r.orgId, { state: ['idle'] })).find((w) => w.pooled), 'a pooled idle workspace')
       const dir = await dataDir(r, member.id)
       await waitFor(async () => existsSync(join(dir, 'warm.pid')), 'the warm agent waiting')
       const pid = (await r.runtime.status(member.id)).pid
@@ -264,7 +264,7 @@ for (const dialect of testDialects()) {
 
     it('warm pool: an agent that asks for its task before its warm-up is registered waits instead of being told there is none', async () => {
       const r = await setup({ poolSize: 1 })
-      const member = await waitFor(async () => (await r.controller.tables.list(r.orgId, { state: ['idle'] })).find((w) => w.pooled), 'a pooled idle workspace')
+      const member = await waitFor(async () => (await r.store.workspaces.list(r.orgId, { state: ['idle'] })).find((w) => w.pooled), 'a pooled idle workspace')
       await waitFor(async () => (await r.runtime.status(member.id)).phase === 'running', 'the warm agent spawned')
       // serve's event loop is busy (as on a loaded machine) while the agent comes up and asks: the
       // runtime's "spawned" report, and so the controller's registration, is not processed yet.

@@ -56,9 +56,9 @@ for (const dialect of testDialects()) {
     })
 
     const setup = async (opts: RigOptions) => (rig = await controllerRig(await dialect.open(), { agentCommand: [process.execPath, '-e', FILLER_AGENT], ...opts }))
-    const task = (r: ControllerRig, id: string) => r.controller.tables.tasks.byId(id)
+    const task = (r: ControllerRig, id: string) => r.store.workspaces.tasks.byId(id)
     const settled = (r: ControllerRig, id: string) => waitFor(async () => { const t = await task(r, id); return t && t.status !== 'running' && t.status !== 'submitted' && t }, 'task settled')
-    const idleAfter = (r: ControllerRig, id: string, count: number) => waitFor(async () => { const w = await r.controller.tables.byId(id); return w?.state === 'idle' && w.task_count === count && w }, `idle after ${count} tasks`)
+    const idleAfter = (r: ControllerRig, id: string, count: number) => waitFor(async () => { const w = await r.store.workspaces.byId(id); return w?.state === 'idle' && w.task_count === count && w }, `idle after ${count} tasks`)
     const dataDir = (r: ControllerRig, id: string) => join(r.root, 'runtime', 'workspaces', id, 'data')
     const agentDone = (r: ControllerRig, ws: string, taskId: string) => waitFor(async () => existsSync(join(dataDir(r, ws), `done-${taskId}`)), 'the agent wrote its files')
     const taskEnd = async (r: ControllerRig, ws: string, taskId: string, summary: string) => {
@@ -136,7 +136,7 @@ for (const dialect of testDialects()) {
 
     it('watches the task of a claimed warm pool member, whose agent was started before the task', async () => {
       const r = await setup({ disk: { quotaMb: 1, intervalMs: 50 }, poolSize: 1 })
-      const member = await waitFor(async () => (await r.controller.tables.list(r.orgId, { state: ['idle'] })).find((w) => w.pooled), 'a pooled idle workspace')
+      const member = await waitFor(async () => (await r.store.workspaces.list(r.orgId, { state: ['idle'] })).find((w) => w.pooled), 'a pooled idle workspace')
       await waitFor(async () => existsSync(join(dataDir(r, member.id), 'warm.pid')), 'the warm agent waiting')
       const { workspace, task: t } = await r.controller.createWorkspace(r.orgId, r.actor, r.role, { description: 'fill 32', options: {} })
       expect(workspace.id).toBe(member.id)
@@ -149,7 +149,7 @@ for (const dialect of testDialects()) {
 
     it('takes a warm claim\'s baseline before its agent has the task: 2 MiB written right after the hand-over fail it while it runs', async () => {
       const r = await setup({ disk: { quotaMb: 1, intervalMs: 50 }, poolSize: 1 })
-      const member = await waitFor(async () => (await r.controller.tables.list(r.orgId, { state: ['idle'] })).find((w) => w.pooled), 'a pooled idle workspace')
+      const member = await waitFor(async () => (await r.store.workspaces.list(r.orgId, { state: ['idle'] })).find((w) => w.pooled), 'a pooled idle workspace')
       await waitFor(async () => existsSync(join(dataDir(r, member.id), 'warm.pid')), 'the warm agent waiting')
       const { task: t } = await r.controller.createWorkspace(r.orgId, r.actor, r.role, { description: 'idle', options: {} })
       // The agent's fetch answers once the task is handed over; it writes at once and never ends.

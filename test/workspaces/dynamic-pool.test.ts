@@ -4,7 +4,7 @@
 // enough. The controller's clock is injected and the fill pass is awaited directly: no sleeping
 // on the rule's windows.
 import { afterEach, describe, expect, it } from 'vitest'
-import { DEFAULT_POOL_DEMAND_WINDOW_MS, DEFAULT_POOL_IDLE_SECONDS } from '../../src/workspaces/controller.js'
+import { DEFAULT_POOL_DEMAND_WINDOW_MS, DEFAULT_POOL_IDLE_SECONDS } from '../../src/workspaces/index.js'
 import { testDialects } from '../helpers/dialects.js'
 import { controllerRig, waitFor, type ControllerRig, type RigOptions } from './harness.js'
 
@@ -22,7 +22,7 @@ for (const dialect of testDialects()) {
       offsetMs = 0
       return (rig = await controllerRig(await dialect.open(), { ...opts, now: () => Date.now() + offsetMs }))
     }
-    const members = async (r: ControllerRig) => (await r.controller.tables.list(r.orgId, {})).filter((w) => w.pooled)
+    const members = async (r: ControllerRig) => (await r.store.workspaces.list(r.orgId, {})).filter((w) => w.pooled)
     const unclaimed = async (r: ControllerRig) => (await members(r)).filter((w) => w.state === 'provisioning' || w.state === 'idle')
     const allIdle = (r: ControllerRig, n: number) =>
       waitFor(async () => { const m = await unclaimed(r); return m.length === n && m.every((w) => w.state === 'idle') && m }, `${n} idle members`)
@@ -64,7 +64,7 @@ for (const dialect of testDialects()) {
       const newest = [...ready].sort((a, b) => a.created_at.localeCompare(b.created_at) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)).at(-1)!
       expect(left[0]!.id).toBe(newest.id) // the oldest members go first
       for (const w of ready.filter((x) => x.id !== newest.id)) {
-        const gone = (await r.controller.tables.byId(w.id))!
+        const gone = (await r.store.workspaces.byId(w.id))!
         expect(gone).toMatchObject({ state: 'stopped', desired_state: 'stopped', pooled: false, created_by: 'system' })
         await r.audit.flush()
         const seen = await r.store.audit.page(r.orgId, { filters: [], workspaceId: w.id, order: 'asc', limit: 100 })

@@ -6,12 +6,11 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { createAuditWriter, type AuditWriter } from '../../src/audit/index.js'
 import { CapabilityTokens, type CapabilityClaims } from '../../src/proxy/token.js'
-import { AgentEvents } from '../../src/workspaces/agent-callbacks.js'
-import { WorkspaceController, type Actor } from '../../src/workspaces/controller.js'
+import { AgentEvents, WorkspaceService, type Actor } from '../../src/workspaces/index.js'
 import { ProcessRuntime, type WorkspaceRuntime } from '../../src/runtime/index.js'
 import type { Store } from '../../src/store/index.js'
 import { proxyTables } from '../../src/store/proxy-tables.js'
-import type { PackSource } from '../../src/workspaces/packs.js'
+import type { PackSource } from '../../src/workspaces/index.js'
 import type { RoleConfig } from '../../src/store/index.js'
 
 export const STAND_IN_AGENT = resolve(import.meta.dirname, 'stand-in-agent.mjs')
@@ -21,14 +20,14 @@ export interface ControllerRig {
   audit: AuditWriter
   runtime: WorkspaceRuntime
   tokens: CapabilityTokens
-  controller: WorkspaceController
+  controller: WorkspaceService
   events: AgentEvents
   root: string
   orgId: string
   role: RoleConfig
   actor: Actor
   /** A new controller over the same store and runtime root (a restarted serve). */
-  restart(): Promise<WorkspaceController>
+  restart(): Promise<WorkspaceService>
   close(): Promise<void>
 }
 
@@ -56,7 +55,7 @@ export async function controllerRig(store: Store, opts: RigOptions = {}): Promis
   const audit = createAuditWriter(store, { flushIntervalMs: 1 })
   const runtime = opts.runtime?.(join(root, 'runtime')) ?? new ProcessRuntime({ root: join(root, 'runtime'), proxy: { host: '127.0.0.1', port: 9 }, warn: () => {}, stopGraceMs: 500 })
   const tokens = new CapabilityTokens(new Uint8Array(randomBytes(32)))
-  const make = () => new WorkspaceController({
+  const make = () => new WorkspaceService({
     store, audit, runtime, tokens, agentCommand: opts.agentCommand ?? [process.execPath, STAND_IN_AGENT], stagingRoot: join(root, 'uploads'), reconcileIntervalMs: 60_000,
     ...(opts.now ? { now: opts.now } : {}),
     ...(opts.packs ? { packs: opts.packs } : {}),
@@ -72,7 +71,7 @@ export async function controllerRig(store: Store, opts: RigOptions = {}): Promis
   } as never).where('id' as never, '=', roleId as never).execute()
   let controller = make()
   await controller.start()
-  const role = (await controller.tables.role(org!.id, { id: roleId }))!
+  const role = (await store.workspaces.role(org!.id, { id: roleId }))!
   const controllers = [controller]
   return {
     store, audit, runtime, tokens, controller, root, orgId: org!.id, role,

@@ -88,7 +88,7 @@ for (const dialect of testDialects()) {
     }
     const setRole = (r: ControllerRig, set: Record<string, unknown>) =>
       r.store.db.updateTable('agent_roles' as never).set(set as never).where('id' as never, '=', r.role.id as never).execute()
-    const role = async (r: ControllerRig) => (await r.controller.tables.role(r.orgId, { id: r.role.id }))!
+    const role = async (r: ControllerRig) => (await r.store.workspaces.role(r.orgId, { id: r.role.id }))!
 
     it('runs the pack\'s agent in /data with every pack mounted, its env beneath corral\'s; events must satisfy the pack\'s schema', async () => {
       const { r } = await setup()
@@ -123,14 +123,14 @@ for (const dialect of testDialects()) {
       const { r, notesPack } = await setup()
       const { workspace, task } = await r.controller.createWorkspace(r.orgId, r.actor, await role(r), { description: 'first', options: {} })
       const dataDir = join(r.root, 'runtime', 'workspaces', workspace.id, 'data')
-      await waitFor(async () => (await r.controller.tables.tasks.get(r.orgId, task!.id))?.status === 'failed' && (await r.controller.tables.byId(workspace.id))?.state === 'idle', 'first task over')
+      await waitFor(async () => (await r.store.workspaces.tasks.get(r.orgId, task!.id))?.status === 'failed' && (await r.store.workspaces.byId(workspace.id))?.state === 'idle', 'first task over')
       await setRole(r, { pack_ids: JSON.stringify([notesPack]) })
       expect(await r.controller.restartIdleForRole(r.orgId, r.role.id)).toBe(1)
       await r.controller.submitTask(r.orgId, r.actor, workspace.id, { description: 'write out.txt by the stand-in', options: {} })
       await waitFor(() => readFile(join(dataDir, 'out.txt'), 'utf8').catch(() => undefined), 'the default agent ran')
       expect(await readFile(join(dataDir, 'tasks.log'), 'utf8')).toContain('write out.txt')
       // The pack agent's schemas no longer apply to this workspace's events.
-      const second = (await r.controller.tables.tasks.forWorkspace(r.orgId, workspace.id)).at(-1)!
+      const second = (await r.store.workspaces.tasks.forWorkspace(r.orgId, workspace.id)).at(-1)!
       const claims = { org_id: r.orgId, workspace_id: workspace.id, task_id: second.id, exp: 0 }
       expect((await r.events.handle(claims, 'POST', `/task/${second.id}/event`, Buffer.from('{"type":"progress_status"}'))).status).toBe(202)
     })
@@ -139,7 +139,7 @@ for (const dialect of testDialects()) {
       const { r, agentPack, content } = await setup({ poolSize: 1 })
       await r.controller.fillPools()
       const [member] = await waitFor(async () => {
-        const m = (await r.controller.tables.list(r.orgId, {})).filter((w) => w.pooled && w.state === 'idle')
+        const m = (await r.store.workspaces.list(r.orgId, {})).filter((w) => w.pooled && w.state === 'idle')
         return m.length === 1 && m
       }, 'an idle pool member')
       const warm = JSON.parse(await waitFor(() => readFile(join(r.root, 'runtime', 'workspaces', member!.id, 'data', 'warm.json'), 'utf8').catch(() => undefined), 'the warm pack agent'))

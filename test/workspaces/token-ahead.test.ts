@@ -18,7 +18,7 @@ for (const dialect of testDialects()) {
     })
 
     const waitingMember = async (r: ControllerRig) => {
-      const member = await waitFor(async () => (await r.controller.tables.list(r.orgId, { state: ['idle'] })).find((w) => w.pooled), 'a pooled idle workspace')
+      const member = await waitFor(async () => (await r.store.workspaces.list(r.orgId, { state: ['idle'] })).find((w) => w.pooled), 'a pooled idle workspace')
       const dir = (await r.runtime.provision({ workspaceId: member.id })).dataDir
       await waitFor(async () => existsSync(join(dir, 'warm.pid')), 'the warm agent waiting')
       return { member, dir }
@@ -44,13 +44,13 @@ for (const dialect of testDialects()) {
       const taskClaims = { org_id: r.orgId, workspace_id: member.id, exp: 0, task_id: t!.id }
       const second = await r.events.handle(taskClaims, 'GET', '/tasks/next', Buffer.alloc(0), undefined, ahead)
       expect(second).toMatchObject({ status: 200, body: { id: t!.id, description: 'write out.txt ahead', proxy_token: token } })
-      await waitFor(async () => (await r.controller.tables.byId(member.id))?.state === 'busy', 'busy')
+      await waitFor(async () => (await r.store.workspaces.byId(member.id))?.state === 'busy', 'busy')
       expect((await r.events.handle(taskClaims, 'GET', '/tasks/next', Buffer.alloc(0), undefined, ahead)).status).toBe(410)
 
       await r.events.handle(taskClaims, 'POST', `/task/${t!.id}/event`, Buffer.from(JSON.stringify({ type: 'task_end', status: 'completed', summary: 'ahead' })))
       writeFileSync(join(dir, 'task.json'), JSON.stringify(second.body))
-      await waitFor(async () => (await r.controller.tables.tasks.byId(t!.id))?.status === 'completed', 'the task completed')
-      await waitFor(async () => { const w = await r.controller.tables.byId(member.id); return w?.state === 'idle' && w.task_count === 1 }, 'idle after the task')
+      await waitFor(async () => (await r.store.workspaces.tasks.byId(t!.id))?.status === 'completed', 'the task completed')
+      await waitFor(async () => { const w = await r.store.workspaces.byId(member.id); return w?.state === 'idle' && w.task_count === 1 }, 'idle after the task')
     })
 
     it('a poll without token=ahead is not woken by the token: it gets the task with its token', async () => {
@@ -64,7 +64,7 @@ for (const dialect of testDialects()) {
       await r.events.handle({ org_id: r.orgId, workspace_id: member.id, task_id: t!.id, exp: 0 }, 'POST', `/task/${t!.id}/event`,
         Buffer.from(JSON.stringify({ type: 'task_end', status: 'completed', summary: 'plain' })))
       writeFileSync(join(dir, 'task.json'), JSON.stringify(reply.body))
-      await waitFor(async () => (await r.controller.tables.tasks.byId(t!.id))?.status === 'completed', 'the task completed')
+      await waitFor(async () => (await r.store.workspaces.tasks.byId(t!.id))?.status === 'completed', 'the task completed')
     })
   })
 }

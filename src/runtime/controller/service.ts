@@ -14,12 +14,12 @@ import type { ServeOptions, ServiceFactory } from '../../server/serve.js'
 import type { ServerDeps } from '../../server/types.js'
 import { createRuntime, defaultAgentCommand, RUNTIME_KINDS, type LocalRuntimeOptions, type RuntimeKind } from '../index.js'
 import { limitsFromEnv, type WorkspaceLimits } from '../limits.js'
-import { AgentEvents, WorkspaceController, type PackSource } from '../../workspaces/index.js'
+import { AgentEvents, WorkspaceService, type PackSource } from '../../workspaces/index.js'
 
 declare module '../../server/types.js' {
   interface ServerDeps {
     /** The workspace controller (routes/workspaces.ts, routes/tasks.ts); absent when serve runs without it. */
-    controller?: WorkspaceController
+    controller?: WorkspaceService
     /** Why workspaces cannot run here (runtime check failed); task creation refuses with it. */
     workspacesUnavailable?: string
     /** The agent-callback handler, read by the proxy service's `agentCallbacks` option (proxy/serve-service.ts) until src/serve/ wires it. */
@@ -41,7 +41,7 @@ export const workspaceService: ServiceFactory = async ({ deps, options, services
     ...sandboxUidFromEnv(env),
     allowUnenforcedLimits: allowUnenforced,
   })
-  const controller = new WorkspaceController({
+  const controller = new WorkspaceService({
     store: deps.store,
     audit: deps.audit,
     runtime,
@@ -83,12 +83,12 @@ export const workspaceService: ServiceFactory = async ({ deps, options, services
   }
 }
 
-function wire(deps: ServerDeps, controller: WorkspaceController): void {
+function wire(deps: ServerDeps, controller: WorkspaceService): void {
   deps.controller = controller
   deps.workspaceControl = controller
   deps.workspaces = {
     async get(orgId, id) {
-      const ws = await controller.tables.get(orgId, id)
+      const ws = await controller.get(orgId, id)
       return ws ? { id: ws.id, created_by: ws.created_by } : undefined
     },
   }

@@ -12,7 +12,7 @@ import { pipeline } from 'node:stream/promises'
 import { Ajv } from 'ajv'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { compilePolicyCached } from '../../policy/index.js'
-import type { WorkspaceController, TaskInput, Actor } from '../../workspaces/index.js'
+import type { Actor, TaskInput, WorkspaceService } from '../../workspaces/index.js'
 import { newId, CorralError, assertCleanInput, apiError } from '../../contract/index.js'
 import type { RoleConfig, TaskRecord } from '../../store/index.js'
 import { fieldsOf } from '../validation.js'
@@ -79,13 +79,13 @@ export function taskView(t: TaskRecord): Record<string, unknown> {
   return rest
 }
 
-export function controllerOf(deps: ServerDeps): WorkspaceController {
+export function controllerOf(deps: ServerDeps): WorkspaceService {
   if (!deps.controller) throw apiError('service_unavailable', 'this server runs no workspace controller')
   return deps.controller
 }
 
 /** The controller, for routes that start work: refused with the runtime's reason when it cannot run here. */
-export function runnableController(deps: ServerDeps): WorkspaceController {
+export function runnableController(deps: ServerDeps): WorkspaceService {
   const controller = controllerOf(deps)
   if (deps.workspacesUnavailable) throw apiError('service_unavailable', deps.workspacesUnavailable)
   return controller
@@ -97,9 +97,9 @@ export function actorOf(request: FastifyRequest): Actor {
 }
 
 /** role_id takes precedence over role_name when both are given (docs/workspaces.md). */
-export async function resolveRole(controller: WorkspaceController, orgId: string, ref: { role_id?: string; role_name?: string }): Promise<RoleConfig> {
+export async function resolveRole(controller: WorkspaceService, orgId: string, ref: { role_id?: string; role_name?: string }): Promise<RoleConfig> {
   if (!ref.role_id && !ref.role_name) throw apiError('validation_error', 'role_id or role_name is required', { fields: { role_id: 'role_id or role_name is required' } })
-  const role = await controller.tables.role(orgId, ref.role_id ? { id: ref.role_id } : { name: ref.role_name! })
+  const role = await controller.role(orgId, ref.role_id ? { id: ref.role_id } : { name: ref.role_name! })
   if (!role) throw apiError('not_found', `agent role ${ref.role_id ?? ref.role_name} not found`)
   if (role.role_archived) throw apiError('role_archived', `agent role ${role.name} is archived; unarchive it first`)
   if (role.provider_archived) throw apiError('provider_archived', `provider ${role.provider_name} of role ${role.name} is archived`)
@@ -140,7 +140,7 @@ export function taskLimiter(deps: ServerDeps): TaskLimiter {
  * Reads and validates the task body (JSON or multipart). Uploaded files are written under the
  * controller's staging dir for the new task id; they are removed again if the body is refused.
  */
-export async function readTaskInput(request: FastifyRequest, controller: WorkspaceController, opts: { followUp: boolean }): Promise<TaskInput & { role?: { role_id?: string; role_name?: string } }> {
+export async function readTaskInput(request: FastifyRequest, controller: WorkspaceService, opts: { followUp: boolean }): Promise<TaskInput & { role?: { role_id?: string; role_name?: string } }> {
   const id = newId('task')
   let fields: Record<string, unknown>
   let uploads: string[] = []
@@ -178,12 +178,12 @@ export async function readTaskInput(request: FastifyRequest, controller: Workspa
  * When it is refused before the task row exists (unknown role, busy workspace, ...), the files
  * staged for the task are removed with the refusal; once the row exists they are the task's.
  */
-export async function withStagedUploads<T>(controller: WorkspaceController, input: TaskInput, create: () => Promise<T>): Promise<T> {
+export async function withStagedUploads<T>(controller: WorkspaceService, input: TaskInput, create: () => Promise<T>): Promise<T> {
   try {
     return await create()
   } catch (err) {
     const id = input.id
-    if (id && input.uploads?.length && !(await controller.tables.tasks.byId(id))) await rm(controller.stagingDir(id), { recursive: true, force: true })
+    if (id && input.uploads?.length && !(await controller.taskExists(id))) await rm(controller.stagingDir(id), { recursive: true, force: true })
     throw err
   }
 }

@@ -39,7 +39,7 @@ export async function taskRoutes(app: FastifyInstance, deps: ServerDeps): Promis
     { config: { permission: READ }, schema: { params: idParams, response: { 200: taskSchema } } },
     async (request) => {
       const controller = controllerOf(deps)
-      const task = await controller.tables.tasks.get(request.principal!.org.id, request.params.id)
+      const task = await controller.task(request.principal!.org.id, request.params.id)
       if (!task) throw apiError('not_found', `task ${request.params.id} not found`)
       await ownedWorkspace(controller, request, task.workspace_id)
       return taskView(task)
@@ -51,7 +51,7 @@ export async function taskRoutes(app: FastifyInstance, deps: ServerDeps): Promis
     { config: { permission: TASKS_WRITE }, schema: { params: idParams, response: { 200: taskSchema } } },
     async (request) => {
       const controller = controllerOf(deps)
-      const task = await controller.tables.tasks.get(request.principal!.org.id, request.params.id)
+      const task = await controller.task(request.principal!.org.id, request.params.id)
       if (!task) throw apiError('not_found', `task ${request.params.id} not found`)
       await ownedWorkspace(controller, request, task.workspace_id)
       return taskView(await controller.cancelTask(task.org_id, task.id))

@@ -5,7 +5,7 @@
 // API key id); a workspace of another org is `workspace_not_found`.
 import multipart from '@fastify/multipart'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import type { WorkspaceController } from '../../workspaces/index.js'
+import type { WorkspaceService } from '../../workspaces/index.js'
 import { WORKSPACE_STATES, type WorkspaceRecord } from '../../store/index.js'
 import { apiError } from '../../contract/index.js'
 import { dateTime, idParams } from '../schemas/common.js'
@@ -34,9 +34,9 @@ export function workspaceView(ws: WorkspaceRecord): Record<string, unknown> {
 }
 
 /** The workspace if it exists in the caller's org and (for a `:own` grant) the caller created it. */
-export async function ownedWorkspace(controller: WorkspaceController, request: FastifyRequest, id: string, grantIndex = 0): Promise<WorkspaceRecord> {
+export async function ownedWorkspace(controller: WorkspaceService, request: FastifyRequest, id: string, grantIndex = 0): Promise<WorkspaceRecord> {
   const p = request.principal!
-  const ws = await controller.tables.get(p.org.id, id)
+  const ws = await controller.get(p.org.id, id)
   if (!ws) throw apiError('workspace_not_found', `workspace ${id} not found`)
   if (request.grants[grantIndex]?.scope === 'own' && ws.created_by !== p.creatorId) {
     throw apiError('permission_denied', 'your :own permission only covers workspaces you created')
@@ -90,7 +90,7 @@ export async function workspaceRoutes(app: FastifyInstance, deps: ServerDeps): P
       if (bad) throw apiError('validation_error', `unknown state ${bad}`, { fields: { state: `must be among ${WORKSPACE_STATES.join(', ')}` } })
       // A `:own` reader sees only its own workspaces, whatever `creator` says.
       const creator = request.grants[0]?.scope === 'own' ? p.creatorId : q.creator
-      const list = await controller.tables.list(p.org.id, {
+      const list = await controller.list(p.org.id, {
         ...(states ? { state: states } : {}), ...(q.role ? { role: q.role } : {}), ...(creator ? { creator } : {}),
         ...(q.limit ? { limit: Math.min(1000, Math.max(1, Number(q.limit))) } : {}),
       })
@@ -125,7 +125,7 @@ export async function workspaceRoutes(app: FastifyInstance, deps: ServerDeps): P
     async (request) => {
       const controller = controllerOf(deps)
       const ws = await ownedWorkspace(controller, request, request.params.id)
-      return { tasks: (await controller.tables.tasks.forWorkspace(ws.org_id, ws.id)).map(taskView) }
+      return { tasks: (await controller.tasks(ws.org_id, ws.id)).map(taskView) }
     },
   )
 

@@ -1,0 +1,88 @@
+// The disk quota over a running task's /data (docs/runtime.md "Resource limits"): which watch a task
+// gets, from what baseline, and the end-of-task measurement. The task runner decides what an
+// over-quota task becomes; this file only measures and remembers.
+import type { Logger } from 'pino'
+import type { WorkspaceRuntime } from '../runtime/index.js'
+import type { WorkspaceRecord } from '../store/index.js'
+import { DiskWatch, diskOverText, quotaBytes, type DiskUsage } from './disk-watch.js'
+
+/** How often /data is measured against the disk quota while a task runs (docs/runtime.md "Resource limits"). */
+export const DEFAULT_DISK_CHECK_INTERVAL_MS = 2_000
+
+export interface DiskQuotaOptions {
+  runtime: WorkspaceRuntime
+  /** MiB; 0 or unset = no quota (no watch at all). */
+  quotaMb?: number
+  intervalMs?: number
+  logger?: Logger
+}
+
+export class DiskQuota {
+  readonly #o: DiskQuotaOptions
+  readonly quotaBytes: number
+  /** Host path of each provisioned workspace's /data (from the runtime's handles). */
+  readonly #dataDirs = new Map<string, string>()
+  /** /data's size at the last measurement of a task's end, per workspace (the next task's baseline). */
+  readonly #seen = new Map<string, number>()
+
+  constructor(options: DiskQuotaOptions) {
+    this.#o = options
+    this.quotaBytes = quotaBytes(options.quotaMb ?? 0)
+  }
+
+  /** Where a workspace's /data is, as its provision (or re-adoption) said. */
+  remember(workspaceId: string, dataDir: string): void {
+    this.#dataDirs.set(workspaceId, dataDir)
+  }
+
+  forget(workspaceId: string): void {
+    this.#dataDirs.delete(workspaceId)
+    this.#seen.delete(workspaceId)
+  }
+
+  /** The text of a task that failed over the quota. */
+  overText(usedBytes: number): string {
+    return diskOverText(usedBytes, this.quotaBytes)
+  }
+
+  /** The quota's watch over a task's /data, or none without a quota. */
+  async watch(ws: WorkspaceRecord, taskId: string, onOver: (usage: DiskUsage) => void): Promise<DiskWatch | undefined> {
+    if (this.quotaBytes === 0) return undefined
+    const workspaceId = ws.id
+    // The baseline is known without a measurement when this process measured the previous task's
+    // end, or when the workspace never ran a task and is no fork (its /data started empty; what a
+    // warm agent wrote before its task counts against the quota). Else it is measured first.
+    const baseline = this.#seen.get(workspaceId) ?? (ws.task_count === 0 && ws.fork_point_task_count === undefined ? 0 : undefined)
+    let dir = this.#dataDirs.get(workspaceId)
+    if (!dir) {
+      // Known from the provision or warm-up that came before; asked again only if not.
+      try {
+        dir = (await this.#o.runtime.provision({ workspaceId })).dataDir
+      } catch (err) {
+        this.#o.logger?.error({ err, workspace_id: workspaceId, task_id: taskId }, 'disk quota not watched: /data not found')
+        return undefined
+      }
+      this.#dataDirs.set(workspaceId, dir)
+    }
+    return new DiskWatch({
+      dir, quotaBytes: this.quotaBytes, intervalMs: this.#o.intervalMs ?? DEFAULT_DISK_CHECK_INTERVAL_MS, onOver,
+      onError: (err) => this.#o.logger?.warn({ err, workspace_id: workspaceId }, 'disk quota check failed'),
+      ...(baseline !== undefined ? { baselineBytes: baseline } : {}),
+    })
+  }
+
+  /** The end-of-task measurement: the usage when /data is over the quota, else null (also when unknown). */
+  async checkAtEnd(workspaceId: string, disk: DiskWatch): Promise<DiskUsage | null> {
+    const over = await disk.check().catch((err: unknown) => {
+      this.#o.logger?.warn({ err, workspace_id: workspaceId }, 'disk quota check failed')
+      return null
+    })
+    this.noteEnd(workspaceId, disk)
+    return over
+  }
+
+  /** Keeps the watch's last measurement as the next task's baseline. */
+  noteEnd(workspaceId: string, disk: DiskWatch | undefined): void {
+    if (disk?.lastUsage) this.#seen.set(workspaceId, disk.lastUsage.usedBytes)
+  }
+}

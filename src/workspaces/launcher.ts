@@ -1,0 +1,72 @@
+// Starting an agent in a workspace: the role's packs resolved at each start (a role or pack edit
+// applies to the next agent), their content trees pinned while the agent runs, and the packs each
+// running agent was started with remembered (their agent-event schemas apply to its events).
+import type { AgentLaunch, AgentProcess, WorkspaceRuntime } from '../runtime/index.js'
+import type { RoleConfig, WorkspaceRecord, WorkspacesRepository } from '../store/index.js'
+import type { PackEventValidators } from './agent-event-schemas.js'
+import { agentEnv, agentProgram } from './agent-launch.js'
+import { resolveWorkspacePacks, type PackSource, type WorkspacePacks } from './packs.js'
+
+export interface LauncherOptions {
+  runtime: WorkspaceRuntime
+  workspaces: WorkspacesRepository
+  packs?: PackSource
+  /** argv of the default agent (when no attached pack provides one). */
+  agentCommand: readonly string[]
+  /** Extra environment for every agent. */
+  agentEnv?: Record<string, string>
+}
+
+export class AgentLauncher {
+  readonly #o: LauncherOptions
+  /** The packs each workspace's current agent was started with (its event schemas). */
+  readonly #launchPacks = new Map<string, WorkspacePacks>()
+
+  constructor(options: LauncherOptions) {
+    this.#o = options
+  }
+
+  /**
+   * Starts the role's agent with `token` and the extra `launch` fields (the task inbox, the task
+   * source), its packs' trees pinned until it exits: a re-upload or delete meanwhile does not
+   * remove a tree the agent still reads (PackContent.removeIfUnused).
+   */
+  async start(ws: WorkspaceRecord, role: RoleConfig | undefined, token: string, extra: { env?: Record<string, string>; files?: AgentLaunch['files'] } = {}): Promise<AgentProcess> {
+    const packs = await resolveWorkspacePacks(this.#o.packs, ws.org_id, role?.pack_ids ?? [])
+    this.#launchPacks.set(ws.id, packs)
+    const launch: AgentLaunch = {
+      ...agentProgram(packs, this.#o.agentCommand),
+      proxyToken: token,
+      env: { ...(role ? agentEnv(role) : {}), ...this.#o.agentEnv, ...extra.env },
+      ...(extra.files ? { files: extra.files } : {}),
+    }
+    const pin = this.#o.packs?.pin
+    const unpins = pin ? packs.digests.map((d) => pin(d)) : []
+    const release = (): void => unpins.forEach((unpin) => unpin())
+    try {
+      const proc = await this.#o.runtime.startAgent(ws.id, launch)
+      void proc.exited.finally(release)
+      return proc
+    } catch (err) {
+      release()
+      throw err
+    }
+  }
+
+  /**
+   * The pack schemas a workspace's agent events must also satisfy: those its running agent was
+   * started with; read from the role when no agent of this process started it (a restart).
+   */
+  async eventSchemas(orgId: string, workspaceId: string): Promise<readonly PackEventValidators[]> {
+    const known = this.#launchPacks.get(workspaceId)
+    if (known) return known.schemas
+    const ws = await this.#o.workspaces.get(orgId, workspaceId)
+    if (!ws) return []
+    const role = await this.#o.workspaces.role(ws.org_id, { id: ws.role_id })
+    return (await resolveWorkspacePacks(this.#o.packs, orgId, role?.pack_ids ?? [])).schemas
+  }
+
+  forget(workspaceId: string): void {
+    this.#launchPacks.delete(workspaceId)
+  }
+}

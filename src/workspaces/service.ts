@@ -1,0 +1,321 @@
+// The workspace service: the face the routes (and serve) call — create, follow-up, cancel, stop,
+// fork, archive, list, get, snapshot files — and the agent callbacks' target. It builds the parts
+// of the lifecycle and wires them explicitly: records (audit rows, task ends), locks, the agent
+// launcher, the disk quota, the hand-over to warm agents, the task runner, the reconcile loop and
+// the warm pools. Every change to one workspace runs under that workspace's lock.
+import { join } from 'node:path'
+import type { AgentTask } from '../agent/task.js'
+import { apiError } from '../contract/index.js'
+import type { SnapshotFileEntry } from '../runtime/index.js'
+import type { RoleConfig, TaskRecord, WorkspaceFilter, WorkspaceRecord, WorkspacesRepository } from '../store/index.js'
+import type { PackEventValidators } from './agent-event-schemas.js'
+import { DiskQuota } from './disk-quota.js'
+import { HandOver, type PollToken, type TokenAhead } from './hand-over.js'
+import { AgentLauncher } from './launcher.js'
+import { WorkspaceLocks } from './locks.js'
+import type { Actor, Lifetime, TaskInput, WorkspaceServiceOptions } from './options.js'
+import { Reconciler } from './reconcile.js'
+import { LifecycleRecords } from './records.js'
+import { TaskRunner } from './task-runner.js'
+import { WarmPools, type PoolRole } from './warm-pools.js'
+
+/** Resolves after the event loop's next I/O (poll) phase: two check phases apart. */
+const ioPass = (): Promise<void> => new Promise((resolve) => setImmediate(() => setImmediate(resolve)))
+
+export class WorkspaceService {
+  readonly #o: WorkspaceServiceOptions
+  readonly #t: WorkspacesRepository
+  readonly #life: Lifetime = { closed: false }
+  readonly #locks = new WorkspaceLocks()
+  readonly #records: LifecycleRecords
+  readonly #launcher: AgentLauncher
+  readonly #handOver: HandOver
+  readonly #runner: TaskRunner
+  readonly #reconciler: Reconciler
+  readonly #pools: WarmPools
+
+  constructor(opts: WorkspaceServiceOptions) {
+    this.#o = opts
+    this.#t = opts.store.workspaces
+    const { store, runtime, tokens, logger } = opts
+    const kick = (id: string): void => void this.kick(id)
+    const warmAgents = opts.warmAgents !== false
+    this.#records = new LifecycleRecords(store, opts.audit, logger)
+    this.#launcher = new AgentLauncher({ runtime, workspaces: this.#t, agentCommand: opts.agentCommand, ...pick(opts, 'packs', 'agentEnv') })
+    const disk = new DiskQuota({ runtime, quotaMb: opts.diskQuotaMb ?? 0, ...pick(opts, 'logger'), ...(opts.diskCheckIntervalMs ? { intervalMs: opts.diskCheckIntervalMs } : {}) })
+    this.#handOver = new HandOver({
+      runtime, workspaces: this.#t, tokens, launcher: this.#launcher, disk, lifetime: this.#life, warmAgents, kick,
+      running: (id) => this.#runner.isRunning(id), ...pick(opts, 'logger'),
+    })
+    this.#runner = new TaskRunner({
+      runtime, workspaces: this.#t, tokens, records: this.#records, locks: this.#locks, launcher: this.#launcher, disk, handOver: this.#handOver,
+      lifetime: this.#life, stagingDir: (id) => this.stagingDir(id), kick, ...pick(opts, 'defaultTaskTimeoutSeconds', 'logger'),
+    })
+    this.#reconciler = new Reconciler({
+      store, runtime, records: this.#records, locks: this.#locks, runner: this.#runner, handOver: this.#handOver, launcher: this.#launcher, disk,
+      lifetime: this.#life, fillPools: () => this.fillPools(), ...pick(opts, 'logger'), ...(opts.reconcileIntervalMs ? { intervalMs: opts.reconcileIntervalMs } : {}),
+    })
+    this.#pools = new WarmPools({
+      store, records: this.#records, locks: this.#locks, handOver: this.#handOver, lifetime: this.#life, kick, warmAgents,
+      stopNow: (ws) => this.#reconciler.stopNow(ws), ...pick(opts, 'now', 'poolDemandWindowMs', 'logger'),
+    })
+  }
+
+  stagingDir(taskId: string): string {
+    return join(this.#o.stagingRoot, taskId)
+  }
+
+  /** Reconciles everything once (crash recovery), then keeps a slow loop running as a safety net. */
+  start(): Promise<void> {
+    return this.#reconciler.start()
+  }
+
+  async close(): Promise<void> {
+    this.#life.closed = true
+    this.#reconciler.close()
+    this.#pools.close()
+    this.#runner.close()
+    this.#handOver.wakeAll()
+    // Agents die with serve; their tasks are failed by the next start's reconcile.
+    await this.#locks.drain()
+  }
+
+  reconcileAll(): Promise<void> {
+    return this.#reconciler.reconcileAll()
+  }
+
+  /** Schedules a reconcile of one workspace; resolves when it ran. */
+  kick(workspaceId: string): Promise<void> {
+    return this.#reconciler.kick(workspaceId)
+  }
+
+  fillPools(): Promise<void> {
+    return this.#pools.fill()
+  }
+
+  /** The number of unclaimed members a pooled role should have now (docs/workspaces.md). */
+  poolTarget(role: PoolRole): number {
+    return this.#pools.target(role)
+  }
+
+  // ---- reads (the routes' data) -------------------------------------------------------------
+
+  get(orgId: string, id: string): Promise<WorkspaceRecord | undefined> {
+    return this.#t.get(orgId, id)
+  }
+
+  list(orgId: string, filter: WorkspaceFilter = {}): Promise<WorkspaceRecord[]> {
+    return this.#t.list(orgId, filter)
+  }
+
+  task(orgId: string, id: string): Promise<TaskRecord | undefined> {
+    return this.#t.tasks.get(orgId, id)
+  }
+
+  tasks(orgId: string, workspaceId: string): Promise<TaskRecord[]> {
+    return this.#t.tasks.forWorkspace(orgId, workspaceId)
+  }
+
+  /** Whether a task row exists (any org): a refused create leaves none, and its staged files go. */
+  async taskExists(id: string): Promise<boolean> {
+    return (await this.#t.tasks.byId(id)) !== undefined
+  }
+
+  role(orgId: string, ref: { id?: string; name?: string }): Promise<RoleConfig | undefined> {
+    return this.#t.role(orgId, ref)
+  }
+
+  // ---- API operations ---------------------------------------------------------------------
+
+  /** POST /v1/tasks and POST /v1/workspaces: a new workspace (and its first task, atomically). */
+  async createWorkspace(orgId: string, actor: Actor, role: RoleConfig, first?: TaskInput): Promise<{ workspace: WorkspaceRecord; task?: TaskRecord }> {
+    const out = await this.#o.store.transaction(async (tx) => {
+      const t = tx.workspaces
+      const env = first?.options.environment
+      const owner = { created_by: actor.creatorId, created_by_user_id: actor.userId, ...(env ? { environment: env } : {}) }
+      // A warm pool member of the role, when one is ready, skips provisioning.
+      const claimed = await t.claimPooled(orgId, role.id, owner)
+      const id = claimed ?? (await t.create(orgId, { role_id: role.id, ...owner }))
+      const task = first ? await t.tasks.create(orgId, { ...first, workspace_id: id, created_by: actor.creatorId }) : undefined
+      return { workspace: (await t.get(orgId, id))!, task, claimed: claimed !== undefined }
+    })
+    // The token's answer is relayed to the agent by the bridge in this process: one I/O pass lets
+    // it through now rather than after the rest of the claim's store work (SQLite calls are
+    // synchronous, so the chain up to the task's hand-over would not yield to I/O).
+    if (out.claimed && out.task && (await this.#handOver.handTokenAhead(out.workspace, out.task, this.#runner.timeoutSeconds(role) + 300))) await ioPass()
+    // A claimed pool member had its workspace_created (user `system`) when the pool made it.
+    if (!out.claimed) await this.#records.emit(out.workspace, 'workspace_created', actor.userId, { forked: false })
+    if (out.task) await this.#records.emit(out.workspace, 'task_submitted', actor.userId, { description: out.task.description }, out.task.id)
+    void this.kick(out.workspace.id)
+    // Every create of a dynamic role counts, also with pool_size 0: such a pool grows from zero.
+    if (role.pool_policy === 'dynamic') await this.#pools.noteDemand(orgId, role.id, out.claimed)
+    if (out.claimed || role.pool_policy === 'dynamic') this.#pools.fillSoon()
+    return { workspace: out.workspace, ...(out.task ? { task: out.task } : {}) }
+  }
+
+  /** POST /v1/workspaces/{id}/tasks. */
+  async submitTask(orgId: string, actor: Actor, workspaceId: string, input: TaskInput): Promise<TaskRecord> {
+    const task = await this.#locks.run(workspaceId, async () => {
+      const ws = await this.#records.mustGet(orgId, workspaceId)
+      if (ws.state === 'archived' || ws.desired_state === 'archived') throw apiError('workspace_archived', `workspace ${ws.id} is archived; unarchive it first`)
+      if (ws.state === 'provisioning' || ws.state === 'stopping') throw apiError('workspace_not_ready', `workspace ${ws.id} is ${ws.state}; retry when it is idle`)
+      if (ws.pooled) throw apiError('workspace_not_ready', `workspace ${ws.id} is an unclaimed warm-pool workspace; POST /v1/tasks with its role claims one`)
+      const active = await this.#t.tasks.active(ws.id)
+      if (active || ws.state === 'busy') {
+        throw apiError('task_already_running', `${active ? `task ${active.id}` : 'a task'} is active on workspace ${ws.id}; cancel it first`, active ? { task_id: active.id } : undefined)
+      }
+      const created = await this.#t.tasks.create(orgId, { ...input, workspace_id: ws.id, created_by: actor.creatorId })
+      // A stopped workspace restarts for the task: provisioning re-adopts its /data.
+      if (ws.state === 'stopped') {
+        await this.#t.transition(ws.id, ['stopped'], 'provisioning', { desired_state: 'running' })
+      }
+      await this.#records.emit(ws, 'task_submitted', actor.userId, { description: created.description }, created.id)
+      return created
+    })
+    void this.kick(workspaceId)
+    return task
+  }
+
+  /** POST /v1/tasks/{id}/cancel: a queued task ends at once; a running one also stops its agent. */
+  async cancelTask(orgId: string, taskId: string): Promise<TaskRecord> {
+    const task = await this.#t.tasks.get(orgId, taskId)
+    if (!task) throw apiError('not_found', `task ${taskId} not found`)
+    await this.#locks.run(task.workspace_id, async () => {
+      const ws = (await this.#t.byId(task.workspace_id))!
+      if (await this.#records.finishTask(ws, taskId, 'cancelled', 'cancelled_by_user')) await this.#runner.stopIfRunning(ws.id, taskId)
+    })
+    return (await this.#t.tasks.get(orgId, taskId))!
+  }
+
+  /** POST /v1/workspaces/{id}/stop: snapshot and tear down; resolves when stopped. */
+  async stop(orgId: string, workspaceId: string, actorUserId?: string): Promise<WorkspaceRecord> {
+    return this.#locks.run(workspaceId, async () => {
+      const ws = await this.#records.mustGet(orgId, workspaceId)
+      if (ws.state === 'stopped' || ws.state === 'archived') throw apiError('workspace_already_stopped', `workspace ${ws.id} is already ${ws.state}`)
+      await this.#t.update(ws.id, { desired_state: 'stopped' })
+      await this.#reconciler.stopNow(ws, actorUserId)
+      return (await this.#t.byId(ws.id))!
+    })
+  }
+
+  async archive(orgId: string, workspaceId: string, actorUserId: string): Promise<WorkspaceRecord> {
+    return this.#locks.run(workspaceId, async () => {
+      const ws = await this.#records.mustGet(orgId, workspaceId)
+      if (ws.state === 'archived') return ws
+      await this.#t.update(ws.id, { desired_state: 'archived' })
+      if (ws.state !== 'stopped') await this.#reconciler.stopNow(ws, actorUserId)
+      await this.#t.update(ws.id, { state: 'archived', archived_at: new Date().toISOString() })
+      await this.#records.emit(ws, 'workspace_archived', actorUserId)
+      return (await this.#t.byId(ws.id))!
+    })
+  }
+
+  /** Unarchive lands in `stopped` (the spec leaves it open; docs/workspaces.md): a task restarts it. */
+  async unarchive(orgId: string, workspaceId: string, actorUserId: string): Promise<WorkspaceRecord> {
+    return this.#locks.run(workspaceId, async () => {
+      const ws = await this.#records.mustGet(orgId, workspaceId)
+      if (ws.state !== 'archived') throw apiError('not_archived', `workspace ${ws.id} is not archived`)
+      await this.#t.update(ws.id, { state: 'stopped', desired_state: 'stopped', archived_at: null })
+      await this.#records.emit(ws, 'workspace_unarchived', actorUserId)
+      return (await this.#t.byId(ws.id))!
+    })
+  }
+
+  /** POST /v1/workspaces/{id}/fork: a child restored from the parent's snapshot after `forkPoint` tasks. */
+  async fork(orgId: string, actor: Actor, parentId: string, forkPoint: number, role: RoleConfig): Promise<WorkspaceRecord> {
+    const child = await this.#locks.run(parentId, async () => {
+      const parent = await this.#records.mustGet(orgId, parentId)
+      if (!['idle', 'stopped'].includes(parent.state)) {
+        throw apiError('invalid_state', `workspace ${parent.id} is ${parent.state}; fork an idle or stopped workspace`, { state: parent.state })
+      }
+      if (forkPoint > parent.task_count) {
+        throw apiError('validation_error', `fork_point_task_count ${forkPoint} is beyond the ${parent.task_count} tasks workspace ${parent.id} has run`, { fields: { fork_point_task_count: `must be at most ${parent.task_count}` } })
+      }
+      const snap = forkPoint === 0 ? null : await this.#o.runtime.snapshotAt(parent.id, forkPoint)
+      if (forkPoint > 0 && !snap) {
+        throw apiError('validation_error', `workspace ${parent.id} has no snapshot after ${forkPoint} tasks`, { fields: { fork_point_task_count: 'no snapshot at this point' } })
+      }
+      const id = await this.#t.create(orgId, {
+        role_id: role.id, created_by: actor.creatorId, created_by_user_id: actor.userId, parent_workspace_id: parent.id,
+        fork_point_task_count: forkPoint, ...(snap ? { fork_source_snapshot_ref: snap.ref } : {}),
+      })
+      const created = (await this.#t.byId(id))!
+      const ref = snap?.ref ?? ''
+      await this.#records.emit(parent, 'workspace_forked', actor.userId, { resource_id: parent.id, child_workspace_id: id, fork_point_task_count: forkPoint, fork_source_snapshot_ref: ref }, undefined, 'audit')
+      await this.#records.emit(created, 'workspace_fork_created', actor.userId, { resource_id: id, parent_workspace_id: parent.id, fork_point_task_count: forkPoint, fork_source_snapshot_ref: ref }, undefined, 'audit')
+      await this.#records.emit(created, 'workspace_created', actor.userId, { forked: true, parent_workspace_id: parent.id, fork_point_task_count: forkPoint, fork_source_snapshot_ref: ref })
+      return created
+    })
+    void this.kick(child.id)
+    return child
+  }
+
+  async snapshotFiles(orgId: string, workspaceId: string): Promise<SnapshotFileEntry[]> {
+    const ws = await this.#records.mustGet(orgId, workspaceId)
+    const snaps = await this.#o.runtime.snapshots(ws.id).catch(() => [])
+    if (snaps.length === 0) throw apiError('not_found', `workspace ${ws.id} has no snapshot yet`)
+    return this.#o.runtime.listSnapshotFiles(ws.id)
+  }
+
+  // ---- the agent callbacks' target (agent-callbacks.ts) -----------------------------------
+
+  /** `GET /tasks/next` from a workspace's agent (hand-over.ts). */
+  nextTask(workspaceId: string, waitMs?: number, opts: { tokenAhead?: boolean; as?: PollToken } = {}): Promise<AgentTask | TokenAhead | 'wait' | 'none'> {
+    return this.#handOver.nextTask(workspaceId, waitMs, opts)
+  }
+
+  /** The agent reported `task_end`. First writer wins. */
+  async agentTaskEnded(workspaceId: string, taskId: string, status: 'completed' | 'failed', reason?: string, summary?: string): Promise<void> {
+    await this.#locks.run(workspaceId, async () => {
+      const ws = await this.#t.byId(workspaceId)
+      if (ws) await this.#runner.agentEnded(ws, taskId, status, reason, summary)
+    })
+  }
+
+  /** The pack schemas a workspace's agent events must also satisfy (launcher.ts). */
+  agentEventSchemas(orgId: string, workspaceId: string): Promise<readonly PackEventValidators[]> {
+    return this.#launcher.eventSchemas(orgId, workspaceId)
+  }
+
+  /** Whether a task's /data is being measured against the disk quota now (diagnostics, tests). */
+  watchingDisk(workspaceId: string): boolean {
+    return this.#runner.watchingDisk(workspaceId)
+  }
+
+  // ---- the role and provider routes' seam (server/workspace-control.ts) --------------------
+
+  activeCount(orgId: string, roleIds: readonly string[]): Promise<number> {
+    return this.#t.activeCountForRoles(orgId, roleIds)
+  }
+
+  /** Stops the workspaces in use (the same set activeCount counts); unclaimed pool members stay with
+   * the pool, which restarts them on role changes and retires them on archive. */
+  async stopForRole(orgId: string, roleId: string): Promise<number> {
+    const ids = await this.#t.idsForRole(orgId, roleId, ['provisioning', 'idle', 'busy'], { pooled: false })
+    for (const id of ids) {
+      await this.#t.update(id, { desired_state: 'stopped' })
+      void this.kick(id)
+    }
+    return ids.length
+  }
+
+  /** Agents start per task and read the role at each start, so an idle workspace picks the change
+   * up with its next task; the restart is recorded (`workspace_restarted`) for each. */
+  async restartIdleForRole(orgId: string, roleId: string): Promise<number> {
+    const ids = await this.#t.idsForRole(orgId, roleId, ['idle'])
+    for (const id of ids) {
+      const ws = await this.#t.byId(id)
+      if (ws) await this.#records.emit(ws, 'workspace_restarted', ws.created_by_user_id)
+      // A warm agent read the old role at its start: start it again with the new one.
+      if (this.#handOver.has(id) || this.#handOver.uncold(id)) await this.#locks.run(id, () => this.#handOver.restart(id))
+    }
+    return ids.length
+  }
+}
+
+/** The keys of `o` that are set, for optional options passed on (exactOptionalPropertyTypes). */
+function pick<T extends object, K extends keyof T>(o: T, ...keys: K[]): { [P in K]?: NonNullable<T[P]> } {
+  const out: Partial<Record<K, unknown>> = {}
+  for (const k of keys) if (o[k] !== undefined) out[k] = o[k]
+  return out as { [P in K]?: NonNullable<T[P]> }
+}
