@@ -4,6 +4,7 @@
 // the policy, with its policy_decision rows, debits and agent events. A second start on the same
 // data dir says it is already running; a restart re-seeds in place.
 import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -76,5 +77,24 @@ describe('corral dev', () => {
     expect(roles.map((r) => r.name)).toEqual(['demo'])
     const port = new URL(providers[0].base_url).port
     expect(roles[0].capabilities).toContain(`"127.0.0.1:${port}"`)
+  })
+
+  it('a port somebody holds and an unreachable database each end in one plain line and exit 1', async () => {
+    const holder = createServer()
+    await new Promise<void>((r) => holder.listen(0, '127.0.0.1', r))
+    const port = (holder.address() as { port: number }).port
+    try {
+      const clash = await runCorral(['dev', '--data-dir', join(tmp, 'clash'), '--port', String(port), '--proxy-port', '0', '--model-port', '0'], { env })
+      expect(clash.code).toBe(1)
+      expect(clash.stderr.trim().split('\n')).toHaveLength(1)
+      expect(clash.stderr).toContain(`port ${port} is already in use (--port): another corral serve or dev is probably running`)
+    } finally {
+      holder.close()
+    }
+    const db = await runCorral(['dev', '--data-dir', join(tmp, 'nodb'), '--port', '0', '--db', 'postgres://corral:hunter2@127.0.0.1:1/corral'], { env })
+    expect(db.code).toBe(1)
+    expect(db.stderr.trim().split('\n')).toHaveLength(1)
+    expect(db.stderr).toContain('cannot reach the database postgres://corral@127.0.0.1:1/corral (ECONNREFUSED): check --db / CORRAL_DB_URL')
+    expect(db.stderr).not.toContain('hunter2')
   })
 })
