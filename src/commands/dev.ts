@@ -135,7 +135,7 @@ async function startSession(flags: DevFlags, dataDir: string, ports: { api: numb
 
 /** The fake model over HTTPS with a leaf of its own CA (in the data dir), which the proxy is told to trust. */
 async function startDevModel(dataDir: string, host: string, port: number, dev: typeof import('../dev/index.js')) {
-  const { loadOrCreateCa, LeafMinter } = await import('../proxy/ca.js')
+  const { loadOrCreateCa, LeafMinter } = await import('../proxy/index.js')
   const caDir = join(dataDir, 'dev-model-ca')
   const ca = await loadOrCreateCa(caDir)
   const caFile = join(caDir, 'ca.pem')

@@ -4,7 +4,7 @@
 // from here, never from the files beside it.
 export { ProxyService, DEFAULT_PROXY_PORT, DEFAULT_MAX_INSPECT_BYTES, type ProxyServiceOptions } from './service.js'
 export { CapabilityTokens, loadTokenKey, TOKEN_KEY_SETTING, type CapabilityClaims, type TokenCheck, type TokenKeySettings } from './token.js'
-export { caCertPath, caFingerprint, loadOrCreateCa, type CorralCa } from './ca.js'
+export { caCertPath, caFingerprint, LeafMinter, loadOrCreateCa, type CorralCa } from './ca.js'
 export {
   AGENT_EVENTS_CAPABILITY, CONTROL_HOST,
   type AgentCallbackHandler, type AgentCallbacks, type AgentEventCharge, type ControlReply,
