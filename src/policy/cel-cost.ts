@@ -100,27 +100,10 @@ function est(n: Node, f: Frame): CelCost {
       const k = est(a[1], f)
       return { cost: cap(1 + o.cost + k.cost), weight: o.weight }
     }
-    case 'list': {
-      let cost = 1
-      let weight = a.length
-      for (const e of a as Node[]) {
-        const r = est(e, f)
-        cost += r.cost
-        weight += r.weight
-      }
-      return { cost: cap(cost), weight: cap(weight) }
-    }
-    case 'map': {
-      let cost = 1
-      let weight = a.length
-      for (const [k, v] of a as [Node, Node][]) {
-        const rk = est(k, f)
-        const rv = est(v, f)
-        cost += rk.cost + rv.cost
-        weight += rk.weight + rv.weight
-      }
-      return { cost: cap(cost), weight: cap(weight) }
-    }
+    case 'list':
+      return estList(a as Node[], f)
+    case 'map':
+      return estMap(a as [Node, Node][], f)
     case '?:': {
       const c = est(a[0], f)
       const l = est(a[1], f)
@@ -148,27 +131,58 @@ function est(n: Node, f: Frame): CelCost {
     case 'comprehension':
       return estComprehension(a as ComprehensionArgs, f)
     case 'call':
-    case 'rcall': {
-      const ops = n.op === 'call' ? (a[1] as Node[]) : [a[1] as Node, ...(a[2] as Node[])]
-      const rs = ops.map((o) => est(o, f))
-      const ws = rs.map((r) => r.weight)
-      let cost = 1 + rs.reduce((s, r) => s + r.cost, 0) + units(ws.reduce((s, w) => s + w, 0))
-      // join also pays for the string it builds: receiver elements × separator length.
-      if (n.op === 'rcall' && a[0] === 'join' && ws.length === 2) cost += units(ws[0] * ws[1])
-      return { cost: cap(cost), weight: callWeight(a[0], ws) }
-    }
+    case 'rcall':
+      return estCall(n, f)
   }
-  if (n.op === '+' || n.op === 'in' || COMPARISONS.has(n.op) || NUMERIC.has(n.op)) {
-    const l = est(a[0], f)
-    const r = est(a[1], f)
-    const base = 1 + l.cost + r.cost
-    if (n.op === '+') return { cost: cap(base + units(l.weight + r.weight)), weight: cap(l.weight + r.weight) }
-    if (n.op === 'in') return { cost: cap(base + units(r.weight)), weight: 0 }
-    if (COMPARISONS.has(n.op)) return { cost: cap(base + units(Math.min(l.weight, r.weight))), weight: 0 }
-    return { cost: cap(base), weight: 0 }
-  }
+  if (n.op === '+' || n.op === 'in' || COMPARISONS.has(n.op) || NUMERIC.has(n.op)) return estBinary(n, f)
   // An operation this model does not know cannot be shown to be bounded.
   return { cost: HUGE, weight: HUGE }
+}
+
+function estList(items: Node[], f: Frame): CelCost {
+  let cost = 1
+  let weight = items.length
+  for (const e of items) {
+    const r = est(e, f)
+    cost += r.cost
+    weight += r.weight
+  }
+  return { cost: cap(cost), weight: cap(weight) }
+}
+
+function estMap(entries: [Node, Node][], f: Frame): CelCost {
+  let cost = 1
+  let weight = entries.length
+  for (const [k, v] of entries) {
+    const rk = est(k, f)
+    const rv = est(v, f)
+    cost += rk.cost + rv.cost
+    weight += rk.weight + rv.weight
+  }
+  return { cost: cap(cost), weight: cap(weight) }
+}
+
+function estCall(n: Node, f: Frame): CelCost {
+  const a = n.args
+  const ops = n.op === 'call' ? (a[1] as Node[]) : [a[1] as Node, ...(a[2] as Node[])]
+  const rs = ops.map((o) => est(o, f))
+  const ws = rs.map((r) => r.weight)
+  let cost = 1 + rs.reduce((s, r) => s + r.cost, 0) + units(ws.reduce((s, w) => s + w, 0))
+  // join also pays for the string it builds: receiver elements × separator length.
+  if (n.op === 'rcall' && a[0] === 'join' && ws.length === 2) cost += units(ws[0] * ws[1])
+  return { cost: cap(cost), weight: callWeight(a[0], ws) }
+}
+
+/** +, in, comparisons and arithmetic: both sides, plus what + builds and what in/== scan. */
+function estBinary(n: Node, f: Frame): CelCost {
+  const a = n.args
+  const l = est(a[0], f)
+  const r = est(a[1], f)
+  const base = 1 + l.cost + r.cost
+  if (n.op === '+') return { cost: cap(base + units(l.weight + r.weight)), weight: cap(l.weight + r.weight) }
+  if (n.op === 'in') return { cost: cap(base + units(r.weight)), weight: 0 }
+  if (COMPARISONS.has(n.op)) return { cost: cap(base + units(Math.min(l.weight, r.weight))), weight: 0 }
+  return { cost: cap(base), weight: 0 }
 }
 
 function estComprehension(a: ComprehensionArgs, f: Frame): CelCost {

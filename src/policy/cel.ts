@@ -214,23 +214,7 @@ function compileCelUncached(source: string, site: CelSite, expected: CelResultKi
   } catch (e) {
     return { ok: false, issues: [{ code: 'cel_syntax', message: `CEL syntax error: ${firstLine((e as Error).message)}` }] }
   }
-  const issues: CelIssue[] = []
-  const secretKeys = new Set<string>()
-  const allowSecrets = SITE_VARS[site].secrets === true
-  walk(parsed.ast, (n, parent) => {
-    if (n.op !== 'id' || n.args !== 'secrets') return
-    if (!allowSecrets) {
-      issues.push({ code: 'cel_secrets_not_allowed', message: `secrets are not available in a ${SITE_LABEL[site]} expression` })
-      return
-    }
-    if (parent && parent.op === '[]' && parent.args[0] === n && parent.args[1].op === 'value' && typeof parent.args[1].args === 'string') {
-      secretKeys.add(parent.args[1].args)
-    } else if (parent && parent.op === '.' && parent.args[0] === n) {
-      secretKeys.add(parent.args[1])
-    } else {
-      issues.push({ code: 'cel_secrets_dynamic_key', message: 'secrets may only be indexed with a string literal, e.g. secrets["api_key"]' })
-    }
-  })
+  const { issues, secretKeys } = secretReferences(parsed.ast, site)
   const calls = matchesCalls(parsed.ast)
   for (const c of calls) {
     if (c.pattern.op === 'value' && typeof c.pattern.args === 'string') {
@@ -240,48 +224,14 @@ function compileCelUncached(source: string, site: CelSite, expected: CelResultKi
   }
   if (issues.length > 0) return { ok: false, issues: dedupe(issues) }
 
-  let checked: ReturnType<typeof parsed.check>
-  try {
-    checked = parsed.check()
-  } catch (e) {
-    return { ok: false, issues: [{ code: 'cel_type', message: `CEL type error: ${firstLine((e as Error).message ?? String(e))}` }] }
-  }
-  if (!checked.valid) {
-    const err = checked.error as (Error & { code?: string; node?: ASTNode }) | undefined
-    const code = err?.code
-    if (code === 'unknown_variable') {
-      const name = err?.node && err.node.op === 'id' ? err.node.args : firstLine(err?.message ?? '').replace(/^Unknown variable:\s*/, '')
-      return { ok: false, issues: [{ code: 'cel_undeclared', message: `undeclared reference: ${name}` }] }
-    }
-    if (code === 'no_such_key' && err?.node && err.node.op === '.') {
-      const name = dottedName(err.node)
-      if (name && TYPED_ROOTS.has(name.split('.')[0])) return { ok: false, issues: [{ code: 'cel_undeclared', message: `undeclared reference: ${name}` }] }
-    }
-    return { ok: false, issues: [{ code: 'cel_type', message: `CEL type error: ${firstLine(err?.message ?? 'invalid expression')}` }] }
-  }
-  const type = checked.type ?? 'dyn'
+  const checked = typeCheck(parsed)
+  if ('issue' in checked) return { ok: false, issues: [checked.issue] }
+  const type = checked.type
   if (!resultAccepted(expected, type)) {
     return { ok: false, issues: [{ code: 'cel_result_type', message: `expression must produce ${KIND_LABEL[expected]}, but produces ${type}` }] }
   }
-  let runnable = parsed
-  if (calls.length > 0) {
-    const rewritten = rewriteMatches(source, calls)
-    let ok = false
-    if (rewritten !== undefined) {
-      try {
-        runnable = env.parse(rewritten)
-        const left = matchesCalls(runnable.ast).length
-        let renamed = 0
-        walk(runnable.ast, (n) => {
-          if (n.op === 'rcall' && (n.args[0] === RE2_LITERAL.name || n.args[0] === RE2_DYNAMIC.name)) renamed++
-        })
-        ok = left === 0 && renamed >= calls.length && runnable.check().valid
-      } catch {
-        ok = false
-      }
-    }
-    if (!ok) return { ok: false, issues: [{ code: 'cel_syntax', message: 'unsupported use of matches(): write it as <string>.matches(<pattern>)' }] }
-  }
+  const runnable = calls.length > 0 ? withRe2Matches(env, source, calls) : parsed
+  if (!runnable) return { ok: false, issues: [{ code: 'cel_syntax', message: 'unsupported use of matches(): write it as <string>.matches(<pattern>)' }] }
   const { cost } = estimateCelCost(runnable.ast)
   if (cost > CEL_EXPR_COST_LIMIT) {
     const shown = cost >= 1e15 ? 'unbounded' : Math.ceil(cost).toLocaleString('en-US')
@@ -309,6 +259,69 @@ function compileCelUncached(source: string, site: CelSite, expected: CelResultKi
     run: (vars: Record<string, unknown>) => withCelBudget(CEL_CALL_BUDGET, () => evaluate(vars)),
   })
   return { ok: true, program }
+}
+
+type Parsed = ReturnType<Environment['parse']>
+
+/** `secrets` only where the site allows it, and only indexed by a string literal (the keys are resolved before evaluation). */
+function secretReferences(ast: ASTNode, site: CelSite): { issues: CelIssue[]; secretKeys: Set<string> } {
+  const issues: CelIssue[] = []
+  const secretKeys = new Set<string>()
+  const allowSecrets = SITE_VARS[site].secrets === true
+  walk(ast, (n, parent) => {
+    if (n.op !== 'id' || n.args !== 'secrets') return
+    if (!allowSecrets) {
+      issues.push({ code: 'cel_secrets_not_allowed', message: `secrets are not available in a ${SITE_LABEL[site]} expression` })
+      return
+    }
+    if (parent && parent.op === '[]' && parent.args[0] === n && parent.args[1].op === 'value' && typeof parent.args[1].args === 'string') {
+      secretKeys.add(parent.args[1].args)
+    } else if (parent && parent.op === '.' && parent.args[0] === n) {
+      secretKeys.add(parent.args[1])
+    } else {
+      issues.push({ code: 'cel_secrets_dynamic_key', message: 'secrets may only be indexed with a string literal, e.g. secrets["api_key"]' })
+    }
+  })
+  return { issues, secretKeys }
+}
+
+/** The library's type check, its errors in our codes. */
+function typeCheck(parsed: Parsed): { type: string } | { issue: CelIssue } {
+  let checked: ReturnType<Parsed['check']>
+  try {
+    checked = parsed.check()
+  } catch (e) {
+    return { issue: { code: 'cel_type', message: `CEL type error: ${firstLine((e as Error).message ?? String(e))}` } }
+  }
+  if (checked.valid) return { type: checked.type ?? 'dyn' }
+  const err = checked.error as (Error & { code?: string; node?: ASTNode }) | undefined
+  const code = err?.code
+  if (code === 'unknown_variable') {
+    const name = err?.node && err.node.op === 'id' ? err.node.args : firstLine(err?.message ?? '').replace(/^Unknown variable:\s*/, '')
+    return { issue: { code: 'cel_undeclared', message: `undeclared reference: ${name}` } }
+  }
+  if (code === 'no_such_key' && err?.node && err.node.op === '.') {
+    const name = dottedName(err.node)
+    if (name && TYPED_ROOTS.has(name.split('.')[0])) return { issue: { code: 'cel_undeclared', message: `undeclared reference: ${name}` } }
+  }
+  return { issue: { code: 'cel_type', message: `CEL type error: ${firstLine(err?.message ?? 'invalid expression')}` } }
+}
+
+/** The program with every matches() call rewritten to the RE2-backed functions; undefined when a call cannot be rewritten. */
+function withRe2Matches(env: Environment, source: string, calls: MatchesCall[]): Parsed | undefined {
+  const rewritten = rewriteMatches(source, calls)
+  if (rewritten === undefined) return undefined
+  try {
+    const runnable = env.parse(rewritten)
+    const left = matchesCalls(runnable.ast).length
+    let renamed = 0
+    walk(runnable.ast, (n) => {
+      if (n.op === 'rcall' && (n.args[0] === RE2_LITERAL.name || n.args[0] === RE2_DYNAMIC.name)) renamed++
+    })
+    return left === 0 && renamed >= calls.length && runnable.check().valid ? runnable : undefined
+  } catch {
+    return undefined
+  }
 }
 
 function dedupe(issues: CelIssue[]): CelIssue[] {

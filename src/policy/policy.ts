@@ -3,12 +3,12 @@
 // deny reasons or transforms_failed values, never as exceptions.
 
 import type { TransformFailure } from '../contract/index.js'
-import { celToJson, isCelMap } from './cel.js'
 import { CEL_CALL_BUDGET } from './cel-cost.js'
 import { withCelBudget } from './cel-meter.js'
 import { DomainIndex, normalizeHost } from './glob.js'
 import { summarizeErrors } from './json-schema.js'
-import { bodyText, contextVars, deepMerge, isJsonType, mediaType, requestVar, setQuery } from './request-vars.js'
+import { bodyText, contextVars, isJsonType, mediaType, requestVar } from './request-vars.js'
+import { placeValue, secretsFor } from './transform-apply.js'
 import type { CCapability, CRule, CTransform } from './model.js'
 import type {
   AdmissionResult, AllowRuleEval, BodyInput, BodyResult, CompiledCounter, CompiledPolicy, Deny, PolicyContext,
@@ -290,7 +290,6 @@ export class Policy implements CompiledPolicy {
 
   /** Applies one non-auth transform to `out`; returns false when it failed (recorded in out.failed). */
   #applyOne(t: CTransform, input: TransformInput, out: TransformOutput, varsFor: (body: boolean) => Record<string, unknown>): boolean {
-    const headers = out.headers
     const fail = (reason: TransformFailure): false => {
       out.failed[t.key] = reason
       return false
@@ -301,21 +300,8 @@ export class Policy implements CompiledPolicy {
     if (program) {
       const vars: Record<string, unknown> = { ...varsFor(t.requiresBody) }
       if (program.secretKeys.length > 0) {
-        // Withheld like credentials when the request may not go where the policy looked.
-        if (input.secretsAllowed === false) return fail('auth_unavailable')
-        const secrets: Record<string, string> = {}
-        let missing = false
-        for (const k of program.secretKeys) {
-          let s: string | undefined
-          try {
-            s = input.secrets(k)
-          } catch {
-            s = undefined
-          }
-          if (s === undefined) missing = true
-          else secrets[k] = s
-        }
-        if (missing) return fail('apply_error')
+        const secrets = secretsFor(program.secretKeys, input)
+        if (typeof secrets === 'string') return fail(secrets)
         vars.secrets = secrets
         usedSecrets = Object.values(secrets)
       }
@@ -325,59 +311,8 @@ export class Policy implements CompiledPolicy {
         return fail('eval_error')
       }
     }
-    switch (t.kind) {
-      case 'header':
-        if (t.action === 'remove') delete headers[t.header]
-        else if (typeof value !== 'string') {
-          return fail('type_mismatch')
-        } else if (t.action === 'set') headers[t.header] = [value]
-        else (headers[t.header] ??= []).push(value)
-        break
-      case 'query':
-        if (t.action === 'remove') out.rawQuery = setQuery(out.rawQuery, t.param, undefined)
-        else if (typeof value !== 'string') {
-          return fail('type_mismatch')
-        } else out.rawQuery = setQuery(out.rawQuery, t.param, value)
-        break
-      case 'path': {
-        if (typeof value !== 'string') {
-          return fail('type_mismatch')
-        }
-        const s = value
-        const next = t.action === 'prefix' ? s + out.path : t.pattern!.replace(out.path, () => s)
-        if (!next.startsWith('/')) {
-          return fail('apply_error')
-        }
-        out.path = next
-        break
-      }
-      case 'body': {
-        const doc = out.json
-        if (t.action === 'merge') {
-          if (!isCelMap(value)) {
-            return fail('type_mismatch')
-          }
-          if (!doc || typeof doc !== 'object' || Array.isArray(doc)) {
-            return fail('apply_error')
-          }
-          out.json = deepMerge(doc, celToJson(value) as Record<string, unknown>)
-        } else {
-          if (typeof value !== 'string') {
-            return fail('type_mismatch')
-          }
-          if (!doc || typeof doc !== 'object' || Array.isArray(doc)) {
-            return fail('apply_error')
-          }
-          const current = (doc as Record<string, unknown>)[t.field!]
-          if (current !== undefined && typeof current !== 'string') {
-            return fail('apply_error')
-          }
-          out.json = { ...(doc as Record<string, unknown>), [t.field!]: value + (current ?? '') }
-        }
-        out.bodyChanged = true
-        break
-      }
-    }
+    const failed = placeValue(t, value, out)
+    if (failed) return fail(failed)
     // What was injected from secrets, for the proxy to scrub from the response (scrub.ts): the
     // secret values, and the value placed (which may hold them transformed, e.g. concatenated).
     // A short derived value ("1", "yes") is no secret and would mask every such byte run.
