@@ -8,3 +8,4 @@ export { DEFAULT_ARCHIVE_LIMITS, archiveLimitsFromEnv, extractPackArchive, type 
 export { DIGEST_RE, PackContent, type IngestedPack } from './content.js'
 export { PackService, type PackActor, type PackServiceDeps, type PackUpdate } from './pack-service.js'
 export { checkPackIds } from './pack-rules.js'
+export { registrySettingsFromEnv, type RegistrySettings } from './registry-settings.js'

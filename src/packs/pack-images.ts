@@ -3,7 +3,8 @@
 import { apiError } from '../contract/index.js'
 import type { Store } from '../store/index.js'
 import type { PackContent } from './content.js'
-import { RegistryError, parseImageRef, registrySettingsFromEnv, type ImageRef, type RegistrySettings } from './registry.js'
+import { RegistryError, parseImageRef, type ImageRef } from './registry-ref.js'
+import { registrySettingsFromEnv, type RegistrySettings } from './registry-settings.js'
 import { pushPackImage, sameImage, type PullAccess } from './registry-image.js'
 
 /** Without settings (a server built without registry settings), no registry is allowed and nothing is pushed. */

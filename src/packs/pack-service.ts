@@ -11,7 +11,7 @@ import type { PackPatch } from '../store/repositories/packs.js'
 import type { IngestedPack, PackContent } from './content.js'
 import { NO_REGISTRY, pullAccess, pullFailure, pushImage, type PushLogger } from './pack-images.js'
 import { checkAgentChange, fieldError, manifestFields, nameTaken, normaliseSuggested } from './pack-rules.js'
-import type { RegistrySettings } from './registry.js'
+import type { RegistrySettings } from './registry-settings.js'
 import { pullPackImage } from './registry-image.js'
 
 /** Who acts: the org the pack belongs to (or is read from) and the user audit rows name. */

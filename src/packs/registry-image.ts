@@ -10,10 +10,8 @@ import { pipeline } from 'node:stream/promises'
 import { apiError } from '../contract/index.js'
 import type { IngestedPack, PackContent } from './content.js'
 import { flattenLayers } from './registry-layers.js'
-import {
-  OCI_MANIFEST, RegistryError, bufferBody, checkAllowed, formatImageRef, parseImageRef, sha256,
-  type Descriptor, type ImageRef, type RegistrySettings,
-} from './registry.js'
+import { OCI_MANIFEST, RegistryError, bufferBody, formatImageRef, parseImageRef, sha256, type Descriptor, type ImageRef } from './registry.js'
+import { checkAllowed, type RegistrySettings } from './registry-settings.js'
 
 export const LAYER_TAR = 'application/vnd.oci.image.layer.v1.tar'
 const OCI_CONFIG = 'application/vnd.oci.image.config.v1+json'

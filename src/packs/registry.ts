@@ -6,12 +6,15 @@
 // the registry names — Basic with configured credentials, or Bearer with a token fetched from the
 // realm (anonymously or with those credentials). Transport: HTTPS with the system CAs
 // (NODE_EXTRA_CA_CERTS adds more); plain HTTP only for loopback hosts or hosts listed in
-// CORRAL_REGISTRY_INSECURE. Configuration and rules: docs/packs.md "Registry".
+// CORRAL_REGISTRY_INSECURE. Configuration and rules: docs/packs.md "Registry". References and
+// RegistryError: registry-ref.ts; settings from the environment: registry-settings.ts.
 import { createHash } from 'node:crypto'
-import { readFileSync } from 'node:fs'
 import { isIP } from 'node:net'
 import { Readable, Transform, type TransformCallback } from 'node:stream'
 import { request, type Dispatcher } from 'undici'
+import { RegistryError, formatImageRef, type ImageRef, type RegistryFailure } from './registry-ref.js'
+
+export { RegistryError, formatImageRef, parseImageRef, type ImageRef, type RegistryFailure } from './registry-ref.js'
 
 export const OCI_MANIFEST = 'application/vnd.oci.image.manifest.v1+json'
 export const OCI_INDEX = 'application/vnd.oci.image.index.v1+json'
@@ -22,65 +25,6 @@ const MANIFEST_ACCEPT = [OCI_MANIFEST, OCI_INDEX, DOCKER_MANIFEST, DOCKER_LIST].
 const MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 const MAX_REDIRECTS = 5
 const DIGEST_RE = /^sha256:[0-9a-f]{64}$/
-// distribution's reference grammar, simplified: lower-case path components separated by / . _ -.
-const REPO_RE = /^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$/
-const TAG_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/
-const HOST_RE = /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$/
-
-/** Why a registry operation failed: the route maps `unreachable` to 502, everything else to a 400 on image_ref. */
-export type RegistryFailure = 'reference' | 'not_allowed' | 'not_found' | 'denied' | 'invalid' | 'unreachable'
-
-export class RegistryError extends Error {
-  constructor(readonly kind: RegistryFailure, message: string) {
-    super(message)
-    this.name = 'RegistryError'
-  }
-}
-
-export interface ImageRef {
-  /** `host[:port]`, as written (lower-cased). */
-  registry: string
-  repository: string
-  tag?: string
-  digest?: string
-}
-
-/**
- * Parses `host[:port]/repo[:tag][@sha256:…]`. The host part is required (no implicit docker.io:
- * a pack names the registry it comes from); without tag or digest the tag is `latest`.
- */
-export function parseImageRef(ref: string): ImageRef {
-  const bad = (why: string) => new RegistryError('reference', `${JSON.stringify(ref)} is not an image reference (${why}); expected host[:port]/repository[:tag|@sha256:…]`)
-  if (ref.length > 1024 || /\s/.test(ref)) throw bad('too long or has spaces')
-  let rest = ref
-  let digest: string | undefined
-  const at = rest.indexOf('@')
-  if (at >= 0) {
-    digest = rest.slice(at + 1)
-    rest = rest.slice(0, at)
-    if (!DIGEST_RE.test(digest)) throw bad('the digest must be sha256: and 64 lower-case hex digits')
-  }
-  const slash = rest.indexOf('/')
-  if (slash <= 0) throw bad('no registry host')
-  const registry = rest.slice(0, slash).toLowerCase()
-  if (!HOST_RE.test(registry) || !(registry.includes('.') || registry.includes(':') || registry === 'localhost')) throw bad('the first component must be a registry host such as registry.example.com or 127.0.0.1:5000')
-  let repository = rest.slice(slash + 1)
-  let tag: string | undefined
-  const colon = repository.lastIndexOf(':')
-  if (colon >= 0) {
-    tag = repository.slice(colon + 1)
-    repository = repository.slice(0, colon)
-    if (!TAG_RE.test(tag)) throw bad('bad tag')
-  }
-  if (!REPO_RE.test(repository) || repository.length > 255) throw bad('bad repository name (lower-case letters, digits, . _ - and /)')
-  if (tag === undefined && digest === undefined) tag = 'latest'
-  return { registry, repository, ...(tag !== undefined ? { tag } : {}), ...(digest !== undefined ? { digest } : {}) }
-}
-
-/** `host/repo:tag`, `host/repo@digest` or both, the canonical text of a reference. */
-export function formatImageRef(r: ImageRef): string {
-  return `${r.registry}/${r.repository}${r.tag !== undefined ? `:${r.tag}` : ''}${r.digest !== undefined ? `@${r.digest}` : ''}`
-}
 
 export interface Descriptor {
   mediaType: string
@@ -432,60 +376,6 @@ class VerifyBlob extends Transform {
     }
     done()
   }
-}
-
-/** Where serve pushes pack images, and which registries pulls may reach (docs/packs.md "Registry"). */
-export interface RegistrySettings {
-  /** CORRAL_PACK_REGISTRY: `host[:port]/namespace` (namespace optional). */
-  push?: { registry: string; namespace: string }
-  /** Hosts pulls may reach: CORRAL_REGISTRY_ALLOW plus the push registry; `*` allows any host. */
-  allow: '*' | ReadonlySet<string>
-  client: RegistryClient
-}
-
-/**
- * Reads CORRAL_PACK_REGISTRY, CORRAL_REGISTRY_ALLOW, CORRAL_REGISTRY_INSECURE and
- * CORRAL_REGISTRY_AUTH_FILE (a Docker-style config.json `{"auths": {"host": {"auth": "<base64
- * user:password>"}}}` or with `username`/`password`). Throws a plain Error naming the variable.
- */
-export function registrySettingsFromEnv(env: NodeJS.ProcessEnv = process.env): RegistrySettings {
-  const list = (v: string | undefined) => (v ?? '').split(',').map((s) => s.trim().toLowerCase()).filter(Boolean)
-  let push: RegistrySettings['push']
-  const raw = env.CORRAL_PACK_REGISTRY?.trim()
-  if (raw) {
-    const slash = raw.indexOf('/')
-    const registry = (slash < 0 ? raw : raw.slice(0, slash)).toLowerCase()
-    const namespace = slash < 0 ? '' : raw.slice(slash + 1).replace(/\/+$/, '')
-    try {
-      parseImageRef(`${registry}/${namespace ? `${namespace}/` : ''}x`)
-    } catch {
-      throw new Error(`CORRAL_PACK_REGISTRY must be host[:port][/namespace] (lower-case namespace), got ${raw}`)
-    }
-    push = { registry, namespace }
-  }
-  const allowed = list(env.CORRAL_REGISTRY_ALLOW)
-  const allow: RegistrySettings['allow'] = allowed.includes('*') ? '*' : new Set([...allowed, ...(push ? [push.registry] : [])])
-  const credentials = new Map<string, { username: string; password: string }>()
-  if (env.CORRAL_REGISTRY_AUTH_FILE) {
-    let auths: Record<string, { auth?: string; username?: string; password?: string }>
-    try {
-      auths = (JSON.parse(readFileSync(env.CORRAL_REGISTRY_AUTH_FILE, 'utf8')) as { auths?: typeof auths }).auths ?? {}
-    } catch (err) {
-      throw new Error(`CORRAL_REGISTRY_AUTH_FILE ${env.CORRAL_REGISTRY_AUTH_FILE} cannot be read as a Docker config.json (${(err as Error).message})`)
-    }
-    for (const [host, a] of Object.entries(auths)) {
-      const pair = a.auth ? Buffer.from(a.auth, 'base64').toString('utf8') : `${a.username ?? ''}:${a.password ?? ''}`
-      const i = pair.indexOf(':')
-      if (i > 0) credentials.set(host.replace(/^https?:\/\//, '').replace(/\/.*$/, '').toLowerCase(), { username: pair.slice(0, i), password: pair.slice(i + 1) })
-    }
-  }
-  return { ...(push ? { push } : {}), allow, client: new RegistryClient({ insecure: list(env.CORRAL_REGISTRY_INSECURE), credentials }) }
-}
-
-/** Refuses a pull from a registry host the settings do not allow (the server fetches what users name). */
-export function checkAllowed(settings: RegistrySettings, ref: ImageRef): void {
-  if (settings.allow === '*' || settings.allow.has(ref.registry)) return
-  throw new RegistryError('not_allowed', `${ref.registry} is not an allowed pack registry (CORRAL_REGISTRY_ALLOW${settings.push ? `; ${settings.push.registry} is` : ''})`)
 }
 
 /** A Buffer as a one-shot stream (for pushBlob bodies built in memory). */

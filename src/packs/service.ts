@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import type { ServiceFactory } from '../server/serve.js'
 import { archiveLimitsFromEnv } from './archive.js'
 import { PackContent } from './content.js'
-import { registrySettingsFromEnv, type RegistrySettings } from './registry.js'
+import { registrySettingsFromEnv, type RegistrySettings } from './registry-settings.js'
 
 declare module '../server/types.js' {
   interface ServerDeps {

@@ -12,9 +12,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { PackContent } from '../../src/packs/content.js'
 import { LAYER_TAR, checkPullAccess, pullPackImage, pushPackImage, versionTag } from '../../src/packs/registry-image.js'
 import {
-  OCI_INDEX, OCI_MANIFEST, RegistryClient, RegistryError, bufferBody, formatImageRef, parseImageRef, registrySettingsFromEnv, sha256,
-  type Descriptor, type ImageRef, type RegistrySettings,
+  OCI_INDEX, OCI_MANIFEST, RegistryClient, RegistryError, bufferBody, formatImageRef, parseImageRef, sha256,
+  type Descriptor, type ImageRef,
 } from '../../src/packs/registry.js'
+import { registrySettingsFromEnv, type RegistrySettings } from '../../src/packs/registry-settings.js'
 import { freePort, registryAvailable, startRegistry, type TestRegistry } from '../helpers/registry.js'
 import { demoPack, tarOf, type TestEntry } from './archives.js'
 
