@@ -16,14 +16,6 @@ export class PolicyDenial {
   ) {}
 }
 
-/** A fault of the proxy itself (not a policy outcome). Recorded as `internal_error`. */
-export class ProxyFault extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options)
-    this.name = 'ProxyFault'
-  }
-}
-
 export function deny(reason: DenyReason, detail: Record<string, unknown> = {}, status = 403): PolicyDenial {
   return new PolicyDenial(reason, detail, status)
 }

@@ -5,22 +5,16 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import { isStoreUnavailable } from '../store/index.js'
 import { CONTROL_HOST, serveAgentCallback } from './agent-callbacks.js'
 import { DecisionContext, PolicyDenial, attributeToken, deny, denyBody, type PhaseOutcome } from './decision.js'
-import { forward } from './phases/forward.js'
 import { requestBody, reserveBudgets } from './phases/request-body.js'
 import { requestHeaders } from './phases/request-headers.js'
+import { responseBody } from './phases/response-body.js'
+import { responseHeaders } from './phases/response-headers.js'
 import { terminal } from './phases/terminal.js'
 import { transforms } from './phases/transforms.js'
+import { upstream } from './phases/upstream.js'
 import { ClientGone, type Entry, type ProxyCore, type RequestState } from './request-state.js'
 import { requestToken } from './token.js'
 import { HOP_BY_HOP } from './upstream.js'
-
-/** An upstream that could not be reached or broke mid-response; the policy had allowed it. */
-export class UpstreamFailure extends Error {
-  constructor(readonly code: string, options?: { cause?: unknown }) {
-    super(`upstream ${code}`, options)
-    this.name = 'UpstreamFailure'
-  }
-}
 
 /**
  * Runs one request through the phases. `preDenial` is the front's verdict for a request that did
@@ -53,10 +47,10 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
     return
   }
   // The allow's row is recorded when the upstream body has ended, before the client's response
-  // is ended (forward.ts); a refused row cuts the response instead of completing it.
+  // is ended (response-body.ts); a refused row cuts the response instead of completing it.
   st.beforeEnd = async () => (await record(core, st)) === undefined
   try {
-    await forward(core, st, st.meter)
+    await forwardAndRelay(core, st)
   } catch (err) {
     // A PolicyDenial here is the address check refusing the upstream connection (destination_private, address-guard.ts).
     if (err instanceof PolicyDenial) ctx.denial = err
@@ -69,6 +63,15 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
   } finally {
     if (!ctx.emitted) await record(core, st)
   }
+}
+
+/** The phases after admission, in order; only the runner moves `ctx.phase` (the row's phase). */
+async function forwardAndRelay(core: ProxyCore, st: RequestState): Promise<void> {
+  const response = await upstream(core, st)
+  st.ctx.phase = 'response_headers'
+  const body = responseHeaders(st, response, st.meter)
+  st.ctx.phase = 'response_body'
+  await responseBody(st, body, st.meter)
 }
 
 /**
@@ -172,7 +175,7 @@ async function attributeOnly(core: ProxyCore, st: RequestState, denial: PolicyDe
 
 /** Notes why the forward failed (the row's detail); the caller answers. */
 function noteUpstreamFailure(st: RequestState, err: unknown): void {
-  st.ctx.detail.upstream_error = err instanceof UpstreamFailure ? err.code : upstreamCode(err)
+  st.ctx.detail.upstream_error = upstreamCode(err)
   if (st.abort.aborted) st.ctx.detail.client_closed = true
 }
 

@@ -42,7 +42,7 @@ export async function requestHeaders(core: ProxyCore, st: RequestState): Promise
   // A document with no capabilities can never produce a decision: "policy returned no result".
   if (policy.capabilities.length === 0) return deny('policy_empty')
 
-  // One canonical path: what the globs and CEL see is what is forwarded (forward.ts sends ctx.path).
+  // One canonical path: what the globs and CEL see is what is forwarded (upstream.ts sends ctx.path).
   const canonical = canonicalPath(ctx.path)
   if (!canonical.ok) return deny('path_ambiguous', { message: canonical.message })
   ctx.path = canonical.path

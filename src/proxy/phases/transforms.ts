@@ -39,7 +39,7 @@ export async function transforms(core: ProxyCore, st: RequestState): Promise<Pha
 
   if (out.auth.length) await injectCredentials(core, st)
   // Injected bytes are scrubbed from the response; a compressed body could hide them, so ask for
-  // none (forward.ts still decodes one that arrives compressed anyway).
+  // none (response-headers.ts still decodes one that arrives compressed anyway).
   if (st.injected?.length) st.headers['accept-encoding'] = 'identity'
   return undefined
 }

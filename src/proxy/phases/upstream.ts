@@ -1,0 +1,77 @@
+// Phase upstream: the (possibly transformed) request goes to its upstream through the pooled
+// client (upstream.ts), its body streamed unless an earlier phase buffered it. The address check
+// refusing the connection is a policy outcome (destination_private), not an upstream failure.
+import type { Readable } from 'node:stream'
+import { destinationRefusal } from '../address-guard.js'
+import { deny } from '../decision.js'
+import type { ProxyCore, RequestState } from '../request-state.js'
+import type { UpstreamResponse } from '../upstream.js'
+
+export async function upstream(core: ProxyCore, st: RequestState): Promise<UpstreamResponse> {
+  const { ctx, entry, req } = st
+  const out = st.transformed
+  const path = out ? out.path : ctx.path
+  const rawQuery = out ? out.rawQuery : st.policyRequest!.rawQuery
+  const origin = `${entry.scheme}://${entry.host.includes(':') ? `[${entry.host}]` : entry.host}:${entry.port}`
+  const hostHeader = entry.tunnel ? (req.headers.host ?? entry.host) : hostOf(req.url!) ?? entry.host
+
+  let body: Buffer | Readable | AsyncIterable<Buffer> | undefined
+  if (st.outgoingBody) body = st.outgoingBody
+  else if (st.body) body = st.body.length ? st.body : undefined
+  else if (hasBody(req)) {
+    // A declared length is forwarded as is and the stream handed to undici untouched (fast
+    // path); only chunked bodies go through the counting generator.
+    const declared = Number(req.headers['content-length'])
+    if (Number.isFinite(declared) && declared >= 0) {
+      body = req
+      st.requestBytes = declared
+      st.headers['content-length'] = String(declared)
+    } else body = counted(req, st, core.limits.maxBodyBytes)
+  }
+  if (Buffer.isBuffer(body)) st.requestBytes = body.length
+
+  try {
+    return await core.upstream.send({
+      origin,
+      method: out?.method ?? ctx.method,
+      path: rawQuery ? `${path}?${rawQuery}` : path,
+      host: hostHeader,
+      headers: st.headers,
+      body,
+      signal: st.abort,
+      ...(ctx.match?.allowPrivate ? { allowPrivate: ctx.match.allowPrivate } : {}),
+    })
+  } catch (err) {
+    const refused = destinationRefusal(err)
+    if (refused) throw deny('destination_private', { address: refused.address, port: refused.port, ...(refused.own ? { listener: 'corral' } : {}) })
+    throw err
+  }
+}
+
+function hasBody(req: RequestState['req']): boolean {
+  const h = req.headers
+  return (h['content-length'] !== undefined && h['content-length'] !== '0') || h['transfer-encoding'] !== undefined
+}
+
+/** Streams the client's body upstream while counting it (request.bytes), up to maxBytes (limits.ts). */
+function counted(req: RequestState['req'], st: RequestState, maxBytes: number): AsyncIterable<Buffer> {
+  const gen = async function* (): AsyncGenerator<Buffer> {
+    for await (const chunk of req as AsyncIterable<Buffer>) {
+      st.requestBytes += chunk.length
+      if (st.requestBytes > maxBytes) {
+        st.bodyLimitHit = true
+        throw new Error('request body over the proxy limit')
+      }
+      yield chunk
+    }
+  }
+  return gen()
+}
+
+function hostOf(absoluteUrl: string): string | undefined {
+  try {
+    return new URL(absoluteUrl).host
+  } catch {
+    return undefined
+  }
+}
