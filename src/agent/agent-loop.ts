@@ -30,6 +30,19 @@ const DEFAULTS: AgentDefaults = {
 /** What a tool_result event carries of the output (the model sees up to tools.OUTPUT_CAP). */
 const EVENT_OUTPUT_CAP = 2000
 
+/** A task's running totals across iterations. */
+interface TaskRun {
+  usage: Usage
+  contextTokens: number
+  continuations: number
+  lastText: string
+  iteration: number
+  scanNoticeSent: boolean
+}
+
+/** How a task ends: status, summary, and the reason when it failed. */
+type TaskEnd = [status: 'completed' | 'failed', summary: string, reason?: string]
+
 const COMPACTION_PROMPT = 'The conversation is about to be compacted because it is too long. Do not call any tool. ' +
   'Write a concise summary of everything needed to continue: the task, what has been done (files written, commands run, results), ' +
   'what remains, and any facts or decisions that matter.'
@@ -84,19 +97,15 @@ export class Agent {
     if (last?.role === 'user') last.content.push({ type: 'text', text: taskPrompt(task) })
     else this.#messages.push({ role: 'user', content: [{ type: 'text', text: taskPrompt(task) }] })
 
-    const usage: Usage = { input_tokens: 0, output_tokens: 0 }
+    const run: TaskRun = { usage: { input_tokens: 0, output_tokens: 0 }, contextTokens: 0, continuations: 0, lastText: '', iteration: 0, scanNoticeSent: false }
     const maxIterations = this.#o.maxIterations ?? 50
-    let contextTokens = 0
-    let continuations = 0
-    let lastText = ''
-    let iteration = 0
-    let scanNoticeSent = false
-    const end = async (status: 'completed' | 'failed', summary: string, reason?: string): Promise<TaskOutcome> => {
+    const end = async ([status, summary, reason]: TaskEnd): Promise<TaskOutcome> => {
       if (status === 'completed') {
         // Whatever the task did last (a write, a background job), it may not leave /data over its quota.
         const over = await this.#o.tools.diskOver().catch(() => null)
         if (over) [status, summary, reason] = ['failed', diskOverText(over), 'disk_quota_exceeded']
       }
+      const { iteration, usage } = run
       const outcome: TaskOutcome = { task_id: task.id, status, summary, iterations: iteration, usage, ...(reason ? { reason } : {}) }
       await this.#saveSession()
       await this.#emit(task.id, { type: 'task_end', status, summary, iterations: iteration, usage, ...(reason ? { reason } : {}) })
@@ -105,82 +114,94 @@ export class Agent {
 
     try {
       for (;;) {
-        if (signal?.aborted) return await end('failed', 'The agent was interrupted.', 'interrupted')
-        if (iteration >= maxIterations) return await end('failed', `Stopped after ${maxIterations} iterations without finishing.`, 'iteration_limit')
-        iteration++
-        await this.#emit(task.id, { type: 'iteration_start', iteration })
-        if (s.max_context_tokens > 0 && contextTokens > s.max_context_tokens) {
-          contextTokens = await this.#compact(task, s, contextTokens, usage, signal)
-        }
-        const turn = await this.#turn({ system: systemPrompt(this.#o.tools.root, s, this.#o.tools.diskQuotaBytes), messages: this.#messages, tools: TOOL_SPECS, thinking: s.thinking_effort, maxTokens: this.#o.maxTokens ?? 8192 }, signal)
-        usage.input_tokens += turn.usage.input_tokens
-        usage.output_tokens += turn.usage.output_tokens
-        contextTokens = turn.usage.input_tokens + turn.usage.output_tokens
-        this.#messages.push({ role: 'assistant', content: turn.content })
-
-        for (const b of turn.content) if (b.type === 'thinking' && b.thinking !== '') await this.#emit(task.id, { type: 'agent_thinking', iteration, text: b.thinking })
-        const text = turn.content.filter((b): b is Extract<Block, { type: 'text' }> => b.type === 'text').map((b) => b.text).join('')
-        if (text !== '') {
-          lastText = text
-          await this.#emit(task.id, { type: 'agent_response', iteration, text })
-        }
-
-        const results: Block[] = []
-        let finish: { summary: string; status: 'completed' | 'failed' } | undefined
-        let diskOver: DiskUsage | undefined
-        for (const call of turn.content) {
-          if (call.type !== 'tool_use') continue
-          if (diskOver) {
-            // Every tool_use needs its result, or the saved conversation cannot be resumed.
-            results.push({ type: 'tool_result', tool_use_id: call.id, content: 'Not run: the task failed on the disk quota.', is_error: true })
-            continue
-          }
-          await this.#emit(task.id, { type: 'tool_call', iteration, tool_use_id: call.id, tool: call.name, input: clipStrings(call.input) })
-          const started = Date.now()
-          const out = await this.#o.tools.run(call.name, call.input, signal)
-          await this.#emit(task.id, {
-            type: 'tool_result', iteration, tool_use_id: call.id, tool: call.name, is_error: out.isError,
-            output: out.output.slice(0, EVENT_OUTPUT_CAP), truncated: out.output.length > EVENT_OUTPUT_CAP, duration_ms: Date.now() - started,
-          })
-          if (out.scanTruncated && !scanNoticeSent) {
-            // Once per task: the tree is larger than the change scan looks at.
-            scanNoticeSent = true
-            await this.#emit(task.id, { type: 'file_change', iteration, path: '.', action: 'modified', scan_truncated: true })
-          }
-          for (const change of out.fileChanges ?? []) await this.#emit(task.id, { type: 'file_change', iteration, ...change })
-          if (out.diskOver) diskOver = out.diskOver
-          if (out.finish) finish = out.finish
-          results.push({ type: 'tool_result', tool_use_id: call.id, content: out.output, ...(out.isError ? { is_error: true } : {}) })
-        }
-        if (results.length > 0) this.#messages.push({ role: 'user', content: results })
-
-        await this.#emit(task.id, {
-          type: 'progress_status', iteration, input_tokens: usage.input_tokens, output_tokens: usage.output_tokens, context_tokens: contextTokens,
-        })
-        await this.#emit(task.id, { type: 'iteration_end', iteration, stop_reason: turn.stopReason, usage: turn.usage, tool_calls: results.length })
-
-        if (diskOver) return await end('failed', diskOverText(diskOver), 'disk_quota_exceeded')
-        if (finish) return await end(finish.status, finish.summary || lastText, finish.status === 'failed' ? 'agent_reported_failure' : undefined)
-        if (results.length > 0) continue
-        if (turn.stopReason === 'refusal') return await end('failed', lastText || 'The model refused the task.', 'refusal')
-        // The model stopped without calling finish: nudge it on while continuations remain.
-        if (continuations < s.max_continuations) {
-          continuations++
-          const nudge = turn.stopReason === 'max_tokens'
-            ? 'Your reply was cut off by the output limit. Continue where you stopped.'
-            : 'Continue working on the task. When it is done, call the finish tool with a summary.'
-          this.#messages.push({ role: 'user', content: [{ type: 'text', text: nudge }] })
-          continue
-        }
-        return turn.stopReason === 'max_tokens'
-          ? await end('failed', lastText, 'max_tokens')
-          : await end('completed', lastText)
+        if (signal?.aborted) return await end(['failed', 'The agent was interrupted.', 'interrupted'])
+        if (run.iteration >= maxIterations) return await end(['failed', `Stopped after ${maxIterations} iterations without finishing.`, 'iteration_limit'])
+        const ended = await this.#iterate(task, s, run, signal)
+        if (ended) return await end(ended)
       }
     } catch (err) {
-      if (signal?.aborted) return await end('failed', 'The agent was interrupted.', 'interrupted')
+      if (signal?.aborted) return await end(['failed', 'The agent was interrupted.', 'interrupted'])
       const reason = err instanceof ModelError ? 'model_error' : 'agent_error'
-      return await end('failed', (err as Error).message, reason)
+      return await end(['failed', (err as Error).message, reason])
     }
+  }
+
+  /** One model turn and the tools it calls; how the task ends, or undefined to go on. */
+  async #iterate(task: AgentTask, s: AgentDefaults, run: TaskRun, signal?: AbortSignal): Promise<TaskEnd | undefined> {
+    const iteration = ++run.iteration
+    const { usage } = run
+    await this.#emit(task.id, { type: 'iteration_start', iteration })
+    if (s.max_context_tokens > 0 && run.contextTokens > s.max_context_tokens) {
+      run.contextTokens = await this.#compact(task, s, run.contextTokens, usage, signal)
+    }
+    const turn = await this.#turn({ system: systemPrompt(this.#o.tools.root, s, this.#o.tools.diskQuotaBytes), messages: this.#messages, tools: TOOL_SPECS, thinking: s.thinking_effort, maxTokens: this.#o.maxTokens ?? 8192 }, signal)
+    usage.input_tokens += turn.usage.input_tokens
+    usage.output_tokens += turn.usage.output_tokens
+    run.contextTokens = turn.usage.input_tokens + turn.usage.output_tokens
+    this.#messages.push({ role: 'assistant', content: turn.content })
+
+    for (const b of turn.content) if (b.type === 'thinking' && b.thinking !== '') await this.#emit(task.id, { type: 'agent_thinking', iteration, text: b.thinking })
+    const text = turn.content.filter((b): b is Extract<Block, { type: 'text' }> => b.type === 'text').map((b) => b.text).join('')
+    if (text !== '') {
+      run.lastText = text
+      await this.#emit(task.id, { type: 'agent_response', iteration, text })
+    }
+
+    const { results, finish, diskOver } = await this.#runTools(task, turn, run, signal)
+    if (results.length > 0) this.#messages.push({ role: 'user', content: results })
+
+    await this.#emit(task.id, {
+      type: 'progress_status', iteration, input_tokens: usage.input_tokens, output_tokens: usage.output_tokens, context_tokens: run.contextTokens,
+    })
+    await this.#emit(task.id, { type: 'iteration_end', iteration, stop_reason: turn.stopReason, usage: turn.usage, tool_calls: results.length })
+
+    if (diskOver) return ['failed', diskOverText(diskOver), 'disk_quota_exceeded']
+    if (finish) return [finish.status, finish.summary || run.lastText, finish.status === 'failed' ? 'agent_reported_failure' : undefined]
+    if (results.length > 0) return undefined
+    if (turn.stopReason === 'refusal') return ['failed', run.lastText || 'The model refused the task.', 'refusal']
+    // The model stopped without calling finish: nudge it on while continuations remain.
+    if (run.continuations < s.max_continuations) {
+      run.continuations++
+      const nudge = turn.stopReason === 'max_tokens'
+        ? 'Your reply was cut off by the output limit. Continue where you stopped.'
+        : 'Continue working on the task. When it is done, call the finish tool with a summary.'
+      this.#messages.push({ role: 'user', content: [{ type: 'text', text: nudge }] })
+      return undefined
+    }
+    return turn.stopReason === 'max_tokens' ? ['failed', run.lastText, 'max_tokens'] : ['completed', run.lastText]
+  }
+
+  /** Runs the turn's tool calls in order, reporting each; after a disk-quota failure the rest are answered unrun. */
+  async #runTools(task: AgentTask, turn: Turn, run: TaskRun, signal?: AbortSignal) {
+    const iteration = run.iteration
+    const results: Block[] = []
+    let finish: { summary: string; status: 'completed' | 'failed' } | undefined
+    let diskOver: DiskUsage | undefined
+    for (const call of turn.content) {
+      if (call.type !== 'tool_use') continue
+      if (diskOver) {
+        // Every tool_use needs its result, or the saved conversation cannot be resumed.
+        results.push({ type: 'tool_result', tool_use_id: call.id, content: 'Not run: the task failed on the disk quota.', is_error: true })
+        continue
+      }
+      await this.#emit(task.id, { type: 'tool_call', iteration, tool_use_id: call.id, tool: call.name, input: clipStrings(call.input) })
+      const started = Date.now()
+      const out = await this.#o.tools.run(call.name, call.input, signal)
+      await this.#emit(task.id, {
+        type: 'tool_result', iteration, tool_use_id: call.id, tool: call.name, is_error: out.isError,
+        output: out.output.slice(0, EVENT_OUTPUT_CAP), truncated: out.output.length > EVENT_OUTPUT_CAP, duration_ms: Date.now() - started,
+      })
+      if (out.scanTruncated && !run.scanNoticeSent) {
+        // Once per task: the tree is larger than the change scan looks at.
+        run.scanNoticeSent = true
+        await this.#emit(task.id, { type: 'file_change', iteration, path: '.', action: 'modified', scan_truncated: true })
+      }
+      for (const change of out.fileChanges ?? []) await this.#emit(task.id, { type: 'file_change', iteration, ...change })
+      if (out.diskOver) diskOver = out.diskOver
+      if (out.finish) finish = out.finish
+      results.push({ type: 'tool_result', tool_use_id: call.id, content: out.output, ...(out.isError ? { is_error: true } : {}) })
+    }
+    return { results, finish, diskOver }
   }
 
   async #openSession(task: AgentTask): Promise<void> {
