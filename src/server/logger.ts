@@ -57,18 +57,46 @@ export function createLogger(opts: LoggerOpts = {}): Logger {
       err: stdSerializers.err,
     },
   }
-  if (opts.destination) return pino(options, opts.destination as DestinationStream)
-  if ((opts.format ?? defaultFormat()) === 'pretty') {
-    return pino({ ...options, timestamp: stdTimeFunctions.epochTime }, pretty({
-      colorize: !process.env.NO_COLOR,
+  const format = opts.format ?? (opts.destination ? 'json' : defaultFormat())
+  if (format === 'pretty') {
+    return pino({ ...options, timestamp: stdTimeFunctions.epochTime, hooks: { logMethod: oneLinePerRequest() } }, pretty({
+      colorize: !process.env.NO_COLOR && !opts.destination,
       translateTime: 'SYS:HH:MM:ss.l',
       ignore: 'pid,hostname',
       singleLine: true,
       // Synchronous, so log lines and the command's own stdout lines keep their order.
       sync: true,
+      ...(opts.destination ? { destination: opts.destination } : {}),
     }))
   }
-  return pino(options)
+  return opts.destination ? pino(options, opts.destination as DestinationStream) : pino(options)
+}
+
+/** Requests in flight whose first line was held back, at most (a request that never completes is forgotten first). */
+const HELD_REQUESTS = 10_000
+
+/**
+ * For people, one line per request: fastify's "incoming request" is held back and its method and
+ * URL go into "request completed" (`GET /v1/… 200 4 ms`). JSON logs keep both lines.
+ */
+function oneLinePerRequest(): (this: Logger, args: unknown[], method: (...a: unknown[]) => void) => void {
+  const held = new Map<string, string>()
+  return function (this: Logger, args, method) {
+    const [obj, msg] = args as [Record<string, any> | undefined, unknown]
+    const id = String(this.bindings().request_id ?? '')
+    if (msg === 'incoming request' && obj?.req && id) {
+      if (held.size >= HELD_REQUESTS) held.delete(held.keys().next().value!)
+      held.set(id, `${obj.req.method} ${redactUrl(String(obj.req.url ?? ''))}`)
+      return
+    }
+    if (msg === 'request completed' && id && held.has(id)) {
+      const line = held.get(id)!
+      held.delete(id)
+      method.apply(this, [{}, `${line} ${obj?.res?.statusCode ?? ''} ${Math.round(Number(obj?.responseTime ?? 0))} ms`])
+      return
+    }
+    method.apply(this, args)
+  }
 }
 
 function defaultFormat(): LogFormat {
