@@ -6,7 +6,7 @@
 import { Ajv } from 'ajv'
 import { parseDocument } from 'yaml'
 import { AGENT_EVENT_TYPES, type AgentEventType, apiError, type PackAgent, type PackManifest } from '../contract/index.js'
-import { compileSchema } from '../policy/json-schema.js'
+import { compileSchema } from '../policy/index.js'
 
 /**
  * Pack names follow role names (NAME_SCHEMA in src/server/schemas/common.ts, which

@@ -6,8 +6,7 @@
 // image and record its `image_ref`. The HTTP side (schemas, multipart, the Pack view) is
 // src/server/routes/packs.ts. Decisions: docs/packs.md.
 import { apiError, notFound, type AuditSink, type EventType, type PackManifest } from '../contract/index.js'
-import { isUniqueViolation, type PackRecord, type PackVisibility, type Store } from '../store/index.js'
-import type { PackPatch } from '../store/repositories/packs.js'
+import { isUniqueViolation, type PackPatch, type PackRecord, type PackVisibility, type Store } from '../store/index.js'
 import type { IngestedPack, PackContent } from './content.js'
 import { NO_REGISTRY, pullAccess, pullFailure, pushImage, type PushLogger } from './pack-images.js'
 import { checkAgentChange, fieldError, manifestFields, nameTaken, normaliseSuggested } from './pack-rules.js'

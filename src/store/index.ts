@@ -24,13 +24,13 @@ export type {
 } from './repositories/audit.js'
 export { AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS, AUDIT_ROW_COLUMNS, AUDIT_TEXT_COLUMNS, epochMs, isUuid } from './repositories/audit-columns.js'
 export type { CredentialMeta, ProxyTablesRepo, SecretMeta, WorkspaceRow } from './proxy-tables.js'
-export { PROVIDER_KINDS, type Provider, type ProviderKind } from './repositories/providers.js'
-export { PACK_ORIGINS, PACK_TIERS, PACK_VISIBILITIES, type PackOrigin, type PackRecord, type PackTier, type PackVisibility } from './repositories/packs.js'
+export { PROVIDER_KINDS, type Provider, type ProviderKind, type ProviderPatch } from './repositories/providers.js'
+export { PACK_ORIGINS, PACK_TIERS, PACK_VISIBILITIES, type PackOrigin, type PackRecord, type PackTier, type PackVisibility, type PackPatch } from './repositories/packs.js'
 export {
   DESIRED_STATES, TASK_STATUSES, TERMINAL_TASK_STATUSES, WORKSPACE_STATES, type DesiredState, type RoleConfig, type TaskOptions,
   type TaskRecord, type TaskStatus, type WorkspaceFilter, type WorkspaceRecord, type WorkspacesRepository, type WorkspaceState,
 } from './repositories/workspaces.js'
-export { ENVIRONMENTS, POOL_POLICIES, THINKING_EFFORTS, type AgentRole, type Environment, type PoolPolicy, type ThinkingEffort } from './repositories/agent-roles.js'
+export { ENVIRONMENTS, POOL_POLICIES, THINKING_EFFORTS, type AgentRole, type Environment, type PoolPolicy, type ThinkingEffort, type AgentRoleFields, type AgentRolePatch } from './repositories/agent-roles.js'
 
 /** Repositories bound to one transaction, plus a notify that fires only after it commits. */
 export type StoreTransaction = Repositories & {

@@ -6,7 +6,7 @@
 // Documented in docs/workspaces.md ("Agent events").
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
 import { AGENT_EVENT_TYPES, type AgentEventType } from '../contract/index.js'
-import { compileSchema } from '../policy/json-schema.js'
+import { compileSchema } from '../policy/index.js'
 
 type Schema = Record<string, unknown>
 

@@ -5,8 +5,7 @@
 // (`provider_in_use`). Decisions the spec leaves open are in docs/roles.md.
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { type EventType, apiError, notFound } from '../../contract/index.js'
-import { PROVIDER_KINDS, type Provider, type ProviderKind } from '../../store/index.js'
-import type { ProviderPatch } from '../../store/repositories/providers.js'
+import { PROVIDER_KINDS, type Provider, type ProviderKind, type ProviderPatch } from '../../store/index.js'
 import { emitConfigEvent, restartIdleWorkspaces } from '../config-events.js'
 import { ANY_MEMBER, CAPS_WRITE } from '../permissions.js'
 import { NAME_SCHEMA, dateTime, idParams, statusOnly } from '../schemas/common.js'
