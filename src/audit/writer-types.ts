@@ -27,6 +27,11 @@ export interface AuditWriterOptions {
    * not wait for it.
    */
   dbLingerMs?: number
+  /**
+   * With a journal: the shortest time between the starts of two journal writes (default 1 ms).
+   * Events arriving meanwhile share the next write; see src/audit/group-commit.ts for the trade.
+   */
+  journalIntervalMs?: number
   /** Journal segment size before rotation (default 8 MiB). */
   journalSegmentBytes?: number
   /**

@@ -231,7 +231,7 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
     stage.enqueueAll(group)
   }
 
-  const groups = journal && new GroupCommit<Item>(journal, { opened: watch, written: journaled, failed: journalFailed })
+  const groups = journal && new GroupCommit<Item>(journal, { opened: watch, written: journaled, failed: journalFailed }, { intervalMs: opts.journalIntervalMs ?? 1 })
 
   const emitItem = (it: Item): Promise<AuditEvent> => {
     stats.pending++
