@@ -50,7 +50,6 @@ export interface StreamActivityOptions {
  * behind. Throws (before anything is written) CorralError for a malformed Last-Event-ID or filter.
  */
 export async function streamActivity(opts: StreamActivityOptions): Promise<void> {
-  const { store, bus, orgId, reply, request } = opts
   const filters: AuditFilterClause[] = parseFilters(opts.filter)
   const lastEventId = opts.lastEventId?.trim() || undefined
   if (lastEventId !== undefined && !isUuid(lastEventId)) {
@@ -58,117 +57,151 @@ export async function streamActivity(opts: StreamActivityOptions): Promise<void>
       fields: { 'Last-Event-ID': 'must be a UUID' },
     })
   }
-  const scope = { workspaceId: opts.workspaceId, userId: opts.userId }
-  const wanted = (e: AuditEvent) => matchesFilters(e, filters)
-
-  let ended = false
-  let live = false
-  const buffer: AuditEvent[] = []
-  let resolveDone!: () => void
-  const done = new Promise<void>((r) => (resolveDone = r))
-
-  let sent = new Set<string>()
-  // On resume, the resume point is a floor: a live notification for an event at or before it is
-  // one the client already had (notifications can lag behind the rows the replay reads).
-  let floor: { ts: number; id: string } | undefined
-  const afterFloor = (e: AuditEvent) => {
-    if (!floor) return true
-    const ts = Date.parse(e.timestamp)
-    return ts > floor.ts || (ts === floor.ts && e.id > floor.id)
+  const stream = new ActivityStream(opts, filters)
+  try {
+    await stream.open()
+    if (lastEventId !== undefined) await stream.replay(lastEventId)
+    stream.goLive()
+  } catch (err) {
+    stream.finish(opts.reply.headersSent ? 'destroy' : 'detach')
+    throw err
   }
-  const unsubscribe = bus.subscribe(
-    orgId,
-    (e) => {
-      if (ended || !wanted(e)) return
-      if (!live) {
-        buffer.push(e)
-        if (buffer.length > MAX_BUFFERED_EVENTS) finish('destroy')
-      } else if (!sent.has(e.id) && afterFloor(e)) send(e)
-    },
-    scope,
-    // Live notifications were lost (the database connection dropped): end cleanly so the client
-    // reconnects with Last-Event-ID and the replay from the log fills the gap.
-    () => finish('end'),
-  )
+  return stream.done
+}
 
-  // end: a clean end of stream; destroy: cut the connection; detach: nothing was written yet, so
-  // leave the response to the caller (it renders the error envelope).
-  const finish = (mode: 'end' | 'destroy' | 'detach' = 'end') => {
-    if (ended) return
-    ended = true
-    unsubscribe()
-    clearInterval(heartbeat)
-    clearTimeout(deadline)
-    clearTimeout(forget)
+/** One client's stream: subscribed (buffering) from the start, replaying, then live. */
+class ActivityStream {
+  readonly done: Promise<void>
+  #resolveDone!: () => void
+  #ended = false
+  #live = false
+  readonly #buffer: AuditEvent[] = []
+  #sent = new Set<string>()
+  /**
+   * On resume, the resume point is a floor: a live notification for an event at or before it is
+   * one the client already had (notifications can lag behind the rows the replay reads).
+   */
+  #floor: { ts: number; id: string } | undefined
+  readonly #unsubscribe: () => void
+  #heartbeat: NodeJS.Timeout | undefined
+  readonly #deadline: NodeJS.Timeout
+  #forget: NodeJS.Timeout | undefined
+  readonly #scope: { workspaceId?: string; userId?: string }
+
+  constructor(
+    private readonly opts: StreamActivityOptions,
+    private readonly filters: AuditFilterClause[],
+  ) {
+    this.done = new Promise<void>((r) => (this.#resolveDone = r))
+    this.#scope = { workspaceId: opts.workspaceId, userId: opts.userId }
+    this.#unsubscribe = opts.bus.subscribe(
+      opts.orgId,
+      (e) => this.#onEvent(e),
+      this.#scope,
+      // Live notifications were lost (the database connection dropped): end cleanly so the client
+      // reconnects with Last-Event-ID and the replay from the log fills the gap.
+      () => this.finish('end'),
+    )
+    // The response's close (not the request's, which fires once its body is read) means the client left.
+    opts.reply.on('close', () => this.finish())
+    opts.reply.on('error', () => this.finish('destroy'))
+    this.#deadline = setTimeout(() => this.finish(), opts.maxDurationMs ?? DEFAULT_MAX_DURATION_MS)
+    this.#deadline.unref()
+  }
+
+  #onEvent(e: AuditEvent): void {
+    if (this.#ended || !matchesFilters(e, this.filters)) return
+    if (!this.#live) {
+      this.#buffer.push(e)
+      if (this.#buffer.length > MAX_BUFFERED_EVENTS) this.finish('destroy')
+    } else if (!this.#sent.has(e.id) && this.#afterFloor(e)) this.#send(e)
+  }
+
+  #afterFloor(e: AuditEvent): boolean {
+    if (!this.#floor) return true
+    const ts = Date.parse(e.timestamp)
+    return ts > this.#floor.ts || (ts === this.#floor.ts && e.id > this.#floor.id)
+  }
+
+  /**
+   * end: a clean end of stream; destroy: cut the connection; detach: nothing was written yet, so
+   * leave the response to the caller (it renders the error envelope).
+   */
+  finish(mode: 'end' | 'destroy' | 'detach' = 'end'): void {
+    if (this.#ended) return
+    this.#ended = true
+    this.#unsubscribe()
+    clearInterval(this.#heartbeat)
+    clearTimeout(this.#deadline)
+    clearTimeout(this.#forget)
+    const { reply } = this.opts
     if (mode === 'destroy') reply.destroy()
     else if (mode === 'end' && !reply.writableEnded) reply.end()
-    resolveDone()
+    this.#resolveDone()
   }
 
-  const write = (chunk: string) => {
-    if (ended) return
+  #write(chunk: string): void {
+    if (this.#ended) return
+    const { reply } = this.opts
     reply.write(chunk)
     // write() returning false is normal for a burst; only a client that stays behind is cut.
-    if (reply.writableLength > MAX_PENDING_BYTES) finish('destroy')
+    if (reply.writableLength > MAX_PENDING_BYTES) this.finish('destroy')
   }
-  const send = (e: AuditEvent) => write(`event: activity\nid: ${e.id}\ndata: ${JSON.stringify(e)}\n\n`)
 
-  // The response's close (not the request's, which fires once its body is read) means the client left.
-  reply.on('close', () => finish())
-  reply.on('error', () => finish('destroy'))
+  #send(e: AuditEvent): void {
+    this.#write(`event: activity\nid: ${e.id}\ndata: ${JSON.stringify(e)}\n\n`)
+  }
 
-  let heartbeat: NodeJS.Timeout | undefined
-  const deadline = setTimeout(() => finish(), opts.maxDurationMs ?? DEFAULT_MAX_DURATION_MS)
-  deadline.unref()
-  let forget: NodeJS.Timeout | undefined
-
-  try {
+  async open(): Promise<void> {
+    const { bus, reply } = this.opts
     await bus.ready
     // Not listening (the database connection dropped): a stream opened now would miss events
     // silently. 503 + Retry-After instead; the client comes back once the bus is live again.
     if (bus.live === false) throw new CorralError('service_unavailable', 'the live feed is reconnecting to the database; retry', 503)
     reply.writeHead(200, {
-      ...opts.headers,
+      ...this.opts.headers,
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache, no-transform',
       connection: 'keep-alive',
       'x-accel-buffering': 'no',
     })
-    write(`retry: ${RETRY_MS}\n\n`)
+    this.#write(`retry: ${RETRY_MS}\n\n`)
     reply.flushHeaders?.()
-    heartbeat = setInterval(() => write(': heartbeat\n\n'), opts.heartbeatMs ?? DEFAULT_HEARTBEAT_MS)
-    heartbeat.unref()
-
-    if (lastEventId !== undefined) {
-      let after = await store.audit.positionOf(orgId, lastEventId)
-      // An id we do not hold (e.g. another org's) still names a point in time: a UUIDv7 embeds it.
-      after ??= { ts: uuidV7Millis(lastEventId), id: lastEventId.toLowerCase() }
-      floor = after
-      while (!ended) {
-        const page = await store.audit.page(orgId, { filters, ...scope, order: 'asc', limit: REPLAY_PAGE, after })
-        for (const e of page) {
-          if (ended) break
-          sent.add(e.id)
-          send(e)
-          // The replay reads from the log at the client's pace: wait for the socket to drain.
-          if (reply.writableNeedDrain) await drained(reply)
-        }
-        if (page.length < REPLAY_PAGE) break
-        const last = page[page.length - 1]
-        after = { ts: Date.parse(last.timestamp), id: last.id }
-      }
-    }
-    for (const e of buffer.splice(0)) if (!sent.has(e.id) && afterFloor(e)) send(e)
-    live = true
-    if (sent.size > 0) {
-      forget = setTimeout(() => (sent = new Set()), REPLAY_DEDUP_MS)
-      forget.unref()
-    }
-  } catch (err) {
-    finish(reply.headersSent ? 'destroy' : 'detach')
-    throw err
+    this.#heartbeat = setInterval(() => this.#write(': heartbeat\n\n'), this.opts.heartbeatMs ?? DEFAULT_HEARTBEAT_MS)
+    this.#heartbeat.unref()
   }
-  return done
+
+  /** Sends the log's events after `lastEventId`, at the client's pace. */
+  async replay(lastEventId: string): Promise<void> {
+    const { store, orgId, reply } = this.opts
+    let after = await store.audit.positionOf(orgId, lastEventId)
+    // An id we do not hold (e.g. another org's) still names a point in time: a UUIDv7 embeds it.
+    after ??= { ts: uuidV7Millis(lastEventId), id: lastEventId.toLowerCase() }
+    this.#floor = after
+    while (!this.#ended) {
+      const page = await store.audit.page(orgId, { filters: this.filters, ...this.#scope, order: 'asc', limit: REPLAY_PAGE, after })
+      for (const e of page) {
+        if (this.#ended) break
+        this.#sent.add(e.id)
+        this.#send(e)
+        // The replay reads from the log at the client's pace: wait for the socket to drain.
+        if (reply.writableNeedDrain) await drained(reply)
+      }
+      if (page.length < REPLAY_PAGE) break
+      const last = page[page.length - 1]
+      after = { ts: Date.parse(last.timestamp), id: last.id }
+    }
+  }
+
+  /** Drains what arrived during the replay, then sends live events as they come. */
+  goLive(): void {
+    for (const e of this.#buffer.splice(0)) if (!this.#sent.has(e.id) && this.#afterFloor(e)) this.#send(e)
+    this.#live = true
+    if (this.#sent.size > 0) {
+      this.#forget = setTimeout(() => (this.#sent = new Set()), REPLAY_DEDUP_MS)
+      this.#forget.unref()
+    }
+  }
 }
 
 function drained(reply: ServerResponse): Promise<void> {
