@@ -81,7 +81,7 @@ type DevFlags = { db?: string; host: string; runtime: string; 'allow-unenforced-
 async function startSession(flags: DevFlags, dataDir: string, ports: { api: number; proxy: number; model: number }, cleanups: Array<() => Promise<unknown>>): Promise<DevSession> {
   // Heavy modules load only here, so `corral --help` stays fast.
   const [{ startServe }, { createLogger }, dev, { CorralClient }] = await Promise.all([
-    import('../server/serve.js'), import('../server/logger.js'), import('../dev/index.js'), import('../client/index.js'),
+    import('../serve/index.js'), import('../server/logger.js'), import('../dev/index.js'), import('../client/index.js'),
   ])
   const logger = createLogger({ level: flags['log-level'] })
   const runtime = flags.runtime === 'auto' ? await pickRuntime() : flags.runtime
@@ -92,9 +92,9 @@ async function startSession(flags: DevFlags, dataDir: string, ports: { api: numb
   const env = { ...process.env, CORRAL_UPSTREAM_CA: [process.env.CORRAL_UPSTREAM_CA, model.caFile].filter(Boolean).join(',') }
   const running = await startServe({
     dataDir, host: flags.host, port: ports.api, env, logger, proxyPort: ports.proxy,
+    runtime, allowUnenforcedLimits: flags['allow-unenforced-limits'],
     ...(flags.db ? { dbUrl: flags.db } : {}),
-    flags: { runtime, 'allow-unenforced-limits': flags['allow-unenforced-limits'] },
-  } as Parameters<typeof startServe>[0])
+  })
   cleanups.push(() => running.stop())
   const created = running.bootstrap.adminKey
   if (created) process.stdout.write(`Created org "default" with an owner API key (shown once; also saved to ${created.path}):\n  ${created.value}\n`)

@@ -17,32 +17,21 @@ export default class Proxy extends CorralCommand<void> {
 
   async execute(): Promise<void> {
     const { flags } = await this.parse(Proxy)
-    const [{ resolve }, { openStoreFromFlags }, { openAuditWriter }, { createLogger }, { ProxyService }, { readCaFiles, WORKSPACE_STOPPED_CHANNEL }] = await Promise.all([
-      import('node:path'), import('../server/store-flags.js'), import('../audit/index.js'), import('../server/logger.js'),
-      import('../proxy/service.js'), import('../proxy/serve-service.js'),
-    ])
-    const logger = createLogger()
-    const store = await openStoreFromFlags(flags)
-    const audit = await openAuditWriter(store, { logger, journalDir: resolve(flags['data-dir'], 'audit-journal') })
-    const upstreamCaPem = await readCaFiles(flags['upstream-ca']?.join(','))
-    const proxy = new ProxyService({
-      store, audit, dataDir: resolve(flags['data-dir']), port: flags.port, host: flags.host, env: process.env, logger,
-      ...(upstreamCaPem ? { upstreamCaPem } : {}),
+    // Heavy modules load only here, so `corral --help` stays fast.
+    const { startProxyAlone } = await import('../serve/index.js')
+    const running = await startProxyAlone({
+      dataDir: flags['data-dir'], host: flags.host, port: flags.port,
+      ...(flags.db !== undefined ? { dbUrl: flags.db } : {}),
+      // Repeatable, and CORRAL_UPSTREAM_CA is a comma-separated list.
+      upstreamCaFiles: (flags['upstream-ca'] ?? []).flatMap((v) => v.split(',')).map((f) => f.trim()).filter(Boolean),
     })
-    const port = await proxy.start()
-    const unlisten = await store.listen(WORKSPACE_STOPPED_CHANNEL, (id) => void proxy.workspaces.deactivate(id))
-    process.stdout.write(`corral proxy ready: http://${flags.host}:${port}\n`)
+    process.stdout.write(`corral proxy ready: ${running.url}\n`)
     await new Promise<void>((done) => {
       const shutdown = (): void => {
         const force = setTimeout(() => process.exit(1), 20_000)
         force.unref()
-        void (async () => {
-          await unlisten()
-          await proxy.stop()
-          await audit.close()
-          await store.close()
-        })().then(done, (err: unknown) => {
-          logger.error({ err }, 'proxy shutdown failed')
+        running.stop().then(done, (err: unknown) => {
+          running.logger.error({ err }, 'proxy shutdown failed')
           process.exitCode = 1
           done()
         })

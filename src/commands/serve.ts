@@ -26,13 +26,13 @@ export default class Serve extends CorralCommand<void> {
   async execute(): Promise<void> {
     const { flags } = await this.parse(Serve)
     // Heavy modules (fastify, kysely, drivers) load only here, so `corral --help` stays fast.
-    const { startServe } = await import('../server/serve.js')
-    const options = {
-      dataDir: flags['data-dir'], dbUrl: flags.db, host: flags.host, port: flags.port, flags,
-      // Read by the proxy service (src/proxy/serve-service.ts).
+    const { startServe } = await import('../serve/index.js')
+    const running = await startServe({
+      dataDir: flags['data-dir'], host: flags.host, port: flags.port, runtime: flags.runtime,
+      allowUnenforcedLimits: flags['allow-unenforced-limits'],
+      ...(flags.db !== undefined ? { dbUrl: flags.db } : {}),
       ...(flags['proxy-port'] !== undefined ? { proxyPort: flags['proxy-port'] } : {}),
-    }
-    const running = await startServe(options)
+    })
     const key = running.bootstrap.adminKey
     if (key) {
       process.stdout.write(`Created org "default" with an owner API key (shown once; also saved to ${key.path}):\n  ${key.value}\n`)
@@ -41,28 +41,28 @@ export default class Serve extends CorralCommand<void> {
 
     // Last line of defence: a promise rejected with nobody listening is a bug, logged loudly, but
     // it must not take down every workspace, stream and proxied request with it.
-    process.on('unhandledRejection', (err) => running.deps.logger.error({ err }, 'BUG: unhandled promise rejection; serve keeps running'))
+    process.on('unhandledRejection', (err) => running.logger.error({ err }, 'BUG: unhandled promise rejection; serve keeps running'))
 
     await new Promise<void>((resolve) => {
       let stopping = false
       const shutdown = (signal: string) => {
         if (stopping) {
           // The operator insists: stop now. Events already acknowledged are in the journal.
-          running.deps.logger.error({ signal }, 'second signal during the drain: exiting at once')
+          running.logger.error({ signal }, 'second signal during the drain: exiting at once')
           process.exit(EXIT_FORCED)
         }
         stopping = true
-        running.deps.logger.info({ signal }, 'shutting down: draining requests and flushing the audit log')
+        running.logger.info({ signal }, 'shutting down: draining requests and flushing the audit log')
         // A drain that hangs (a stuck upstream) must not keep the process alive forever.
         const force = setTimeout(() => {
-          running.deps.logger.error(`shutdown timed out after ${DRAIN_TIMEOUT_MS / 1000}s; exiting`)
+          running.logger.error(`shutdown timed out after ${DRAIN_TIMEOUT_MS / 1000}s; exiting`)
           process.exit(EXIT_FORCED)
         }, DRAIN_TIMEOUT_MS)
         force.unref()
         running.stop().then(
           () => resolve(),
           (err: unknown) => {
-            running.deps.logger.error({ err }, 'shutdown failed')
+            running.logger.error({ err }, 'shutdown failed')
             process.exitCode = 1
             resolve()
           },

@@ -1,9 +1,12 @@
 // What the server is built from (ServerDeps), who is calling (Principal), and what each route
-// declares in its `config` (RouteConfig). Other parts' route plugins (proxy: secrets, credentials;
-// workspaces) receive the same ServerDeps and declare the same config.
+// declares in its `config` (RouteConfig). `serve` (src/serve/) builds every part first and hands
+// buildApp a complete ServerDeps; a part this server does not run is an explicit value
+// (`lifecycle: { available: false, reason }`, `packContent: null`), never a field filled in later.
 import type { Logger } from 'pino'
 import type { AuditBus, AuditWriter } from '../audit/index.js'
 import type { Sealer } from '../secrets/index.js'
+import type { PackContent, RegistrySettings } from '../packs/index.js'
+import type { WorkspaceService } from '../workspaces/index.js'
 import type { Org, Store } from '../store/index.js'
 import type { Identity } from './identity/index.js'
 import type { Grant, Permission, PermissionSet, Requirement, Role } from './permissions.js'
@@ -22,9 +25,11 @@ export interface ServerConfig {
   stream?: { heartbeatMs?: number; maxDurationMs?: number }
   /** Largest accepted request body in bytes (default 1 MiB). */
   bodyLimit?: number
+  /** Per-org bucket on task create and follow-up; false disables it (default 30 tasks, refilling one per 2 s). */
+  taskRateLimit?: { capacity: number; refillPerSecond: number } | false
 }
 
-/** How routes find a workspace and its creator (the workspace part provides it; absent → every id is not found). */
+/** How routes find a workspace and its creator (the workspace part provides it; `NO_WORKSPACES` finds none). */
 export interface WorkspaceDirectory {
   get(orgId: string, id: string): Promise<{ id: string; created_by: string } | undefined>
 }
@@ -36,15 +41,28 @@ export interface ServerDeps {
   logger: Logger
   config: ServerConfig
   identity: Identity
-  workspaces?: WorkspaceDirectory
-  /** The workspace controller, for role/provider routes (absent → no workspaces exist). */
-  workspaceControl?: WorkspaceControl
-  /**
-   * Seals org secrets and credentials (the master key, loaded once by serve and shared with the
-   * proxy). Absent → the secrets and credentials routes answer service_unavailable.
-   */
-  sealer?: Sealer
+  workspaces: WorkspaceDirectory
+  /** The workspace controller, for role/provider routes (`NO_WORKSPACE_CONTROL`: no workspaces exist). */
+  workspaceControl: WorkspaceControl
+  /** The workspace lifecycle the workspace and task routes drive. */
+  lifecycle: WorkspaceLifecycle
+  /** Extracted pack trees by digest (the workspace controller mounts them); null → pack uploads answer 503. */
+  packContent: PackContent | null
+  /** Where pack images are pushed and pulled (CORRAL_PACK_REGISTRY and friends, docs/packs.md "Registry"). */
+  packRegistry: RegistrySettings
+  /** Seals org secrets and credentials (the master key, loaded once by serve and shared with the proxy); null → the secrets and credentials routes answer service_unavailable. */
+  sealer: Sealer | null
 }
+
+/**
+ * Whether workspaces can run here. Unavailable with a controller: its runtime cannot run on this
+ * host, so reads work and starting work answers `service_unavailable` with `reason`. Unavailable
+ * without one: this server runs no workspace lifecycle (an API-only app), every workspace route
+ * answers `service_unavailable`.
+ */
+export type WorkspaceLifecycle =
+  | { readonly available: true; readonly controller: WorkspaceService }
+  | { readonly available: false; readonly reason: string; readonly controller: WorkspaceService | null }
 
 export interface Principal {
   kind: 'api_key' | 'session'

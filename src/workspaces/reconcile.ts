@@ -4,9 +4,8 @@
 // warm a pool member, or stop. Every unsettled workspace is visited at start and on a slow timer,
 // so a crash of `serve` in the middle of a provision, a task or a stop leaves nothing stuck.
 import type { Logger } from 'pino'
-import { WORKSPACE_STOPPED_CHANNEL } from '../proxy/serve-service.js'
 import type { WorkspaceRuntime } from '../runtime/index.js'
-import type { Store, WorkspaceRecord, WorkspacesRepository } from '../store/index.js'
+import { WORKSPACE_STOPPED_CHANNEL, type Store, type WorkspaceRecord, type WorkspacesRepository } from '../store/index.js'
 import type { DiskQuota } from './disk-quota.js'
 import type { HandOver } from './hand-over.js'
 import type { AgentLauncher } from './launcher.js'

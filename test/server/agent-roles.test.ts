@@ -7,6 +7,7 @@ import { proxyTables } from '../../src/store/proxy-tables.js'
 import { testDialects } from '../helpers/dialects.js'
 import { createHarness, type Harness } from './harness.js'
 import { tableWorkspaceControl } from './agent-roles-fixtures.js'
+import { NO_WORKSPACE_CONTROL } from '../../src/server/index.js'
 
 const CAPS = '- name: api\n  type: http\n  allow:\n    - domains: [api.anthropic.com]\n      methods: [POST]\n'
 const BAD_CAPS = '- name: 1api\n  type: http\n  allow: []\n'
@@ -255,7 +256,7 @@ for (const d of testDialects()) describe(`agent role routes [${d.name}]`, () => 
   it('without a workspace controller, roles behave as if no workspaces exist', async () => {
     const { ownerToken, prov } = await setup()
     const role = (await h.inject('POST', '/v1/agent-roles', { token: ownerToken, body: { name: 'r', provider_id: prov.id } })).body
-    delete h.deps.workspaceControl
+    h.deps.workspaceControl = NO_WORKSPACE_CONTROL
     try {
       expect((await h.inject('POST', `/v1/agent-roles/${role.id}/stop-workspaces`, { token: ownerToken })).body).toEqual({ stopping: 0 })
       expect((await h.inject('PATCH', `/v1/agent-roles/${role.id}`, { token: ownerToken, body: { description: 'd' } })).status).toBe(200)

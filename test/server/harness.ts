@@ -13,6 +13,8 @@ import { createLogger } from '../../src/server/logger.js'
 import { BuiltinIdentityProvider, Identity, type ApiKeyProvisioner, type IdentityProvider } from '../../src/server/identity/index.js'
 import type { PermissionSet, Role } from '../../src/server/permissions.js'
 import type { ServerConfig, ServerDeps, WorkspaceDirectory } from '../../src/server/types.js'
+import { NO_LIFECYCLE, NO_WORKSPACE_CONTROL, NO_WORKSPACES } from '../../src/server/index.js'
+import { registrySettingsFromEnv } from '../../src/packs/index.js'
 
 export interface HarnessOptions {
   open?: () => Promise<Store>
@@ -60,7 +62,13 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     logger,
     identity: new Identity(builtin, opts.externalIdentity, opts.keys),
     config: { rateLimit: false, webhookSecret: 'whsec_test', ...opts.config },
-    ...(opts.workspaces ? { workspaces: opts.workspaces } : {}),
+    // An API-only app: no workspace lifecycle and no pack content store unless a test plugs one in.
+    workspaces: opts.workspaces ?? NO_WORKSPACES,
+    workspaceControl: NO_WORKSPACE_CONTROL,
+    lifecycle: NO_LIFECYCLE,
+    packContent: null,
+    packRegistry: registrySettingsFromEnv({}),
+    sealer: null,
   }
   const app = await buildApp(deps)
   await app.ready()

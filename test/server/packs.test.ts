@@ -378,7 +378,7 @@ for (const d of testDialects()) describe(`pack routes [${d.name}]`, () => {
       expect((await h.inject('GET', '/v1/packs', { token })).status).toBe(200)
       expect((await h.inject('GET', `/v1/packs/${pack.id}`, { token })).status).toBe(200)
     }
-    h.deps.packContent = undefined
+    h.deps.packContent = null
     try {
       const off = await upload(ownerToken, { archive: await demoPack({ name: 'nostore' }) })
       expect(off.status).toBe(503)

@@ -25,9 +25,9 @@ describe('task uploads over a socket', () => {
   beforeAll(async () => {
     h = await createHarness()
     rig = await controllerRig(h.store)
-    h.deps.controller = rig.controller
+    h.deps.lifecycle = { available: true, controller: rig.controller }
     h.deps.workspaces = { get: async (o, id) => { const w = await rig.controller.get(o, id); return w && { id: w.id, created_by: w.created_by } } }
-    h.deps.taskRateLimit = false
+    h.deps.config.taskRateLimit = false
     await h.app.listen({ host: '127.0.0.1', port: 0 })
     port = (h.app.server.address() as { port: number }).port
     org = await h.newOrg()

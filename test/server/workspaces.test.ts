@@ -19,9 +19,9 @@ for (const dialect of testDialects()) describe(`tasks and workspaces routes (${d
   beforeAll(async () => {
     h = await createHarness({ open: dialect.open })
     rig = await controllerRig(h.store)
-    h.deps.controller = rig.controller
+    h.deps.lifecycle = { available: true, controller: rig.controller }
     h.deps.workspaces = { get: async (o, id) => { const w = await rig.controller.get(o, id); return w && { id: w.id, created_by: w.created_by } } }
-    h.deps.taskRateLimit = false
+    h.deps.config.taskRateLimit = false
     org = await h.newOrg()
     roleId = await newRole(org.orgId, 'coder')
   })
@@ -182,7 +182,7 @@ for (const dialect of testDialects()) describe(`tasks and workspaces routes (${d
   })
 
   it('a runtime that cannot run here refuses new work with its reason (503) and keeps reads working', async () => {
-    h.deps.workspacesUnavailable = 'the local workspace runtime cannot run here: bwrap is not installed'
+    h.deps.lifecycle = { available: false, reason: 'the local workspace runtime cannot run here: bwrap is not installed', controller: rig.controller }
     try {
       const res = await submit({ role_name: 'coder', description: 'x' })
       expect([res.status, res.body.error.code]).toEqual([503, 'service_unavailable'])
@@ -190,7 +190,7 @@ for (const dialect of testDialects()) describe(`tasks and workspaces routes (${d
       expect((await h.inject('POST', '/v1/workspaces', { token: org.ownerKey, body: { role_name: 'coder' } })).status).toBe(503)
       expect((await h.inject('GET', '/v1/workspaces', { token: org.ownerKey })).status).toBe(200)
     } finally {
-      delete h.deps.workspacesUnavailable
+      h.deps.lifecycle = { available: true, controller: rig.controller }
     }
   })
 
@@ -211,8 +211,8 @@ for (const dialect of testDialects()) describe(`tasks and workspaces routes (${d
     const h2 = await createHarness({ open: dialect.open })
     const rig2 = await controllerRig(h2.store)
     try {
-      h2.deps.controller = rig2.controller
-      h2.deps.taskRateLimit = { capacity: 1, refillPerSecond: 0.01 }
+      h2.deps.lifecycle = { available: true, controller: rig2.controller }
+      h2.deps.config.taskRateLimit = { capacity: 1, refillPerSecond: 0.01 }
       const o2 = await h2.newOrg()
       const prov = await proxyTables(h2.store.db).workspaces.createProvider(o2.orgId, { name: 'p' })
       await proxyTables(h2.store.db).workspaces.createRole(o2.orgId, { name: 'coder', provider_id: prov })

@@ -80,14 +80,14 @@ export function taskView(t: TaskRecord): Record<string, unknown> {
 }
 
 export function controllerOf(deps: ServerDeps): WorkspaceService {
-  if (!deps.controller) throw apiError('service_unavailable', 'this server runs no workspace controller')
-  return deps.controller
+  if (!deps.lifecycle.controller) throw apiError('service_unavailable', 'this server runs no workspace controller')
+  return deps.lifecycle.controller
 }
 
 /** The controller, for routes that start work: refused with the runtime's reason when it cannot run here. */
 export function runnableController(deps: ServerDeps): WorkspaceService {
   const controller = controllerOf(deps)
-  if (deps.workspacesUnavailable) throw apiError('service_unavailable', deps.workspacesUnavailable)
+  if (!deps.lifecycle.available) throw apiError('service_unavailable', deps.lifecycle.reason)
   return controller
 }
 
@@ -124,10 +124,9 @@ const limiters = new WeakMap<ServerDeps, TokenBucketLimiter | false>()
 export function taskLimiter(deps: ServerDeps): TaskLimiter {
   return {
     enforce(orgId, reply) {
-      // Built on first use, so the setting may be filled in after the app was built.
       let limiter = limiters.get(deps)
       if (limiter === undefined) {
-        const conf = deps.taskRateLimit ?? { capacity: 30, refillPerSecond: 0.5 }
+        const conf = deps.config.taskRateLimit ?? { capacity: 30, refillPerSecond: 0.5 }
         limiter = conf === false ? false : new TokenBucketLimiter(conf)
         limiters.set(deps, limiter)
       }
@@ -263,11 +262,4 @@ function coerce(name: string, value: string): unknown {
     }
   }
   return value
-}
-
-declare module '../types.js' {
-  interface ServerDeps {
-    /** Per-org bucket on task create and follow-up; default 30 tasks, refilling one per 2 s. */
-    taskRateLimit?: { capacity: number; refillPerSecond: number } | false
-  }
 }

@@ -1,0 +1,118 @@
+// serve's flags and environment read once into one ServeConfig, before anything is opened: a bad
+// value stops serve with a message naming it, and no part reads process.env on its own after this
+// (the parts still receive `env` where their own documented variables are read, e.g. the proxy's
+// CORRAL_PROXY_* limits).
+import { join, resolve } from 'node:path'
+import { archiveLimitsFromEnv, registrySettingsFromEnv, type ArchiveLimits, type RegistrySettings } from '../packs/index.js'
+import { DEFAULT_PROXY_PORT } from '../proxy/service.js'
+import { oidcConfigFromEnv, type OidcConfig } from '../server/index.js'
+import { defaultAgentCommand, RUNTIME_KINDS, type RuntimeKind } from '../runtime/index.js'
+import { limitsFromEnv, type WorkspaceLimits } from '../runtime/limits.js'
+
+/** What `corral serve` was asked for: its flags (oclif already folded in their env variables). */
+export interface ServeOptions {
+  dataDir: string
+  /** Store URL; default `sqlite:<data-dir>/corral.db`. */
+  dbUrl?: string
+  host: string
+  port: number
+  /** `--proxy-port`; unset: CORRAL_PROXY_PORT, else 7071, or a free port when `port` is 0. */
+  proxyPort?: number
+  /** `--runtime` (local | process); unset: CORRAL_RUNTIME, else local. */
+  runtime?: string
+  /** `--allow-unenforced-limits` (or CORRAL_ALLOW_UNENFORCED_LIMITS=1). */
+  allowUnenforcedLimits?: boolean
+  env?: NodeJS.ProcessEnv
+}
+
+export interface ServeConfig {
+  /** Absolute. */
+  readonly dataDir: string
+  readonly dbUrl: string
+  readonly host: string
+  readonly port: number
+  readonly proxyPort: number
+  readonly env: NodeJS.ProcessEnv
+  readonly runtime: RuntimeKind
+  readonly allowUnenforcedLimits: boolean
+  /** Workspace resource limits (CORRAL_WORKSPACE_*), one reading for the sandbox and the disk watch. */
+  readonly limits: WorkspaceLimits
+  /** CORRAL_SANDBOX_UID: the host uid root-run agents use (docs/runtime.md "Running as root"). */
+  readonly sandboxUid: number | undefined
+  /** CORRAL_AGENT_COMMAND (a JSON array), else the reference agent. */
+  readonly agentCommand: readonly string[]
+  /** Extra environment for every agent (CORRAL_AGENT_MAX_ITERATIONS). */
+  readonly agentEnv: Readonly<Record<string, string>> | undefined
+  readonly taskRateLimit: { capacity: number; refillPerSecond: number } | false
+  /** CORRAL_UPSTREAM_CA: extra PEM files trusted for upstream TLS. */
+  readonly upstreamCaFiles: readonly string[]
+  readonly packArchiveLimits: ArchiveLimits
+  readonly packRegistry: RegistrySettings
+  /** An external OIDC identity provider (CORRAL_OIDC_*), besides the built-in one. */
+  readonly oidc: OidcConfig | undefined
+  /** CORRAL_OWNER_EMAIL: the first start's owner user. */
+  readonly ownerEmail: string | undefined
+}
+
+export const defaultDbUrl = (dataDir: string) => `sqlite:${join(dataDir, 'corral.db')}`
+
+export function serveConfig(options: ServeOptions): ServeConfig {
+  const env = options.env ?? process.env
+  const dataDir = resolve(options.dataDir)
+  const runtime = String(options.runtime ?? env.CORRAL_RUNTIME ?? 'local') as RuntimeKind
+  if (!RUNTIME_KINDS.includes(runtime)) throw new Error(`--runtime must be one of ${RUNTIME_KINDS.join(', ')} (got ${runtime})`)
+  const explicitProxyPort = options.proxyPort ?? (env.CORRAL_PROXY_PORT ? Number(env.CORRAL_PROXY_PORT) : undefined)
+  return Object.freeze({
+    dataDir,
+    dbUrl: options.dbUrl ?? defaultDbUrl(dataDir),
+    host: options.host,
+    port: options.port,
+    // Port 0 for the API (tests, parallel serves) means a free port for the proxy too.
+    proxyPort: explicitProxyPort ?? (options.port === 0 ? 0 : DEFAULT_PROXY_PORT),
+    env,
+    runtime,
+    allowUnenforcedLimits: options.allowUnenforcedLimits === true || env.CORRAL_ALLOW_UNENFORCED_LIMITS === '1',
+    limits: limitsFromEnv(env),
+    sandboxUid: sandboxUidFromEnv(env).sandboxUid,
+    agentCommand: env.CORRAL_AGENT_COMMAND ? agentCommandFromEnv(env.CORRAL_AGENT_COMMAND) : defaultAgentCommand(),
+    agentEnv: env.CORRAL_AGENT_MAX_ITERATIONS ? { CORRAL_MAX_ITERATIONS: env.CORRAL_AGENT_MAX_ITERATIONS } : undefined,
+    taskRateLimit: taskRateFromEnv(env),
+    upstreamCaFiles: (env.CORRAL_UPSTREAM_CA ?? '').split(',').map((f) => f.trim()).filter(Boolean),
+    packArchiveLimits: archiveLimitsFromEnv(env),
+    packRegistry: registrySettingsFromEnv(env),
+    oidc: oidcConfigFromEnv(env),
+    ownerEmail: env.CORRAL_OWNER_EMAIL,
+  })
+}
+
+function agentCommandFromEnv(raw: string): string[] {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(raw)
+  } catch {
+    parsed = undefined
+  }
+  if (!Array.isArray(parsed) || parsed.length === 0 || !parsed.every((a) => typeof a === 'string')) {
+    throw new Error(`CORRAL_AGENT_COMMAND must be a JSON array of strings, got ${JSON.stringify(raw)}`)
+  }
+  return parsed
+}
+
+/** CORRAL_SANDBOX_UID: the host uid root-run agents use (docs/runtime.md "Running as root"). */
+export function sandboxUidFromEnv(env: NodeJS.ProcessEnv): { sandboxUid?: number } {
+  const raw = env.CORRAL_SANDBOX_UID?.trim()
+  if (!raw) return {}
+  const uid = Number(raw)
+  if (!Number.isInteger(uid) || uid < 1 || uid > 0xfffffffe) throw new Error(`CORRAL_SANDBOX_UID must be a uid above 0, got ${JSON.stringify(raw)}`)
+  return { sandboxUid: uid }
+}
+
+/** CORRAL_TASK_RATE_BURST (default 30) and CORRAL_TASK_RATE_PER_SECOND (default 0.5); either 0 disables. */
+export function taskRateFromEnv(env: NodeJS.ProcessEnv): { capacity: number; refillPerSecond: number } | false {
+  const burst = env.CORRAL_TASK_RATE_BURST === undefined || env.CORRAL_TASK_RATE_BURST === '' ? 30 : Number(env.CORRAL_TASK_RATE_BURST)
+  const rate = env.CORRAL_TASK_RATE_PER_SECOND === undefined || env.CORRAL_TASK_RATE_PER_SECOND === '' ? 0.5 : Number(env.CORRAL_TASK_RATE_PER_SECOND)
+  if (!Number.isFinite(burst) || !Number.isFinite(rate) || burst < 0 || rate < 0) {
+    throw new Error('CORRAL_TASK_RATE_BURST and CORRAL_TASK_RATE_PER_SECOND must be non-negative numbers')
+  }
+  return burst === 0 || rate === 0 ? false : { capacity: Math.max(1, Math.floor(burst)), refillPerSecond: rate }
+}

@@ -1,0 +1,50 @@
+// `corral proxy`: the outbound proxy without the API or workspaces (scale-out), on the same store
+// as `serve`. Built in serve's order with the parts the proxy needs: config → store → audit writer
+// → material keys → proxy; torn down in reverse.
+import { join, resolve } from 'node:path'
+import type { Logger } from 'pino'
+import { openAuditWriter } from '../audit/index.js'
+import { Sealer, loadMasterKey } from '../secrets/index.js'
+import { createLogger } from '../server/index.js'
+import { openStore } from '../store/index.js'
+import { defaultDbUrl } from './config.js'
+import { startProxy } from './proxy.js'
+import { Teardown } from './teardown.js'
+
+export interface ProxyAloneOptions {
+  dataDir: string
+  dbUrl?: string
+  host: string
+  port: number
+  upstreamCaFiles: readonly string[]
+  env?: NodeJS.ProcessEnv
+}
+
+export interface RunningProxyAlone {
+  readonly logger: Logger
+  /** `http://host:port`. */
+  readonly url: string
+  stop(): Promise<void>
+}
+
+export async function startProxyAlone(options: ProxyAloneOptions): Promise<RunningProxyAlone> {
+  const env = options.env ?? process.env
+  const dataDir = resolve(options.dataDir)
+  const logger = createLogger()
+  const teardown = new Teardown(logger)
+  try {
+    const sealer = new Sealer(await loadMasterKey(dataDir, env))
+    const store = await openStore(options.dbUrl ?? defaultDbUrl(dataDir))
+    teardown.add('store', () => store.close(), { mustSucceed: true })
+    const audit = await openAuditWriter(store, { logger, journalDir: join(dataDir, 'audit-journal') })
+    teardown.add('audit', () => audit.close(), { mustSucceed: true })
+    const proxy = await startProxy({
+      store, audit, logger, sealer, dataDir, host: options.host, port: options.port, env, upstreamCaFiles: options.upstreamCaFiles,
+    })
+    teardown.add('proxy', () => proxy.stop())
+    return { logger, url: proxy.url, stop: () => teardown.run() }
+  } catch (err) {
+    await teardown.run().catch(() => {})
+    throw err
+  }
+}

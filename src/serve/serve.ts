@@ -1,0 +1,119 @@
+// `corral serve`, built explicitly and in order, each part from the ones before it:
+//   config → material keys (sealer) → store → audit writer + bus → bootstrap → capability tokens
+//   → proxy (listening) → pack content → runtime driver → workspace controller → HTTP API (listening)
+// and torn down in reverse (teardown.ts): the API drains its requests, the controller stops its
+// loops, the driver, the proxy drains proxied requests, the audit log flushes, the store closes.
+// This is the only module that knows every part; docs/design.md "serve" walks it.
+import { mkdir } from 'node:fs/promises'
+import { join } from 'node:path'
+import type { Logger } from 'pino'
+import { createAuditBus, openAuditWriter } from '../audit/index.js'
+import { CapabilityTokens, loadTokenKey, type AgentCallbackHandler } from '../proxy/index.js'
+import { Sealer, loadMasterKey } from '../secrets/index.js'
+import {
+  BuiltinIdentityProvider, Identity, OidcIdentityProvider, bootstrap, createLogger, serverConfigFromEnv,
+  type BootstrapResult, type ServerDeps,
+} from '../server/index.js'
+import { openStore } from '../store/index.js'
+import { startApi } from './api.js'
+import { serveConfig, type ServeConfig, type ServeOptions } from './config.js'
+import { openPackContent } from './packs.js'
+import { databaseEndpoint, endpointOf, startProxy } from './proxy.js'
+import { Teardown } from './teardown.js'
+import { buildWorkspaces, openRuntime } from './workspaces.js'
+
+export interface RunningServe {
+  readonly config: ServeConfig
+  readonly logger: Logger
+  readonly bootstrap: BootstrapResult
+  /** API base URL (without /v1). */
+  readonly url: string
+  /** The outbound proxy, `http://host:port`. */
+  readonly proxyUrl: string
+  readyLine(): string
+  /** Stops every part in reverse order; rejects when the audit log or the store did not close cleanly. */
+  stop(): Promise<void>
+}
+
+export async function startServe(options: ServeOptions & { logger?: Logger }): Promise<RunningServe> {
+  const config = serveConfig(options)
+  await mkdir(config.dataDir, { recursive: true, mode: 0o700 })
+  const logger = options.logger ?? createLogger()
+  const teardown = new Teardown(logger)
+  try {
+    return await build(config, logger, teardown)
+  } catch (err) {
+    await teardown.run().catch(() => {})
+    throw err
+  }
+}
+
+async function build(config: ServeConfig, logger: Logger, teardown: Teardown): Promise<RunningServe> {
+  // One master key for the routes that seal and the proxy that opens (src/secrets/); a bad
+  // CORRAL_MASTER_KEY refuses the start before anything is opened.
+  const sealer = new Sealer(await loadMasterKey(config.dataDir, config.env))
+  const store = await openStore(config.dbUrl)
+  teardown.add('store', () => store.close(), { mustSucceed: true })
+  // Events are durable in the journal before emit() resolves; segments a previous life left
+  // behind (kill -9, database down at shutdown) are replayed into the store here.
+  const audit = await openAuditWriter(store, { logger, journalDir: join(config.dataDir, 'audit-journal') })
+  const bus = createAuditBus(store, { logger })
+  teardown.add('audit', async () => {
+    await audit.close()
+    await bus.close()
+  }, { mustSucceed: true })
+  await bus.ready
+  const boot = await bootstrap(store, audit, { dataDir: config.dataDir, ownerEmail: config.ownerEmail })
+
+  const tokens = new CapabilityTokens(await loadTokenKey(store.settings))
+
+  // serve's own listeners are never upstreams; each is added once it listens (read at each connect).
+  const listeners: string[] = []
+  // The agents' callbacks (corral.internal) are answered by the workspace lifecycle, built after
+  // the proxy (the sandboxes need the proxy's address); until then and after it stops, none.
+  let agentCallbacks: AgentCallbackHandler | undefined
+  const proxy = await startProxy({
+    store, audit, logger, sealer, dataDir: config.dataDir, host: config.host, port: config.proxyPort, env: config.env,
+    upstreamCaFiles: config.upstreamCaFiles,
+    ownEndpoints: () => [...listeners.flatMap(endpointOf), ...databaseEndpoint(config.dbUrl)],
+    agentCallbacks: () => agentCallbacks,
+  })
+  listeners.push(proxy.url)
+  teardown.add('proxy', () => proxy.stop())
+
+  const packContent = await openPackContent(config)
+  const driver = await openRuntime(config, new URL(proxy.url), logger)
+  teardown.add('runtime', () => driver.runtime.close())
+  const workspaces = buildWorkspaces(config, { store, audit, logger, tokens, packContent, driver })
+  agentCallbacks = workspaces.agentCallbacks
+  teardown.add('workspaces', async () => {
+    agentCallbacks = undefined
+    await workspaces.stop()
+  })
+  await workspaces.start()
+
+  const deps: ServerDeps = {
+    store, audit, bus, logger,
+    config: { ...(await serverConfigFromEnv(config.env, config.dataDir)), taskRateLimit: config.taskRateLimit },
+    identity: new Identity(await BuiltinIdentityProvider.open(store.settings), config.oidc ? [new OidcIdentityProvider(config.oidc)] : []),
+    workspaces: workspaces.directory,
+    workspaceControl: workspaces.controller,
+    lifecycle: workspaces.lifecycle,
+    packContent,
+    packRegistry: config.packRegistry,
+    sealer,
+  }
+  const api = await startApi(deps, { host: config.host, port: config.port })
+  listeners.push(api.url)
+  teardown.add('api', () => api.stop())
+
+  return {
+    config,
+    logger,
+    bootstrap: boot,
+    url: api.url,
+    proxyUrl: proxy.url,
+    readyLine: () => `corral ready: api ${api.url}/v1 (proxy ${proxy.url})`,
+    stop: () => teardown.run(),
+  }
+}

@@ -1,0 +1,139 @@
+// The runtime driver and the workspace controller as serve builds them, after the proxy (the
+// driver routes every sandbox through the proxy's address and trusts the corral CA) and before the
+// API (whose workspace and task routes drive the controller).
+// A driver whose check() fails does not stop serve: the reason is logged once in plain words and
+// task creation answers service_unavailable with it, so the rest of the control plane stays
+// usable. A configured workspace limit that cannot be enforced here does stop it (a clear error,
+// non-zero exit), unless the operator opts out with --allow-unenforced-limits.
+import { isAbsolute, join, relative, resolve } from 'node:path'
+import { execa } from 'execa'
+import type { Logger } from 'pino'
+import type { AuditWriter } from '../audit/index.js'
+import type { PackContent } from '../packs/index.js'
+import { caCertPath, type AgentCallbackHandler, type CapabilityTokens } from '../proxy/index.js'
+import { createRuntime, type LocalRuntimeOptions, type WorkspaceRuntime } from '../runtime/index.js'
+import type { WorkspaceLimits } from '../runtime/limits.js'
+import type { WorkspaceDirectory, WorkspaceLifecycle } from '../server/index.js'
+import type { Store } from '../store/index.js'
+import { AgentEvents, WorkspaceService } from '../workspaces/index.js'
+import type { ServeConfig } from './config.js'
+
+export interface RuntimeDriver {
+  readonly runtime: WorkspaceRuntime
+  /** Why workspaces cannot run on this host (the driver's check failed); undefined when they can. */
+  readonly unavailable: string | undefined
+}
+
+/** Builds the configured driver and checks it can run here (limits it cannot enforce refuse the start). */
+export async function openRuntime(config: ServeConfig, proxyUrl: URL, logger: Logger): Promise<RuntimeDriver> {
+  const runtime = createRuntime(config.runtime, {
+    ...runtimeOptions(config, config.limits, proxyUrl, (line) => logger.warn(line)),
+    ...(config.sandboxUid === undefined ? {} : { sandboxUid: config.sandboxUid }),
+    allowUnenforcedLimits: config.allowUnenforcedLimits,
+  })
+  try {
+    const check = await runtime.check()
+    const fatal = [...(check.fatal ?? [])]
+    if (config.limits.diskMb > 0 && !(await duAvailable())) {
+      const line = 'du (GNU coreutils) is not installed: the workspace disk quota (CORRAL_WORKSPACE_DISK_MB) cannot be measured on the host'
+      if (config.allowUnenforcedLimits) logger.warn(`${line} (started anyway: --allow-unenforced-limits)`)
+      else fatal.push(`${line}; install coreutils, set CORRAL_WORKSPACE_DISK_MB=0, or pass --allow-unenforced-limits (CORRAL_ALLOW_UNENFORCED_LIMITS=1)`)
+    }
+    if (fatal.length > 0) throw new Error(`workspace limits cannot be enforced here: ${fatal.join('; ')}`)
+    const unavailable = check.ok ? undefined : `the ${config.runtime} workspace runtime cannot run here: ${check.problems.join('; ')}`
+    if (unavailable) logger.warn(unavailable)
+    for (const w of check.warnings) logger.warn(w)
+    return { runtime, unavailable }
+  } catch (err) {
+    await runtime.close().catch(() => {})
+    throw err
+  }
+}
+
+export interface WorkspaceParts {
+  store: Store
+  audit: AuditWriter
+  logger: Logger
+  tokens: CapabilityTokens
+  packContent: PackContent
+  driver: RuntimeDriver
+}
+
+export interface RunningWorkspaces {
+  readonly controller: WorkspaceService
+  readonly lifecycle: WorkspaceLifecycle
+  readonly directory: WorkspaceDirectory
+  /** The handler of the agents' callbacks (`/tasks/next`, `POST /task/{id}/event`), for the proxy. */
+  readonly agentCallbacks: AgentCallbackHandler
+  /** Starts the reconcile loop (warm agents may poll at once: hand the proxy `agentCallbacks` first). */
+  start(): Promise<void>
+  stop(): Promise<void>
+}
+
+/** Builds the controller and its agent-callback handler; nothing runs until start(). */
+export function buildWorkspaces(config: ServeConfig, parts: WorkspaceParts): RunningWorkspaces {
+  const { store, audit, packContent, driver } = parts
+  const controller = new WorkspaceService({
+    store, audit, runtime: driver.runtime, tokens: parts.tokens, logger: parts.logger,
+    agentCommand: config.agentCommand,
+    packs: {
+      findVisible: (orgId, ids) => store.packs.findVisible(orgId, ids),
+      dir: (digest) => packContent.dir(digest),
+      pin: (digest) => packContent.pin(digest),
+    },
+    stagingRoot: join(config.dataDir, 'uploads'),
+    // Checked on the host for every agent, whatever the driver (docs/runtime.md "Resource limits").
+    diskQuotaMb: config.limits.diskMb,
+    ...(config.agentEnv ? { agentEnv: { ...config.agentEnv } } : {}),
+  })
+  return {
+    controller,
+    agentCallbacks: new AgentEvents(controller, audit),
+    lifecycle: driver.unavailable === undefined
+      ? { available: true, controller }
+      : { available: false, reason: driver.unavailable, controller },
+    directory: {
+      async get(orgId, id) {
+        const ws = await controller.get(orgId, id)
+        return ws ? { id: ws.id, created_by: ws.created_by } : undefined
+      },
+    },
+    start: () => controller.start(),
+    stop: () => controller.close(),
+  }
+}
+
+/** The runtime's options from serve's: its root, the proxy, the CA, the limits, and what no sandbox may see. */
+export function runtimeOptions(options: { dataDir: string; dbUrl?: string }, limits: WorkspaceLimits, proxyUrl: URL,
+  warn: (line: string) => void): LocalRuntimeOptions {
+  return {
+    root: join(options.dataDir, 'runtime'),
+    proxy: { host: proxyUrl.hostname.replace(/^\[|\]$/g, ''), port: Number(proxyUrl.port) },
+    caCertPath: caCertPath(options.dataDir),
+    warn,
+    // One reading of the limits for the sandbox and the controller's disk watch alike.
+    limits,
+    // The data dir holds the store, admin.key, the CA key, the webhook secret, packs and uploads;
+    // a store file inside it is hidden with it (the default `sqlite:<data-dir>/corral.db`).
+    hidden: [options.dataDir, ...sqliteFiles(options.dbUrl).filter((f) => !isInside(options.dataDir, f))],
+  }
+}
+
+/** A SQLite store's file and its journal siblings, when the store is SQLite (the capability-token key is in it). */
+export function sqliteFiles(dbUrl: string | undefined): string[] {
+  if (!dbUrl?.startsWith('sqlite:')) return []
+  const path = dbUrl.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '')
+  if (!path || path === ':memory:') return []
+  const file = resolve(path)
+  return [file, `${file}-wal`, `${file}-shm`, `${file}-journal`]
+}
+
+function isInside(dir: string, file: string): boolean {
+  const rel = relative(resolve(dir), file)
+  return rel !== '' && !rel.startsWith('..') && !isAbsolute(rel)
+}
+
+/** Whether `du` runs here (the disk watch measures with it). */
+async function duAvailable(): Promise<boolean> {
+  return execa('du', ['--version'], { reject: false, timeout: 5000 }).then((r) => r.exitCode === 0)
+}

@@ -1,0 +1,5 @@
+// Notify channels more than one part speaks on (the store carries them: NOTIFY on Postgres, an
+// in-process emitter on SQLite), named once here so neither side imports the other.
+
+/** A workspace was stopped or archived (payload: its id); every proxy process deactivates it. */
+export const WORKSPACE_STOPPED_CHANNEL = 'corral_workspace_stopped'
