@@ -8,38 +8,17 @@
 // (no_token / invalid_token) with its decision row.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { isStoreUnavailable } from '../store/index.js'
-import { makeCounter } from '../policy/counters.js'
-import type { CompiledCounter } from '../policy/types.js'
+import { makeCounter, type CompiledCounter } from '../policy/index.js'
 import { PolicyDenial } from './decision.js'
 import type { Entry, ProxyCore } from './request-state.js'
 import { requestToken, type CapabilityClaims } from './token.js'
 import { ActiveWorkspace } from './workspaces.js'
+import type { AgentEventCharge, ControlReply } from './agent-callback-handler.js'
 
-export const CONTROL_HOST = 'corral.internal'
 /** The agent's task poll: the one endpoint a start-up token reaches. */
 const TASK_POLL = /^\/tasks\/next\/?$/
 /** Largest callback body accepted (an agent event). */
 const MAX_BODY_BYTES = 1024 * 1024
-
-export interface ControlReply {
-  status: number
-  body?: unknown
-  headers?: Record<string, string>
-}
-
-/** The outcome of debiting the `agent_events` counters for one callback. */
-export type AgentEventCharge =
-  | { ok: true; debits: Record<string, number>; budget_state: Record<string, unknown> }
-  | { ok: false; status: number; reason: string; detail: Record<string, unknown> }
-
-/** What the proxy calls for an agent callback that passed the token check. */
-export interface AgentCallbackHandler {
-  /**
-   * `charge` debits the workspace's `agent_events` counters (call it once the body is valid, just
-   * before recording it). Absent when the handler is driven without a proxy (tests): no gate.
-   */
-  handle(claims: CapabilityClaims, method: string, path: string, body: Buffer, charge?: () => Promise<AgentEventCharge>, query?: URLSearchParams): Promise<ControlReply>
-}
 
 /** The capability whose counters gate agent events (docs/workspaces.md, "Agent events"). */
 export const AGENT_EVENTS_CAPABILITY = 'agent_events'
@@ -68,14 +47,6 @@ async function chargeAgentEvent(core: ProxyCore, claims: CapabilityClaims, bodyB
   const settled = await core.budgets.settle(held, new Map(counters.map((c) => [c.name, { value: c.requestAmount(bodyBytes) }])))
   return { ok: true, debits: settled.debits, budget_state: settled.budgetState }
 }
-
-/**
- * The `agentCallbacks` option: read at each callback, so a composition root that builds the
- * handler after the proxy listens (the controller needs the proxy's address) passes a getter over
- * its variable. Undefined (no handler yet, or none at all): the host goes through policy like any
- * other and is denied there.
- */
-export type AgentCallbacks = () => AgentCallbackHandler | undefined
 
 /** True when the request was answered here; false to let the normal phases run (and deny). */
 export async function serveAgentCallback(core: ProxyCore, req: IncomingMessage, res: ServerResponse, entry: Entry, path: string): Promise<boolean> {

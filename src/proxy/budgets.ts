@@ -19,9 +19,9 @@
 // reserved for it (the tokens were already spent upstream), so the ledger may pass `max` by at most
 // the sum over in-flight requests of (actual − reserve_per_request); the next admission is then
 // refused. The same bound covers requests in flight at a crash, whose metered amount nobody knows.
-import type { CompiledCounter, CounterValue } from '../policy/types.js'
+import type { CompiledCounter, CounterValue } from '../policy/index.js'
 import type { FlooredReason } from '../contract/index.js'
-import type { BudgetLedgers, LedgerKey } from '../store/budget-ledgers.js'
+import type { BudgetLedgers, LedgerKey } from '../store/index.js'
 import { deny, type PolicyDenial } from './decision.js'
 
 const LEASE_FRACTION = 0.05

@@ -10,10 +10,8 @@
 //    policy did not evaluate;
 //  - the broker cannot mint it (unknown credential, decryption failure, provider error).
 import type { MintedCredential } from '../secrets/index.js'
-import type { RequestState, ProxyCore } from './request-state.js'
+import type { PlacementLookup, ProxyCore, RequestState } from './request-state.js'
 import { AUTH_PROVIDERS, isStaticAuthProvider, type AuthPlacement } from '../policy/index.js'
-
-export type PlacementLookup = (provider: string) => AuthPlacement | undefined
 
 /** Placement from the policy's provider registry (data, not code). OAuth families mint through a later issue. */
 export const providerPlacement: PlacementLookup = (provider) =>

@@ -3,7 +3,7 @@
 // exactly one `policy_decision` audit row. Field names are the spec's audit columns, defined once
 // in src/contract/audit-vocabulary.ts.
 import { PLATFORM_ORG, SYSTEM_USER, type DenyReason, type FlooredReason, type Phase, type TransformFailure } from '../contract/index.js'
-import type { AllowRuleEval, RuleMatch } from '../policy/types.js'
+import type { AllowRuleEval, RuleMatch } from '../policy/index.js'
 import type { TokenCheck } from './token.js'
 
 /** A policy outcome: the request is refused with a reason from the spec's closed list. */

@@ -3,7 +3,7 @@
 // incremental meter; single-document counters keep a copy of the body (up to the inspection
 // limit) to extract their value at the end; header counters and response.bytes need only the
 // status, headers and size.
-import type { CompiledCounter, CounterValue, HeaderMap, ResponseView, SseMeter } from '../policy/types.js'
+import type { CompiledCounter, CounterValue, HeaderMap, ResponseView, SseMeter } from '../policy/index.js'
 import type { ResponseObserver } from './response-observer.js'
 
 export class ResponseMeter implements ResponseObserver {

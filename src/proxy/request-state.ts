@@ -3,11 +3,10 @@
 import { EventEmitter } from 'node:events'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { AuditSink } from '../contract/index.js'
-import type { PolicyContext, PolicyRequest, AdmissionResult, TransformOutput } from '../policy/types.js'
+import type { AdmissionResult, AuthPlacement, PolicyContext, PolicyRequest, TransformOutput } from '../policy/index.js'
 import type { CredentialBroker, SecretsSource } from '../secrets/index.js'
-import type { AgentCallbacks } from './agent-callbacks.js'
+import type { AgentCallbacks } from './agent-callback-handler.js'
 import type { Budgets, Reservation } from './budgets.js'
-import type { PlacementLookup } from './credential-injection.js'
 import type { ResponseMeter } from './metering.js'
 import type { DecisionContext } from './decision.js'
 import type { AuditGate } from './audit-gate.js'
@@ -44,6 +43,9 @@ export interface Entry {
   port: number
   tunnel?: TunnelContext
 }
+
+/** Provider slug → where a minted credential goes (credential-injection.ts). */
+export type PlacementLookup = (provider: string) => AuthPlacement | undefined
 
 /** Where the proxy reports its own faults (serve's pino logger; console when run bare). */
 export interface ProxyLog {

@@ -3,7 +3,8 @@
 // request's one policy_decision row.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { isStoreUnavailable } from '../store/index.js'
-import { CONTROL_HOST, serveAgentCallback } from './agent-callbacks.js'
+import { CONTROL_HOST } from './agent-callback-handler.js'
+import { serveAgentCallback } from './agent-callbacks.js'
 import { DecisionContext, PolicyDenial, attributeToken, deny, denyBody, type PhaseOutcome } from './decision.js'
 import { requestBody, reserveBudgets } from './phases/request-body.js'
 import { requestHeaders } from './phases/request-headers.js'

@@ -3,7 +3,7 @@
 // TTL. The data comes through the WorkspaceDirectory seam; the workspace issue only has to keep
 // the directory's rows current and call `deactivate` (or publish on the store's bus) on stop.
 import type { AuditSink } from '../contract/index.js'
-import type { CompiledPolicy, CompileResult } from '../policy/types.js'
+import type { CompiledPolicy, CompileResult } from '../policy/index.js'
 
 /** What the proxy needs to know about a workspace. */
 export interface WorkspaceRecord {

@@ -2,7 +2,7 @@
 // transaction, with a row lock on Postgres (SQLite serialises writers). Windows: a counter with a
 // ttl resets when its window (started at the first debit) is older than the ttl.
 import type { Kysely, Transaction } from 'kysely'
-import type { Store } from './index.js'
+import type { DialectCapabilities } from './dialects/types.js'
 import { nowIso } from '../contract/index.js'
 
 interface BudgetLedgersTable { key: string; org_id: string; workspace_id: string; used: number | string | bigint; window_start: number | string | bigint; updated_at: string }
@@ -11,7 +11,8 @@ interface Db { budget_ledgers: BudgetLedgersTable }
 export interface LedgerKey { key: string; orgId: string; workspaceId: string; ttlMs?: number }
 export interface LedgerSnapshot { used: number; windowStart: number }
 
-export function budgetLedgers(store: Store) {
+/** Over a store (its Kysely handle and whether the dialect locks rows); the ledgers run their own transactions. */
+export function budgetLedgers(store: { readonly db: Kysely<any>; readonly capabilities: Pick<DialectCapabilities, 'rowLocks'> }) {
   const db = store.db as unknown as Kysely<Db>
   const locks = store.capabilities.rowLocks
 

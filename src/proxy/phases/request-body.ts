@@ -4,7 +4,7 @@
 // detail.body_too_large, see docs/proxy.md). Bodies nobody needs are never buffered: they stream
 // upstream in the forward phase.
 import type { IncomingMessage } from 'node:http'
-import type { BodyResult } from '../../policy/types.js'
+import type { BodyResult } from '../../policy/index.js'
 import { Reservation } from '../budgets.js'
 import { deny, type PhaseOutcome } from '../decision.js'
 import { ResponseMeter } from '../metering.js'

@@ -1,7 +1,7 @@
 // Phase request_headers: capability token, workspace activation, policy presence, static rule
 // match and admission CEL (through CompiledPolicy.admit; this module never evaluates CEL itself).
 import { canonicalPath } from '../../policy/index.js'
-import type { AdmissionResult, CompiledPolicy, PolicyRequest } from '../../policy/types.js'
+import type { AdmissionResult, CompiledPolicy, PolicyRequest } from '../../policy/index.js'
 import { attributeToken, deny, type PhaseOutcome } from '../decision.js'
 import type { ProxyCore, RequestState } from '../request-state.js'
 import { outboundScopeDenial } from '../token-scope.js'
