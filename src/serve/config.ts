@@ -4,7 +4,7 @@
 // CORRAL_PROXY_* limits).
 import { join, resolve } from 'node:path'
 import { archiveLimitsFromEnv, registrySettingsFromEnv, type ArchiveLimits, type RegistrySettings } from '../packs/index.js'
-import { DEFAULT_PROXY_PORT } from '../proxy/service.js'
+import { DEFAULT_PROXY_PORT } from '../proxy/index.js'
 import { oidcConfigFromEnv, type OidcConfig } from '../server/index.js'
 import { defaultAgentCommand, RUNTIME_KINDS, type RuntimeKind } from '../runtime/index.js'
 import { limitsFromEnv, type WorkspaceLimits } from '../runtime/limits.js'
