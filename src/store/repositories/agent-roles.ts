@@ -120,6 +120,7 @@ function toColumns(fields: AgentRolePatch): Partial<AgentRolesTable> {
   return set as Partial<AgentRolesTable>
 }
 
+// long-function: a repository: one closure over the database handle; each method is a short query and reads alone.
 export function createAgentRolesRepository(ctx: RepoContext) {
   // workspaces: only role_id is read here (the delete guard); the workspace part owns that table.
   const db = ctx.db as unknown as Kysely<{ agent_roles: AgentRolesTable; workspaces: { org_id: string; role_id: string } }>

@@ -29,6 +29,7 @@ export type GuardedChange =
   | { ok: true; membership: Membership; from_role: MembershipRole }
   | { ok: false; reason: 'not_found' | 'last_owner' }
 
+// long-function: a repository: one closure over the database handle; each method is a short query and reads alone.
 export function createMembershipsRepository({ db, dialect }: RepoContext) {
   const get = async (conn: Kysely<Database>, orgId: string, userId: string) => {
     const row = await conn.selectFrom('memberships').selectAll().where('org_id', '=', orgId).where('user_id', '=', userId).executeTakeFirst()

@@ -103,6 +103,7 @@ function toColumns(fields: PackPatch): Partial<PacksTable> {
   return set as Partial<PacksTable>
 }
 
+// long-function: a repository: one closure over the database handle; each method is a short query and reads alone.
 export function createPacksRepository(ctx: RepoContext) {
   // agent_roles: only pack_ids and archived_at are read here (the in-use guard).
   const db = ctx.db as unknown as Kysely<{ packs: PacksTable; agent_roles: { id: string; org_id: string; pack_ids: string | null; archived_at: string | null } }>
