@@ -1,4 +1,4 @@
-// Reading a multipart body part by part, for both uploads (task files, routes/task-input.ts; pack
+// Reading a multipart body part by part, for both uploads (task files, server/task-input.ts; pack
 // archives, routes/packs.ts): `readParts` is the one read loop, `feedFilePart` the file parts
 // that end for sure. @fastify/multipart does not fail a file part when the request body ends in
 // the middle of it: depending on timing the part's stream errors, closes without ending, or

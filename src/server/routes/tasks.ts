@@ -6,8 +6,8 @@ import type { FastifyInstance } from 'fastify'
 import { apiError } from '../../contract/index.js'
 import { idParams } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
-import { acceptedSchema, actorOf, controllerOf, readTaskInput, resolveRole, runnableController, taskLimiter, taskSchema, taskView, withStagedUploads } from './task-input.js'
-import { ownedWorkspace } from './workspaces.js'
+import { acceptedSchema, actorOf, controllerOf, readTaskInput, resolveRole, runnableController, taskLimiter, taskSchema, taskView, withStagedUploads } from '../task-input.js'
+import { ownedWorkspace } from '../workspace-access.js'
 
 const CREATE = [['workspace:write', 'workspace:write:own'], ['tasks:write', 'tasks:write:own']] as const
 const READ = [['workspace:read', 'workspace:read:own']] as const

@@ -4,13 +4,13 @@
 // `:own` grants are satisfied by the creator match (`principal.creatorId`: the user id, or the
 // API key id); a workspace of another org is `workspace_not_found`.
 import multipart from '@fastify/multipart'
-import type { FastifyInstance, FastifyRequest } from 'fastify'
-import type { WorkspaceService } from '../../workspaces/index.js'
+import type { FastifyInstance } from 'fastify'
 import { WORKSPACE_STATES, type WorkspaceRecord } from '../../store/index.js'
 import { apiError } from '../../contract/index.js'
 import { dateTime, idParams } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
-import { acceptedSchema, actorOf, controllerOf, readTaskInput, resolveRole, runnableController, taskLimiter, taskSchema, taskView, withStagedUploads, type TaskBodyFields } from './task-input.js'
+import { ownedWorkspace } from '../workspace-access.js'
+import { acceptedSchema, actorOf, controllerOf, readTaskInput, resolveRole, runnableController, taskLimiter, taskSchema, taskView, withStagedUploads, type TaskBodyFields } from '../task-input.js'
 
 const READ = [['workspace:read', 'workspace:read:own']] as const
 const WRITE = [['workspace:write', 'workspace:write:own']] as const
@@ -33,21 +33,17 @@ export function workspaceView(ws: WorkspaceRecord): Record<string, unknown> {
   return { ...rest, has_snapshot: last_snapshot_ref !== undefined }
 }
 
-/** The workspace if it exists in the caller's org and (for a `:own` grant) the caller created it. */
-export async function ownedWorkspace(controller: WorkspaceService, request: FastifyRequest, id: string, grantIndex = 0): Promise<WorkspaceRecord> {
-  const p = request.principal!
-  const ws = await controller.get(p.org.id, id)
-  if (!ws) throw apiError('workspace_not_found', `workspace ${id} not found`)
-  if (request.grants[grantIndex]?.scope === 'own' && ws.created_by !== p.creatorId) {
-    throw apiError('permission_denied', 'your :own permission only covers workspaces you created')
-  }
-  return ws
-}
-
 const statusResponse = (value: string) => ({ type: 'object', required: ['status', 'workspace'], properties: { status: { type: 'string', enum: [value] }, workspace: workspaceSchema } }) as const
 
 export async function workspaceRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
   await app.register(multipart)
+  workspaceReadWriteRoutes(app, deps)
+  workspaceStateRoutes(app, deps)
+  workspaceForkRoutes(app, deps)
+}
+
+/** Create, list and read workspaces, and submit a follow-up task. */
+function workspaceReadWriteRoutes(app: FastifyInstance, deps: ServerDeps): void {
   const limiter = taskLimiter(deps)
 
   app.post<{ Body: { role_id?: string; role_name?: string } }>(
@@ -119,6 +115,10 @@ export async function workspaceRoutes(app: FastifyInstance, deps: ServerDeps): P
     },
   )
 
+}
+
+/** A workspace's tasks, and stop, archive and unarchive. */
+function workspaceStateRoutes(app: FastifyInstance, deps: ServerDeps): void {
   app.get<{ Params: { id: string } }>(
     '/workspaces/:id/tasks',
     { config: { permission: READ }, schema: { params: idParams, response: { 200: { type: 'object', required: ['tasks'], properties: { tasks: { type: 'array', items: taskSchema } } } } } },
@@ -160,6 +160,10 @@ export async function workspaceRoutes(app: FastifyInstance, deps: ServerDeps): P
     },
   )
 
+}
+
+/** Fork at a task count, and the files of the last snapshot. */
+function workspaceForkRoutes(app: FastifyInstance, deps: ServerDeps): void {
   app.post<{ Params: { id: string }; Body: { fork_point_task_count: number } }>(
     '/workspaces/:id/fork',
     {
