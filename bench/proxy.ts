@@ -16,6 +16,7 @@
 //     POSTs only, p50/p99/p99.9 from each request's scheduled start → bench/results/proxy-rate.json
 //   CORRAL_BENCH_BASELINE=/path/to/other/checkout  # also measure that build of corral (its dist/,
 //     run `npm run build` there first) as `corral-base`, same data and run: before/after side by side
+//     (CORRAL_BENCH_BASELINE_FIRST=1 measures it before this build instead of after)
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
@@ -314,7 +315,9 @@ async function main(): Promise<void> {
     ]
     if (base) {
       const url = base.match[1]!
-      targets.push({ name: 'corral-base', pid: base.child.pid!, dispatcher: (n) => new ProxyAgent({ uri: url, token: `Bearer ${token}`, requestTls: { ca: corralCa }, ...(n ? { connections: n } : {}) }) })
+      // Measured right after direct, before this build, with CORRAL_BENCH_BASELINE_FIRST=1 (order effects on a busy machine).
+      const at = process.env.CORRAL_BENCH_BASELINE_FIRST ? 1 : targets.length
+      targets.splice(at, 0, { name: 'corral-base', pid: base.child.pid!, dispatcher: (n) => new ProxyAgent({ uri: url, token: `Bearer ${token}`, requestTls: { ca: corralCa }, ...(n ? { connections: n } : {}) }) })
     }
     const viaPeer = (p: { port: number; caPem: string }) => (n?: number) => new ProxyAgent({ uri: `http://127.0.0.1:${p.port}`, requestTls: { ca: p.caPem }, ...(n ? { connections: n } : {}) })
     const upCaFile = join(tmp, 'upca/ca.pem')
