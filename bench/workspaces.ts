@@ -24,7 +24,7 @@ import { fileURLToPath } from 'node:url'
 import { defaultAgentCommand, packageRoot } from '../src/runtime/layout.js'
 import { LocalRuntime } from '../src/runtime/local-runtime.js'
 import { ProcessRuntime } from '../src/runtime/process-runtime.js'
-import type { WorkspaceRuntime } from '../src/runtime/runtime.js'
+import type { DirectoryRuntime } from '../src/runtime/index.js'
 import { startStack } from '../test/helpers/serve.js'
 import { startStandInProxy } from '../test/runtime/stand-ins.js'
 
@@ -70,7 +70,7 @@ http.request({ host: p.hostname, port: p.port, path: process.env.READY_URL + '/r
   headers: { 'proxy-authorization': 'Bearer ' + process.env.CORRAL_PROXY_TOKEN } }, (r) => r.resume()).end()
 setInterval(() => {}, 1 << 30)`
 
-async function coldStarts(runtime: WorkspaceRuntime, ready: Awaited<ReturnType<typeof startReadyServer>>, command: (id: string) => { command: string[]; env: Record<string, string>; files?: Record<string, string> }, runs: number) {
+async function coldStarts(runtime: DirectoryRuntime, ready: Awaited<ReturnType<typeof startReadyServer>>, command: (id: string) => { command: string[]; env: Record<string, string>; files?: Record<string, string> }, runs: number) {
   const times: number[] = []
   for (let i = 0; i < runs + 1; i++) {
     const id = `ws_bench_${randomUUID().slice(0, 8)}`
@@ -87,7 +87,7 @@ async function coldStarts(runtime: WorkspaceRuntime, ready: Awaited<ReturnType<t
   return times
 }
 
-async function heavy(runtime: WorkspaceRuntime) {
+async function heavy(runtime: DirectoryRuntime) {
   const stops: number[] = []
   const forks: number[] = []
   const listings: number[] = []
@@ -198,7 +198,7 @@ const scratch = await mkdtemp(join(tmpdir(), 'corral-bench-ws-'))
 const proxy = await startStandInProxy()
 const ready = await startReadyServer()
 const options = { root: scratch, proxy: { host: '127.0.0.1', port: proxy.port }, stopGraceMs: 1000, warn: () => {} }
-const runtime: WorkspaceRuntime = kind === 'local' ? new LocalRuntime(options) : new ProcessRuntime(options)
+const runtime: DirectoryRuntime = kind === 'local' ? new LocalRuntime(options) : new ProcessRuntime(options)
 const check = await runtime.check()
 if (!check.ok) {
   console.error(`cannot run the ${kind} runtime here: ${check.problems.join('; ')}`)

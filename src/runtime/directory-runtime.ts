@@ -1,24 +1,24 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { closeSync, openSync } from 'node:fs'
-import { access, chown, copyFile, mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
-import { pipeline } from 'node:stream/promises'
+import { access, chown, copyFile, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
 import { createInterface } from 'node:readline'
 import type { Readable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { join } from 'node:path'
 import { RuntimeError } from './errors.js'
-import { HeldDir, type Owner, withDirPath } from './held-dir.js'
+import { HeldDir, type Owner } from './held-dir.js'
+import { HostVolume } from './host-volume.js'
 import { RuntimeLayout } from './layout.js'
 import { checkPackMounts, packLaunch } from './pack-mounts.js'
 import { ProxyBridge } from './proxy-bridge.js'
 import type {
   AgentExit, AgentLaunch, AgentProcess, LimitHit, PackMount, ProvisionSpec, RuntimeCheck, RuntimeKind, RuntimeOptions, SnapshotFileEntry,
-  SnapshotReason, SnapshotRecord, WorkspaceHandle, WorkspaceRuntime, WorkspaceStatus,
+  SnapshotReason, SnapshotRecord, SnapshotStore, WorkspaceHandle, WorkspaceRuntime, WorkspaceStatus,
 } from './runtime.js'
 import { SANDBOX_UID } from './sandbox-args.js'
 import { SANDBOX_INIT_SOURCE } from './sandbox-init.js'
-import { SnapshotStore } from './snapshot-store.js'
+import { LocalSnapshotStore } from './local-snapshot-store.js'
 
 /** What a driver runs on the host to start a workspace's init (bwrap …, or node directly). */
 export interface LaunchPlan {
@@ -55,6 +55,13 @@ export interface SharedFiles {
   caBundle: string | null
 }
 
+/** A local driver's handle: /data is a host directory (tests and the sandbox mounts read its path). */
+export interface HostWorkspaceHandle extends WorkspaceHandle {
+  readonly volume: HostVolume
+  /** Host path of the directory mounted as /data inside the workspace. */
+  readonly dataDir: string
+}
+
 const SYSTEM_BUNDLES = ['/etc/ssl/certs/ca-certificates.crt', '/etc/pki/tls/certs/ca-bundle.crt', '/etc/ssl/cert.pem']
 
 /**
@@ -72,10 +79,12 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
   /** Workspaces between the start request and their entry in #running (closes the check-then-act gap). */
   readonly #starting = new Set<string>()
   #shared: Promise<SharedFiles> | null = null
+  readonly #snapshots: SnapshotStore
 
   constructor(options: RuntimeOptions) {
     this.options = Object.freeze({ ...options })
     this.layout = new RuntimeLayout(options.root)
+    this.#snapshots = options.snapshots ?? new LocalSnapshotStore((id) => this.layout.snapshots(id), options.archiver)
     this.warn = options.warn ?? ((line) => process.stderr.write(`${line}\n`))
   }
 
@@ -104,7 +113,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     return undefined
   }
 
-  async provision(spec: ProvisionSpec): Promise<WorkspaceHandle> {
+  async provision(spec: ProvisionSpec): Promise<HostWorkspaceHandle> {
     const dir = this.layout.workspace(spec.workspaceId)
     const dataDir = this.layout.data(spec.workspaceId)
     const provisionFile = join(dir, 'provision.json')
@@ -115,7 +124,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
       const saved = JSON.parse(await readFile(provisionFile, 'utf8').catch(() => '{}')) as { restoredFrom?: SnapshotRecord | null }
       // A /data written while agents ran as serve's user (an older corral) is given to the agent's.
       if (owner && (await stat(dataDir)).uid !== owner.uid) await this.#chownData(dataDir, owner)
-      return { workspaceId: spec.workspaceId, dataDir, restoredFrom: saved.restoredFrom ?? null }
+      return this.#handle(spec.workspaceId, saved.restoredFrom ?? null)
     }
     await mkdir(join(dir, 'logs'), { recursive: true })
     let restoredFrom: SnapshotRecord | null = null
@@ -124,8 +133,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     await mkdir(partial, { mode: 0o755 })
     if (owner) await this.#chownData(partial, owner)
     if (spec.forkFrom && spec.forkFrom.taskCount > 0) {
-      const parent = this.#snapshotStore(spec.forkFrom.workspaceId)
-      restoredFrom = await parent.at(spec.forkFrom.taskCount)
+      restoredFrom = await this.#snapshots.at(spec.forkFrom.workspaceId, spec.forkFrom.taskCount)
       if (!restoredFrom) {
         await removeIn(dir, 'data.partial')
         throw new RuntimeError('not_found',
@@ -134,12 +142,21 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
       }
       // Unpacked as the agent's user (GNU tar), then everything given to it: whatever the archive
       // holds, the restore cannot write where that user could not.
-      await parent.restore(restoredFrom, partial, owner)
+      await this.#snapshots.restore(restoredFrom, new HostVolume(spec.workspaceId, partial, owner))
       if (owner) await this.#chownData(partial, owner)
     }
     await writeFile(provisionFile, JSON.stringify({ restoredFrom }))
     await rename(partial, dataDir)
-    return { workspaceId: spec.workspaceId, dataDir, restoredFrom }
+    return this.#handle(spec.workspaceId, restoredFrom)
+  }
+
+  #handle(workspaceId: string, restoredFrom: SnapshotRecord | null): HostWorkspaceHandle {
+    const volume = this.#volume(workspaceId)
+    return { workspaceId, volume, dataDir: volume.hostDir, restoredFrom }
+  }
+
+  #volume(workspaceId: string): HostVolume {
+    return new HostVolume(workspaceId, this.layout.data(workspaceId), this.owner())
   }
 
   async startAgent(workspaceId: string, launch: AgentLaunch): Promise<AgentProcess> {
@@ -239,7 +256,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
   async snapshot(workspaceId: string, taskCount: number, reason: SnapshotReason): Promise<SnapshotRecord> {
     const dataDir = this.layout.data(workspaceId)
     if (!(await exists(dataDir))) throw new RuntimeError('workspace_not_found', `workspace ${workspaceId} is not provisioned`)
-    return this.#snapshotStore(workspaceId).create(dataDir, taskCount, reason, this.owner())
+    return this.#snapshots.put(this.#volume(workspaceId), taskCount, reason)
   }
 
   async stop(workspaceId: string, taskCount: number): Promise<SnapshotRecord> {
@@ -250,16 +267,15 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
   }
 
   snapshotAt(workspaceId: string, taskCount: number): Promise<SnapshotRecord | null> {
-    return this.#snapshotStore(workspaceId).at(taskCount)
+    return this.#snapshots.at(workspaceId, taskCount)
   }
 
   snapshots(workspaceId: string): Promise<SnapshotRecord[]> {
-    return this.#snapshotStore(workspaceId).list()
+    return this.#snapshots.list(workspaceId)
   }
 
-  async listSnapshotFiles(workspaceId: string, ref?: string): Promise<SnapshotFileEntry[]> {
-    const store = this.#snapshotStore(workspaceId)
-    return store.files(await store.get(ref))
+  listSnapshotFiles(workspaceId: string, ref?: string): Promise<SnapshotFileEntry[]> {
+    return this.#snapshots.entries(workspaceId, ref)
   }
 
   async status(workspaceId: string): Promise<WorkspaceStatus> {
@@ -271,26 +287,8 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     return { workspaceId, phase: stopped ? 'stopped' : 'ready', snapshots }
   }
 
-  async placeFiles(workspaceId: string, into: readonly string[], from: string, names: readonly string[]): Promise<void> {
-    const dataDir = this.layout.data(workspaceId)
-    const owner = this.owner()
-    const root = await HeldDir.open(dataDir, '/data')
-    try {
-      await withDirPath(root, into, { create: true, owner }, async (dir) => {
-        for (const name of names) {
-          const out = await dir.createFile(name, 0o644, owner)
-          const src = await open(join(from, name), 'r')
-          try {
-            await pipeline(src.createReadStream(), out.createWriteStream())
-          } finally {
-            await src.close().catch(() => {})
-            await out.close().catch(() => {})
-          }
-        }
-      })
-    } finally {
-      await root.close()
-    }
+  placeFiles(workspaceId: string, into: readonly string[], from: string, names: readonly string[]): Promise<void> {
+    return this.#volume(workspaceId).placeFiles(into, from, names)
   }
 
   async remove(workspaceId: string): Promise<void> {
@@ -321,10 +319,6 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
       await writeFile(join(inbox, name), content, { mode: 0o644 })
     }
     return inbox
-  }
-
-  #snapshotStore(workspaceId: string): SnapshotStore {
-    return new SnapshotStore(this.layout.snapshots(workspaceId), workspaceId, this.options.archiver)
   }
 
   #sharedFiles(): Promise<SharedFiles> {

@@ -1,8 +1,11 @@
-// The workspace runtime contract (DESIGN.md "Workspaces"). The control plane owns workspace and task
-// state; a runtime only owns what lives on the machine: the workspace's /data directory, the agent
-// process and its sandbox, the bridge to the outbound proxy, and the snapshots (tars of /data). A
-// driver never decides state transitions: it does what it is told and reports what it sees.
+// The workspace runtime contract (DESIGN.md "Workspaces"; docs/runtime.md "The driver interface").
+// The control plane owns workspace and task state; a driver only owns what lives where workspaces
+// run: the workspace's /data (behind a WorkspaceVolume: a host directory for the local drivers, a
+// PersistentVolumeClaim for a Kubernetes one), the agent process and its sandbox, the bridge to the
+// outbound proxy, and the snapshots (through a SnapshotStore: tars on local disk, or a registry).
+// A driver never decides state transitions: it does what it is told and reports what it sees.
 import type { Archiver } from './archiver.js'
+import type { DiskUsage, MeasureOptions } from './disk-usage.js'
 
 export const RUNTIME_KINDS = ['local', 'process'] as const
 export type RuntimeKind = (typeof RUNTIME_KINDS)[number]
@@ -25,6 +28,8 @@ export interface RuntimeOptions {
   stopGraceMs?: number
   /** Snapshot tar implementation; default GNU tar when installed, else the tar package. */
   archiver?: Archiver
+  /** Where snapshots go; default the local tar store under `root` (LocalSnapshotStore). */
+  snapshots?: SnapshotStore
 }
 
 /** Result of the start-up check: `ok` false means the driver cannot run workspaces here. */
@@ -46,12 +51,51 @@ export interface ProvisionSpec {
   forkFrom?: { workspaceId: string; taskCount: number }
 }
 
+/**
+ * A workspace's /data as its driver holds it. Opaque to the lifecycle, which never computes a path
+ * into it: it measures it (the disk quota) and places host files in it (task uploads) through the
+ * volume. The local drivers' volume is a host directory (HostVolume); a Kubernetes driver's is a
+ * PersistentVolumeClaim reached through its pod.
+ */
+export interface WorkspaceVolume {
+  readonly workspaceId: string
+  /** Allocated bytes under /data now; rejects when that cannot be told (a failure is unknown, never 0). */
+  usage(options?: MeasureOptions): Promise<DiskUsage>
+  /**
+   * Copies the files `names` of the serve host's directory `from` into /data/<into...>/ (creating
+   * the directories), owned by the agent's user. Nothing is written through a link the workspace
+   * made: such a component fails the placement (RuntimeError `unsafe_path`), nothing is replaced.
+   */
+  placeFiles(into: readonly string[], from: string, names: readonly string[]): Promise<void>
+}
+
 export interface WorkspaceHandle {
   readonly workspaceId: string
-  /** Host path of the directory mounted as /data inside the workspace. */
-  readonly dataDir: string
+  /** The workspace's /data. */
+  readonly volume: WorkspaceVolume
   /** The snapshot a fork was restored from; null for an empty start (including a fork at 0). */
   readonly restoredFrom: SnapshotRecord | null
+}
+
+/**
+ * Where snapshots of /data live (docs/runtime.md "Snapshot stores"): local tars for one replica
+ * (LocalSnapshotStore), an OCI registry when several replicas share the database. A store reads
+ * and writes volumes it knows how to reach (the local store: host directories); a driver is built
+ * with the store its volumes fit.
+ */
+export interface SnapshotStore {
+  /** Archives the volume now, recorded with the number of completed tasks. */
+  put(volume: WorkspaceVolume, taskCount: number, reason: SnapshotReason): Promise<SnapshotRecord>
+  /** The workspace's snapshots, oldest first. */
+  list(workspaceId: string): Promise<SnapshotRecord[]>
+  /** The snapshot a fork at `taskCount` restores: the one taken right after that many tasks. */
+  at(workspaceId: string, taskCount: number): Promise<SnapshotRecord | null>
+  /** The entries of a snapshot without unpacking it; the latest unless `ref` is given. */
+  entries(workspaceId: string, ref?: string): Promise<SnapshotFileEntry[]>
+  /** Unpacks a snapshot into a volume (an empty one: a fork's new /data). */
+  restore(record: SnapshotRecord, into: WorkspaceVolume): Promise<void>
+  /** Deletes every snapshot of the workspace. */
+  remove(workspaceId: string): Promise<void>
 }
 
 export interface AgentLaunch {
@@ -171,11 +215,7 @@ export interface WorkspaceRuntime {
   /** Reads the archive's headers only (no unpacking). Latest snapshot unless `ref` is given. */
   listSnapshotFiles(workspaceId: string, ref?: string): Promise<SnapshotFileEntry[]>
   status(workspaceId: string): Promise<WorkspaceStatus>
-  /**
-   * Copies the files `names` of the host directory `from` into /data/<into...>/ (creating the
-   * directories), owned by the agent's user. Nothing is written through a link the workspace
-   * made: such a component fails the placement (RuntimeError `unsafe_path`), nothing is replaced.
-   */
+  /** WorkspaceVolume.placeFiles for the workspace's /data (the volume of its provision). */
   placeFiles(workspaceId: string, into: readonly string[], from: string, names: readonly string[]): Promise<void>
   /** Deletes the workspace directory and its snapshots (after archive retention, not on stop). */
   remove(workspaceId: string): Promise<void>

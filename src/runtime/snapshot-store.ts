@@ -17,7 +17,7 @@ const EMPTY_TAR = Buffer.alloc(1024)
  * task count. Uncompressed on purpose: a fork of 100 MB must restore within seconds, and listing
  * walks the headers by seeking from one to the next, which compression would rule out.
  */
-export class SnapshotStore {
+export class TarSnapshots {
   readonly #dir: string
   readonly #workspaceId: string
   readonly #archiver: Archiver | undefined

@@ -2,7 +2,7 @@
 // gets, from what baseline, and the end-of-task measurement. The task runner decides what an
 // over-quota task becomes; this file only measures and remembers.
 import type { Logger } from 'pino'
-import type { WorkspaceRuntime } from '../runtime/index.js'
+import type { WorkspaceRuntime, WorkspaceVolume } from '../runtime/index.js'
 import type { WorkspaceRecord } from '../store/index.js'
 import { DiskWatch, diskOverText, quotaBytes, type DiskUsage } from './disk-watch.js'
 
@@ -20,8 +20,8 @@ export interface DiskQuotaOptions {
 export class DiskQuota {
   readonly #o: DiskQuotaOptions
   readonly quotaBytes: number
-  /** Host path of each provisioned workspace's /data (from the runtime's handles). */
-  readonly #dataDirs = new Map<string, string>()
+  /** Each provisioned workspace's /data (from the runtime's handles). */
+  readonly #volumes = new Map<string, WorkspaceVolume>()
   /** /data's size at the last measurement of a task's end, per workspace (the next task's baseline). */
   readonly #seen = new Map<string, number>()
 
@@ -30,13 +30,13 @@ export class DiskQuota {
     this.quotaBytes = quotaBytes(options.quotaMb ?? 0)
   }
 
-  /** Where a workspace's /data is, as its provision (or re-adoption) said. */
-  remember(workspaceId: string, dataDir: string): void {
-    this.#dataDirs.set(workspaceId, dataDir)
+  /** A workspace's /data, as its provision (or re-adoption) handed it over. */
+  remember(workspaceId: string, volume: WorkspaceVolume): void {
+    this.#volumes.set(workspaceId, volume)
   }
 
   forget(workspaceId: string): void {
-    this.#dataDirs.delete(workspaceId)
+    this.#volumes.delete(workspaceId)
     this.#seen.delete(workspaceId)
   }
 
@@ -53,19 +53,20 @@ export class DiskQuota {
     // end, or when the workspace never ran a task and is no fork (its /data started empty; what a
     // warm agent wrote before its task counts against the quota). Else it is measured first.
     const baseline = this.#seen.get(workspaceId) ?? (ws.task_count === 0 && ws.fork_point_task_count === undefined ? 0 : undefined)
-    let dir = this.#dataDirs.get(workspaceId)
-    if (!dir) {
+    let volume = this.#volumes.get(workspaceId)
+    if (!volume) {
       // Known from the provision or warm-up that came before; asked again only if not.
       try {
-        dir = (await this.#o.runtime.provision({ workspaceId })).dataDir
+        volume = (await this.#o.runtime.provision({ workspaceId })).volume
       } catch (err) {
         this.#o.logger?.error({ err, workspace_id: workspaceId, task_id: taskId }, 'disk quota not watched: /data not found')
         return undefined
       }
-      this.#dataDirs.set(workspaceId, dir)
+      this.#volumes.set(workspaceId, volume)
     }
+    const measured = volume
     return new DiskWatch({
-      dir, quotaBytes: this.quotaBytes, intervalMs: this.#o.intervalMs ?? DEFAULT_DISK_CHECK_INTERVAL_MS, onOver,
+      measure: (options) => measured.usage(options), quotaBytes: this.quotaBytes, intervalMs: this.#o.intervalMs ?? DEFAULT_DISK_CHECK_INTERVAL_MS, onOver,
       onError: (err) => this.#o.logger?.warn({ err, workspace_id: workspaceId }, 'disk quota check failed'),
       ...(baseline !== undefined ? { baselineBytes: baseline } : {}),
     })

@@ -1,17 +1,12 @@
 // The host's check of a workspace's disk quota (docs/runtime.md "Resource limits"). The reference
 // agent polices /data itself, but a pack's agent need not, and RLIMIT_FSIZE only bounds one file:
-// so while a task runs the controller measures /data from outside, on a timer and once more when
-// the task ends, and fails the task when the tree is over the quota.
-//
-// The measurement is `du -sx -B1` (GNU coreutils) in a child process, off serve's event loop and
-// thread pool: du walks by file descriptor (no PATH_MAX limit however deep the tree), never
-// follows a symlink, stays on /data's filesystem and counts what we want counted: allocated
-// blocks, directories included, a hard-linked file once. A walk in serve itself (lstat by absolute
-// path) skipped paths deeper than PATH_MAX and could be led to / by a directory swapped for a
-// symlink between its lstat and readdir. Every measurement has a time limit; one that fails or
-// times out is unknown (the watch keeps the last known size), never zero.
-import { lstat } from 'node:fs/promises'
-import { execa } from 'execa'
+// so while a task runs the lifecycle measures /data from outside, on a timer and once more when
+// the task ends, and fails the task when the tree is over the quota. The measurement is the
+// workspace volume's (`WorkspaceVolume.usage`; the local drivers run du, runtime/disk-usage.ts);
+// one that fails or times out is unknown (the watch keeps the last known size), never zero.
+import { DEFAULT_MEASURE_TIMEOUT_MS, DiskMeasureError, measureDisk, type DiskUsage, type MeasureOptions } from '../runtime/index.js'
+
+export { DEFAULT_MEASURE_TIMEOUT_MS, DiskMeasureError, measureDisk, type DiskUsage, type MeasureOptions }
 
 const MIB = 1024 * 1024
 /**
@@ -20,53 +15,6 @@ const MIB = 1024 * 1024
  * "Resource limits").
  */
 const PAUSE_PER_WALK = 9
-/** A measurement that takes longer is abandoned (du is killed) and counts as failed. */
-export const DEFAULT_MEASURE_TIMEOUT_MS = 30_000
-
-export interface DiskUsage {
-  /** Allocated bytes of the tree (st_blocks × 512), like `du -s -B1`. */
-  usedBytes: number
-}
-
-export interface MeasureOptions {
-  /** Kills du after this long; the measurement then rejects. Default DEFAULT_MEASURE_TIMEOUT_MS. */
-  timeoutMs?: number
-  /** Stops the measurement early (the task ended meanwhile); the promise then rejects with the reason. */
-  signal?: AbortSignal
-  /** The du binary; default `du` from PATH. */
-  du?: string
-  /**
-   * What /data is known to hold before the task (the previous task's last measurement, or 0 for a
-   * workspace that never ran one): the allowance is set from it at once, `ready` settles at once
-   * and the first measurement waits one interval, so a task's hand-over (a warm claim's above all)
-   * never waits for a `du` run. Without it, the first measurement is taken at once and awaited.
-   */
-  baselineBytes?: number
-}
-
-export class DiskMeasureError extends Error {}
-
-/**
- * The allocated size of the tree at `root`; a missing root measures 0. Entries du cannot read
- * (they vanish while the agent deletes them, or are unreadable) make du exit 1 with the total of
- * the rest: that total is a lower bound and is used. No total at all (du missing, killed, timed
- * out) rejects with a DiskMeasureError.
- */
-export async function measureDisk(root: string, options: MeasureOptions = {}): Promise<DiskUsage> {
-  options.signal?.throwIfAborted()
-  const timeout = options.timeoutMs ?? DEFAULT_MEASURE_TIMEOUT_MS
-  const result = await execa(options.du ?? 'du', ['-sx', '-B1', '--', root], {
-    reject: false, timeout, ...(options.signal ? { cancelSignal: options.signal } : {}),
-    env: { LC_ALL: 'C' }, extendEnv: false, stdin: 'ignore', maxBuffer: 1024 * 1024,
-  })
-  options.signal?.throwIfAborted()
-  const total = /^(\d+)\t/.exec(result.stdout)
-  if (total && !result.timedOut && !result.isTerminated) return { usedBytes: Number(total[1]) }
-  if (await lstat(root).then(() => false, (err: NodeJS.ErrnoException) => err.code === 'ENOENT')) return { usedBytes: 0 }
-  const why = result.timedOut ? `timed out after ${timeout} ms` : result.code === 'ENOENT' ? 'du (coreutils) is not installed' : result.stderr.trim().split('\n')[0] || result.shortMessage
-  throw new DiskMeasureError(`measuring ${root} failed: ${why}`)
-}
-
 /**
  * The task's summary when it fails over the quota (the reference agent's wording), with as many
  * decimals as it takes for the two sizes to differ (`1.004 MB, over its disk quota of 1.000 MB`).
@@ -79,8 +27,10 @@ export function diskOverText(usedBytes: number, quotaBytes: number): string {
 }
 
 export interface DiskWatchOptions {
-  /** Host path of the workspace's /data. */
-  dir: string
+  /** Host path of the workspace's /data, measured with du (when no `measure` is given). */
+  dir?: string
+  /** The measurement of /data (a workspace volume's `usage`); default measureDisk(dir). */
+  measure?: (options: MeasureOptions) => Promise<DiskUsage>
   /** Allocated bytes allowed; over it (strictly) is over the quota. */
   quotaBytes: number
   /** Pause between the end of one measurement and the start of the next. */
@@ -171,7 +121,7 @@ export class DiskWatch {
   async check(): Promise<DiskUsage | null> {
     let usage: DiskUsage
     try {
-      usage = await measureDisk(this.#o.dir, this.#measureOptions())
+      usage = await this.#measure(this.#measureOptions())
     } catch (err) {
       if (!this.#last) throw err
       this.#o.onError?.(err)
@@ -179,6 +129,12 @@ export class DiskWatch {
     }
     this.#last = usage
     return usage.usedBytes > this.#o.quotaBytes ? usage : null
+  }
+
+  #measure(options: MeasureOptions): Promise<DiskUsage> {
+    if (this.#o.measure) return this.#o.measure(options)
+    if (this.#o.dir === undefined) return Promise.reject(new DiskMeasureError('no /data to measure'))
+    return measureDisk(this.#o.dir, options)
   }
 
   #measureOptions(signal?: AbortSignal): MeasureOptions {
@@ -197,7 +153,7 @@ export class DiskWatch {
     const next = (): void => this.#schedule(Math.max(this.#o.intervalMs, PAUSE_PER_WALK * (performance.now() - started)))
     let usage: DiskUsage
     try {
-      usage = await measureDisk(this.#o.dir, this.#measureOptions(this.#abort.signal))
+      usage = await this.#measure(this.#measureOptions(this.#abort.signal))
     } catch (err) {
       if (this.stopped) return
       this.#o.onError?.(err)

@@ -181,7 +181,7 @@ export class HandOver {
     let proc: AgentProcess
     let jti: string | undefined
     try {
-      this.#o.disk.remember(ws.id, (await this.#o.runtime.provision({ workspaceId: ws.id })).dataDir)
+      this.#o.disk.remember(ws.id, (await this.#o.runtime.provision({ workspaceId: ws.id })).volume)
       // A start-up token: the proxy lets it reach GET /tasks/next only, and nextTask takes it once.
       const minted = await this.#o.tokens.mint({ org_id: ws.org_id, workspace_id: ws.id }, WARM_TOKEN_TTL_S, { startup: true })
       jti = minted.jti

@@ -117,7 +117,7 @@ export class Reconciler {
         workspaceId: ws.id,
         ...(ws.parent_workspace_id && ws.fork_point_task_count ? { forkFrom: { workspaceId: ws.parent_workspace_id, taskCount: ws.fork_point_task_count } } : {}),
       })
-      this.#o.disk.remember(ws.id, handle.dataDir)
+      this.#o.disk.remember(ws.id, handle.volume)
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err)
       this.#o.logger?.error({ err, workspace_id: ws.id }, 'provisioning failed')

@@ -5,7 +5,7 @@
 // the disk quota fails the task and stops its agent; the agent's exit settles the rest.
 import { rm } from 'node:fs/promises'
 import type { Logger } from 'pino'
-import type { AgentExit, AgentProcess, LimitHit, WorkspaceRuntime } from '../runtime/index.js'
+import type { AgentExit, AgentProcess, LimitHit, WorkspaceRuntime, WorkspaceVolume } from '../runtime/index.js'
 import type { RoleConfig, TaskRecord, WorkspaceRecord, WorkspacesRepository } from '../store/index.js'
 import { agentTask } from './agent-launch.js'
 import type { DiskQuota } from './disk-quota.js'
@@ -80,8 +80,8 @@ export class TaskRunner {
     // only to place uploads or for an agent started now (a warm claim's hand-over is timed).
     if (task.uploads.length || !this.#o.handOver.waitingIdle(ws.id)) {
       const handle = await this.#o.runtime.provision({ workspaceId: ws.id }) // re-adopts the existing /data
-      this.#o.disk.remember(ws.id, handle.dataDir)
-      if (task.uploads.length && !(await this.#placeUploads(ws, task))) return
+      this.#o.disk.remember(ws.id, handle.volume)
+      if (task.uploads.length && !(await this.#placeUploads(ws, task, handle.volume))) return
     }
     if (!(await this.#o.workspaces.tasks.start(task.id))) return
     await this.#o.workspaces.transition(ws.id, ['idle'], 'busy', { last_activity_at: new Date().toISOString() })
@@ -120,13 +120,13 @@ export class TaskRunner {
   }
 
   /**
-   * Moves a task's staged uploads to /data/uploads/<task id>/ through the runtime, which never
-   * writes through a link the workspace made. Refused there, the task fails with the reason
+   * Moves a task's staged uploads to /data/uploads/<task id>/ through the workspace's volume, which
+   * never writes through a link the workspace made. Refused there, the task fails with the reason
    * `upload_refused` and says which path; the workspace stays idle for the next task.
    */
-  async #placeUploads(ws: WorkspaceRecord, task: TaskRecord): Promise<boolean> {
+  async #placeUploads(ws: WorkspaceRecord, task: TaskRecord, volume: WorkspaceVolume): Promise<boolean> {
     const staged = this.#o.stagingDir(task.id)
-    const refused = await this.#o.runtime.placeFiles(ws.id, ['uploads', task.id], staged, task.uploads).then(() => undefined, (err: unknown) => err ?? new Error('refused'))
+    const refused = await volume.placeFiles(['uploads', task.id], staged, task.uploads).then(() => undefined, (err: unknown) => err ?? new Error('refused'))
     // The staged files go before the task's end is written: whoever sees the end sees them gone.
     await rm(staged, { recursive: true, force: true })
     if (refused === undefined) return true

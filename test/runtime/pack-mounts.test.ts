@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LocalRuntime } from '../../src/runtime/local-runtime.js'
 import { resolvePackCommand } from '../../src/runtime/pack-mounts.js'
 import { ProcessRuntime } from '../../src/runtime/process-runtime.js'
-import type { PackMount, WorkspaceRuntime } from '../../src/runtime/runtime.js'
+import type { DirectoryRuntime, PackMount } from '../../src/runtime/index.js'
 import { bwrapAvailable } from './helpers.js'
 
 const available = await bwrapAvailable()
@@ -52,7 +52,7 @@ describe('resolvePackCommand', () => {
   })
 })
 
-const drivers: Array<[string, boolean, (root: string) => WorkspaceRuntime]> = [
+const drivers: Array<[string, boolean, (root: string) => DirectoryRuntime]> = [
   ['process', true, (root) => new ProcessRuntime({ root, proxy: { host: '127.0.0.1', port: 9 }, warn: () => {}, stopGraceMs: 500 })],
   ['local', available, (root) => new LocalRuntime({ root, proxy: { host: '127.0.0.1', port: 9 }, warn: () => {}, stopGraceMs: 500 })],
 ]
@@ -60,7 +60,7 @@ const drivers: Array<[string, boolean, (root: string) => WorkspaceRuntime]> = [
 for (const [kind, usable, make] of drivers) {
   describe.skipIf(!usable)(`packs in a workspace (${kind} runtime)`, () => {
     let root: string
-    let runtime: WorkspaceRuntime
+    let runtime: DirectoryRuntime
     let packs: PackMount[]
 
     beforeAll(async () => {

@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { gnuTar, nodeTar } from '../../src/runtime/archiver.js'
 import { ProcessRuntime } from '../../src/runtime/index.js'
-import { SnapshotStore } from '../../src/runtime/snapshot-store.js'
+import { TarSnapshots } from '../../src/runtime/snapshot-store.js'
 import { testDialects } from '../helpers/dialects.js'
 import { controllerRig, waitFor, type ControllerRig } from '../workspaces/harness.js'
 
@@ -147,7 +147,7 @@ describe('snapshots, fork restores and removal never reach through a workspace l
       const tar = join(a, 'evil.tar')
       execFileSync('tar', ['--create', '--file', tar, '--directory', join(a, 'one'), 'evil'])
       execFileSync('tar', ['--append', '--file', tar, '--directory', join(a, 'two'), 'evil/pwned'])
-      const store = new SnapshotStore(join(a, 'snaps'), 'ws_evil', archiver)
+      const store = new TarSnapshots(join(a, 'snaps'), 'ws_evil', archiver)
       const target = join(a, 'restore')
       mkdirSync(target)
       mkdirSync(join(a, 'snaps'))

@@ -7,7 +7,7 @@ import { join, resolve } from 'node:path'
 import { createAuditWriter, type AuditWriter } from '../../src/audit/index.js'
 import { CapabilityTokens, type CapabilityClaims } from '../../src/proxy/token.js'
 import { AgentEvents, WorkspaceService, type Actor } from '../../src/workspaces/index.js'
-import { ProcessRuntime, type WorkspaceRuntime } from '../../src/runtime/index.js'
+import { ProcessRuntime, type DirectoryRuntime } from '../../src/runtime/index.js'
 import type { Store } from '../../src/store/index.js'
 import { proxyTables } from '../../src/store/proxy-tables.js'
 import type { PackSource } from '../../src/workspaces/index.js'
@@ -18,7 +18,7 @@ export const STAND_IN_AGENT = resolve(import.meta.dirname, 'stand-in-agent.mjs')
 export interface ControllerRig {
   store: Store
   audit: AuditWriter
-  runtime: WorkspaceRuntime
+  runtime: DirectoryRuntime
   tokens: CapabilityTokens
   controller: WorkspaceService
   events: AgentEvents
@@ -47,7 +47,7 @@ export interface RigOptions {
   /** ControllerOptions.diskQuotaMb and diskCheckIntervalMs. */
   disk?: { quotaMb: number; intervalMs: number }
   /** The runtime under the controller, given its root (the process runtime unless set). */
-  runtime?: (root: string) => WorkspaceRuntime
+  runtime?: (root: string) => DirectoryRuntime
 }
 
 export async function controllerRig(store: Store, opts: RigOptions = {}): Promise<ControllerRig> {
