@@ -3,7 +3,7 @@
 // HTTP `status`; routes throw `apiError(code, …)` so a code can never carry the wrong status. The
 // server's root error handler (src/server/app.ts) renders it as the spec's envelope (`error.code`,
 // `error.message`, `error.request_id`, `error.details`). Branch on `code`, never on message text.
-// docs/api.md lists the same table; test/server/errors-docs.test.ts keeps the two in step.
+// docs/api.md lists the same table; test/contract/errors-docs.test.ts keeps the two in step.
 
 export class CorralError extends Error {
   constructor(

@@ -6,7 +6,7 @@
 // `requests` unit, no ceiling) and refuses a spent ceiling with budget_exhausted.
 import { afterEach, describe, expect, it } from 'vitest'
 import type { AgentCallbackHandler, CapabilityClaims } from '../../src/proxy/index.js'
-import { startHarness, type Harness } from '../proxy/harness.js'
+import { startHarness, type Harness } from './harness.js'
 
 describe('proxy agent callbacks (corral.internal)', () => {
   let h: Harness | undefined

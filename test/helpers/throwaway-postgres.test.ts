@@ -3,7 +3,7 @@
 // data, and refuses connections while stopped — without touching the shared cluster.
 import pg from 'pg'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { describeThrowawayPostgres, startThrowawayPostgres, type ThrowawayPostgres } from '../helpers/throwaway-postgres.js'
+import { describeThrowawayPostgres, startThrowawayPostgres, type ThrowawayPostgres } from './throwaway-postgres.js'
 
 async function query(url: string, text: string): Promise<unknown[]> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 })
