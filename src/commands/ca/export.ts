@@ -11,6 +11,7 @@ export default class CaExport extends CorralCommand<CaExportResult> {
 
   async execute(): Promise<CaExportResult> {
     const { flags } = await this.parse(CaExport)
+    // The CA file alone, not the proxy's index.ts: the index loads the whole proxy (about 1 s more).
     const [{ loadOrCreateCa, caFingerprint, caCertPath }, { resolve }] = await Promise.all([import('../../proxy/ca.js'), import('node:path')])
     const dir = resolve(flags['data-dir'])
     const ca = await loadOrCreateCa(dir)
