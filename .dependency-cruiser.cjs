@@ -81,6 +81,13 @@ module.exports = {
       to: { path: parts('server', 'workspaces', 'serve', 'proxy') },
     },
     {
+      name: 'secrets-below-server-and-proxy',
+      comment: 'src/secrets/ (sealing, org material, minting) is used by the API and the proxy; it imports only contract, store and audit, never its users.',
+      severity: 'error',
+      from: { path: '^src/secrets/' },
+      to: { path: parts('server', 'proxy', 'workspaces', 'runtime', 'serve', 'packs', 'policy', 'cli', 'commands', 'client', 'agent') },
+    },
+    {
       name: 'only-commands-import-serve',
       comment: 'src/serve/ is the composition root: it knows every part; only the serve/proxy commands start it.',
       severity: 'error',
