@@ -14,8 +14,8 @@ const DRAIN_TIMEOUT_MS = 20_000
 const DEFAULT_PORTS = { api: 7070, proxy: 7071, model: 7072 } as const
 export const DEV_PROFILE = 'dev'
 
-const NO_SANDBOX_BANNER = [
-  '!!! bubblewrap cannot sandbox on this machine: corral dev runs agents with --runtime process.',
+const noSandboxBanner = (forced: boolean) => [
+  forced ? '!!! --runtime process: corral dev runs agents without a sandbox.' : '!!! bubblewrap cannot sandbox on this machine: corral dev runs agents with --runtime process.',
   '!!! That is NOT a sandbox: each agent is a plain child process with your user, files and network;',
   '!!! only its own HTTPS_PROXY setting sends it through the policy proxy. Fine for this demo agent,',
   '!!! never for untrusted ones. Install bubblewrap (apt-get install bubblewrap) for the real thing.',
@@ -81,11 +81,11 @@ type DevFlags = { db?: string; host: string; runtime: string; 'allow-unenforced-
 async function startSession(flags: DevFlags, dataDir: string, ports: { api: number; proxy: number; model: number }, cleanups: Array<() => Promise<unknown>>): Promise<DevSession> {
   // Heavy modules load only here, so `corral --help` stays fast.
   const [{ startServe }, { createLogger }, dev, { CorralClient }] = await Promise.all([
-    import('../serve/index.js'), import('../server/logger.js'), import('../dev/index.js'), import('../client/index.js'),
+    import('../serve/index.js'), import('../server/index.js'), import('../dev/index.js'), import('../client/index.js'),
   ])
   const logger = createLogger({ level: flags['log-level'] })
   const runtime = flags.runtime === 'auto' ? await pickRuntime() : flags.runtime
-  if (runtime === 'process') process.stderr.write(`${paint('yellow', NO_SANDBOX_BANNER, process.stderr)}\n`)
+  if (runtime === 'process') process.stderr.write(`${paint('yellow', noSandboxBanner(flags.runtime === 'process'), process.stderr)}\n`)
 
   const model = await startDevModel(dataDir, flags.host, ports.model, dev)
   cleanups.push(model.close)

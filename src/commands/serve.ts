@@ -1,5 +1,7 @@
 import { Flags } from '@oclif/core'
+import { resolve } from 'node:path'
 import { CorralCommand } from '../cli/base-command.js'
+import { explainStartError } from '../cli/start-errors.js'
 import { storeFlags } from '../server/store-flags.js'
 
 /** How long SIGTERM's drain (requests, streams, proxied requests, audit flush) may take. */
@@ -21,17 +23,24 @@ export default class Serve extends CorralCommand<void> {
     'proxy-port': Flags.integer({ summary: 'Outbound policy proxy port (default 7071; a free one when --port is 0).', env: 'CORRAL_PROXY_PORT', min: 0, max: 65535 }),
     'allow-unenforced-limits': Flags.boolean({ summary: 'Start even when a configured workspace limit cannot be enforced on this host (it is logged as a warning instead of refusing to start).', env: 'CORRAL_ALLOW_UNENFORCED_LIMITS', default: false }),
     runtime: Flags.string({ summary: 'Workspace runtime: local (bubblewrap sandbox) or process (no isolation, development only).', env: 'CORRAL_RUNTIME', options: ['local', 'process'], default: 'local' }),
+    // Human-readable lines on a terminal, JSON otherwise (CORRAL_LOG_FORMAT=json|pretty overrides).
+    'log-level': Flags.string({ summary: 'Log level.', env: 'CORRAL_LOG_LEVEL', options: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info' }),
   }
 
   async execute(): Promise<void> {
     const { flags } = await this.parse(Serve)
     // Heavy modules (fastify, kysely, drivers) load only here, so `corral --help` stays fast.
-    const { startServe } = await import('../serve/index.js')
+    const [{ startServe }, { createLogger }] = await Promise.all([import('../serve/index.js'), import('../server/index.js')])
     const running = await startServe({
       dataDir: flags['data-dir'], host: flags.host, port: flags.port, runtime: flags.runtime,
-      allowUnenforcedLimits: flags['allow-unenforced-limits'],
+      allowUnenforcedLimits: flags['allow-unenforced-limits'], logger: createLogger({ level: flags['log-level'] }),
       ...(flags.db !== undefined ? { dbUrl: flags.db } : {}),
       ...(flags['proxy-port'] !== undefined ? { proxyPort: flags['proxy-port'] } : {}),
+    }).catch((err: unknown) => {
+      // A held port or a database that cannot be reached: one line saying which flag to change.
+      const proxyPort = flags['proxy-port'] ?? (flags.port === 0 ? 0 : 7071)
+      const ports = new Map<number, string>([[proxyPort, '--proxy-port'], [flags.port, '--port']].filter(([p]) => p !== 0) as Array<[number, string]>)
+      throw explainStartError(err, { ports, dataDir: resolve(flags['data-dir']), ...(flags.db ? { db: flags.db } : {}) }) ?? err
     })
     const key = running.bootstrap.adminKey
     if (key) {
