@@ -26,7 +26,7 @@ export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
     // Wrong types are validation errors, not silently coerced; unknown body fields are rejected by
     // `additionalProperties: false` in the schemas rather than dropped.
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true } },
-    // fastify's own 503-on-closing body is not our envelope; the hook below answers instead.
+    // fastify's own 503-on-closing body is not our envelope; installDrain's hook answers instead.
     return503OnClosing: false,
     // A whole request (headers and body, pack uploads included) must arrive within 5 minutes, its
     // headers within Node's 1 minute: a slow-drip client holds a socket for a bounded time only.
@@ -36,51 +36,9 @@ export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
 
   app.decorateRequest('principal', null)
   app.decorateRequest('grants', null as never)
-  // While draining (SIGTERM), requests arriving on kept-alive connections are refused so the load
-  // balancer retries elsewhere; requests already in flight finish.
-  let closing = false
-  app.addHook('preClose', async () => {
-    closing = true
-  })
-  app.addHook('onRequest', async (request, reply) => {
-    reply.header(REQUEST_ID_HEADER, request.id)
-    if (closing) {
-      reply.header('connection', 'close')
-      throw apiError('service_unavailable', 'the server is shutting down; retry')
-    }
-  })
-
-  // Responses finishing during the drain close their keep-alive connection, so close() does not
-  // wait for the client's idle timeout.
-  app.addHook('onSend', async (_request, reply, payload) => {
-    if (closing) reply.header('connection', 'close')
-    return payload
-  })
-
+  installDrain(app)
   installEdge(app)
-
-  // Durable before the answer: every audit event a request emitted (awaited by its route or not)
-  // is durable before the response leaves; if one could not be, a success becomes the 503 the
-  // audit log answered (docs/reliability.md "Durability").
-  const emitted = new WeakMap<FastifyRequest, Set<Promise<unknown>>>()
-  app.addHook('onRequest', (request, _reply, done) => {
-    const pending = new Set<Promise<unknown>>()
-    emitted.set(request, pending)
-    collectAuditEmits(pending, done)
-  })
-  app.addHook('onSend', async (request, reply, payload) => {
-    const pending = emitted.get(request)
-    if (!pending || pending.size === 0) return payload
-    const results = await Promise.allSettled(pending)
-    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected')
-    if (!failed || reply.statusCode >= 400) return payload
-    const err = failed.reason instanceof CorralError ? failed.reason : new AuditUnavailableError('queue_full', 1, 'the audit log could not record this change; retry')
-    if (err instanceof AuditUnavailableError) reply.header('retry-after', String(err.retryAfterSeconds))
-    reply.code(err.status).type('application/json; charset=utf-8')
-    const body: ErrorEnvelope = { error: { code: err.code, message: err.message, request_id: String(request.id), ...(err.details ? { details: err.details } : {}) } }
-    return JSON.stringify(body)
-  })
-
+  installDurableAnswers(app)
   app.setErrorHandler(errorHandler)
 
   const state: AuthState = { cache: new ApiKeyCache({ ttlMs: deps.config.keyCacheTtlMs }), lastTouched: new Map() }
@@ -113,6 +71,57 @@ export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
     throw err
   }
   return app
+}
+
+/**
+ * While draining (SIGTERM), requests arriving on kept-alive connections are refused so the load
+ * balancer retries elsewhere; requests already in flight finish.
+ */
+function installDrain(app: FastifyInstance): void {
+  let closing = false
+  app.addHook('preClose', async () => {
+    closing = true
+  })
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header(REQUEST_ID_HEADER, request.id)
+    if (closing) {
+      reply.header('connection', 'close')
+      throw apiError('service_unavailable', 'the server is shutting down; retry')
+    }
+  })
+
+  // Responses finishing during the drain close their keep-alive connection, so close() does not
+  // wait for the client's idle timeout.
+  app.addHook('onSend', async (_request, reply, payload) => {
+    if (closing) reply.header('connection', 'close')
+    return payload
+  })
+}
+
+/**
+ * Durable before the answer: every audit event a request emitted (awaited by its route or not)
+ * is durable before the response leaves; if one could not be, a success becomes the 503 the
+ * audit log answered (docs/reliability.md "Durability").
+ */
+function installDurableAnswers(app: FastifyInstance): void {
+  const emitted = new WeakMap<FastifyRequest, Set<Promise<unknown>>>()
+  app.addHook('onRequest', (request, _reply, done) => {
+    const pending = new Set<Promise<unknown>>()
+    emitted.set(request, pending)
+    collectAuditEmits(pending, done)
+  })
+  app.addHook('onSend', async (request, reply, payload) => {
+    const pending = emitted.get(request)
+    if (!pending || pending.size === 0) return payload
+    const results = await Promise.allSettled(pending)
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected')
+    if (!failed || reply.statusCode >= 400) return payload
+    const err = failed.reason instanceof CorralError ? failed.reason : new AuditUnavailableError('queue_full', 1, 'the audit log could not record this change; retry')
+    if (err instanceof AuditUnavailableError) reply.header('retry-after', String(err.retryAfterSeconds))
+    reply.code(err.status).type('application/json; charset=utf-8')
+    const body: ErrorEnvelope = { error: { code: err.code, message: err.message, request_id: String(request.id), ...(err.details ? { details: err.details } : {}) } }
+    return JSON.stringify(body)
+  })
 }
 
 declare module 'fastify' {
