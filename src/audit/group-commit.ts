@@ -17,8 +17,6 @@ export interface GroupItem {
 }
 
 export interface GroupCommitHandlers<T extends GroupItem> {
-  /** A new group starts gathering (its callers wait from now: the durability deadline). */
-  opened(items: T[]): void
   /** The group is on disk in `seg`. */
   written(group: T[], seg: Segment): void
   /** The write failed (disk full, I/O error). */
@@ -42,7 +40,6 @@ export class GroupCommit<T extends GroupItem> {
   }
 
   add(it: T): void {
-    if (this.#gathering.length === 0) this.#on.opened(this.#gathering)
     this.#gathering.push(it)
     if (this.#writing || this.#scheduled) return
     // After this turn's I/O callbacks: every row they emit joins this write.
@@ -67,8 +64,6 @@ export class GroupCommit<T extends GroupItem> {
     while (n < all.length && (n === 0 || chars + all[n].size < MAX_GROUP_CHARS)) chars += all[n++].size + 1
     const group = n === all.length ? all : all.slice(0, n)
     this.#gathering = n === all.length ? [] : all.slice(n)
-    // The rest is watched again, with its own deadline (it is also still under the old one).
-    if (this.#gathering.length > 0) this.#on.opened(this.#gathering)
     let text = ''
     for (const it of group) text += it.line + '\n'
     this.#writing = true

@@ -20,11 +20,12 @@ import { AsyncLocalStorage } from 'node:async_hooks'
 import { CorralError, type AuditEvent, type NewAuditEvent } from '../contract/index.js'
 import type { Store } from '../store/index.js'
 import { DbStage, errorInfo } from './db-stage.js'
+import { Deadlines } from './deadlines.js'
 import { check, describeFields, encodeEvent, quarantineRecord, type QuarantineRecord } from './encode.js'
 import { GroupCommit } from './group-commit.js'
 import { Journal, type RecoveredSegment, type Segment } from './journal.js'
 import { AuditUnavailableError } from './unavailable.js'
-import { AuditDrainTimeoutError, type AuditWriter, type AuditWriterOptions, type AuditWriterStats } from './writer-types.js'
+import { AuditDrainTimeoutError, type AuditWriter, type AuditWriterLogger, type AuditWriterOptions, type AuditWriterStats } from './writer-types.js'
 
 export {
   AuditDrainTimeoutError, type AuditWriter, type AuditWriterLogger, type AuditWriterOptions, type AuditWriterStats,
@@ -42,14 +43,10 @@ interface Item {
   reject?: (err: Error) => void
   /** emit()'s promise, marked handled before it is rejected (a caller may not await it). */
   done?: Promise<AuditEvent>
+  /** Date.now() at emit, for the durability deadline. */
+  at?: number
   /** Serialized size counted in stats.pendingBytes. */
   size: number
-}
-
-/** Callers waiting for durability since `at` (Date.now()). */
-interface Watch {
-  at: number
-  items: Item[]
 }
 
 interface RecoveredGroup {
@@ -93,6 +90,9 @@ export async function openAuditWriter(store: Store, opts: AuditWriterOptions & {
   return writer
 }
 
+// long-function: the writer is one closure over its counters, queues and stages (shared by every
+// step); each step inside is a short named function, and the stages live in their own files
+// (group-commit.ts, db-stage.ts, deadlines.ts, journal.ts).
 function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | undefined): AuditWriter & { replay(r: RecoveredSegment[]): Promise<void> } {
   const batchSize = Math.max(1, opts.batchSize ?? 500)
   const maxQueue = Math.max(1, opts.maxQueue ?? 20_000)
@@ -112,26 +112,7 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
   let closed = false
   let abandoned: AuditDrainTimeoutError | undefined
 
-  const prepare = (input: NewAuditEvent): Item => {
-    const r = encodeEvent(input)
-    if (r.ok) {
-      if (r.value.sanitized) stats.sanitized++
-      return { seq: ++seq, event: r.value.event, row: r.value.row, line: r.value.line, size: r.value.line.length }
-    }
-    if (r.kind === 'invalid_event') {
-      stats.invalid++
-      const fields = r.fields ?? {}
-      const type = typeof r.event.event_type === 'string' ? r.event.event_type.slice(0, 64) : typeof r.event.event_type
-      const kind = `${type}:${Object.keys(fields).sort().join(',')}`
-      if (!loggedKinds.has(kind) && loggedKinds.size < 1000) {
-        loggedKinds.add(kind)
-        logger.error({ event_type: type, fields }, `audit: BUG: a producer emitted an invalid event (${describeFields(fields)}); it is quarantined, not written (logged once per kind)`)
-      }
-    } else logger.error({ id: r.event.id, reason: r.reason }, 'audit: event cannot be stored as a row; quarantined')
-    const q = quarantineRecord(input, r.event, r.reason)
-    const line = quarantineLine(q)
-    return { seq: ++seq, event: r.event, q, line, size: line.length }
-  }
+  const prepare = (input: NewAuditEvent): Item => prepareItem(input, ++seq, stats, logger, loggedKinds)
 
   const finish = (it: Item) => {
     stats.pending--
@@ -173,37 +154,13 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
   const stage = new DbStage<Item>({ store, batchSize, logger, stats, keepLines, lingerMs, urgent: () => flushWaiters.length > 0 || closed, done: batchDone })
 
   let journalBroken = false
-  // Callers waiting for durability, by group, oldest first; a sweep refuses those past the deadline
-  // (the database is away and the journal cannot help), so no caller hangs. Their events stay queued.
-  let waiting: Watch[] = []
-  let sweeper: NodeJS.Timeout | undefined
-  const sweep = () => {
-    const now = Date.now()
-    for (const w of waiting) {
-      if (now - w.at < durableTimeoutMs) break
-      for (const it of w.items) {
-        if (!it.resolve) continue
-        const reject = it.reject!
-        it.resolve = it.reject = undefined
-        stats.rejected++
-        it.done?.catch(noop)
-        reject(new AuditUnavailableError('timeout', 5, `the audit log could not make the event durable within ${durableTimeoutMs} ms (the database is unavailable); it is kept and written when the database is back`))
-      }
-      w.items = []
-    }
-    waiting = waiting.filter((w) => w.items.some((it) => it.resolve))
-    if (waiting.length === 0) {
-      clearInterval(sweeper)
-      sweeper = undefined
-    }
-  }
-  const watch = (items: Item[]) => {
-    waiting.push({ at: Date.now(), items })
-    if (!sweeper) {
-      sweeper = setInterval(sweep, Math.min(250, durableTimeoutMs))
-      sweeper.unref()
-    }
-  }
+  const deadlines = new Deadlines<Item>(durableTimeoutMs, (it) => {
+    const reject = it.reject!
+    it.resolve = it.reject = undefined
+    stats.rejected++
+    it.done?.catch(noop)
+    reject(new AuditUnavailableError('timeout', 5, `the audit log could not make the event durable within ${durableTimeoutMs} ms (the database is unavailable); it is kept and written when the database is back`))
+  })
 
   const journaled = (group: Item[], seg: Segment) => {
     if (journalBroken) {
@@ -231,7 +188,7 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
     stage.enqueueAll(group)
   }
 
-  const groups = journal && new GroupCommit<Item>(journal, { opened: watch, written: journaled, failed: journalFailed }, { intervalMs: opts.journalIntervalMs ?? 1 })
+  const groups = journal && new GroupCommit<Item>(journal, { written: journaled, failed: journalFailed }, { intervalMs: opts.journalIntervalMs ?? 1 })
 
   const emitItem = (it: Item): Promise<AuditEvent> => {
     stats.pending++
@@ -241,11 +198,9 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
       it.reject = reject
     })
     it.done = done
+    deadlines.watch(it)
     if (groups) groups.add(it)
-    else {
-      watch([it])
-      stage.enqueue(it)
-    }
+    else stage.enqueue(it)
     return done
   }
 
@@ -349,6 +304,29 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
   }
 
   return writer
+}
+
+/** Encodes an event for the queue; one that cannot be a row becomes a quarantine record (logged). */
+function prepareItem(input: NewAuditEvent, seq: number, stats: AuditWriterStats, logger: AuditWriterLogger, loggedKinds: Set<string>): Item {
+  const r = encodeEvent(input)
+  if (r.ok) {
+    if (r.value.sanitized) stats.sanitized++
+    return { seq, event: r.value.event, row: r.value.row, line: r.value.line, size: r.value.line.length }
+  }
+  if (r.kind === 'invalid_event') {
+    stats.invalid++
+    const fields = r.fields ?? {}
+    const type = typeof r.event.event_type === 'string' ? r.event.event_type.slice(0, 64) : typeof r.event.event_type
+    const kind = `${type}:${Object.keys(fields).sort().join(',')}`
+    // Logged once per kind (bounded), so a producer bug at request rate cannot flood the log.
+    if (!loggedKinds.has(kind) && loggedKinds.size < 1000) {
+      loggedKinds.add(kind)
+      logger.error({ event_type: type, fields }, `audit: BUG: a producer emitted an invalid event (${describeFields(fields)}); it is quarantined, not written (logged once per kind)`)
+    }
+  } else logger.error({ id: r.event.id, reason: r.reason }, 'audit: event cannot be stored as a row; quarantined')
+  const q = quarantineRecord(input, r.event, r.reason)
+  const line = quarantineLine(q)
+  return { seq, event: r.event, q, line, size: line.length }
 }
 
 function quarantineLine(q: QuarantineRecord): string {
