@@ -10,7 +10,7 @@
 // the claimed task's `proxy_token`), 204 + `Retry-After: 0` after a long poll with nothing, 410
 // when there is no more work for it (cold agents get their task in the inbox).
 import { AGENT_EVENT_TYPES, type AgentEventType, type AuditSink, CorralError, inputProblem } from '../contract/index.js'
-import { AuditUnavailableError } from '../audit/unavailable.js'
+import { AuditUnavailableError } from '../audit/index.js'
 import { isStoreUnavailable } from '../store/index.js'
 import type { AgentCallbackHandler, AgentEventCharge, CapabilityClaims, ControlReply } from '../proxy/index.js'
 import { agentEventViolation } from './agent-event-schemas.js'

@@ -137,6 +137,34 @@ export function createWorkspacesRepository(ctx: RepoContext) {
 
 function workspaceTables(anyDb: Kysely<any>) {
   const db = anyDb as Kysely<any>
+  return { role: (orgId: string, ref: { id?: string; name?: string }) => readRole(db, orgId, ref), ...workspaceRows(db), ...poolRows(db), tasks: taskRows(db) }
+}
+
+/** The role and provider a workspace runs with (by id or name), read at each task start. */
+async function readRole(db: Kysely<any>, orgId: string, ref: { id?: string; name?: string }): Promise<RoleConfig | undefined> {
+  let q = db.selectFrom('agent_roles as r').innerJoin('providers as p', 'p.id', 'r.provider_id')
+    .selectAll('r')
+    .select(['p.name as provider_name', 'p.kind as provider_kind', 'p.domain as provider_domain', 'p.archived_at as provider_archived_at'])
+    .where('r.org_id', '=', orgId)
+  q = ref.id !== undefined ? q.where('r.id', '=', ref.id) : q.where('r.name', '=', ref.name ?? '')
+  const r = (await q.executeTakeFirst()) as Row | undefined
+  if (!r) return undefined
+  // base_url / default_model arrive with the role engineer's migration; read them when present.
+  const extra = (await db.selectFrom('providers').selectAll().where('id', '=', r.provider_id).executeTakeFirst()) as Row | undefined
+  return {
+    id: r.id, org_id: r.org_id, name: r.name, provider_id: r.provider_id, provider_name: r.provider_name,
+    provider_kind: r.provider_kind ?? null, provider_base_url: extra?.base_url ?? null, provider_domain: r.provider_domain ?? null,
+    model: r.model ?? extra?.default_model ?? null, capabilities: r.capabilities ?? null, environment: r.environment ?? 'development',
+    environment_description: r.environment_description ?? null, task_timeout_seconds: num(r.task_timeout_seconds),
+    idle_timeout_seconds: num(r.idle_timeout_seconds), thinking_effort: r.thinking_effort ?? null,
+    max_continuations: num(r.max_continuations), max_context_tokens: num(r.max_context_tokens),
+    pool_policy: r.pool_policy ?? null, pool_size: num(r.pool_size), pack_ids: packIds(r.pack_ids),
+    role_archived: r.archived_at !== null && r.archived_at !== undefined, provider_archived: r.provider_archived_at !== null && r.provider_archived_at !== undefined,
+  }
+}
+
+/** One workspace's row: create, read, list, update, and the reconcile scan. */
+function workspaceRows(db: Kysely<any>) {
   const selectWorkspace = () =>
     db.selectFrom('workspaces as w')
       .innerJoin('agent_roles as r', 'r.id', 'w.role_id')
@@ -145,28 +173,6 @@ function workspaceTables(anyDb: Kysely<any>) {
       .select(['r.name as role_name', 'p.id as provider_id', 'p.name as provider_name'])
 
   return {
-    async role(orgId: string, ref: { id?: string; name?: string }): Promise<RoleConfig | undefined> {
-      let q = db.selectFrom('agent_roles as r').innerJoin('providers as p', 'p.id', 'r.provider_id')
-        .selectAll('r')
-        .select(['p.name as provider_name', 'p.kind as provider_kind', 'p.domain as provider_domain', 'p.archived_at as provider_archived_at'])
-        .where('r.org_id', '=', orgId)
-      q = ref.id !== undefined ? q.where('r.id', '=', ref.id) : q.where('r.name', '=', ref.name ?? '')
-      const r = (await q.executeTakeFirst()) as Row | undefined
-      if (!r) return undefined
-      // base_url / default_model arrive with the role engineer's migration; read them when present.
-      const extra = (await db.selectFrom('providers').selectAll().where('id', '=', r.provider_id).executeTakeFirst()) as Row | undefined
-      return {
-        id: r.id, org_id: r.org_id, name: r.name, provider_id: r.provider_id, provider_name: r.provider_name,
-        provider_kind: r.provider_kind ?? null, provider_base_url: extra?.base_url ?? null, provider_domain: r.provider_domain ?? null,
-        model: r.model ?? extra?.default_model ?? null, capabilities: r.capabilities ?? null, environment: r.environment ?? 'development',
-        environment_description: r.environment_description ?? null, task_timeout_seconds: num(r.task_timeout_seconds),
-        idle_timeout_seconds: num(r.idle_timeout_seconds), thinking_effort: r.thinking_effort ?? null,
-        max_continuations: num(r.max_continuations), max_context_tokens: num(r.max_context_tokens),
-        pool_policy: r.pool_policy ?? null, pool_size: num(r.pool_size), pack_ids: packIds(r.pack_ids),
-        role_archived: r.archived_at !== null && r.archived_at !== undefined, provider_archived: r.provider_archived_at !== null && r.provider_archived_at !== undefined,
-      }
-    },
-
     async create(orgId: string, w: {
       role_id: string; created_by: string; created_by_user_id: string; environment?: string; pooled?: boolean
       parent_workspace_id?: string; fork_point_task_count?: number; fork_source_snapshot_ref?: string
@@ -215,6 +221,24 @@ function workspaceTables(anyDb: Kysely<any>) {
       return rows.map((r: Row) => r.id as string)
     },
 
+    async update(id: string, set: Partial<{
+      state: WorkspaceState; desired_state: DesiredState; task_count: number; last_snapshot_ref: string | null
+      stopped_once: number; archived_at: string | null; failure: string | null; last_activity_at: string
+    }>): Promise<void> {
+      await db.updateTable('workspaces').set({ ...set, updated_at: nowIso() }).where('id', '=', id).execute()
+    },
+
+    /** Compare-and-set on the actual state; false when another writer moved it first. */
+    async transition(id: string, from: readonly WorkspaceState[], to: WorkspaceState, extra: Record<string, unknown> = {}): Promise<boolean> {
+      const r = await db.updateTable('workspaces').set({ state: to, ...extra, updated_at: nowIso() }).where('id', '=', id).where('state', 'in', from).executeTakeFirst()
+      return Number(r.numUpdatedRows) > 0
+    },
+  }
+}
+
+/** Counts and sets of a role's workspaces, and the warm pools' members and claims. */
+function poolRows(db: Kysely<any>) {
+  return {
     async activeCountForRoles(orgId: string, roleIds: readonly string[]): Promise<number> {
       if (roleIds.length === 0) return 0
       const r = await db.selectFrom('workspaces').select((eb: any) => eb.fn.countAll().as('n'))
@@ -229,19 +253,6 @@ function workspaceTables(anyDb: Kysely<any>) {
       if (opts.pooled === false) q = q.where('pooled', '=', 0)
       const rows = await q.execute()
       return rows.map((r: Row) => r.id as string)
-    },
-
-    async update(id: string, set: Partial<{
-      state: WorkspaceState; desired_state: DesiredState; task_count: number; last_snapshot_ref: string | null
-      stopped_once: number; archived_at: string | null; failure: string | null; last_activity_at: string
-    }>): Promise<void> {
-      await db.updateTable('workspaces').set({ ...set, updated_at: nowIso() }).where('id', '=', id).execute()
-    },
-
-    /** Compare-and-set on the actual state; false when another writer moved it first. */
-    async transition(id: string, from: readonly WorkspaceState[], to: WorkspaceState, extra: Record<string, unknown> = {}): Promise<boolean> {
-      const r = await db.updateTable('workspaces').set({ state: to, ...extra, updated_at: nowIso() }).where('id', '=', id).where('state', 'in', from).executeTakeFirst()
-      return Number(r.numUpdatedRows) > 0
     },
 
     /**
@@ -286,59 +297,62 @@ function workspaceTables(anyDb: Kysely<any>) {
       }
       return undefined
     },
+  }
+}
 
-    tasks: {
-      async create(orgId: string, t: { id?: string; workspace_id: string; description: string; options: TaskOptions; metadata?: Record<string, unknown>; uploads?: string[]; created_by: string }): Promise<TaskRecord> {
-        const now = nowIso()
-        const row = {
-          id: t.id ?? newId('task'), org_id: orgId, workspace_id: t.workspace_id, status: 'submitted', reason: null, description: t.description,
-          options: JSON.stringify(t.options), metadata: t.metadata ? JSON.stringify(t.metadata) : null, uploads: JSON.stringify(t.uploads ?? []),
-          summary: null, created_by: t.created_by, created_at: now, updated_at: now, started_at: null, finished_at: null,
-        }
-        await db.insertInto('tasks').values(row).execute()
-        return taskOf(row)
-      },
-      async get(orgId: string, id: string): Promise<TaskRecord | undefined> {
-        const r = await db.selectFrom('tasks').selectAll().where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst()
-        return r ? taskOf(r) : undefined
-      },
-      async byId(id: string): Promise<TaskRecord | undefined> {
-        const r = await db.selectFrom('tasks').selectAll().where('id', '=', id).executeTakeFirst()
-        return r ? taskOf(r) : undefined
-      },
-      async forWorkspace(orgId: string, workspaceId: string, limit = 500): Promise<TaskRecord[]> {
-        const rows = await db.selectFrom('tasks').selectAll().where('org_id', '=', orgId).where('workspace_id', '=', workspaceId)
-          .orderBy('created_at', 'asc').orderBy('id', 'asc').limit(limit).execute()
-        return rows.map(taskOf)
-      },
-      /** The task that blocks a new one: submitted or running. */
-      async active(workspaceId: string): Promise<TaskRecord | undefined> {
-        const r = await db.selectFrom('tasks').selectAll().where('workspace_id', '=', workspaceId).where('status', 'in', ['submitted', 'running'])
-          .orderBy('created_at', 'asc').orderBy('id', 'asc').executeTakeFirst()
-        return r ? taskOf(r) : undefined
-      },
-      async nextSubmitted(workspaceId: string): Promise<TaskRecord | undefined> {
-        const r = await db.selectFrom('tasks').selectAll().where('workspace_id', '=', workspaceId).where('status', '=', 'submitted')
-          .orderBy('created_at', 'asc').orderBy('id', 'asc').executeTakeFirst()
-        return r ? taskOf(r) : undefined
-      },
-      async running(workspaceId: string): Promise<TaskRecord[]> {
-        const rows = await db.selectFrom('tasks').selectAll().where('workspace_id', '=', workspaceId).where('status', '=', 'running').execute()
-        return rows.map(taskOf)
-      },
-      async start(id: string): Promise<boolean> {
-        const now = nowIso()
-        const r = await db.updateTable('tasks').set({ status: 'running', started_at: now, updated_at: now }).where('id', '=', id).where('status', '=', 'submitted').executeTakeFirst()
-        return Number(r.numUpdatedRows) > 0
-      },
-      /** Moves a non-terminal task to a terminal status; false when it already ended (first writer wins). */
-      async finish(id: string, status: 'completed' | 'failed' | 'cancelled', reason?: string, summary?: string): Promise<boolean> {
-        const now = nowIso()
-        const r = await db.updateTable('tasks')
-          .set({ status, reason: reason ?? null, summary: summary ?? null, finished_at: now, updated_at: now })
-          .where('id', '=', id).where('status', 'in', ['submitted', 'running']).executeTakeFirst()
-        return Number(r.numUpdatedRows) > 0
-      },
+/** Tasks: created with their workspace or as follow-ups, started and finished once. */
+function taskRows(db: Kysely<any>) {
+  return {
+    async create(orgId: string, t: { id?: string; workspace_id: string; description: string; options: TaskOptions; metadata?: Record<string, unknown>; uploads?: string[]; created_by: string }): Promise<TaskRecord> {
+      const now = nowIso()
+      const row = {
+        id: t.id ?? newId('task'), org_id: orgId, workspace_id: t.workspace_id, status: 'submitted', reason: null, description: t.description,
+        options: JSON.stringify(t.options), metadata: t.metadata ? JSON.stringify(t.metadata) : null, uploads: JSON.stringify(t.uploads ?? []),
+        summary: null, created_by: t.created_by, created_at: now, updated_at: now, started_at: null, finished_at: null,
+      }
+      await db.insertInto('tasks').values(row).execute()
+      return taskOf(row)
+    },
+    async get(orgId: string, id: string): Promise<TaskRecord | undefined> {
+      const r = await db.selectFrom('tasks').selectAll().where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst()
+      return r ? taskOf(r) : undefined
+    },
+    async byId(id: string): Promise<TaskRecord | undefined> {
+      const r = await db.selectFrom('tasks').selectAll().where('id', '=', id).executeTakeFirst()
+      return r ? taskOf(r) : undefined
+    },
+    async forWorkspace(orgId: string, workspaceId: string, limit = 500): Promise<TaskRecord[]> {
+      const rows = await db.selectFrom('tasks').selectAll().where('org_id', '=', orgId).where('workspace_id', '=', workspaceId)
+        .orderBy('created_at', 'asc').orderBy('id', 'asc').limit(limit).execute()
+      return rows.map(taskOf)
+    },
+    /** The task that blocks a new one: submitted or running. */
+    async active(workspaceId: string): Promise<TaskRecord | undefined> {
+      const r = await db.selectFrom('tasks').selectAll().where('workspace_id', '=', workspaceId).where('status', 'in', ['submitted', 'running'])
+        .orderBy('created_at', 'asc').orderBy('id', 'asc').executeTakeFirst()
+      return r ? taskOf(r) : undefined
+    },
+    async nextSubmitted(workspaceId: string): Promise<TaskRecord | undefined> {
+      const r = await db.selectFrom('tasks').selectAll().where('workspace_id', '=', workspaceId).where('status', '=', 'submitted')
+        .orderBy('created_at', 'asc').orderBy('id', 'asc').executeTakeFirst()
+      return r ? taskOf(r) : undefined
+    },
+    async running(workspaceId: string): Promise<TaskRecord[]> {
+      const rows = await db.selectFrom('tasks').selectAll().where('workspace_id', '=', workspaceId).where('status', '=', 'running').execute()
+      return rows.map(taskOf)
+    },
+    async start(id: string): Promise<boolean> {
+      const now = nowIso()
+      const r = await db.updateTable('tasks').set({ status: 'running', started_at: now, updated_at: now }).where('id', '=', id).where('status', '=', 'submitted').executeTakeFirst()
+      return Number(r.numUpdatedRows) > 0
+    },
+    /** Moves a non-terminal task to a terminal status; false when it already ended (first writer wins). */
+    async finish(id: string, status: 'completed' | 'failed' | 'cancelled', reason?: string, summary?: string): Promise<boolean> {
+      const now = nowIso()
+      const r = await db.updateTable('tasks')
+        .set({ status, reason: reason ?? null, summary: summary ?? null, finished_at: now, updated_at: now })
+        .where('id', '=', id).where('status', 'in', ['submitted', 'running']).executeTakeFirst()
+      return Number(r.numUpdatedRows) > 0
     },
   }
 }
