@@ -2,9 +2,9 @@
 // (draft 2020-12, 2019-09, draft-07), generated with the options json-schema.ts uses, so a
 // process never has to compile a meta-schema (see installMetaValidator there).
 // test/policy/json-schema-meta.test.ts fails when the file drifts; regenerate with
-//   node --import tsx -e "import('./src/policy/json-schema-meta.gen.ts').then((m) => m.writeMetaValidators())"
+//   node --import tsx -e "import('./src/policy/json-schema-meta.gen.ts').then(async (m) => (await import('node:fs')).writeFileSync('src/policy/json-schema-meta.ts', m.renderMetaValidators()))"
+// (policy does no I/O: the file is written by the command, not by this module).
 
-import { writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { META_SCHEMA_IDS, newAjv, type Draft } from './json-schema.js'
 
@@ -28,8 +28,4 @@ export const META_VALIDATORS: Record<'2020' | '2019' | '07', string> = {
     out += `  '${draft}': ${JSON.stringify(standaloneCode(ajv, validate))},\n`
   }
   return out + '}\n'
-}
-
-export function writeMetaValidators(file = new URL('./json-schema-meta.ts', import.meta.url)): void {
-  writeFileSync(file, renderMetaValidators())
 }

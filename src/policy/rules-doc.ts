@@ -1,8 +1,8 @@
 // Renders docs/caps-rules.md from the code catalogue, so the documented examples are the tested
 // ones. test/policy/compile.test.ts fails when the file drifts; regenerate with
-//   node --import tsx -e "import('./src/policy/rules-doc.ts').then((m) => m.writeRulesDoc())"
+//   node --import tsx -e "import('./src/policy/rules-doc.ts').then(async (m) => (await import('node:fs')).writeFileSync('docs/caps-rules.md', m.renderRulesDoc()))"
+// (policy does no I/O: the file is written by the command, not by this module).
 
-import { writeFileSync } from 'node:fs'
 import { CODES } from './codes.js'
 
 export function renderRulesDoc(): string {
@@ -21,8 +21,4 @@ Severity \`error\` makes a document invalid (exit 1); \`warning\` flags somethin
     out += `## ${code}\n\n**${info.severity}** — ${info.title}\n\nBad:\n\n\`\`\`yaml\n${info.bad.trimEnd()}\n\`\`\`\n\nGood:\n\n\`\`\`yaml\n${info.good.trimEnd()}\n\`\`\`\n\n`
   }
   return out
-}
-
-export function writeRulesDoc(file = 'docs/caps-rules.md'): void {
-  writeFileSync(file, renderRulesDoc())
 }
