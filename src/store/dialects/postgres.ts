@@ -25,35 +25,8 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   const schema = opts.schema
   if (schema !== undefined && !/^[a-z_][a-z0-9_]{0,40}$/.test(schema)) throw new TypeError(`invalid schema name: ${schema}`)
   const base: pg.ClientConfig = { connectionString: url, types: types as pg.ClientConfig['types'] }
-  if (schema) {
-    const admin = new pg.Client(base)
-    await admin.connect()
-    try {
-      await admin.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`)
-    } catch (err) {
-      // Two processes creating the same schema at once: the loser sees a unique violation; the schema exists.
-      if ((err as { code?: string }).code !== '23505') throw err
-    } finally {
-      await admin.end()
-    }
-  }
-  const pool = new pg.Pool({
-    ...base,
-    max: opts.max ?? 10,
-    // A database that stalls (or a host that drops packets) fails a checkout after 5 s instead of
-    // queueing requests forever; keep-alive finds a dead peer on an idle connection.
-    connectionTimeoutMillis: 5_000,
-    keepAlive: true,
-    ...(schema ? { options: `-c search_path="${schema}"` } : {}),
-  })
-  // An idle pooled client that loses its connection emits 'error' on the pool; without a listener
-  // that would crash the process. The next checkout simply gets a fresh connection.
-  pool.on('error', () => {})
-  // pg-pool detaches that listener while a client is checked out (Kysely holds one per query or
-  // transaction), so a database restart mid-query would emit 'error' on a client nobody listens
-  // to and crash the process. The query itself still fails (and the API answers 503); the pool
-  // drops the broken client when it is released.
-  pool.on('connect', (client) => client.on('error', () => {}))
+  if (schema) await createSchema(base, schema)
+  const pool = createPool(base, opts.max ?? 10, schema)
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
   const prefix = schema ? `${schema}__` : ''
   // Named so operators (and tests) can tell the LISTEN connection apart in pg_stat_activity.
@@ -110,6 +83,41 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
       await db.destroy()
     },
   }
+}
+
+/** Creates `schema` when missing (several processes may race to create it). */
+async function createSchema(base: pg.ClientConfig, schema: string): Promise<void> {
+  const admin = new pg.Client(base)
+  await admin.connect()
+  try {
+    await admin.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`)
+  } catch (err) {
+    // Two processes creating the same schema at once: the loser sees a unique violation; the schema exists.
+    if ((err as { code?: string }).code !== '23505') throw err
+  } finally {
+    await admin.end()
+  }
+}
+
+function createPool(base: pg.ClientConfig, max: number, schema: string | undefined): pg.Pool {
+  const pool = new pg.Pool({
+    ...base,
+    max,
+    // A database that stalls (or a host that drops packets) fails a checkout after 5 s instead of
+    // queueing requests forever; keep-alive finds a dead peer on an idle connection.
+    connectionTimeoutMillis: 5_000,
+    keepAlive: true,
+    ...(schema ? { options: `-c search_path="${schema}"` } : {}),
+  })
+  // An idle pooled client that loses its connection emits 'error' on the pool; without a listener
+  // that would crash the process. The next checkout simply gets a fresh connection.
+  pool.on('error', () => {})
+  // pg-pool detaches that listener while a client is checked out (Kysely holds one per query or
+  // transaction), so a database restart mid-query would emit 'error' on a client nobody listens
+  // to and crash the process. The query itself still fails (and the API answers 503); the pool
+  // drops the broken client when it is released.
+  pool.on('connect', (client) => client.on('error', () => {}))
+  return pool
 }
 
 /** One LISTEN connection shared by every channel of this store. */

@@ -35,26 +35,7 @@ export function openSqlite(path: string): StoreDialect {
   const file = path === ':memory:' ? `:memory:${Math.random()}` : resolve(path)
   if (path !== ':memory:') mkdirSync(dirname(file), { recursive: true })
   const database = new BetterSqlite3(path === ':memory:' ? ':memory:' : file)
-  database.pragma('journal_mode = WAL')
-  database.pragma('busy_timeout = 5000')
-  // NORMAL is durable across application crashes in WAL mode; only an OS crash can lose the last commits.
-  database.pragma('synchronous = NORMAL')
-  // Checkpoint every ~40 MiB of WAL instead of the default ~4 MiB: the audit log's hot pages (the
-  // append end of each index) are copied into the database file once per checkpoint, so rarer
-  // checkpoints write them fewer times (measured: about 15% cheaper ingest; docs/storage.md). The
-  // cost is a larger -wal file between checkpoints and a longer pause on the commit that runs one.
-  database.pragma('wal_autocheckpoint = 10000')
-  database.pragma('foreign_keys = ON')
-  // A 64 MiB page cache keeps the audit indexes' hot pages in memory at millions of rows.
-  database.pragma('cache_size = -65536')
-  // Reads through a memory map (up to 1 GiB of the file) instead of a read() copy per page: stats
-  // over the audit log visit every row of the range (measured 10-25% faster). An I/O error on a
-  // mapped page surfaces as a signal rather than an error code (SQLite's documented trade-off).
-  database.pragma('mmap_size = 1073741824')
-  // Planner statistics: refresh what changed since the last run (cheap with the analysis limit),
-  // at open and hourly, so filtered audit pages pick the most selective index.
-  database.pragma('analysis_limit = 1000')
-  database.pragma('optimize = 0x10002')
+  configure(database)
   const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database }) })
   const optimizer = setInterval(() => void sql`PRAGMA optimize`.execute(db).catch(() => {}), 3_600_000)
   optimizer.unref()
@@ -119,6 +100,30 @@ export function openSqlite(path: string): StoreDialect {
       await db.destroy()
     },
   }
+}
+
+/** The connection's settings (the bulk worker sets its own write-side subset). */
+function configure(database: BetterSqlite3.Database): void {
+  database.pragma('journal_mode = WAL')
+  database.pragma('busy_timeout = 5000')
+  // NORMAL is durable across application crashes in WAL mode; only an OS crash can lose the last commits.
+  database.pragma('synchronous = NORMAL')
+  // Checkpoint every ~40 MiB of WAL instead of the default ~4 MiB: the audit log's hot pages (the
+  // append end of each index) are copied into the database file once per checkpoint, so rarer
+  // checkpoints write them fewer times (measured: about 15% cheaper ingest; docs/storage.md). The
+  // cost is a larger -wal file between checkpoints and a longer pause on the commit that runs one.
+  database.pragma('wal_autocheckpoint = 10000')
+  database.pragma('foreign_keys = ON')
+  // A 64 MiB page cache keeps the audit indexes' hot pages in memory at millions of rows.
+  database.pragma('cache_size = -65536')
+  // Reads through a memory map (up to 1 GiB of the file) instead of a read() copy per page: stats
+  // over the audit log visit every row of the range (measured 10-25% faster). An I/O error on a
+  // mapped page surfaces as a signal rather than an error code (SQLite's documented trade-off).
+  database.pragma('mmap_size = 1073741824')
+  // Planner statistics: refresh what changed since the last run (cheap with the analysis limit),
+  // at open and hourly, so filtered audit pages pick the most selective index.
+  database.pragma('analysis_limit = 1000')
+  database.pragma('optimize = 0x10002')
 }
 
 /**
