@@ -7,7 +7,7 @@ import { CliError } from '../cli/errors.js'
 import { paint } from '../cli/output.js'
 import { configPath, readConfig, writeConfig } from '../cli/profiles.js'
 import { explainStartError } from '../cli/start-errors.js'
-import { storeFlags } from '../server/store-flags.js'
+import { storeFlags } from '../cli/store-flags.js'
 
 /** How long SIGTERM's drain may take (as `serve`). */
 const DRAIN_TIMEOUT_MS = 20_000

@@ -1,6 +1,6 @@
 import { Flags } from '@oclif/core'
 import { CorralCommand } from '../cli/base-command.js'
-import { storeFlags } from '../server/store-flags.js'
+import { storeFlags } from '../cli/store-flags.js'
 
 export default class Proxy extends CorralCommand<void> {
   static override summary = 'Run the outbound policy proxy alone (scale-out), against the same store as `serve`.'

@@ -2,7 +2,7 @@ import { Flags } from '@oclif/core'
 import { resolve } from 'node:path'
 import { CorralCommand } from '../cli/base-command.js'
 import { explainStartError } from '../cli/start-errors.js'
-import { storeFlags } from '../server/store-flags.js'
+import { storeFlags } from '../cli/store-flags.js'
 
 /** How long SIGTERM's drain (requests, streams, proxied requests, audit flush) may take. */
 export const DRAIN_TIMEOUT_MS = 20_000

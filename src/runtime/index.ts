@@ -10,6 +10,7 @@ export { HostVolume } from './host-volume.js'
 export { LocalSnapshotStore } from './local-snapshot-store.js'
 export type { DirectoryRuntime, HostWorkspaceHandle } from './directory-runtime.js'
 export { defaultAgentCommand } from './layout.js'
+export { limitsFromEnv, type WorkspaceLimits } from './limits.js'
 export { LocalRuntime, type LocalRuntimeOptions } from './local-runtime.js'
 export { NO_ISOLATION_WARNING, ProcessRuntime } from './process-runtime.js'
 

@@ -6,8 +6,7 @@ import { join, resolve } from 'node:path'
 import { archiveLimitsFromEnv, registrySettingsFromEnv, type ArchiveLimits, type RegistrySettings } from '../packs/index.js'
 import { DEFAULT_PROXY_PORT } from '../proxy/index.js'
 import { oidcConfigFromEnv, type OidcConfig } from '../server/index.js'
-import { defaultAgentCommand, RUNTIME_KINDS, type RuntimeKind } from '../runtime/index.js'
-import { limitsFromEnv, type WorkspaceLimits } from '../runtime/limits.js'
+import { defaultAgentCommand, limitsFromEnv, RUNTIME_KINDS, type RuntimeKind, type WorkspaceLimits } from '../runtime/index.js'
 
 /** What `corral serve` was asked for: its flags (oclif already folded in their env variables). */
 export interface ServeOptions {

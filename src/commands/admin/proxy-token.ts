@@ -1,7 +1,7 @@
 import { Flags } from '@oclif/core'
 import { CorralCommand } from '../../cli/base-command.js'
 import { CliError, UsageError } from '../../cli/errors.js'
-import { openStoreFromFlags, storeFlags } from '../../server/store-flags.js'
+import { openStoreFromFlags, storeFlags } from '../../cli/store-flags.js'
 
 export interface ProxyTokenResult { token: string; workspace_id: string; org_id: string; task_id?: string; expires_at: string }
 

@@ -1,5 +1,5 @@
 import { CorralCommand } from '../../cli/base-command.js'
-import { storeFlags } from '../../server/store-flags.js'
+import { storeFlags } from '../../cli/store-flags.js'
 
 export interface CaExportResult { pem: string; fingerprint_sha256: string; path: string }
 

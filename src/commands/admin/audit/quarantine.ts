@@ -1,7 +1,7 @@
 import * as Flags from '@oclif/core/flags'
 import { CorralCommand } from '../../../cli/base-command.js'
 import { diag, table } from '../../../cli/output.js'
-import { openStoreFromFlags, storeFlags } from '../../../server/store-flags.js'
+import { openStoreFromFlags, storeFlags } from '../../../cli/store-flags.js'
 import type { QuarantinedEvent } from '../../../store/index.js'
 
 export interface AdminAuditQuarantineResult {

@@ -4,7 +4,7 @@ import { auditColumns } from '../../../cli/audit-render.js'
 import { UsageError } from '../../../cli/errors.js'
 import * as q from '../../../cli/flags.js'
 import { diag, table } from '../../../cli/output.js'
-import { openStoreFromFlags, storeFlags } from '../../../server/store-flags.js'
+import { openStoreFromFlags, storeFlags } from '../../../cli/store-flags.js'
 import type { AuditPage } from '../../../audit/index.js'
 
 export default class AdminAuditQuery extends CorralCommand<AuditPage> {

@@ -1,7 +1,7 @@
 import { Args } from '@oclif/core'
 import { CorralCommand } from '../../../cli/base-command.js'
 import { CliError } from '../../../cli/errors.js'
-import { openStoreFromFlags, storeFlags } from '../../../server/store-flags.js'
+import { openStoreFromFlags, storeFlags } from '../../../cli/store-flags.js'
 
 export interface AdminOrgCreateResult {
   org: { id: string; name: string }

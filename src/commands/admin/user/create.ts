@@ -1,7 +1,7 @@
 import { Flags } from '@oclif/core'
 import { CorralCommand } from '../../../cli/base-command.js'
 import { CliError } from '../../../cli/errors.js'
-import { openStoreFromFlags, storeFlags } from '../../../server/store-flags.js'
+import { openStoreFromFlags, storeFlags } from '../../../cli/store-flags.js'
 
 const ROLES = ['owner', 'admin', 'member'] as const
 

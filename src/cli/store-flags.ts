@@ -1,4 +1,4 @@
-// Flags shared by `serve` and the operator `admin` commands: where the data lives.
+// Flags shared by `serve`, `proxy`, `dev` and the operator `admin` commands: where the data lives.
 import { Flags } from '@oclif/core'
 
 export const storeFlags = {
