@@ -5,7 +5,7 @@
 // next task runs. Looked up once per task and cached; the controller announces every ended task on
 // TASK_ENDED_CHANNEL (NOTIFY on PostgreSQL, so every replica hears it), which flips the cache.
 
-export const TASK_ENDED_CHANNEL = 'corral_task_ended'
+export { TASK_ENDED_CHANNEL } from '../store/index.js'
 
 /** Statuses after which a task's token is refused. */
 const ENDED = new Set(['completed', 'failed', 'cancelled'])

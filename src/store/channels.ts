@@ -3,3 +3,6 @@
 
 /** A workspace was stopped or archived (payload: its id); every proxy process deactivates it. */
 export const WORKSPACE_STOPPED_CHANNEL = 'corral_workspace_stopped'
+
+/** A task ended (payload: `<workspace id>/<task id>`); every proxy stops taking its token. */
+export const TASK_ENDED_CHANNEL = 'corral_task_ended'

@@ -3,8 +3,7 @@
 // wins) and announced so every proxy stops taking the task's token.
 import type { Logger } from 'pino'
 import { apiError, type AuditSink, type EventType, type NewAuditEvent } from '../contract/index.js'
-import { TASK_ENDED_CHANNEL } from '../proxy/index.js'
-import type { Store, WorkspaceRecord } from '../store/index.js'
+import { TASK_ENDED_CHANNEL, type Store, type WorkspaceRecord } from '../store/index.js'
 
 export type TaskEnd = 'completed' | 'failed' | 'cancelled'
 
