@@ -88,6 +88,13 @@ module.exports = {
       to: { path: parts('server', 'proxy', 'workspaces', 'runtime', 'serve', 'packs', 'policy', 'cli', 'commands', 'client', 'agent') },
     },
     {
+      name: 'dev-is-a-separate-server',
+      comment: 'src/dev/ (corral dev\'s fake model, its script and the demo seed) is a separate HTTP server and an API client; the dev command wires it to serve.',
+      severity: 'error',
+      from: { path: '^src/dev/' },
+      to: { path: parts('server', 'proxy', 'store', 'serve', 'workspaces', 'runtime', 'audit', 'secrets', 'packs', 'cli', 'commands') },
+    },
+    {
       name: 'only-commands-import-serve',
       comment: 'src/serve/ is the composition root: it knows every part; only the serve/proxy commands start it.',
       severity: 'error',
