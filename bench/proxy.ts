@@ -301,12 +301,16 @@ async function main(): Promise<void> {
     const built = existsSync(join(ROOT, 'dist/commands/proxy.js'))
     const nodeArgs = process.env.CORRAL_BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir', join(resultsDir, 'prof')] : []
     const entry = built ? [join(ROOT, 'bin/run.js')] : ['--import', 'tsx', join(ROOT, 'bin/dev.js')]
-    const corral = await spawnUntil(process.execPath, [...nodeArgs, ...entry, 'proxy', '--data-dir', dataDir, '--db', dbUrl, '--port', '0', '--upstream-ca', join(tmp, 'upca/ca.pem')], /ready: (http:\/\/\S+)/, { env: { CORRAL_LOG_LEVEL: 'warn' } })
+    // The stream phase holds STREAMS streams of one workspace open at once: the per-workspace
+    // limits (256 tunnels and 256 requests in flight by default, src/proxy/limits.ts) would refuse
+    // them with 429, so both corral builds run with room for all of them (squid and mitmproxy have none).
+    const proxyEnv = { CORRAL_LOG_LEVEL: 'warn', CORRAL_PROXY_MAX_CONNECTIONS_PER_WORKSPACE: String(STREAMS + 100), CORRAL_PROXY_MAX_INFLIGHT_PER_WORKSPACE: String(STREAMS + 100) }
+    const corral = await spawnUntil(process.execPath, [...nodeArgs, ...entry, 'proxy', '--data-dir', dataDir, '--db', dbUrl, '--port', '0', '--upstream-ca', join(tmp, 'upca/ca.pem')], /ready: (http:\/\/\S+)/, { env: proxyEnv })
     const corralUrl = corral.match[1]!
     const corralCa = readFileSync(join(dataDir, 'ca.pem'), 'utf8')
     const baseRoot = process.env.CORRAL_BENCH_BASELINE
     const base = baseRoot
-      ? await spawnUntil(process.execPath, [...nodeArgs, join(resolve(baseRoot), 'bin/run.js'), 'proxy', '--data-dir', dataDir, '--db', dbUrl, '--port', '0', '--upstream-ca', join(tmp, 'upca/ca.pem')], /ready: (http:\/\/\S+)/, { env: { CORRAL_LOG_LEVEL: 'warn' } })
+      ? await spawnUntil(process.execPath, [...nodeArgs, join(resolve(baseRoot), 'bin/run.js'), 'proxy', '--data-dir', dataDir, '--db', dbUrl, '--port', '0', '--upstream-ca', join(tmp, 'upca/ca.pem')], /ready: (http:\/\/\S+)/, { env: proxyEnv })
       : undefined
 
     const targets: Target[] = [
