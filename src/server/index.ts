@@ -1,7 +1,7 @@
 // The HTTP API's face: buildApp(deps) and what a composition root needs to fill ServerDeps
 // (configuration, identity, the first-start bootstrap, the logger). src/serve/ builds it.
 export { buildApp } from './app.js'
-export { bootstrap, type BootstrapResult } from './bootstrap.js'
+export { bootstrap, createOwnerKey, type BootstrapResult } from './bootstrap.js'
 export { oidcConfigFromEnv, serverConfigFromEnv } from './config.js'
 export { BuiltinIdentityProvider, Identity, OidcIdentityProvider, type OidcConfig } from './identity/index.js'
 export { createLogger } from './logger.js'

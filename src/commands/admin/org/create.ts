@@ -18,7 +18,7 @@ export default class AdminOrgCreate extends CorralCommand<AdminOrgCreateResult> 
     const { args, flags } = await this.parse(AdminOrgCreate)
     const store = await openStoreFromFlags(flags)
     try {
-      const [{ createAuditWriter }, { createOwnerKey }] = await Promise.all([import('../../../audit/index.js'), import('../../../server/bootstrap.js')])
+      const [{ createAuditWriter }, { createOwnerKey }] = await Promise.all([import('../../../audit/index.js'), import('../../../server/index.js')])
       const org = await store.orgs.create({ name: args.name })
       if (!org) throw new CliError(`an org named "${args.name}" already exists`, 'conflict')
       const audit = createAuditWriter(store)

@@ -27,7 +27,7 @@ export default class AdminUserCreate extends CorralCommand<AdminUserCreateResult
     const role = flags.role as (typeof ROLES)[number]
     const store = await openStoreFromFlags(flags)
     try {
-      const { BuiltinIdentityProvider } = await import('../../../server/identity/index.js')
+      const { BuiltinIdentityProvider } = await import('../../../server/index.js')
       const org = (await store.orgs.get(flags.org)) ?? (await store.orgs.getByName(flags.org))
       if (!org) throw new CliError(`no org ${flags.org}`, 'not_found')
       const user = await store.users.create({ email: flags.email })
