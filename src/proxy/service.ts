@@ -42,6 +42,10 @@ export interface ProxyServiceOptions {
   credentials?: CredentialBroker
   /** Seals org material; loaded from CORRAL_MASTER_KEY / <dataDir>/master.key when absent. */
   sealer?: Sealer
+  /** The corral CA that signs the leaf certificates; loaded from (or created in) `dataDir` when absent. */
+  ca?: CorralCa
+  /** Verifies capability tokens; built from the store's token key when absent. */
+  tokens?: CapabilityTokens
   /** serve's other listeners (API, database, …), never reachable through the proxy; read at each connect. */
   ownEndpoints?: () => readonly Endpoint[]
   /** Resolver of upstream names (tests: a rebinding resolver); default dns.lookup. */
@@ -100,8 +104,8 @@ export class ProxyService {
     const o = this.#opts
     // Bad limit values refuse the start, naming the variable, before anything is opened.
     const limits = resolveLimits(o.env ?? {}, o.limits)
-    this.#ca = await loadOrCreateCa(o.dataDir)
-    const tokens = new CapabilityTokens(await loadTokenKey(o.store.settings))
+    this.#ca = o.ca ?? await loadOrCreateCa(o.dataDir)
+    const tokens = o.tokens ?? new CapabilityTokens(await loadTokenKey(o.store.settings))
     const tables = o.store.proxy
     const directory = o.directory ?? tables.workspaces
     const sealer = o.sealer ?? new Sealer(await loadMasterKey(o.dataDir))

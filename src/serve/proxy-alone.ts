@@ -5,6 +5,7 @@ import { join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { openAuditWriter } from '../audit/index.js'
 import { Sealer, loadMasterKey } from '../secrets/index.js'
+import { CapabilityTokens, loadOrCreateCa, loadTokenKey } from '../proxy/index.js'
 import { createLogger } from '../server/index.js'
 import { openStore } from '../store/index.js'
 import { defaultDbUrl } from './config.js'
@@ -38,8 +39,10 @@ export async function startProxyAlone(options: ProxyAloneOptions): Promise<Runni
     teardown.add('store', () => store.close(), { mustSucceed: true })
     const audit = await openAuditWriter(store, { logger, journalDir: join(dataDir, 'audit-journal') })
     teardown.add('audit', () => audit.close(), { mustSucceed: true })
+    const ca = await loadOrCreateCa(dataDir)
+    const tokens = new CapabilityTokens(await loadTokenKey(store.settings))
     const proxy = await startProxy({
-      store, audit, logger, sealer, dataDir, host: options.host, port: options.port, env, upstreamCaFiles: options.upstreamCaFiles,
+      store, audit, logger, sealer, ca, tokens, dataDir, host: options.host, port: options.port, env, upstreamCaFiles: options.upstreamCaFiles,
     })
     teardown.add('proxy', () => proxy.stop())
     return { logger, url: proxy.url, stop: () => teardown.run() }

@@ -5,7 +5,7 @@
 import { readFile } from 'node:fs/promises'
 import type { Logger } from 'pino'
 import type { AuditWriter } from '../audit/index.js'
-import { ProxyService, type AgentCallbacks, type Endpoint } from '../proxy/index.js'
+import { ProxyService, type AgentCallbacks, type CapabilityTokens, type CorralCa, type Endpoint } from '../proxy/index.js'
 import type { Sealer } from '../secrets/index.js'
 import { WORKSPACE_STOPPED_CHANNEL, type Store } from '../store/index.js'
 
@@ -14,6 +14,9 @@ export interface ProxyParts {
   audit: AuditWriter
   logger: Logger
   sealer: Sealer
+  /** The corral CA (leaf certificates per SNI; the sandboxes trust it) and the capability-token verifier. */
+  ca: CorralCa
+  tokens: CapabilityTokens
   dataDir: string
   host: string
   port: number
@@ -37,7 +40,7 @@ export async function startProxy(parts: ProxyParts): Promise<RunningProxy> {
   const upstreamCaPem = await readCaFiles(parts.upstreamCaFiles)
   const service = new ProxyService({
     store: parts.store, audit: parts.audit, dataDir: parts.dataDir, port: parts.port, host: parts.host,
-    sealer: parts.sealer, env: parts.env, logger: parts.logger,
+    sealer: parts.sealer, ca: parts.ca, tokens: parts.tokens, env: parts.env, logger: parts.logger,
     ...(upstreamCaPem.length ? { upstreamCaPem } : {}),
     ...(parts.ownEndpoints ? { ownEndpoints: parts.ownEndpoints } : {}),
     ...(parts.agentCallbacks ? { agentCallbacks: parts.agentCallbacks } : {}),

@@ -1,6 +1,6 @@
 // `corral serve`, built explicitly and in order, each part from the ones before it:
-//   config → material keys (sealer) → store → audit writer + bus → bootstrap → capability tokens
-//   → proxy (listening) → pack content → runtime driver → workspace controller → HTTP API (listening)
+//   config → material keys (sealer) → store → audit writer + bus → bootstrap → CA + capability
+//   tokens → proxy (listening) → pack content → runtime driver → workspace controller → HTTP API (listening)
 // and torn down in reverse (teardown.ts): the API drains its requests, the controller stops its
 // loops, the driver, the proxy drains proxied requests, the audit log flushes, the store closes.
 // This is the only module that knows every part; docs/design.md "serve" walks it.
@@ -8,7 +8,7 @@ import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import { createAuditBus, openAuditWriter } from '../audit/index.js'
-import { CapabilityTokens, loadTokenKey, type AgentCallbackHandler } from '../proxy/index.js'
+import { CapabilityTokens, loadOrCreateCa, loadTokenKey, type AgentCallbackHandler } from '../proxy/index.js'
 import { Sealer, loadMasterKey } from '../secrets/index.js'
 import {
   BuiltinIdentityProvider, Identity, OidcIdentityProvider, bootstrap, createLogger, serverConfigFromEnv,
@@ -65,6 +65,9 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown): P
   await bus.ready
   const boot = await bootstrap(store, audit, { dataDir: config.dataDir, ownerEmail: config.ownerEmail })
 
+  // One CA (the proxy signs with it, the sandboxes trust it) and one token key (the controller
+  // mints, the proxy verifies).
+  const ca = await loadOrCreateCa(config.dataDir)
   const tokens = new CapabilityTokens(await loadTokenKey(store.settings))
 
   // serve's own listeners are never upstreams; each is added once it listens (read at each connect).
@@ -73,7 +76,7 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown): P
   // the proxy (the sandboxes need the proxy's address); until then and after it stops, none.
   let agentCallbacks: AgentCallbackHandler | undefined
   const proxy = await startProxy({
-    store, audit, logger, sealer, dataDir: config.dataDir, host: config.host, port: config.proxyPort, env: config.env,
+    store, audit, logger, sealer, ca, tokens, dataDir: config.dataDir, host: config.host, port: config.proxyPort, env: config.env,
     upstreamCaFiles: config.upstreamCaFiles,
     ownEndpoints: () => [...listeners.flatMap(endpointOf), ...databaseEndpoint(config.dbUrl)],
     agentCallbacks: () => agentCallbacks,
