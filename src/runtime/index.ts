@@ -17,4 +17,3 @@ export { NO_ISOLATION_WARNING, ProcessRuntime } from './process-runtime.js'
 export function createRuntime(kind: RuntimeKind, options: LocalRuntimeOptions): WorkspaceRuntime {
   return kind === 'local' ? new LocalRuntime(options) : new ProcessRuntime(options)
 }
-export { DEFAULT_LIMITS, LIMIT_ENV, LimitsConfigError, limitsFromEnv, type WorkspaceLimits } from './limits.js'
