@@ -17,7 +17,7 @@ export class LocalSnapshotStore implements SnapshotStore {
     this.#archiver = archiver
   }
 
-  put(volume: WorkspaceVolume, taskCount: number, reason: SnapshotReason): Promise<SnapshotRecord> {
+  async put(volume: WorkspaceVolume, taskCount: number, reason: SnapshotReason): Promise<SnapshotRecord> {
     const host = hostVolume(volume)
     return this.#tars(volume.workspaceId).create(host.hostDir, taskCount, reason, host.owner)
   }
@@ -35,7 +35,7 @@ export class LocalSnapshotStore implements SnapshotStore {
     return tars.files(await tars.get(ref))
   }
 
-  restore(record: SnapshotRecord, into: WorkspaceVolume): Promise<void> {
+  async restore(record: SnapshotRecord, into: WorkspaceVolume): Promise<void> {
     const host = hostVolume(into)
     return this.#tars(record.workspaceId).restore(record, host.hostDir, host.owner)
   }
