@@ -1,24 +1,28 @@
-// Agent roles (spec "Agent role", "Agent roles and providers", "States and transitions"). A role
-// is what a workspace is provisioned from: a provider and model, a capability policy (caps.yaml,
-// compiled on every save so a role never holds a policy that does not compile), timeouts, agent
-// knobs, a warm-pool policy and attached packs. Decisions the spec leaves open are in docs/roles.md.
-import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { type EventType, apiError, notFound } from '../../contract/index.js'
-import { compilePolicy } from '../../policy/index.js'
-import { ENVIRONMENTS, POOL_POLICIES, THINKING_EFFORTS, type AgentRole, type AgentRoleFields, type AgentRolePatch, type StoreTransaction } from '../../store/index.js'
-import { checkPackIds } from '../../packs/index.js'
-import { emitConfigEvent, restartIdleWorkspaces } from '../config-events.js'
+// Agent roles (spec "Agent role", "Agent roles and providers"): a role is what a workspace is
+// provisioned from — a provider and model, a capability policy, timeouts, agent knobs, a warm-pool
+// policy and attached packs. The routes parse and render; what a save must keep is the role
+// service in ../config/agent-roles.ts.
+import type { FastifyInstance } from 'fastify'
+import { ENVIRONMENTS, POOL_POLICIES, THINKING_EFFORTS, type AgentRoleFields, type AgentRolePatch } from '../../store/index.js'
+import {
+  archiveAgentRole,
+  configCaller,
+  createAgentRole,
+  deleteAgentRole,
+  getAgentRole,
+  listAgentRoles,
+  stopRoleWorkspaces,
+  unarchiveAgentRole,
+  updateAgentRole,
+} from '../config/index.js'
 import { ANY_MEMBER, CAPS_WRITE } from '../permissions.js'
 import { NAME_SCHEMA, dateTime, idParams, statusOnly } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
-import { duplicateName, fieldError } from '../validation.js'
 
 // Integer columns are 32-bit on Postgres; nobody needs a timeout beyond 68 years.
-const count = { type: 'integer', minimum: 0, maximum: 2147483647 } as const
 const nullableCount = { type: ['integer', 'null'], minimum: 0, maximum: 2147483647 } as const
 const nullableText = (maxLength: number) => ({ type: ['string', 'null'], maxLength }) as const
 const MAX_CAPABILITIES_BYTES = 256 * 1024
-const LABEL_FIELDS = new Set(['display_name', 'description'])
 
 const roleSchema = {
   type: 'object',
@@ -89,8 +93,6 @@ export async function agentRoleRoutes(app: FastifyInstance, deps: ServerDeps): P
 
 /** Create and read agent roles. */
 function roleReadRoutes(app: FastifyInstance, deps: ServerDeps): void {
-  const { store } = deps
-
   app.post<{ Body: AgentRoleFields }>(
     '/agent-roles',
     {
@@ -98,19 +100,7 @@ function roleReadRoutes(app: FastifyInstance, deps: ServerDeps): void {
       schema: { body: { type: 'object', required: ['name', 'provider_id'], additionalProperties: false, properties: fieldProperties }, response: { 201: roleSchema } },
     },
     async (request, reply) => {
-      const p = request.principal!
-      const body = request.body
-      checkPool(body)
-      checkCapabilities(body.capabilities)
-      const role = await store
-        .transaction(async (tx) => {
-          await assertProviderUsable(tx, p.org.id, body.provider_id)
-          await checkPackIds(tx, p.org.id, body.pack_ids ?? [])
-          if (await tx.agentRoles.getByName(p.org.id, body.name)) throw apiError('conflict', `an agent role named ${body.name} already exists`, { fields: { name: 'already exists' } })
-          return tx.agentRoles.create(p.org.id, { ...body, created_by: p.userId })
-        })
-        .catch(duplicateName(body.name, 'agent role'))
-      await emitRoleEvent(deps, request, 'agent_role_created', role)
+      const role = await createAgentRole(deps, configCaller(request), request.body)
       reply.code(201)
       return role
     },
@@ -123,72 +113,34 @@ function roleReadRoutes(app: FastifyInstance, deps: ServerDeps): void {
       schema: { querystring: listQuery, response: { 200: { type: 'object', required: ['agent_roles'], properties: { agent_roles: { type: 'array', items: roleSchema } } } } },
     },
     async (request) => {
-      const orgId = request.principal!.org.id
       const { include_archived, name, provider_id } = request.query
-      const includeArchived = include_archived === 'true'
-      if (name !== undefined) {
-        const one = await store.agentRoles.getByName(orgId, name)
-        const keep = one && (includeArchived || !one.archived_at) && (provider_id === undefined || one.provider_id === provider_id)
-        return { agent_roles: keep ? [one] : [] }
-      }
-      return { agent_roles: await store.agentRoles.list(orgId, { includeArchived, ...(provider_id ? { providerId: provider_id } : {}) }) }
+      return { agent_roles: await listAgentRoles(deps, request.principal!.org.id, { includeArchived: include_archived === 'true', name, providerId: provider_id }) }
     },
   )
 
   app.get<{ Params: { id: string } }>(
     '/agent-roles/:id',
     { config: { permission: ANY_MEMBER }, schema: { params: idParams, response: { 200: roleSchema } } },
-    async (request) => (await store.agentRoles.get(request.principal!.org.id, request.params.id)) ?? throwNotFound(),
+    async (request) => getAgentRole(deps, request.principal!.org.id, request.params.id),
   )
 }
 
 /** Change and delete an agent role. */
 function roleChangeRoutes(app: FastifyInstance, deps: ServerDeps): void {
-  const { store } = deps
-
   app.patch<{ Params: { id: string }; Body: AgentRolePatch }>(
     '/agent-roles/:id',
     {
       config: { permission: CAPS_WRITE },
       schema: { params: idParams, body: { type: 'object', minProperties: 1, additionalProperties: false, properties: fieldProperties }, response: { 200: roleSchema } },
     },
-    async (request) => {
-      const orgId = request.principal!.org.id
-      const body = request.body
-      if (body.capabilities !== undefined) checkCapabilities(body.capabilities)
-      const role = await store
-        .transaction(async (tx) => {
-          const current = (await tx.agentRoles.get(orgId, request.params.id)) ?? throwNotFound()
-          if (current.archived_at) throw apiError('role_archived', `agent role ${current.name} is archived; unarchive it first`)
-          if (body.provider_id !== undefined && body.provider_id !== current.provider_id) await assertProviderUsable(tx, orgId, body.provider_id)
-          checkPool({ ...current, ...body })
-          if (body.pack_ids !== undefined) await checkPackIds(tx, orgId, body.pack_ids)
-          if (body.name !== undefined && body.name !== current.name && (await tx.agentRoles.getByName(orgId, body.name))) {
-            throw apiError('conflict', `an agent role named ${body.name} already exists`, { fields: { name: 'already exists' } })
-          }
-          return (await tx.agentRoles.update(orgId, current.id, body)) ?? throwNotFound()
-        })
-        .catch(duplicateName(body.name ?? '', 'agent role'))
-      await emitRoleEvent(deps, request, 'agent_role_updated', role, { patched_fields: Object.keys(body).sort() })
-      // Labels do not reach the agent; anything else does, so idle workspaces respawn to pick it up.
-      if (Object.keys(body).some((k) => !LABEL_FIELDS.has(k))) await restartIdleWorkspaces(deps, request, orgId, [role.id])
-      return role
-    },
+    async (request) => updateAgentRole(deps, configCaller(request), request.params.id, request.body),
   )
 
   app.delete<{ Params: { id: string } }>(
     '/agent-roles/:id',
     { config: { permission: CAPS_WRITE }, schema: { params: idParams, response: { 200: statusOnly('deleted') } } },
     async (request) => {
-      const orgId = request.principal!.org.id
-      const current = (await store.agentRoles.get(orgId, request.params.id)) ?? throwNotFound()
-      // Workspaces keep their role for their whole life (snapshots, forks, audit names): any row pins it.
-      const workspaces = await store.agentRoles.workspaceCount(orgId, current.id)
-      if (workspaces > 0) {
-        throw apiError('role_in_use', `agent role ${current.name} is used by ${workspaces} workspace(s); archive it instead`, { workspaces })
-      }
-      const deleted = (await store.agentRoles.delete(orgId, current.id)) ?? throwNotFound()
-      await emitRoleEvent(deps, request, 'agent_role_deleted', deleted)
+      await deleteAgentRole(deps, configCaller(request), request.params.id)
       return { status: 'deleted' }
     },
   )
@@ -196,18 +148,11 @@ function roleChangeRoutes(app: FastifyInstance, deps: ServerDeps): void {
 
 /** Archive, unarchive and stop the workspaces of an agent role. */
 function roleLifecycleRoutes(app: FastifyInstance, deps: ServerDeps): void {
-  const { store } = deps
-
   app.post<{ Params: { id: string } }>(
     '/agent-roles/:id/archive',
     { config: { permission: CAPS_WRITE }, schema: { params: idParams, response: { 200: statusOnly('archived') } } },
     async (request) => {
-      const orgId = request.principal!.org.id
-      const current = (await store.agentRoles.get(orgId, request.params.id)) ?? throwNotFound()
-      // Already archived: nothing changes, so no second event (docs/roles.md).
-      if (current.archived_at) return { status: 'archived' }
-      await store.agentRoles.setArchived(orgId, current.id, true)
-      await emitRoleEvent(deps, request, 'agent_role_archived', current)
+      await archiveAgentRole(deps, configCaller(request), request.params.id)
       return { status: 'archived' }
     },
   )
@@ -216,17 +161,7 @@ function roleLifecycleRoutes(app: FastifyInstance, deps: ServerDeps): void {
     '/agent-roles/:id/unarchive',
     { config: { permission: CAPS_WRITE }, schema: { params: idParams, response: { 200: statusOnly('unarchived') } } },
     async (request) => {
-      const orgId = request.principal!.org.id
-      const current = await store.transaction(async (tx) => {
-        const role = (await tx.agentRoles.get(orgId, request.params.id)) ?? throwNotFound()
-        if (!role.archived_at) throw apiError('not_archived', `agent role ${role.name} is not archived`)
-        // A role whose provider is archived could not run a task anyway; unarchive the provider first.
-        const provider = await tx.providers.getForUse(orgId, role.provider_id)
-        if (provider?.archived_at) throw apiError('provider_archived', `provider ${provider.name} is archived; unarchive it first`)
-        await tx.agentRoles.setArchived(orgId, role.id, false)
-        return role
-      })
-      await emitRoleEvent(deps, request, 'agent_role_unarchived', current)
+      await unarchiveAgentRole(deps, configCaller(request), request.params.id)
       return { status: 'unarchived' }
     },
   )
@@ -238,48 +173,6 @@ function roleLifecycleRoutes(app: FastifyInstance, deps: ServerDeps): void {
       config: { permission: [['workspace:write']] },
       schema: { params: idParams, response: { 200: { type: 'object', required: ['stopping'], properties: { stopping: { type: 'integer' } } } } },
     },
-    async (request) => {
-      const orgId = request.principal!.org.id
-      const role = (await store.agentRoles.get(orgId, request.params.id)) ?? throwNotFound()
-      const stopping = deps.workspaceControl ? await deps.workspaceControl.stopForRole(orgId, role.id) : 0
-      return { stopping }
-    },
+    async (request) => ({ stopping: await stopRoleWorkspaces(deps, request.principal!.org.id, request.params.id) }),
   )
-}
-
-function throwNotFound(): never {
-  throw notFound('agent role')
-}
-
-/** The provider exists in the caller's org (else a field error) and is not archived; locked until the transaction ends. */
-async function assertProviderUsable(tx: StoreTransaction, orgId: string, providerId: string): Promise<void> {
-  const provider = await tx.providers.getForUse(orgId, providerId)
-  if (!provider) throw fieldError('provider_id', 'no such provider in this organisation')
-  if (provider.archived_at) throw apiError('provider_archived', `provider ${provider.name} is archived`)
-}
-
-/** Pool settings agree: dynamic pools need a ceiling, and the floor never exceeds it. */
-function checkPool(r: { pool_policy?: string; pool_size?: number | null; pool_max_size?: number | null }): void {
-  if (r.pool_policy === 'dynamic' && (r.pool_max_size ?? 0) < 1) throw fieldError('pool_max_size', 'must be at least 1 when pool_policy is dynamic')
-  if (r.pool_size != null && r.pool_max_size != null && r.pool_size > r.pool_max_size) throw fieldError('pool_size', `must not exceed pool_max_size (${r.pool_max_size})`)
-}
-
-/** Compiles on save (spec): a failing policy is refused with the compiler's diagnostics. */
-function checkCapabilities(source: string | null | undefined): void {
-  if (source === null || source === undefined) return
-  const result = compilePolicy(source)
-  if (!result.ok) {
-    const errors = result.diagnostics.filter((d) => d.severity === 'error')
-    throw apiError('invalid_capabilities', `capabilities do not compile: ${errors.length} error(s), first: ${errors[0]?.message ?? 'unknown'}`, {
-      diagnostics: result.diagnostics,
-    })
-  }
-}
-
-function emitRoleEvent(deps: ServerDeps, request: FastifyRequest, type: EventType, role: AgentRole, extra: Record<string, unknown> = {}): Promise<void> {
-  const detail: Record<string, unknown> = { resource_id: role.id, name: role.name }
-  if (type === 'agent_role_created' || type === 'agent_role_updated') {
-    Object.assign(detail, { display_name: role.display_name ?? '', provider_id: role.provider_id, model: role.model ?? '' })
-  }
-  return emitConfigEvent(deps, request, type, { ...detail, ...extra })
 }

@@ -1,0 +1,143 @@
+// The agent-role service behind /v1/agent-roles (spec "Agent role", "Agent roles and providers",
+// "States and transitions"): a role is what a workspace is provisioned from, so every save checks
+// its provider (exists, not archived, row-locked), its packs, its pool settings and its policy
+// (compiled on every save, so a role never holds a policy that does not compile); then the audit
+// event and the respawn of idle workspaces. Decisions the spec leaves open are in docs/roles.md.
+import { type EventType, apiError, notFound } from '../../contract/index.js'
+import { checkPackIds } from '../../packs/index.js'
+import { compilePolicy } from '../../policy/index.js'
+import type { AgentRole, AgentRoleFields, AgentRolePatch, StoreTransaction } from '../../store/index.js'
+import { duplicateName, fieldError } from '../validation.js'
+import { type ConfigCaller, type ConfigDeps, emitConfigEvent, restartIdleWorkspaces } from './events.js'
+
+const LABEL_FIELDS = new Set(['display_name', 'description'])
+
+export async function createAgentRole(deps: ConfigDeps, caller: ConfigCaller, body: AgentRoleFields): Promise<AgentRole> {
+  const orgId = caller.orgId
+  checkPool(body)
+  checkCapabilities(body.capabilities)
+  const role = await deps.store
+    .transaction(async (tx) => {
+      await assertProviderUsable(tx, orgId, body.provider_id)
+      await checkPackIds(tx, orgId, body.pack_ids ?? [])
+      if (await tx.agentRoles.getByName(orgId, body.name)) throw apiError('conflict', `an agent role named ${body.name} already exists`, { fields: { name: 'already exists' } })
+      return tx.agentRoles.create(orgId, { ...body, created_by: caller.userId })
+    })
+    .catch(duplicateName(body.name, 'agent role'))
+  await emitRoleEvent(deps, caller, 'agent_role_created', role)
+  return role
+}
+
+/** One by exact name (archived only when asked, of the provider when given), or the org's list. */
+export async function listAgentRoles(deps: ConfigDeps, orgId: string, query: { includeArchived: boolean; name?: string; providerId?: string }): Promise<AgentRole[]> {
+  const { includeArchived, name, providerId } = query
+  if (name !== undefined) {
+    const one = await deps.store.agentRoles.getByName(orgId, name)
+    const keep = one && (includeArchived || !one.archived_at) && (providerId === undefined || one.provider_id === providerId)
+    return keep ? [one] : []
+  }
+  return deps.store.agentRoles.list(orgId, { includeArchived, ...(providerId ? { providerId } : {}) })
+}
+
+export async function getAgentRole(deps: ConfigDeps, orgId: string, id: string): Promise<AgentRole> {
+  return (await deps.store.agentRoles.get(orgId, id)) ?? throwNotFound()
+}
+
+export async function updateAgentRole(deps: ConfigDeps, caller: ConfigCaller, id: string, body: AgentRolePatch): Promise<AgentRole> {
+  const orgId = caller.orgId
+  if (body.capabilities !== undefined) checkCapabilities(body.capabilities)
+  const role = await deps.store
+    .transaction(async (tx) => {
+      const current = (await tx.agentRoles.get(orgId, id)) ?? throwNotFound()
+      if (current.archived_at) throw apiError('role_archived', `agent role ${current.name} is archived; unarchive it first`)
+      if (body.provider_id !== undefined && body.provider_id !== current.provider_id) await assertProviderUsable(tx, orgId, body.provider_id)
+      checkPool({ ...current, ...body })
+      if (body.pack_ids !== undefined) await checkPackIds(tx, orgId, body.pack_ids)
+      if (body.name !== undefined && body.name !== current.name && (await tx.agentRoles.getByName(orgId, body.name))) {
+        throw apiError('conflict', `an agent role named ${body.name} already exists`, { fields: { name: 'already exists' } })
+      }
+      return (await tx.agentRoles.update(orgId, current.id, body)) ?? throwNotFound()
+    })
+    .catch(duplicateName(body.name ?? '', 'agent role'))
+  await emitRoleEvent(deps, caller, 'agent_role_updated', role, { patched_fields: Object.keys(body).sort() })
+  // Labels do not reach the agent; anything else does, so idle workspaces respawn to pick it up.
+  if (Object.keys(body).some((k) => !LABEL_FIELDS.has(k))) await restartIdleWorkspaces(deps, caller, [role.id])
+  return role
+}
+
+export async function deleteAgentRole(deps: ConfigDeps, caller: ConfigCaller, id: string): Promise<void> {
+  const { store } = deps
+  const current = (await store.agentRoles.get(caller.orgId, id)) ?? throwNotFound()
+  // Workspaces keep their role for their whole life (snapshots, forks, audit names): any row pins it.
+  const workspaces = await store.agentRoles.workspaceCount(caller.orgId, current.id)
+  if (workspaces > 0) {
+    throw apiError('role_in_use', `agent role ${current.name} is used by ${workspaces} workspace(s); archive it instead`, { workspaces })
+  }
+  const deleted = (await store.agentRoles.delete(caller.orgId, current.id)) ?? throwNotFound()
+  await emitRoleEvent(deps, caller, 'agent_role_deleted', deleted)
+}
+
+export async function archiveAgentRole(deps: ConfigDeps, caller: ConfigCaller, id: string): Promise<void> {
+  const current = (await deps.store.agentRoles.get(caller.orgId, id)) ?? throwNotFound()
+  // Already archived: nothing changes, so no second event (docs/roles.md).
+  if (current.archived_at) return
+  await deps.store.agentRoles.setArchived(caller.orgId, current.id, true)
+  await emitRoleEvent(deps, caller, 'agent_role_archived', current)
+}
+
+export async function unarchiveAgentRole(deps: ConfigDeps, caller: ConfigCaller, id: string): Promise<void> {
+  const orgId = caller.orgId
+  const current = await deps.store.transaction(async (tx) => {
+    const role = (await tx.agentRoles.get(orgId, id)) ?? throwNotFound()
+    if (!role.archived_at) throw apiError('not_archived', `agent role ${role.name} is not archived`)
+    // A role whose provider is archived could not run a task anyway; unarchive the provider first.
+    const provider = await tx.providers.getForUse(orgId, role.provider_id)
+    if (provider?.archived_at) throw apiError('provider_archived', `provider ${provider.name} is archived; unarchive it first`)
+    await tx.agentRoles.setArchived(orgId, role.id, false)
+    return role
+  })
+  await emitRoleEvent(deps, caller, 'agent_role_unarchived', current)
+}
+
+/** Stops every workspace of the role; returns how many are stopping. */
+export async function stopRoleWorkspaces(deps: ConfigDeps, orgId: string, id: string): Promise<number> {
+  const role = (await deps.store.agentRoles.get(orgId, id)) ?? throwNotFound()
+  return deps.workspaceControl ? deps.workspaceControl.stopForRole(orgId, role.id) : 0
+}
+
+function throwNotFound(): never {
+  throw notFound('agent role')
+}
+
+/** The provider exists in the caller's org (else a field error) and is not archived; locked until the transaction ends. */
+async function assertProviderUsable(tx: StoreTransaction, orgId: string, providerId: string): Promise<void> {
+  const provider = await tx.providers.getForUse(orgId, providerId)
+  if (!provider) throw fieldError('provider_id', 'no such provider in this organisation')
+  if (provider.archived_at) throw apiError('provider_archived', `provider ${provider.name} is archived`)
+}
+
+/** Pool settings agree: dynamic pools need a ceiling, and the floor never exceeds it. */
+function checkPool(r: { pool_policy?: string; pool_size?: number | null; pool_max_size?: number | null }): void {
+  if (r.pool_policy === 'dynamic' && (r.pool_max_size ?? 0) < 1) throw fieldError('pool_max_size', 'must be at least 1 when pool_policy is dynamic')
+  if (r.pool_size != null && r.pool_max_size != null && r.pool_size > r.pool_max_size) throw fieldError('pool_size', `must not exceed pool_max_size (${r.pool_max_size})`)
+}
+
+/** Compiles on save (spec): a failing policy is refused with the compiler's diagnostics. */
+function checkCapabilities(source: string | null | undefined): void {
+  if (source === null || source === undefined) return
+  const result = compilePolicy(source)
+  if (!result.ok) {
+    const errors = result.diagnostics.filter((d) => d.severity === 'error')
+    throw apiError('invalid_capabilities', `capabilities do not compile: ${errors.length} error(s), first: ${errors[0]?.message ?? 'unknown'}`, {
+      diagnostics: result.diagnostics,
+    })
+  }
+}
+
+function emitRoleEvent(deps: ConfigDeps, caller: ConfigCaller, type: EventType, role: AgentRole, extra: Record<string, unknown> = {}): Promise<void> {
+  const detail: Record<string, unknown> = { resource_id: role.id, name: role.name }
+  if (type === 'agent_role_created' || type === 'agent_role_updated') {
+    Object.assign(detail, { display_name: role.display_name ?? '', provider_id: role.provider_id, model: role.model ?? '' })
+  }
+  return emitConfigEvent(deps, caller, type, { ...detail, ...extra })
+}

@@ -1,0 +1,24 @@
+// The configuration services the provider and agent-role routes call: each takes the server's
+// dependencies and the caller, does the checks, the store writes and the audit event, and returns
+// what the route renders.
+export {
+  archiveAgentRole,
+  createAgentRole,
+  deleteAgentRole,
+  getAgentRole,
+  listAgentRoles,
+  stopRoleWorkspaces,
+  unarchiveAgentRole,
+  updateAgentRole,
+} from './agent-roles.js'
+export { type ConfigCaller, type ConfigDeps, configCaller, emitConfigEvent, restartIdleWorkspaces } from './events.js'
+export {
+  type ProviderCreate,
+  archiveProvider,
+  createProvider,
+  deleteProvider,
+  getProvider,
+  listProviders,
+  unarchiveProvider,
+  updateProvider,
+} from './providers.js'
