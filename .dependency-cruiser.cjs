@@ -95,6 +95,13 @@ module.exports = {
       to: { path: parts('server', 'proxy', 'store', 'serve', 'workspaces', 'runtime', 'audit', 'secrets', 'packs', 'cli', 'commands') },
     },
     {
+      name: 'routes-stand-alone',
+      comment: 'A route file is parse → service → render; what two routes share lives beside routes/ in src/server/ (or in a service), never in another route file. routes/index.ts registers them all.',
+      severity: 'error',
+      from: { path: '^src/server/routes/', pathNot: '^src/server/routes/index\\.ts$' },
+      to: { path: '^src/server/routes/' },
+    },
+    {
       name: 'only-commands-import-serve',
       comment: 'src/serve/ is the composition root: it knows every part; only the serve/proxy commands start it.',
       severity: 'error',

@@ -54,116 +54,125 @@ export interface CredentialMeta {
 /** The proxy's repositories over a store's Kysely handle (`store.db`). */
 export function proxyTables(anyDb: Kysely<any>) {
   const db = anyDb as Kysely<ProxyTables>
+  return { workspaces: workspacesTable(db), tasks: tasksTable(db), secrets: secretsTable(db), credentials: credentialsTable(db) }
+}
+
+/** A workspace with its role and provider, as the proxy resolves a token; and the rows tests and benches seed. */
+function workspacesTable(db: Kysely<ProxyTables>) {
   return {
-    workspaces: {
-      async lookup(workspaceId: string): Promise<WorkspaceRow | undefined> {
-        const row = await db
-          .selectFrom('workspaces as w')
-          .innerJoin('agent_roles as r', 'r.id', 'w.role_id')
-          .innerJoin('providers as p', 'p.id', 'r.provider_id')
-          .select([
-            'w.id', 'w.org_id', 'w.created_by_user_id', 'w.state', 'w.environment as ws_env',
-            'r.name as role', 'r.capabilities', 'r.environment as role_env', 'p.name as provider',
-          ])
-          .where('w.id', '=', workspaceId)
-          .executeTakeFirst()
-        if (!row) return undefined
-        return {
-          id: row.id, org_id: row.org_id, creator_user_id: row.created_by_user_id, role: row.role, provider: row.provider,
-          environment: row.ws_env ?? row.role_env, capabilities: row.capabilities, state: row.state,
-        }
-      },
-      async createProvider(orgId: string, p: { name: string; created_by?: string }): Promise<string> {
-        const id = newId('prov')
-        const now = nowIso()
-        await db.insertInto('providers').values({
-          id, org_id: orgId, name: p.name, display_name: null, kind: null, domain: null, archived_at: null,
-          created_by: p.created_by ?? null, created_at: now, updated_at: now,
-        }).execute()
-        return id
-      },
-      async createRole(orgId: string, r: { name: string; provider_id: string; capabilities?: string | null; environment?: string; created_by?: string }): Promise<string> {
-        const id = newId('role')
-        const now = nowIso()
-        await db.insertInto('agent_roles').values({
-          id, org_id: orgId, name: r.name, provider_id: r.provider_id, model: null, capabilities: r.capabilities ?? null,
-          environment: r.environment ?? 'development', archived_at: null, created_by: r.created_by ?? null, created_at: now, updated_at: now,
-        }).execute()
-        return id
-      },
-      async setRoleCapabilities(orgId: string, roleId: string, capabilities: string | null): Promise<void> {
-        await db.updateTable('agent_roles').set({ capabilities, updated_at: nowIso() }).where('org_id', '=', orgId).where('id', '=', roleId).execute()
-      },
-      async create(orgId: string, w: { role_id: string; created_by_user_id: string; state?: string }): Promise<string> {
-        const id = newId('ws')
-        const now = nowIso()
-        await db.insertInto('workspaces').values({
-          id, org_id: orgId, role_id: w.role_id, state: w.state ?? 'idle', environment: null,
-          created_by_user_id: w.created_by_user_id, created_at: now, updated_at: now,
-        }).execute()
-        return id
-      },
-      async setState(orgId: string, workspaceId: string, state: string): Promise<void> {
-        await db.updateTable('workspaces').set({ state, updated_at: nowIso() }).where('org_id', '=', orgId).where('id', '=', workspaceId).execute()
-      },
+    async lookup(workspaceId: string): Promise<WorkspaceRow | undefined> {
+      const row = await db
+        .selectFrom('workspaces as w')
+        .innerJoin('agent_roles as r', 'r.id', 'w.role_id')
+        .innerJoin('providers as p', 'p.id', 'r.provider_id')
+        .select([
+          'w.id', 'w.org_id', 'w.created_by_user_id', 'w.state', 'w.environment as ws_env',
+          'r.name as role', 'r.capabilities', 'r.environment as role_env', 'p.name as provider',
+        ])
+        .where('w.id', '=', workspaceId)
+        .executeTakeFirst()
+      if (!row) return undefined
+      return {
+        id: row.id, org_id: row.org_id, creator_user_id: row.created_by_user_id, role: row.role, provider: row.provider,
+        environment: row.ws_env ?? row.role_env, capabilities: row.capabilities, state: row.state,
+      }
     },
-
-    tasks: {
-      /** A task's workspace and status (the proxy's task-token check, task-liveness.ts). */
-      async taskStatus(taskId: string): Promise<{ workspace_id: string; status: string } | undefined> {
-        return db.selectFrom('tasks').select(['workspace_id', 'status']).where('id', '=', taskId).executeTakeFirst()
-      },
+    async createProvider(orgId: string, p: { name: string; created_by?: string }): Promise<string> {
+      const id = newId('prov')
+      const now = nowIso()
+      await db.insertInto('providers').values({
+        id, org_id: orgId, name: p.name, display_name: null, kind: null, domain: null, archived_at: null,
+        created_by: p.created_by ?? null, created_at: now, updated_at: now,
+      }).execute()
+      return id
     },
-
-    secrets: {
-      /** Creates or replaces; returns whether it already existed. */
-      async put(orgId: string, name: string, ciphertext: string, userId?: string): Promise<{ created: boolean; meta: SecretMeta }> {
-        const now = nowIso()
-        const existing = await db.selectFrom('secrets').select('created_at').where('org_id', '=', orgId).where('name', '=', name).executeTakeFirst()
-        await db.insertInto('secrets')
-          .values({ org_id: orgId, name, ciphertext, created_by_user_id: userId ?? null, created_at: now, updated_at: now })
-          .onConflict((oc) => oc.columns(['org_id', 'name']).doUpdateSet({ ciphertext, updated_at: now }))
-          .execute()
-        return { created: !existing, meta: { name, created_at: existing?.created_at ?? now, updated_at: now } }
-      },
-      async list(orgId: string): Promise<SecretMeta[]> {
-        return db.selectFrom('secrets').select(['name', 'created_at', 'updated_at']).where('org_id', '=', orgId).orderBy('name').execute()
-      },
-      async all(orgId: string): Promise<{ name: string; ciphertext: string }[]> {
-        return db.selectFrom('secrets').select(['name', 'ciphertext']).where('org_id', '=', orgId).execute()
-      },
-      async delete(orgId: string, name: string): Promise<boolean> {
-        const r = await db.deleteFrom('secrets').where('org_id', '=', orgId).where('name', '=', name).executeTakeFirst()
-        return Number(r.numDeletedRows) > 0
-      },
+    async createRole(orgId: string, r: { name: string; provider_id: string; capabilities?: string | null; environment?: string; created_by?: string }): Promise<string> {
+      const id = newId('role')
+      const now = nowIso()
+      await db.insertInto('agent_roles').values({
+        id, org_id: orgId, name: r.name, provider_id: r.provider_id, model: null, capabilities: r.capabilities ?? null,
+        environment: r.environment ?? 'development', archived_at: null, created_by: r.created_by ?? null, created_at: now, updated_at: now,
+      }).execute()
+      return id
     },
+    async setRoleCapabilities(orgId: string, roleId: string, capabilities: string | null): Promise<void> {
+      await db.updateTable('agent_roles').set({ capabilities, updated_at: nowIso() }).where('org_id', '=', orgId).where('id', '=', roleId).execute()
+    },
+    async create(orgId: string, w: { role_id: string; created_by_user_id: string; state?: string }): Promise<string> {
+      const id = newId('ws')
+      const now = nowIso()
+      await db.insertInto('workspaces').values({
+        id, org_id: orgId, role_id: w.role_id, state: w.state ?? 'idle', environment: null,
+        created_by_user_id: w.created_by_user_id, created_at: now, updated_at: now,
+      }).execute()
+      return id
+    },
+    async setState(orgId: string, workspaceId: string, state: string): Promise<void> {
+      await db.updateTable('workspaces').set({ state, updated_at: nowIso() }).where('org_id', '=', orgId).where('id', '=', workspaceId).execute()
+    },
+  }
+}
 
-    credentials: {
-      async create(orgId: string, c: { name: string; provider: string; kind: string; ciphertext: string; created_by_user_id?: string }): Promise<CredentialMeta> {
-        const now = nowIso()
-        const row = { id: newId('cred'), org_id: orgId, name: c.name, provider: c.provider, kind: c.kind, status: 'active', ciphertext: c.ciphertext,
-          created_by_user_id: c.created_by_user_id ?? null, created_at: now, updated_at: now }
-        await db.insertInto('credentials').values(row).execute()
-        return metaOf(row)
-      },
-      async list(orgId: string): Promise<CredentialMeta[]> {
-        const rows = await db.selectFrom('credentials').selectAll().where('org_id', '=', orgId).orderBy('name').execute()
-        return rows.map(metaOf)
-      },
-      async get(orgId: string, id: string): Promise<CredentialMeta | undefined> {
-        const row = await db.selectFrom('credentials').selectAll().where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst()
-        return row ? metaOf(row) : undefined
-      },
-      /** The one read that returns ciphertext: the broker's, by name. */
-      async material(orgId: string, name: string): Promise<{ kind: string; provider: string; status: string; ciphertext: string } | undefined> {
-        return db.selectFrom('credentials').select(['kind', 'provider', 'status', 'ciphertext']).where('org_id', '=', orgId).where('name', '=', name).executeTakeFirst()
-      },
-      async delete(orgId: string, id: string): Promise<CredentialMeta | undefined> {
-        const row = await db.selectFrom('credentials').selectAll().where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst()
-        if (!row) return undefined
-        await db.deleteFrom('credentials').where('org_id', '=', orgId).where('id', '=', id).execute()
-        return metaOf(row)
-      },
+function tasksTable(db: Kysely<ProxyTables>) {
+  return {
+    /** A task's workspace and status (the proxy's task-token check, task-liveness.ts). */
+    async taskStatus(taskId: string): Promise<{ workspace_id: string; status: string } | undefined> {
+      return db.selectFrom('tasks').select(['workspace_id', 'status']).where('id', '=', taskId).executeTakeFirst()
+    },
+  }
+}
+
+function secretsTable(db: Kysely<ProxyTables>) {
+  return {
+    /** Creates or replaces; returns whether it already existed. */
+    async put(orgId: string, name: string, ciphertext: string, userId?: string): Promise<{ created: boolean; meta: SecretMeta }> {
+      const now = nowIso()
+      const existing = await db.selectFrom('secrets').select('created_at').where('org_id', '=', orgId).where('name', '=', name).executeTakeFirst()
+      await db.insertInto('secrets')
+        .values({ org_id: orgId, name, ciphertext, created_by_user_id: userId ?? null, created_at: now, updated_at: now })
+        .onConflict((oc) => oc.columns(['org_id', 'name']).doUpdateSet({ ciphertext, updated_at: now }))
+        .execute()
+      return { created: !existing, meta: { name, created_at: existing?.created_at ?? now, updated_at: now } }
+    },
+    async list(orgId: string): Promise<SecretMeta[]> {
+      return db.selectFrom('secrets').select(['name', 'created_at', 'updated_at']).where('org_id', '=', orgId).orderBy('name').execute()
+    },
+    async all(orgId: string): Promise<{ name: string; ciphertext: string }[]> {
+      return db.selectFrom('secrets').select(['name', 'ciphertext']).where('org_id', '=', orgId).execute()
+    },
+    async delete(orgId: string, name: string): Promise<boolean> {
+      const r = await db.deleteFrom('secrets').where('org_id', '=', orgId).where('name', '=', name).executeTakeFirst()
+      return Number(r.numDeletedRows) > 0
+    },
+  }
+}
+
+function credentialsTable(db: Kysely<ProxyTables>) {
+  return {
+    async create(orgId: string, c: { name: string; provider: string; kind: string; ciphertext: string; created_by_user_id?: string }): Promise<CredentialMeta> {
+      const now = nowIso()
+      const row = { id: newId('cred'), org_id: orgId, name: c.name, provider: c.provider, kind: c.kind, status: 'active', ciphertext: c.ciphertext,
+        created_by_user_id: c.created_by_user_id ?? null, created_at: now, updated_at: now }
+      await db.insertInto('credentials').values(row).execute()
+      return metaOf(row)
+    },
+    async list(orgId: string): Promise<CredentialMeta[]> {
+      const rows = await db.selectFrom('credentials').selectAll().where('org_id', '=', orgId).orderBy('name').execute()
+      return rows.map(metaOf)
+    },
+    async get(orgId: string, id: string): Promise<CredentialMeta | undefined> {
+      const row = await db.selectFrom('credentials').selectAll().where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst()
+      return row ? metaOf(row) : undefined
+    },
+    /** The one read that returns ciphertext: the broker's, by name. */
+    async material(orgId: string, name: string): Promise<{ kind: string; provider: string; status: string; ciphertext: string } | undefined> {
+      return db.selectFrom('credentials').select(['kind', 'provider', 'status', 'ciphertext']).where('org_id', '=', orgId).where('name', '=', name).executeTakeFirst()
+    },
+    async delete(orgId: string, id: string): Promise<CredentialMeta | undefined> {
+      const row = await db.selectFrom('credentials').selectAll().where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst()
+      if (!row) return undefined
+      await db.deleteFrom('credentials').where('org_id', '=', orgId).where('id', '=', id).execute()
+      return metaOf(row)
     },
   }
 }
