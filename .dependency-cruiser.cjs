@@ -67,6 +67,17 @@ module.exports = {
       to: { path: '^src/server/' },
     },
     {
+      name: 'workspaces-not-to-proxy-or-server',
+      // What the lifecycle used to take from the proxy now reaches it another way: the callback
+      // host, the token claims and the handler interface it implements are src/contract/'s; the
+      // token minter (src/secrets/ CapabilityTokens) and the CA certificate path (a string) are
+      // handed in by src/serve/. Nothing of the proxy or the API is left for it to import.
+      comment: 'src/workspaces/ imports runtime, policy, audit, store and contract (docs/design.md "Layout"); it meets the proxy and the API in src/serve/, never directly.',
+      severity: 'error',
+      from: { path: '^src/workspaces/' },
+      to: { path: parts('proxy', 'server') },
+    },
+    {
       name: 'client-and-agent-speak-http-only',
       comment: 'The /v1 client and the in-sandbox agent reach the control plane over HTTP, so they import none of its parts.',
       severity: 'error',

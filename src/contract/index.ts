@@ -19,3 +19,6 @@ export {
 export type { PackAgent, PackManifest } from './pack-manifest.js'
 export { ID_PREFIXES, newId, nowIso, type IdPrefix } from './ids.js'
 export { INPUT_LIMITS, inputProblem, stringProblem, assertCleanInput, invalidInput, type InputProblem } from './input-limits.js'
+export {
+  CONTROL_HOST, type CapabilityClaims, type ControlReply, type AgentEventCharge, type AgentCallbackHandler,
+} from './agent-callbacks.js'

@@ -11,9 +11,9 @@ import { isStoreUnavailable } from '../store/index.js'
 import { makeCounter, type CompiledCounter } from '../policy/index.js'
 import { PolicyDenial } from './decision.js'
 import type { Entry, ProxyCore } from './request-state.js'
-import { requestToken, type CapabilityClaims } from './token.js'
+import { requestToken } from './token.js'
 import { ActiveWorkspace } from './workspaces.js'
-import type { AgentEventCharge, ControlReply } from './agent-callback-handler.js'
+import type { AgentEventCharge, CapabilityClaims, ControlReply } from '../contract/index.js'
 
 /** The agent's task poll: the one endpoint a start-up token reaches. */
 const TASK_POLL = /^\/tasks\/next\/?$/

@@ -4,7 +4,7 @@
 // in src/contract/audit-vocabulary.ts.
 import { PLATFORM_ORG, SYSTEM_USER, type DenyReason, type FlooredReason, type Phase, type TransformFailure } from '../contract/index.js'
 import type { AllowRuleEval, RuleMatch } from '../policy/index.js'
-import type { TokenCheck } from './token.js'
+import type { TokenCheck } from '../secrets/index.js'
 
 /** A policy outcome: the request is refused with a reason from the spec's closed list. */
 export class PolicyDenial {

@@ -12,7 +12,7 @@ import type { DecisionContext } from './decision.js'
 import type { AuditGate } from './audit-gate.js'
 import type { ProxyLimits } from './limits.js'
 import type { TaskLiveness } from './task-liveness.js'
-import type { CapabilityTokens, TokenCheck } from './token.js'
+import type { CapabilityTokens, TokenCheck } from '../secrets/index.js'
 import type { Upstream } from './upstream.js'
 import type { ActiveWorkspace, ActiveWorkspaces } from './workspaces.js'
 

@@ -3,7 +3,7 @@
 // request's one policy_decision row.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { isStoreUnavailable } from '../store/index.js'
-import { CONTROL_HOST } from './agent-callback-handler.js'
+import { CONTROL_HOST } from '../contract/index.js'
 import { serveAgentCallback } from './agent-callbacks.js'
 import { DecisionContext, PolicyDenial, attributeToken, deny, denyBody, type PhaseOutcome } from './decision.js'
 import { requestBody, reserveBudgets } from './phases/request-body.js'

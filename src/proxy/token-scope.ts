@@ -4,7 +4,7 @@
 // Both are `invalid_token` denials with their decision row; the detail says which.
 import { deny, type PolicyDenial } from './decision.js'
 import type { ProxyCore } from './request-state.js'
-import type { CapabilityClaims } from './token.js'
+import type { CapabilityClaims } from '../contract/index.js'
 
 export async function outboundScopeDenial(core: ProxyCore, claims: CapabilityClaims): Promise<PolicyDenial | undefined> {
   if (claims.startup) return deny('invalid_token', { token: 'startup', message: 'a start-up token only fetches the first task; the task brings its own token' })

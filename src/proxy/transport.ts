@@ -9,7 +9,7 @@ import type { Socket } from 'node:net'
 import { DecisionContext, attributeToken, deny, denyBody, type PolicyDenial } from './decision.js'
 import { terminal } from './phases/terminal.js'
 import type { ProxyCore } from './request-state.js'
-import type { TokenCheck } from './token.js'
+import type { TokenCheck } from '../secrets/index.js'
 
 /** What the front does with one transport error: the status it answers (none: just close) and the row's denial. */
 export interface TransportVerdict {

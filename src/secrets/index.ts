@@ -1,11 +1,14 @@
 // The secrets part's face: sealing at rest (sealer.ts), the admin service the /v1 secrets and
 // credentials routes call (admin.ts), the proxy's readers — org secrets (org-secrets.ts) and
-// credential minting (credential-broker.ts) — and the shared vocabulary (material.ts).
+// credential minting (credential-broker.ts) — the capability tokens workspaces carry to the proxy
+// (capability-tokens.ts: minted by the control plane, verified by the proxy) and the shared
+// vocabulary (material.ts).
 // Arrows: secrets → store, audit (types). Never server or proxy.
 export { Sealer, loadMasterKey, secretBinding, credentialBinding } from './sealer.js'
 export { OrgMaterialAdmin, MaterialInputError, NAME_PATTERN, type Actor, type StaticProviderCheck } from './admin.js'
 export { OrgSecrets } from './org-secrets.js'
 export { StaticCredentialBroker } from './credential-broker.js'
+export { CapabilityTokens, loadTokenKey, TOKEN_KEY_SETTING, type TokenCheck, type TokenKeySettings } from './capability-tokens.js'
 export {
   CREDENTIAL_KINDS, CREDENTIALS_CHANNEL, SECRETS_CHANNEL,
   type CredentialBroker, type CredentialKind, type CredentialMaterial, type MintedCredential, type SecretLookup, type SecretsSource,

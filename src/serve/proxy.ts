@@ -5,8 +5,8 @@
 import { readFile } from 'node:fs/promises'
 import type { Logger } from 'pino'
 import type { AuditWriter } from '../audit/index.js'
-import { ProxyService, type AgentCallbacks, type CapabilityTokens, type CorralCa, type Endpoint } from '../proxy/index.js'
-import type { Sealer } from '../secrets/index.js'
+import { ProxyService, type AgentCallbacks, type CorralCa, type Endpoint } from '../proxy/index.js'
+import type { CapabilityTokens, Sealer } from '../secrets/index.js'
 import { WORKSPACE_STOPPED_CHANNEL, type Store } from '../store/index.js'
 
 export interface ProxyParts {

@@ -8,8 +8,9 @@ import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import { createAuditBus, openAuditWriter } from '../audit/index.js'
-import { CapabilityTokens, loadOrCreateCa, loadTokenKey, type AgentCallbackHandler } from '../proxy/index.js'
-import { Sealer, loadMasterKey } from '../secrets/index.js'
+import type { AgentCallbackHandler } from '../contract/index.js'
+import { loadOrCreateCa } from '../proxy/index.js'
+import { CapabilityTokens, Sealer, loadMasterKey, loadTokenKey } from '../secrets/index.js'
 import {
   BuiltinIdentityProvider, Identity, OidcIdentityProvider, bootstrap, createLogger, serverConfigFromEnv,
   type BootstrapResult, type ServerDeps,

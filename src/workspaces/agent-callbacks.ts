@@ -12,7 +12,7 @@
 import { AGENT_EVENT_TYPES, type AgentEventType, type AuditSink, CorralError, inputProblem } from '../contract/index.js'
 import { AuditUnavailableError } from '../audit/index.js'
 import { isStoreUnavailable } from '../store/index.js'
-import type { AgentCallbackHandler, AgentEventCharge, CapabilityClaims, ControlReply } from '../proxy/index.js'
+import type { AgentCallbackHandler, AgentEventCharge, CapabilityClaims, ControlReply } from '../contract/index.js'
 import { agentEventViolation } from './agent-event-schemas.js'
 import type { WorkspaceService } from './service.js'
 

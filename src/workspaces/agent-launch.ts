@@ -2,7 +2,7 @@
 // docs/agent.md "Configuration") and the task itself (role defaults merged with the task's own
 // overrides). Values come from the store at each task start, so a role edit applies to the next task.
 import type { AgentTask } from '../agent/index.js'
-import { CONTROL_HOST } from '../proxy/index.js'
+import { CONTROL_HOST } from '../contract/index.js'
 import type { RoleConfig, TaskRecord } from '../store/index.js'
 import type { AgentLaunch } from '../runtime/index.js'
 import type { WorkspacePacks } from './packs.js'

@@ -22,7 +22,7 @@ export interface TaskInput {
 }
 
 /**
- * Mints the capability tokens agents carry (the proxy's CapabilityTokens): a task token, or a warm
+ * Mints the capability tokens agents carry (src/secrets/ CapabilityTokens, handed in by src/serve/): a task token, or a warm
  * agent's start-up token, good only for fetching its first task.
  */
 export interface TokenMinter {

@@ -5,7 +5,7 @@
 // debits the policy's `agent_events` counters through the proxy's real budgets (default: one
 // `requests` unit, no ceiling) and refuses a spent ceiling with budget_exhausted.
 import { afterEach, describe, expect, it } from 'vitest'
-import type { AgentCallbackHandler, CapabilityClaims } from '../../src/proxy/index.js'
+import type { AgentCallbackHandler, CapabilityClaims } from '../../src/contract/index.js'
 import { startHarness, type Harness } from './harness.js'
 
 describe('proxy agent callbacks (corral.internal)', () => {

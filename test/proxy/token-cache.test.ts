@@ -3,7 +3,7 @@
 // never taken for a cached one.
 import { randomBytes } from 'node:crypto'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { CapabilityTokens } from '../../src/proxy/token.js'
+import { CapabilityTokens } from '../../src/secrets/index.js'
 
 describe('capability token cache', () => {
   afterEach(() => {

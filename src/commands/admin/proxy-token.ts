@@ -26,8 +26,8 @@ export default class AdminProxyToken extends CorralCommand<ProxyTokenResult> {
     const ttl = parseTtl(flags.ttl)
     const store = await openStoreFromFlags(flags)
     try {
-      // The token file alone, not the proxy's index.ts: the index loads the whole proxy (about 1 s more).
-      const { CapabilityTokens, loadTokenKey } = await import('../../proxy/token.js')
+      // The token file alone, not src/secrets/index.ts: the command needs nothing else behind that face.
+      const { CapabilityTokens, loadTokenKey } = await import('../../secrets/capability-tokens.js')
       const ws = await store.proxy.workspaces.lookup(flags.workspace)
       if (!ws) throw new CliError(`no workspace ${flags.workspace}`, 'not_found')
       const tokens = new CapabilityTokens(await loadTokenKey(store.settings))
