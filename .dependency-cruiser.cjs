@@ -75,7 +75,8 @@ module.exports = {
       comment: 'src/workspaces/ imports runtime, policy, audit, store and contract (docs/design.md "Layout"); it meets the proxy and the API in src/serve/, never directly.',
       severity: 'error',
       from: { path: '^src/workspaces/' },
-      to: { path: parts('proxy', 'server') },
+      // The agent is a separate program: the task it is handed is the contract's AgentTask.
+      to: { path: parts('proxy', 'server', 'serve', 'agent', 'client', 'cli', 'commands', 'dev') },
     },
     {
       name: 'client-and-agent-speak-http-only',

@@ -3,7 +3,7 @@ import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import type { AgentEvent, EventSink } from './event-sink.js'
 import { type Block, type Message, type ModelClient, ModelError, type Turn, type TurnRequest, type Usage } from './model.js'
-import type { AgentDefaults, AgentTask, TaskOutcome } from './task.js'
+import type { AgentDefaults, AgentTask, TaskOutcome } from '../contract/index.js'
 import type { TaskSource } from './task-source.js'
 import { type DiskUsage, diskOverText, TOOL_SPECS, type Toolbox } from './tools.js'
 

@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls'
 import { Agent as UndiciAgent, Dispatcher, ProxyAgent } from 'undici'
 import { PROVIDER_KINDS, type ProviderKind } from './model.js'
-import { type AgentDefaults, ENVIRONMENTS, type Environment, THINKING_EFFORTS, type ThinkingEffort } from './task.js'
+import { type AgentDefaults, ENVIRONMENTS, type Environment, THINKING_EFFORTS, type ThinkingEffort } from '../contract/index.js'
 
 /**
  * Everything `corral agent` is told through its environment. The runtime sets the CORRAL_PROXY_*

@@ -7,14 +7,14 @@ import { adoptProxyToken, type AgentConfig, configFromEnv, createDispatcher } fr
 import { type EventSink, HttpEventSink, NdjsonEventSink } from './event-sink.js'
 import type { ModelClient } from './model.js'
 import { OpenAiClient } from './openai.js'
-import type { TaskOutcome } from './task.js'
+import type { TaskOutcome } from '../contract/index.js'
 import { FileTaskSource, HttpTaskSource, type TaskSource } from './task-source.js'
 import { Toolbox, toolboxOptionsFromEnv } from './tools.js'
 
 export { Agent, type AgentOptions } from './agent-loop.js'
 export { agentEnvironment, configFromEnv, createDispatcher, DEFAULT_EVENTS_URL, TASKS_FILE, type AgentConfig, type AgentLaunchSettings } from './config.js'
 export { type AgentEvent, type EventSink, HttpEventSink, MemoryEventSink, NdjsonEventSink } from './event-sink.js'
-export type { AgentDefaults, AgentTask, TaskOutcome } from './task.js'
+export type { AgentDefaults, AgentTask, TaskOutcome } from '../contract/index.js'
 export { FileTaskSource, HttpTaskSource, ListTaskSource, type TaskSource } from './task-source.js'
 
 /** The conversation file inside the workspace: it survives stop and restart, and a fork inherits it. */

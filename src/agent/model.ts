@@ -1,6 +1,6 @@
 // The conversation as the agent keeps it, independent of the provider's wire format. Blocks follow
 // the Anthropic Messages shape (the richer of the two); the OpenAI-compatible client converts.
-import type { ThinkingEffort } from './task.js'
+import type { ThinkingEffort } from '../contract/index.js'
 
 export type Block =
   | { type: 'text'; text: string }

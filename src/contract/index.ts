@@ -22,3 +22,6 @@ export { INPUT_LIMITS, inputProblem, stringProblem, assertCleanInput, invalidInp
 export {
   CONTROL_HOST, type CapabilityClaims, type ControlReply, type AgentEventCharge, type AgentCallbackHandler,
 } from './agent-callbacks.js'
+export {
+  THINKING_EFFORTS, ENVIRONMENTS, type ThinkingEffort, type Environment, type AgentTask, type TaskStatus, type TaskOutcome, type AgentDefaults,
+} from './agent-task.js'

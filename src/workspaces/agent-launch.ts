@@ -1,7 +1,7 @@
 // What the controller hands the agent for one task: the environment (role and provider settings,
 // docs/agent.md "Configuration") and the task itself (role defaults merged with the task's own
 // overrides). Values come from the store at each task start, so a role edit applies to the next task.
-import type { AgentTask } from '../agent/index.js'
+import type { AgentTask } from '../contract/index.js'
 import { CONTROL_HOST } from '../contract/index.js'
 import type { RoleConfig, TaskRecord } from '../store/index.js'
 import type { AgentLaunch } from '../runtime/index.js'

@@ -5,7 +5,7 @@
 // same poll. A warm agent that exits fast leaves its member cold: a claim then starts the agent
 // the ordinary way, with the task in its inbox.
 import type { Logger } from 'pino'
-import type { AgentTask } from '../agent/index.js'
+import type { AgentTask } from '../contract/index.js'
 import type { AgentProcess, WorkspaceRuntime } from '../runtime/index.js'
 import type { TaskRecord, WorkspaceRecord, WorkspacesRepository } from '../store/index.js'
 import type { DiskQuota } from './disk-quota.js'

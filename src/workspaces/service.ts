@@ -4,7 +4,7 @@
 // launcher, the disk quota, the hand-over to warm agents, the task runner, the reconcile loop and
 // the warm pools. Every change to one workspace runs under that workspace's lock.
 import { join } from 'node:path'
-import type { AgentTask } from '../agent/index.js'
+import type { AgentTask } from '../contract/index.js'
 import { apiError } from '../contract/index.js'
 import type { SnapshotFileEntry } from '../runtime/index.js'
 import type { RoleConfig, TaskRecord, WorkspaceFilter, WorkspaceRecord, WorkspacesRepository } from '../store/index.js'

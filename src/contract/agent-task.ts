@@ -1,4 +1,5 @@
-// What the agent works on: one task, with the role's settings already merged with the task's own
+// What the agent works on (the inbox's and `GET /tasks/next`'s wire shape, shared by the control
+// plane that hands a task over and the agent that runs it): one task, with the role's settings already merged with the task's own
 // overrides by whoever hands it over (the control plane, or a task file).
 
 export const THINKING_EFFORTS = ['high', 'medium', 'low', 'off'] as const
