@@ -14,6 +14,7 @@ import { TokenBucketLimiter } from './rate-limit.js'
 import { REQUEST_ID_HEADER, mintRequestId } from './request-id.js'
 import { healthRoutes } from './routes/health.js'
 import { V1_ROUTES } from './routes/index.js'
+import { taskLimiter } from './task-input.js'
 import type { ServerDeps } from './types.js'
 import { fieldsOf, type ValidationIssue } from './validation.js'
 
@@ -60,7 +61,8 @@ export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
           throw new Error(`route ${String(route.method)} ${route.url} declares neither config.permission nor config.auth: false`)
         }
       })
-      for (const routes of V1_ROUTES) await v1.register(async (scope) => routes(scope, deps))
+      const shared = { taskLimiter: taskLimiter(deps.config) }
+      for (const routes of V1_ROUTES) await v1.register(async (scope) => routes(scope, deps, shared))
     },
     { prefix: '/v1' },
   )

@@ -19,7 +19,7 @@ import { fieldsOf } from './validation.js'
 import { isMalformedBody, readParts } from './multipart-file.js'
 import { enforceRateLimit, TokenBucketLimiter } from './rate-limit.js'
 import { dateTime } from './schemas/common.js'
-import type { ServerDeps } from './types.js'
+import type { ServerConfig, ServerDeps } from './types.js'
 
 export interface TaskBodyFields {
   role_id?: string
@@ -117,18 +117,18 @@ export interface TaskLimiter {
   enforce(orgId: string, reply: FastifyReply): void
 }
 
-/** Per-org bucket on task create and follow-up (spec Limits). Size and refill: docs/workspaces.md. */
-const limiters = new WeakMap<ServerDeps, TokenBucketLimiter | false>()
-
-/** One bucket per org, shared by task create and follow-up (both route plugins use the same deps). */
-export function taskLimiter(deps: ServerDeps): TaskLimiter {
+/**
+ * Per-org bucket on task create and follow-up (spec Limits), one per app (buildApp makes it and
+ * hands it to both route plugins). Size and refill: docs/workspaces.md. The bucket is made at the
+ * first task, from the config as it is then.
+ */
+export function taskLimiter(config: ServerConfig): TaskLimiter {
+  let limiter: TokenBucketLimiter | false | undefined
   return {
     enforce(orgId, reply) {
-      let limiter = limiters.get(deps)
       if (limiter === undefined) {
-        const conf = deps.config.taskRateLimit ?? { capacity: 30, refillPerSecond: 0.5 }
+        const conf = config.taskRateLimit ?? { capacity: 30, refillPerSecond: 0.5 }
         limiter = conf === false ? false : new TokenBucketLimiter(conf)
-        limiters.set(deps, limiter)
       }
       if (limiter) enforceRateLimit(limiter, `tasks:${orgId}`, reply)
     },

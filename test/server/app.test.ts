@@ -116,8 +116,9 @@ describe('app: route declarations', () => {
       const spyApp = (await import('fastify')).default()
       spyApp.addHook('onRoute', (r) => void routes.push({ method: String(r.method), url: r.url, config: r.config, schema: r.schema }))
       const { V1_ROUTES } = await import('../../src/server/routes/index.js')
+      const { taskLimiter } = await import('../../src/server/task-input.js')
       await spyApp.register(async (v1) => {
-        for (const plugin of V1_ROUTES) await v1.register(async (scope) => plugin(scope, h.deps))
+        for (const plugin of V1_ROUTES) await v1.register(async (scope) => plugin(scope, h.deps, { taskLimiter: taskLimiter(h.deps.config) }))
       }, { prefix: '/v1' })
       await spyApp.ready()
       await spyApp.close()
@@ -135,6 +136,7 @@ describe('app: route declarations', () => {
     const h = await createHarness()
     try {
       const { V1_ROUTES } = await import('../../src/server/routes/index.js')
+      const { taskLimiter } = await import('../../src/server/task-input.js')
       const { buildApp } = await import('../../src/server/app.js')
       const list = V1_ROUTES as Array<(app: any) => Promise<void>>
       const careless = async (app: any) => void app.get('/careless', async () => ({}))

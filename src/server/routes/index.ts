@@ -2,6 +2,7 @@
 // encapsulated scope under /v1 with the same ServerDeps; adding a resource is one line here.
 // (The proxy part adds secrets and credentials; the workspace part adds tasks, workspaces, roles.)
 import type { FastifyInstance } from 'fastify'
+import type { TaskLimiter } from '../task-input.js'
 import type { ServerDeps } from '../types.js'
 import { activityRoutes } from './activity.js'
 import { agentRoleRoutes } from './agent-roles.js'
@@ -16,7 +17,12 @@ import { taskRoutes } from './tasks.js'
 import { webhookRoutes } from './webhooks.js'
 import { workspaceRoutes } from './workspaces.js'
 
-export type RoutePlugin = (app: FastifyInstance, deps: ServerDeps) => Promise<void>
+/** What buildApp makes once and several plugins share (one task bucket for create and follow-up). */
+export interface SharedRouteState {
+  taskLimiter: TaskLimiter
+}
+
+export type RoutePlugin = (app: FastifyInstance, deps: ServerDeps, shared: SharedRouteState) => Promise<void>
 
 export const V1_ROUTES: readonly RoutePlugin[] = [
   apiKeyRoutes,

@@ -6,16 +6,16 @@ import type { FastifyInstance } from 'fastify'
 import { apiError } from '../../contract/index.js'
 import { idParams } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
-import { acceptedSchema, actorOf, controllerOf, readTaskInput, resolveRole, runnableController, taskLimiter, taskSchema, taskView, withStagedUploads } from '../task-input.js'
+import { acceptedSchema, actorOf, controllerOf, readTaskInput, resolveRole, runnableController, taskSchema, taskView, withStagedUploads, type TaskLimiter } from '../task-input.js'
 import { ownedWorkspace } from '../workspace-access.js'
 
 const CREATE = [['workspace:write', 'workspace:write:own'], ['tasks:write', 'tasks:write:own']] as const
 const READ = [['workspace:read', 'workspace:read:own']] as const
 const TASKS_WRITE = [['tasks:write', 'tasks:write:own']] as const
 
-export async function taskRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
+export async function taskRoutes(app: FastifyInstance, deps: ServerDeps, shared: { taskLimiter: TaskLimiter }): Promise<void> {
   await app.register(multipart)
-  const limiter = taskLimiter(deps)
+  const limiter = shared.taskLimiter
 
   app.post(
     '/tasks',

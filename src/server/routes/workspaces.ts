@@ -10,7 +10,7 @@ import { apiError } from '../../contract/index.js'
 import { dateTime, idParams } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
 import { ownedWorkspace } from '../workspace-access.js'
-import { acceptedSchema, actorOf, controllerOf, readTaskInput, resolveRole, runnableController, taskLimiter, taskSchema, taskView, withStagedUploads, type TaskBodyFields } from '../task-input.js'
+import { acceptedSchema, actorOf, controllerOf, readTaskInput, resolveRole, runnableController, taskSchema, taskView, withStagedUploads, type TaskBodyFields, type TaskLimiter } from '../task-input.js'
 
 const READ = [['workspace:read', 'workspace:read:own']] as const
 const WRITE = [['workspace:write', 'workspace:write:own']] as const
@@ -35,16 +35,15 @@ export function workspaceView(ws: WorkspaceRecord): Record<string, unknown> {
 
 const statusResponse = (value: string) => ({ type: 'object', required: ['status', 'workspace'], properties: { status: { type: 'string', enum: [value] }, workspace: workspaceSchema } }) as const
 
-export async function workspaceRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
+export async function workspaceRoutes(app: FastifyInstance, deps: ServerDeps, shared: { taskLimiter: TaskLimiter }): Promise<void> {
   await app.register(multipart)
-  workspaceReadWriteRoutes(app, deps)
+  workspaceReadWriteRoutes(app, deps, shared.taskLimiter)
   workspaceStateRoutes(app, deps)
   workspaceForkRoutes(app, deps)
 }
 
 /** Create, list and read workspaces, and submit a follow-up task. */
-function workspaceReadWriteRoutes(app: FastifyInstance, deps: ServerDeps): void {
-  const limiter = taskLimiter(deps)
+function workspaceReadWriteRoutes(app: FastifyInstance, deps: ServerDeps, limiter: TaskLimiter): void {
 
   app.post<{ Body: { role_id?: string; role_name?: string } }>(
     '/workspaces',
