@@ -124,8 +124,18 @@ module.exports = {
       name: 'import-through-index',
       comment: "A folder's index.ts is its face: another folder imports from it, never from the files behind it.",
       severity: 'error',
-      from: { path: '^src/([^/]+)/', pathNot: '^src/commands/' },
+      from: { path: '^src/([^/]+)/', pathNot: ['^src/commands/', '^src/agent/'] },
       to: { path: '^src/[^/]+/', pathNot: ['^src/$1/', '^src/[^/]+/index\\.tsx?$'] },
+    },
+    {
+      name: 'agent-imports-its-task-words-only',
+      // One exception to import-through-index, for start-up time: the agent starts once per task,
+      // and the contract's face loads uuid (~15 ms). The agent may name src/contract/agent-task.ts
+      // itself, and no other file behind a face.
+      comment: 'src/agent/ reaches the contract through its index.ts, except agent-task.ts (its own wire shape).',
+      severity: 'error',
+      from: { path: '^src/agent/' },
+      to: { path: '^src/[^/]+/', pathNot: ['^src/agent/', '^src/[^/]+/index\\.tsx?$', '^src/contract/agent-task\\.ts$'] },
     },
     {
       name: 'commands-import-through-index',

@@ -3,7 +3,9 @@ import { join } from 'node:path'
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls'
 import { Agent as UndiciAgent, Dispatcher, ProxyAgent } from 'undici'
 import { PROVIDER_KINDS, type ProviderKind } from './model.js'
-import { type AgentDefaults, ENVIRONMENTS, type Environment, THINKING_EFFORTS, type ThinkingEffort } from '../contract/index.js'
+// The task's words straight from their file, not the contract's face: the face loads uuid (~15 ms),
+// and the agent's start-up is every task's (bench:workspaces "agent cold start").
+import { type AgentDefaults, ENVIRONMENTS, type Environment, THINKING_EFFORTS, type ThinkingEffort } from '../contract/agent-task.js'
 
 /**
  * Everything `corral agent` is told through its environment. The runtime sets the CORRAL_PROXY_*

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { type Dispatcher, request } from 'undici'
 import { adoptProxyToken } from './config.js'
-import { ENVIRONMENTS, THINKING_EFFORTS, type AgentTask } from '../contract/index.js'
+import { ENVIRONMENTS, THINKING_EFFORTS, type AgentTask } from '../contract/agent-task.js' // not the face: see config.ts
 
 /** Where the agent's tasks come from. The control plane's fetch-through-the-proxy endpoint is one; a file is another. */
 export interface TaskSource {
