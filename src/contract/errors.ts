@@ -23,6 +23,7 @@ export const ERROR_CATALOGUE = {
   validation_error: { status: 400, summary: 'A field, query parameter or body failed validation; details.fields maps each field to its problem.' },
   invalid_cursor: { status: 400, summary: 'The audit cursor is malformed, was tampered with, or belongs to another query.' },
   invalid_query: { status: 400, summary: 'Unknown filter column or stats dimension, or bad metric/bucket grammar.' },
+  oauth_state_invalid: { status: 400, summary: 'OAuth callback whose state is missing, unknown, already used or expired, or whose state cookies do not match it; details.reason says which.' },
   invalid_capabilities: { status: 400, summary: "The role's capability policy does not compile (task create); details carry the issues." },
   // 401
   unauthenticated: { status: 401, summary: 'Missing, malformed, expired, forged or revoked credential.' },
@@ -60,6 +61,7 @@ export const ERROR_CATALOGUE = {
   rate_limited: { status: 429, summary: 'Too many requests for this credential; retry after the Retry-After header (integer seconds).' },
   // 5xx
   internal_error: { status: 500, summary: 'An unexpected server fault; the request id locates it in the logs.' },
+  oauth_consent_failed: { status: 502, summary: 'OAuth callback after the provider refused consent, or refused or failed the code exchange; details.reason says which.' },
   registry_unavailable: { status: 502, summary: 'The OCI registry of a pack image is unreachable or failed (5xx) while pulling or pushing it.' },
   service_unavailable: { status: 503, summary: 'A dependency (the store) is unreachable, the audit log is saturated, the server is shutting down, or the feature is not configured; retry after Retry-After.' },
   oauth_unavailable: { status: 503, summary: 'The OAuth subsystem cannot start a consent flow right now.' },

@@ -25,6 +25,7 @@ export type {
 } from './repositories/audit.js'
 export { AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS, AUDIT_ROW_COLUMNS, AUDIT_TEXT_COLUMNS, epochMs, isUuid } from './repositories/audit-columns.js'
 export type { CredentialMeta, ProxyTablesRepo, SecretMeta, WorkspaceRow } from './proxy-tables.js'
+export type { OAuthClientRow, OAuthStateRow, OAuthTablesRepo } from './oauth-tables.js'
 export { budgetLedgers, type BudgetLedgers, type LedgerKey, type LedgerSnapshot } from './budget-ledgers.js'
 export { PROVIDER_KINDS, type Provider, type ProviderKind, type ProviderPatch } from './repositories/providers.js'
 export { PACK_ORIGINS, PACK_TIERS, PACK_VISIBILITIES, type PackOrigin, type PackRecord, type PackTier, type PackVisibility, type PackPatch } from './repositories/packs.js'

@@ -9,6 +9,7 @@ import { createOrgsRepository } from './orgs.js'
 import { createPacksRepository } from './packs.js'
 import { createProvidersRepository } from './providers.js'
 import { proxyTables } from '../proxy-tables.js'
+import { oauthTables } from '../oauth-tables.js'
 import { createSettingsRepository } from './settings.js'
 import { createUsersRepository } from './users.js'
 import { createWebhookNoncesRepository } from './webhook-nonces.js'
@@ -28,6 +29,8 @@ export const repositoryFactories = {
   workspaces: createWorkspacesRepository,
   /** The proxy's and secrets' tables (workspace lookup for activation, task liveness, sealed secrets and credentials). */
   proxy: ({ db }: RepoContext) => proxyTables(db),
+  /** OAuth credentials' provider configuration, sealed refresh tokens and consent states. */
+  oauth: ({ db }: RepoContext) => oauthTables(db),
 } satisfies Record<string, (ctx: RepoContext) => object>
 
 export type Repositories = { [K in keyof typeof repositoryFactories]: ReturnType<(typeof repositoryFactories)[K]> }
