@@ -161,6 +161,22 @@ export class RegistryClient {
     return sha256(bytes)
   }
 
+  /**
+   * Deletes the manifest `digest` (and the tags on it). Resolves false when the registry does not
+   * allow deletes (distribution answers 405 UNSUPPORTED unless storage.delete is enabled) or the
+   * manifest is already gone.
+   */
+  async deleteManifest(ref: ImageRef, digest: string): Promise<boolean> {
+    const res = await this.#send(ref, 'push', 'DELETE', `/v2/${ref.repository}/manifests/${digest}`, {})
+    if (res.status === 404 || res.status === 405) {
+      await res.body.dump()
+      return false
+    }
+    await expectOk(res, `${formatImageRef(ref)}: deleting manifest ${digest}`)
+    await res.body.dump()
+    return true
+  }
+
   #base(ref: ImageRef): string {
     return `${this.#plainHttp(ref.registry) ? 'http' : 'https'}://${ref.registry}`
   }

@@ -13,7 +13,7 @@ import type { PackContent } from '../packs/index.js'
 import { caCertPath } from '../proxy/index.js'
 import type { AgentCallbackHandler } from '../contract/index.js'
 import type { CapabilityTokens } from '../secrets/index.js'
-import { createRuntime, type LocalRuntimeOptions, type WorkspaceLimits, type WorkspaceRuntime } from '../runtime/index.js'
+import { RegistrySnapshotStore, createRuntime, type LocalRuntimeOptions, type SnapshotStore, type WorkspaceLimits, type WorkspaceRuntime } from '../runtime/index.js'
 import type { WorkspaceDirectory, WorkspaceLifecycle } from '../server/index.js'
 import type { Store } from '../store/index.js'
 import { AgentEvents, WorkspaceService } from '../workspaces/index.js'
@@ -29,6 +29,7 @@ export interface RuntimeDriver {
 export async function openRuntime(config: ServeConfig, proxyUrl: URL, logger: Logger): Promise<RuntimeDriver> {
   const runtime = createRuntime(config.runtime, {
     ...runtimeOptions(config, config.limits, proxyUrl, (line) => logger.warn(line)),
+    ...snapshotStoreOf(config),
     ...(config.sandboxUid === undefined ? {} : { sandboxUid: config.sandboxUid }),
     allowUnenforcedLimits: config.allowUnenforcedLimits,
   })
@@ -117,6 +118,23 @@ export function runtimeOptions(options: { dataDir: string; dbUrl?: string }, lim
     // The data dir holds the store, admin.key, the CA key, the webhook secret, packs and uploads;
     // a store file inside it is hidden with it (the default `sqlite:<data-dir>/corral.db`).
     hidden: [options.dataDir, ...sqliteFiles(options.dbUrl).filter((f) => !isInside(options.dataDir, f))],
+  }
+}
+
+/**
+ * With a pack registry configured (CORRAL_PACK_REGISTRY), snapshots go there as OCI artifacts, so
+ * every replica lists, restores and forks them (docs/workspaces.md "Snapshots in the registry");
+ * without one, the driver keeps its local tars. Archives are staged under the data dir, which
+ * sandboxes never see.
+ */
+export function snapshotStoreOf(config: Pick<ServeConfig, 'dataDir' | 'packRegistry'>): { snapshots?: SnapshotStore } {
+  const push = config.packRegistry.push
+  if (!push) return {}
+  return {
+    snapshots: new RegistrySnapshotStore({
+      client: config.packRegistry.client, registry: push.registry, namespace: push.namespace,
+      scratchDir: join(config.dataDir, 'runtime', 'snapshot-scratch'),
+    }),
   }
 }
 
