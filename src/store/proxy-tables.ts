@@ -22,7 +22,7 @@ interface SecretsTable {
 }
 interface CredentialsTable {
   id: string; org_id: string; name: string; provider: string; kind: string; status: string; ciphertext: string
-  created_by_user_id: string | null; created_at: string; updated_at: string
+  created_by_user_id: string | null; owner_user_id: string | null; created_at: string; updated_at: string
 }
 interface TasksTable { id: string; workspace_id: string; status: string }
 export interface ProxyTables {
@@ -49,6 +49,8 @@ export interface SecretMeta { name: string; created_at: string; updated_at: stri
 export interface CredentialMeta {
   id: string; name: string; provider: string; kind: string; status: string; created_at: string; updated_at: string
   created_by_user_id?: string
+  /** A member's personal credential: that member's user id; absent for the org's credentials. */
+  owner_user_id?: string
 }
 
 /** The proxy's repositories over a store's Kysely handle (`store.db`). */
@@ -149,30 +151,52 @@ function secretsTable(db: Kysely<ProxyTables>) {
 
 function credentialsTable(db: Kysely<ProxyTables>) {
   return {
-    async create(orgId: string, c: { name: string; provider: string; kind: string; ciphertext: string; created_by_user_id?: string }): Promise<CredentialMeta> {
+    /** `owner_user_id` set: a member's personal credential; absent: the org's. */
+    async create(orgId: string, c: { name: string; provider: string; kind: string; ciphertext: string; created_by_user_id?: string; owner_user_id?: string }): Promise<CredentialMeta> {
       const now = nowIso()
       const row = { id: newId('cred'), org_id: orgId, name: c.name, provider: c.provider, kind: c.kind, status: 'active', ciphertext: c.ciphertext,
-        created_by_user_id: c.created_by_user_id ?? null, created_at: now, updated_at: now }
+        created_by_user_id: c.created_by_user_id ?? null, owner_user_id: c.owner_user_id ?? null, created_at: now, updated_at: now }
       await db.insertInto('credentials').values(row).execute()
       return metaOf(row)
     },
-    async list(orgId: string): Promise<CredentialMeta[]> {
-      const rows = await db.selectFrom('credentials').selectAll().where('org_id', '=', orgId).orderBy('name').execute()
+    /** The org's credentials and every member's personal ones, or (`owner`) one member's personal ones only. */
+    async list(orgId: string, filter: { owner?: string } = {}): Promise<CredentialMeta[]> {
+      let q = db.selectFrom('credentials').selectAll().where('org_id', '=', orgId)
+      if (filter.owner !== undefined) q = q.where('owner_user_id', '=', filter.owner)
+      const rows = await q.orderBy('name').orderBy('owner_user_id').execute()
       return rows.map(metaOf)
     },
     async get(orgId: string, id: string): Promise<CredentialMeta | undefined> {
       const row = await db.selectFrom('credentials').selectAll().where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst()
       return row ? metaOf(row) : undefined
     },
-    /** The one read that returns ciphertext: the broker's, by name. */
-    async material(orgId: string, name: string): Promise<{ kind: string; provider: string; status: string; ciphertext: string } | undefined> {
-      return db.selectFrom('credentials').select(['kind', 'provider', 'status', 'ciphertext']).where('org_id', '=', orgId).where('name', '=', name).executeTakeFirst()
+    /** Whether a name is taken among the org's credentials (`owner` null) or among one member's personal ones. */
+    async exists(orgId: string, name: string, owner: string | null): Promise<boolean> {
+      const row = await db.selectFrom('credentials').select('id').where('org_id', '=', orgId).where('name', '=', name).where((eb) => (owner === null ? eb('owner_user_id', 'is', null) : eb('owner_user_id', '=', owner))).executeTakeFirst()
+      return row !== undefined
+    },
+    /**
+     * The one read that returns ciphertext: the broker's, by name. With `owner` (the workspace
+     * creator), that member's personal credential of the name wins over the org's; without it,
+     * only the org's (docs/credentials.md "Which credential a transform uses").
+     */
+    async material(orgId: string, name: string, owner?: string): Promise<{ kind: string; provider: string; status: string; ciphertext: string; owner_user_id: string | null } | undefined> {
+      const rows = await db.selectFrom('credentials').select(['kind', 'provider', 'status', 'ciphertext', 'owner_user_id'])
+        .where('org_id', '=', orgId).where('name', '=', name)
+        .where((eb) => (owner === undefined ? eb('owner_user_id', 'is', null) : eb.or([eb('owner_user_id', 'is', null), eb('owner_user_id', '=', owner)])))
+        .execute()
+      return rows.find((r) => r.owner_user_id !== null) ?? rows[0]
     },
     async delete(orgId: string, id: string): Promise<CredentialMeta | undefined> {
       const row = await db.selectFrom('credentials').selectAll().where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst()
       if (!row) return undefined
-      await db.deleteFrom('credentials').where('org_id', '=', orgId).where('id', '=', id).execute()
-      return metaOf(row)
+      const r = await db.deleteFrom('credentials').where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst()
+      return Number(r.numDeletedRows) > 0 ? metaOf(row) : undefined
+    },
+    /** Deletes every personal credential of one member (membership removal); returns what was deleted. */
+    async reap(orgId: string, owner: string): Promise<CredentialMeta[]> {
+      const rows = await db.deleteFrom('credentials').where('org_id', '=', orgId).where('owner_user_id', '=', owner).returningAll().execute()
+      return rows.map(metaOf).sort((a, b) => a.name.localeCompare(b.name))
     },
   }
 }
@@ -183,5 +207,6 @@ function metaOf(row: CredentialsTable): CredentialMeta {
   return {
     id: row.id, name: row.name, provider: row.provider, kind: row.kind, status: row.status, created_at: row.created_at, updated_at: row.updated_at,
     ...(row.created_by_user_id ? { created_by_user_id: row.created_by_user_id } : {}),
+    ...(row.owner_user_id ? { owner_user_id: row.owner_user_id } : {}),
   }
 }

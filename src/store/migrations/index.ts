@@ -9,6 +9,7 @@ import { workspacePool } from './20261122T112000-workspace-pool.js'
 import { roles } from './20261122T110000-roles.js'
 import { packs } from './20261122T120000-packs.js'
 import { auditHardening } from './20261126T010000-audit-hardening.js'
+import { credentialOwner } from './20261126T071000-creds-credential-owner.js'
 import { oauthCredentials } from './20261126T071500-oauth-oauth-credentials.js'
 import type { StoreMigration } from './types.js'
 
@@ -24,5 +25,6 @@ export const migrations: readonly StoreMigration[] = [
   workspacePool,
   packs,
   auditHardening,
+  credentialOwner,
   oauthCredentials,
 ]
