@@ -150,6 +150,37 @@ module.exports = {
       to: { path: '^src/[^/]+/', pathNot: ['^src/(commands|cli)/', '^src/[^/]+/index\\.tsx?$'], dependencyTypesNot: ['dynamic-import'] },
     },
     {
+      name: 'console-is-a-browser-app',
+      // The web console (src/console/) runs in a browser and talks to serve over /v1 only, like any
+      // other API client; from the rest of src/ it may take the contract's words as types, nothing
+      // that would run (src/client/'s face loads node:fs, so the console has its own fetch client).
+      comment: 'src/console/ imports no other part of src/, except types from src/contract/index.ts.',
+      severity: 'error',
+      from: { path: '^src/console/' },
+      to: { path: '^src/', pathNot: '^src/(console/|contract/index\\.ts$)' },
+    },
+    {
+      name: 'console-takes-only-types-from-contract',
+      comment: 'What the console takes from src/contract/ is types (erased at build), so no server code is bundled.',
+      severity: 'error',
+      from: { path: '^src/console/' },
+      to: { path: '^src/contract/', dependencyTypesNot: ['type-only'] },
+    },
+    {
+      name: 'console-runs-in-a-browser',
+      comment: 'No node built-ins in the console bundle (its build config, vite.config.ts, runs in node).',
+      severity: 'error',
+      from: { path: '^src/console/', pathNot: '^src/console/vite\\.config\\.ts$' },
+      to: { dependencyTypes: ['core'] },
+    },
+    {
+      name: 'nothing-imports-the-console',
+      comment: 'The console is a separate program built by vite; serve serves its built files (src/server/console.ts) and imports none of its code.',
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/console/' },
+      to: { path: '^src/console/' },
+    },
+    {
       name: 'not-to-unresolvable',
       comment: 'An import the cruiser cannot resolve would hide its arrow from every rule above.',
       severity: 'error',

@@ -12,6 +12,7 @@ import { createAuthHook } from './auth/hook.js'
 import { edgeOptions, installEdge, sendError as send } from './edge.js'
 import { TokenBucketLimiter } from './rate-limit.js'
 import { REQUEST_ID_HEADER, mintRequestId } from './request-id.js'
+import { consoleRoutes } from './console.js'
 import { healthRoutes } from './routes/health.js'
 import { V1_ROUTES } from './routes/index.js'
 import { taskLimiter } from './task-input.js'
@@ -51,6 +52,8 @@ export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
   const limiter = deps.config.rateLimit ? new TokenBucketLimiter(deps.config.rateLimit) : undefined
 
   await app.register(async (root) => healthRoutes(root, deps))
+  // The web console's files at `/` (src/server/console.ts); outside /v1, no auth: the page signs in.
+  await app.register(async (root) => consoleRoutes(root))
   app.register(
     async (v1) => {
       v1.addHook('onRequest', createAuthHook(deps, state, limiter))

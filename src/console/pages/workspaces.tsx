@@ -1,0 +1,77 @@
+// Workspaces: every workspace of the org (GET /v1/workspaces), filterable by state and role, each
+// linking to its page.
+import type { ReactNode } from 'react'
+import type { AgentRoleRecord, WorkspaceRecord } from '../wire.js'
+import { href, navigate, type Route } from '../router.js'
+import { useSession } from '../session.js'
+import { Status, useLoad, when } from '../ui.js'
+
+const STATES = ['provisioning', 'idle', 'busy', 'stopping', 'stopped', 'archived']
+
+export function WorkspacesPage(props: { route: Route }): ReactNode {
+  const { api } = useSession()
+  const state = props.route.params.get('state') ?? ''
+  const role = props.route.params.get('role') ?? ''
+  const list = useLoad((signal) => api.get<{ workspaces: WorkspaceRecord[] }>('/workspaces', { state, role }, signal), [state, role])
+  const roles = useLoad((signal) => api.get<{ agent_roles: AgentRoleRecord[] }>('/agent-roles', {}, signal), [])
+  const setFilter = (next: { state?: string; role?: string }) => navigate(['workspaces'], { state, role, ...next })
+  return (
+    <section aria-labelledby="ws-title">
+      <h1 id="ws-title">Workspaces</h1>
+      <form className="filters" aria-label="Filter workspaces" onSubmit={(e) => e.preventDefault()}>
+        <label>
+          State
+          <select value={state} onChange={(e) => setFilter({ state: e.target.value })}>
+            <option value="">any</option>
+            {STATES.map((s) => (
+              <option key={s}>{s}</option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Role
+          <select value={role} onChange={(e) => setFilter({ role: e.target.value })}>
+            <option value="">any</option>
+            {(roles.data?.agent_roles ?? []).map((r) => (
+              <option key={r.id} value={r.name}>
+                {r.name}
+              </option>
+            ))}
+          </select>
+        </label>
+      </form>
+      <Status loaded={list} />
+      {list.data && (
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">Workspace</th>
+              <th scope="col">State</th>
+              <th scope="col">Role</th>
+              <th scope="col">Tasks</th>
+              <th scope="col">Created</th>
+              <th scope="col">Last activity</th>
+            </tr>
+          </thead>
+          <tbody>
+            {list.data.workspaces.map((w) => (
+              <tr key={w.id}>
+                <td>
+                  <a href={href(['workspaces', w.id])}>{w.id}</a>
+                </td>
+                <td>
+                  <span className={`state state-${w.state}`}>{w.state}</span>
+                </td>
+                <td>{w.role_name}</td>
+                <td>{w.task_count}</td>
+                <td>{when(w.created_at)}</td>
+                <td>{when(w.last_activity_at)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      {list.data?.workspaces.length === 0 && <p>No workspaces match.</p>}
+    </section>
+  )
+}
