@@ -16,8 +16,17 @@ export interface RateResult {
   p99_ms: number
   p999_ms: number
   max_ms: number
-  /** the proxy's own CPU (user + system) per request in the window, when its pid is known */
+  /** the proxy's own CPU (user + system, every thread of its process and its child processes) per request in the window, when its pid is known */
   cpu_ms_per_req?: number
+  /** CPU of the proxy's main threads (event loops) per request: summed over its processes */
+  main_cpu_ms_per_req?: number
+  /**
+   * Share of the window the busiest main thread was on the CPU (its event loop's utilisation, as
+   * near as /proc tells: time blocked in a synchronous syscall off the CPU is not counted).
+   */
+  main_busy_max?: number
+  /** how many processes the proxy ran (its own and its children: `corral proxy --workers N` is N + 1) */
+  processes?: number
   /** this load generator's CPU per request (a saturated generator would inflate every latency) */
   generator_cpu_ms_per_req: number
 }
@@ -28,11 +37,53 @@ function pct(sorted: Float64Array, p: number): number {
   return sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]! : NaN
 }
 
-/** utime + stime of a process in ms (/proc/<pid>/stat fields 14 and 15, clock ticks of 10 ms). */
-export function procCpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+/** utime + stime in ms of a /proc stat line (fields 14 and 15, clock ticks of 10 ms). */
+function statCpuMs(path: string): number {
+  const stat = readFileSync(path, 'utf8')
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
   return (Number(fields[11]) + Number(fields[12])) * 10
+}
+
+/** utime + stime of a process in ms, all its threads (/proc/<pid>/stat). */
+export function procCpuMs(pid: number): number {
+  return statCpuMs(`/proc/${pid}/stat`)
+}
+
+/** A process and its descendants (corral proxy --workers: the primary and its workers). */
+export function processTree(pid: number): number[] {
+  const out: number[] = []
+  const walk = (p: number, depth: number): void => {
+    out.push(p)
+    if (depth > 3) return
+    let children = ''
+    try {
+      children = readFileSync(`/proc/${p}/task/${p}/children`, 'utf8')
+    } catch {
+      return
+    }
+    for (const c of children.trim().split(/\s+/).filter(Boolean)) walk(Number(c), depth + 1)
+  }
+  walk(pid, 0)
+  return out
+}
+
+/**
+ * CPU of a process tree in ms: `total` (every thread of every process) and `main` per process
+ * (its main thread only, /proc/<pid>/task/<pid>/stat: the event loop of a Node process, with the
+ * GC and the synchronous work it does; not the libuv threadpool, the SQLite worker or V8's helpers).
+ */
+export function treeCpu(pids: readonly number[]): { total: number; main: Map<number, number> } {
+  let total = 0
+  const main = new Map<number, number>()
+  for (const p of pids) {
+    try {
+      total += procCpuMs(p)
+      main.set(p, statCpuMs(`/proc/${p}/task/${p}/stat`))
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return { total, main }
 }
 
 async function schedule(d: Dispatcher, send: (d: Dispatcher) => Promise<void>, rate: number, seconds: number, record: boolean): Promise<{ lat: Float64Array; ok: number; errors: number; elapsed: number }> {
@@ -71,11 +122,23 @@ async function schedule(d: Dispatcher, send: (d: Dispatcher) => Promise<void>, r
 /** A warm-up second at the same rate (discarded), then `seconds` measured. */
 export async function fixedRate(d: Dispatcher, send: (d: Dispatcher) => Promise<void>, o: { rate: number; seconds: number; pid?: number }): Promise<RateResult> {
   await schedule(d, send, o.rate, 1, false)
-  const cpu0 = o.pid ? procCpuMs(o.pid) : 0
+  const pids = o.pid ? processTree(o.pid) : []
+  const cpu0 = treeCpu(pids)
   const gen0 = process.cpuUsage()
   const r = await schedule(d, send, o.rate, o.seconds, true)
   const gen = process.cpuUsage(gen0)
-  const cpu = o.pid ? (procCpuMs(o.pid) - cpu0) / Math.max(1, r.ok + r.errors) : undefined
+  const cpu1 = treeCpu(pids)
+  const n = Math.max(1, r.ok + r.errors)
+  let mainMs = 0
+  let busiest = 0
+  for (const [p, ms] of cpu1.main) {
+    const d0 = ms - (cpu0.main.get(p) ?? ms)
+    mainMs += d0
+    busiest = Math.max(busiest, d0)
+  }
+  const proc = o.pid
+    ? { cpu_ms_per_req: round((cpu1.total - cpu0.total) / n, 3), main_cpu_ms_per_req: round(mainMs / n, 3), main_busy_max: round(busiest / (r.elapsed * 1000), 2), processes: pids.length }
+    : {}
   const sorted = Float64Array.from(r.lat).sort()
   return {
     rate: o.rate,
@@ -88,7 +151,7 @@ export async function fixedRate(d: Dispatcher, send: (d: Dispatcher) => Promise<
     p99_ms: round(pct(sorted, 99)),
     p999_ms: round(pct(sorted, 99.9)),
     max_ms: round(sorted[sorted.length - 1] ?? NaN),
-    ...(cpu !== undefined ? { cpu_ms_per_req: round(cpu, 3) } : {}),
+    ...proc,
     generator_cpu_ms_per_req: round((gen.user + gen.system) / 1000 / Math.max(1, r.ok + r.errors), 3),
   }
 }

@@ -29,7 +29,10 @@ import { CapabilityTokens, loadTokenKey } from '../src/secrets/index.js'
 import { openStore } from '../src/store/index.js'
 import { proxyTables } from '../src/store/proxy-tables.js'
 import { CERTGEN, has, startMitmproxy, startSquidBump, startSquidTunnel } from './proxy-peers.js'
-import { fixedRate, procCpuMs, type RateResult } from './proxy-rate.js'
+import { fixedRate, processTree, treeCpu, type RateResult } from './proxy-rate.js'
+
+/** CPU in ms of a process and its children (`corral proxy --workers N`: the primary and its workers). */
+const procCpuMs = (pid: number): number => treeCpu(processTree(pid)).total
 
 const ROOT = resolve(import.meta.dirname, '..')
 const SECONDS = Number(process.env.CORRAL_BENCH_SECONDS ?? 5)
@@ -222,8 +225,9 @@ async function rssAtStreams(t: Target, origin: string): Promise<number> {
   }
   // In waves of 100, like agents ramping up (and within the listen backlog); all stay open.
   for (let i = 0; i < STREAMS; i += 100) await Promise.all(Array.from({ length: Math.min(100, STREAMS - i) }, openOne))
-  const status = readFileSync(`/proc/${t.pid}/status`, 'utf8')
-  const rss = Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024
+  // Summed over the proxy's processes (its workers too).
+  let rss = 0
+  for (const p of processTree(t.pid!)) rss += Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${p}/status`, 'utf8'))![1]) / 1024
   for (const ac of controllers) ac.abort()
   await d.destroy().catch(() => {})
   if (opened !== STREAMS) throw new Error(`only ${opened} streams opened`)
@@ -259,7 +263,7 @@ async function rateRun(targets: Target[], origin: string, resultsDir: string): P
   writeFileSync(join(resultsDir, 'proxy-rate.json'), JSON.stringify(out, null, 2) + '\n')
   for (const [name, r] of Object.entries(results)) {
     const a = added[name]
-    process.stdout.write(`${name.padEnd(11)} ${String(r.achieved_rps).padStart(7)} req/s  p50 ${String(r.p50_ms).padStart(6)}  p99 ${String(r.p99_ms).padStart(7)}  p99.9 ${String(r.p999_ms).padStart(7)}  max ${String(r.max_ms).padStart(7)} ms  errors ${r.errors}${a ? `  added p99 ${a.p99_ms} ms` : ''}${r.cpu_ms_per_req !== undefined ? `  cpu ${r.cpu_ms_per_req} ms/req` : ''}  generator ${r.generator_cpu_ms_per_req} ms/req\n`)
+    process.stdout.write(`${name.padEnd(11)} ${String(r.achieved_rps).padStart(7)} req/s  p50 ${String(r.p50_ms).padStart(6)}  p99 ${String(r.p99_ms).padStart(7)}  p99.9 ${String(r.p999_ms).padStart(7)}  max ${String(r.max_ms).padStart(7)} ms  errors ${r.errors}${a ? `  added p99 ${a.p99_ms} ms` : ''}${r.cpu_ms_per_req !== undefined ? `  cpu ${r.cpu_ms_per_req} ms/req (main threads ${r.main_cpu_ms_per_req}, busiest loop ${Math.round((r.main_busy_max ?? 0) * 100)} %, ${r.processes} process${r.processes === 1 ? '' : 'es'})` : ''}  generator ${r.generator_cpu_ms_per_req} ms/req\n`)
   }
   process.stdout.write(`load average ${out.machine.loadavg_before.join(' ')} → ${out.machine.loadavg_after.join(' ')}; target met: ${out.met}\nwrote bench/results/proxy-rate.json\n`)
 }
