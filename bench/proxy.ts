@@ -17,6 +17,8 @@
 //   CORRAL_BENCH_BASELINE=/path/to/other/checkout  # also measure that build of corral (its dist/,
 //     run `npm run build` there first) as `corral-base`, same data and run: before/after side by side
 //     (CORRAL_BENCH_BASELINE_FIRST=1 measures it before this build instead of after)
+//   CORRAL_BENCH_WORKERS=N                        # this build's `corral proxy --workers N` (default: the
+//     command's own default, one worker process per available CPU; a build without the flag runs one process)
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
@@ -309,7 +311,8 @@ async function main(): Promise<void> {
     // limits (256 tunnels and 256 requests in flight by default, src/proxy/limits.ts) would refuse
     // them with 429, so both corral builds run with room for all of them (squid and mitmproxy have none).
     const proxyEnv = { CORRAL_LOG_LEVEL: 'warn', CORRAL_PROXY_MAX_CONNECTIONS_PER_WORKSPACE: String(STREAMS + 100), CORRAL_PROXY_MAX_INFLIGHT_PER_WORKSPACE: String(STREAMS + 100) }
-    const corral = await spawnUntil(process.execPath, [...nodeArgs, ...entry, 'proxy', '--data-dir', dataDir, '--db', dbUrl, '--port', '0', '--upstream-ca', join(tmp, 'upca/ca.pem')], /ready: (http:\/\/\S+)/, { env: proxyEnv })
+    const workers = process.env.CORRAL_BENCH_WORKERS ? ['--workers', process.env.CORRAL_BENCH_WORKERS] : []
+    const corral = await spawnUntil(process.execPath, [...nodeArgs, ...entry, 'proxy', ...workers, '--data-dir', dataDir, '--db', dbUrl, '--port', '0', '--upstream-ca', join(tmp, 'upca/ca.pem')], /ready: (http:\/\/\S+)/, { env: proxyEnv })
     const corralUrl = corral.match[1]!
     const corralCa = readFileSync(join(dataDir, 'ca.pem'), 'utf8')
     const baseRoot = process.env.CORRAL_BENCH_BASELINE

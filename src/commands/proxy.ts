@@ -5,7 +5,7 @@ import { storeFlags } from '../cli/store-flags.js'
 export default class Proxy extends CorralCommand<void> {
   static override summary = 'Run the outbound policy proxy alone (scale-out), against the same store as `serve`.'
   static override description =
-    'Several proxy processes on one Postgres share the capability-token key, secrets, credentials and the audit log. Workspaces trust the CA in the data dir (`corral ca export`); give every process the same CA files.'
+    'Several proxy processes on one Postgres share the capability-token key, secrets, credentials and the audit log. Workspaces trust the CA in the data dir (`corral ca export`); give every process the same CA files. `--workers N` runs N processes on this port, each a complete proxy with its own audit journal; a worker that dies is replaced (docs/proxy.md "Worker processes").'
   static override examples = ['<%= config.bin %> proxy --db postgres://corral@db/corral --port 7071']
   static override enableJsonFlag = false
   static override flags = {
@@ -13,22 +13,31 @@ export default class Proxy extends CorralCommand<void> {
     host: Flags.string({ summary: 'Interface to listen on.', env: 'CORRAL_PROXY_HOST', default: '127.0.0.1' }),
     port: Flags.integer({ summary: 'Proxy port (0 picks a free one).', env: 'CORRAL_PROXY_PORT', default: 7071, min: 0, max: 65535 }),
     'upstream-ca': Flags.string({ summary: 'Extra PEM file of roots trusted for upstream TLS (repeatable).', multiple: true, env: 'CORRAL_UPSTREAM_CA' }),
+    workers: Flags.integer({
+      summary: 'Proxy processes sharing the port (default: one per available CPU; 1 runs the proxy in this process).',
+      env: 'CORRAL_PROXY_WORKERS', min: 1, max: 256,
+    }),
   }
 
   async execute(): Promise<void> {
     const { flags } = await this.parse(Proxy)
     // Heavy modules load only here, so `corral --help` stays fast.
-    const { startProxyAlone } = await import('../serve/index.js')
-    const running = await startProxyAlone({
+    const { announceProxyWorker, defaultProxyWorkers, isProxyWorker, startProxyAlone, startProxyWorkers } = await import('../serve/index.js')
+    const options = {
       dataDir: flags['data-dir'], host: flags.host, port: flags.port,
       ...(flags.db !== undefined ? { dbUrl: flags.db } : {}),
       // Repeatable, and CORRAL_UPSTREAM_CA is a comma-separated list.
       upstreamCaFiles: (flags['upstream-ca'] ?? []).flatMap((v) => v.split(',')).map((f) => f.trim()).filter(Boolean),
-    })
-    process.stdout.write(`corral proxy ready: ${running.url}\n`)
+    }
+    const worker = isProxyWorker()
+    const workers = flags.workers ?? defaultProxyWorkers()
+    const running = worker || workers === 1 ? await startProxyAlone(options) : await startProxyWorkers({ ...options, workers })
     await new Promise<void>((done) => {
+      let stopping = false
       const shutdown = (): void => {
-        const force = setTimeout(() => process.exit(1), 20_000)
+        if (stopping) return
+        stopping = true
+        const force = setTimeout(() => process.exit(1), 30_000)
         force.unref()
         running.stop().then(done, (err: unknown) => {
           running.logger.error({ err }, 'proxy shutdown failed')
@@ -38,6 +47,11 @@ export default class Proxy extends CorralCommand<void> {
       }
       process.once('SIGTERM', shutdown)
       process.once('SIGINT', shutdown)
+      // A worker reports to its primary, which prints the one ready line.
+      if (worker) announceProxyWorker(running.url)
+      else process.stdout.write(`corral proxy ready: ${running.url}${workers > 1 ? ` (${workers} workers)` : ''}\n`)
     })
+    // The IPC channel to the primary would keep a stopped worker alive.
+    if (worker && process.connected) process.disconnect()
   }
 }

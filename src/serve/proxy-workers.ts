@@ -1,0 +1,143 @@
+// `corral proxy --workers N`: the proxy in N worker processes on one listening port (node:cluster;
+// on Linux the primary accepts each connection and hands it to the workers in turn, so a
+// connection and every request on it stay in one worker, and the primary does no per-request work).
+// Each worker is a complete `corral proxy` (proxy-alone.ts): its own store connection, audit writer
+// and journal directory (named by its pid, docs/reliability.md), its own active workspaces and
+// budget leases (ceilings are leased from the store ledger across processes, src/proxy/budgets.ts).
+//
+// The primary prepares what the workers would otherwise race to create (the schema, the CA, the
+// master and token keys), forks them, reports ready once every worker listens, replaces a worker
+// that dies (its replacement replays the journal the dead one left: its pid is gone), and on stop
+// sends each worker SIGTERM and waits for it (each drains its requests and flushes its audit log).
+// A worker whose primary goes away (kill -9) exits at once when the IPC channel closes (Node's
+// cluster does that for a worker); what it journaled is replayed by the next start.
+import cluster, { type Worker } from 'node:cluster'
+import { availableParallelism } from 'node:os'
+import { resolve } from 'node:path'
+import type { Logger } from 'pino'
+import { loadOrCreateCa } from '../proxy/index.js'
+import { loadMasterKey, loadTokenKey } from '../secrets/index.js'
+import { createLogger } from '../server/index.js'
+import { openStore } from '../store/index.js'
+import { defaultDbUrl } from './config.js'
+import type { ProxyAloneOptions, RunningProxyAlone } from './proxy-alone.js'
+
+/** The message a worker sends its primary once it listens. */
+const READY = 'corral-proxy-worker-ready'
+/** How long stop() waits for the workers to drain before killing them. */
+const STOP_BOUND_MS = 25_000
+/** Backoff between replacements of a worker that keeps dying before it listens. */
+const RESTART_MIN_MS = 250
+const RESTART_MAX_MS = 30_000
+
+/** The default of `--workers`: one per CPU the process may use. */
+export function defaultProxyWorkers(): number {
+  return availableParallelism()
+}
+
+/** True in a process forked by startProxyWorkers. */
+export function isProxyWorker(): boolean {
+  return cluster.isWorker
+}
+
+/** Tells the primary this worker listens on `url`. */
+export function announceProxyWorker(url: string): void {
+  process.send?.({ type: READY, url })
+}
+
+/** The schema, the CA and the keys, made once before any worker starts (they would race). */
+async function prepareShared(options: ProxyAloneOptions, env: NodeJS.ProcessEnv): Promise<void> {
+  const dataDir = resolve(options.dataDir)
+  await loadMasterKey(dataDir, env)
+  const store = await openStore(options.dbUrl ?? defaultDbUrl(dataDir))
+  try {
+    await loadTokenKey(store.settings)
+  } finally {
+    await store.close()
+  }
+  await loadOrCreateCa(dataDir)
+}
+
+export async function startProxyWorkers(options: ProxyAloneOptions & { workers: number }): Promise<RunningProxyAlone> {
+  const env = options.env ?? process.env
+  const logger = createLogger()
+  await prepareShared(options, env)
+  const pool = new WorkerPool(options.workers, logger)
+  const url = await pool.start()
+  return { logger, url, stop: () => pool.stop() }
+}
+
+class WorkerPool {
+  readonly #want: number
+  readonly #logger: Logger
+  readonly #workers = new Set<Worker>()
+  #stopping = false
+  #backoff = RESTART_MIN_MS
+
+  constructor(want: number, logger: Logger) {
+    this.#want = want
+    this.#logger = logger
+  }
+
+  /** Forks every worker; resolves with the shared address once all listen, rejects if one exits first. */
+  start(): Promise<string> {
+    // Workers inherit stdout/stderr: their log lines and their one-line start errors go where ours do.
+    cluster.setupPrimary({ silent: false })
+    return new Promise((done, fail) => {
+      let ready = 0
+      let url = ''
+      const onStartExit = (w: Worker, code: number | null, signal: string | null): void => {
+        if (ready >= this.#want || this.#stopping) return
+        this.#stopping = true
+        void this.#stopAll().finally(() => fail(new Error(`proxy worker ${w.process.pid} exited (${signal ?? `code ${code}`}) before it listened`)))
+      }
+      for (let i = 0; i < this.#want; i++) {
+        this.#fork((at) => {
+          url = at
+          if (++ready === this.#want) done(url)
+        }, onStartExit)
+      }
+    })
+  }
+
+  #fork(onReady: (url: string) => void, onStartExit?: (w: Worker, code: number | null, signal: string | null) => void): void {
+    const w = cluster.fork()
+    this.#workers.add(w)
+    let listening = false
+    w.on('message', (m: unknown) => {
+      if (typeof m !== 'object' || m === null || (m as { type?: unknown }).type !== READY) return
+      listening = true
+      this.#backoff = RESTART_MIN_MS
+      onReady(String((m as { url?: unknown }).url))
+    })
+    w.on('exit', (code, signal) => {
+      this.#workers.delete(w)
+      if (!listening && onStartExit) return onStartExit(w, code, signal)
+      if (this.#stopping) return
+      this.#logger.error({ pid: w.process.pid, code, signal }, 'proxy worker died; starting a replacement (its journal is replayed)')
+      const wait = listening ? 0 : this.#backoff
+      if (!listening) this.#backoff = Math.min(RESTART_MAX_MS, this.#backoff * 2)
+      setTimeout(() => {
+        if (!this.#stopping) this.#fork(() => this.#logger.warn({}, 'proxy worker replaced'))
+      }, wait).unref()
+    })
+  }
+
+  async stop(): Promise<void> {
+    this.#stopping = true
+    await this.#stopAll()
+  }
+
+  async #stopAll(): Promise<void> {
+    const exits = [...this.#workers].map((w) => new Promise<void>((r) => {
+      if (w.isDead()) return r()
+      w.once('exit', () => r())
+      w.process.kill('SIGTERM')
+    }))
+    const force = setTimeout(() => {
+      for (const w of this.#workers) if (!w.isDead()) w.process.kill('SIGKILL')
+    }, STOP_BOUND_MS)
+    await Promise.all(exits)
+    clearTimeout(force)
+  }
+}
