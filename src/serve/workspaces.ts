@@ -9,7 +9,7 @@ import { isAbsolute, join, relative, resolve } from 'node:path'
 import { execa } from 'execa'
 import type { Logger } from 'pino'
 import type { AuditWriter } from '../audit/index.js'
-import type { PackContent } from '../packs/index.js'
+import { PackTrees, type PackContent } from '../packs/index.js'
 import { caCertPath } from '../proxy/index.js'
 import type { AgentCallbackHandler } from '../contract/index.js'
 import type { CapabilityTokens } from '../secrets/index.js'
@@ -75,11 +75,17 @@ export interface RunningWorkspaces {
 /** Builds the controller and its agent-callback handler; nothing runs until start(). */
 export function buildWorkspaces(config: ServeConfig, parts: WorkspaceParts): RunningWorkspaces {
   const { store, audit, packContent, driver } = parts
+  const packTrees = new PackTrees(packContent, config.packRegistry)
   const controller = new WorkspaceService({
     store, audit, runtime: driver.runtime, tokens: parts.tokens, logger: parts.logger,
     agentCommand: config.agentCommand,
     packs: {
-      findVisible: (orgId, ids) => store.packs.findVisible(orgId, ids),
+      // A tree another replica stored is pulled from the registry by digest before it is mounted.
+      findVisible: async (orgId, ids) => {
+        const packs = await store.packs.findVisible(orgId, ids)
+        for (const p of packs) await packTrees.ensure(p)
+        return packs
+      },
       dir: (digest) => packContent.dir(digest),
       pin: (digest) => packContent.pin(digest),
     },
