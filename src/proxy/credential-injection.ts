@@ -35,7 +35,7 @@ export async function injectCredentials(core: ProxyCore, st: RequestState): Prom
     const placement = core.placements(auth.provider)
     let minted: MintedCredential | undefined
     try {
-      minted = placement ? await core.credentials.mint(ctx.attribution.org_id, auth.credential, auth.provider) : undefined
+      minted = placement ? await core.credentials.mint(ctx.attribution.org_id, auth.credential, auth.provider, st.workspace?.record.creator_user_id) : undefined
     } catch {
       minted = undefined // provider error text is never echoed (spec: coarse on purpose)
     }

@@ -2,7 +2,7 @@
 // every proxy drops its cached copy, and audited (secret_* / credential_* events, metadata only).
 // Used by the /v1 routes; never returns a value once stored.
 import type { AuditSink } from '../contract/index.js'
-import type { CredentialMeta, SecretMeta, Store } from '../store/index.js'
+import type { CredentialMeta, SecretMeta, Store, StoreTransaction } from '../store/index.js'
 import { CREDENTIALS_CHANNEL, CREDENTIAL_KINDS, SECRETS_CHANNEL, type CredentialKind, type CredentialMaterial } from './material.js'
 import { credentialBinding, secretBinding, type Sealer } from './sealer.js'
 
@@ -16,6 +16,36 @@ export class MaterialInputError extends Error {
 }
 
 export interface Actor { orgId: string; userId: string }
+
+export interface CredentialInput {
+  name: string; provider: string; kind: string; token?: string; username?: string; password?: string
+  /** A personal credential of the actor instead of an org-wide one. */
+  personal?: boolean
+}
+
+/** The owner of a personal credential in its events' detail; nothing for the org's. */
+const ownerDetail = (meta: CredentialMeta): Record<string, string> => (meta.owner_user_id ? { owner_user_id: meta.owner_user_id } : {})
+
+/**
+ * Deletes a member's personal credentials inside the transaction that removes their membership and
+ * queues the change announcement for after commit. The caller audits what it returns with
+ * `auditReaped` once the transaction committed.
+ */
+export async function reapPersonalCredentials(tx: StoreTransaction, orgId: string, userId: string): Promise<CredentialMeta[]> {
+  const reaped = await tx.proxy.credentials.reap(orgId, userId)
+  if (reaped.length > 0) tx.notify(CREDENTIALS_CHANNEL, orgId)
+  return reaped
+}
+
+/** One `credential_deleted` per reaped credential (detail `reason: membership_removed`), attributed to the remover. */
+export async function auditReaped(audit: AuditSink, actor: Actor, reaped: readonly CredentialMeta[]): Promise<void> {
+  for (const meta of reaped) {
+    await audit.emit({
+      org_id: actor.orgId, user_id: actor.userId, event_type: 'credential_deleted', category: 'audit', actor: 'control-plane',
+      detail: { resource_id: meta.id, name: meta.name, provider: meta.provider, kind: meta.kind, ...ownerDetail(meta), reason: 'membership_removed' },
+    })
+  }
+}
 
 /**
  * Whether a provider slug names a provider a static credential can be created for. The provider
@@ -51,7 +81,12 @@ export class OrgMaterialAdmin {
     return true
   }
 
-  async createCredential(actor: Actor, input: { name: string; provider: string; kind: string; token?: string; username?: string; password?: string }): Promise<CredentialMeta> {
+  /**
+   * `personal`: the credential belongs to the actor (a member's personal credential; only a
+   * signed-in user has one). Names are unique among the org's credentials and, separately, among
+   * each member's personal ones.
+   */
+  async createCredential(actor: Actor, input: CredentialInput): Promise<CredentialMeta> {
     if (!NAME_PATTERN.test(input.name)) throw new MaterialInputError('name', 'must match [A-Za-z][A-Za-z0-9_.-]{0,63}')
     if (!(CREDENTIAL_KINDS as readonly string[]).includes(input.kind)) throw new MaterialInputError('kind', `must be one of ${CREDENTIAL_KINDS.join(', ')}`)
     if (!this.staticProvider(input.provider)) throw new MaterialInputError('provider', 'unknown or OAuth provider (OAuth credentials are not supported yet)')
@@ -64,24 +99,34 @@ export class OrgMaterialAdmin {
       if (!input.token) throw new MaterialInputError('token', `required for ${kind}`)
       material = { token: input.token }
     }
-    if (await this.#tables.credentials.material(actor.orgId, input.name)) throw new MaterialInputError('name', 'a credential with this name exists', 'conflict')
+    const owner = input.personal ? actor.userId : undefined
+    if (await this.#tables.credentials.exists(actor.orgId, input.name, owner ?? null)) {
+      throw new MaterialInputError('name', owner ? 'you already have a personal credential with this name' : 'a credential with this name exists', 'conflict')
+    }
     const meta = await this.#tables.credentials.create(actor.orgId, {
-      name: input.name, provider: input.provider, kind, created_by_user_id: actor.userId,
-      ciphertext: this.sealer.seal(JSON.stringify(material), credentialBinding(actor.orgId, input.name)),
+      name: input.name, provider: input.provider, kind, created_by_user_id: actor.userId, ...(owner ? { owner_user_id: owner } : {}),
+      ciphertext: this.sealer.seal(JSON.stringify(material), credentialBinding(actor.orgId, input.name, owner)),
     })
-    await this.#event(actor, 'credential_created', { resource_id: meta.id, name: meta.name, provider: meta.provider, kind: meta.kind, scopes: [], status: meta.status })
+    await this.#event(actor, 'credential_created', {
+      resource_id: meta.id, name: meta.name, provider: meta.provider, kind: meta.kind, scopes: [], status: meta.status, ...ownerDetail(meta),
+    })
     await this.store.notify(CREDENTIALS_CHANNEL, actor.orgId)
     return meta
   }
 
-  listCredentials(actor: Actor): Promise<CredentialMeta[]> {
-    return this.#tables.credentials.list(actor.orgId)
+  /** Every credential of the org (org-wide and personal), or with `owner` only that member's personal ones. */
+  listCredentials(actor: Actor, filter: { owner?: string } = {}): Promise<CredentialMeta[]> {
+    return this.#tables.credentials.list(actor.orgId, filter)
+  }
+
+  getCredential(actor: Actor, id: string): Promise<CredentialMeta | undefined> {
+    return this.#tables.credentials.get(actor.orgId, id)
   }
 
   async deleteCredential(actor: Actor, id: string): Promise<CredentialMeta | undefined> {
     const meta = await this.#tables.credentials.delete(actor.orgId, id)
     if (!meta) return undefined
-    await this.#event(actor, 'credential_deleted', { resource_id: meta.id, name: meta.name, provider: meta.provider, kind: meta.kind })
+    await this.#event(actor, 'credential_deleted', { resource_id: meta.id, name: meta.name, provider: meta.provider, kind: meta.kind, ...ownerDetail(meta) })
     await this.store.notify(CREDENTIALS_CHANNEL, actor.orgId)
     return meta
   }

@@ -22,9 +22,12 @@ export interface MintedCredential {
   username?: string
 }
 
-/** Turns a stored credential into its value; `undefined` when it cannot be minted. */
+/**
+ * Turns a stored credential into its value; `undefined` when it cannot be minted. `owner`: the
+ * workspace creator's user id, whose personal credential of that name is chosen over the org's.
+ */
 export interface CredentialBroker {
-  mint(orgId: string, credentialName: string, provider: string): Promise<MintedCredential | undefined>
+  mint(orgId: string, credentialName: string, provider: string, owner?: string): Promise<MintedCredential | undefined>
 }
 
 /** A secret's value by name (synchronous: transforms read it while evaluating). */

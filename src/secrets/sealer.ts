@@ -56,4 +56,10 @@ export async function loadMasterKey(dataDir: string, env: NodeJS.ProcessEnv = pr
 }
 
 export const secretBinding = (orgId: string, name: string): string => `secret:${orgId}:${name}`
-export const credentialBinding = (orgId: string, name: string): string => `credential:${orgId}:${name}`
+/**
+ * A credential's binding: its org and name, and for a member's personal credential its owner too
+ * (`@<user id>`; names cannot hold `@`), so personal material copied into the org's row of the same
+ * name, or into another member's, does not decrypt.
+ */
+export const credentialBinding = (orgId: string, name: string, owner?: string | null): string =>
+  owner ? `credential:${orgId}:${name}@${owner}` : `credential:${orgId}:${name}`

@@ -15,6 +15,7 @@ import type { PermissionSet, Role } from '../../src/server/permissions.js'
 import type { ServerConfig, ServerDeps, WorkspaceDirectory } from '../../src/server/types.js'
 import { NO_LIFECYCLE, NO_WORKSPACE_CONTROL, NO_WORKSPACES } from '../../src/server/index.js'
 import { registrySettingsFromEnv } from '../../src/packs/index.js'
+import type { Sealer } from '../../src/secrets/index.js'
 
 export interface HarnessOptions {
   open?: () => Promise<Store>
@@ -23,6 +24,8 @@ export interface HarnessOptions {
   externalIdentity?: IdentityProvider[]
   keys?: ApiKeyProvisioner
   logs?: NodeJS.WritableStream
+  /** Seals secrets and credentials; without one their routes answer 503 (an app given no master key). */
+  sealer?: Sealer
 }
 
 export async function sqliteOpener(): Promise<{ open: () => Promise<Store>; cleanup: () => void }> {
@@ -68,7 +71,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     lifecycle: NO_LIFECYCLE,
     packContent: null,
     packRegistry: registrySettingsFromEnv({}),
-    sealer: null,
+    sealer: opts.sealer ?? null,
   }
   const app = await buildApp(deps)
   await app.ready()

@@ -1,15 +1,18 @@
 // Credentials (spec "Credentials"): static-token, basic-auth and query-key kinds (OAuth comes
 // later), sealed at rest and injected by the proxy's auth transforms at the provider's documented
-// placement. Responses carry metadata only; the material has no read-back path.
+// placement. Responses carry metadata only; the material has no read-back path. Org credentials
+// need `auth:write`; a member's personal credentials (`personal: true`, owner_user_id) are theirs
+// to manage with `auth:write:own` (credential-access.ts; docs/credentials.md "Personal credentials").
 import type { FastifyInstance } from 'fastify'
 import { AUTH_PROVIDERS } from '../../policy/index.js'
 import { CREDENTIAL_KINDS } from '../../secrets/index.js'
-import { notFound } from '../../contract/index.js'
+import { apiError, notFound } from '../../contract/index.js'
+import { ownOnly, reachableCredential } from '../credential-access.js'
 import { dateTime, idParams, statusOnly } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
 import { asValidation, materialAdmin } from '../org-material.js'
 
-const AUTH_WRITE = [['auth:write']] as const
+const AUTH_WRITE = [['auth:write', 'auth:write:own']] as const
 const STATIC_PROVIDERS = Object.entries(AUTH_PROVIDERS).filter(([, p]) => p.family !== 'oauth').map(([slug]) => slug)
 
 const credentialSchema = {
@@ -17,11 +20,11 @@ const credentialSchema = {
   required: ['id', 'name', 'provider', 'kind', 'status', 'created_at', 'updated_at'],
   properties: {
     id: { type: 'string' }, name: { type: 'string' }, provider: { type: 'string' }, kind: { type: 'string' }, status: { type: 'string' },
-    created_by_user_id: { type: 'string' }, created_at: dateTime, updated_at: dateTime,
+    created_by_user_id: { type: 'string' }, owner_user_id: { type: 'string' }, created_at: dateTime, updated_at: dateTime,
   },
 } as const
 
-interface CreateBody { name: string; provider: string; kind: string; token?: string; username?: string; password?: string }
+interface CreateBody { name: string; provider: string; kind: string; token?: string; username?: string; password?: string; personal?: boolean }
 
 export async function credentialRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
   app.post<{ Body: CreateBody }>(
@@ -38,6 +41,7 @@ export async function credentialRoutes(app: FastifyInstance, deps: ServerDeps): 
             token: { type: 'string', minLength: 1, maxLength: 16384 },
             username: { type: 'string', maxLength: 1024 },
             password: { type: 'string', minLength: 1, maxLength: 16384 },
+            personal: { type: 'boolean' },
           },
         },
         response: { 201: credentialSchema },
@@ -45,7 +49,14 @@ export async function credentialRoutes(app: FastifyInstance, deps: ServerDeps): 
     },
     async (request, reply) => {
       const p = request.principal!
-      const meta = await materialAdmin(deps).createCredential({ orgId: p.org.id, userId: p.userId }, request.body).catch(asValidation)
+      const admin = materialAdmin(deps)
+      if (request.body.personal && p.kind !== 'session') {
+        throw apiError('validation_error', 'personal: only a signed-in user holds personal credentials; an API key has none', { fields: { personal: 'needs a user session' } })
+      }
+      if (!request.body.personal && ownOnly(request)) {
+        throw apiError('permission_denied', 'auth:write:own only creates personal credentials (personal: true); org credentials need auth:write')
+      }
+      const meta = await admin.createCredential({ orgId: p.org.id, userId: p.userId }, request.body).catch(asValidation)
       reply.code(201)
       return meta
     },
@@ -56,8 +67,16 @@ export async function credentialRoutes(app: FastifyInstance, deps: ServerDeps): 
     { config: { permission: AUTH_WRITE }, schema: { response: { 200: { type: 'object', required: ['credentials'], properties: { credentials: { type: 'array', items: credentialSchema } } } } } },
     async (request) => {
       const p = request.principal!
-      return { credentials: await materialAdmin(deps).listCredentials({ orgId: p.org.id, userId: p.userId }) }
+      const own = ownOnly(request)
+      if (own && p.kind !== 'session') return { credentials: [] }
+      return { credentials: await materialAdmin(deps).listCredentials({ orgId: p.org.id, userId: p.userId }, own ? { owner: p.userId } : {}) }
     },
+  )
+
+  app.get<{ Params: { id: string } }>(
+    '/credentials/:id',
+    { config: { permission: AUTH_WRITE }, schema: { params: idParams, response: { 200: credentialSchema } } },
+    async (request) => reachableCredential(materialAdmin(deps), request, request.params.id),
   )
 
   app.delete<{ Params: { id: string } }>(
@@ -65,7 +84,9 @@ export async function credentialRoutes(app: FastifyInstance, deps: ServerDeps): 
     { config: { permission: AUTH_WRITE }, schema: { params: idParams, response: { 200: statusOnly('deleted') } } },
     async (request) => {
       const p = request.principal!
-      if (!(await materialAdmin(deps).deleteCredential({ orgId: p.org.id, userId: p.userId }, request.params.id))) throw notFound('credential')
+      const admin = materialAdmin(deps)
+      await reachableCredential(admin, request, request.params.id)
+      if (!(await admin.deleteCredential({ orgId: p.org.id, userId: p.userId }, request.params.id))) throw notFound('credential')
       return { status: 'deleted' }
     },
   )

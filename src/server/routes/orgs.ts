@@ -1,9 +1,11 @@
 // Org memberships (spec "Memberships" operations and membership_* events) and GET /v1/me.
 // Cross-org ids are "not found". Only owners grant, change or remove the owner role; the store
-// refuses atomically to remove or demote the last active owner (409 last_owner).
+// refuses atomically to remove or demote the last active owner (409 last_owner). Removing a member
+// reaps their personal credentials in the same transaction (credentials_reaped).
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { GuardedChange, Membership } from '../../store/index.js'
 import { apiError, notFound } from '../../contract/index.js'
+import { auditReaped, reapPersonalCredentials } from '../../secrets/index.js'
 import { ROLES, type Role } from '../permissions.js'
 import { statusOnly } from '../schemas/common.js'
 import type { Principal, ServerDeps } from '../types.js'
@@ -164,14 +166,20 @@ function membershipChangeRoutes(app: FastifyInstance, deps: ServerDeps): void {
       const current = await deps.store.memberships.get(orgId, request.params.user_id)
       if (!current) throw notFound('membership')
       if (current.role === 'owner') assertOwnerFor(request.principal!, 'remove an owner')
-      const membership = guarded(await deps.store.memberships.removeUnlessLastOwner(orgId, current.user_id))
-      // Personal credentials are reaped by the credentials part when it exists; none are held here.
+      // The membership and the member's personal credentials go in one transaction (docs/credentials.md "Reaping").
+      const { change, reaped } = await deps.store.transaction(async (tx) => {
+        const change = await tx.memberships.removeUnlessLastOwner(orgId, current.user_id)
+        return { change, reaped: change.ok ? await reapPersonalCredentials(tx, orgId, current.user_id) : [] }
+      })
+      const membership = guarded(change)
+      const p = request.principal!
+      await auditReaped(deps.audit, { orgId, userId: p.userId }, reaped)
       await emit(request, 'membership_removed', {
         resource_id: membership.user_id,
         email: membership.email,
         role: membership.role,
         was_pending: membership.status === 'pending',
-        credentials_reaped: 0,
+        credentials_reaped: reaped.length,
       })
       return { status: 'removed' }
     },
