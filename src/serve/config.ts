@@ -21,6 +21,8 @@ export interface ServeOptions {
   runtime?: string
   /** `--allow-unenforced-limits` (or CORRAL_ALLOW_UNENFORCED_LIMITS=1). */
   allowUnenforcedLimits?: boolean
+  /** `--lease-ttl` in seconds (as typed); unset: CORRAL_LEASE_TTL, else 15. */
+  leaseTtl?: string
   env?: NodeJS.ProcessEnv
 }
 
@@ -51,7 +53,12 @@ export interface ServeConfig {
   readonly oidc: OidcConfig | undefined
   /** CORRAL_OWNER_EMAIL: the first start's owner user. */
   readonly ownerEmail: string | undefined
+  /** How long a replica's workspace leases outlive its last heartbeat (docs/workspaces.md "Replicas and leases"). */
+  readonly leaseTtlMs: number
 }
+
+/** The default lease TTL: a dead replica's workspaces are taken over within this (plus one reconcile pass). */
+export const DEFAULT_LEASE_TTL_SECONDS = 15
 
 export const defaultDbUrl = (dataDir: string) => `sqlite:${join(dataDir, 'corral.db')}`
 
@@ -81,6 +88,7 @@ export function serveConfig(options: ServeOptions): ServeConfig {
     packRegistry: registrySettingsFromEnv(env),
     oidc: oidcConfigFromEnv(env),
     ownerEmail: env.CORRAL_OWNER_EMAIL,
+    leaseTtlMs: leaseTtlMs(options.leaseTtl ?? env.CORRAL_LEASE_TTL),
   })
 }
 
@@ -114,4 +122,11 @@ export function taskRateFromEnv(env: NodeJS.ProcessEnv): { capacity: number; ref
     throw new Error('CORRAL_TASK_RATE_BURST and CORRAL_TASK_RATE_PER_SECOND must be non-negative numbers')
   }
   return burst === 0 || rate === 0 ? false : { capacity: Math.max(1, Math.floor(burst)), refillPerSecond: rate }
+}
+
+/** `--lease-ttl` / CORRAL_LEASE_TTL: seconds (fractions allowed), 0.5 to 300; default 15. */
+export function leaseTtlMs(raw: string | undefined): number {
+  const value = raw === undefined || raw.trim() === '' ? DEFAULT_LEASE_TTL_SECONDS : Number(raw)
+  if (!Number.isFinite(value) || value < 0.5 || value > 300) throw new Error(`--lease-ttl (CORRAL_LEASE_TTL) must be a number of seconds from 0.5 to 300, got ${JSON.stringify(raw)}`)
+  return Math.round(value * 1000)
 }

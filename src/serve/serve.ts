@@ -20,6 +20,7 @@ import { startApi } from './api.js'
 import { serveConfig, type ServeConfig, type ServeOptions } from './config.js'
 import { openPackContent } from './packs.js'
 import { databaseEndpoint, endpointOf, startProxy } from './proxy.js'
+import { startReplica } from './replica.js'
 import { Teardown } from './teardown.js'
 import { buildWorkspaces, openRuntime } from './workspaces.js'
 
@@ -55,6 +56,12 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown): P
   const sealer = new Sealer(await loadMasterKey(config.dataDir, config.env))
   const store = await openStore(config.dbUrl)
   teardown.add('store', () => store.close(), { mustSucceed: true })
+  // This process as a replica: its id, heartbeat and leases; a second replica without shared
+  // snapshots and packs is refused here (replica.ts). Deregistered after every other part stopped.
+  const replica = await startReplica({
+    store, logger, dataDir: config.dataDir, ttlMs: config.leaseTtlMs, sharedStores: config.packRegistry.push !== undefined,
+  })
+  teardown.add('replica', () => replica.stop())
   // Events are durable in the journal before emit() resolves; segments a previous life left
   // behind (kill -9, database down at shutdown) are replayed into the store here.
   const audit = await openAuditWriter(store, { logger, journalDir: join(config.dataDir, 'audit-journal') })
@@ -110,6 +117,7 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown): P
   const api = await startApi(deps, { host: config.host, port: config.port })
   listeners.push(api.url)
   teardown.add('api', () => api.stop())
+  await replica.listening({ apiUrl: api.url, proxyUrl: proxy.url })
 
   return {
     config,

@@ -27,6 +27,7 @@ export { AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS, AUDIT_ROW_COLUMNS, AUDIT_TEXT_CO
 export type { CredentialMeta, ProxyTablesRepo, SecretMeta, WorkspaceRow } from './proxy-tables.js'
 export type { OAuthClientRow, OAuthStateRow, OAuthTablesRepo } from './oauth-tables.js'
 export { budgetLedgers, type BudgetLedgers, type LedgerKey, type LedgerSnapshot } from './budget-ledgers.js'
+export { concurrencyPermits, replicaLeases, type ConcurrencyPermits, type LeaseResult, type LiveReplica, type ReplicaInfo, type ReplicaLeases } from './replica-leases.js'
 export { PROVIDER_KINDS, type Provider, type ProviderKind, type ProviderPatch } from './repositories/providers.js'
 export { PACK_ORIGINS, PACK_TIERS, PACK_VISIBILITIES, type PackOrigin, type PackRecord, type PackTier, type PackVisibility, type PackPatch } from './repositories/packs.js'
 export {
@@ -56,6 +57,12 @@ export type Store = Repositories & {
   onListenGap(cb: (state: ListenState) => void): () => void
   /** Runs `fn` in one transaction; notifications queued on it are sent only after commit. */
   transaction<T>(fn: (tx: StoreTransaction) => Promise<T>): Promise<T>
+  /**
+   * A lock across every process on this database (a Postgres session advisory lock), held until
+   * the returned function releases it or the process dies; null when another process holds it in
+   * a conflicting mode. SQLite (one process) always grants it.
+   */
+  holdLock(name: string, mode: 'exclusive' | 'shared'): Promise<(() => Promise<void>) | null>
 }
 
 export interface OpenStoreOptions {
@@ -110,6 +117,7 @@ function storeOver(dialect: StoreDialect): Store {
     notify: (channel, payload) => dialect.notify(channel, payload),
     listen: (channel, handler) => dialect.listen(channel, handler),
     onListenGap: (cb) => dialect.onListenGap?.(cb) ?? (() => {}),
+    holdLock: async (name, mode) => (dialect.holdLock ? dialect.holdLock(name, mode) : async () => {}),
     async transaction(fn) {
       const pending: Array<[string, string]> = []
       const result = await db.transaction().execute((trx) =>

@@ -19,7 +19,10 @@ describePostgres('corral serve replicas on one Postgres database', (baseUrl) => 
     mkdirSync(results, { recursive: true })
     appendFileSync(join(results, 'pg-suites-ran'), 'serve-postgres.test.ts\n')
     // Started together: they race to migrate and bootstrap; exactly one mints the owner key.
-    ;[a, b] = await Promise.all([startServe({ db: db.url }), startServe({ db: db.url })])
+    // Several replicas need shared snapshots and packs (a registry; docs/reliability.md "Replicas"):
+    // the setting is only read here (nothing in this file pushes or pulls).
+    const env = { CORRAL_PACK_REGISTRY: '127.0.0.1:5999/corral' }
+    ;[a, b] = await Promise.all([startServe({ db: db.url, env }), startServe({ db: db.url, env })])
     const keys = [a, b].map((s) => s.adminKey).filter(Boolean)
     expect(keys).toHaveLength(1)
     adminKey = keys[0]

@@ -78,11 +78,34 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
       const res = await pool.query<Record<string, unknown>>(text, [json])
       return res.rows.map((r) => String(r[key]))
     },
+    async holdLock(name, mode) {
+      return holdAdvisoryLock(base, prefix + name, mode)
+    },
     async close() {
       await listener.close()
       await db.destroy()
     },
   }
+}
+
+/**
+ * A session-level advisory lock on a connection of its own, held until released (or the
+ * connection ends, e.g. the process dies); null when another session holds it in a conflicting mode.
+ */
+async function holdAdvisoryLock(base: pg.ClientConfig, name: string, mode: 'exclusive' | 'shared'): Promise<(() => Promise<void>) | null> {
+  const client = new pg.Client({ ...base, application_name: 'corral-replica-lock' })
+  client.on('error', () => {})
+  await client.connect()
+  try {
+    const fn = mode === 'shared' ? 'pg_try_advisory_lock_shared' : 'pg_try_advisory_lock'
+    const res = await client.query<{ ok: boolean }>(`SELECT ${fn}(hashtext($1)) AS ok`, [name])
+    if (res.rows[0]?.ok) return () => client.end().catch(() => {})
+  } catch (err) {
+    await client.end().catch(() => {})
+    throw err
+  }
+  await client.end().catch(() => {})
+  return null
 }
 
 /** Creates `schema` when missing (several processes may race to create it). */

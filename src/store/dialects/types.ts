@@ -59,6 +59,11 @@ export interface StoreDialect {
    * array parameters of insertIgnoreMany cost the main thread an escaping pass over every value.
    */
   insertJsonRecords?(table: string, columns: readonly BulkColumn[], json: string, key: string): Promise<string[]>
+  /**
+   * Postgres only: a session advisory lock named `name` held on a connection of its own until the
+   * returned function releases it (or the process dies); null when held elsewhere in a conflicting mode.
+   */
+  holdLock?(name: string, mode: 'exclusive' | 'shared'): Promise<(() => Promise<void>) | null>
   close(): Promise<void>
 }
 

@@ -11,6 +11,7 @@ import { packs } from './20261122T120000-packs.js'
 import { auditHardening } from './20261126T010000-audit-hardening.js'
 import { credentialOwner } from './20261126T071000-creds-credential-owner.js'
 import { oauthCredentials } from './20261126T071500-oauth-oauth-credentials.js'
+import { replicasLeases } from './20261126T071500-replicas-leases.js'
 import type { StoreMigration } from './types.js'
 
 export type { StoreMigration } from './types.js'
@@ -27,4 +28,5 @@ export const migrations: readonly StoreMigration[] = [
   auditHardening,
   credentialOwner,
   oauthCredentials,
+  replicasLeases,
 ]

@@ -1,0 +1,61 @@
+// The start-up rule for several `corral serve` replicas on one PostgreSQL database
+// (src/serve/replica.ts, docs/reliability.md "Replicas"): without a registry for snapshots and
+// packs a second replica refuses to start with one line; a replica registers itself with a
+// heartbeat and deregisters on a clean stop. Runs when CORRAL_TEST_PG_URL is set.
+import { appendFileSync, mkdirSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import pg from 'pg'
+import { afterAll, beforeAll, expect, it } from 'vitest'
+import { describePostgres } from '../helpers/dialects.js'
+import { createTestDatabase, startServe, type RunningServe } from '../helpers/serve.js'
+
+describePostgres('corral serve replicas: start-up rule', (baseUrl) => {
+  let db: Awaited<ReturnType<typeof createTestDatabase>>
+  let a: RunningServe | undefined
+  const replicas = async (): Promise<Array<{ id: string; api_url: string | null }>> => {
+    const client = new pg.Client({ connectionString: db.url })
+    await client.connect()
+    try {
+      return (await client.query<{ id: string; api_url: string | null }>('SELECT id, api_url FROM replicas WHERE expires_at > $1', [Date.now()])).rows
+    } finally {
+      await client.end()
+    }
+  }
+
+  beforeAll(async () => {
+    db = await createTestDatabase(baseUrl)
+    const results = resolve(import.meta.dirname, '../../test-results')
+    mkdirSync(results, { recursive: true })
+    appendFileSync(join(results, 'pg-suites-ran'), 'replicas-startup.test.ts\n')
+  })
+  afterAll(async () => {
+    await a?.stop()
+    await db?.drop()
+  })
+
+  it('a second replica without a registry refuses to start with one line; a clean stop deregisters', async () => {
+    a = await startServe({ db: db.url, args: ['--runtime', 'process'] })
+    expect(await replicas()).toEqual([{ id: expect.stringMatching(/^rep_[0-9a-f]{16}$/), api_url: a.url }])
+    const refused = await startServe({ db: db.url, args: ['--runtime', 'process'] }).then(
+      (s) => ({ started: s }), (err: Error) => ({ error: err.message }),
+    )
+    if ('started' in refused) await refused.started.stop()
+    expect(refused).toHaveProperty('error')
+    const lines = (refused as { error: string }).error.split('\n').slice(1).filter((l) => l.trim() && !l.includes('WARNING'))
+    expect(lines).toEqual(['Error: another corral serve already runs on this database: several replicas need shared snapshots and packs, so set CORRAL_PACK_REGISTRY (the same registry) on every replica'])
+    // A replica with a registry is refused too while one without runs.
+    const withRegistry = await startServe({ db: db.url, args: ['--runtime', 'process'], env: { CORRAL_PACK_REGISTRY: '127.0.0.1:5999/corral' } }).then(
+      (s) => ({ started: s }), (err: Error) => ({ error: err.message }),
+    )
+    if ('started' in withRegistry) await withRegistry.started.stop()
+    expect((withRegistry as { error: string }).error).toContain('another corral serve runs on this database with snapshots and packs on its local disk')
+    expect(await a.stop()).toBe(0)
+    a = undefined
+    expect(await replicas()).toEqual([])
+  }, 60_000)
+
+  it('--lease-ttl out of range refuses the start, naming the flag', async () => {
+    const refused = await startServe({ db: db.url, args: ['--runtime', 'process', '--lease-ttl', '0.1'] }).then(() => '', (err: Error) => err.message)
+    expect(refused).toContain('--lease-ttl (CORRAL_LEASE_TTL) must be a number of seconds from 0.5 to 300, got "0.1"')
+  })
+})
