@@ -27,11 +27,8 @@ export abstract class CorralCommand<T> extends Command {
     try {
       return await super.parse(options, argv)
     } catch (error) {
-      const message = error instanceof Error ? error.message : String(error)
-      const lines = message.split('\n').map((l) => l.trim()).filter((l) => l !== '')
-      // oclif reports a custom flag's parse failure as "Parsing --flag" with the reason on the next line.
-      const first = /^Parsing --\S+$/.test(lines[0] ?? '') && lines[1] ? `${lines[0]}: ${lines[1]}` : (lines[0] ?? message)
-      throw new UsageError(`${first} (see --help)`)
+      this.parsed = true // it did parse, and failed: no "did not parse its arguments" warning
+      throw new UsageError(`${usageLine(error)} (see --help)`)
     }
   }
 
@@ -89,4 +86,27 @@ export function normalizeError(err: Error & { exitCode?: number }): NormalizedEr
   const code = (err as { code?: string }).code
   const message = err.message || String(err)
   return { exitCode: 1, silent: false, envelope: { code: typeof code === 'string' ? code : 'internal_error', message }, line: message }
+}
+
+/**
+ * One line naming the flag or argument the parser rejected: "Missing required flag --label",
+ * "Missing required argument ID", "Parsing --limit: Expected an integer but received: x". oclif's
+ * own wrapping ("The following error occurred:", "See more help with --help") is dropped.
+ */
+export function usageLine(error: unknown): string {
+  const e = error as { message?: string; args?: { name: string }[] }
+  const message = typeof e?.message === 'string' ? e.message : String(error)
+  if (/^Missing \d+ required args?:/.test(message) && Array.isArray(e.args) && e.args.length > 0) {
+    const names = e.args.map((a) => a.name.toUpperCase())
+    return `Missing required argument${names.length > 1 ? 's' : ''} ${names.join(', ')}`
+  }
+  const lines = message
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !/^The following errors? occurred:?$/.test(l) && !/^See more help with --help$/.test(l))
+    .map((l) => l.replace(/^Missing required flag (?!-)(\S+)/, 'Missing required flag --$1'))
+  if (lines.length === 0) return message
+  // oclif reports a custom flag's parse failure as "Parsing --flag" with the reason on the next line.
+  if (/^Parsing --\S+$/.test(lines[0]) && lines[1]) return [`${lines[0]}: ${lines[1]}`, ...lines.slice(2)].join('; ')
+  return lines.join('; ')
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { normalizeError } from '../../src/cli/base-command.js'
+import { normalizeError, usageLine } from '../../src/cli/base-command.js'
 import { CliError, FindingsExit, UsageError } from '../../src/cli/errors.js'
 
 describe('normalizeError', () => {
@@ -29,5 +29,32 @@ describe('normalizeError', () => {
 
   it('treats unknown errors as internal failures', () => {
     expect(normalizeError(new Error('boom'))).toMatchObject({ exitCode: 1, envelope: { code: 'internal_error', message: 'boom' } })
+  })
+})
+
+describe('usageLine', () => {
+  // The real parser's errors, so a change in oclif's wording shows up here.
+  const parse = async (argv: string[]) => {
+    const { Parser } = await import('@oclif/core')
+    const Flags = await import('@oclif/core/flags')
+    const Args = await import('@oclif/core/args')
+    try {
+      await Parser.parse(argv, {
+        flags: { label: Flags.string({ required: true }), limit: Flags.integer(), a: Flags.string({ exclusive: ['b'] }), b: Flags.string() },
+        args: { id: Args.string({ required: true }) },
+      })
+    } catch (error) {
+      return usageLine(error)
+    }
+    throw new Error('parsed')
+  }
+
+  it('names the missing flag and argument, and drops oclif\'s wrapping lines', async () => {
+    expect(await parse(['x'])).toBe('Missing required flag --label')
+    expect(await parse(['--label', 'l'])).toBe('Missing required argument ID')
+    expect(await parse(['x', '--label', 'l', '--limit', 'z'])).toBe('Parsing --limit: Expected an integer but received: z')
+    expect(await parse(['x', '--label', 'l', '--nope'])).toBe('Nonexistent flag: --nope')
+    expect(await parse(['x', 'y', '--label', 'l'])).toBe('Unexpected argument: y')
+    expect(await parse(['x', '--label', 'l', '--a', '1', '--b', '2'])).toMatch(/^--b=2 cannot also be provided when using --a$/)
   })
 })

@@ -11,6 +11,7 @@ export interface ProfileRow {
 
 export default class ProfileList extends CorralCommand<ProfileRow[]> {
   static override summary = 'List saved profiles (tokens are never shown).'
+  static override examples = ['<%= config.bin %> profile list', '<%= config.bin %> profile list --json']
 
   async execute(): Promise<ProfileRow[]> {
     await this.parse(ProfileList)

@@ -4,6 +4,7 @@ import { readConfig, selectProfile, writeConfig } from '../../cli/profiles.js'
 
 export default class ProfileRemove extends CorralCommand<{ removed: string }> {
   static override summary = 'Delete a saved profile and its token from the config file.'
+  static override examples = ['<%= config.bin %> profile remove staging']
   static override args = { name: Args.string({ required: true, description: 'Profile name.' }) }
 
   async execute(): Promise<{ removed: string }> {

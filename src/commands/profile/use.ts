@@ -4,6 +4,7 @@ import { readConfig, selectProfile, writeConfig } from '../../cli/profiles.js'
 
 export default class ProfileUse extends CorralCommand<{ current: string }> {
   static override summary = 'Make a saved profile the current one.'
+  static override examples = ['<%= config.bin %> profile use staging', 'CORRAL_PROFILE=staging <%= config.bin %> workspace list    # one command only, the current profile stays']
   static override args = { name: Args.string({ required: true, description: 'Profile name.' }) }
 
   async execute(): Promise<{ current: string }> {
