@@ -19,7 +19,10 @@ describePostgres('three serve replicas starting together on a fresh database', (
     const results = resolve(import.meta.dirname, '../../test-results')
     mkdirSync(results, { recursive: true })
     appendFileSync(join(results, 'pg-suites-ran'), 'serve-start-together.test.ts\n')
-    const started = await Promise.allSettled([0, 1, 2].map(() => startServe({ db: db.url, timeoutMs: 60_000 })))
+    // Several replicas need shared snapshots and packs (docs/reliability.md "Replicas"): a registry
+    // setting (nothing here pushes or pulls), else the second and third refuse to start.
+    const env = { CORRAL_PACK_REGISTRY: '127.0.0.1:5999/corral' }
+    const started = await Promise.allSettled([0, 1, 2].map(() => startServe({ db: db.url, timeoutMs: 60_000, env })))
     replicas = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []))
     const failed = started.flatMap((s) => (s.status === 'rejected' ? [String(s.reason)] : []))
     expect(failed).toEqual([])
