@@ -20,7 +20,8 @@
 //   CORRAL_BENCH_WORKERS=N                        # this build's `corral proxy --workers N` (default: the
 //     command's own default, one worker process per available CPU; a build without the flag runs one process)
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import BetterSqlite3 from 'better-sqlite3'
 import { cpus, tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { Agent, ProxyAgent, request, type Dispatcher } from 'undici'
@@ -270,6 +271,24 @@ async function rateRun(targets: Target[], origin: string, resultsDir: string): P
   process.stdout.write(`load average ${out.machine.loadavg_before.join(' ')} → ${out.machine.loadavg_after.join(' ')}; target met: ${out.met}\nwrote bench/results/proxy-rate.json\n`)
 }
 
+/**
+ * The baseline's own copy of the seeded store: an older build refuses a database that ran
+ * migrations it does not know, so they are forgotten in the copy (the columns they added stay;
+ * older code does not read them).
+ */
+function baselineStore(dbUrl: string, baseRoot: string): string {
+  const file = dbUrl.slice('sqlite:'.length)
+  const copy = `${file}.base.db`
+  copyFileSync(file, copy)
+  const known = new Set(readdirSync(join(resolve(baseRoot), 'dist/store/migrations')).filter((f) => f.endsWith('.js')).map((f) => f.slice(0, -3)))
+  const db = new BetterSqlite3(copy)
+  for (const { name } of db.prepare('SELECT name FROM kysely_migration').all() as { name: string }[]) {
+    if (!known.has(name)) db.prepare('DELETE FROM kysely_migration WHERE name = ?').run(name)
+  }
+  db.close()
+  return `sqlite:${copy}`
+}
+
 async function main(): Promise<void> {
   const tmp = mkdtempSync(join(tmpdir(), 'corral-bench-proxy-'))
   chmodSync(tmp, 0o777)
@@ -317,7 +336,7 @@ async function main(): Promise<void> {
     const corralCa = readFileSync(join(dataDir, 'ca.pem'), 'utf8')
     const baseRoot = process.env.CORRAL_BENCH_BASELINE
     const base = baseRoot
-      ? await spawnUntil(process.execPath, [...nodeArgs, join(resolve(baseRoot), 'bin/run.js'), 'proxy', '--data-dir', dataDir, '--db', dbUrl, '--port', '0', '--upstream-ca', join(tmp, 'upca/ca.pem')], /ready: (http:\/\/\S+)/, { env: proxyEnv })
+      ? await spawnUntil(process.execPath, [...nodeArgs, join(resolve(baseRoot), 'bin/run.js'), 'proxy', '--data-dir', dataDir, '--db', baselineStore(dbUrl, baseRoot), '--port', '0', '--upstream-ca', join(tmp, 'upca/ca.pem')], /ready: (http:\/\/\S+)/, { env: proxyEnv })
       : undefined
 
     const targets: Target[] = [
