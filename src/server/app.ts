@@ -13,6 +13,7 @@ import { edgeOptions, installEdge, sendError as send } from './edge.js'
 import { TokenBucketLimiter } from './rate-limit.js'
 import { REQUEST_ID_HEADER, mintRequestId } from './request-id.js'
 import { consoleRoutes } from './console.js'
+import { openApiRoute, registerOpenApi } from './openapi.js'
 import { healthRoutes } from './routes/health.js'
 import { V1_ROUTES } from './routes/index.js'
 import { taskLimiter } from './task-input.js'
@@ -51,6 +52,8 @@ export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
 
   const limiter = deps.config.rateLimit ? new TokenBucketLimiter(deps.config.rateLimit) : undefined
 
+  // Before any route: @fastify/swagger collects every route's schema as it is added.
+  await registerOpenApi(app)
   await app.register(async (root) => healthRoutes(root, deps))
   // The web console's files at `/` (src/server/console.ts); outside /v1, no auth: the page signs in.
   await app.register(async (root) => consoleRoutes(root))
@@ -66,6 +69,7 @@ export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
       })
       const shared = { taskLimiter: taskLimiter(deps.config) }
       for (const routes of V1_ROUTES) await v1.register(async (scope) => routes(scope, deps, shared))
+      await v1.register(async (scope) => openApiRoute(scope, app))
     },
     { prefix: '/v1' },
   )

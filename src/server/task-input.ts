@@ -56,6 +56,23 @@ const validateFollowUp = ajv.compile(followUpBody)
 const MAX_FILES = 20
 const MAX_FILE_BYTES = 100 * 1024 * 1024
 
+/**
+ * The task body for the OpenAPI document (src/server/openapi.ts): JSON, or multipart with the same
+ * fields as text parts plus repeatable `file` parts. Validation stays in readTaskInput.
+ */
+export function taskBodyDoc(followUp: boolean): { content: Record<string, { schema: Record<string, unknown> }> } {
+  const json = followUp ? followUpBody : createBody
+  const parts = Object.fromEntries(Object.entries(json.properties).map(([k, v]) => [k, v.type === 'string' ? v : { type: 'string', description: `${v.type}, as text` }]))
+  return {
+    content: {
+      'application/json': { schema: json },
+      'multipart/form-data': {
+        schema: { type: 'object', required: ['description'], properties: { ...parts, file: { type: 'array', items: { type: 'string', contentEncoding: 'binary' }, description: `Uploads (at most ${MAX_FILES}); they land in /data/uploads/<task id>/.` } } },
+      },
+    },
+  }
+}
+
 export const acceptedSchema = {
   type: 'object', required: ['task_id', 'workspace_id', 'status'],
   properties: { task_id: { type: 'string' }, workspace_id: { type: 'string' }, status: { type: 'string' } },

@@ -7,6 +7,7 @@ import { streamActivity, type StreamActivityOptions } from '../../audit/index.js
 import { CorralError } from '../../contract/index.js'
 import { isStoreUnavailable } from '../../store/index.js'
 import { RETRY_AFTER_SECONDS } from '../edge.js'
+import { SSE_DOC } from '../openapi.js'
 import { idParams } from '../schemas/common.js'
 import { streamQuerystring } from '../schemas/audit.js'
 import type { ServerDeps } from '../types.js'
@@ -62,7 +63,7 @@ export async function activityRoutes(app: FastifyInstance, deps: ServerDeps): Pr
 
   app.get<{ Querystring: StreamQuery }>(
     '/activity/stream',
-    { config: { permission: [['audit:read', 'audit:read:own']], queryCredential: true }, schema: { querystring: streamQuerystring } },
+    { config: { permission: [['audit:read', 'audit:read:own']], queryCredential: true, openapi: SSE_DOC }, schema: { querystring: streamQuerystring } },
     async (request, reply) => {
       await stream(request, reply, request.grants[0].scope === 'own' ? { userId: request.principal!.userId } : {})
     },
@@ -70,7 +71,7 @@ export async function activityRoutes(app: FastifyInstance, deps: ServerDeps): Pr
 
   app.get<{ Params: { id: string }; Querystring: StreamQuery }>(
     '/workspaces/:id/activity/stream',
-    { config: { permission: [['workspace:read', 'workspace:read:own']], queryCredential: true }, schema: { params: idParams, querystring: streamQuerystring } },
+    { config: { permission: [['workspace:read', 'workspace:read:own']], queryCredential: true, openapi: SSE_DOC }, schema: { params: idParams, querystring: streamQuerystring } },
     async (request, reply) => {
       const ws = await requireWorkspace(deps, request, request.params.id)
       await stream(request, reply, { workspaceId: ws.id })

@@ -150,7 +150,7 @@ function roleChangeRoutes(app: FastifyInstance, deps: ServerDeps): void {
 function roleLifecycleRoutes(app: FastifyInstance, deps: ServerDeps): void {
   app.post<{ Params: { id: string } }>(
     '/agent-roles/:id/archive',
-    { config: { permission: CAPS_WRITE }, schema: { params: idParams, response: { 200: statusOnly('archived') } } },
+    { config: { permission: CAPS_WRITE, openapi: { noBody: true } }, schema: { params: idParams, response: { 200: statusOnly('archived') } } },
     async (request) => {
       await archiveAgentRole(deps, configCaller(request), request.params.id)
       return { status: 'archived' }
@@ -159,7 +159,7 @@ function roleLifecycleRoutes(app: FastifyInstance, deps: ServerDeps): void {
 
   app.post<{ Params: { id: string } }>(
     '/agent-roles/:id/unarchive',
-    { config: { permission: CAPS_WRITE }, schema: { params: idParams, response: { 200: statusOnly('unarchived') } } },
+    { config: { permission: CAPS_WRITE, openapi: { noBody: true } }, schema: { params: idParams, response: { 200: statusOnly('unarchived') } } },
     async (request) => {
       await unarchiveAgentRole(deps, configCaller(request), request.params.id)
       return { status: 'unarchived' }
@@ -170,7 +170,7 @@ function roleLifecycleRoutes(app: FastifyInstance, deps: ServerDeps): void {
     '/agent-roles/:id/stop-workspaces',
     {
       // Unscoped on purpose (spec): stopping every workspace of a role is an operator act.
-      config: { permission: [['workspace:write']] },
+      config: { permission: [['workspace:write']], openapi: { noBody: true } },
       schema: { params: idParams, response: { 200: { type: 'object', required: ['stopping'], properties: { stopping: { type: 'integer' } } } } },
     },
     async (request) => ({ stopping: await stopRoleWorkspaces(deps, request.principal!.org.id, request.params.id) }),

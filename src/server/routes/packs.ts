@@ -72,6 +72,23 @@ const createBody = {
   },
 } as const
 
+/** The upload routes read their multipart body themselves; this describes it for the OpenAPI document. */
+const uploadDoc = (withVisibility: boolean) => ({
+  body: {
+    content: {
+      'multipart/form-data': {
+        schema: {
+          type: 'object', required: ['archive'],
+          properties: {
+            archive: { type: 'string', contentEncoding: 'binary', description: 'tar.gz of the pack directory (pack.yaml plus content files)' },
+            ...(withVisibility ? { visibility: { type: 'string', enum: PACK_VISIBILITIES } } : {}),
+          },
+        },
+      },
+    },
+  },
+})
+
 const cloneBody = { type: ['object', 'null'], additionalProperties: false, properties: { name: NAME_SCHEMA } } as const
 
 /** The spec's Pack object: `owned` for the caller, and `org_id` only on the caller's own packs. */
@@ -109,7 +126,7 @@ function contentRoutes(app: FastifyInstance, packs: PackService): void {
 
   app.post(
     '/packs/upload',
-    { config: { permission: CAPS_WRITE }, schema: { response: { 201: packSchema } } },
+    { config: { permission: CAPS_WRITE, openapi: uploadDoc(true) }, schema: { response: { 201: packSchema } } },
     async (request, reply) => {
       const actor = actorOf(request)
       const content = await beforeUpload(request, reply, () => packs.uploadContent(), async (c) => c)
@@ -122,7 +139,7 @@ function contentRoutes(app: FastifyInstance, packs: PackService): void {
 
   app.put<{ Params: { id: string } }>(
     '/packs/:id/upload',
-    { config: { permission: CAPS_WRITE }, schema: { params: idParams, response: { 200: packSchema } } },
+    { config: { permission: CAPS_WRITE, openapi: uploadDoc(false) }, schema: { params: idParams, response: { 200: packSchema } } },
     async (request, reply) => {
       const actor = actorOf(request)
       const { content, current } = await beforeUpload(request, reply, () => packs.uploadContent(), async (c) => ({

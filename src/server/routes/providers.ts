@@ -134,7 +134,7 @@ function providerLifecycleRoutes(app: FastifyInstance, deps: ServerDeps): void {
   app.post<{ Params: { id: string } }>(
     '/providers/:id/archive',
     {
-      config: { permission: CAPS_WRITE },
+      config: { permission: CAPS_WRITE, openapi: { noBody: true } },
       schema: {
         params: idParams,
         response: { 200: { type: 'object', required: ['status', 'cascaded_roles'], properties: { status: { type: 'string', enum: ['archived'] }, cascaded_roles: { type: 'integer' } } } },
@@ -145,7 +145,7 @@ function providerLifecycleRoutes(app: FastifyInstance, deps: ServerDeps): void {
 
   app.post<{ Params: { id: string } }>(
     '/providers/:id/unarchive',
-    { config: { permission: CAPS_WRITE }, schema: { params: idParams, response: { 200: statusOnly('unarchived') } } },
+    { config: { permission: CAPS_WRITE, openapi: { noBody: true } }, schema: { params: idParams, response: { 200: statusOnly('unarchived') } } },
     async (request) => {
       await unarchiveProvider(deps, configCaller(request), request.params.id)
       return { status: 'unarchived' }

@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify'
 import { apiError } from '../../contract/index.js'
 import { idParams } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
-import { acceptedSchema, actorOf, controllerOf, readTaskInput, resolveRole, runnableController, taskSchema, taskView, withStagedUploads, type TaskLimiter } from '../task-input.js'
+import { acceptedSchema, actorOf, taskBodyDoc, controllerOf, readTaskInput, resolveRole, runnableController, taskSchema, taskView, withStagedUploads, type TaskLimiter } from '../task-input.js'
 import { ownedWorkspace } from '../workspace-access.js'
 
 const CREATE = [['workspace:write', 'workspace:write:own'], ['tasks:write', 'tasks:write:own']] as const
@@ -19,7 +19,7 @@ export async function taskRoutes(app: FastifyInstance, deps: ServerDeps, shared:
 
   app.post(
     '/tasks',
-    { config: { permission: CREATE }, schema: { response: { 202: acceptedSchema } } },
+    { config: { permission: CREATE, openapi: { body: taskBodyDoc(false) } }, schema: { response: { 202: acceptedSchema } } },
     async (request, reply) => {
       const controller = runnableController(deps)
       const p = request.principal!
@@ -48,7 +48,7 @@ export async function taskRoutes(app: FastifyInstance, deps: ServerDeps, shared:
 
   app.post<{ Params: { id: string } }>(
     '/tasks/:id/cancel',
-    { config: { permission: TASKS_WRITE }, schema: { params: idParams, response: { 200: taskSchema } } },
+    { config: { permission: TASKS_WRITE, openapi: { noBody: true } }, schema: { params: idParams, response: { 200: taskSchema } } },
     async (request) => {
       const controller = controllerOf(deps)
       const task = await controller.task(request.principal!.org.id, request.params.id)

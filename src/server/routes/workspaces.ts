@@ -10,7 +10,7 @@ import { apiError } from '../../contract/index.js'
 import { dateTime, idParams } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
 import { ownedWorkspace } from '../workspace-access.js'
-import { acceptedSchema, actorOf, controllerOf, readTaskInput, resolveRole, runnableController, taskSchema, taskView, withStagedUploads, type TaskBodyFields, type TaskLimiter } from '../task-input.js'
+import { acceptedSchema, actorOf, taskBodyDoc, controllerOf, readTaskInput, resolveRole, runnableController, taskSchema, taskView, withStagedUploads, type TaskBodyFields, type TaskLimiter } from '../task-input.js'
 
 const READ = [['workspace:read', 'workspace:read:own']] as const
 const WRITE = [['workspace:write', 'workspace:write:own']] as const
@@ -101,7 +101,7 @@ function workspaceReadWriteRoutes(app: FastifyInstance, deps: ServerDeps, limite
 
   app.post<{ Params: { id: string }; Body: TaskBodyFields }>(
     '/workspaces/:id/tasks',
-    { config: { permission: TASKS_WRITE }, schema: { params: idParams, response: { 202: acceptedSchema } } },
+    { config: { permission: TASKS_WRITE, openapi: { body: taskBodyDoc(true) } }, schema: { params: idParams, response: { 202: acceptedSchema } } },
     async (request, reply) => {
       const controller = runnableController(deps)
       const p = request.principal!
@@ -130,7 +130,7 @@ function workspaceStateRoutes(app: FastifyInstance, deps: ServerDeps): void {
 
   app.post<{ Params: { id: string } }>(
     '/workspaces/:id/stop',
-    { config: { permission: WRITE }, schema: { params: idParams, response: { 200: statusResponse('stopped') } } },
+    { config: { permission: WRITE, openapi: { noBody: true } }, schema: { params: idParams, response: { 200: statusResponse('stopped') } } },
     async (request) => {
       const controller = controllerOf(deps)
       const ws = await ownedWorkspace(controller, request, request.params.id)
@@ -141,7 +141,7 @@ function workspaceStateRoutes(app: FastifyInstance, deps: ServerDeps): void {
 
   app.post<{ Params: { id: string } }>(
     '/workspaces/:id/archive',
-    { config: { permission: WRITE }, schema: { params: idParams, response: { 200: statusResponse('archived') } } },
+    { config: { permission: WRITE, openapi: { noBody: true } }, schema: { params: idParams, response: { 200: statusResponse('archived') } } },
     async (request) => {
       const controller = controllerOf(deps)
       const ws = await ownedWorkspace(controller, request, request.params.id)
@@ -151,7 +151,7 @@ function workspaceStateRoutes(app: FastifyInstance, deps: ServerDeps): void {
 
   app.post<{ Params: { id: string } }>(
     '/workspaces/:id/unarchive',
-    { config: { permission: WRITE }, schema: { params: idParams, response: { 200: statusResponse('unarchived') } } },
+    { config: { permission: WRITE, openapi: { noBody: true } }, schema: { params: idParams, response: { 200: statusResponse('unarchived') } } },
     async (request) => {
       const controller = controllerOf(deps)
       const ws = await ownedWorkspace(controller, request, request.params.id)
