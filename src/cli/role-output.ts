@@ -51,6 +51,18 @@ export const ROLE_FIELDS = [
   'pack_ids', 'created_by', 'created_at', 'updated_at', 'archived_at', 'capabilities',
 ] as const
 
+/**
+ * One stderr line per credential or secret the saved role's policy names that the org lacks (the
+ * role was saved; docs/roles.md). On stderr in every mode, so `--json` output stays the record.
+ */
+export function printRoleWarnings(role: AgentRoleRecord): AgentRoleRecord {
+  for (const w of role.warnings ?? []) {
+    const what = w.code === 'missing_credential' ? 'credential' : 'secret'
+    diag(`warning: ${what} ${w.name} does not exist in this organisation (named by ${w.capabilities.join(', ')}); ${w.code === 'missing_credential' ? 'create it with `corral credential create`' : 'set it with `corral secret set`'}`)
+  }
+  return role
+}
+
 /** A role's pack_ids for people: `name (pack_…)` for the packs whose names are known, the bare id otherwise. */
 export function labelPackIds(role: AgentRoleRecord, names: ReadonlyMap<string, string>): AgentRoleRecord {
   return { ...role, pack_ids: role.pack_ids.map((id) => (names.has(id) ? `${names.get(id)} (${id})` : id)) }

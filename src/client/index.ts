@@ -6,7 +6,7 @@ export { parseFilter, FilterSyntaxError, type AuditFilter } from './filter.js'
 export { resolveTime } from './time.js'
 export * from './types.js'
 export { packsApi, pickByName, PACK_ID_PREFIX, PACK_NAME_RE, type PacksApi, type PackRecord, type PackUpdate, type ArchiveSource } from './packs.js'
-export { rolesApi, type RolesApi, type AgentRoleInput, type AgentRoleRecord, type ProviderInput, type ProviderRecord } from './roles.js'
+export { rolesApi, type RolesApi, type AgentRoleInput, type AgentRoleRecord, type ProviderInput, type ProviderRecord, type RoleWarning } from './roles.js'
 export {
   workspacesApi,
   TERMINAL_TASK_STATUSES,

@@ -54,10 +54,19 @@ export interface AgentRoleRecord {
   created_at: string
   updated_at: string
   archived_at?: string
+  /** On create and update only: credentials and secrets the policy names that the org lacks (docs/roles.md). */
+  warnings?: RoleWarning[]
+}
+
+export interface RoleWarning {
+  code: 'missing_credential' | 'missing_secret'
+  name: string
+  capabilities: string[]
+  message: string
 }
 
 /** The writable role fields (the API's POST and PATCH bodies). */
-export type AgentRoleInput = Partial<Omit<AgentRoleRecord, 'id' | 'org_id' | 'created_by' | 'created_at' | 'updated_at' | 'archived_at'>>
+export type AgentRoleInput = Partial<Omit<AgentRoleRecord, 'id' | 'org_id' | 'created_by' | 'created_at' | 'updated_at' | 'archived_at' | 'warnings'>>
 
 const ID_PREFIX = { provider: `${ID_PREFIXES.provider}_`, role: `${ID_PREFIXES.agentRole}_` } as const
 const seg = encodeURIComponent
@@ -94,6 +103,9 @@ export function rolesApi(client: CorralClient) {
     archiveRole: (id: string) => client.request<{ status: 'archived' }>('POST', `/agent-roles/${seg(id)}/archive`),
     unarchiveRole: (id: string) => client.request<{ status: 'unarchived' }>('POST', `/agent-roles/${seg(id)}/unarchive`),
     stopRoleWorkspaces: (id: string) => client.request<{ stopping: number }>('POST', `/agent-roles/${seg(id)}/stop-workspaces`),
+    /** The credentials and secrets a caps.yaml names that the org lacks (what a role save would warn about). */
+    checkCapabilities: async (capabilities: string) =>
+      (await client.request<{ warnings: RoleWarning[] }>('POST', '/agent-roles/check', { body: { capabilities } })).warnings,
     /** A `role_…` id as is, else the role with that name (archived included). */
     async resolveRole(ref: string): Promise<AgentRoleRecord> {
       if (ref.startsWith(ID_PREFIX.role)) return this.getRole(ref)

@@ -85,6 +85,7 @@ export class Policy implements CompiledPolicy {
           name: c.name,
           rules: Object.freeze(c.rules.map((r) => Object.freeze({ ...(r.name ? { name: r.name } : {}), key: r.key, domains: Object.freeze([...r.domainPatterns]), methods: Object.freeze([...r.methods]), paths: Object.freeze([...r.pathPatterns]) }))),
           counters: Object.freeze([...c.counters]),
+          ...materialNames(c),
         }),
       ),
     )
@@ -326,4 +327,15 @@ export class Policy implements CompiledPolicy {
   counters(capability: string): readonly CompiledCounter[] {
     return this.#byName.get(capability)?.counters ?? []
   }
+}
+
+/** The credential and secret names a capability's transforms use (role saves warn when one is missing). */
+function materialNames(cap: CCapability): { credentials: readonly string[]; secrets: readonly string[] } {
+  const credentials = new Set<string>()
+  const secrets = new Set<string>()
+  for (const t of cap.transforms) {
+    if (t.kind === 'auth') credentials.add(t.credential)
+    else for (const k of t.value?.secretKeys ?? []) secrets.add(k)
+  }
+  return { credentials: Object.freeze([...credentials].sort()), secrets: Object.freeze([...secrets].sort()) }
 }

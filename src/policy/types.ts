@@ -251,6 +251,10 @@ export interface CompiledCapabilityInfo {
   readonly name: string
   readonly rules: readonly { name?: string; key: string; domains: readonly string[]; methods: readonly string[]; paths: readonly string[] }[]
   readonly counters: readonly CompiledCounter[]
+  /** Credential names the capability's auth transforms name, sorted, once each. */
+  readonly credentials: readonly string[]
+  /** Secret names its transforms read (`secrets["name"]`), sorted, once each. */
+  readonly secrets: readonly string[]
 }
 
 export interface CompiledPolicy {

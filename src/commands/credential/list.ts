@@ -1,10 +1,10 @@
 import { ApiCommand } from '../../cli/api-command.js'
-import { table } from '../../cli/output.js'
-import type { CredentialMeta } from './create.js'
+import { credentialTable, type CredentialMeta } from '../../cli/credential-output.js'
 
 export default class CredentialList extends ApiCommand<CredentialMeta[]> {
-  static override summary = 'List the org credentials (metadata only).'
-  static override examples = ['<%= config.bin %> credential list --json']
+  static override summary = 'List credentials with their status and owner (metadata only).'
+  static override description = 'With auth:write: every credential of the org, org-wide (owner "org") and every member\'s personal ones (owner: the member\'s user id). With auth:write:own only: your own personal credentials.'
+  static override examples = ['<%= config.bin %> credential list', '<%= config.bin %> credential list --json']
 
   async execute(): Promise<CredentialMeta[]> {
     await this.parse(CredentialList)
@@ -12,13 +12,6 @@ export default class CredentialList extends ApiCommand<CredentialMeta[]> {
   }
 
   protected override render(rows: CredentialMeta[]): void {
-    process.stdout.write(table(rows, [
-      { header: 'id', get: (c) => c.id },
-      { header: 'name', get: (c) => c.name },
-      { header: 'provider', get: (c) => c.provider },
-      { header: 'kind', get: (c) => c.kind },
-      { header: 'status', get: (c) => c.status },
-      { header: 'created_at', get: (c) => c.created_at },
-    ]))
+    process.stdout.write(credentialTable(rows))
   }
 }

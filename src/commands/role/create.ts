@@ -2,7 +2,7 @@ import { Flags } from '@oclif/core'
 import { ApiCommand } from '../../cli/api-command.js'
 import { UsageError } from '../../cli/errors.js'
 import { readRoleFile } from '../../cli/role-file.js'
-import { asUsage, details, failWithDiagnostics, ROLE_FIELDS } from '../../cli/role-output.js'
+import { asUsage, details, failWithDiagnostics, printRoleWarnings, ROLE_FIELDS } from '../../cli/role-output.js'
 import { packsApi, rolesApi, type AgentRoleRecord } from '../../client/index.js'
 
 export default class RoleCreate extends ApiCommand<AgentRoleRecord> {
@@ -20,7 +20,7 @@ export default class RoleCreate extends ApiCommand<AgentRoleRecord> {
     if (role.provider) role.body.provider_id = (await api.resolveProvider(role.provider)).id
     if (role.packs) role.body.pack_ids = await packsApi(this.client).resolvePackIds(role.packs)
     if (!role.body.provider_id) throw new UsageError(`${flags.file}: provider (a provider name) or provider_id is required`)
-    return api.createRole(role.body).catch((err) => failWithDiagnostics(err, role.capabilities, this.jsonEnabled()))
+    return printRoleWarnings(await api.createRole(role.body).catch((err) => failWithDiagnostics(err, role.capabilities, this.jsonEnabled())))
   }
 
   protected override render(r: AgentRoleRecord): void {

@@ -2,7 +2,7 @@ import { Args, Flags } from '@oclif/core'
 import { ApiCommand } from '../../cli/api-command.js'
 import { UsageError } from '../../cli/errors.js'
 import { readRoleFile } from '../../cli/role-file.js'
-import { asUsage, details, failWithDiagnostics, ROLE_FIELDS } from '../../cli/role-output.js'
+import { asUsage, details, failWithDiagnostics, printRoleWarnings, ROLE_FIELDS } from '../../cli/role-output.js'
 import { packsApi, rolesApi, type AgentRoleRecord } from '../../client/index.js'
 
 export default class RoleUpdate extends ApiCommand<AgentRoleRecord> {
@@ -25,7 +25,7 @@ export default class RoleUpdate extends ApiCommand<AgentRoleRecord> {
     // Sending the unchanged name would only add noise to patched_fields.
     if (role.body.name === current.name) delete role.body.name
     if (Object.keys(role.body).length === 0) throw new UsageError(`${flags.file}: nothing to change`)
-    return api.updateRole(current.id, role.body).catch((err) => failWithDiagnostics(err, role.capabilities, this.jsonEnabled()))
+    return printRoleWarnings(await api.updateRole(current.id, role.body).catch((err) => failWithDiagnostics(err, role.capabilities, this.jsonEnabled())))
   }
 
   protected override render(r: AgentRoleRecord): void {

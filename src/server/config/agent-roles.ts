@@ -9,10 +9,14 @@ import { compilePolicy } from '../../policy/index.js'
 import type { AgentRole, AgentRoleFields, AgentRolePatch, StoreTransaction } from '../../store/index.js'
 import { duplicateName, fieldError } from '../validation.js'
 import { type ConfigCaller, type ConfigDeps, emitConfigEvent, restartIdleWorkspaces } from './events.js'
+import { type MaterialWarning, missingMaterial } from './material-warnings.js'
 
 const LABEL_FIELDS = new Set(['display_name', 'description'])
 
-export async function createAgentRole(deps: ConfigDeps, caller: ConfigCaller, body: AgentRoleFields): Promise<AgentRole> {
+/** A saved role, with one warning per credential or secret its policy names that the org lacks (material-warnings.ts). */
+export type SavedAgentRole = AgentRole & { warnings?: MaterialWarning[] }
+
+export async function createAgentRole(deps: ConfigDeps, caller: ConfigCaller, body: AgentRoleFields): Promise<SavedAgentRole> {
   const orgId = caller.orgId
   checkPool(body)
   checkCapabilities(body.capabilities)
@@ -25,7 +29,7 @@ export async function createAgentRole(deps: ConfigDeps, caller: ConfigCaller, bo
     })
     .catch(duplicateName(body.name, 'agent role'))
   await emitRoleEvent(deps, caller, 'agent_role_created', role)
-  return role
+  return withWarnings(deps, role)
 }
 
 /** One by exact name (archived only when asked, of the provider when given), or the org's list. */
@@ -43,7 +47,7 @@ export async function getAgentRole(deps: ConfigDeps, orgId: string, id: string):
   return (await deps.store.agentRoles.get(orgId, id)) ?? throwNotFound()
 }
 
-export async function updateAgentRole(deps: ConfigDeps, caller: ConfigCaller, id: string, body: AgentRolePatch): Promise<AgentRole> {
+export async function updateAgentRole(deps: ConfigDeps, caller: ConfigCaller, id: string, body: AgentRolePatch): Promise<SavedAgentRole> {
   const orgId = caller.orgId
   if (body.capabilities !== undefined) checkCapabilities(body.capabilities)
   const role = await deps.store
@@ -62,7 +66,13 @@ export async function updateAgentRole(deps: ConfigDeps, caller: ConfigCaller, id
   await emitRoleEvent(deps, caller, 'agent_role_updated', role, { patched_fields: Object.keys(body).sort() })
   // Labels do not reach the agent; anything else does, so idle workspaces respawn to pick it up.
   if (Object.keys(body).some((k) => !LABEL_FIELDS.has(k))) await restartIdleWorkspaces(deps, caller, [role.id])
-  return role
+  return withWarnings(deps, role)
+}
+
+/** The saved role's warnings (its whole policy, not only a patched one), present only when there are some. */
+async function withWarnings(deps: ConfigDeps, role: AgentRole): Promise<SavedAgentRole> {
+  const warnings = await missingMaterial(deps.store, role.org_id, role.capabilities)
+  return warnings.length > 0 ? { ...role, warnings } : role
 }
 
 export async function deleteAgentRole(deps: ConfigDeps, caller: ConfigCaller, id: string): Promise<void> {

@@ -10,7 +10,9 @@ export {
   stopRoleWorkspaces,
   unarchiveAgentRole,
   updateAgentRole,
+  type SavedAgentRole,
 } from './agent-roles.js'
+export { type MaterialWarning, missingMaterial, namedMaterial } from './material-warnings.js'
 export { type ConfigCaller, type ConfigDeps, configCaller, emitConfigEvent, restartIdleWorkspaces } from './events.js'
 export {
   type ProviderCreate,

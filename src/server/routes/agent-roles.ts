@@ -11,6 +11,7 @@ import {
   deleteAgentRole,
   getAgentRole,
   listAgentRoles,
+  missingMaterial,
   stopRoleWorkspaces,
   unarchiveAgentRole,
   updateAgentRole,
@@ -51,6 +52,14 @@ const roleSchema = {
     created_at: dateTime,
     updated_at: dateTime,
     archived_at: dateTime,
+    // On create and update only, when the policy names credentials or secrets the org lacks (docs/roles.md).
+    warnings: {
+      type: 'array',
+      items: {
+        type: 'object', required: ['code', 'name', 'capabilities', 'message'],
+        properties: { code: { type: 'string' }, name: { type: 'string' }, capabilities: { type: 'array', items: { type: 'string' } }, message: { type: 'string' } },
+      },
+    },
   },
 } as const
 
@@ -89,6 +98,26 @@ export async function agentRoleRoutes(app: FastifyInstance, deps: ServerDeps): P
   roleReadRoutes(app, deps)
   roleChangeRoutes(app, deps)
   roleLifecycleRoutes(app, deps)
+  roleCheckRoute(app, deps)
+}
+
+/**
+ * What saving a role with these capabilities would warn about, without saving anything: the
+ * credential and secret names its transforms use that this org lacks (`corral caps lint
+ * --api-url`; docs/roles.md). caps:write, like a save: only names go out, never values.
+ */
+function roleCheckRoute(app: FastifyInstance, deps: ServerDeps): void {
+  app.post<{ Body: { capabilities: string } }>(
+    '/agent-roles/check',
+    {
+      config: { permission: CAPS_WRITE },
+      schema: {
+        body: { type: 'object', required: ['capabilities'], additionalProperties: false, properties: { capabilities: { type: 'string', maxLength: MAX_CAPABILITIES_BYTES } } },
+        response: { 200: { type: 'object', required: ['warnings'], properties: { warnings: roleSchema.properties.warnings } } },
+      },
+    },
+    async (request) => ({ warnings: await missingMaterial(deps.store, request.principal!.org.id, request.body.capabilities) }),
+  )
 }
 
 /** Create and read agent roles. */
