@@ -12,7 +12,7 @@ export const EXIT_FORCED = 1
 export default class Serve extends CorralCommand<void> {
   static override summary = 'Run the control plane: the /v1 API (and every other service) on one store.'
   static override description =
-    'On first start with an empty store, creates org `default`, an owner user and an owner API key; the key is printed once and written to <data-dir>/admin.key (mode 0600). SIGTERM drains in-flight requests and streams (at most 20 s), flushes the audit log and exits 0; a second SIGTERM (or SIGINT) exits at once with status 1.'
+    'On first start with an empty store, creates org `default`, an owner user and an owner API key; the key is printed once and written to <data-dir>/admin.key (mode 0600). SIGTERM first answers /readyz with 503 (for CORRAL_DRAIN_DELAY_MS, default 0, while still serving), then drains in-flight requests and streams (at most 20 s), flushes the audit log and exits 0; a second SIGTERM (or SIGINT) exits at once with status 1.'
   static override examples = ['<%= config.bin %> serve', '<%= config.bin %> serve --port 8080 --db postgres://corral@db/corral']
   static override enableJsonFlag = false
   static override flags = {
@@ -63,14 +63,18 @@ export default class Serve extends CorralCommand<void> {
           process.exit(EXIT_FORCED)
         }
         stopping = true
-        running.logger.info({ signal }, 'shutting down: draining requests and flushing the audit log')
+        // Not ready from now on; with CORRAL_DRAIN_DELAY_MS everything else is still served that
+        // long, so a Service stops routing here before the listeners close (docs/kubernetes.md).
+        running.drain()
+        const delay = running.config.drainDelayMs
+        running.logger.info({ signal, drainDelayMs: delay }, 'shutting down: draining requests and flushing the audit log')
         // A drain that hangs (a stuck upstream) must not keep the process alive forever.
         const force = setTimeout(() => {
-          running.logger.error(`shutdown timed out after ${DRAIN_TIMEOUT_MS / 1000}s; exiting`)
+          running.logger.error(`shutdown timed out after ${(delay + DRAIN_TIMEOUT_MS) / 1000}s; exiting`)
           process.exit(EXIT_FORCED)
-        }, DRAIN_TIMEOUT_MS)
+        }, delay + DRAIN_TIMEOUT_MS)
         force.unref()
-        running.stop().then(
+        new Promise((r) => setTimeout(r, delay)).then(() => running.stop()).then(
           () => resolve(),
           (err: unknown) => {
             running.logger.error({ err }, 'shutdown failed')

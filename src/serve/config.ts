@@ -55,6 +55,8 @@ export interface ServeConfig {
   readonly ownerEmail: string | undefined
   /** How long a replica's workspace leases outlive its last heartbeat (docs/workspaces.md "Replicas and leases"). */
   readonly leaseTtlMs: number
+  /** CORRAL_DRAIN_DELAY_MS: on SIGTERM, how long /readyz answers 503 while everything is still served (docs/kubernetes.md "Upgrade"). */
+  readonly drainDelayMs: number
 }
 
 /** The default lease TTL: a dead replica's workspaces are taken over within this (plus one reconcile pass). */
@@ -89,6 +91,7 @@ export function serveConfig(options: ServeOptions): ServeConfig {
     oidc: oidcConfigFromEnv(env),
     ownerEmail: env.CORRAL_OWNER_EMAIL,
     leaseTtlMs: leaseTtlMs(options.leaseTtl ?? env.CORRAL_LEASE_TTL),
+    drainDelayMs: drainDelayMs(env.CORRAL_DRAIN_DELAY_MS),
   })
 }
 
@@ -125,6 +128,14 @@ export function taskRateFromEnv(env: NodeJS.ProcessEnv): { capacity: number; ref
 }
 
 /** `--lease-ttl` / CORRAL_LEASE_TTL: seconds (fractions allowed), 0.5 to 300; default 15. */
+/** CORRAL_DRAIN_DELAY_MS: whole milliseconds from 0 (the default: close at once) to 60000. */
+export function drainDelayMs(raw: string | undefined): number {
+  if (raw === undefined || raw.trim() === '') return 0
+  const value = Number(raw)
+  if (!Number.isInteger(value) || value < 0 || value > 60_000) throw new Error(`CORRAL_DRAIN_DELAY_MS must be whole milliseconds from 0 to 60000, got ${JSON.stringify(raw)}`)
+  return value
+}
+
 export function leaseTtlMs(raw: string | undefined): number {
   const value = raw === undefined || raw.trim() === '' ? DEFAULT_LEASE_TTL_SECONDS : Number(raw)
   if (!Number.isFinite(value) || value < 0.5 || value > 300) throw new Error(`--lease-ttl (CORRAL_LEASE_TTL) must be a number of seconds from 0.5 to 300, got ${JSON.stringify(raw)}`)

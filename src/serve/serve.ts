@@ -33,6 +33,8 @@ export interface RunningServe {
   /** The outbound proxy, `http://host:port`. */
   readonly proxyUrl: string
   readyLine(): string
+  /** From now on /readyz answers 503 (SIGTERM's first step); everything else is still served until stop(). */
+  drain(): void
   /** Stops every part in reverse order; rejects when the audit log or the store did not close cleanly. */
   stop(): Promise<void>
 }
@@ -42,15 +44,17 @@ export async function startServe(options: ServeOptions & { logger?: Logger }): P
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 })
   const logger = options.logger ?? createLogger()
   const teardown = new Teardown(logger)
+  // Set by drain() (SIGTERM's first step): /readyz answers 503 from then on.
+  const drain = { on: false }
   try {
-    return await build(config, logger, teardown)
+    return { ...(await build(config, logger, teardown, drain)), drain: () => void (drain.on = true) }
   } catch (err) {
     await teardown.run().catch(() => {})
     throw err
   }
 }
 
-async function build(config: ServeConfig, logger: Logger, teardown: Teardown): Promise<RunningServe> {
+async function build(config: ServeConfig, logger: Logger, teardown: Teardown, drain: { on: boolean }): Promise<Omit<RunningServe, 'drain'>> {
   // One master key for the routes that seal and the proxy that opens (src/secrets/); a bad
   // CORRAL_MASTER_KEY refuses the start before anything is opened.
   const sealer = new Sealer(await loadMasterKey(config.dataDir, config.env))
@@ -113,6 +117,7 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown): P
     packContent,
     packRegistry: config.packRegistry,
     sealer,
+    draining: () => drain.on,
   }
   const api = await startApi(deps, { host: config.host, port: config.port })
   listeners.push(api.url)

@@ -52,6 +52,8 @@ export interface ServerDeps {
   packRegistry: RegistrySettings
   /** Seals org secrets and credentials (the master key, loaded once by serve and shared with the proxy); null → the secrets and credentials routes answer service_unavailable. */
   sealer: Sealer | null
+  /** True from SIGTERM on (serve's drain): /readyz answers 503 so load balancers stop routing here. */
+  draining?: () => boolean
 }
 
 /**

@@ -13,6 +13,8 @@ export async function healthRoutes(app: FastifyInstance, deps: ServerDeps): Prom
     ...(typeof deps.audit.stats === 'function' ? { audit: deps.audit.stats() } : {}),
   }))
   app.get('/readyz', { config: { auth: false }, schema: { response: { 200: statusSchema } } }, async (request) => {
+    // Draining (SIGTERM): not ready, while every other request is still served (docs/kubernetes.md).
+    if (deps.draining?.()) throw apiError('service_unavailable', 'the server is draining (shutting down); retry on another replica')
     try {
       await deps.store.ping()
     } catch (err) {
