@@ -1,10 +1,10 @@
 // The local SnapshotStore: each workspace's snapshots are uncompressed tars plus a manifest in a
 // directory of this host (TarSnapshots, snapshot-store.ts), read from and restored into host
-// volumes. Good for one replica; replicas sharing a database need a shared store (a registry).
+// volumes (or streamed from and to an ArchivableVolume, a pod's /data). Good for one replica; replicas sharing a database need a shared store (a registry).
 import type { Archiver } from './archiver.js'
 import { RuntimeError } from './errors.js'
 import { HostVolume } from './host-volume.js'
-import type { SnapshotFileEntry, SnapshotReason, SnapshotRecord, SnapshotStore, WorkspaceVolume } from './runtime.js'
+import { isArchivable, type SnapshotFileEntry, type SnapshotReason, type SnapshotRecord, type SnapshotStore, type WorkspaceVolume } from './runtime.js'
 import { TarSnapshots } from './snapshot-store.js'
 
 export class LocalSnapshotStore implements SnapshotStore {
@@ -18,6 +18,8 @@ export class LocalSnapshotStore implements SnapshotStore {
   }
 
   async put(volume: WorkspaceVolume, taskCount: number, reason: SnapshotReason): Promise<SnapshotRecord> {
+    // A volume reached through its driver (a pod's /data): the driver streams the tar here.
+    if (!(volume instanceof HostVolume) && isArchivable(volume)) return this.#tars(volume.workspaceId).createWith((file) => volume.archiveTo(file), taskCount, reason)
     const host = hostVolume(volume)
     return this.#tars(volume.workspaceId).create(host.hostDir, taskCount, reason, host.owner)
   }
@@ -36,6 +38,7 @@ export class LocalSnapshotStore implements SnapshotStore {
   }
 
   async restore(record: SnapshotRecord, into: WorkspaceVolume): Promise<void> {
+    if (!(into instanceof HostVolume) && isArchivable(into)) return into.extractFrom(this.#tars(record.workspaceId).file(record))
     const host = hostVolume(into)
     return this.#tars(record.workspaceId).restore(record, host.hostDir, host.owner)
   }

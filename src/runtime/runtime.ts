@@ -7,7 +7,7 @@
 import type { Archiver } from './archiver.js'
 import type { DiskUsage, MeasureOptions } from './disk-usage.js'
 
-export const RUNTIME_KINDS = ['local', 'process'] as const
+export const RUNTIME_KINDS = ['local', 'process', 'kubernetes'] as const
 export type RuntimeKind = (typeof RUNTIME_KINDS)[number]
 
 /** Where agents' outbound traffic goes: the policy proxy's TCP listener on the host. */
@@ -47,6 +47,8 @@ export interface RuntimeCheck {
 
 export interface ProvisionSpec {
   workspaceId: string
+  /** Who the workspace belongs to, for drivers that label what they create (the Kubernetes driver). */
+  owner?: { orgId: string; roleId: string }
   /** Start from a parent's snapshot instead of an empty /data (a fork). */
   forkFrom?: { workspaceId: string; taskCount: number }
 }
@@ -67,6 +69,22 @@ export interface WorkspaceVolume {
    * made: such a component fails the placement (RuntimeError `unsafe_path`), nothing is replaced.
    */
   placeFiles(into: readonly string[], from: string, names: readonly string[]): Promise<void>
+}
+
+/**
+ * A volume not reachable as a host directory (a PersistentVolumeClaim) that can still be archived
+ * and restored: a tar of /data written to a host file, a host tar unpacked into /data. Snapshot
+ * stores use it for volumes that are not HostVolumes (LocalSnapshotStore, docs/kubernetes.md).
+ */
+export interface ArchivableVolume extends WorkspaceVolume {
+  /** Writes a tar of /data (relative paths, pax format) to the host file `file`. */
+  archiveTo(file: string): Promise<void>
+  /** Unpacks the host tar `file` into /data. */
+  extractFrom(file: string): Promise<void>
+}
+
+export function isArchivable(volume: WorkspaceVolume): volume is ArchivableVolume {
+  return typeof (volume as Partial<ArchivableVolume>).archiveTo === 'function' && typeof (volume as Partial<ArchivableVolume>).extractFrom === 'function'
 }
 
 export interface WorkspaceHandle {

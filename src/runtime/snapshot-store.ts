@@ -31,14 +31,26 @@ export class TarSnapshots {
 
   /** Archives `dataDir` (every entry, relative paths) and records it; read as `owner` when given (archiver.ts). */
   async create(dataDir: string, taskCount: number, reason: SnapshotReason, owner?: Owner | null): Promise<SnapshotRecord> {
+    return this.createWith(async (partial) => {
+      const top = (await readdir(dataDir)).sort()
+      if (top.length === 0) await writeFile(partial, EMPTY_TAR)
+      else await (this.#archiver ?? (await defaultArchiver())).create(dataDir, top, partial, owner)
+    }, taskCount, reason)
+  }
+
+  /** Records the tar that `write` puts at the host path it is given (a volume archived elsewhere: a pod's). */
+  async createWith(write: (file: string) => Promise<void>, taskCount: number, reason: SnapshotReason): Promise<SnapshotRecord> {
     await mkdir(this.#dir, { recursive: true })
     const records = await this.list()
     const seq = records.length === 0 ? 1 : Math.max(...records.map((r) => seqOf(r.ref))) + 1
     const name = `${String(seq).padStart(6, '0')}-t${taskCount}-${reason}.tar`
     const partial = join(this.#dir, `.${name}.${randomUUID()}.partial`)
-    const top = (await readdir(dataDir)).sort()
-    if (top.length === 0) await writeFile(partial, EMPTY_TAR)
-    else await (this.#archiver ?? (await defaultArchiver())).create(dataDir, top, partial, owner)
+    try {
+      await write(partial)
+    } catch (err) {
+      await rm(partial, { force: true })
+      throw err
+    }
     await rename(partial, join(this.#dir, name))
     const record: SnapshotRecord = {
       ref: `${this.#workspaceId}/${name}`,
@@ -82,6 +94,11 @@ export class TarSnapshots {
         : `snapshot ${ref} does not exist`, { workspace_id: this.#workspaceId })
     }
     return found
+  }
+
+  /** The host path of a snapshot's tar. */
+  file(record: SnapshotRecord): string {
+    return this.#path(record)
   }
 
   /** Unpacks a snapshot into `dir` (which must exist, owned by `owner` when given). */
