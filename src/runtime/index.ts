@@ -1,7 +1,8 @@
-// The runtime's public surface: the contract, the two drivers and a factory for `serve --runtime`.
+// The runtime's public surface: the contract, the drivers and factories for `serve --runtime`.
 import { LocalRuntime, type LocalRuntimeOptions } from './local-runtime.js'
 import { ProcessRuntime } from './process-runtime.js'
 import type { RuntimeKind, WorkspaceRuntime } from './runtime.js'
+import type { KubernetesRuntime, KubernetesRuntimeOptions } from './kubernetes/index.js'
 
 export * from './runtime.js'
 export { RuntimeError } from './errors.js'
@@ -15,6 +16,15 @@ export { limitsFromEnv, type WorkspaceLimits } from './limits.js'
 export { LocalRuntime, type LocalRuntimeOptions } from './local-runtime.js'
 export { NO_ISOLATION_WARNING, ProcessRuntime } from './process-runtime.js'
 
-export function createRuntime(kind: RuntimeKind, options: LocalRuntimeOptions): WorkspaceRuntime {
+export { kubernetesSettingsFromEnv, type KubernetesSettings } from './kubernetes/options.js'
+export type { AdoptedAgent, KubernetesRuntime, KubernetesRuntimeOptions } from './kubernetes/index.js'
+
+export function createRuntime(kind: Exclude<RuntimeKind, 'kubernetes'>, options: LocalRuntimeOptions): WorkspaceRuntime {
   return kind === 'local' ? new LocalRuntime(options) : new ProcessRuntime(options)
+}
+
+/** The Kubernetes driver, its client library loaded only now (docs/kubernetes.md "Runtime"). */
+export async function createKubernetesRuntime(options: KubernetesRuntimeOptions): Promise<KubernetesRuntime> {
+  const { KubernetesRuntime: Driver } = await import('./kubernetes/index.js')
+  return new Driver(options)
 }

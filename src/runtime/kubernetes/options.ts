@@ -1,0 +1,106 @@
+// What the Kubernetes driver is configured with (docs/kubernetes.md "Runtime: configuration"):
+// serve's flags and CORRAL_K8S_* variables, read once. A bad value stops serve with a message
+// naming it, like every other setting of serve's.
+import type { WorkspaceLimits } from '../limits.js'
+
+/** Requests and limits of a workspace's agent container, Kubernetes quantities (`500m`, `2Gi`). */
+export interface PodResources {
+  requests: { cpu: string; memory: string; 'ephemeral-storage': string }
+  limits: { cpu?: string; memory?: string; 'ephemeral-storage': string }
+}
+
+export interface KubernetesSettings {
+  /** Namespace of every workspace pod, claim, secret and policy (CORRAL_K8S_NAMESPACE, default `corral`). */
+  namespace: string
+  /** A kubeconfig file (CORRAL_K8S_KUBECONFIG, else KUBECONFIG); unset: in-cluster config, else ~/.kube/config. */
+  kubeconfig?: string
+  /** The kubeconfig context to use (CORRAL_K8S_CONTEXT); unset: its current context. */
+  context?: string
+  /** Storage class of the /data claims (CORRAL_K8S_STORAGE_CLASS); unset: the cluster's default class. */
+  storageClass?: string
+  /** Size of each /data claim (CORRAL_K8S_DATA_SIZE), default from CORRAL_WORKSPACE_DISK_MB, else 10Gi. */
+  dataSize: string
+  /** The Service in front of corral's proxy (CORRAL_K8S_PROXY_SERVICE, `name` or `name:port`, default `corral-proxy`). */
+  proxyService: { name: string; port?: number }
+  /** Image of the agent container (CORRAL_AGENT_IMAGE); it carries `tar`, `sleep`, `du` and the agent. */
+  agentImage: string
+  /** Pull policy of the agent image (CORRAL_K8S_IMAGE_PULL_POLICY, default IfNotPresent). */
+  imagePullPolicy: 'Always' | 'IfNotPresent' | 'Never'
+  resources: PodResources
+  /** uid and gid the containers run as (CORRAL_K8S_RUN_AS_UID, default 1000); never 0. */
+  runAsUid: number
+  /** How long a pod may take to be running before the start fails (CORRAL_K8S_POD_START_TIMEOUT_MS, default 120000). */
+  podStartTimeoutMs: number
+}
+
+export const DEFAULT_NAMESPACE = 'corral'
+export const DEFAULT_PROXY_SERVICE = 'corral-proxy'
+
+const QUANTITY = /^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$/
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/
+
+// long-function: one flat reading of every variable, each checked where it is read
+export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv, limits: WorkspaceLimits): KubernetesSettings {
+  const problems: string[] = []
+  const text = (name: string): string | undefined => {
+    const v = env[name]?.trim()
+    return v ? v : undefined
+  }
+  const quantity = (name: string, fallback: string | undefined): string | undefined => {
+    const v = text(name) ?? fallback
+    if (v !== undefined && !QUANTITY.test(v)) problems.push(`${name} must be a Kubernetes quantity (like 500m, 2Gi), got ${JSON.stringify(v)}`)
+    return v
+  }
+  const integer = (name: string, fallback: number, min: number): number => {
+    const raw = text(name)
+    if (raw === undefined) return fallback
+    const n = Number(raw)
+    if (!Number.isInteger(n) || n < min) problems.push(`${name} must be a whole number ≥ ${min}, got ${JSON.stringify(raw)}`)
+    return n
+  }
+  const namespace = text('CORRAL_K8S_NAMESPACE') ?? DEFAULT_NAMESPACE
+  if (!DNS_LABEL.test(namespace)) problems.push(`CORRAL_K8S_NAMESPACE must be a DNS label, got ${JSON.stringify(namespace)}`)
+  const proxyService = parseService(text('CORRAL_K8S_PROXY_SERVICE') ?? DEFAULT_PROXY_SERVICE, problems)
+  const agentImage = text('CORRAL_AGENT_IMAGE') ?? ''
+  if (!agentImage) problems.push('CORRAL_AGENT_IMAGE must name the agent image (with --runtime kubernetes)')
+  const pull = text('CORRAL_K8S_IMAGE_PULL_POLICY') ?? 'IfNotPresent'
+  if (!['Always', 'IfNotPresent', 'Never'].includes(pull)) problems.push(`CORRAL_K8S_IMAGE_PULL_POLICY must be Always, IfNotPresent or Never, got ${JSON.stringify(pull)}`)
+  const memoryLimit = limits.memoryMb > 0 ? `${limits.memoryMb}Mi` : undefined
+  const cpuLimit = limits.cpus > 0 ? String(limits.cpus) : undefined
+  const resources: PodResources = {
+    requests: {
+      cpu: quantity('CORRAL_K8S_CPU_REQUEST', '100m')!,
+      memory: quantity('CORRAL_K8S_MEMORY_REQUEST', '256Mi')!,
+      'ephemeral-storage': quantity('CORRAL_K8S_EPHEMERAL_REQUEST', '256Mi')!,
+    },
+    limits: {
+      ...(cpuLimit ? { cpu: cpuLimit } : {}),
+      ...(memoryLimit ? { memory: memoryLimit } : {}),
+      'ephemeral-storage': quantity('CORRAL_K8S_EPHEMERAL_LIMIT', '1Gi')!,
+    },
+  }
+  const settings: KubernetesSettings = {
+    namespace,
+    ...(text('CORRAL_K8S_KUBECONFIG') ?? text('KUBECONFIG') ? { kubeconfig: (text('CORRAL_K8S_KUBECONFIG') ?? text('KUBECONFIG'))! } : {}),
+    ...(text('CORRAL_K8S_CONTEXT') ? { context: text('CORRAL_K8S_CONTEXT')! } : {}),
+    ...(text('CORRAL_K8S_STORAGE_CLASS') ? { storageClass: text('CORRAL_K8S_STORAGE_CLASS')! } : {}),
+    dataSize: quantity('CORRAL_K8S_DATA_SIZE', limits.diskMb > 0 ? `${limits.diskMb}Mi` : '10Gi')!,
+    proxyService,
+    agentImage,
+    imagePullPolicy: pull as KubernetesSettings['imagePullPolicy'],
+    resources,
+    runAsUid: integer('CORRAL_K8S_RUN_AS_UID', 1000, 1),
+    podStartTimeoutMs: integer('CORRAL_K8S_POD_START_TIMEOUT_MS', 120_000, 1000),
+  }
+  if (problems.length > 0) throw new Error(problems.join('; '))
+  return settings
+}
+
+function parseService(raw: string, problems: string[]): { name: string; port?: number } {
+  const [name = '', port] = raw.split(':')
+  if (!DNS_LABEL.test(name)) problems.push(`CORRAL_K8S_PROXY_SERVICE must be a Service name (optionally :port), got ${JSON.stringify(raw)}`)
+  if (port === undefined) return { name }
+  const n = Number(port)
+  if (!Number.isInteger(n) || n < 1 || n > 65535) problems.push(`CORRAL_K8S_PROXY_SERVICE port must be 1-65535, got ${JSON.stringify(port)}`)
+  return { name, port: n }
+}
