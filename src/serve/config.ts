@@ -6,7 +6,9 @@ import { join, resolve } from 'node:path'
 import { archiveLimitsFromEnv, registrySettingsFromEnv, type ArchiveLimits, type RegistrySettings } from '../packs/index.js'
 import { DEFAULT_PROXY_PORT } from '../proxy/index.js'
 import { oidcConfigFromEnv, type OidcConfig } from '../server/index.js'
-import { defaultAgentCommand, limitsFromEnv, RUNTIME_KINDS, type RuntimeKind, type WorkspaceLimits } from '../runtime/index.js'
+import {
+  defaultAgentCommand, kubernetesSettingsFromEnv, limitsFromEnv, RUNTIME_KINDS, type KubernetesSettings, type RuntimeKind, type WorkspaceLimits,
+} from '../runtime/index.js'
 
 /** What `corral serve` was asked for: its flags (oclif already folded in their env variables). */
 export interface ServeOptions {
@@ -40,6 +42,8 @@ export interface ServeConfig {
   readonly limits: WorkspaceLimits
   /** CORRAL_SANDBOX_UID: the host uid root-run agents use (docs/runtime.md "Running as root"). */
   readonly sandboxUid: number | undefined
+  /** With `--runtime kubernetes`: CORRAL_K8S_* and CORRAL_AGENT_IMAGE (docs/kubernetes.md "Runtime: configuration"). */
+  readonly kubernetes: KubernetesSettings | undefined
   /** CORRAL_AGENT_COMMAND (a JSON array), else the reference agent. */
   readonly agentCommand: readonly string[]
   /** Extra environment for every agent (CORRAL_AGENT_MAX_ITERATIONS). */
@@ -69,6 +73,7 @@ export function serveConfig(options: ServeOptions): ServeConfig {
   const dataDir = resolve(options.dataDir)
   const runtime = String(options.runtime ?? env.CORRAL_RUNTIME ?? 'local') as RuntimeKind
   if (!RUNTIME_KINDS.includes(runtime)) throw new Error(`--runtime must be one of ${RUNTIME_KINDS.join(', ')} (got ${runtime})`)
+  const limits = limitsFromEnv(env)
   const explicitProxyPort = options.proxyPort ?? (env.CORRAL_PROXY_PORT ? Number(env.CORRAL_PROXY_PORT) : undefined)
   return Object.freeze({
     dataDir,
@@ -80,8 +85,9 @@ export function serveConfig(options: ServeOptions): ServeConfig {
     env,
     runtime,
     allowUnenforcedLimits: options.allowUnenforcedLimits === true || env.CORRAL_ALLOW_UNENFORCED_LIMITS === '1',
-    limits: limitsFromEnv(env),
+    limits,
     sandboxUid: sandboxUidFromEnv(env).sandboxUid,
+    kubernetes: runtime === 'kubernetes' ? kubernetesSettingsFromEnv(env, limits) : undefined,
     agentCommand: env.CORRAL_AGENT_COMMAND ? agentCommandFromEnv(env.CORRAL_AGENT_COMMAND) : defaultAgentCommand(),
     agentEnv: env.CORRAL_AGENT_MAX_ITERATIONS ? { CORRAL_MAX_ITERATIONS: env.CORRAL_AGENT_MAX_ITERATIONS } : undefined,
     taskRateLimit: taskRateFromEnv(env),

@@ -115,6 +115,7 @@ export class Reconciler {
     try {
       const handle = await this.#o.runtime.provision({
         workspaceId: ws.id,
+        owner: { orgId: ws.org_id, roleId: ws.role_id },
         ...(ws.parent_workspace_id && ws.fork_point_task_count ? { forkFrom: { workspaceId: ws.parent_workspace_id, taskCount: ws.fork_point_task_count } } : {}),
       })
       this.#o.disk.remember(ws.id, handle.volume)
