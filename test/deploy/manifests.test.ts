@@ -85,6 +85,10 @@ describe.each(sets)('deploy/ %s', (_name, load, overlay) => {
     expect(c.securityContext).toMatchObject({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } })
     expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } })
     expect(d.spec!.strategy?.rollingUpdate).toMatchObject({ maxUnavailable: 0 })
+    // Replaced 30 s after its node stops answering (docs/kubernetes.md "When a node dies").
+    for (const key of ['node.kubernetes.io/not-ready', 'node.kubernetes.io/unreachable']) {
+      expect(pod.tolerations).toContainEqual({ key, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 30 })
+    }
     // The drain delay (ConfigMap) and serve's own drain (at most 20 s) fit before SIGKILL.
     const cm = one<ConfigMap>('ConfigMap', 'corral')
     const delayS = Number(cm.data!.CORRAL_DRAIN_DELAY_MS) / 1000
