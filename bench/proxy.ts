@@ -19,6 +19,7 @@
 //     (CORRAL_BENCH_BASELINE_FIRST=1 measures it before this build instead of after)
 //   CORRAL_BENCH_WORKERS=N                        # this build's `corral proxy --workers N` (default: the
 //     command's own default, one worker process per available CPU; a build without the flag runs one process)
+//   CORRAL_BENCH_ALSO_WORKERS=N                   # also this build with `--workers N`, as `corral-wN`, same run
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import BetterSqlite3 from 'better-sqlite3'
@@ -348,6 +349,14 @@ async function main(): Promise<void> {
       // Measured right after direct, before this build, with CORRAL_BENCH_BASELINE_FIRST=1 (order effects on a busy machine).
       const at = process.env.CORRAL_BENCH_BASELINE_FIRST ? 1 : targets.length
       targets.splice(at, 0, { name: 'corral-base', pid: base.child.pid!, dispatcher: (n) => new ProxyAgent({ uri: url, token: `Bearer ${token}`, requestTls: { ca: corralCa }, ...(n ? { connections: n } : {}) }) })
+    }
+    // The same build in another process layout, same run: `corral-w<N>` (CORRAL_BENCH_ALSO_WORKERS=1
+    // puts one single-process proxy next to the default workers).
+    const also = process.env.CORRAL_BENCH_ALSO_WORKERS
+    if (also) {
+      const p = await spawnUntil(process.execPath, [...nodeArgs, ...entry, 'proxy', '--workers', also, '--data-dir', dataDir, '--db', dbUrl, '--port', '0', '--upstream-ca', join(tmp, 'upca/ca.pem')], /ready: (http:\/\/\S+)/, { env: proxyEnv })
+      const url = p.match[1]!
+      targets.push({ name: `corral-w${also}`, pid: p.child.pid!, dispatcher: (n) => new ProxyAgent({ uri: url, token: `Bearer ${token}`, requestTls: { ca: corralCa }, ...(n ? { connections: n } : {}) }) })
     }
     const viaPeer = (p: { port: number; caPem: string }) => (n?: number) => new ProxyAgent({ uri: `http://127.0.0.1:${p.port}`, requestTls: { ca: p.caPem }, ...(n ? { connections: n } : {}) })
     const upCaFile = join(tmp, 'upca/ca.pem')
