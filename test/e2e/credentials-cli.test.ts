@@ -85,6 +85,12 @@ describe('corral credential, role warnings and caps lint --api-url', { timeout: 
     expect(oneLine(missing.stderr)).toBe(true)
 
     for (const r of [org, mine, list, byId]) expect(r.stdout + r.stderr).not.toMatch(/ghp_(org|member)_e2e/)
+
+    // The member deletes their own by name; the org's stays.
+    const del = await asMember(['credential', 'delete', 'github-bot', '--json'])
+    expect(del.code, del.stderr).toBe(0)
+    expect(JSON.parse(del.stdout)).toEqual({ id: memberShow.id, status: 'deleted' })
+    expect(JSON.parse((await admin('credential', 'list', '--json')).stdout).map((c: any) => c.id)).toEqual([orgCred.id])
   })
 
   it('refuses flags that do not fit the kind with one usage line (exit 2)', async () => {
