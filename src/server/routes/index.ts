@@ -8,6 +8,7 @@ import { activityRoutes } from './activity.js'
 import { agentRoleRoutes } from './agent-roles.js'
 import { apiKeyRoutes } from './api-keys.js'
 import { auditRoutes } from './audit.js'
+import { capsRoutes } from './caps.js'
 import { credentialRoutes } from './credentials.js'
 import { orgRoutes } from './orgs.js'
 import { packRoutes } from './packs.js'
@@ -37,4 +38,5 @@ export const V1_ROUTES: readonly RoutePlugin[] = [
   packRoutes,
   taskRoutes,
   workspaceRoutes,
+  capsRoutes,
 ]
