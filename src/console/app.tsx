@@ -1,6 +1,13 @@
 // The console's frame: the main navigation (a list of links, keyboard-reachable in order) and the
 // page the hash route names. Each page lives in pages/ and reads the session for its API and rights.
 import type { ReactNode } from 'react'
+import { KeysPage, MembersPage } from './pages/access.js'
+import { AuditPage } from './pages/audit.js'
+import { BudgetsPage } from './pages/budgets.js'
+import { PacksPage, ProvidersPage, RolesPage } from './pages/config.js'
+import { CredentialsPage, SecretsPage } from './pages/material.js'
+import { PoliciesPage } from './pages/policies.js'
+import { StatsPage } from './pages/stats.js'
 import { WorkspacePage } from './pages/workspace.js'
 import { WorkspacesPage } from './pages/workspaces.js'
 import { href, useRoute, type Route } from './router.js'
@@ -14,6 +21,17 @@ interface Section {
 
 const SECTIONS: readonly Section[] = [
   { path: 'workspaces', label: 'Workspaces', render: (r) => (r.parts[1] ? <WorkspacePage id={r.parts[1]} /> : <WorkspacesPage route={r} />) },
+  { path: 'audit', label: 'Audit', render: (r) => <AuditPage route={r} /> },
+  { path: 'stats', label: 'Stats', render: () => <StatsPage /> },
+  { path: 'budgets', label: 'Budgets', render: (r) => <BudgetsPage route={r} /> },
+  { path: 'policies', label: 'Policies', render: (r) => <PoliciesPage route={r} /> },
+  { path: 'keys', label: 'API keys', render: () => <KeysPage /> },
+  { path: 'members', label: 'Members', render: () => <MembersPage /> },
+  { path: 'providers', label: 'Providers', render: () => <ProvidersPage /> },
+  { path: 'roles', label: 'Roles', render: () => <RolesPage /> },
+  { path: 'packs', label: 'Packs', render: () => <PacksPage /> },
+  { path: 'secrets', label: 'Secrets', render: () => <SecretsPage /> },
+  { path: 'credentials', label: 'Credentials', render: () => <CredentialsPage /> },
 ]
 
 export function App(): ReactNode {

@@ -13,6 +13,8 @@ export interface Session {
   readonly me: Me
   /** True when the caller holds `permission` or its `:own` variant. */
   can(permission: string): boolean
+  /** True when the caller holds `permission` itself (routes that have no `:own` variant). */
+  holds(permission: string): boolean
   signOut(): void
 }
 
@@ -26,7 +28,7 @@ export function useSession(): Session {
 
 function sessionOf(api: Api, me: Me, signOut: () => void): Session {
   const held = new Set(me.permissions)
-  return { api, me, signOut, can: (p) => held.has(p) || held.has(`${p}:own`) }
+  return { api, me, signOut, can: (p) => held.has(p) || held.has(`${p}:own`), holds: (p) => held.has(p) }
 }
 
 async function check(token: string): Promise<Me> {

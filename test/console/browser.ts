@@ -45,6 +45,8 @@ export async function launchBrowser(): Promise<TestBrowser> {
     context,
     async page() {
       const page = await context.newPage()
+      // Well inside vitest's 30 s test timeout, so a wait that fails names what it waited for.
+      page.setDefaultTimeout(15_000)
       const cspViolations: string[] = []
       const consoleErrors: string[] = []
       page.on('console', (m) => {

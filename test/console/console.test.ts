@@ -1,6 +1,8 @@
 // The web console in a real browser (Debian chromium through playwright-core) against a real
-// `corral dev` (serve + the fake model + the demo role): sign in, the workspaces list, the CSP,
-// accessibility (axe: no serious or critical violations) and keyboard navigation of the main nav.
+// `corral dev` (serve + the fake model + the demo role): sign in; submit a task and watch its agent
+// events and policy decisions arrive live; the audit explorer with a filter; a chart rendered; a
+// policy edited with a lint error at its line; a read_only key sees no write buttons; the CSP;
+// axe (no serious or critical violations) on each main page and keyboard navigation of the nav.
 // Needs `npm run build` (the console is dist/console/).
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -22,6 +24,9 @@ describe.runIf(available)('web console (chromium)', () => {
   let tmp: string
   let dev: RunningDev
   let browser: TestBrowser
+  let page: Page
+  let pageErrors: { cspViolations: string[]; consoleErrors: string[] }
+  let workspaceId: string
   const api = async (method: string, path: string, body?: unknown, token = dev.adminKey) => {
     const res = await fetch(`${dev.url}/v1${path}`, {
       method, headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
@@ -29,9 +34,23 @@ describe.runIf(available)('web console (chromium)', () => {
     })
     return { status: res.status, body: (await res.json()) as any }
   }
+  const signIn = async (p: Page, token: string) => {
+    await p.goto(`${dev.url}/`)
+    await p.getByLabel('API key or session token').fill(token)
+    await p.getByRole('button', { name: 'Sign in' }).click()
+    await p.getByRole('heading', { name: 'Workspaces', exact: true }).waitFor()
+  }
+  const open = async (hash: string, heading: string) => {
+    await page.goto(`${dev.url}/#/${hash}`)
+    await page.getByRole('heading', { name: heading, exact: true }).waitFor()
+  }
+
   beforeAll(async () => {
     tmp = mkdtempSync(join(tmpdir(), 'corral-console-'))
     ;[dev, browser] = await Promise.all([startDev(join(tmp, 'data'), { XDG_CONFIG_HOME: join(tmp, 'config') }, ['--runtime', 'process']), launchBrowser()])
+    const opened = await browser.page()
+    page = opened.page
+    pageErrors = opened
   })
   afterAll(async () => {
     await browser?.close()
@@ -40,36 +59,153 @@ describe.runIf(available)('web console (chromium)', () => {
   })
 
   it('serves the console at / with a strict CSP, and an unknown path is the API 404 envelope', async () => {
-    const page = await fetch(`${dev.url}/`)
-    expect(page.status).toBe(200)
-    expect(page.headers.get('content-type')).toMatch(/^text\/html/)
-    const csp = page.headers.get('content-security-policy') ?? ''
+    const res = await fetch(`${dev.url}/`)
+    expect(res.status).toBe(200)
+    expect(res.headers.get('content-type')).toMatch(/^text\/html/)
+    const csp = res.headers.get('content-security-policy') ?? ''
     expect(csp).toContain("script-src 'self'")
+    expect(csp).toContain("default-src 'none'")
     expect(csp).not.toContain('unsafe-inline')
     expect(csp).not.toContain('unsafe-eval')
-    expect(await page.text()).not.toMatch(/<script(?![^>]*\bsrc=)[^>]*>/)
+    expect(await res.text()).not.toMatch(/<script(?![^>]*\bsrc=)[^>]*>/)
     const missing = await fetch(`${dev.url}/no-such-page`)
     expect(missing.status).toBe(404)
     expect(((await missing.json()) as any).error.code).toBe('not_found')
   })
 
-  it('signs in with an API key and lists workspaces, filterable by state', async () => {
-    const submitted = await api('POST', '/tasks', { role_name: 'demo', description: 'say hello' })
-    expect(submitted.status, JSON.stringify(submitted.body)).toBe(202)
-    const { page, cspViolations, consoleErrors } = await browser.page()
+  it('refuses a bad token with the API message, then signs in with the API key', async () => {
     await page.goto(`${dev.url}/`)
     await page.getByLabel('API key or session token').fill('crl_not_a_key')
     await page.getByRole('button', { name: 'Sign in' }).click()
     await expect.poll(() => page.getByRole('alert').textContent()).toContain('unauthenticated')
     await page.getByLabel('API key or session token').fill(dev.adminKey)
     await page.getByRole('button', { name: 'Sign in' }).click()
-    await page.getByRole('heading', { name: 'Workspaces' }).waitFor()
-    await page.getByRole('link', { name: submitted.body.workspace_id }).waitFor()
-    await page.getByLabel('State').selectOption('archived')
-    await page.getByText('No workspaces match.').waitFor()
-    expect(await page.getByRole('link', { name: submitted.body.workspace_id }).count()).toBe(0)
+    await page.getByRole('heading', { name: 'Workspaces', exact: true }).waitFor()
     expect(await axeFindings(page)).toEqual([])
-    expect(cspViolations).toEqual([])
-    expect(consoleErrors.filter((e) => !/401|Unauthorized/i.test(e))).toEqual([])
+  })
+
+  it('submits a task and shows its agent events and policy decisions arriving live, then its snapshot files', async () => {
+    await page.getByLabel('Task description').fill('say hello')
+    await page.getByRole('button', { name: 'Submit task' }).click()
+    await page.waitForURL(/#\/workspaces\/ws_/)
+    workspaceId = decodeURIComponent(/#\/workspaces\/([^/?]+)/.exec(page.url())![1]!)
+    const timeline = page.getByRole('list', { name: 'Workspace events' })
+    await timeline.locator('li[data-event-type="policy_decision"][data-decision="allow"]').first().waitFor({ timeout: 20_000 })
+    await timeline.locator('li[data-event-type="tool_call"]').first().waitFor({ timeout: 20_000 })
+    await timeline.locator('li[data-event-type="task_completed"]').waitFor({ timeout: 20_000 })
+    expect(await timeline.locator('li[data-event-type="policy_decision"]').first().textContent()).toMatch(/allow.*POST 127\.0\.0\.1\/v1\/messages.*model.*debits output_tokens=\d+/)
+    expect(await page.locator('[data-stream-state]').getAttribute('data-stream-state')).toBe('live')
+    // Every decision the API has for the workspace is on the page, none twice.
+    const decisions = (await api('GET', `/workspaces/${workspaceId}/audit?filter=event_type=policy_decision&limit=100`)).body.events
+    await expect.poll(() => timeline.locator('li[data-event-type="policy_decision"]').count()).toBe(decisions.length)
+    await page.getByRole('table', { name: 'Snapshot files' }).getByText('hello.md').waitFor({ timeout: 20_000 })
+    expect(await axeFindings(page)).toEqual([])
+  })
+
+  it('the audit explorer applies a filter from the page, pages, opens a row and picks columns', async () => {
+    await open('audit', 'Audit explorer')
+    await page.getByLabel('Column', { exact: true }).selectOption('decision')
+    await page.getByLabel('Values (comma-separated)').fill('allow')
+    await page.getByRole('button', { name: 'Add filter' }).click()
+    await page.waitForURL(/filter=decision%3Dallow/)
+    const table = page.getByRole('table', { name: 'Audit events' })
+    await expect.poll(() => table.locator('tbody tr').count()).toBeGreaterThan(0)
+    const shown = await table.locator('tbody td.allow, tbody td.deny').allTextContents()
+    expect(new Set(shown)).toEqual(new Set(['allow']))
+    await table.locator('tbody tr').first().getByRole('button').click()
+    const drawer = page.getByRole('dialog')
+    expect(await drawer.getByLabel('Event JSON').textContent()).toContain('"decision": "allow"')
+    await page.keyboard.press('Escape')
+    await drawer.waitFor({ state: 'detached' })
+    await page.getByRole('button', { name: /^Columns/ }).click()
+    await page.getByRole('checkbox', { name: 'latency_ms' }).check()
+    await table.getByRole('columnheader', { name: 'latency_ms' }).waitFor()
+    expect(await axeFindings(page)).toEqual([])
+  })
+
+  it('renders the stats charts', async () => {
+    await open('stats', 'Stats')
+    await page.locator('[data-chart="chart-decisions"] .recharts-bar-rectangle').first().waitFor()
+    await page.locator('[data-chart="chart-destinations"] .recharts-bar-rectangle').first().waitFor()
+    await page.locator('[data-chart="chart-budget"] .recharts-bar-rectangle').first().waitFor()
+    expect(await axeFindings(page)).toEqual([])
+  })
+
+  it('shows a workspace budget against the role ceilings', async () => {
+    await open(`budgets?workspace=${workspaceId}`, 'Budgets')
+    const row = page.getByRole('table', { name: 'Budget counters' }).locator('tbody tr', { hasText: 'output_tokens' })
+    await row.waitFor()
+    expect(await row.textContent()).toMatch(/output_tokens/)
+    expect(await axeFindings(page)).toEqual([])
+  })
+
+  it('edits a policy and shows the lint error at its line, as you type', async () => {
+    await open('policies', 'Policies')
+    await expect.poll(() => page.getByTestId('lint-status').textContent()).toMatch(/^valid/)
+    const editor = page.getByRole('textbox', { name: /caps\.yaml of role demo/ })
+    await editor.click()
+    await page.keyboard.press('Control+End')
+    await page.keyboard.type('\n- name: broken\n  type: http\n  allow:\n    - domains: [x.example]\n      methods: [FETCH]\n')
+    const lines = (await api('GET', '/agent-roles?name=demo')).body.agent_roles[0].capabilities.split('\n').length
+    await expect.poll(() => page.getByTestId('lint-status').textContent(), { timeout: 10_000 }).toMatch(/error/)
+    const first = await page.getByRole('list', { name: 'Diagnostics' }).locator('li.error').first().textContent()
+    const [line] = /^(\d+):(\d+)/.exec(first ?? '')!.slice(1).map(Number)
+    expect(line).toBeGreaterThan(lines - 1)
+    expect(await page.locator('.cm-lintRange-error').count()).toBeGreaterThan(0)
+    expect(await page.getByRole('button', { name: 'Save policy' }).isDisabled()).toBe(true)
+    expect(await axeFindings(page)).toEqual([])
+  })
+
+  it('pages of keys, members, providers, roles, packs, secrets and credentials list their rows', async () => {
+    for (const [hash, heading, text] of [
+      ['keys', 'API keys', 'Create API key'], ['members', 'Members', 'Invite member'], ['providers', 'Providers', 'demo-model'],
+      ['roles', 'Roles', 'demo'], ['packs', 'Packs', 'Upload a pack'], ['secrets', 'Secrets', 'demo-model-key'], ['credentials', 'Credentials', 'demo-model'],
+    ] as const) {
+      await open(hash, heading)
+      await page.getByText(text, { exact: false }).first().waitFor()
+      expect(await axeFindings(page), hash).toEqual([])
+    }
+  })
+
+  it('the main navigation works from the keyboard', async () => {
+    await open('workspaces', 'Workspaces')
+    await page.locator('body').focus()
+    let focused = ''
+    for (let i = 0; i < 40 && focused !== 'Audit'; i++) {
+      await page.keyboard.press('Tab')
+      focused = await page.evaluate('document.activeElement && document.activeElement.textContent')
+    }
+    expect(focused).toBe('Audit')
+    await page.keyboard.press('Enter')
+    await page.getByRole('heading', { name: 'Audit explorer' }).waitFor()
+    expect(await page.locator('nav a[aria-current="page"]').textContent()).toBe('Audit')
+  })
+
+  it('a read_only key sees no write buttons, and the page logged no CSP violation', async () => {
+    const key = await api('POST', '/api-keys', { label: 'viewer', permission_set: 'read_only' })
+    expect(key.status).toBe(201)
+    const viewer = await browser.page()
+    await signIn(viewer.page, key.body.value)
+    await viewer.page.getByRole('link', { name: workspaceId }).waitFor()
+    expect(await viewer.page.getByRole('button', { name: 'Submit task' }).count()).toBe(0)
+    await viewer.page.goto(`${dev.url}/#/workspaces/${workspaceId}`)
+    await viewer.page.getByRole('heading', { name: `Workspace ${workspaceId}` }).waitFor()
+    await viewer.page.getByTestId('workspace-state').waitFor()
+    for (const name of ['Submit follow-up', 'Cancel task', 'Stop', 'Archive']) expect(await viewer.page.getByRole('button', { name }).count(), name).toBe(0)
+    await viewer.page.goto(`${dev.url}/#/policies`)
+    await viewer.page.getByRole('heading', { name: 'Policies' }).waitFor()
+    await viewer.page.getByRole('textbox', { name: /caps\.yaml of role demo/ }).waitFor()
+    expect(await viewer.page.getByRole('button', { name: 'Save policy' }).count()).toBe(0)
+    expect(await viewer.page.getByRole('textbox', { name: /caps\.yaml of role demo/ }).getAttribute('contenteditable')).toBe('false')
+    for (const hash of ['providers', 'roles', 'keys']) {
+      await viewer.page.goto(`${dev.url}/#/${hash}`)
+      await viewer.page.locator('h1').waitFor()
+      await viewer.page.locator('table, [role="alert"]').first().waitFor()
+      expect(await viewer.page.getByRole('button', { name: /^(Create|Archive|Delete|Revoke)/ }).count(), hash).toBe(0)
+    }
+    // And the API refuses anyway.
+    expect((await api('POST', `/workspaces/${workspaceId}/stop`, {}, key.body.value)).status).toBe(403)
+    expect([...pageErrors.cspViolations, ...viewer.cspViolations]).toEqual([])
+    expect([...pageErrors.consoleErrors, ...viewer.consoleErrors].filter((e) => !/status of (401|403)/.test(e))).toEqual([])
   })
 })

@@ -1,10 +1,10 @@
 // Workspaces: every workspace of the org (GET /v1/workspaces), filterable by state and role, each
 // linking to its page.
-import type { ReactNode } from 'react'
+import { useState, type FormEvent, type ReactNode } from 'react'
 import type { AgentRoleRecord, WorkspaceRecord } from '../wire.js'
 import { href, navigate, type Route } from '../router.js'
 import { useSession } from '../session.js'
-import { Status, useLoad, when } from '../ui.js'
+import { ErrorBox, Status, useAction, useLoad, when } from '../ui.js'
 
 const STATES = ['provisioning', 'idle', 'busy', 'stopping', 'stopped', 'archived']
 
@@ -18,6 +18,7 @@ export function WorkspacesPage(props: { route: Route }): ReactNode {
   return (
     <section aria-labelledby="ws-title">
       <h1 id="ws-title">Workspaces</h1>
+      <NewTask roles={(roles.data?.agent_roles ?? []).filter((r) => !r.archived_at)} />
       <form className="filters" aria-label="Filter workspaces" onSubmit={(e) => e.preventDefault()}>
         <label>
           State
@@ -73,5 +74,43 @@ export function WorkspacesPage(props: { route: Route }): ReactNode {
       )}
       {list.data?.workspaces.length === 0 && <p>No workspaces match.</p>}
     </section>
+  )
+}
+
+/** POST /v1/tasks: a new workspace from a role with its first task; then its page. */
+function NewTask(props: { roles: readonly AgentRoleRecord[] }): ReactNode {
+  const { api, can } = useSession()
+  const [role, setRole] = useState('')
+  const [description, setDescription] = useState('')
+  const action = useAction()
+  if (!can('workspace:write') || !can('tasks:write')) return null
+  const submit = (e: FormEvent) => {
+    e.preventDefault()
+    void action.run(async () => {
+      const accepted = await api.post<{ workspace_id: string }>('/tasks', { role_name: role || props.roles[0]?.name, description })
+      navigate(['workspaces', accepted.workspace_id])
+    })
+  }
+  return (
+    <form onSubmit={submit} aria-label="New task" className="filters">
+      <label>
+        Role for the new task
+        <select value={role} onChange={(e) => setRole(e.target.value)}>
+          {props.roles.map((r) => (
+            <option key={r.id} value={r.name}>
+              {r.name}
+            </option>
+          ))}
+        </select>
+      </label>
+      <label className="grow">
+        Task description
+        <input value={description} onChange={(e) => setDescription(e.target.value)} required />
+      </label>
+      <button type="submit" className="primary" disabled={action.busy || description.trim() === '' || props.roles.length === 0}>
+        Submit task
+      </button>
+      <ErrorBox error={action.error} />
+    </form>
   )
 }
