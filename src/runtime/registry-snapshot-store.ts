@@ -22,7 +22,7 @@ import { pipeline } from 'node:stream/promises'
 import { type Archiver, defaultArchiver } from './archiver.js'
 import { RuntimeError } from './errors.js'
 import { HostVolume } from './host-volume.js'
-import type { SnapshotFileEntry, SnapshotReason, SnapshotRecord, SnapshotStore, WorkspaceVolume } from './runtime.js'
+import { isArchivable, type SnapshotFileEntry, type SnapshotReason, type SnapshotRecord, type SnapshotStore, type WorkspaceVolume } from './runtime.js'
 import { readTarIndex } from './snapshot-store.js'
 
 export const SNAPSHOT_MEDIA_TYPES = {
@@ -67,7 +67,7 @@ export interface RegistrySnapshotStoreOptions {
   archiver?: Archiver
 }
 
-/** A volume the registry store can archive besides host directories (a pod's PVC: the k8s driver). */
+/** A volume the registry store can archive besides host directories; ArchivableVolume (runtime.ts) is preferred. */
 export interface TarVolume extends WorkspaceVolume {
   /** Writes an uncompressed tar of /data (relative paths) to the host file `file`. */
   writeTar(file: string): Promise<void>
@@ -280,7 +280,9 @@ export class RegistrySnapshotStore implements SnapshotStore {
   }
 }
 
-function tarVolume(volume: WorkspaceVolume): TarVolume {
+/** A volume's tar in and out: ArchivableVolume (the contract's, runtime.ts), else TarVolume. */
+function tarVolume(volume: WorkspaceVolume): { writeTar(file: string): Promise<void>; readTar(file: string): Promise<void> } {
+  if (isArchivable(volume)) return { writeTar: (f) => volume.archiveTo(f), readTar: (f) => volume.extractFrom(f) }
   const v = volume as Partial<TarVolume>
   if (typeof v.writeTar === 'function' && typeof v.readTar === 'function') return volume as TarVolume
   throw new RuntimeError('runtime_unavailable', `the registry snapshot store cannot reach the /data of workspace ${volume.workspaceId} (neither a host directory nor a tar volume)`)

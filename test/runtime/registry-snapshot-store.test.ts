@@ -10,10 +10,11 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { createServer, request as httpRequest, type IncomingMessage, type Server } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { create as tarCreate, extract as tarExtract } from 'tar'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { registrySettingsFromEnv } from '../../src/packs/index.js'
 import { ProcessRuntime } from '../../src/runtime/process-runtime.js'
-import { RegistrySnapshotStore } from '../../src/runtime/index.js'
+import { RegistrySnapshotStore, type ArchivableVolume } from '../../src/runtime/index.js'
 import { snapshotStoreOf } from '../../src/serve/workspaces.js'
 import { registryAvailable, startRegistry, type TestRegistry } from '../helpers/registry.js'
 
@@ -227,6 +228,35 @@ describe.skipIf(!available)('the registry snapshot store', () => {
     const res = await fetch(`http://${registry.host}/v2/${a.store.repositoryOf(w)}/manifests/000001-t0-stop`, { headers: { accept: 'application/vnd.oci.image.manifest.v1+json' } })
     expect(res.status).toBe(404)
     await expect(a.store.entries(w)).rejects.toMatchObject({ code: 'not_found' })
+  })
+
+  it('archives and restores a volume that is not a host directory through its own tar (ArchivableVolume: a pod\'s PVC)', async () => {
+    const { store } = replica('a8')
+    const w = id('pod')
+    const src = join(root, 'a8', 'pvc-src')
+    await mkdir(join(src, 'dir'), { recursive: true })
+    await writeFile(join(src, 'dir', 'f.txt'), 'from the pod\n')
+    const calls: string[] = []
+    const volume = (workspaceId: string, dir: string): ArchivableVolume => ({
+      workspaceId,
+      usage: async () => ({ usedBytes: 0 }),
+      placeFiles: async () => {},
+      archiveTo: async (file) => {
+        calls.push(`archive ${workspaceId}`)
+        await tarCreate({ file, cwd: dir }, ['dir'])
+      },
+      extractFrom: async (file) => {
+        calls.push(`extract ${workspaceId}`)
+        await tarExtract({ file, cwd: dir })
+      },
+    })
+    const record = await store.put(volume(w, src), 1, 'task')
+    expect((await replica('b8').store.entries(w)).map((e) => e.path).sort()).toEqual(['dir', 'dir/f.txt'])
+    const dest = join(root, 'a8', 'pvc-dest')
+    await mkdir(dest)
+    await store.restore(record, volume(id('podc'), dest))
+    expect(await readFile(join(dest, 'dir', 'f.txt'), 'utf8')).toBe('from the pod\n')
+    expect(calls.map((c) => c.split(' ')[0])).toEqual(['archive', 'extract'])
   })
 
   /** The last snapshot's blob descriptors, read from the registry as any client would. */
