@@ -35,6 +35,18 @@ const EXHAUSTED_RECHECK_MS = 500
 
 type ScopeName = 'workspace' | 'task'
 
+/**
+ * `max_concurrent` across processes (several serve replicas): permits of a counter held per
+ * process in the database (src/store/replica-leases.ts `concurrencyPermits`), never more than
+ * `max` among live holders together. A process takes one when its own are all in use and gives
+ * back the ones it no longer uses at the next flush (FLUSH_MS), so a steady stream reuses its
+ * permits without a database round trip. Without it, `max_concurrent` is per process.
+ */
+export interface ConcurrencyPermitSource {
+  take(key: string, max: number, want: number): Promise<number>
+  give(key: string, n: number): Promise<void>
+}
+
 class Slot {
   lease = 0
   /** Ledger `used` at the last database answer (includes our unreturned lease). */
@@ -43,6 +55,9 @@ class Slot {
   /** Debits not yet in the ledger: write-behind for unlimited scopes, owed (blocking) for ceilings. */
   pending = 0
   inFlight = 0
+  /** `max_concurrent` permits this process holds in the database, and how many requests use one. */
+  permits = 0
+  permitUsers = 0
   acquiring: Promise<void> | undefined
   /** Until when the ledger is known to have nothing left for this slot (see EXHAUSTED_RECHECK_MS). */
   exhaustedUntil = 0
@@ -60,6 +75,8 @@ interface CounterHold {
   counter: CompiledCounter
   scopes: { scope: ScopeName; held: Held }[]
   concurrencySlot: Slot
+  /** The request holds one of the slot's database permits. */
+  permit: boolean
 }
 
 /** What one request holds between admission and the terminal phase. */
@@ -76,12 +93,14 @@ export interface Settlement {
 
 export class Budgets {
   readonly #ledgers: BudgetLedgers
+  readonly #permits: ConcurrencyPermitSource | undefined
   readonly #slots = new Map<string, Slot>()
   readonly #timer: NodeJS.Timeout
   #flushing: Promise<void> = Promise.resolve()
 
-  constructor(ledgers: BudgetLedgers) {
+  constructor(ledgers: BudgetLedgers, permits?: ConcurrencyPermitSource) {
     this.#ledgers = ledgers
+    this.#permits = permits
     this.#timer = setInterval(() => void this.flush(), FLUSH_MS)
     this.#timer.unref()
   }
@@ -123,9 +142,14 @@ export class Budgets {
         undo()
         return deny('concurrency_exhausted', { counter: counter.name, scope: 'workspace', max_concurrent: counter.maxConcurrent }, 429)
       }
-      const hold: CounterHold = { counter, scopes: [], concurrencySlot }
+      const hold: CounterHold = { counter, scopes: [], concurrencySlot, permit: false }
       holds.push(hold)
       concurrencySlot.inFlight++
+      if (counter.maxConcurrent > 0 && this.#permits && !(await this.#takePermit(concurrencySlot, counter.maxConcurrent))) {
+        undo()
+        return deny('concurrency_exhausted', { counter: counter.name, scope: 'workspace', max_concurrent: counter.maxConcurrent }, 429)
+      }
+      hold.permit = counter.maxConcurrent > 0 && this.#permits !== undefined
       for (const { scope, slot } of scopes) {
         if (slot.max > 0) {
           // Something must be left even when nothing is reserved up front (a response counter
@@ -183,9 +207,25 @@ export class Budgets {
     }
   }
 
+  /** One of the slot's database permits for this request: a spare one, else one more from the database. */
+  async #takePermit(slot: Slot, max: number): Promise<boolean> {
+    if (slot.permits > slot.permitUsers) {
+      slot.permitUsers++
+      return true
+    }
+    // Counted as a user before the await, so parallel requests each take their own permit.
+    slot.permitUsers++
+    const got = await this.#permits!.take(slot.k.key, max, 1).catch(() => 0)
+    slot.permits += got
+    if (got > 0) return true
+    slot.permitUsers--
+    return false
+  }
+
   /** Returns every held amount (the request was denied or failed before any debit). */
   #release(r: Reservation): void {
     for (const h of r.holds) {
+      if (h.permit) h.concurrencySlot.permitUsers = Math.max(0, h.concurrencySlot.permitUsers - 1)
       h.concurrencySlot.inFlight = Math.max(0, h.concurrencySlot.inFlight - 1)
       for (const { held } of h.scopes) if (held.slot.max > 0) held.slot.lease += held.amount
     }
@@ -208,6 +248,7 @@ export class Budgets {
     r.settled = true
     let owed = false
     for (const h of r.holds) {
+      if (h.permit) h.concurrencySlot.permitUsers = Math.max(0, h.concurrencySlot.permitUsers - 1)
       h.concurrencySlot.inFlight = Math.max(0, h.concurrencySlot.inFlight - 1)
       const v = actual.get(h.counter.name) ?? { value: 0 }
       const debit = Math.max(0, Math.floor(v.value))
@@ -236,9 +277,10 @@ export class Budgets {
     return out
   }
 
-  /** Writes pending debits (write-behind). Never concurrent with itself. */
+  /** Writes pending debits (write-behind) and gives back unused permits. Never concurrent with itself. */
   flush(): Promise<void> {
     this.#flushing = this.#flushing.then(async () => {
+      await this.#givePermits()
       const items: { k: LedgerKey; delta: number; slot: Slot }[] = []
       for (const slot of this.#slots.values()) if (slot.pending !== 0) items.push({ k: slot.k, delta: slot.pending, slot })
       if (!items.length) return
@@ -254,6 +296,19 @@ export class Budgets {
       }
     })
     return this.#flushing
+  }
+
+  /** Permits no request uses go back to the database (a failed give keeps them for the next flush). */
+  async #givePermits(): Promise<void> {
+    if (!this.#permits) return
+    for (const slot of this.#slots.values()) {
+      const spare = slot.permits - slot.permitUsers
+      if (spare <= 0) continue
+      slot.permits -= spare
+      await this.#permits.give(slot.k.key, spare).catch(() => {
+        slot.permits += spare
+      })
+    }
   }
 
   /** Flushes and returns unused leases to the ledger (stop, or a workspace torn down). */

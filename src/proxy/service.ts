@@ -14,7 +14,7 @@ import { resolveLimits, type ProxyLimits } from './limits.js'
 import type { ProxyCore, ProxyCounters, ProxyLog } from './request-state.js'
 import { TASK_ENDED_CHANNEL, TaskLiveness } from './task-liveness.js'
 import { CREDENTIALS_CHANNEL, OrgSecrets, SECRETS_CHANNEL, Sealer, StaticCredentialBroker, loadMasterKey, type CredentialBroker, type SecretsSource } from '../secrets/index.js'
-import { Budgets } from './budgets.js'
+import { Budgets, type ConcurrencyPermitSource } from './budgets.js'
 import { CapabilityTokens, loadTokenKey } from '../secrets/index.js'
 import { Upstream } from './upstream.js'
 import { AddressGuard, type Endpoint } from './address-guard.js'
@@ -29,6 +29,8 @@ export interface ProxyServiceOptions {
   store: Store
   audit: AuditSink
   dataDir: string
+  /** `max_concurrent` permits in the database, shared by every replica (budgets.ts); unset: per process. */
+  permits?: ConcurrencyPermitSource
   /** Compiles a role's caps.yaml text; defaults to the policy module's cached compiler. */
   compile?: (capabilities: string) => CompileResult
   port?: number
@@ -114,7 +116,7 @@ export class ProxyService {
     // The control plane announces changes (payload: org id); every proxy process drops its copy.
     if (secrets instanceof OrgSecrets) this.#unlisten.push(await o.store.listen(SECRETS_CHANNEL, (orgId) => secrets.invalidate(orgId)))
     if (credentials instanceof StaticCredentialBroker) this.#unlisten.push(await o.store.listen(CREDENTIALS_CHANNEL, (orgId) => credentials.invalidate(orgId)))
-    const budgets = new Budgets(budgetLedgers(o.store))
+    const budgets = new Budgets(budgetLedgers(o.store), o.permits)
     const log = o.logger ?? consoleLog
     const counters = newCounters()
     // Task tokens stop at their task's end: the controller announces it (task-liveness.ts).

@@ -87,6 +87,12 @@ export function isArchivable(volume: WorkspaceVolume): volume is ArchivableVolum
   return typeof (volume as Partial<ArchivableVolume>).archiveTo === 'function' && typeof (volume as Partial<ArchivableVolume>).extractFrom === 'function'
 }
 
+/** A workspace's agent that still runs where the workspace runs, as `adopt` finds it. */
+export interface RunningAgent {
+  readonly workspaceId: string
+  readonly process: AgentProcess
+}
+
 export interface WorkspaceHandle {
   readonly workspaceId: string
   /** The workspace's /data. */
@@ -219,6 +225,14 @@ export interface WorkspaceRuntime {
   check(): Promise<RuntimeCheck>
   /** Creates (or, after a crash, re-adopts) the workspace directory; restores a fork's snapshot. */
   provision(spec: ProvisionSpec): Promise<WorkspaceHandle>
+  /**
+   * Optional, for drivers whose agents outlive the replica that started them (Kubernetes pods):
+   * the agents still running in these workspaces (all when unset), followed from now on by this
+   * process. A replica taking over a dead one's workspace (docs/workspaces.md "Takeover") lets
+   * such a task go on; without this hook (or with no agent found) the task fails `replica_lost`
+   * and /data is provisioned from the last snapshot.
+   */
+  adopt?(workspaceIds?: readonly string[]): Promise<RunningAgent[]>
   /** Starts the agent inside the workspace; at most one agent per workspace at a time. */
   startAgent(workspaceId: string, launch: AgentLaunch): Promise<AgentProcess>
   /** Ends the running agent (grace period, then SIGKILL); resolves when it is gone. No-op when none runs. */

@@ -5,9 +5,9 @@
 import { readFile } from 'node:fs/promises'
 import type { Logger } from 'pino'
 import type { AuditWriter } from '../audit/index.js'
-import { ProxyService, type AgentCallbacks, type CorralCa, type Endpoint } from '../proxy/index.js'
+import { ProxyService, type AgentCallbacks, type ConcurrencyPermitSource, type CorralCa, type Endpoint } from '../proxy/index.js'
 import type { CapabilityTokens, Sealer } from '../secrets/index.js'
-import { WORKSPACE_STOPPED_CHANNEL, type Store } from '../store/index.js'
+import { WORKSPACE_STOPPED_CHANNEL, concurrencyPermits, type Store } from '../store/index.js'
 
 export interface ProxyParts {
   store: Store
@@ -27,6 +27,8 @@ export interface ProxyParts {
   ownEndpoints?: () => readonly Endpoint[]
   /** Who answers the agents' callbacks to corral.internal (the workspace lifecycle); read at each callback. */
   agentCallbacks?: AgentCallbacks
+  /** `max_concurrent` permits shared by every replica (PostgreSQL; permitSource below). */
+  permits?: ConcurrencyPermitSource
 }
 
 export interface RunningProxy {
@@ -44,6 +46,7 @@ export async function startProxy(parts: ProxyParts): Promise<RunningProxy> {
     ...(upstreamCaPem.length ? { upstreamCaPem } : {}),
     ...(parts.ownEndpoints ? { ownEndpoints: parts.ownEndpoints } : {}),
     ...(parts.agentCallbacks ? { agentCallbacks: parts.agentCallbacks } : {}),
+    ...(parts.permits ? { permits: parts.permits } : {}),
   })
   const port = await service.start()
   const unlisten = await parts.store.listen(WORKSPACE_STOPPED_CHANNEL, (id) => void service.workspaces.deactivate(id))
@@ -84,5 +87,14 @@ export function databaseEndpoint(dbUrl: string | undefined): Endpoint[] {
     return [{ host: u.hostname.replace(/^\[|\]$/g, '') || '127.0.0.1', port: Number(u.port || 5432) }]
   } catch {
     return []
+  }
+}
+
+/** A replica's `max_concurrent` permits in the database, held under its id (its heartbeat keeps them). */
+export function permitSource(store: Store, replica: { id: string; ttlMs: number }): ConcurrencyPermitSource {
+  const permits = concurrencyPermits(store)
+  return {
+    take: (key, max, want) => permits.takePermits(key, replica.id, max, want, replica.ttlMs),
+    give: (key, n) => permits.returnPermits(key, replica.id, n),
   }
 }

@@ -19,7 +19,7 @@ import { openStore } from '../store/index.js'
 import { startApi } from './api.js'
 import { serveConfig, type ServeConfig, type ServeOptions } from './config.js'
 import { openPackContent } from './packs.js'
-import { databaseEndpoint, endpointOf, startProxy } from './proxy.js'
+import { databaseEndpoint, endpointOf, permitSource, startProxy } from './proxy.js'
 import { startReplica } from './replica.js'
 import { Teardown } from './teardown.js'
 import { buildWorkspaces, openRuntime } from './workspaces.js'
@@ -92,6 +92,7 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
     upstreamCaFiles: config.upstreamCaFiles,
     ownEndpoints: () => [...listeners.flatMap(endpointOf), ...databaseEndpoint(config.dbUrl)],
     agentCallbacks: () => agentCallbacks,
+    ...(replica.leases ? { permits: permitSource(store, replica) } : {}),
   })
   listeners.push(proxy.url)
   teardown.add('proxy', () => proxy.stop())
@@ -99,7 +100,7 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
   const packContent = await openPackContent(config)
   const driver = await openRuntime(config, new URL(proxy.url), logger)
   teardown.add('runtime', () => driver.runtime.close())
-  const workspaces = buildWorkspaces(config, { store, audit, logger, tokens, packContent, driver })
+  const workspaces = buildWorkspaces(config, { store, audit, logger, tokens, packContent, driver, replica })
   agentCallbacks = workspaces.agentCallbacks
   teardown.add('workspaces', async () => {
     agentCallbacks = undefined

@@ -18,7 +18,8 @@ import {
 } from '../runtime/index.js'
 import type { WorkspaceDirectory, WorkspaceLifecycle } from '../server/index.js'
 import type { Store } from '../store/index.js'
-import { AgentEvents, WorkspaceService } from '../workspaces/index.js'
+import { AgentEvents, LeaseOwnership, WorkspaceService } from '../workspaces/index.js'
+import type { Replica } from './replica.js'
 import type { ServeConfig } from './config.js'
 
 export interface RuntimeDriver {
@@ -67,6 +68,8 @@ export interface WorkspaceParts {
   tokens: CapabilityTokens
   packContent: PackContent
   driver: RuntimeDriver
+  /** This process as a replica: on PostgreSQL its leases decide which workspaces it runs. */
+  replica: Replica
 }
 
 export interface RunningWorkspaces {
@@ -82,9 +85,11 @@ export interface RunningWorkspaces {
 
 /** Builds the controller and its agent-callback handler; nothing runs until start(). */
 export function buildWorkspaces(config: ServeConfig, parts: WorkspaceParts): RunningWorkspaces {
-  const { store, audit, packContent, driver } = parts
+  const { store, audit, packContent, driver, replica } = parts
   const packTrees = new PackTrees(packContent, config.packRegistry)
+  const leases = replica.leases
   const controller = new WorkspaceService({
+    ...(leases ? { ownership: new LeaseOwnership(store, { id: replica.id, ttlMs: replica.ttlMs, leases, onBeat: (cb) => replica.onBeat(cb) }, parts.logger) } : {}),
     store, audit, runtime: driver.runtime, tokens: parts.tokens, logger: parts.logger,
     agentCommand: config.agentCommand,
     packs: {

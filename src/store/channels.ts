@@ -6,3 +6,6 @@ export const WORKSPACE_STOPPED_CHANNEL = 'corral_workspace_stopped'
 
 /** A task ended (payload: `<workspace id>/<task id>`); every proxy stops taking its token. */
 export const TASK_ENDED_CHANNEL = 'corral_task_ended'
+
+/** Reconcile this workspace (payload: its id): a replica asks the lease owner to act on a change it wrote. */
+export const WORKSPACE_KICK_CHANNEL = 'corral_workspace_kick'

@@ -2,6 +2,7 @@
 // what the routes call. Other folders import from here, never from the files beside it.
 export { WorkspaceService } from './service.js'
 export type { Actor, TaskInput, TokenMinter, WorkspaceServiceOptions } from './options.js'
+export { LeaseOwnership, SOLO_OWNERSHIP, type Claim, type Ownership, type OwnershipHooks, type ReplicaSeat } from './ownership.js'
 export { AgentEvents, type AgentCallbackTarget } from './agent-callbacks.js'
 export { TASK_LONG_POLL_MS, type PollToken, type TokenAhead } from './hand-over.js'
 export { DEFAULT_TASK_TIMEOUT_SECONDS } from './task-runner.js'

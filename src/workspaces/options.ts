@@ -4,6 +4,7 @@ import type { Logger } from 'pino'
 import type { AuditSink } from '../contract/index.js'
 import type { WorkspaceRuntime } from '../runtime/index.js'
 import type { Store, TaskOptions } from '../store/index.js'
+import type { Ownership } from './ownership.js'
 import type { PackSource } from './packs.js'
 
 /** Who acts: `userId` attributes audit rows, `creatorId` is the `:own` identity (key id for API keys). */
@@ -55,6 +56,10 @@ export interface WorkspaceServiceOptions {
   diskQuotaMb?: number
   /** Pause between two measurements of /data while a task runs (default 2 s). */
   diskCheckIntervalMs?: number
+  /** Which replica acts on which workspace (ownership.ts `LeaseOwnership` on PostgreSQL); default: this process owns every workspace. */
+  ownership?: Ownership
+  /** How long an API stop or archive waits for the owning replica to finish it (default 120 s). */
+  remoteWaitMs?: number
 }
 
 /** Whether the service was closed: every part stops scheduling work once it is. */

@@ -4,15 +4,19 @@
 // warm a pool member, or stop. Every unsettled workspace is visited at start and on a slow timer,
 // so a crash of `serve` in the middle of a provision, a task or a stop leaves nothing stuck.
 import type { Logger } from 'pino'
-import type { WorkspaceRuntime } from '../runtime/index.js'
+import type { ProvisionSpec, WorkspaceRuntime } from '../runtime/index.js'
 import { WORKSPACE_STOPPED_CHANNEL, type Store, type WorkspaceRecord, type WorkspacesRepository } from '../store/index.js'
 import type { DiskQuota } from './disk-quota.js'
 import type { HandOver } from './hand-over.js'
 import type { AgentLauncher } from './launcher.js'
 import type { WorkspaceLocks } from './locks.js'
 import type { Lifetime } from './options.js'
+import type { Ownership } from './ownership.js'
 import type { LifecycleRecords } from './records.js'
 import type { TaskRunner } from './task-runner.js'
+
+/** States in which a workspace has something running for it on a replica: they need the lease. */
+const LIVE_STATES: ReadonlySet<string> = new Set(['provisioning', 'idle', 'busy', 'stopping'])
 
 export interface ReconcilerOptions {
   store: Store
@@ -24,6 +28,8 @@ export interface ReconcilerOptions {
   launcher: AgentLauncher
   disk: DiskQuota
   lifetime: Lifetime
+  /** Which replica acts on a workspace (ownership.ts); SOLO_OWNERSHIP on one process. */
+  ownership: Ownership
   /** One pass of the warm pools (after every full reconcile). */
   fillPools: () => Promise<void>
   intervalMs?: number
@@ -59,21 +65,46 @@ export class Reconciler {
       this.#o.logger?.error({ err }, 'reconcile scan failed')
       return [] as string[]
     })
-    await Promise.all(ids.map((id) => this.kick(id)))
+    // Workspaces another live replica owns are its business (it reconciles them itself).
+    const elsewhere = await this.#o.ownership.ownedElsewhere(ids).catch(() => new Set<string>())
+    await Promise.all(ids.filter((id) => !elsewhere.has(id)).map((id) => this.kick(id, false)))
     await this.#o.fillPools()
   }
 
-  /** Schedules a reconcile of one workspace; resolves when it ran. */
-  kick(workspaceId: string): Promise<void> {
-    return this.#o.locks.run(workspaceId, () => this.#reconcile(workspaceId)).catch((err: unknown) => {
+  /**
+   * Schedules a reconcile of one workspace; resolves when it ran. When another replica owns the
+   * workspace, `nudge` (default) asks that owner to reconcile it instead (a change written here).
+   */
+  kick(workspaceId: string, nudge = true): Promise<void> {
+    return this.#o.locks.run(workspaceId, () => this.#reconcile(workspaceId, nudge)).catch((err: unknown) => {
       this.#o.logger?.error({ err, workspace_id: workspaceId }, 'workspace reconcile failed')
     })
   }
 
-  async #reconcile(id: string): Promise<void> {
+  /**
+   * The workspace as this replica may act on it (caller holds the lock): claims its lease when it
+   * is live, taking it over from a replica that stopped beating; undefined when another replica
+   * owns it (or the takeover ended it).
+   */
+  async own(ws: WorkspaceRecord): Promise<WorkspaceRecord | undefined> {
+    if (!LIVE_STATES.has(ws.state)) return ws
+    const claim = await this.#o.ownership.claim(ws.id)
+    if (!claim.owned) return undefined
+    return claim.takeover ? this.#takeOver(ws, claim.takeover) : ws
+  }
+
+  async #reconcile(id: string, nudge: boolean): Promise<void> {
     if (this.#o.lifetime.closed) return
-    let ws = await this.#t.byId(id)
-    if (!ws) return
+    const found = await this.#t.byId(id)
+    if (!found) return
+    let ws = await this.own(found)
+    if (!ws) {
+      if (nudge && LIVE_STATES.has(found.state)) await this.#o.ownership.nudge(id)
+      return
+    }
+    // A task cancelled through another replica: its agent runs here, so it is stopped here.
+    const runningId = this.#o.runner.runningTask(ws.id)
+    if (runningId && (await this.#t.tasks.byId(runningId))?.status === 'cancelled') await this.#o.runner.stopIfRunning(ws.id, runningId)
     if (ws.state === 'provisioning') {
       if (ws.desired_state !== 'running') {
         await this.stopNow(ws)
@@ -113,11 +144,7 @@ export class Reconciler {
 
   async #provision(ws: WorkspaceRecord): Promise<boolean> {
     try {
-      const handle = await this.#o.runtime.provision({
-        workspaceId: ws.id,
-        owner: { orgId: ws.org_id, roleId: ws.role_id },
-        ...(ws.parent_workspace_id && ws.fork_point_task_count ? { forkFrom: { workspaceId: ws.parent_workspace_id, taskCount: ws.fork_point_task_count } } : {}),
-      })
+      const handle = await this.#o.runtime.provision(provisionSpec(ws))
       this.#o.disk.remember(ws.id, handle.volume)
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err)
@@ -175,6 +202,42 @@ export class Reconciler {
   async #stopped(ws: WorkspaceRecord, actorUserId: string | undefined): Promise<void> {
     await this.#o.records.emit(ws, 'workspace_stopped', actorUserId ?? ws.created_by_user_id)
     await this.#o.store.notify(WORKSPACE_STOPPED_CHANNEL, ws.id)
+    // A stopped workspace runs nowhere: no replica needs to own it (a task restarts it anywhere).
+    await this.#o.ownership.release(ws.id).catch((err: unknown) => this.#o.logger?.warn({ err, workspace_id: ws.id }, 'workspace lease not released'))
+  }
+
+  /**
+   * Takes over a workspace whose owner stopped heartbeating (docs/workspaces.md "Takeover"). A
+   * driver that can adopt it (its agent kept running) keeps the task going; otherwise the running
+   * task fails `replica_lost` and /data comes back from the last snapshot, and the workspace is
+   * `idle` again (a queued task then starts here). Caller holds the lock.
+   */
+  async #takeOver(ws: WorkspaceRecord, previousOwner: string): Promise<WorkspaceRecord | undefined> {
+    this.#o.logger?.warn({ workspace_id: ws.id, previous_owner: previousOwner, state: ws.state }, 'taking over a workspace from a replica that stopped heartbeating')
+    // A driver whose agents outlive their replica (Kubernetes) keeps the running task going here.
+    const running = ws.state === 'busy' ? (await this.#t.tasks.running(ws.id))[0] : undefined
+    const agent = running && this.#o.runtime.adopt ? (await this.#o.runtime.adopt([ws.id]))[0] : undefined
+    if (running && agent) {
+      const handle = await this.#o.runtime.provision(provisionSpec(ws)) // re-adopts its /data
+      this.#o.disk.remember(ws.id, handle.volume)
+      await this.#o.runner.attach(ws, running, agent.process)
+      return ws
+    }
+    for (const t of await this.#t.tasks.running(ws.id)) await this.#o.records.finishTask(ws, t.id, 'failed', 'replica_lost')
+    if (ws.state === 'provisioning') return ws // the reconcile step provisions it
+    try {
+      const handle = await this.#o.runtime.provision(provisionSpec(ws))
+      this.#o.disk.remember(ws.id, handle.volume)
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err)
+      this.#o.logger?.error({ err, workspace_id: ws.id }, 'takeover: /data could not be restored')
+      await this.#t.update(ws.id, { state: 'stopped', desired_state: 'stopped', failure: `taken over from replica ${previousOwner}; /data could not be restored: ${message}`.slice(0, 500) })
+      await this.#finishQueued(ws, 'failed', 'provision_failed')
+      await this.#stopped(ws, undefined)
+      return undefined
+    }
+    await this.#t.transition(ws.id, ['busy'], 'idle')
+    return this.#t.byId(ws.id)
   }
 
   async #armIdle(ws: WorkspaceRecord): Promise<void> {
@@ -201,4 +264,16 @@ export class Reconciler {
     if (t) clearTimeout(t)
     this.#idleTimers.delete(id)
   }
+}
+
+/**
+ * Where a workspace's /data comes from: what this replica has (re-adopted), else the snapshot
+ * after its last completed task (a restart or a takeover on another replica), else a fork's
+ * parent snapshot, else empty.
+ */
+function provisionSpec(ws: WorkspaceRecord): ProvisionSpec {
+  const base = { workspaceId: ws.id, owner: { orgId: ws.org_id, roleId: ws.role_id } }
+  if (ws.task_count > 0) return { ...base, forkFrom: { workspaceId: ws.id, taskCount: ws.task_count } }
+  if (ws.parent_workspace_id && ws.fork_point_task_count) return { ...base, forkFrom: { workspaceId: ws.parent_workspace_id, taskCount: ws.fork_point_task_count } }
+  return base
 }

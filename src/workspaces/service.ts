@@ -14,6 +14,7 @@ import { HandOver, type PollToken, type TokenAhead } from './hand-over.js'
 import { AgentLauncher } from './launcher.js'
 import { WorkspaceLocks } from './locks.js'
 import type { Actor, Lifetime, TaskInput, WorkspaceServiceOptions } from './options.js'
+import { SOLO_OWNERSHIP, type Ownership } from './ownership.js'
 import { Reconciler } from './reconcile.js'
 import { LifecycleRecords } from './records.js'
 import { TaskRunner } from './task-runner.js'
@@ -33,10 +34,12 @@ export class WorkspaceService {
   readonly #runner: TaskRunner
   readonly #reconciler: Reconciler
   readonly #pools: WarmPools
+  readonly #ownership: Ownership
 
   constructor(opts: WorkspaceServiceOptions) {
     this.#o = opts
     this.#t = opts.store.workspaces
+    this.#ownership = opts.ownership ?? SOLO_OWNERSHIP
     const { store, runtime, tokens, logger } = opts
     const kick = (id: string): void => void this.kick(id)
     const warmAgents = opts.warmAgents !== false
@@ -53,7 +56,7 @@ export class WorkspaceService {
     })
     this.#reconciler = new Reconciler({
       store, runtime, records: this.#records, locks: this.#locks, runner: this.#runner, handOver: this.#handOver, launcher: this.#launcher, disk,
-      lifetime: this.#life, fillPools: () => this.fillPools(), ...pick(opts, 'logger'), ...(opts.reconcileIntervalMs ? { intervalMs: opts.reconcileIntervalMs } : {}),
+      lifetime: this.#life, ownership: this.#ownership, fillPools: () => this.fillPools(), ...pick(opts, 'logger'), ...(opts.reconcileIntervalMs ? { intervalMs: opts.reconcileIntervalMs } : {}),
     })
     this.#pools = new WarmPools({
       store, records: this.#records, locks: this.#locks, handOver: this.#handOver, lifetime: this.#life, kick, warmAgents,
@@ -66,11 +69,13 @@ export class WorkspaceService {
   }
 
   /** Reconciles everything once (crash recovery), then keeps a slow loop running as a safety net. */
-  start(): Promise<void> {
-    return this.#reconciler.start()
+  async start(): Promise<void> {
+    await this.#ownership.start({ kick: (id) => void this.kick(id, false), lost: (id) => void this.#lost(id) })
+    await this.#reconciler.start()
   }
 
   async close(): Promise<void> {
+    await this.#ownership.close()
     this.#life.closed = true
     this.#reconciler.close()
     this.#pools.close()
@@ -84,9 +89,30 @@ export class WorkspaceService {
     return this.#reconciler.reconcileAll()
   }
 
-  /** Schedules a reconcile of one workspace; resolves when it ran. */
-  kick(workspaceId: string): Promise<void> {
-    return this.#reconciler.kick(workspaceId)
+  /** Schedules a reconcile of one workspace (or asks the replica that owns it to); resolves when it ran. */
+  kick(workspaceId: string, nudge = true): Promise<void> {
+    return this.#reconciler.kick(workspaceId, nudge)
+  }
+
+  /** Another replica took the workspace over (this one missed its heartbeats): let go of it here, writing nothing. */
+  async #lost(workspaceId: string): Promise<void> {
+    await this.#locks.run(workspaceId, async () => {
+      this.#runner.takeRunning(workspaceId)
+      this.#handOver.drop(workspaceId)
+      this.#launcher.forget(workspaceId)
+      await this.#o.runtime.stopAgent(workspaceId)
+    }).catch((err: unknown) => this.#o.logger?.error({ err, workspace_id: workspaceId }, 'letting go of a lost workspace failed'))
+  }
+
+  /** Waits (bounded) until another replica moved the workspace to one of `states`. */
+  async #awaitState(orgId: string, workspaceId: string, states: readonly string[]): Promise<WorkspaceRecord> {
+    const deadline = Date.now() + (this.#o.remoteWaitMs ?? 120_000)
+    for (;;) {
+      const ws = await this.#records.mustGet(orgId, workspaceId)
+      if (states.includes(ws.state)) return ws
+      if (Date.now() > deadline) throw apiError('service_unavailable', `workspace ${workspaceId} is ${ws.state}; the replica that runs it has not finished yet; retry`)
+      await new Promise((r) => setTimeout(r, 100))
+    }
   }
 
   fillPools(): Promise<void> {
@@ -184,30 +210,43 @@ export class WorkspaceService {
       const ws = (await this.#t.byId(task.workspace_id))!
       if (await this.#records.finishTask(ws, taskId, 'cancelled', 'cancelled_by_user')) await this.#runner.stopIfRunning(ws.id, taskId)
     })
+    // Its agent may run on another replica: the owner's reconcile stops it.
+    void this.kick(task.workspace_id)
     return (await this.#t.tasks.get(orgId, taskId))!
   }
 
   /** POST /v1/workspaces/{id}/stop: snapshot and tear down; resolves when stopped. */
   async stop(orgId: string, workspaceId: string, actorUserId?: string): Promise<WorkspaceRecord> {
-    return this.#locks.run(workspaceId, async () => {
-      const ws = await this.#records.mustGet(orgId, workspaceId)
-      if (ws.state === 'stopped' || ws.state === 'archived') throw apiError('workspace_already_stopped', `workspace ${ws.id} is already ${ws.state}`)
-      await this.#t.update(ws.id, { desired_state: 'stopped' })
-      await this.#reconciler.stopNow(ws, actorUserId)
+    const here = await this.#locks.run(workspaceId, async () => {
+      const found = await this.#records.mustGet(orgId, workspaceId)
+      if (found.state === 'stopped' || found.state === 'archived') throw apiError('workspace_already_stopped', `workspace ${found.id} is already ${found.state}`)
+      await this.#t.update(found.id, { desired_state: 'stopped' })
+      const ws = await this.#reconciler.own(found)
+      if (!ws) return undefined
+      if (ws.state !== 'stopped') await this.#reconciler.stopNow(ws, actorUserId)
       return (await this.#t.byId(ws.id))!
     })
+    if (here) return here
+    // Another replica runs it: the stop is written; its owner snapshots and stops it.
+    await this.#ownership.nudge(workspaceId)
+    return this.#awaitState(orgId, workspaceId, ['stopped', 'archived'])
   }
 
   async archive(orgId: string, workspaceId: string, actorUserId: string): Promise<WorkspaceRecord> {
-    return this.#locks.run(workspaceId, async () => {
-      const ws = await this.#records.mustGet(orgId, workspaceId)
-      if (ws.state === 'archived') return ws
-      await this.#t.update(ws.id, { desired_state: 'archived' })
+    const here = await this.#locks.run(workspaceId, async () => {
+      const found = await this.#records.mustGet(orgId, workspaceId)
+      if (found.state === 'archived') return found
+      await this.#t.update(found.id, { desired_state: 'archived' })
+      const ws = await this.#reconciler.own(found)
+      if (!ws) return undefined
       if (ws.state !== 'stopped') await this.#reconciler.stopNow(ws, actorUserId)
       await this.#t.update(ws.id, { state: 'archived', archived_at: new Date().toISOString() })
       await this.#records.emit(ws, 'workspace_archived', actorUserId)
       return (await this.#t.byId(ws.id))!
     })
+    if (here) return here
+    await this.#ownership.nudge(workspaceId)
+    return this.#awaitState(orgId, workspaceId, ['archived'])
   }
 
   /** Unarchive lands in `stopped` (the spec leaves it open; docs/workspaces.md): a task restarts it. */

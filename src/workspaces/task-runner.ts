@@ -63,6 +63,28 @@ export class TaskRunner {
     return this.#running.has(workspaceId)
   }
 
+  /** The id of the task whose agent this process runs in the workspace, if any. */
+  runningTask(workspaceId: string): string | undefined {
+    return this.#running.get(workspaceId)?.taskId
+  }
+
+  /**
+   * Watches an agent that another replica started and a driver adopted (a takeover that keeps the
+   * task going, reconcile.ts): its remaining time and its exit are this process's now.
+   */
+  async attach(ws: WorkspaceRecord, task: TaskRecord, proc: AgentProcess): Promise<void> {
+    const role = await this.#o.workspaces.role(ws.org_id, { id: ws.role_id })
+    const started = task.started_at ? Date.parse(task.started_at) : Date.now()
+    const leftMs = Math.max(0, started + this.timeoutSeconds(role) * 1000 - Date.now())
+    const run: RunningTask = { taskId: task.id, process: proc }
+    run.timer = setTimeout(() => void this.#timeout(ws.id, task.id), leftMs)
+    run.timer.unref()
+    this.#running.set(ws.id, run)
+    void proc.exited.then((exit) => this.#o.locks.run(ws.id, () => this.#afterAgent(ws.id, task.id, exit)).catch((err: unknown) => {
+      this.#o.logger?.error({ err, workspace_id: ws.id }, 'after-task handling failed')
+    }))
+  }
+
   /** Whether a task's /data is being measured against the disk quota now (diagnostics, tests). */
   watchingDisk(workspaceId: string): boolean {
     const disk = this.#running.get(workspaceId)?.disk

@@ -1,0 +1,203 @@
+// Two `corral serve` replicas on one PostgreSQL database and one registry act as one control plane
+// (issue 10 §1; docs/workspaces.md "Replicas and leases", docs/reliability.md "Replicas"): a key
+// revoked on A is refused on B at once; B's org stream carries A's events; 50 parallel requests
+// through both proxies never pass a `max_concurrent: 5` / `max: 20` counter; kill -9 of A mid-task
+// → B takes A's workspace over (lease TTL 2 s here), the task fails `replica_lost`, /data comes
+// back from the registry snapshot, a follow-up task runs on B, and its snapshot lists and forks
+// from B. Local runtime (process where bubblewrap cannot run). Needs CORRAL_TEST_PG_URL and the
+// registry (docker-registry).
+import { appendFileSync, mkdirSync, readFileSync } from 'node:fs'
+import { createServer, type Server } from 'node:https'
+import type { AddressInfo } from 'node:net'
+import { join, resolve } from 'node:path'
+import { ProxyAgent, fetch as undiciFetch } from 'undici'
+import { afterAll, beforeAll, expect, it } from 'vitest'
+import { CapabilityTokens, loadTokenKey } from '../../src/secrets/index.js'
+import { openStore } from '../../src/store/index.js'
+import { proxyTables } from '../../src/store/proxy-tables.js'
+import { describePostgres } from '../helpers/dialects.js'
+import { registryAvailable, startRegistry, type TestRegistry } from '../helpers/registry.js'
+import { startServe, startStack, type RunningServe, type Stack } from '../helpers/serve.js'
+import { bwrapAvailable } from '../runtime/helpers.js'
+
+const RUNTIME = (await bwrapAvailable()) ? 'local' : 'process'
+const LEASE_TTL = '2'
+
+/** The model: a long task blocks in a command (A is killed meanwhile); the others write and read a file. */
+function script(body: any) {
+  // A resumed session's new task message also carries the previous turn's tool results: the task's
+  // words decide first.
+  const last = JSON.stringify(body.messages.at(-1))
+  if (last.includes('long task')) return { tools: [{ name: 'run_command', input: { command: 'sleep 120', timeout_seconds: 300 } }], usage: { input: 5, output: 3 } }
+  if (last.includes('read it back')) return { tools: [{ name: 'run_command', input: { command: 'cat before.txt > after-takeover.txt' } }], usage: { input: 5, output: 3 } }
+  if (last.includes('write a file')) return { tools: [{ name: 'write_file', input: { path: 'before.txt', content: 'written on A\n' } }], usage: { input: 5, output: 3 } }
+  return { text: 'Done.', tools: [{ name: 'finish', input: { summary: 'done' } }], usage: { input: 5, output: 3 } }
+}
+
+const budgetCaps = (port: number) => `
+- name: calls
+  type: http
+  allow:
+    - domains: ["127.0.0.1:${port}"]
+      allow_private: ["127.0.0.0/8"]
+      methods: [GET]
+  budgets:
+    counters:
+      - name: calls
+        source: request.count
+        max_concurrent: 5
+        workspace: { max: 20 }
+`
+
+describePostgres('two serve replicas on one database', (baseUrl) => {
+  const enabled = registryAvailable()
+  let registry: TestRegistry | undefined
+  let a: Stack
+  let b: RunningServe
+  const api = async (s: { url: string }, method: string, path: string, body?: unknown, key = a.serve.adminKey) => {
+    const res = await fetch(`${s.url}/v1${path}`, {
+      method, headers: { authorization: `Bearer ${key}`, ...(body ? { 'content-type': 'application/json' } : {}) }, ...(body ? { body: JSON.stringify(body) } : {}),
+    })
+    return { status: res.status, body: await res.json() as any }
+  }
+
+  beforeAll(async () => {
+    if (!enabled) return
+    const results = resolve(import.meta.dirname, '../../test-results')
+    mkdirSync(results, { recursive: true })
+    appendFileSync(join(results, 'pg-suites-ran'), 'replicas.test.ts\n')
+    registry = await startRegistry()
+    // What replicas share besides the database: the registry and the master key (sealed material).
+    const env = { CORRAL_PACK_REGISTRY: `${registry.host}/corral`, CORRAL_MASTER_KEY: 'a1'.repeat(32) }
+    const args = ['--lease-ttl', LEASE_TTL]
+    a = await startStack({ runtime: RUNTIME, db: { postgres: baseUrl }, model: script, env, args, role: { name: 'coder', capabilities: '- name: model\n  type: http\n  allow:\n    - domains: ["127.0.0.1"]\n      methods: [POST]\n      paths: [/v1/messages]\n' } })
+    const dbUrl = /--db (\S+)/.exec(a.serve.process.spawnargs.join(' '))![1]!
+    b = await startServe({ db: dbUrl, env: { ...env, CORRAL_UPSTREAM_CA: join(a.dir, 'upstream-ca.pem') }, args: ['--runtime', RUNTIME, ...args] })
+  }, 90_000)
+
+  afterAll(async () => {
+    await b?.stop()
+    await a?.close()
+    await registry?.stop()
+  })
+
+  it.runIf(enabled)('a key revoked on A is refused on B at once; B\'s org stream carries A\'s events', async () => {
+    const stream = await fetch(`${b.url}/v1/activity/stream?filter=event_type=api_key_created`, { headers: { authorization: `Bearer ${a.serve.adminKey}` } })
+    expect(stream.status).toBe(200)
+    const key = (await api(a.serve, 'POST', '/api-keys', { label: 'replicated', permission_set: 'read_only' })).body
+    expect((await api(b, 'GET', '/me', undefined, key.value)).status).toBe(200)
+    const reader = stream.body!.getReader()
+    let text = ''
+    while (!text.includes(key.id)) {
+      const { value, done } = await reader.read()
+      if (done) break
+      text += new TextDecoder().decode(value)
+    }
+    await reader.cancel()
+    expect(text).toContain(key.id)
+    expect((await api(a.serve, 'DELETE', `/api-keys/${key.id}`)).status).toBe(200)
+    expect((await api(b, 'GET', '/me', undefined, key.value)).status).toBe(401)
+  })
+
+  it.runIf(enabled)('50 parallel requests through both proxies never pass max_concurrent 5 or max 20', async () => {
+    // An upstream that holds every request a while and counts how many it holds at once.
+    let inFlight = 0
+    let maxInFlight = 0
+    let served = 0
+    const tls = await a.upstreamTls('127.0.0.1')
+    const upstream: Server = createServer(tls, (_req, res) => {
+      inFlight++
+      served++
+      maxInFlight = Math.max(maxInFlight, inFlight)
+      setTimeout(() => {
+        inFlight--
+        res.end('{"ok":true}')
+      }, 150)
+    })
+    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r))
+    const port = (upstream.address() as AddressInfo).port
+    const dbUrl = /--db (\S+)/.exec(a.serve.process.spawnargs.join(' '))![1]!
+    const store = await openStore(dbUrl)
+    let token: string
+    try {
+      const org = (await store.orgs.getByName('default'))!
+      const t = proxyTables(store.db)
+      const provider = await t.workspaces.createProvider(org.id, { name: 'budgeted' })
+      const role = await t.workspaces.createRole(org.id, { name: 'budgeted', provider_id: provider, capabilities: budgetCaps(port) })
+      const workspaceId = await t.workspaces.create(org.id, { role_id: role, created_by_user_id: 'usr_replicas' })
+      token = (await new CapabilityTokens(await loadTokenKey(store.settings)).mint({ org_id: org.id, workspace_id: workspaceId }, 600)).token
+    } finally {
+      await store.close()
+    }
+    const proxies = [a.proxyUrl, /proxy (http:\/\/[^\s,)]+)/.exec(b.output())![1]!]
+    // Each replica's proxy signs with the CA of its own data dir.
+    const cas = [a.serve.dataDir, b.dataDir].map((d) => readFileSync(join(d, 'ca.pem'), 'utf8'))
+    const agents = proxies.map((uri, i) => new ProxyAgent({ uri, token: `Bearer ${token}`, requestTls: { ca: cas[i] }, connections: 50 }))
+    const statuses: number[] = []
+    try {
+      // Rounds of 50 parallel requests (25 through each proxy) until the ceiling refuses (bounded).
+      for (let round = 0; round < 12 && !statuses.includes(-1); round++) {
+        const answers = await Promise.all(Array.from({ length: 50 }, async (_, i) => {
+          const res = await undiciFetch(`https://127.0.0.1:${port}/r${round}/${i}`, { dispatcher: agents[i % 2]! })
+          const body = await res.text()
+          return res.status === 429 && body.includes('budget_exhausted') ? -1 : res.status
+        }))
+        statuses.push(...answers)
+      }
+    } finally {
+      await Promise.all(agents.map((x) => x.close()))
+      upstream.close()
+    }
+    expect(maxInFlight).toBeLessThanOrEqual(5)
+    expect(served).toBeLessThanOrEqual(20)
+    expect(statuses.filter((s) => s === 200)).toHaveLength(served)
+    expect(statuses).toContain(-1) // the ceiling was reached
+    expect(statuses.filter((s) => s !== 200 && s !== 429 && s !== -1)).toEqual([])
+  }, 120_000)
+
+  it.runIf(enabled)('kill -9 of A mid-task: B takes the workspace over, the task fails replica_lost, a follow-up runs on B and forks from B', async () => {
+    const submitted = await api(a.serve, 'POST', '/tasks', { role_name: 'coder', description: 'write a file' })
+    expect(submitted.status, JSON.stringify(submitted.body)).toBe(202)
+    const first = submitted.body
+    const ws = first.workspace_id as string
+    expect((await a.taskDone(first.task_id)).status).toBe('completed')
+    // The after-task snapshot is taken once the agent has exited; then the workspace is idle.
+    await a.until(async () => (await api(a.serve, 'GET', `/workspaces/${ws}`)).body.state === 'idle', 'the workspace idle after its first task')
+    const long = await api(a.serve, 'POST', `/workspaces/${ws}/tasks`, { description: 'long task' })
+    expect(long.status, JSON.stringify(long.body)).toBe(202)
+    const longId = long.body.task_id as string
+    // Any replica answers: B sees the task running on A.
+    await a.until(async () => (await api(b, 'GET', `/tasks/${longId}`)).body.status === 'running', 'the long task running')
+    a.serve.process.kill('SIGKILL')
+    const until = async <T>(probe: () => Promise<T | false | undefined>, what: string): Promise<T> => {
+      for (let i = 0; i < 600; i++) {
+        const v = await probe()
+        if (v) return v
+        await new Promise((r) => setTimeout(r, 100))
+      }
+      throw new Error(`timed out waiting for ${what}\n${b.output().slice(-3000)}`)
+    }
+    const ended = await until(async () => {
+      const t = (await api(b, 'GET', `/tasks/${longId}`)).body
+      return t.status !== 'running' && t
+    }, 'the long task to end on B')
+    expect(ended).toMatchObject({ status: 'failed', reason: 'replica_lost' })
+    await until(async () => (await api(b, 'GET', `/workspaces/${ws}`)).body.state === 'idle', 'the workspace idle on B')
+    // A follow-up task on B sees A's file (restored from the registry snapshot) and completes.
+    const follow = await api(b, 'POST', `/workspaces/${ws}/tasks`, { description: 'read it back' })
+    expect(follow.status, JSON.stringify(follow.body)).toBe(202)
+    const done = await until(async () => {
+      const t = (await api(b, 'GET', `/tasks/${follow.body.task_id}`)).body
+      return ['completed', 'failed', 'cancelled'].includes(t.status) && t
+    }, 'the follow-up task on B')
+    expect(done.status).toBe('completed')
+    await until(async () => (await api(b, 'GET', `/workspaces/${ws}`)).body.state === 'idle', 'the workspace idle after the follow-up')
+    const files = (await api(b, 'GET', `/workspaces/${ws}/snapshot/files`)).body.entries
+    expect(files.map((f: any) => f.path)).toEqual(expect.arrayContaining(['before.txt', 'after-takeover.txt']))
+    expect(files.find((f: any) => f.path === 'after-takeover.txt').size).toBe('written on A\n'.length)
+    const count = (await api(b, 'GET', `/workspaces/${ws}`)).body.task_count as number
+    const child = await api(b, 'POST', `/workspaces/${ws}/fork`, { fork_point_task_count: count })
+    expect(child.status).toBe(202)
+    await until(async () => (await api(b, 'GET', `/workspaces/${child.body.workspace_id}`)).body.state === 'idle', 'the fork provisioned on B')
+  }, 180_000)
+})
