@@ -60,11 +60,8 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
   const sealer = new Sealer(await loadMasterKey(config.dataDir, config.env))
   const store = await openStore(config.dbUrl)
   teardown.add('store', () => store.close(), { mustSucceed: true })
-  // This process as a replica: its id, heartbeat and leases; a second replica without shared
-  // snapshots and packs is refused here (replica.ts). Deregistered after every other part stopped.
-  const replica = await startReplica({
-    store, logger, dataDir: config.dataDir, ttlMs: config.leaseTtlMs, sharedStores: config.packRegistry.push !== undefined,
-  })
+  // This process as a replica (replica.ts: id, heartbeat, leases; deregistered after every other part stopped).
+  const replica = await startReplica({ store, logger, dataDir: config.dataDir, ttlMs: config.leaseTtlMs, sharedStores: config.packRegistry.push !== undefined })
   teardown.add('replica', () => replica.stop())
   // Events are durable in the journal before emit() resolves; segments a previous life left
   // behind (kill -9, database down at shutdown) are replayed into the store here.
