@@ -2,7 +2,7 @@
 // providers / agent_roles / workspaces rows activation reads, and the encrypted secrets and
 // credentials. Every method takes orgId first (cross-org reads are "not found" by construction),
 // except the workspace lookup, whose org is checked by the caller against the verified token.
-import type { Kysely } from 'kysely'
+import { sql, type Kysely } from 'kysely'
 import { newId, nowIso } from '../contract/index.js'
 
 interface ProvidersTable {
@@ -163,7 +163,8 @@ function credentialsTable(db: Kysely<ProxyTables>) {
     async list(orgId: string, filter: { owner?: string } = {}): Promise<CredentialMeta[]> {
       let q = db.selectFrom('credentials').selectAll().where('org_id', '=', orgId)
       if (filter.owner !== undefined) q = q.where('owner_user_id', '=', filter.owner)
-      const rows = await q.orderBy('name').orderBy('owner_user_id').execute()
+      // By name, the org's before the personal ones (NULLs sort differently on SQLite and Postgres).
+      const rows = await q.orderBy('name').orderBy(sql`owner_user_id IS NOT NULL`).orderBy('owner_user_id').execute()
       return rows.map(metaOf)
     },
     async get(orgId: string, id: string): Promise<CredentialMeta | undefined> {

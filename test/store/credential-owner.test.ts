@@ -39,7 +39,7 @@ for (const d of testDialects()) {
       expect(await c.exists(org, 'github', 'usr_a')).toBe(true)
       expect(await c.exists(org, 'github', 'usr_c')).toBe(false)
       const all = await c.list(org)
-      expect(all.map((m) => [m.name, m.owner_user_id ?? null]).sort()).toEqual([['github', 'usr_a'], ['github', 'usr_b'], ['github', null]].sort())
+      expect(all.map((m) => [m.name, m.owner_user_id ?? null])).toEqual([['github', null], ['github', 'usr_a'], ['github', 'usr_b']])
       expect((await c.list(org, { owner: 'usr_b' })).map((m) => m.owner_user_id)).toEqual(['usr_b'])
     })
 
