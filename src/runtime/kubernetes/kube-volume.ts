@@ -9,12 +9,13 @@ import { PassThrough } from 'node:stream'
 import { create as tarCreate } from 'tar'
 import type { DiskUsage, MeasureOptions } from '../disk-usage.js'
 import { RuntimeError } from '../errors.js'
+import type { TarVolume } from '../registry-snapshot-store.js'
 import type { ArchivableVolume } from '../runtime.js'
 import type { KubeClient } from './kube-client.js'
 import { KEEPER_CONTAINER, POD_PATHS } from './manifests.js'
 import { archiveTo, execIn, extractFrom, type ExecTarget } from './pod-exec.js'
 
-export class KubeVolume implements ArchivableVolume {
+export class KubeVolume implements ArchivableVolume, TarVolume {
   readonly workspaceId: string
   readonly claimName: string
   readonly #client: KubeClient
@@ -69,5 +70,14 @@ export class KubeVolume implements ArchivableVolume {
 
   async extractFrom(file: string): Promise<void> {
     await extractFrom(this.#client, await this.#pod(), POD_PATHS.data, file)
+  }
+
+  /** The registry snapshot store's names for the same two (RegistrySnapshotStore, TarVolume). */
+  writeTar(file: string): Promise<void> {
+    return this.archiveTo(file)
+  }
+
+  readTar(file: string): Promise<void> {
+    return this.extractFrom(file)
   }
 }
