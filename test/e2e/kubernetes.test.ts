@@ -1,0 +1,128 @@
+// `corral serve --runtime kubernetes` against the fake API server (test/helpers/fake-kube/), whose
+// kubelet runs each workspace pod's agent container as a local process: a task with an upload runs
+// the reference agent through the real proxy (token and CA from the pod's Secret, HTTPS_PROXY the
+// proxy Service's cluster IP), /data is snapshotted over exec + tar and listed, a fork restores it
+// into a new claim and takes a follow-up, a pod evicted mid-task fails that task and the workspace
+// goes on, a stop leaves no pod. docs/kubernetes.md "Runtime: what was proven where".
+import { writeFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { join, resolve } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { FakeKube } from '../helpers/fake-kube/index.js'
+import { startStack, type Stack } from '../helpers/serve.js'
+
+const CAPS = `
+- name: model
+  type: http
+  allow:
+    - name: messages
+      domains: ["127.0.0.1"]
+      methods: [POST]
+      paths: [/v1/messages]
+`
+
+/** Tools first, `finish` once results came back; a task saying "linger" sleeps first (to be evicted). */
+function script(body: any) {
+  const last = body.messages.at(-1)
+  // A resumed session's new task message also carries the previous turn's tool results.
+  const text = JSON.stringify(last)
+  const sawResults = Array.isArray(last?.content) && last.content.some((c: any) => c.type === 'tool_result')
+  if (text.includes('follow up')) return { tools: [{ name: 'run_command', input: { command: 'cat report.md > seen-by-fork.txt' } }], usage: { input: 10, output: 5 } }
+  if (text.includes('linger')) return { tools: [{ name: 'run_command', input: { command: 'echo lingering > linger.txt; sleep 30' } }], usage: { input: 10, output: 5 } }
+  if (sawResults) return { text: 'Done.', tools: [{ name: 'finish', input: { summary: 'all done' } }], usage: { input: 10, output: 5 } }
+  return {
+    tools: [
+      { name: 'write_file', input: { path: 'report.md', content: '# Report\n' } },
+      { name: 'run_command', input: { command: 'cp uploads/*/notes.txt notes-copy.txt' } },
+    ],
+    usage: { input: 10, output: 5 },
+  }
+}
+
+async function freePort(): Promise<number> {
+  const srv = createServer()
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r))
+  const port = (srv.address() as { port: number }).port
+  await new Promise<void>((r) => srv.close(() => r()))
+  return port
+}
+
+describe('serve --runtime kubernetes against the fake API server', () => {
+  let stack: Stack
+  let fake: FakeKube
+  const idleAfter = (id: string, count: number) => stack.until(async () => {
+    const w = (await stack.api('GET', `/workspaces/${id}`)).body
+    return w.state === 'idle' && w.task_count === count && w
+  }, `workspace ${id} idle after ${count} tasks`)
+  const podsOf = (id: string) => fake.store.list('pods', 'corral', `corral.dev/workspace=${id}`)
+
+  beforeAll(async () => {
+    fake = await FakeKube.start()
+    const proxyPort = await freePort()
+    fake.store.create('services', 'corral', {
+      apiVersion: 'v1', kind: 'Service', metadata: { name: 'corral-proxy' },
+      spec: { clusterIP: '127.0.0.1', selector: { 'app.kubernetes.io/name': 'corral' }, ports: [{ name: 'proxy', port: proxyPort, targetPort: proxyPort }] },
+    })
+    const kubeconfig = join(fake.kubelet.root, 'kubeconfig')
+    writeFileSync(kubeconfig, fake.kubeconfig())
+    stack = await startStack({
+      model: script, role: { name: 'coder', capabilities: CAPS },
+      args: ['--runtime', 'kubernetes'],
+      env: {
+        CORRAL_K8S_KUBECONFIG: kubeconfig, CORRAL_AGENT_IMAGE: 'corral-agent:test', CORRAL_PROXY_PORT: String(proxyPort),
+        // The fake kubelet runs the container's command on this host: the built reference agent.
+        CORRAL_AGENT_COMMAND: JSON.stringify([process.execPath, resolve('dist/agent/main.js')]),
+      },
+    })
+  })
+  afterAll(async () => {
+    await stack?.close()
+    await fake?.close()
+  })
+
+  it('provisions a pod, runs a task through the proxy, snapshots, forks, survives an eviction and stops', async () => {
+    writeFileSync(join(stack.dir, 'notes.txt'), 'remember the milk\n')
+    const submitted = await stack.corral(['task', 'submit', '--role', 'coder', 'Write a report', '--file', join(stack.dir, 'notes.txt'), '--json'])
+    expect(submitted.code, submitted.stderr).toBe(0)
+    const accepted = JSON.parse(submitted.stdout)
+    const wsId: string = accepted.workspace_id
+    expect(await stack.taskDone(accepted.task_id)).toMatchObject({ status: 'completed', summary: 'all done' })
+    await idleAfter(wsId, 1)
+    const decisions = await stack.audit(wsId, 'event_type=policy_decision')
+    expect(decisions.length).toBe(2)
+    expect(decisions.every((d: any) => d.decision === 'allow' && d.task_id === accepted.task_id)).toBe(true)
+    const files = (await stack.api('GET', `/workspaces/${wsId}/snapshot/files`)).body.entries.map((e: any) => e.path)
+    expect(files).toEqual(expect.arrayContaining(['report.md', 'notes-copy.txt', `uploads/${accepted.task_id}/notes.txt`]))
+    expect(fake.store.list('persistentvolumeclaims', 'corral', `corral.dev/workspace=${wsId}`)).toHaveLength(1)
+    expect(fake.store.get('networkpolicies', 'corral', 'corral-workspaces').spec).toMatchObject({ policyTypes: ['Ingress', 'Egress'] })
+
+    // Fork at 1 into a new claim; the follow-up reads the parent's file.
+    const fork = await stack.api('POST', `/workspaces/${wsId}/fork`, { fork_point_task_count: 1 })
+    expect(fork.status).toBe(202)
+    const child: string = fork.body.workspace_id
+    await stack.until(async () => (await stack.api('GET', `/workspaces/${child}`)).body.state === 'idle', 'fork provisioned')
+    const follow = await stack.api('POST', `/workspaces/${child}/tasks`, { description: 'follow up: check the report' })
+    expect(follow.status, JSON.stringify(follow.body)).toBe(202)
+    expect(await stack.taskDone(follow.body.task_id)).toMatchObject({ status: 'completed' })
+    await idleAfter(child, 1)
+    const childFiles = (await stack.api('GET', `/workspaces/${child}/snapshot/files`)).body.entries.map((e: any) => e.path)
+    expect(childFiles).toEqual(expect.arrayContaining(['report.md', 'seen-by-fork.txt']))
+
+    // A pod evicted mid-task: the task fails, /data (with what the agent wrote) is snapshotted, the workspace is idle again.
+    const lingering = await stack.api('POST', `/workspaces/${wsId}/tasks`, { description: 'linger a while' })
+    expect(lingering.status).toBe(202)
+    await stack.until(async () => (await stack.audit(wsId, 'event_type=tool_call')).some((e: any) => e.task_id === lingering.body.task_id), 'the lingering tool call')
+    const agentPod = podsOf(wsId).find((p) => p.metadata.labels?.['corral.dev/pod-kind'] === 'agent' && !p.metadata.deletionTimestamp)!
+    fake.kubelet.evict('corral', agentPod.metadata.name)
+    expect(await stack.taskDone(lingering.body.task_id)).toMatchObject({ status: 'failed' })
+    await idleAfter(wsId, 2)
+    const after = (await stack.api('GET', `/workspaces/${wsId}/snapshot/files`)).body.entries.map((e: any) => e.path)
+    expect(after).toContain('linger.txt')
+
+    // Stop: the stop snapshot, then no pod left; the claim stays for a restart.
+    const stopped = await stack.api('POST', `/workspaces/${child}/stop`)
+    expect(stopped.body).toMatchObject({ status: 'stopped' })
+    await stack.until(async () => podsOf(child).length === 0, 'the stopped workspace has no pod')
+    expect(fake.store.list('persistentvolumeclaims', 'corral', `corral.dev/workspace=${child}`)).toHaveLength(1)
+  }, 120_000)
+})
