@@ -62,8 +62,13 @@ export interface RegistrySnapshotStoreOptions {
   registry: string
   /** Repository prefix (CORRAL_PACK_REGISTRY's path); '' for none. */
   namespace: string
-  /** Where archives are staged on this host on their way in and out; default the OS temp dir. */
+  /**
+   * Where archives are staged on this host on their way in and out; default the OS temp dir. A
+   * directory of this store's own (serve's: `<data-dir>/runtime/snapshot-scratch`) is swept of a
+   * crashed process's leftovers before first use: pass `ownScratch: true` then.
+   */
   scratchDir?: string
+  ownScratch?: boolean
   archiver?: Archiver
 }
 
@@ -88,6 +93,7 @@ const EMPTY_JSON = Buffer.from('{}')
 /** Two zero blocks: a valid tar with no entries. */
 const EMPTY_TAR = Buffer.alloc(1024)
 const MAX_CACHED_INDEXES = 64
+const SCRATCH_PREFIX = 'corral-snapshot-'
 const COMPONENT_RE = /^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$/
 
 export class RegistrySnapshotStore implements SnapshotStore {
@@ -96,6 +102,7 @@ export class RegistrySnapshotStore implements SnapshotStore {
   readonly #indexes = new Map<string, SnapshotFileEntry[]>()
   /** Catalog writes of this process, one at a time per workspace. */
   readonly #writing = new Map<string, Promise<unknown>>()
+  #swept: Promise<void> | undefined
 
   constructor(options: RegistrySnapshotStoreOptions) {
     this.#opts = options
@@ -259,8 +266,13 @@ export class RegistrySnapshotStore implements SnapshotStore {
 
   async #withScratch<T>(work: (dir: string) => Promise<T>): Promise<T> {
     const parent = this.#opts.scratchDir ?? tmpdir()
-    await mkdir(parent, { recursive: true })
-    const dir = await mkdtemp(join(parent, 'corral-snapshot-'))
+    this.#swept ??= (async () => {
+      await mkdir(parent, { recursive: true })
+      if (!this.#opts.ownScratch) return
+      for (const name of await readdir(parent)) if (name.startsWith(SCRATCH_PREFIX)) await rm(join(parent, name), { recursive: true, force: true })
+    })()
+    await this.#swept
+    const dir = await mkdtemp(join(parent, SCRATCH_PREFIX))
     try {
       return await work(dir)
     } finally {

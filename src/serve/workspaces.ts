@@ -152,7 +152,7 @@ export function snapshotStoreOf(config: Pick<ServeConfig, 'dataDir' | 'packRegis
   return {
     snapshots: new RegistrySnapshotStore({
       client: config.packRegistry.client, registry: push.registry, namespace: push.namespace,
-      scratchDir: join(config.dataDir, 'runtime', 'snapshot-scratch'),
+      scratchDir: join(config.dataDir, 'runtime', 'snapshot-scratch'), ownScratch: true,
     }),
   }
 }

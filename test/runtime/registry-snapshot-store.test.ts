@@ -6,7 +6,7 @@
 // nothing half-written (docs/workspaces.md "Snapshots in the registry").
 import { randomUUID } from 'node:crypto'
 import { existsSync } from 'node:fs'
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { createServer, request as httpRequest, type IncomingMessage, type Server } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -83,7 +83,7 @@ describe.skipIf(!available)('the registry snapshot store', () => {
   /** One "replica": its own store instance (own client, caches) and its own runtime disk. */
   const replica = (name: string) => {
     const store = new RegistrySnapshotStore({
-      client: registrySettingsFromEnv({ CORRAL_PACK_REGISTRY: `${host}/corral` }).client, registry: host, namespace: 'corral', scratchDir: join(root, name, 'scratch'),
+      client: registrySettingsFromEnv({ CORRAL_PACK_REGISTRY: `${host}/corral` }).client, registry: host, namespace: 'corral', scratchDir: join(root, name, 'scratch'), ownScratch: true,
     })
     const runtime = new ProcessRuntime({ root: join(root, name, 'rt'), proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, snapshots: store })
     replicas.push(runtime)
@@ -257,6 +257,18 @@ describe.skipIf(!available)('the registry snapshot store', () => {
     await store.restore(record, volume(id('podc'), dest))
     expect(await readFile(join(dest, 'dir', 'f.txt'), 'utf8')).toBe('from the pod\n')
     expect(calls.map((c) => c.split(' ')[0])).toEqual(['archive', 'extract'])
+  })
+
+  it("sweeps a crashed process's staging leftovers from its own scratch directory before first use", async () => {
+    const scratch = join(root, 'a9', 'scratch')
+    await mkdir(join(scratch, 'corral-snapshot-crashed'), { recursive: true })
+    await writeFile(join(scratch, 'corral-snapshot-crashed', 'snapshot.tar'), Buffer.alloc(4096))
+    await writeFile(join(scratch, 'keep.txt'), 'not ours')
+    const { runtime } = replica('a9')
+    const w = id('sweep')
+    await runtime.provision({ workspaceId: w })
+    await runtime.snapshot(w, 0, 'stop')
+    expect((await readdir(scratch)).sort()).toEqual(['keep.txt'])
   })
 
   /** The last snapshot's blob descriptors, read from the registry as any client would. */
