@@ -44,12 +44,16 @@ export async function failureFrom(response: Response): Promise<ApiFailure> {
 }
 
 export class Api {
-  /** Absolute-path URL of a /v1 path on this origin. */
-  url(path: string, query?: Query): string {
-    return v1Url(path, query)
-  }
+  /** `base`: the server's origin; '' (the default) is the page's own, as the console is served. */
+  constructor(
+    readonly token: string,
+    readonly base = '',
+  ) {}
 
-  constructor(readonly token: string) {}
+  /** URL of a /v1 path on the server. */
+  url(path: string, query?: Query): string {
+    return `${this.base}${v1Url(path, query)}`
+  }
 
   headers(extra: Record<string, string> = {}): Record<string, string> {
     return { authorization: `Bearer ${this.token}`, accept: 'application/json', ...extra }
@@ -57,14 +61,14 @@ export class Api {
 
   /** Raw response of a GET (exports, streams); throws the envelope on non-2xx. */
   async raw(path: string, query?: Query, init: RequestInit & { headers?: Record<string, string> } = {}): Promise<Response> {
-    const response = await fetch(v1Url(path, query), { ...init, headers: this.headers(init.headers ?? {}) })
+    const response = await fetch(this.url(path, query), { ...init, headers: this.headers(init.headers ?? {}) })
     if (!response.ok) throw await failureFrom(response)
     return response
   }
 
   async call<T>(method: string, path: string, opts: { query?: Query; body?: unknown; signal?: AbortSignal } = {}): Promise<T> {
     const hasBody = opts.body !== undefined
-    const response = await fetch(v1Url(path, opts.query), {
+    const response = await fetch(this.url(path, opts.query), {
       method,
       headers: this.headers(hasBody ? { 'content-type': 'application/json' } : {}),
       body: hasBody ? JSON.stringify(opts.body) : undefined,
