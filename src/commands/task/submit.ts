@@ -1,7 +1,8 @@
 import { Args } from '@oclif/core'
 import * as Flags from '@oclif/core/flags'
 import { ApiCommand } from '../../cli/api-command.js'
-import { FindingsExit, UsageError } from '../../cli/errors.js'
+import { UsageError } from '../../cli/errors.js'
+import { followTaskToEnd } from '../../cli/task-follow.js'
 import { diag } from '../../cli/output.js'
 import { workspacesApi, type TaskAccepted, type TaskRecord, type TaskSubmission } from '../../client/index.js'
 
@@ -9,7 +10,7 @@ type Result = TaskAccepted | TaskRecord | undefined
 
 export default class TaskSubmit extends ApiCommand<Result> {
   static override summary = 'Submit a task: a new workspace from a role, or a follow-up on --workspace.'
-  static override description = `Files given with --file are uploaded and land in the workspace at /data/uploads/<task id>/. With --wait the command follows the workspace's activity stream and shows the agent's events live until the task ends; it exits 1 unless the task completed. With --json and --wait, the output is NDJSON: every event, then the final task.`
+  static override description = `Files given with --file are uploaded and land in the workspace at /data/uploads/<task id>/. With --wait the command follows the workspace's activity stream and shows the agent's events and each policy decision (allow or deny with its reason, destination, capability, debits) live until the task ends, under a spinner with the elapsed time on a terminal (plain lines, no cursor movement, when stderr is not a terminal; no colour with NO_COLOR); it exits 1 unless the task completed. Ctrl-C stops watching; "corral task watch ID" re-attaches. With --json and --wait, the output is NDJSON: every event, then the final task.`
   static override examples = [
     '<%= config.bin %> task submit --role coder "Fix the failing test" --file report.txt --wait',
     '<%= config.bin %> task submit --workspace ws_0193… "Now add a changelog entry" --json',
@@ -43,18 +44,7 @@ export default class TaskSubmit extends ApiCommand<Result> {
     if (!flags.wait) return accepted
     const json = this.jsonEnabled()
     if (!json) diag(`Task ${accepted.task_id} submitted to workspace ${accepted.workspace_id}; following its activity (Ctrl-C stops watching, the task goes on).`)
-    const stop = new AbortController()
-    const onSignal = () => stop.abort()
-    process.once('SIGINT', onSignal)
-    let task: TaskRecord
-    try {
-      const { watchTask } = await import('../../cli/task-watch.js')
-      task = await watchTask(this.client, { taskId: accepted.task_id, workspaceId: accepted.workspace_id, json, signal: stop.signal })
-    } finally {
-      process.off('SIGINT', onSignal)
-    }
-    if (json) process.stdout.write(JSON.stringify(task) + '\n')
-    if (task.status !== 'completed' && !stop.signal.aborted) throw new FindingsExit()
+    await followTaskToEnd(this.client, { taskId: accepted.task_id, workspaceId: accepted.workspace_id }, json)
     return undefined
   }
 

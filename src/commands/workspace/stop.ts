@@ -1,5 +1,6 @@
 import { Args } from '@oclif/core'
 import { ApiCommand } from '../../cli/api-command.js'
+import { Progress } from '../../cli/progress.js'
 import { workspacesApi, type WorkspaceRecord } from '../../client/index.js'
 
 export default class WorkspaceStop extends ApiCommand<WorkspaceRecord> {
@@ -9,7 +10,21 @@ export default class WorkspaceStop extends ApiCommand<WorkspaceRecord> {
 
   async execute(): Promise<WorkspaceRecord> {
     const { args } = await this.parse(WorkspaceStop)
-    return (await workspacesApi(this.client).stop(args.id)).workspace
+    // The answer comes once /data is snapshotted: say what is going on meanwhile (stderr).
+    const progress = new Progress()
+    const show = () => progress.update(`Stopping ${args.id}: cancelling its task, snapshotting /data`)
+    show()
+    const timer = setInterval(show, 500)
+    try {
+      const { workspace } = await workspacesApi(this.client).stop(args.id)
+      progress.done(`Snapshot taken${workspace.task_count !== undefined ? ` after ${workspace.task_count} tasks` : ''}.`)
+      return workspace
+    } catch (error) {
+      progress.clear()
+      throw error
+    } finally {
+      clearInterval(timer)
+    }
   }
 
   protected override render(w: WorkspaceRecord): void {
