@@ -1,17 +1,19 @@
 // The console's frame: the main navigation (a list of links, keyboard-reachable in order) and the
 // page the hash route names. Each page lives in pages/ and reads the session for its API and rights.
-import type { ReactNode } from 'react'
+import { lazy, Suspense, type ReactNode } from 'react'
 import { KeysPage, MembersPage } from './pages/access.js'
 import { AuditPage } from './pages/audit.js'
 import { BudgetsPage } from './pages/budgets.js'
 import { PacksPage, ProvidersPage, RolesPage } from './pages/config.js'
 import { CredentialsPage, SecretsPage } from './pages/material.js'
-import { PoliciesPage } from './pages/policies.js'
-import { StatsPage } from './pages/stats.js'
 import { WorkspacePage } from './pages/workspace.js'
 import { WorkspacesPage } from './pages/workspaces.js'
 import { href, useRoute, type Route } from './router.js'
 import { useSession } from './session.js'
+
+// The two pages with heavy libraries (Recharts, CodeMirror) load on first visit, not with the app.
+const StatsPage = lazy(() => import('./pages/stats.js').then((m) => ({ default: m.StatsPage })))
+const PoliciesPage = lazy(() => import('./pages/policies.js').then((m) => ({ default: m.PoliciesPage })))
 
 interface Section {
   readonly path: string
@@ -63,7 +65,9 @@ export function App(): ReactNode {
           ))}
         </ul>
       </nav>
-      <main id="main">{section.render(route)}</main>
+      <main id="main">
+        <Suspense fallback={<p aria-live="polite">Loading…</p>}>{section.render(route)}</Suspense>
+      </main>
     </div>
   )
 }
