@@ -92,14 +92,16 @@ const CATALOG_TAG = 'catalog'
 const EMPTY_JSON = Buffer.from('{}')
 /** Two zero blocks: a valid tar with no entries. */
 const EMPTY_TAR = Buffer.alloc(1024)
-const MAX_CACHED_INDEXES = 64
+/** File-index cache bound, in entries over all cached indexes (~150 bytes each: ~30 MB). */
+const MAX_CACHED_ENTRIES = 200_000
 const SCRATCH_PREFIX = 'corral-snapshot-'
 const COMPONENT_RE = /^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$/
 
 export class RegistrySnapshotStore implements SnapshotStore {
   readonly #opts: RegistrySnapshotStoreOptions
-  /** File indexes by blob digest (immutable: content-addressed). */
+  /** File indexes by blob digest (immutable: content-addressed), oldest first; #cachedEntries in all. */
   readonly #indexes = new Map<string, SnapshotFileEntry[]>()
+  #cachedEntries = 0
   /** Catalog writes of this process, one at a time per workspace. */
   readonly #writing = new Map<string, Promise<unknown>>()
   #swept: Promise<void> | undefined
@@ -139,8 +141,7 @@ export class RegistrySnapshotStore implements SnapshotStore {
       return Buffer.concat(chunks)
     })
     const files = parseIndex(bytes, entry.record.ref)
-    if (this.#indexes.size >= MAX_CACHED_INDEXES) this.#indexes.delete(this.#indexes.keys().next().value!)
-    this.#indexes.set(entry.files.digest, files)
+    this.#cache(entry.files.digest, files)
     return files
   }
 
@@ -198,7 +199,7 @@ export class RegistrySnapshotStore implements SnapshotStore {
         return this.#opts.client.putManifest(ref, tag, bytes, SNAPSHOT_MEDIA_TYPES.manifest)
       })
       await this.#pushCatalog(workspaceId, [...entries, { record, manifest, archive, files }])
-      this.#indexes.set(files.digest, JSON.parse(index.toString('utf8')) as SnapshotFileEntry[])
+      this.#cache(files.digest, JSON.parse(index.toString('utf8')) as SnapshotFileEntry[])
       return record
     })
   }
@@ -240,6 +241,18 @@ export class RegistrySnapshotStore implements SnapshotStore {
       await this.#opts.client.pushBlob(ref, layer, () => body)
       return this.#opts.client.putManifest(ref, CATALOG_TAG, manifestBytes(config, [layer], { 'dev.corral.workspace': workspaceId }), SNAPSHOT_MEDIA_TYPES.manifest)
     })
+  }
+
+  /** Keeps an index, evicting the oldest while the bound is exceeded (an index over the bound is not kept). */
+  #cache(digest: string, files: SnapshotFileEntry[]): void {
+    if (files.length > MAX_CACHED_ENTRIES || this.#indexes.has(digest)) return
+    this.#indexes.set(digest, files)
+    this.#cachedEntries += files.length
+    for (const [oldest, list] of this.#indexes) {
+      if (this.#cachedEntries <= MAX_CACHED_ENTRIES) break
+      this.#indexes.delete(oldest)
+      this.#cachedEntries -= list.length
+    }
   }
 
   #find(entries: CatalogEntry[], workspaceId: string, ref?: string): CatalogEntry {
