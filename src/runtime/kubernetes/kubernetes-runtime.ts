@@ -12,7 +12,7 @@ import { RuntimeError } from '../errors.js'
 import { LocalSnapshotStore } from '../local-snapshot-store.js'
 import { RuntimeLayout } from '../layout.js'
 import type {
-  AgentLaunch, AgentProcess, ProvisionSpec, RuntimeCheck, RuntimeOptions, SnapshotFileEntry, SnapshotReason, SnapshotRecord,
+  AgentLaunch, AgentProcess, ProvisionSpec, RunningAgent, RuntimeCheck, RuntimeOptions, SnapshotFileEntry, SnapshotReason, SnapshotRecord,
   SnapshotStore, WorkspaceHandle, WorkspaceRuntime, WorkspaceStatus,
 } from '../runtime.js'
 import { AgentTable, agentEnd, agentRunning, workspaceOf } from './agents.js'
@@ -31,11 +31,8 @@ export interface KubernetesRuntimeOptions extends RuntimeOptions {
   client?: KubeClient
 }
 
-/** A workspace's agent found running in the cluster by adopt(). */
-export interface AdoptedAgent {
-  workspaceId: string
-  process: AgentProcess
-}
+/** A workspace's agent found running in the cluster by adopt() (the contract's RunningAgent). */
+export type AdoptedAgent = RunningAgent
 
 export class KubernetesRuntime implements WorkspaceRuntime {
   readonly kind = 'kubernetes' as const
@@ -57,7 +54,7 @@ export class KubernetesRuntime implements WorkspaceRuntime {
     this.#client = options.client ?? openKubeClient(options.settings)
     const layout = new RuntimeLayout(options.root)
     this.#snapshots = options.snapshots ?? new LocalSnapshotStore((id) => layout.snapshots(id))
-    this.#proxy = new ProxyService(this.#client, this.#s)
+    this.#proxy = new ProxyService(this.#client, this.#s, options.proxy.port)
     this.#watch = new PodWatch(this.#client, {
       namespace: this.#s.namespace, selector: WORKSPACE_SELECTOR, warn: (line) => this.#warn(line),
       onChange: (change) => {

@@ -1,6 +1,7 @@
 // What the Kubernetes driver is configured with (docs/kubernetes.md "Runtime: configuration"):
 // serve's flags and CORRAL_K8S_* variables, read once. A bad value stops serve with a message
 // naming it, like every other setting of serve's.
+import { readFileSync } from 'node:fs'
 import type { WorkspaceLimits } from '../limits.js'
 
 /** Requests and limits of a workspace's agent container, Kubernetes quantities (`500m`, `2Gi`). */
@@ -10,7 +11,7 @@ export interface PodResources {
 }
 
 export interface KubernetesSettings {
-  /** Namespace of every workspace pod, claim, secret and policy (CORRAL_K8S_NAMESPACE, default `corral`). */
+  /** Namespace of every workspace pod, claim, secret and policy (CORRAL_K8S_NAMESPACE; default serve's own pod's namespace, else `corral`). */
   namespace: string
   /** A kubeconfig file (CORRAL_K8S_KUBECONFIG, else KUBECONFIG); unset: in-cluster config, else ~/.kube/config. */
   kubeconfig?: string
@@ -22,6 +23,12 @@ export interface KubernetesSettings {
   dataSize: string
   /** The Service in front of corral's proxy (CORRAL_K8S_PROXY_SERVICE, `name` or `name:port`, default `corral-proxy`). */
   proxyService: { name: string; port?: number }
+  /**
+   * Used when the Service cannot be read (no `get services` in the Role): the Service's address
+   * from the service-link variables Kubernetes gives serve's own pod (`<NAME>_SERVICE_HOST`/`_PORT`)
+   * and the proxy pods' labels (CORRAL_K8S_PROXY_SELECTOR, default deploy/'s).
+   */
+  proxyFallback: { host?: string; port?: number; selector: Record<string, string> }
   /** Image of the agent container (CORRAL_AGENT_IMAGE); it carries `tar`, `sleep`, `du` and the agent. */
   agentImage: string
   /** Pull policy of the agent image (CORRAL_K8S_IMAGE_PULL_POLICY, default IfNotPresent). */
@@ -35,6 +42,8 @@ export interface KubernetesSettings {
 
 export const DEFAULT_NAMESPACE = 'corral'
 export const DEFAULT_PROXY_SERVICE = 'corral-proxy'
+/** The labels of deploy/'s corral pods (deploy/base/deployment.yaml). */
+export const DEFAULT_PROXY_SELECTOR = 'app.kubernetes.io/name=corral,app.kubernetes.io/component=control-plane'
 
 const QUANTITY = /^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$/
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/
@@ -58,9 +67,16 @@ export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv, limits: Worksp
     if (!Number.isInteger(n) || n < min) problems.push(`${name} must be a whole number ≥ ${min}, got ${JSON.stringify(raw)}`)
     return n
   }
-  const namespace = text('CORRAL_K8S_NAMESPACE') ?? DEFAULT_NAMESPACE
+  const namespace = text('CORRAL_K8S_NAMESPACE') ?? ownNamespace(env) ?? DEFAULT_NAMESPACE
   if (!DNS_LABEL.test(namespace)) problems.push(`CORRAL_K8S_NAMESPACE must be a DNS label, got ${JSON.stringify(namespace)}`)
   const proxyService = parseService(text('CORRAL_K8S_PROXY_SERVICE') ?? DEFAULT_PROXY_SERVICE, problems)
+  const linkName = proxyService.name.toUpperCase().replaceAll('-', '_')
+  const linkPort = Number(env[`${linkName}_SERVICE_PORT`])
+  const proxyFallback = {
+    ...(text(`${linkName}_SERVICE_HOST`) ? { host: text(`${linkName}_SERVICE_HOST`)! } : {}),
+    ...(Number.isInteger(linkPort) && linkPort > 0 ? { port: linkPort } : {}),
+    selector: parseSelector(text('CORRAL_K8S_PROXY_SELECTOR') ?? DEFAULT_PROXY_SELECTOR, problems),
+  }
   const agentImage = text('CORRAL_AGENT_IMAGE') ?? ''
   if (!agentImage) problems.push('CORRAL_AGENT_IMAGE must name the agent image (with --runtime kubernetes)')
   const pull = text('CORRAL_K8S_IMAGE_PULL_POLICY') ?? 'IfNotPresent'
@@ -86,6 +102,7 @@ export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv, limits: Worksp
     ...(text('CORRAL_K8S_STORAGE_CLASS') ? { storageClass: text('CORRAL_K8S_STORAGE_CLASS')! } : {}),
     dataSize: quantity('CORRAL_K8S_DATA_SIZE', limits.diskMb > 0 ? `${limits.diskMb}Mi` : '10Gi')!,
     proxyService,
+    proxyFallback,
     agentImage,
     imagePullPolicy: pull as KubernetesSettings['imagePullPolicy'],
     resources,
@@ -96,6 +113,16 @@ export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv, limits: Worksp
   return settings
 }
 
+function parseSelector(raw: string, problems: string[]): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const term of raw.split(',').map((t) => t.trim()).filter(Boolean)) {
+    const m = /^([A-Za-z0-9./_-]+)=([A-Za-z0-9._-]*)$/.exec(term)
+    if (!m) problems.push(`CORRAL_K8S_PROXY_SELECTOR must be key=value pairs separated by commas, got ${JSON.stringify(raw)}`)
+    else out[m[1]!] = m[2]!
+  }
+  return out
+}
+
 function parseService(raw: string, problems: string[]): { name: string; port?: number } {
   const [name = '', port] = raw.split(':')
   if (!DNS_LABEL.test(name)) problems.push(`CORRAL_K8S_PROXY_SERVICE must be a Service name (optionally :port), got ${JSON.stringify(raw)}`)
@@ -103,4 +130,14 @@ function parseService(raw: string, problems: string[]): { name: string; port?: n
   const n = Number(port)
   if (!Number.isInteger(n) || n < 1 || n > 65535) problems.push(`CORRAL_K8S_PROXY_SERVICE port must be 1-65535, got ${JSON.stringify(port)}`)
   return { name, port: n }
+}
+
+/** The namespace of the pod serve runs in (its service account's), when it runs in a cluster. */
+function ownNamespace(env: NodeJS.ProcessEnv): string | undefined {
+  if (!env.KUBERNETES_SERVICE_HOST) return undefined
+  try {
+    return readFileSync('/var/run/secrets/kubernetes.io/serviceaccount/namespace', 'utf8').trim() || undefined
+  } catch {
+    return undefined
+  }
 }

@@ -18,9 +18,13 @@ export class ProxyService {
   readonly #s: KubernetesSettings
   #resolved: Promise<ResolvedProxy> | undefined
 
-  constructor(client: KubeClient, settings: KubernetesSettings) {
+  readonly #ownPort: number
+
+  /** `ownPort`: the port serve's proxy listens on (the target port when the Service cannot be read). */
+  constructor(client: KubeClient, settings: KubernetesSettings, ownPort: number) {
     this.#client = client
     this.#s = settings
+    this.#ownPort = ownPort
   }
 
   resolve(): Promise<ResolvedProxy> {
@@ -37,6 +41,7 @@ export class ProxyService {
     try {
       svc = await this.#client.core.readNamespacedService({ name, namespace: this.#s.namespace })
     } catch (err) {
+      if (statusCode(err) === 403) return this.#fallback()
       const why = statusCode(err) === 404 ? 'does not exist' : `cannot be read (${apiMessage(err)})`
       throw new RuntimeError('runtime_unavailable', `the proxy Service ${name} in namespace ${this.#s.namespace} ${why}; set CORRAL_K8S_PROXY_SERVICE (docs/kubernetes.md "Runtime: network")`)
     }
@@ -49,12 +54,24 @@ export class ProxyService {
     if (Object.keys(selector).length === 0) {
       throw new RuntimeError('runtime_unavailable', `the proxy Service ${name} selects no pods: the workspace NetworkPolicy allows egress to the pods behind it, so it needs a selector`)
     }
-    const target = port.targetPort
-    const targetPort = typeof target === 'number' ? target : Number(target ?? port.port)
-    const warnings = Number.isInteger(targetPort)
-      ? []
-      : [`kubernetes: the proxy Service ${name} names its target port (${String(target)}); the NetworkPolicy allows its port number ${port.port} instead`]
-    const host = ip.includes(':') ? `[${ip}]` : ip
-    return { url: `http://${host}:${port.port}`, selector, targetPort: Number.isInteger(targetPort) ? targetPort : port.port, warnings }
+    // A named target port (deploy/'s `proxy`) is the container port serve's proxy listens on: its own.
+    const target = port.targetPort ?? port.port
+    const targetPort = typeof target === 'number' ? target : /^\d+$/.test(target) ? Number(target) : this.#ownPort
+    return { url: urlOf(ip, port.port), selector, targetPort, warnings: [] }
   }
+
+  /** No right to read Services: the service-link variables, the configured selector, serve's own proxy port. */
+  #fallback(): ResolvedProxy {
+    const { host, port, selector } = this.#s.proxyFallback
+    const name = this.#s.proxyService.name
+    const linkName = name.toUpperCase().replaceAll('-', '_')
+    if (!host || !(this.#s.proxyService.port ?? port)) {
+      throw new RuntimeError('runtime_unavailable', `the proxy Service ${name} cannot be read (403 Forbidden: grant "get services" to corral's Role) and ${linkName}_SERVICE_HOST/_PORT are not set`)
+    }
+    return { url: urlOf(host, this.#s.proxyService.port ?? port!), selector, targetPort: this.#ownPort, warnings: [] }
+  }
+}
+
+function urlOf(ip: string, port: number): string {
+  return `http://${ip.includes(':') ? `[${ip}]` : ip}:${port}`
 }

@@ -100,6 +100,9 @@ export class FakeKube {
     this.#conflicts.set(resource, count)
   }
 
+  /** Resources the caller's (fake) Role does not grant: every verb on them answers 403 Forbidden. */
+  readonly forbidden = new Set<string>()
+
   get openWatches(): number {
     return this.#watches.size
   }
@@ -144,6 +147,9 @@ export class FakeKube {
   // long-function: one switch over the verbs reads like the API reference's table
   async #verb(method: string, resource: string, namespace: string, name: string | undefined, q: URLSearchParams, body: KubeObject | undefined, res: ServerResponse): Promise<{ code: number; body: unknown } | undefined> {
     const kind = KINDS[resource]!
+    if (this.forbidden.has(resource)) {
+      throw new KubeError(403, 'Forbidden', `${resource}${name ? ` "${name}"` : ''} is forbidden: User "system:serviceaccount:${namespace}:corral" cannot ${method.toLowerCase()} resource "${resource}" in API group "" in the namespace "${namespace}"`, { ...(name ? { name } : {}), kind: resource })
+    }
     if (method === 'GET' && !name) {
       if (q.get('watch') === 'true' || q.get('watch') === '1') {
         this.#watch(resource, namespace, q, res)

@@ -77,6 +77,23 @@ describe('kubernetes runtime against the fake API server', () => {
     expect(check.problems.join(' ')).toMatch(/proxy Service nope .* does not exist/)
   })
 
+  it('without the right to read Services, the proxy comes from the service-link variables and the policy from the configured selector', async () => {
+    fake.forbidden.add('services')
+    try {
+      const r = runtime({ CORRAL_PROXY_SERVICE_HOST: '127.0.0.1', CORRAL_PROXY_SERVICE_PORT: '7071', CORRAL_K8S_PROXY_SELECTOR: 'app=corral-test' })
+      const check = await r.check()
+      expect(check.problems).toEqual([])
+      expect(fake.store.get('networkpolicies', 'corral', 'corral-workspaces').spec).toMatchObject({
+        egress: [{ to: [{ podSelector: { matchLabels: { app: 'corral-test' } } }], ports: [{ protocol: 'TCP', port: 1 }] }],
+      })
+      const bare = await runtime().check()
+      expect(bare.ok).toBe(false)
+      expect(bare.problems.join(' ')).toMatch(/403 Forbidden: grant "get services"/)
+    } finally {
+      fake.forbidden.delete('services')
+    }
+  })
+
   it('runs an agent in a pod with its env and inbox, snapshots /data over exec and forks it into a new claim', async () => {
     const r = runtime()
     const id = wsId()
