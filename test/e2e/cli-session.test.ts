@@ -2,7 +2,7 @@
 // login picking up <data-dir>/admin.key, login never switching the current profile silently,
 // whoami, logout, usage errors that name the flag or argument, shell completion.
 
-import { readFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { LoginResult } from '../../src/commands/login.js'
@@ -107,5 +107,23 @@ describe('usage errors and completion', () => {
     const body = readFileSync(join(stack.dir, 'cache', 'corral', 'autocomplete', 'functions', 'bash', 'corral.bash'), 'utf8')
     expect(body).toMatch(/_corral/)
     expect(body).toContain('workspace:list')
+  })
+})
+
+describe('ca export and admin proxy-token outside the data dir', () => {
+  it('never create a CA or a store silently: one line naming the data dir, nothing written', async () => {
+    const empty = join(stack.dir, 'not-a-data-dir')
+    mkdirSync(empty)
+    const ca = await runCorral(['ca', 'export', '--data-dir', empty])
+    expect(ca.code).toBe(1)
+    expect(ca.stderr.trim()).toBe(`Error: no corral CA in ${empty}: run this where serve runs or pass its --data-dir (or --create to make a new CA there)`)
+    const token = await runCorral(['admin', 'proxy-token', '--workspace', 'ws_x', '--data-dir', empty])
+    expect(token.code).toBe(1)
+    expect(token.stderr.trim()).toBe(`Error: no corral store at ${join(empty, 'corral.db')}: run this where serve runs, or pass its --data-dir or --db`)
+    expect(readdirSync(empty)).toEqual([])
+    // Serve's own data dir works as before.
+    const real = await runCorral(['ca', 'export', '--data-dir', stack.serve.dataDir])
+    expect(real.code, real.stderr).toBe(0)
+    expect(real.stdout).toMatch(/^-----BEGIN CERTIFICATE-----/)
   })
 })

@@ -24,6 +24,13 @@ export default class AdminProxyToken extends CorralCommand<ProxyTokenResult> {
   async execute(): Promise<ProxyTokenResult> {
     const { flags } = await this.parse(AdminProxyToken)
     const ttl = parseTtl(flags.ttl)
+    // Opening the default SQLite URL would create an empty store: outside serve's data dir, say so instead.
+    const { existsSync } = await import('node:fs')
+    const { join, resolve } = await import('node:path')
+    const dbFile = join(resolve(flags['data-dir']), 'corral.db')
+    if (!flags.db && !existsSync(dbFile)) {
+      throw new CliError(`no corral store at ${dbFile}: run this where serve runs, or pass its --data-dir or --db`, 'store_not_found')
+    }
     const store = await openStoreFromFlags(flags)
     try {
       // The token file alone, not src/secrets/index.ts: the command needs nothing else behind that face.
