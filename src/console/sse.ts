@@ -12,6 +12,12 @@ export interface FollowOptions {
   readonly signal: AbortSignal
   /** Resume after this event id on the first connection. */
   readonly lastEventId?: string
+  /**
+   * Without `lastEventId`: the audit query (`/audit` or `/workspaces/{id}/audit`) whose newest event
+   * anchors the stream before it connects, so a reconnect before the first event still resumes
+   * without a gap. Without audit read access the stream simply starts live.
+   */
+  readonly anchorPath?: string
   readonly onEvent: (event: AuditEvent) => void
   readonly onState?: (state: 'live' | 'reconnecting' | 'ended', error?: ApiFailure) => void
 }
@@ -20,7 +26,7 @@ const MAX_BACKOFF_MS = 10_000
 
 /** Follows until `signal` aborts or the server refuses the stream. Never throws. */
 export async function follow(api: Api, options: FollowOptions): Promise<void> {
-  let lastId = options.lastEventId
+  let lastId = options.lastEventId ?? (options.anchorPath ? await newestId(api, options.anchorPath, options.signal) : undefined)
   let backoff = 500
   while (!options.signal.aborted) {
     try {
@@ -47,6 +53,14 @@ export async function follow(api: Api, options: FollowOptions): Promise<void> {
     backoff = Math.min(backoff * 2, MAX_BACKOFF_MS)
   }
   options.onState?.('ended')
+}
+
+async function newestId(api: Api, path: string, signal: AbortSignal): Promise<string | undefined> {
+  try {
+    return (await api.get<{ events: AuditEvent[] }>(path, { order: 'desc', limit: 1 }, signal)).events[0]?.id
+  } catch {
+    return undefined
+  }
 }
 
 async function read(response: Response, onEvent: (event: AuditEvent) => void): Promise<void> {

@@ -4,7 +4,7 @@
 // policy edited with a lint error at its line; a read_only key sees no write buttons; the CSP;
 // axe (no serious or critical violations) on each main page and keyboard navigation of the nav.
 // Needs `npm run build` (the console is dist/console/).
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { AxeBuilder } from '@axe-core/playwright'
@@ -102,7 +102,7 @@ describe.runIf(available)('web console (chromium)', () => {
     expect(await axeFindings(page)).toEqual([])
   })
 
-  it('the audit explorer applies a filter from the page, pages, opens a row and picks columns', async () => {
+  it('the audit explorer applies a filter from the page, opens a row, picks columns, exports the query and tails it live', async () => {
     await open('audit', 'Audit explorer')
     await page.getByLabel('Column', { exact: true }).selectOption('decision')
     await page.getByLabel('Values (comma-separated)').fill('allow')
@@ -121,6 +121,19 @@ describe.runIf(available)('web console (chromium)', () => {
     await page.getByRole('checkbox', { name: 'latency_ms' }).check()
     await table.getByRole('columnheader', { name: 'latency_ms' }).waitFor()
     expect(await axeFindings(page)).toEqual([])
+    // Export of the current query: every matching event, as the API has them.
+    const downloading = page.waitForEvent('download')
+    await page.getByRole('button', { name: 'Export NDJSON' }).click()
+    const exported = readFileSync((await (await downloading).path())!, 'utf8').trim().split('\n').map((l) => JSON.parse(l).id)
+    const matching = (await api('GET', '/audit?filter=decision=allow&limit=10000')).body.events.map((e: { id: string }) => e.id)
+    expect(exported).toEqual(matching)
+    // Live tail with the same filter: a new task's decisions appear at the top.
+    await page.getByRole('checkbox', { name: 'Live tail' }).check()
+    const next = await api('POST', '/tasks', { role_name: 'demo', description: 'tail me' })
+    expect(next.status).toBe(202)
+    await table.locator('tbody tr', { hasText: next.body.workspace_id }).first().waitFor({ timeout: 20_000 })
+    expect(new Set(await table.locator('tbody td.allow, tbody td.deny').allTextContents())).toEqual(new Set(['allow']))
+    await page.getByRole('checkbox', { name: 'Live tail' }).uncheck()
   })
 
   it('renders the stats charts', async () => {

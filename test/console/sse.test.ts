@@ -57,6 +57,27 @@ describe('console stream reader (SSE over fetch)', () => {
     expect(states.at(-1)).toBe('ended')
   })
 
+  it('anchored on the newest stored event, a stream that ends before its first event loses none written while it reconnects', async () => {
+    const api = new Api(ownerKey, base)
+    await emit()
+    await h.audit.flush()
+    const seen: string[] = []
+    const states: string[] = []
+    const ctl = new AbortController()
+    const done = follow(api, { path: '/activity/stream', anchorPath: '/audit', signal: ctl.signal, onEvent: (e) => seen.push(e.id), onState: (s) => states.push(s) })
+    const until = async (probe: () => boolean, what: string) => {
+      for (let i = 0; i < 100 && !probe(); i++) await new Promise((r) => setTimeout(r, 20))
+      expect(probe(), what).toBe(true)
+    }
+    // The first connection ends (400 ms) with no event; the next one is written in the back-off gap.
+    await until(() => states.includes('reconnecting'), 'the first stream ended')
+    const written = await emit()
+    await until(() => seen.includes(written), 'the event written between two connections arrived')
+    ctl.abort()
+    await done
+    expect(seen).toEqual([written])
+  })
+
   it('a refused stream ends at once with the API envelope', async () => {
     const failures: string[] = []
     await follow(new Api('crl_not_a_key', base), {

@@ -30,7 +30,7 @@ export function AuditPage(props: { route: Route }): ReactNode {
     if (!tail) return
     const ctl = new AbortController()
     setTailed([])
-    void follow(api, { path: '/activity/stream', query: { filter: q.filters }, signal: ctl.signal, onEvent: (e) => setTailed((old) => [e, ...old].slice(0, TAIL_KEEP)) })
+    void follow(api, { path: '/activity/stream', anchorPath: '/audit', query: { filter: q.filters }, signal: ctl.signal, onEvent: (e) => setTailed((old) => [e, ...old].slice(0, TAIL_KEEP)) })
     return () => ctl.abort()
   }, [tail, key])
   const setQuery = (next: Partial<AuditQueryState>) => {

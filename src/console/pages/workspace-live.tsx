@@ -43,6 +43,7 @@ export function WorkspaceTimeline(props: { id: string; onEvent?: (e: AuditEvent)
         path: `/workspaces/${seg(props.id)}/activity/stream`,
         signal: ctl.signal,
         lastEventId: last,
+        ...(last ? {} : { anchorPath: `/workspaces/${seg(props.id)}/audit` }),
         onEvent: (e) => add([e]),
         onState: (s, failure) => {
           setState(s)
