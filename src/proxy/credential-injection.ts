@@ -8,14 +8,15 @@
 //  - TRACE/TRACK: the upstream would echo the credential back to the agent;
 //  - Host header ≠ TLS SNI (or ≠ CONNECT host): the credential could be delivered to a host the
 //    policy did not evaluate;
-//  - the broker cannot mint it (unknown credential, decryption failure, provider error).
+//  - the broker cannot mint it (unknown credential, not active, decryption failure, an OAuth
+//    provider's terminal or transient refusal).
 import type { MintedCredential } from '../secrets/index.js'
 import type { PlacementLookup, ProxyCore, RequestState } from './request-state.js'
-import { AUTH_PROVIDERS, isStaticAuthProvider, type AuthPlacement } from '../policy/index.js'
+import { AUTH_PROVIDERS, isAuthProvider, type AuthPlacement } from '../policy/index.js'
 
-/** Placement from the policy's provider registry (data, not code). OAuth families mint through a later issue. */
+/** Placement from the policy's provider registry (data, not code); OAuth families carry a minted access token. */
 export const providerPlacement: PlacementLookup = (provider) =>
-  isStaticAuthProvider(provider) ? AUTH_PROVIDERS[provider].placement : undefined
+  isAuthProvider(provider) ? AUTH_PROVIDERS[provider].placement : undefined
 
 const ECHOING_METHODS = new Set(['TRACE', 'TRACK'])
 

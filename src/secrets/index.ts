@@ -8,6 +8,10 @@ export { Sealer, loadMasterKey, secretBinding, credentialBinding } from './seale
 export { OrgMaterialAdmin, MaterialInputError, NAME_PATTERN, auditReaped, reapPersonalCredentials, type Actor, type CredentialInput, type StaticProviderCheck } from './admin.js'
 export { OrgSecrets } from './org-secrets.js'
 export { StaticCredentialBroker } from './credential-broker.js'
+export {
+  OAuthConsent, OAuthCallbackError, OAuthHttp, OAuthMinter, CALLBACK_PATH, STATE_COOKIE, NONCE_COOKIE, OAUTH_KIND, OAUTH_STATUSES,
+  type CallbackRefusal, type CreateOAuthInput, type OAuthStatus,
+} from './oauth/index.js'
 export { CapabilityTokens, loadTokenKey, TOKEN_KEY_SETTING, type TokenCheck, type TokenKeySettings } from './capability-tokens.js'
 export {
   CREDENTIAL_KINDS, CREDENTIALS_CHANNEL, SECRETS_CHANNEL,

@@ -14,10 +14,11 @@ export interface CredentialMaterial { token?: string; username?: string; passwor
 
 /** A credential value ready to be placed into a request; never logged, audited or echoed. */
 export interface MintedCredential {
-  kind: CredentialKind
+  /** `oauth`: `secret` is an access token minted from the credential's refresh token. */
+  kind: CredentialKind | 'oauth'
   /** Provider slug the credential was created for. */
   provider?: string
-  /** static_token / query_key: the token; basic_auth: the password. */
+  /** static_token / query_key: the token; basic_auth: the password; oauth: the access token. */
   secret: string
   username?: string
 }

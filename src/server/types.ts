@@ -4,7 +4,7 @@
 // (`lifecycle: { available: false, reason }`, `packContent: null`), never a field filled in later.
 import type { Logger } from 'pino'
 import type { AuditBus, AuditWriter } from '../audit/index.js'
-import type { Sealer } from '../secrets/index.js'
+import type { OAuthHttp, Sealer } from '../secrets/index.js'
 import type { PackContent, RegistrySettings } from '../packs/index.js'
 import type { WorkspaceService } from '../workspaces/index.js'
 import type { Org, Store } from '../store/index.js'
@@ -54,6 +54,12 @@ export interface ServerDeps {
   sealer: Sealer | null
   /** True from SIGTERM on (serve's drain): /readyz answers 503 so load balancers stop routing here. */
   draining?: () => boolean
+  /**
+   * OAuth consent (docs/credentials.md "OAuth credentials"): the public base URL browsers reach this
+   * server at (the callback is `<publicUrl>/v1/oauth/callback`; unset → `oauth/start` answers
+   * oauth_unavailable) and the HTTP client for the providers. Absent: no public URL, system roots.
+   */
+  oauth?: { publicUrl: string | undefined; http: OAuthHttp }
 }
 
 /**

@@ -15,7 +15,10 @@ interface OAuthStatesTable {
   state_hash: string; org_id: string; credential_id: string; user_id: string; creator_id: string; nonce_hash: string
   verifier_ciphertext: string; expires_at: string; used_at: string | null; created_at: string
 }
-interface CredentialStatusTable { id: string; org_id: string; name: string; provider: string; kind: string; status: string; updated_at: string }
+interface CredentialStatusTable {
+  id: string; org_id: string; name: string; provider: string; kind: string; status: string; updated_at: string
+  ciphertext: string; owner_user_id: string | null
+}
 export interface OAuthTables {
   credential_oauth: CredentialOAuthTable
   oauth_states: OAuthStatesTable
@@ -77,9 +80,13 @@ export function oauthTables(anyDb: Kysely<any>) {
       return Number(r.numUpdatedRows) === 1
     },
     /** The credential's status and identity (for events). */
-    async credential(orgId: string, credentialId: string): Promise<Omit<CredentialStatusTable, 'updated_at'> | undefined> {
+    async credential(orgId: string, credentialId: string): Promise<Pick<CredentialStatusTable, 'id' | 'org_id' | 'name' | 'provider' | 'kind' | 'status'> | undefined> {
       return db.selectFrom('credentials').select(['id', 'org_id', 'name', 'provider', 'kind', 'status'])
         .where('org_id', '=', orgId).where('id', '=', credentialId).executeTakeFirst()
+    },
+    /** The sealed client secret (the credential's material) and its owner, by id. */
+    async clientSecret(orgId: string, credentialId: string): Promise<{ ciphertext: string; owner_user_id: string | null } | undefined> {
+      return db.selectFrom('credentials').select(['ciphertext', 'owner_user_id']).where('org_id', '=', orgId).where('id', '=', credentialId).executeTakeFirst()
     },
     /** Moves the status only from `from` (another process may have flipped it first); whether this call did. */
     async flipStatus(orgId: string, credentialId: string, from: string, to: string): Promise<boolean> {

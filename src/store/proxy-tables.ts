@@ -181,8 +181,8 @@ function credentialsTable(db: Kysely<ProxyTables>) {
      * creator), that member's personal credential of the name wins over the org's; without it,
      * only the org's (docs/credentials.md "Which credential a transform uses").
      */
-    async material(orgId: string, name: string, owner?: string): Promise<{ kind: string; provider: string; status: string; ciphertext: string; owner_user_id: string | null } | undefined> {
-      const rows = await db.selectFrom('credentials').select(['kind', 'provider', 'status', 'ciphertext', 'owner_user_id'])
+    async material(orgId: string, name: string, owner?: string): Promise<{ id: string; kind: string; provider: string; status: string; ciphertext: string; owner_user_id: string | null } | undefined> {
+      const rows = await db.selectFrom('credentials').select(['id', 'kind', 'provider', 'status', 'ciphertext', 'owner_user_id'])
         .where('org_id', '=', orgId).where('name', '=', name)
         .where((eb) => (owner === undefined ? eb('owner_user_id', 'is', null) : eb.or([eb('owner_user_id', 'is', null), eb('owner_user_id', '=', owner)])))
         .execute()

@@ -10,6 +10,7 @@ import { apiKeyRoutes } from './api-keys.js'
 import { auditRoutes } from './audit.js'
 import { capsRoutes } from './caps.js'
 import { credentialRoutes } from './credentials.js'
+import { oauthRoutes } from './oauth.js'
 import { orgRoutes } from './orgs.js'
 import { packRoutes } from './packs.js'
 import { providerRoutes } from './providers.js'
@@ -33,6 +34,7 @@ export const V1_ROUTES: readonly RoutePlugin[] = [
   webhookRoutes,
   secretRoutes,
   credentialRoutes,
+  oauthRoutes,
   providerRoutes,
   agentRoleRoutes,
   packRoutes,

@@ -1,0 +1,89 @@
+// OAuth consent (spec "Credentials", docs/credentials.md "OAuth credentials"):
+// `POST /v1/credentials/{id}/oauth/start` (auth:write, or auth:write:own for the caller's own
+// personal credential) answers the provider's authorize URL and sets the state cookie pair;
+// `GET /v1/oauth/callback` (no bearer: the state and the cookies authenticate it) finishes it.
+// The callback answers a small HTML page to a browser and the error envelope (or a JSON record)
+// to anything else; a refusal changes no credential. The work is src/secrets/oauth/'s.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { parseCookie, stringifySetCookie } from 'cookie'
+import { apiError, CorralError } from '../../contract/index.js'
+import {
+  CALLBACK_PATH, NONCE_COOKIE, OAuthCallbackError, STATE_COOKIE, type CallbackRefusal,
+} from '../../secrets/index.js'
+import { idParams } from '../schemas/common.js'
+import { assertReaches } from '../credential-access.js'
+import { oauthConsent } from '../oauth-consent.js'
+import type { ServerDeps } from '../types.js'
+
+const START_PERMISSION = [['auth:write', 'auth:write:own']] as const
+const STATE_REFUSALS = new Set<CallbackRefusal>(['state_missing', 'state_unknown', 'state_reused', 'state_expired', 'cookie_mismatch'])
+
+export async function oauthRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
+  app.post<{ Params: { id: string } }>(
+    '/credentials/:id/oauth/start',
+    {
+      config: { permission: START_PERMISSION },
+      schema: {
+        params: idParams,
+        response: { 200: { type: 'object', required: ['auth_url'], properties: { auth_url: { type: 'string', format: 'uri' }, expires_at: { type: 'string' } } } },
+      },
+    },
+    async (request, reply) => {
+      const p = request.principal!
+      const consent = oauthConsent(deps, 'oauth_unavailable')
+      const why = consent.available()
+      if (why) throw apiError('oauth_unavailable', why)
+      const meta = await deps.store.proxy.credentials.get(p.org.id, request.params.id)
+      if (!meta) throw apiError('not_found', 'credential not found')
+      // `:own` reaches only the caller's own personal credential; the org's and other members' are refused.
+      assertReaches(request, meta)
+      const started = await consent.start({ orgId: p.org.id, userId: p.userId, creatorId: p.creatorId }, meta.id)
+      const cookie = { httpOnly: true, sameSite: 'lax' as const, path: cookiePath(deps), secure: consent.redirectUri!.startsWith('https:'), maxAge: Math.floor((started.expiresAt.getTime() - Date.now()) / 1000) }
+      reply.header('set-cookie', [stringifySetCookie({ name: STATE_COOKIE, value: started.state, ...cookie }), stringifySetCookie({ name: NONCE_COOKIE, value: started.nonce, ...cookie })])
+      reply.header('cache-control', 'no-store')
+      return { auth_url: started.authUrl, expires_at: started.expiresAt.toISOString() }
+    },
+  )
+
+  app.get<{ Querystring: Record<string, string> }>(
+    '/oauth/callback',
+    {
+      config: { auth: false },
+      schema: { querystring: { type: 'object', additionalProperties: { type: 'string', maxLength: 4096 }, maxProperties: 20 } },
+    },
+    async (request, reply) => {
+      reply.header('cache-control', 'no-store')
+      const cookies = parseCookie(request.headers.cookie ?? '')
+      try {
+        const meta = await oauthConsent(deps).callback(request.query, { [STATE_COOKIE]: cookies[STATE_COOKIE], [NONCE_COOKIE]: cookies[NONCE_COOKIE] })
+        const cleared = { path: cookiePath(deps), maxAge: 0, httpOnly: true, sameSite: 'lax' as const }
+        reply.header('set-cookie', [stringifySetCookie({ name: STATE_COOKIE, value: '', ...cleared }), stringifySetCookie({ name: NONCE_COOKIE, value: '', ...cleared })])
+        if (wantsHtml(request)) return page(reply, 200, 'Authorized', `The credential ${meta.name} is authorized and active. You can close this window.`)
+        return { credential: { id: meta.id, name: meta.name, provider: meta.provider, kind: meta.kind, status: meta.status } }
+      } catch (err) {
+        const e = err instanceof OAuthCallbackError
+          ? apiError(STATE_REFUSALS.has(err.reason) ? 'oauth_state_invalid' : 'oauth_consent_failed', err.message, { reason: err.reason, ...(err.providerError ? { provider_error: err.providerError } : {}) })
+          : err
+        if (!(e instanceof CorralError) || !wantsHtml(request)) throw e
+        return page(reply, e.status, 'Not authorized', `${e.message}. Nothing was changed. (request ${request.id})`)
+      }
+    },
+  )
+}
+
+/** The callback's path as browsers see it (under the public URL's own path, if it has one). */
+function cookiePath(deps: ServerDeps): string {
+  const base = deps.oauth?.publicUrl
+  return base ? new URL(base.replace(/\/+$/, '') + CALLBACK_PATH).pathname : CALLBACK_PATH
+}
+
+function wantsHtml(request: FastifyRequest): boolean {
+  return /\btext\/html\b/.test(String(request.headers.accept ?? ''))
+}
+
+const escapeHtml = (s: string): string => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
+
+function page(reply: FastifyReply, status: number, title: string, text: string): string {
+  reply.code(status).type('text/html; charset=utf-8').header('content-security-policy', "default-src 'none'")
+  return `<!doctype html><html><head><meta charset="utf-8"><title>corral: ${escapeHtml(title)}</title></head><body><h1>${escapeHtml(title)}</h1><p>${escapeHtml(text)}</p></body></html>\n`
+}
