@@ -24,6 +24,7 @@ export default class Serve extends CorralCommand<void> {
     'allow-unenforced-limits': Flags.boolean({ summary: 'Start even when a configured workspace limit cannot be enforced on this host (it is logged as a warning instead of refusing to start).', env: 'CORRAL_ALLOW_UNENFORCED_LIMITS', default: false }),
     'lease-ttl': Flags.string({ summary: 'Seconds a replica\'s workspace leases outlive its last heartbeat (PostgreSQL replicas; 0.5 to 300, default 15): another replica takes a dead one\'s workspaces over after this.', env: 'CORRAL_LEASE_TTL' }),
     runtime: Flags.string({ summary: 'Workspace runtime: local (bubblewrap sandbox), process (no isolation, development only) or kubernetes (a pod per workspace, docs/kubernetes.md).', env: 'CORRAL_RUNTIME', options: ['local', 'process', 'kubernetes'], default: 'local' }),
+    'public-url': Flags.string({ summary: 'Base URL browsers reach this server at (https://corral.example.com); OAuth consent redirects to <public-url>/v1/oauth/callback. Unset: OAuth consent is refused (oauth_unavailable).', env: 'CORRAL_PUBLIC_URL' }),
     // Human-readable lines on a terminal, JSON otherwise (CORRAL_LOG_FORMAT=json|pretty overrides).
     'log-level': Flags.string({ summary: 'Log level.', env: 'CORRAL_LOG_LEVEL', options: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info' }),
   }
@@ -38,6 +39,7 @@ export default class Serve extends CorralCommand<void> {
       ...(flags.db !== undefined ? { dbUrl: flags.db } : {}),
       ...(flags['proxy-port'] !== undefined ? { proxyPort: flags['proxy-port'] } : {}),
       ...(flags['lease-ttl'] !== undefined ? { leaseTtl: flags['lease-ttl'] } : {}),
+      ...(flags['public-url'] !== undefined ? { publicUrl: flags['public-url'] } : {}),
     }).catch((err: unknown) => {
       // A held port or a database that cannot be reached: one line saying which flag to change.
       const proxyPort = flags['proxy-port'] ?? (flags.port === 0 ? 0 : 7071)

@@ -25,6 +25,8 @@ export interface ServeOptions {
   allowUnenforcedLimits?: boolean
   /** `--lease-ttl` in seconds (as typed); unset: CORRAL_LEASE_TTL, else 15. */
   leaseTtl?: string
+  /** `--public-url`; unset: CORRAL_PUBLIC_URL. */
+  publicUrl?: string
   env?: NodeJS.ProcessEnv
 }
 
@@ -61,6 +63,8 @@ export interface ServeConfig {
   readonly leaseTtlMs: number
   /** CORRAL_DRAIN_DELAY_MS: on SIGTERM, how long /readyz answers 503 while everything is still served (docs/kubernetes.md "Upgrade"). */
   readonly drainDelayMs: number
+  /** `--public-url` / CORRAL_PUBLIC_URL: where browsers reach the API (the OAuth callback's base); unset → no OAuth consent. */
+  readonly publicUrl: string | undefined
 }
 
 /** The default lease TTL: a dead replica's workspaces are taken over within this (plus one reconcile pass). */
@@ -98,6 +102,7 @@ export function serveConfig(options: ServeOptions): ServeConfig {
     ownerEmail: env.CORRAL_OWNER_EMAIL,
     leaseTtlMs: leaseTtlMs(options.leaseTtl ?? env.CORRAL_LEASE_TTL),
     drainDelayMs: drainDelayMs(env.CORRAL_DRAIN_DELAY_MS),
+    publicUrl: publicUrlOf(options.publicUrl ?? env.CORRAL_PUBLIC_URL),
   })
 }
 
@@ -146,4 +151,19 @@ export function leaseTtlMs(raw: string | undefined): number {
   const value = raw === undefined || raw.trim() === '' ? DEFAULT_LEASE_TTL_SECONDS : Number(raw)
   if (!Number.isFinite(value) || value < 0.5 || value > 300) throw new Error(`--lease-ttl (CORRAL_LEASE_TTL) must be a number of seconds from 0.5 to 300, got ${JSON.stringify(raw)}`)
   return Math.round(value * 1000)
+}
+
+/** An absolute http(s) base URL without query or fragment (the OAuth callback hangs under it), or unset. */
+export function publicUrlOf(raw: string | undefined): string | undefined {
+  if (raw === undefined || raw.trim() === '') return undefined
+  let u: URL | undefined
+  try {
+    u = new URL(raw.trim())
+  } catch {
+    u = undefined
+  }
+  if (!u || !/^https?:$/.test(u.protocol) || u.search || u.hash || u.username || u.password) {
+    throw new Error(`--public-url / CORRAL_PUBLIC_URL must be an absolute http(s) URL without query, fragment or credentials, got ${JSON.stringify(raw)}`)
+  }
+  return u.href.replace(/\/+$/, '')
 }

@@ -10,7 +10,7 @@ import type { Logger } from 'pino'
 import { createAuditBus, openAuditWriter } from '../audit/index.js'
 import type { AgentCallbackHandler } from '../contract/index.js'
 import { loadOrCreateCa } from '../proxy/index.js'
-import { CapabilityTokens, Sealer, loadMasterKey, loadTokenKey } from '../secrets/index.js'
+import { CapabilityTokens, OAuthHttp, Sealer, loadMasterKey, loadTokenKey } from '../secrets/index.js'
 import {
   BuiltinIdentityProvider, Identity, OidcIdentityProvider, bootstrap, createLogger, serverConfigFromEnv,
   type BootstrapResult, type ServerDeps,
@@ -19,7 +19,7 @@ import { openStore } from '../store/index.js'
 import { startApi } from './api.js'
 import { serveConfig, type ServeConfig, type ServeOptions } from './config.js'
 import { openPackContent } from './packs.js'
-import { databaseEndpoint, endpointOf, permitSource, startProxy } from './proxy.js'
+import { databaseEndpoint, endpointOf, permitSource, readCaFiles, startProxy } from './proxy.js'
 import { startReplica } from './replica.js'
 import { Teardown } from './teardown.js'
 import { buildWorkspaces, openRuntime } from './workspaces.js'
@@ -105,6 +105,9 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
   })
   await workspaces.start()
 
+  // OAuth consent's calls to providers trust the same extra roots as the proxy's upstreams.
+  const oauthHttp = new OAuthHttp({ extraCaPem: await readCaFiles(config.upstreamCaFiles) })
+  teardown.add('oauth http', () => oauthHttp.close())
   const deps: ServerDeps = {
     store, audit, bus, logger,
     config: { ...(await serverConfigFromEnv(config.env, config.dataDir)), taskRateLimit: config.taskRateLimit },
@@ -116,6 +119,7 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
     packRegistry: config.packRegistry,
     sealer,
     draining: () => drain.on,
+    oauth: { publicUrl: config.publicUrl, http: oauthHttp },
   }
   const api = await startApi(deps, { host: config.host, port: config.port })
   listeners.push(api.url)

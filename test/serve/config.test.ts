@@ -33,4 +33,13 @@ describe('serveConfig', () => {
     expect(c.agentCommand).toEqual(['node', 'a.js'])
     expect(c.allowUnenforcedLimits).toBe(true)
   })
+
+  it('the public URL (OAuth callback base): flag over CORRAL_PUBLIC_URL, unset by default, a bad one refused by name', () => {
+    expect(serveConfig({ ...base, env: {} }).publicUrl).toBeUndefined()
+    expect(serveConfig({ ...base, env: { CORRAL_PUBLIC_URL: 'https://corral.example.com/' } }).publicUrl).toBe('https://corral.example.com')
+    expect(serveConfig({ ...base, publicUrl: 'https://a.example/corral', env: { CORRAL_PUBLIC_URL: 'https://b.example' } }).publicUrl).toBe('https://a.example/corral')
+    for (const bad of ['corral.example.com', 'ftp://x.example', 'https://x.example/?a=1', 'https://u:p@x.example']) {
+      expect(() => serveConfig({ ...base, env: { CORRAL_PUBLIC_URL: bad } })).toThrow(/CORRAL_PUBLIC_URL/)
+    }
+  })
 })
