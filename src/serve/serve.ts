@@ -105,9 +105,6 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
   })
   await workspaces.start()
 
-  // OAuth consent's calls to providers trust the same extra roots as the proxy's upstreams.
-  const oauthHttp = new OAuthHttp({ extraCaPem: await readCaFiles(config.upstreamCaFiles) })
-  teardown.add('oauth http', () => oauthHttp.close())
   const deps: ServerDeps = {
     store, audit, bus, logger,
     config: { ...(await serverConfigFromEnv(config.env, config.dataDir)), taskRateLimit: config.taskRateLimit },
@@ -117,9 +114,8 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
     lifecycle: workspaces.lifecycle,
     packContent,
     packRegistry: config.packRegistry,
-    sealer,
+    sealer, oauth: await oauthSettings(config, teardown),
     draining: () => drain.on,
-    oauth: { publicUrl: config.publicUrl, http: oauthHttp },
   }
   const api = await startApi(deps, { host: config.host, port: config.port })
   listeners.push(api.url)
@@ -135,4 +131,11 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
     readyLine: () => `corral ready: api ${api.url}/v1 (proxy ${proxy.url})`,
     stop: () => teardown.run(),
   }
+}
+
+/** OAuth consent's settings: the public URL and a client trusting the same extra roots as the proxy's upstreams. */
+async function oauthSettings(config: ServeConfig, teardown: Teardown): Promise<NonNullable<ServerDeps['oauth']>> {
+  const http = new OAuthHttp({ extraCaPem: await readCaFiles(config.upstreamCaFiles) })
+  teardown.add('oauth http', () => http.close())
+  return { publicUrl: config.publicUrl, http }
 }

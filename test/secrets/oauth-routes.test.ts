@@ -111,7 +111,7 @@ for (const d of testDialects()) {
       expect(res.headers['cache-control']).toBe('no-store')
     })
 
-    it('start: not found, not an OAuth credential, and auth:write:own on a row that is not the caller\'s own', async () => {
+    it('start: not found, not an OAuth credential; auth:write:own only on the caller\'s own personal credential', async () => {
       expect((await call('POST', '/v1/credentials/cred_nope/oauth/start', { token: org.ownerKey })).status).toBe(404)
       const other = await h.newOrg()
       expect((await call('POST', `/v1/credentials/${credId}/oauth/start`, { token: other.ownerKey })).status).toBe(404)
@@ -123,6 +123,19 @@ for (const d of testDialects()) {
       const own = await call('POST', `/v1/credentials/${credId}/oauth/start`, { token: member.token })
       expect(own.status).toBe(403)
       expect(own.body.error.code).toBe('permission_denied')
+      // A member's own personal OAuth credential: theirs to authorize (the client secret sealed to them), nobody else's with :own.
+      const mine = await call('POST', '/v1/credentials', { token: member.token, body: { ...body(), name: 'my-mail', personal: true } })
+      expect(mine.status).toBe(201)
+      expect(mine.body).toMatchObject({ owner_user_id: member.userId, status: 'pending', kind: 'oauth' })
+      const s = await call('POST', `/v1/credentials/${mine.body.id}/oauth/start`, { token: member.token })
+      expect(s.status).toBe(200)
+      const back = await idp.consent(s.body.auth_url, { account: 'carol' })
+      const done = await call('GET', callbackPath(back), { headers: { cookie: cookiesOf(s) } })
+      expect(done.body).toMatchObject({ credential: { id: mine.body.id, status: 'active' } })
+      const someoneElse = await h.member(org.orgId, 'member')
+      const theirs = await call('POST', `/v1/credentials/${mine.body.id}/oauth/start`, { token: someoneElse.token })
+      expect(theirs.status).toBe(403)
+      expect(theirs.body.error.code).toBe('permission_denied')
       const viewer = await h.key(org.orgId, 'read_only')
       expect((await call('POST', `/v1/credentials/${credId}/oauth/start`, { token: viewer.value })).status).toBe(403)
     })
@@ -168,7 +181,8 @@ for (const d of testDialects()) {
       expect(page.headers['content-security-policy']).toBe("default-src 'none'")
       let events: Array<{ user_id: string; detail: Record<string, unknown> }> = []
       for (let i = 0; i < 50 && events.length < 2; i++) {
-        events = (await call('GET', '/v1/audit?filter=event_type=credential_authorized&order=asc', { token: org.ownerKey })).body.events
+        const all: typeof events = (await call('GET', '/v1/audit?filter=event_type=credential_authorized&order=asc', { token: org.ownerKey })).body.events
+        events = all.filter((e) => e.detail.resource_id === credId)
         if (events.length < 2) await new Promise((r) => setTimeout(r, 20))
       }
       expect(events).toHaveLength(2)
