@@ -22,7 +22,7 @@ export async function oauthRoutes(app: FastifyInstance, deps: ServerDeps): Promi
   app.post<{ Params: { id: string } }>(
     '/credentials/:id/oauth/start',
     {
-      config: { permission: START_PERMISSION },
+      config: { permission: START_PERMISSION, openapi: { noBody: true } },
       schema: {
         params: idParams,
         response: { 200: { type: 'object', required: ['auth_url'], properties: { auth_url: { type: 'string', format: 'uri' }, expires_at: { type: 'string' } } } },
@@ -49,7 +49,20 @@ export async function oauthRoutes(app: FastifyInstance, deps: ServerDeps): Promi
     '/oauth/callback',
     {
       config: { auth: false },
-      schema: { querystring: { type: 'object', additionalProperties: { type: 'string', maxLength: 4096 }, maxProperties: 20 } },
+      schema: {
+        // The provider's redirect (RFC 6749 §4.1.2, RFC 9207 iss); providers add their own parameters, kept and passed on.
+        querystring: {
+          type: 'object', maxProperties: 20,
+          properties: Object.fromEntries(['code', 'state', 'error', 'error_description', 'error_uri', 'iss', 'scope'].map((k) => [k, { type: 'string', maxLength: 4096 }])),
+        },
+        response: {
+          200: {
+            description: 'Consent completed (a browser sending Accept: text/html gets a page instead)',
+            type: 'object', required: ['credential'],
+            properties: { credential: { type: 'object', required: ['id', 'name', 'provider', 'kind', 'status'], properties: Object.fromEntries(['id', 'name', 'provider', 'kind', 'status'].map((k) => [k, { type: 'string' }])) } },
+          },
+        },
+      },
     },
     async (request, reply) => {
       reply.header('cache-control', 'no-store')
