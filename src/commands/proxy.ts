@@ -22,7 +22,7 @@ export default class Proxy extends CorralCommand<void> {
   async execute(): Promise<void> {
     const { flags } = await this.parse(Proxy)
     // Heavy modules load only here, so `corral --help` stays fast.
-    const { announceProxyWorker, defaultProxyWorkers, isProxyWorker, startProxyAlone, startProxyWorkers } = await import('../serve/index.js')
+    const { announceProxyWorker, defaultProxyWorkers, isProxyWorker, releaseProxyWorker, startProxyAlone, startProxyWorkers } = await import('../serve/index.js')
     const options = {
       dataDir: flags['data-dir'], host: flags.host, port: flags.port,
       ...(flags.db !== undefined ? { dbUrl: flags.db } : {}),
@@ -31,27 +31,37 @@ export default class Proxy extends CorralCommand<void> {
     }
     const worker = isProxyWorker()
     const workers = flags.workers ?? defaultProxyWorkers()
-    const running = worker || workers === 1 ? await startProxyAlone(options) : await startProxyWorkers({ ...options, workers })
-    await new Promise<void>((done) => {
-      let stopping = false
-      const shutdown = (): void => {
-        if (stopping) return
-        stopping = true
-        const force = setTimeout(() => process.exit(1), 30_000)
-        force.unref()
-        running.stop().then(done, (err: unknown) => {
-          running.logger.error({ err }, 'proxy shutdown failed')
-          process.exitCode = 1
-          done()
-        })
-      }
-      process.once('SIGTERM', shutdown)
-      process.once('SIGINT', shutdown)
-      // A worker reports to its primary, which prints the one ready line.
-      if (worker) announceProxyWorker(running.url)
-      else process.stdout.write(`corral proxy ready: ${running.url}${workers > 1 ? ` (${workers} workers)` : ''}\n`)
-    })
-    // The IPC channel to the primary would keep a stopped worker alive.
-    if (worker && process.connected) process.disconnect()
+    try {
+      const running = worker || workers === 1 ? await startProxyAlone(options) : await startProxyWorkers({ ...options, workers })
+      await untilSignalled(running, () => {
+        // A worker reports to its primary, which prints the one ready line.
+        if (worker) announceProxyWorker(running.url)
+        else process.stdout.write(`corral proxy ready: ${running.url}${workers > 1 ? ` (${workers} workers)` : ''}\n`)
+      })
+    } finally {
+      // The IPC channel to the primary keeps a worker alive: let go once done, started or not.
+      if (worker) releaseProxyWorker()
+    }
   }
+}
+
+/** Announces, then waits for SIGTERM/SIGINT and stops (a second signal kills: the handlers run once). */
+function untilSignalled(running: { stop(): Promise<void>; logger: { error(obj: object, msg: string): void } }, announce: () => void): Promise<void> {
+  return new Promise<void>((done) => {
+    let stopping = false
+    const shutdown = (): void => {
+      if (stopping) return
+      stopping = true
+      const force = setTimeout(() => process.exit(1), 30_000)
+      force.unref()
+      running.stop().then(done, (err: unknown) => {
+        running.logger.error({ err }, 'proxy shutdown failed')
+        process.exitCode = 1
+        done()
+      })
+    }
+    process.once('SIGTERM', shutdown)
+    process.once('SIGINT', shutdown)
+    announce()
+  })
 }

@@ -4,4 +4,4 @@ export { databaseEndpoint, endpointOf, readCaFiles, startProxy, type ProxyParts,
 export { startServe, type RunningServe } from './serve.js'
 export { runtimeOptions, sqliteFiles } from './workspaces.js'
 export { startProxyAlone, type ProxyAloneOptions, type RunningProxyAlone } from './proxy-alone.js'
-export { announceProxyWorker, defaultProxyWorkers, isProxyWorker, startProxyWorkers } from './proxy-workers.js'
+export { announceProxyWorker, defaultProxyWorkers, isProxyWorker, releaseProxyWorker, startProxyWorkers } from './proxy-workers.js'

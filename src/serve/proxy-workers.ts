@@ -40,6 +40,15 @@ export function isProxyWorker(): boolean {
   return cluster.isWorker
 }
 
+/**
+ * Lets go of the primary once the worker is done (stopped, or failed to start): the IPC channel
+ * would keep it alive. `worker.disconnect()`, not `process.disconnect()`: the latter makes Node's
+ * cluster exit at once with code 0, hiding a start failure's exit code from the primary.
+ */
+export function releaseProxyWorker(): void {
+  if (cluster.worker && process.connected) cluster.worker.disconnect()
+}
+
 /** Tells the primary this worker listens on `url`. */
 export function announceProxyWorker(url: string): void {
   process.send?.({ type: READY, url })
@@ -89,7 +98,7 @@ class WorkerPool {
       const onStartExit = (w: Worker, code: number | null, signal: string | null): void => {
         if (ready >= this.#want || this.#stopping) return
         this.#stopping = true
-        void this.#stopAll().finally(() => fail(new Error(`proxy worker ${w.process.pid} exited (${signal ?? `code ${code}`}) before it listened`)))
+        void this.#stopAll().catch(() => {}).finally(() => fail(new Error(`proxy worker ${w.process.pid} exited (${signal ?? `code ${code}`}) before it listened`)))
       }
       for (let i = 0; i < this.#want; i++) {
         this.#fork((at) => {
@@ -134,10 +143,17 @@ class WorkerPool {
       w.once('exit', () => r())
       w.process.kill('SIGTERM')
     }))
+    let forced = 0
     const force = setTimeout(() => {
-      for (const w of this.#workers) if (!w.isDead()) w.process.kill('SIGKILL')
+      for (const w of this.#workers) {
+        if (w.isDead()) continue
+        forced++
+        w.process.kill('SIGKILL')
+      }
     }, STOP_BOUND_MS)
     await Promise.all(exits)
     clearTimeout(force)
+    // What they journaled is replayed at the next start; the stop still failed its bound.
+    if (forced > 0) throw new Error(`${forced} proxy worker(s) did not stop within ${STOP_BOUND_MS} ms and were killed; their journals are replayed at the next start`)
   }
 }

@@ -4,6 +4,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
+import { createServer, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { ProxyAgent, request } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -11,7 +12,7 @@ import { Sealer, CapabilityTokens, loadMasterKey, loadTokenKey } from '../../src
 import { openStore } from '../../src/store/index.js'
 import { proxyTables } from '../../src/store/proxy-tables.js'
 import { onLoopback } from '../helpers/loopback-caps.js'
-import { CORRAL_BIN, hermeticEnv } from '../helpers/serve.js'
+import { CORRAL_BIN, hermeticEnv, runCorral } from '../helpers/serve.js'
 import { startUpstreams, type Upstreams } from '../proxy/harness.js'
 
 const CAPS = `
@@ -37,12 +38,17 @@ let dbUrl: string
 let dataDir: string
 let token: string
 let workspaceId: string
+/** Every proxy started, so a failed test leaves no process behind. */
+const started: ChildProcess[] = []
+/** A worker process starts in 2–15 s on the shared 2-core machine; a test starts up to three. */
+const SLOW = 120_000
 
 function startProxy(workers: number): Promise<Proxy> {
   const child = spawn(process.execPath, [CORRAL_BIN, 'proxy', '--workers', String(workers), '--data-dir', dataDir, '--db', dbUrl, '--port', '0', '--upstream-ca', join(tmp, 'upstream-ca/ca.pem')], {
     env: { ...hermeticEnv(), CORRAL_LOG_LEVEL: 'warn', NO_COLOR: '1' },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
+  started.push(child)
   let out = ''
   child.stdout!.on('data', (c) => (out += String(c)))
   child.stderr!.on('data', (c) => (out += String(c)))
@@ -128,6 +134,11 @@ beforeAll(async () => {
 })
 
 afterAll(async () => {
+  for (const c of started) {
+    if (c.exitCode !== null || c.signalCode !== null) continue
+    for (const pid of children(c.pid!)) process.kill(pid, 'SIGKILL')
+    c.kill('SIGKILL')
+  }
   await upstreams?.close()
   rmSync(tmp, { recursive: true, force: true })
 })
@@ -152,11 +163,15 @@ describe('corral proxy --workers', () => {
     expect(await traffic(proxy, 8, 5)).toEqual(Array(40).fill(200))
     expect(await stop(proxy)).toBe(0)
     for (const pid of [survivor!, replacement]) expect(alive(pid)).toBe(false)
-    // The victim's answered rows are in (journaled before its answers, replayed by its replacement if the database did not have them yet).
+    // Every answered row is in the database after a restart (the guarantee: journaled before its
+    // answer; the victim's replayed by its replacement, anything the database had not taken by the
+    // stop's drain bound by this start).
+    const again = await startProxy(1)
+    expect(await stop(again)).toBe(0)
     const rows = await decisionRows()
-    expect(rows.length - before).toBe(80)
+    expect(rows.length - before, proxy.out()).toBe(80)
     expect(rows.every((r) => r.decision === 'allow')).toBe(true)
-  })
+  }, SLOW)
 
   it('stops its workers when the primary is killed -9; a restart replays what they journaled', async () => {
     const before = (await decisionRows()).length
@@ -169,5 +184,19 @@ describe('corral proxy --workers', () => {
     const again = await startProxy(1)
     expect(await stop(again)).toBe(0)
     expect((await decisionRows()).length - before).toBe(20)
-  })
+  }, SLOW)
+
+  it('fails to start with a clear line and a non-zero exit when the workers cannot listen (no hang)', async () => {
+    const taken = createServer()
+    await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r))
+    const port = (taken.address() as AddressInfo).port
+    try {
+      const r = await runCorral(['proxy', '--workers', '2', '--data-dir', dataDir, '--db', dbUrl, '--port', String(port)], { env: { CORRAL_LOG_LEVEL: 'warn' } })
+      expect(r.code).toBe(1)
+      expect(r.stderr).toMatch(/EADDRINUSE/)
+      expect(r.stderr).toMatch(/proxy worker \d+ exited \(code 1\) before it listened/)
+    } finally {
+      await new Promise((r) => taken.close(r))
+    }
+  }, SLOW)
 })
