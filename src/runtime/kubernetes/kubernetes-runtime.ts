@@ -230,6 +230,8 @@ export class KubernetesRuntime implements WorkspaceRuntime {
       await this.#deletePod(name)
       throw new RuntimeError('runtime_unavailable', `the agent pod of workspace ${workspaceId} was refused: ${apiMessage(err)}`)
     }
+    // The token's Secret goes with the agent: nothing after it (keeper, snapshots) needs it.
+    void agent.process.exited.then(() => tolerate([404], () => this.#client.core.deleteNamespacedSecret({ name, namespace: this.#s.namespace })).catch(() => {}))
     const started = await Promise.race([agent.running, sleep(this.#s.podStartTimeoutMs, 'timeout' as const, { ref: false })])
     if (started === 'timeout') {
       await this.#deletePod(name)

@@ -115,8 +115,11 @@ describe('kubernetes runtime against the fake API server', () => {
     const forked = await r.provision({ workspaceId: child, forkFrom: { workspaceId: id, taskCount: 1 } })
     expect(forked.restoredFrom?.ref).toBe(snap.ref)
     expect(readFileSync(join(fake.kubelet.claimDir(claimName(child)), 'sub', 'y.md'), 'utf8')).toBe('x\n')
-    // The token never reaches a pod's spec: only its Secret.
+    // The token never reaches a pod's spec: only its Secret, which goes when the agent is over.
     for (const p of fake.store.list('pods', 'corral')) expect(JSON.stringify(p)).not.toContain('token-abc')
+    const deadline = Date.now() + 5000
+    while (fake.store.list('secrets', 'corral', `corral.dev/workspace=${id}`).length > 0 && Date.now() < deadline) await new Promise((res) => setTimeout(res, 50))
+    expect(fake.store.list('secrets', 'corral', `corral.dev/workspace=${id}`)).toEqual([])
   })
 
   it('places uploads into /data and measures it through the pod', async () => {
