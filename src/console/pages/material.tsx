@@ -1,5 +1,5 @@
-// Org secrets (names only: a value is write-only) and credentials (their status). Both need
-// auth:write.
+// Org secrets (names only: a value is write-only; auth:write) and credentials with their status
+// (auth:write, or auth:write:own for one's personal credentials).
 import type { ReactNode } from 'react'
 import { seg } from '../api.js'
 import { ResourceList } from '../resource.js'
@@ -53,8 +53,9 @@ export function SecretsPage(): ReactNode {
 }
 
 export function CredentialsPage(): ReactNode {
-  const { api, holds } = useSession()
-  const write = holds('auth:write')
+  // auth:write:own counts here: the API narrows such a caller to their personal credentials.
+  const { api, can } = useSession()
+  const write = can('auth:write')
   return (
     <ResourceList<Credential>
       title="Credentials"
