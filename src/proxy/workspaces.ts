@@ -33,6 +33,8 @@ export type PolicyState =
 
 export class ActiveWorkspace {
   #active = true
+  /** Its role or provider changed: the next request loads the record and policy again. */
+  stale = false
   lastUsed = Date.now()
   /** Requests currently inside the pipeline; eviction waits for zero. */
   inFlight = 0
@@ -85,11 +87,11 @@ export class ActiveWorkspaces {
   /** The active state for the token's workspace, activating it on first use. */
   get(orgId: string, workspaceId: string): ActiveWorkspace | Promise<ActivationResult> {
     const ws = this.#byId.get(workspaceId)
-    if (ws && ws.record.org_id === orgId) {
+    if (ws && !ws.stale && ws.record.org_id === orgId) {
       ws.lastUsed = Date.now()
       return ws
     }
-    if (ws) return Promise.resolve({ ok: false, reason: 'workspace_not_activated' })
+    if (ws && !ws.stale) return Promise.resolve({ ok: false, reason: 'workspace_not_activated' })
     return this.#activate(orgId, workspaceId)
   }
 
@@ -118,6 +120,11 @@ export class ActiveWorkspaces {
     this.#byId.set(workspaceId, ws)
     await this.#lifecycle('workspace_activated', ws)
     return { ok: true, workspace: ws }
+  }
+
+  /** A role or provider of the org changed (on any replica): its workspaces load their policy again on their next request; requests in flight finish under the old one. */
+  refreshOrg(orgId: string): void {
+    for (const ws of this.#byId.values()) if (ws.record.org_id === orgId) ws.stale = true
   }
 
   /** Tears a workspace's state down (stop/archive). Requests in flight see `workspace_gone`. */

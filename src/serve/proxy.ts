@@ -7,7 +7,7 @@ import type { Logger } from 'pino'
 import type { AuditWriter } from '../audit/index.js'
 import { ProxyService, type AgentCallbacks, type ConcurrencyPermitSource, type CorralCa, type Endpoint } from '../proxy/index.js'
 import type { CapabilityTokens, Sealer } from '../secrets/index.js'
-import { WORKSPACE_STOPPED_CHANNEL, concurrencyPermits, type Store } from '../store/index.js'
+import { ROLES_CHANGED_CHANNEL, WORKSPACE_STOPPED_CHANNEL, concurrencyPermits, type Store } from '../store/index.js'
 
 export interface ProxyParts {
   store: Store
@@ -49,11 +49,17 @@ export async function startProxy(parts: ProxyParts): Promise<RunningProxy> {
     ...(parts.permits ? { permits: parts.permits } : {}),
   })
   const port = await service.start()
-  const unlisten = await parts.store.listen(WORKSPACE_STOPPED_CHANNEL, (id) => void service.workspaces.deactivate(id))
-    .catch(async (err: unknown) => {
-      await service.stop()
-      throw err
-    })
+  const unlistens = await Promise.all([
+    parts.store.listen(WORKSPACE_STOPPED_CHANNEL, (id) => void service.workspaces.deactivate(id)),
+    // A role or provider changed on any replica: the org's policies are loaded again.
+    parts.store.listen(ROLES_CHANGED_CHANNEL, (orgId) => service.workspaces.refreshOrg(orgId)),
+  ]).catch(async (err: unknown) => {
+    await service.stop()
+    throw err
+  })
+  const unlisten = async () => {
+    for (const u of unlistens) await u()
+  }
   return {
     service,
     url: `http://${parts.host.includes(':') ? `[${parts.host}]` : parts.host}:${port}`,

@@ -9,3 +9,6 @@ export const TASK_ENDED_CHANNEL = 'corral_task_ended'
 
 /** Reconcile this workspace (payload: its id): a replica asks the lease owner to act on a change it wrote. */
 export const WORKSPACE_KICK_CHANNEL = 'corral_workspace_kick'
+
+/** A provider or agent role of an org changed (payload: the org id): proxies load its workspaces' policies again. */
+export const ROLES_CHANGED_CHANNEL = 'corral_roles_changed'

@@ -99,7 +99,7 @@ describePostgres('two serve replicas on one database', (baseUrl) => {
     expect((await api(b, 'GET', '/me', undefined, key.value)).status).toBe(401)
   })
 
-  it.runIf(enabled)('50 parallel requests through both proxies never pass max_concurrent 5 or max 20', async () => {
+  it.runIf(enabled)('50 parallel requests through both proxies never pass max_concurrent 5 or max 20; a role change on A reaches B\'s proxy', async () => {
     // An upstream that holds every request a while and counts how many it holds at once.
     let inFlight = 0
     let maxInFlight = 0
@@ -119,12 +119,13 @@ describePostgres('two serve replicas on one database', (baseUrl) => {
     const dbUrl = /--db (\S+)/.exec(a.serve.process.spawnargs.join(' '))![1]!
     const store = await openStore(dbUrl)
     let token: string
+    let roleId: string
     try {
       const org = (await store.orgs.getByName('default'))!
       const t = proxyTables(store.db)
       const provider = await t.workspaces.createProvider(org.id, { name: 'budgeted' })
-      const role = await t.workspaces.createRole(org.id, { name: 'budgeted', provider_id: provider, capabilities: budgetCaps(port) })
-      const workspaceId = await t.workspaces.create(org.id, { role_id: role, created_by_user_id: 'usr_replicas' })
+      roleId = await t.workspaces.createRole(org.id, { name: 'budgeted', provider_id: provider, capabilities: budgetCaps(port) })
+      const workspaceId = await t.workspaces.create(org.id, { role_id: roleId, created_by_user_id: 'usr_replicas' })
       token = (await new CapabilityTokens(await loadTokenKey(store.settings)).mint({ org_id: org.id, workspace_id: workspaceId }, 600)).token
     } finally {
       await store.close()
@@ -144,6 +145,11 @@ describePostgres('two serve replicas on one database', (baseUrl) => {
         }))
         statuses.push(...answers)
       }
+      // A role change made on A reaches B's proxy at once: GET is no longer allowed there.
+      const patched = await api(a.serve, 'PATCH', `/agent-roles/${roleId}`, { capabilities: budgetCaps(port).replace('methods: [GET]', 'methods: [POST]') })
+      expect(patched.status, JSON.stringify(patched.body)).toBe(200)
+      const after = await undiciFetch(`https://127.0.0.1:${port}/after-change`, { dispatcher: agents[1]! })
+      expect({ status: after.status, body: await after.text() }).toMatchObject({ status: 403, body: expect.stringContaining('no_match') })
     } finally {
       await Promise.all(agents.map((x) => x.close()))
       upstream.close()

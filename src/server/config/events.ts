@@ -2,6 +2,7 @@
 // audit event recording it, and the respawn of idle workspaces that must pick it up.
 import type { FastifyRequest } from 'fastify'
 import type { EventType } from '../../contract/index.js'
+import { ROLES_CHANGED_CHANNEL } from '../../store/index.js'
 import type { ServerDeps } from '../types.js'
 
 /** Who changes the configuration: the caller's org and user, and where a non-fatal failure is logged. */
@@ -22,8 +23,10 @@ export function configCaller(request: FastifyRequest): ConfigCaller {
 }
 
 /** Configuration-mutation events (spec Events): category audit, actor control-plane, resource_id plus the spec's keys. */
-export async function emitConfigEvent(deps: Pick<ServerDeps, 'audit'>, caller: ConfigCaller, type: EventType, detail: Record<string, unknown>): Promise<void> {
+export async function emitConfigEvent(deps: Pick<ServerDeps, 'audit' | 'store'>, caller: ConfigCaller, type: EventType, detail: Record<string, unknown>): Promise<void> {
   await deps.audit.emit({ org_id: caller.orgId, user_id: caller.userId, event_type: type, category: 'audit', actor: 'control-plane', detail })
+  // Every proxy process (every replica) loads the org's workspace policies again on their next request.
+  await deps.store.notify(ROLES_CHANGED_CHANNEL, caller.orgId).catch((err: unknown) => caller.log.warn({ err }, 'role change not announced to the proxies'))
 }
 
 /** Respawns idle workspaces of the roles after a change; a failure is logged, the change stands. */
