@@ -127,3 +127,30 @@ describe('ca export and admin proxy-token outside the data dir', () => {
     expect(real.stdout).toMatch(/^-----BEGIN CERTIFICATE-----/)
   })
 })
+
+describe('corral doctor', () => {
+  it('reports each check, names the fix of each one that is not ok, exit 1 on a failure', async () => {
+    const port = Number(new URL(stack.serve.url).port)
+    const r = await runCorral(['doctor', '--data-dir', stack.serve.dataDir, '--port', String(port), '--proxy-port', '1', '--json'], {
+      env: { XDG_CONFIG_HOME: stack.dir, CORRAL_PACK_REGISTRY: '127.0.0.1:9' },
+    })
+    expect(r.code).toBe(1)
+    const checks = JSON.parse(r.stdout) as Array<{ check: string; status: string; detail: string; fix?: string }>
+    const by = Object.fromEntries(checks.map((c) => [c.check, c]))
+    expect(Object.keys(by)).toEqual(['node', 'bubblewrap', 'api port', 'proxy port', 'database', 'ca', 'registry'])
+    expect(by.node.status).toBe('ok')
+    expect(by['api port']).toMatchObject({ status: 'fail', fix: expect.stringContaining('--port') })
+    expect(by.database).toMatchObject({ status: 'ok', detail: expect.stringContaining('corral.db opens') })
+    expect(by.ca.status).toBe('ok')
+    expect(by.registry).toMatchObject({ status: 'fail', fix: expect.stringContaining('CORRAL_PACK_REGISTRY') })
+    for (const c of checks) if (c.status !== 'ok') expect(c.fix, c.check).toMatch(/\S/)
+
+    // A data dir with nothing in it: warnings with their fixes, and nothing is created there.
+    const empty = join(stack.dir, 'doctor-empty')
+    mkdirSync(empty)
+    const fresh = await runCorral(['doctor', '--data-dir', empty, '--port', '1', '--proxy-port', '1'], { env: { XDG_CONFIG_HOME: stack.dir } })
+    expect(fresh.stdout).toMatch(/^database\s+warn\s+no store yet/m)
+    expect(fresh.stdout).toMatch(/^ca: serve creates it on first start/m)
+    expect(readdirSync(empty)).toEqual([])
+  })
+})
