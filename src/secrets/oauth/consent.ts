@@ -208,7 +208,8 @@ export class OAuthConsent {
       const now = await tx.oauth.credential(st.org_id, cred.id)
       if (!now) throw new OAuthCallbackError('state_unknown', 'the credential of this consent no longer exists')
       await tx.oauth.authorize(st.org_id, cred.id, this.o.sealer.seal(refresh, refreshBinding(st.org_id, cred.id)), st.user_id)
-      if (now.status !== 'active') await tx.oauth.flipStatus(st.org_id, cred.id, now.status, 'active')
+      // Also from active to active: the record's updated_at shows a completed re-consent (the CLI waits on it).
+      await tx.oauth.flipStatus(st.org_id, cred.id, now.status, 'active')
       tx.notify(CREDENTIALS_CHANNEL, st.org_id)
       return now.status
     })
