@@ -135,6 +135,13 @@ export function replicaLeases(store: { readonly db: Kysely<any>; readonly capabi
       return { owner: row.owner, expiresAt: Number(row.expires_at) }
     },
 
+    /** The live owners of the leases among `ids` (one query): workspace id → owner. */
+    async liveOwners(ids: readonly string[], now = Date.now()): Promise<Map<string, string>> {
+      if (ids.length === 0) return new Map()
+      const rows = await db.selectFrom('workspace_leases').select(['workspace_id', 'owner']).where('workspace_id', 'in', [...ids]).where('expires_at', '>=', now).execute()
+      return new Map(rows.map((r) => [r.workspace_id, r.owner]))
+    },
+
     /** Leases past their expiry: workspaces whose owner stopped beating. */
     async expired(now = Date.now(), limit = 500): Promise<{ workspaceId: string; owner: string }[]> {
       const rows = await db.selectFrom('workspace_leases').select(['workspace_id', 'owner']).where('expires_at', '<', now).limit(limit).execute()

@@ -95,14 +95,8 @@ export class LeaseOwnership implements Ownership {
   }
 
   async ownedElsewhere(ids: readonly string[]): Promise<Set<string>> {
-    const out = new Set<string>()
-    const now = Date.now()
-    for (const id of ids) {
-      if (this.#owned.has(id)) continue
-      const o = await this.#seat.leases.owner(id, now)
-      if (o && o.owner !== this.#seat.id) out.add(id)
-    }
-    return out
+    const owners = await this.#seat.leases.liveOwners(ids.filter((id) => !this.#owned.has(id)))
+    return new Set([...owners].filter(([, owner]) => owner !== this.#seat.id).map(([id]) => id))
   }
 
   async start(hooks: OwnershipHooks): Promise<void> {

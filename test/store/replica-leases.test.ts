@@ -38,6 +38,8 @@ for (const d of testDialects()) {
       expect(await leases.heartbeat('rep_a', 1000, 10_900)).toEqual([ws])
       expect(await leases.acquire(ws, 'rep_b', 1000, 11_500)).toMatchObject({ acquired: false, owner: 'rep_a' })
       expect(await leases.owner(ws, 11_500)).toEqual({ owner: 'rep_a', expiresAt: 11_900 })
+      expect(await leases.liveOwners([ws, 'ws_none'], 11_500)).toEqual(new Map([[ws, 'rep_a']]))
+      expect(await leases.liveOwners([ws], 12_000)).toEqual(new Map())
       // A stops beating: after expiry the lease is listed and B takes it over.
       expect(await leases.expired(12_000)).toEqual([{ workspaceId: ws, owner: 'rep_a' }])
       expect(await leases.owner(ws, 12_000)).toBeUndefined()
