@@ -14,7 +14,7 @@ export default class Proxy extends CorralCommand<void> {
     port: Flags.integer({ summary: 'Proxy port (0 picks a free one).', env: 'CORRAL_PROXY_PORT', default: 7071, min: 0, max: 65535 }),
     'upstream-ca': Flags.string({ summary: 'Extra PEM file of roots trusted for upstream TLS (repeatable).', multiple: true, env: 'CORRAL_UPSTREAM_CA' }),
     workers: Flags.integer({
-      summary: 'Proxy processes sharing the port (default: one per available CPU; 1 runs the proxy in this process).',
+      summary: 'Proxy processes sharing the port (default 1: the proxy runs in this process; more only where the proxy has cores of its own).',
       env: 'CORRAL_PROXY_WORKERS', min: 1, max: 256,
     }),
   }

@@ -12,7 +12,6 @@
 // A worker whose primary goes away (kill -9) exits at once when the IPC channel closes (Node's
 // cluster does that for a worker); what it journaled is replayed by the next start.
 import cluster, { type Worker } from 'node:cluster'
-import { availableParallelism } from 'node:os'
 import { resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { loadOrCreateCa } from '../proxy/index.js'
@@ -30,9 +29,13 @@ const STOP_BOUND_MS = 25_000
 const RESTART_MIN_MS = 250
 const RESTART_MAX_MS = 30_000
 
-/** The default of `--workers`: one per CPU the process may use. */
+/**
+ * The default of `--workers`: one process. Measured on a 2-core machine at 3,000 req/s (docs/proxy.md
+ * "Worker processes"), two workers cost more CPU per request and a worse tail than one; more workers
+ * pay only where cores outnumber the proxy's neighbours, so the operator opts in.
+ */
 export function defaultProxyWorkers(): number {
-  return availableParallelism()
+  return 1
 }
 
 /** True in a process forked by startProxyWorkers. */
