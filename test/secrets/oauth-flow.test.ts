@@ -42,6 +42,8 @@ for (const d of testDialects()) describe(`OAuth credential against a real OIDC p
   let ws: { token: string }
   let credId = ''
   const seen: string[] = [] // every Authorization header the upstream received
+  const logged: string[] = [] // every line the proxy logged (its faults: refreshes refused, outages)
+  const logger = { error: (o: object, m: string) => void logged.push(`${m} ${JSON.stringify(o)}`), warn: (o: object, m: string) => void logged.push(`${m} ${JSON.stringify(o)}`) }
   const actor = () => ({ orgId: h.orgId, userId: h.userId, creatorId: h.userId })
   const url = () => `https://127.0.0.1:${h.up.httpsPort}/mail/inbox`
   const status = async () => (await h.store.proxy.credentials.get(h.orgId, credId))!.status
@@ -76,7 +78,7 @@ for (const d of testDialects()) describe(`OAuth credential against a real OIDC p
   const query = (u: URL) => Object.fromEntries(u.searchParams)
 
   beforeAll(async () => {
-    h = await startHarness({ store: await d.open() })
+    h = await startHarness({ store: await d.open(), logger })
     h.up.handler.current = (req, res) => {
       seen.push(String(req.headers.authorization ?? ''))
       res.end('{"mail":[]}')
@@ -252,7 +254,7 @@ for (const d of testDialects()) describe(`OAuth credential against a real OIDC p
     expect(await idp.accessTokenValid(seen.at(-1)!.replace(/^Bearer /, ''))).toBe(true)
   })
 
-  it('no access or refresh token in any audit row or any file under the data dir', async () => {
+  it('no access or refresh token in any audit row, log line or file under the data dir', async () => {
     const row = (await h.store.oauth.client(h.orgId, credId))!
     const refresh = sealer.open(row.refresh_ciphertext!, `oauth-refresh:${h.orgId}:${credId}`)
     const tokens = [...new Set(seen.filter(Boolean).map((s) => s.replace(/^Bearer /, '')))]
@@ -260,6 +262,8 @@ for (const d of testDialects()) describe(`OAuth credential against a real OIDC p
     const secrets = [refresh, idp.clientSecret, ...tokens]
     const audit = JSON.stringify(h.audit.rows)
     for (const s of secrets) expect(audit).not.toContain(s)
+    const log = logged.join('\n')
+    for (const s of secrets) expect(log).not.toContain(s)
     for (const file of await walk(h.dir)) {
       const text = (await readFile(file)).toString('latin1')
       for (const s of secrets) expect(text.includes(s), `${file} holds a token`).toBe(false)
