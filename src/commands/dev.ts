@@ -118,6 +118,7 @@ async function startSession(flags: DevFlags, dataDir: string, ports: { api: numb
   const summary = [
     '',
     paint('bold', 'corral dev is running'),
+    `  console     ${running.url}/   (sign in with the owner key)`,
     `  API         ${running.url}/v1   (owner key in ${keyPath})`,
     `  fake model  ${model.url}   (scripted; Anthropic and OpenAI streaming formats)`,
     `  runtime     ${runtime === 'local' ? 'local (bubblewrap sandbox)' : 'process (NOT a sandbox; see the warning above)'}`,

@@ -34,6 +34,11 @@ describe('corral dev', () => {
 
   it('one task submit shows the agent writing a file under the policy: decisions, debits, agent events', async () => {
     expect(dev.output()).toContain('corral task submit --role demo')
+    // The summary names the console, and the console is there.
+    expect(dev.output()).toContain(`console     ${dev.url}/ `)
+    const page = await fetch(`${dev.url}/`)
+    expect(page.status).toBe(200)
+    expect(page.headers.get('content-type')).toMatch(/^text\/html/)
     const submitted = await runCorral(['task', 'submit', '--role', 'demo', 'say hello', '--wait'], { env })
     expect(submitted.code, `${submitted.stdout}\n${submitted.stderr}\n${dev.output().slice(-3000)}`).toBe(0)
     expect(submitted.stdout + submitted.stderr).toMatch(/completed/)
