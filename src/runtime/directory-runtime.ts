@@ -14,11 +14,12 @@ import { checkPackMounts, packLaunch } from './pack-mounts.js'
 import { ProxyBridge } from './proxy-bridge.js'
 import type {
   AgentExit, AgentLaunch, AgentProcess, LimitHit, PackMount, ProvisionSpec, RuntimeCheck, RuntimeKind, RuntimeOptions, SnapshotFileEntry,
-  SnapshotReason, SnapshotRecord, SnapshotStore, WorkspaceHandle, WorkspaceRuntime, WorkspaceStatus,
+  SnapshotReason, SnapshotRecord, WorkspaceHandle, WorkspaceRuntime, WorkspaceStatus,
 } from './runtime.js'
 import { SANDBOX_UID } from './sandbox-args.js'
 import { SANDBOX_INIT_SOURCE } from './sandbox-init.js'
 import { LocalSnapshotStore } from './local-snapshot-store.js'
+import { WorkspaceSnapshots } from './workspace-snapshots.js'
 
 /** What a driver runs on the host to start a workspace's init (bwrap …, or node directly). */
 export interface LaunchPlan {
@@ -79,12 +80,13 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
   /** Workspaces between the start request and their entry in #running (closes the check-then-act gap). */
   readonly #starting = new Set<string>()
   #shared: Promise<SharedFiles> | null = null
-  readonly #snapshots: SnapshotStore
+  readonly #snapshots: WorkspaceSnapshots
 
   constructor(options: RuntimeOptions) {
     this.options = Object.freeze({ ...options })
     this.layout = new RuntimeLayout(options.root)
-    this.#snapshots = options.snapshots ?? new LocalSnapshotStore((id) => this.layout.snapshots(id), options.archiver)
+    const store = options.snapshots ?? new LocalSnapshotStore((id) => this.layout.snapshots(id), options.archiver)
+    this.#snapshots = new WorkspaceSnapshots(store, { provisioned: (id) => exists(this.layout.data(id)), volume: (id) => this.#volume(id) })
     this.warn = options.warn ?? ((line) => process.stderr.write(`${line}\n`))
   }
 
@@ -142,7 +144,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
       }
       // Unpacked as the agent's user (GNU tar), then everything given to it: whatever the archive
       // holds, the restore cannot write where that user could not.
-      await this.#snapshots.restore(restoredFrom, new HostVolume(spec.workspaceId, partial, owner))
+      await this.#snapshots.store.restore(restoredFrom, new HostVolume(spec.workspaceId, partial, owner))
       if (owner) await this.#chownData(partial, owner)
     }
     await writeFile(provisionFile, JSON.stringify({ restoredFrom }))
@@ -253,17 +255,12 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     await running.exited
   }
 
-  async snapshot(workspaceId: string, taskCount: number, reason: SnapshotReason): Promise<SnapshotRecord> {
-    const dataDir = this.layout.data(workspaceId)
-    if (!(await exists(dataDir))) throw new RuntimeError('workspace_not_found', `workspace ${workspaceId} is not provisioned`)
-    return this.#snapshots.put(this.#volume(workspaceId), taskCount, reason)
+  snapshot(workspaceId: string, taskCount: number, reason: SnapshotReason): Promise<SnapshotRecord> {
+    return this.#snapshots.take(workspaceId, taskCount, reason)
   }
 
-  async stop(workspaceId: string, taskCount: number): Promise<SnapshotRecord> {
-    await this.stopAgent(workspaceId)
-    const record = await this.snapshot(workspaceId, taskCount, 'stop')
-    await writeFile(this.layout.stoppedMarker(workspaceId), record.ref)
-    return record
+  stop(workspaceId: string, taskCount: number): Promise<SnapshotRecord> {
+    return this.#snapshots.stop(workspaceId, taskCount, () => this.stopAgent(workspaceId), (record) => writeFile(this.layout.stoppedMarker(workspaceId), record.ref))
   }
 
   snapshotAt(workspaceId: string, taskCount: number): Promise<SnapshotRecord | null> {
@@ -279,7 +276,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
   }
 
   async status(workspaceId: string): Promise<WorkspaceStatus> {
-    const snapshots = (await this.snapshots(workspaceId)).length
+    const snapshots = await this.#snapshots.count(workspaceId)
     const running = this.#running.get(workspaceId)
     if (running) return { workspaceId, phase: 'running', pid: running.child.pid, snapshots }
     if (!(await exists(this.layout.data(workspaceId)))) return { workspaceId, phase: 'absent', snapshots }

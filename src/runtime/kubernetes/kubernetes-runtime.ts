@@ -10,10 +10,11 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { V1Pod } from '@kubernetes/client-node'
 import { RuntimeError } from '../errors.js'
 import { LocalSnapshotStore } from '../local-snapshot-store.js'
+import { WorkspaceSnapshots } from '../workspace-snapshots.js'
 import { RuntimeLayout } from '../layout.js'
 import type {
   AgentLaunch, AgentProcess, ProvisionSpec, RunningAgent, RuntimeCheck, RuntimeOptions, SnapshotFileEntry, SnapshotReason, SnapshotRecord,
-  SnapshotStore, WorkspaceHandle, WorkspaceRuntime, WorkspaceStatus,
+  WorkspaceHandle, WorkspaceRuntime, WorkspaceStatus,
 } from '../runtime.js'
 import { AgentTable, agentEnd, agentRunning, workspaceOf } from './agents.js'
 import { apiMessage, openKubeClient, statusCode, tolerate, type KubeClient } from './kube-client.js'
@@ -40,7 +41,7 @@ export class KubernetesRuntime implements WorkspaceRuntime {
   readonly #o: KubernetesRuntimeOptions
   readonly #s: KubernetesSettings
   readonly #client: KubeClient
-  readonly #snapshots: SnapshotStore
+  readonly #snapshots: WorkspaceSnapshots
   readonly #agents = new AgentTable()
   readonly #owners = new Map<string, WorkspaceOwner>()
   readonly #starting = new Set<string>()
@@ -53,7 +54,8 @@ export class KubernetesRuntime implements WorkspaceRuntime {
     this.#s = options.settings
     this.#client = options.client ?? openKubeClient(options.settings)
     const layout = new RuntimeLayout(options.root)
-    this.#snapshots = options.snapshots ?? new LocalSnapshotStore((id) => layout.snapshots(id))
+    const store = options.snapshots ?? new LocalSnapshotStore((id) => layout.snapshots(id))
+    this.#snapshots = new WorkspaceSnapshots(store, { provisioned: (id) => this.#claimExists(id), volume: (id) => this.#volume(id) })
     this.#proxy = new ProxyService(this.#client, this.#s, options.proxy.port)
     this.#watch = new PodWatch(this.#client, {
       namespace: this.#s.namespace, selector: WORKSPACE_SELECTOR, warn: (line) => this.#warn(line),
@@ -118,7 +120,7 @@ export class KubernetesRuntime implements WorkspaceRuntime {
     if (spec.forkFrom) {
       restoredFrom = await this.#snapshots.at(spec.forkFrom.workspaceId, spec.forkFrom.taskCount)
       // Restored once, into the claim this call made: a re-provision after a crash keeps /data.
-      if (restoredFrom && created) await this.#snapshots.restore(restoredFrom, volume)
+      if (restoredFrom && created) await this.#snapshots.store.restore(restoredFrom, volume)
     }
     return { workspaceId: id, volume, restoredFrom }
   }
@@ -251,16 +253,12 @@ export class KubernetesRuntime implements WorkspaceRuntime {
     await tolerate([404], () => this.#client.core.deleteNamespacedSecret({ name: agent.podName, namespace: this.#s.namespace }))
   }
 
-  async snapshot(workspaceId: string, taskCount: number, reason: SnapshotReason): Promise<SnapshotRecord> {
-    if (!(await this.#claimExists(workspaceId))) throw new RuntimeError('workspace_not_found', `workspace ${workspaceId} is not provisioned`)
-    return this.#snapshots.put(this.#volume(workspaceId), taskCount, reason)
+  snapshot(workspaceId: string, taskCount: number, reason: SnapshotReason): Promise<SnapshotRecord> {
+    return this.#snapshots.take(workspaceId, taskCount, reason)
   }
 
-  async stop(workspaceId: string, taskCount: number): Promise<SnapshotRecord> {
-    await this.stopAgent(workspaceId)
-    const record = await this.snapshot(workspaceId, taskCount, 'stop')
-    await this.#deletePods(workspaceId)
-    return record
+  stop(workspaceId: string, taskCount: number): Promise<SnapshotRecord> {
+    return this.#snapshots.stop(workspaceId, taskCount, () => this.stopAgent(workspaceId), () => this.#deletePods(workspaceId))
   }
 
   snapshotAt(workspaceId: string, taskCount: number): Promise<SnapshotRecord | null> {
@@ -276,7 +274,7 @@ export class KubernetesRuntime implements WorkspaceRuntime {
   }
 
   async status(workspaceId: string): Promise<WorkspaceStatus> {
-    const snapshots = (await this.snapshots(workspaceId)).length
+    const snapshots = await this.#snapshots.count(workspaceId)
     if (this.#agents.get(workspaceId)) return { workspaceId, phase: 'running', snapshots }
     if (!(await this.#claimExists(workspaceId))) return { workspaceId, phase: 'absent', snapshots }
     return { workspaceId, phase: this.#podsOf(workspaceId).length > 0 ? 'ready' : 'stopped', snapshots }
@@ -290,7 +288,7 @@ export class KubernetesRuntime implements WorkspaceRuntime {
     await this.stopAgent(workspaceId)
     await this.#deletePods(workspaceId)
     await tolerate([404], () => this.#client.core.deleteNamespacedPersistentVolumeClaim({ name: claimName(workspaceId), namespace: this.#s.namespace }))
-    await this.#snapshots.remove(workspaceId)
+    await this.#snapshots.store.remove(workspaceId)
     this.#owners.delete(workspaceId)
   }
 
