@@ -24,6 +24,7 @@ import {
 } from './manifests.js'
 import type { KubernetesSettings } from './options.js'
 import { PodWatch } from './pod-watch.js'
+import { cniVerdict, probeCni } from './cni-probe.js'
 import { ProxyService } from './proxy-service.js'
 
 export interface KubernetesRuntimeOptions extends RuntimeOptions {
@@ -87,7 +88,13 @@ export class KubernetesRuntime implements WorkspaceRuntime {
     } catch (err) {
       problems.push(err instanceof RuntimeError ? err.message : `cannot set up the workspace NetworkPolicy: ${apiMessage(err)}`)
     }
-    warnings.push('kubernetes: workspace egress is limited by the NetworkPolicy corral-workspaces, which only a CNI that enforces NetworkPolicy applies (Calico, Cilium, …); corral cannot verify that from the API (docs/kubernetes.md "Runtime: network")')
+    if (this.#s.networkPolicyCheck === 'off') {
+      warnings.push('kubernetes: the CNI probe is off (CORRAL_K8S_NETWORK_POLICY_CHECK=off): workspace egress is limited by the NetworkPolicy corral-workspaces only where the CNI enforces it (docs/kubernetes.md "Runtime: network")')
+    } else {
+      const verdict = cniVerdict(await probeCni(this.#client), this.#s.networkPolicyCheck)
+      warnings.push(...verdict.warnings)
+      problems.push(...verdict.problems)
+    }
     if (problems.length === 0) await this.#watch.start().catch((err: unknown) => problems.push(`cannot watch pods: ${apiMessage(err)}`))
     return { ok: problems.length === 0, problems, warnings }
   }

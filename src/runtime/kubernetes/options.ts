@@ -3,6 +3,7 @@
 // naming it, like every other setting of serve's.
 import { readFileSync } from 'node:fs'
 import type { WorkspaceLimits } from '../limits.js'
+import { NETWORK_POLICY_CHECKS, type NetworkPolicyCheck } from './cni-probe.js'
 
 /** Requests and limits of a workspace's agent container, Kubernetes quantities (`500m`, `2Gi`). */
 export interface PodResources {
@@ -38,6 +39,12 @@ export interface KubernetesSettings {
   runAsUid: number
   /** How long a pod may take to be running before the start fails (CORRAL_K8S_POD_START_TIMEOUT_MS, default 120000). */
   podStartTimeoutMs: number
+  /**
+   * What start-up does when it cannot find a CNI that enforces NetworkPolicy
+   * (CORRAL_K8S_NETWORK_POLICY_CHECK): `warn` (default) says so loudly, `require` refuses the
+   * runtime, `off` skips the probe (cni-probe.ts).
+   */
+  networkPolicyCheck: NetworkPolicyCheck
 }
 
 export const DEFAULT_NAMESPACE = 'corral'
@@ -81,6 +88,8 @@ export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv, limits: Worksp
   if (!agentImage) problems.push('CORRAL_AGENT_IMAGE must name the agent image (with --runtime kubernetes)')
   const pull = text('CORRAL_K8S_IMAGE_PULL_POLICY') ?? 'IfNotPresent'
   if (!['Always', 'IfNotPresent', 'Never'].includes(pull)) problems.push(`CORRAL_K8S_IMAGE_PULL_POLICY must be Always, IfNotPresent or Never, got ${JSON.stringify(pull)}`)
+  const policyCheck = text('CORRAL_K8S_NETWORK_POLICY_CHECK') ?? 'warn'
+  if (!(NETWORK_POLICY_CHECKS as readonly string[]).includes(policyCheck)) problems.push(`CORRAL_K8S_NETWORK_POLICY_CHECK must be warn, require or off, got ${JSON.stringify(policyCheck)}`)
   const memoryLimit = limits.memoryMb > 0 ? `${limits.memoryMb}Mi` : undefined
   const cpuLimit = limits.cpus > 0 ? String(limits.cpus) : undefined
   const resources: PodResources = {
@@ -108,6 +117,7 @@ export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv, limits: Worksp
     resources,
     runAsUid: integer('CORRAL_K8S_RUN_AS_UID', 1000, 1),
     podStartTimeoutMs: integer('CORRAL_K8S_POD_START_TIMEOUT_MS', 120_000, 1000),
+    networkPolicyCheck: policyCheck as NetworkPolicyCheck,
   }
   if (problems.length > 0) throw new Error(problems.join('; '))
   return settings

@@ -102,6 +102,8 @@ export class FakeKube {
 
   /** Resources the caller's (fake) Role does not grant: every verb on them answers 403 Forbidden. */
   readonly forbidden = new Set<string>()
+  /** Namespaces where the (fake) Role grants nothing (a Role is namespaced): every verb there answers 403. */
+  readonly forbiddenNamespaces = new Set<string>()
 
   get openWatches(): number {
     return this.#watches.size
@@ -147,7 +149,7 @@ export class FakeKube {
   // long-function: one switch over the verbs reads like the API reference's table
   async #verb(method: string, resource: string, namespace: string, name: string | undefined, q: URLSearchParams, body: KubeObject | undefined, res: ServerResponse): Promise<{ code: number; body: unknown } | undefined> {
     const kind = KINDS[resource]!
-    if (this.forbidden.has(resource)) {
+    if (this.forbidden.has(resource) || this.forbiddenNamespaces.has(namespace)) {
       throw new KubeError(403, 'Forbidden', `${resource}${name ? ` "${name}"` : ''} is forbidden: User "system:serviceaccount:${namespace}:corral" cannot ${method.toLowerCase()} resource "${resource}" in API group "" in the namespace "${namespace}"`, { ...(name ? { name } : {}), kind: resource })
     }
     if (method === 'GET' && !name) {
