@@ -1,5 +1,5 @@
 // Why `serve` / `dev` could not start, said in one line with what to do: a port somebody else
-// holds, a database that cannot be reached or refuses us. Anything else keeps its own message.
+// holds, a data dir another serve holds, a database that cannot be reached or refuses us. Anything else keeps its own message.
 import { CliError } from './errors.js'
 
 export interface StartContext {
@@ -12,6 +12,9 @@ export interface StartContext {
 
 export function explainStartError(err: unknown, ctx: StartContext): CliError | undefined {
   const chain = causes(err)
+  // Another serve (or dev) holds the data dir (src/serve/data-dir-lock.ts): its message is the line.
+  const locked = chain.find((e) => e.code === 'CORRAL_DATA_DIR_LOCKED')
+  if (locked) return new CliError(locked.message, 'data_dir_locked')
   const inUse = chain.find((e) => e.code === 'EADDRINUSE' || (e.code === 'EACCES' && e.syscall === 'listen'))
   if (inUse) {
     const port = Number(inUse.port ?? /:(\d+)\s*$/.exec(inUse.message)?.[1])

@@ -18,6 +18,7 @@ import {
 import { openStore } from '../store/index.js'
 import { startApi } from './api.js'
 import { serveConfig, type ServeConfig, type ServeOptions } from './config.js'
+import { lockDataDir } from './data-dir-lock.js'
 import { openPackContent } from './packs.js'
 import { databaseEndpoint, endpointOf, permitSource, readCaFiles, startProxy } from './proxy.js'
 import { startReplica } from './replica.js'
@@ -44,6 +45,8 @@ export async function startServe(options: ServeOptions & { logger?: Logger }): P
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 })
   const logger = options.logger ?? createLogger()
   const teardown = new Teardown(logger)
+  // Before anything in the data dir is opened: a second serve on it stops here (data-dir-lock.ts).
+  teardown.add('data dir lock', await lockDataDir(config.dataDir))
   // Set by drain() (SIGTERM's first step): /readyz answers 503 from then on.
   const drain = { on: false }
   try {
