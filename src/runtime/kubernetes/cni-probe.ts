@@ -6,9 +6,8 @@
 // CORRAL_K8S_NETWORK_POLICY_CHECK=require, a refusal.
 import type { V1Pod } from '@kubernetes/client-node'
 import { apiMessage, statusCode, type KubeClient } from './kube-client.js'
+import type { NetworkPolicyCheck } from './options.js'
 
-export const NETWORK_POLICY_CHECKS = ['warn', 'require', 'off'] as const
-export type NetworkPolicyCheck = (typeof NETWORK_POLICY_CHECKS)[number]
 
 /** Where the plugins' node agents run. */
 export const CNI_NAMESPACE = 'kube-system'

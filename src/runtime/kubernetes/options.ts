@@ -3,7 +3,10 @@
 // naming it, like every other setting of serve's.
 import { readFileSync } from 'node:fs'
 import type { WorkspaceLimits } from '../limits.js'
-import { NETWORK_POLICY_CHECKS, type NetworkPolicyCheck } from './cni-probe.js'
+
+/** What start-up does without a CNI that enforces NetworkPolicy (cni-probe.ts). */
+export const NETWORK_POLICY_CHECKS = ['warn', 'require', 'off'] as const
+export type NetworkPolicyCheck = (typeof NETWORK_POLICY_CHECKS)[number]
 
 /** Requests and limits of a workspace's agent container, Kubernetes quantities (`500m`, `2Gi`). */
 export interface PodResources {
