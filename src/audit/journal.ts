@@ -4,16 +4,21 @@
 //
 // Layout: <root>/<host>-<pid>-<random>/ holds one writer's segments `000000000001.jsonl`, … (one
 // event per line, the encoder's line) and a LOCK naming the owner. Lines are group-committed by
-// the writer (src/audit/writer.ts): one write() per group, on libuv's threadpool, to a file opened
-// with O_DSYNC, so the write returns once the data is on disk (write + fdatasync in one syscall
-// and one threadpool round trip; fdatasync after the write where O_DSYNC does not exist). A segment is sealed when it grows
+// the writer (src/audit/writer.ts): one write() per group. Two durabilities (docs/reliability.md
+// "Journal durability"):
+// - `process` (the default): the group is written synchronously on the event loop into the page
+//   cache, so the bytes belong to the kernel before the answer leaves and a crash of the process
+//   (kill -9, OOM) loses nothing; a background fdatasync every `syncIntervalMs` bounds what a
+//   crash of the host can lose. No threadpool round trip and no disk latency on the answer.
+// - `host`: the write goes to a file opened with O_DSYNC on libuv's threadpool and returns once
+//   the data is on disk (fdatasync after the write where O_DSYNC does not exist). A segment is sealed when it grows
 // past `segmentBytes`, or past 1 MiB once every line in it is in the database; a sealed segment
 // whose lines are all in the database is deleted. At open, directories of writers that are gone (same host,
 // pid not alive, or our own pid from a previous life in a container) are handed back for replay.
 
 import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
-import { constants } from 'node:fs'
+import { constants, writeSync } from 'node:fs'
 import { mkdir, open, readFile, readdir, rename, rm, rmdir, unlink, writeFile, type FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
 
@@ -38,9 +43,21 @@ export interface RecoveredSegment {
 const LOCK = 'LOCK'
 /** Characters written per group at most (the writer bounds its groups with it). */
 export const MAX_GROUP_CHARS = 1 << 20
-// Append, and each write durable before it returns (data and the size needed to read it back).
+// Append; with `host` durability each write is on disk before it returns (data and the size needed to read it back).
 const DSYNC = constants.O_DSYNC as number | undefined
-const SEGMENT_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | (DSYNC ?? 0)
+const APPEND_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND
+
+/** What an acknowledged journal write survives: a crash of this process, or of the whole host. */
+export type JournalDurability = 'process' | 'host'
+
+export interface JournalOptions {
+  /** Segment size before rotation (default 8 MiB). */
+  segmentBytes?: number
+  /** Default `process`. */
+  durability?: JournalDurability
+  /** With `process`: how often written data is flushed to disk in the background (default 100 ms). */
+  syncIntervalMs?: number
+}
 
 export class Journal {
   readonly dir: string
@@ -50,14 +67,30 @@ export class Journal {
   #writing: Promise<Segment> | undefined
   #segments = new Set<Segment>()
   #closed = false
+  readonly #durability: JournalDurability
+  readonly #flags: number
+  /** `process` durability: segments written since their last background fdatasync. */
+  readonly #dirty = new Set<Segment>()
+  #syncTimer: NodeJS.Timeout | undefined
+  #syncing: Promise<void> | undefined
 
-  private constructor(dir: string, segmentBytes: number) {
+  private constructor(dir: string, opts: JournalOptions) {
     this.dir = dir
-    this.#segmentBytes = segmentBytes
+    this.#segmentBytes = opts.segmentBytes ?? 8 << 20
+    this.#durability = opts.durability ?? 'process'
+    this.#flags = APPEND_FLAGS | (this.#durability === 'host' ? (DSYNC ?? 0) : 0)
+    if (this.#durability === 'process') {
+      this.#syncTimer = setInterval(() => void this.#syncDirty(), Math.max(1, opts.syncIntervalMs ?? 100))
+      this.#syncTimer.unref()
+    }
+  }
+
+  get durability(): JournalDurability {
+    return this.#durability
   }
 
   /** Claims a fresh directory under `root` and returns the segments left by writers that are gone. */
-  static async open(root: string, opts: { segmentBytes?: number } = {}): Promise<{ journal: Journal; recovered: RecoveredSegment[] }> {
+  static async open(root: string, opts: JournalOptions = {}): Promise<{ journal: Journal; recovered: RecoveredSegment[] }> {
     await mkdir(root, { recursive: true, mode: 0o700 })
     const recovered: RecoveredSegment[] = []
     for (const name of (await readdir(root)).sort()) {
@@ -81,7 +114,7 @@ export class Journal {
     await writeFile(join(tmp, LOCK), JSON.stringify({ pid: process.pid, host: hostname(), started: new Date().toISOString() }))
     await rename(tmp, join(root, name))
     await syncDir(root)
-    return { journal: new Journal(join(root, name), opts.segmentBytes ?? 8 << 20), recovered }
+    return { journal: new Journal(join(root, name), opts), recovered }
   }
 
   /**
@@ -106,8 +139,16 @@ export class Journal {
     const buf = Buffer.from(text, 'utf8')
     try {
       let off = 0
-      while (off < buf.length) off += (await seg.fh!.write(buf, off, buf.length - off)).bytesWritten
-      if (DSYNC === undefined) await seg.fh!.datasync()
+      if (this.#durability === 'process') {
+        // Synchronous on purpose: a page-cache write costs a syscall, a threadpool round trip costs
+        // two thread wakeups and delays the answer by a turn; the kernel owns the bytes on return.
+        const fd = seg.fh!.fd
+        while (off < buf.length) off += writeSync(fd, buf, off, buf.length - off)
+        this.#dirty.add(seg)
+      } else {
+        while (off < buf.length) off += (await seg.fh!.write(buf, off, buf.length - off)).bytesWritten
+        if (DSYNC === undefined) await seg.fh!.datasync()
+      }
     } catch (err) {
       // A half-written group must not sit in front of the next one: start a new segment.
       await this.#seal(seg)
@@ -138,10 +179,25 @@ export class Journal {
     if (left.length === 0) await removeDir(seg.dir)
   }
 
+  /** `process` durability: flushes what was written since the last flush (one fdatasync at a time). */
+  #syncDirty(): Promise<void> {
+    if (this.#syncing || this.#dirty.size === 0) return this.#syncing ?? Promise.resolve()
+    const segs = [...this.#dirty]
+    this.#dirty.clear()
+    const p = Promise.all(segs.map((s) => s.fh?.datasync().catch(() => {}))).then(() => {})
+    this.#syncing = p.finally(() => {
+      this.#syncing = undefined
+    })
+    return this.#syncing
+  }
+
   /** Waits for pending writes, closes files; deletes segments fully in the database, keeps the rest. */
   async close(): Promise<{ kept: number }> {
     this.#closed = true
+    clearInterval(this.#syncTimer)
     await this.#writing?.catch(() => {})
+    await this.#syncing
+    await this.#syncDirty()
     let kept = 0
     for (const seg of [...this.#segments]) {
       await seg.fh?.close().catch(() => {})
@@ -168,7 +224,7 @@ export class Journal {
   async #rotate(): Promise<Segment> {
     if (this.#active) await this.#seal(this.#active)
     const path = join(this.dir, `${String(++this.#seq).padStart(12, '0')}.jsonl`)
-    const seg: Segment = { path, bytes: 0, outstanding: 0, sealed: false, fh: await open(path, SEGMENT_FLAGS, 0o600) }
+    const seg: Segment = { path, bytes: 0, outstanding: 0, sealed: false, fh: await open(path, this.#flags, 0o600) }
     await syncDir(this.dir)
     this.#segments.add(seg)
     this.#active = seg
@@ -179,6 +235,7 @@ export class Journal {
     if (seg.sealed) return
     seg.sealed = true
     if (this.#active === seg) this.#active = undefined
+    if (this.#dirty.delete(seg)) await seg.fh?.datasync().catch(() => {})
     await seg.fh?.close().catch(() => {})
     seg.fh = undefined
     if (seg.outstanding <= 0) await this.#delete(seg)
@@ -221,4 +278,17 @@ async function syncDir(dir: string): Promise<void> {
 
 function safeHost(): string {
   return hostname().replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 64) || 'host'
+}
+
+/**
+ * CORRAL_AUDIT_DURABILITY (`process` | `host`) and CORRAL_AUDIT_SYNC_INTERVAL_MS (1..10000), read
+ * once at start; a bad value stops the start with a message naming the variable.
+ */
+export function journalSettingsFromEnv(env: NodeJS.ProcessEnv): { journalDurability: JournalDurability; journalSyncIntervalMs: number } {
+  const d = env.CORRAL_AUDIT_DURABILITY ?? 'process'
+  if (d !== 'process' && d !== 'host') throw new Error(`CORRAL_AUDIT_DURABILITY must be "process" or "host", got ${JSON.stringify(d)}`)
+  const raw = env.CORRAL_AUDIT_SYNC_INTERVAL_MS ?? '100'
+  const ms = Number(raw)
+  if (!/^\d+$/.test(raw) || ms < 1 || ms > 10_000) throw new Error(`CORRAL_AUDIT_SYNC_INTERVAL_MS must be an integer from 1 to 10000 (milliseconds), got ${JSON.stringify(raw)}`)
+  return { journalDurability: d, journalSyncIntervalMs: ms }
 }

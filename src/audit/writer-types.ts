@@ -1,5 +1,6 @@
 // The audit writer's options, counters, public interface and shutdown error (src/audit/writer.ts).
 import type { AuditSink } from '../contract/index.js'
+import type { JournalDurability } from './journal.js'
 
 export interface AuditWriterLogger {
   error(obj: object, msg: string): void
@@ -28,7 +29,16 @@ export interface AuditWriterOptions {
    */
   dbLingerMs?: number
   /**
-   * With a journal: the shortest time between the starts of two journal writes (default 1 ms).
+   * With a journal: what an acknowledged event survives (default `process`: a crash of this
+   * process; `host`: a crash of the host, each group fdatasync'ed before it is acknowledged).
+   * docs/reliability.md "Journal durability".
+   */
+  journalDurability?: JournalDurability
+  /** With `process` durability: the background fdatasync period (default 100 ms). */
+  journalSyncIntervalMs?: number
+  /**
+   * With a journal: the shortest time between the starts of two journal writes (default 1 ms
+   * with `host` durability, 0 with `process`).
    * Events arriving meanwhile share the next write; see src/audit/group-commit.ts for the trade.
    */
   journalIntervalMs?: number

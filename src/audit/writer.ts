@@ -84,7 +84,7 @@ export function createAuditWriter(store: Store, opts: AuditWriterOptions = {}): 
  * waiting at most drainTimeoutMs before the rest continues in the background.
  */
 export async function openAuditWriter(store: Store, opts: AuditWriterOptions & { journalDir: string }): Promise<AuditWriter> {
-  const { journal, recovered } = await Journal.open(opts.journalDir, { segmentBytes: opts.journalSegmentBytes })
+  const { journal, recovered } = await Journal.open(opts.journalDir, { segmentBytes: opts.journalSegmentBytes, durability: opts.journalDurability, syncIntervalMs: opts.journalSyncIntervalMs })
   const writer = buildWriter(store, opts, journal)
   await writer.replay(recovered)
   return writer
@@ -188,7 +188,7 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
     stage.enqueueAll(group)
   }
 
-  const groups = journal && new GroupCommit<Item>(journal, { written: journaled, failed: journalFailed }, { intervalMs: opts.journalIntervalMs ?? 1 })
+  const groups = journal && new GroupCommit<Item>(journal, { written: journaled, failed: journalFailed }, { intervalMs: opts.journalIntervalMs ?? (journal.durability === 'process' ? 0 : 1) })
 
   const emitItem = (it: Item): Promise<AuditEvent> => {
     stats.pending++

@@ -3,6 +3,7 @@
 // (the parts still receive `env` where their own documented variables are read, e.g. the proxy's
 // CORRAL_PROXY_* limits).
 import { join, resolve } from 'node:path'
+import { journalSettingsFromEnv, type JournalDurability } from '../audit/index.js'
 import { archiveLimitsFromEnv, registrySettingsFromEnv, type ArchiveLimits, type RegistrySettings } from '../packs/index.js'
 import { DEFAULT_PROXY_PORT } from '../proxy/index.js'
 import { oidcConfigFromEnv, type OidcConfig } from '../server/index.js'
@@ -65,6 +66,8 @@ export interface ServeConfig {
   readonly drainDelayMs: number
   /** `--public-url` / CORRAL_PUBLIC_URL: where browsers reach the API (the OAuth callback's base); unset → no OAuth consent. */
   readonly publicUrl: string | undefined
+  /** CORRAL_AUDIT_DURABILITY / CORRAL_AUDIT_SYNC_INTERVAL_MS: what an acknowledged audit row survives (docs/reliability.md "Journal durability"). */
+  readonly auditJournal: { journalDurability: JournalDurability; journalSyncIntervalMs: number }
 }
 
 /** The default lease TTL: a dead replica's workspaces are taken over within this (plus one reconcile pass). */
@@ -103,6 +106,7 @@ export function serveConfig(options: ServeOptions): ServeConfig {
     leaseTtlMs: leaseTtlMs(options.leaseTtl ?? env.CORRAL_LEASE_TTL),
     drainDelayMs: drainDelayMs(env.CORRAL_DRAIN_DELAY_MS),
     publicUrl: publicUrlOf(options.publicUrl ?? env.CORRAL_PUBLIC_URL),
+    auditJournal: journalSettingsFromEnv(env),
   })
 }
 

@@ -3,7 +3,7 @@
 // → material keys → proxy; torn down in reverse.
 import { join, resolve } from 'node:path'
 import type { Logger } from 'pino'
-import { openAuditWriter } from '../audit/index.js'
+import { journalSettingsFromEnv, openAuditWriter } from '../audit/index.js'
 import { loadOrCreateCa } from '../proxy/index.js'
 import { CapabilityTokens, Sealer, loadMasterKey, loadTokenKey } from '../secrets/index.js'
 import { createLogger } from '../server/index.js'
@@ -37,7 +37,7 @@ export async function startProxyAlone(options: ProxyAloneOptions): Promise<Runni
     const sealer = new Sealer(await loadMasterKey(dataDir, env))
     const store = await openStore(options.dbUrl ?? defaultDbUrl(dataDir))
     teardown.add('store', () => store.close(), { mustSucceed: true })
-    const audit = await openAuditWriter(store, { logger, journalDir: join(dataDir, 'audit-journal') })
+    const audit = await openAuditWriter(store, { logger, journalDir: join(dataDir, 'audit-journal'), ...journalSettingsFromEnv(env) })
     teardown.add('audit', () => audit.close(), { mustSucceed: true })
     const ca = await loadOrCreateCa(dataDir)
     const tokens = new CapabilityTokens(await loadTokenKey(store.settings))

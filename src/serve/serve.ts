@@ -68,7 +68,7 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
   teardown.add('replica', () => replica.stop())
   // Events are durable in the journal before emit() resolves; segments a previous life left
   // behind (kill -9, database down at shutdown) are replayed into the store here.
-  const audit = await openAuditWriter(store, { logger, journalDir: join(config.dataDir, 'audit-journal') })
+  const audit = await openAuditWriter(store, { logger, journalDir: join(config.dataDir, 'audit-journal'), ...config.auditJournal })
   const bus = createAuditBus(store, { logger })
   teardown.add('audit', async () => {
     await audit.close()

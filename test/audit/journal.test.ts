@@ -114,12 +114,12 @@ for (const d of testDialects()) {
       await writer.close()
     })
 
-    for (const mode of ['hung', 'live'] as const) {
-      it(`kill -9 mid-emit loses no acknowledged event (database ${mode === 'hung' ? 'not answering' : 'writing'})`, async () => {
+    for (const [mode, durability] of [['hung', 'process'], ['live', 'process'], ['hung', 'host'], ['live', 'host']] as const) {
+      it(`kill -9 mid-emit loses no acknowledged event (database ${mode === 'hung' ? 'not answering' : 'writing'}, ${durability} durability)`, async () => {
         const target = storeTarget(store)!
         const org = orgId()
         const root = tempDir()
-        const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'test/audit/journal-child.ts'), target.url, target.schema ?? '-', root, org, mode], {
+        const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'test/audit/journal-child.ts'), target.url, target.schema ?? '-', root, org, mode, durability], {
           cwd: ROOT,
           stdio: ['ignore', 'pipe', 'inherit'],
         })
