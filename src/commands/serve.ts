@@ -12,7 +12,7 @@ export const EXIT_FORCED = 1
 export default class Serve extends CorralCommand<void> {
   static override summary = 'Run the control plane: the /v1 API (and every other service) on one store.'
   static override description =
-    'On first start with an empty store, creates org `default`, an owner user and an owner API key; the key is printed once and written to <data-dir>/admin.key (mode 0600). SIGTERM first answers /readyz with 503 (for CORRAL_DRAIN_DELAY_MS, default 0, while still serving), then drains in-flight requests and streams (at most 20 s), flushes the audit log and exits 0; a second SIGTERM (or SIGINT) exits at once with status 1.'
+    'On first start with an empty store, creates org `default`, an owner user and an owner API key; the key is printed once and written to <data-dir>/admin.key (mode 0600). SIGTERM first answers /readyz with 503 (for CORRAL_DRAIN_DELAY_MS, default 0, while still serving), then drains in-flight requests and streams (at most 20 s), flushes the audit log and exits 0; a second SIGTERM (or SIGINT) exits at once with status 1. Every answered request\'s audit row is in the local journal before its answer leaves: CORRAL_AUDIT_DURABILITY=process (default) survives a crash of serve, =host also a crash of the machine at the cost of a disk flush per answer (docs/reliability.md "Journal durability").'
   static override examples = ['<%= config.bin %> serve', '<%= config.bin %> serve --port 8080 --db postgres://corral@db/corral']
   static override enableJsonFlag = false
   static override flags = {
