@@ -39,9 +39,13 @@ export function ResourceList<T>(props: {
   columns: readonly Column<T>[]
   actions?: readonly RowAction<T>[]
   create?: CreateForm
+  /** A create form of its own (when the generic one cannot say it), shown where `create` would be. */
+  createSlot?: ReactNode
   note?: ReactNode
+  /** Reloads the rows when one of these changes (the page's own actions). */
+  deps?: readonly unknown[]
 }): ReactNode {
-  const rows = useLoad(props.load, [])
+  const rows = useLoad(props.load, props.deps ?? [])
   const action = useAction()
   const actions = props.actions ?? []
   const titleId = `${props.title.toLowerCase().replace(/\W+/g, '-')}-title`
@@ -50,6 +54,7 @@ export function ResourceList<T>(props: {
       <h1 id={titleId}>{props.title}</h1>
       {props.note}
       {props.create && <Create form={props.create} onDone={rows.reload} />}
+      {props.createSlot}
       <Status loaded={rows} />
       <ErrorBox error={action.error} />
       {rows.data && (

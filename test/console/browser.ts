@@ -28,14 +28,17 @@ export interface TestBrowser {
 /**
  * Headless chromium with a fresh profile and everything that would call out switched off (the
  * machine's network is loopback only; background fetches would only flood refusals).
+ * `ignoreHttpsErrors`: accept the certificates of test CAs (a loopback OAuth provider's).
  */
-export async function launchBrowser(): Promise<TestBrowser> {
+export async function launchBrowser(opts: { ignoreHttpsErrors?: boolean } = {}): Promise<TestBrowser> {
   const profile = mkdtempSync(join(tmpdir(), 'corral-chromium-'))
   // A persistent context is how playwright takes --user-data-dir: a fresh temp profile per run.
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
     viewport: { width: 1280, height: 860 },
+    // Only for suites whose pages visit a loopback HTTPS server of a test CA (an OAuth provider).
+    ignoreHTTPSErrors: opts.ignoreHttpsErrors ?? false,
     args: [
       '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
       '--disable-component-update', '--disable-sync',

@@ -7,9 +7,15 @@ import { CORRAL_BIN, hermeticEnv } from './serve.js'
 
 export interface RunningDev { url: string; adminKey: string; child: ChildProcess; output(): string; stop(): Promise<number | null> }
 
-/** Spawns `corral dev` and waits for its summary; the admin key is read from the data dir. */
-export async function startDev(dataDir: string, env: Record<string, string>, args: string[] = []): Promise<RunningDev> {
-  const child = spawn(process.execPath, [CORRAL_BIN, 'dev', '--data-dir', dataDir, '--port', '0', '--allow-unenforced-limits', ...args], {
+/**
+ * Spawns `corral dev` and waits for its summary; the admin key is read from the data dir. `port`:
+ * the API's (0, the default, is a free one; a fixed one when the URL must be known beforehand, e.g.
+ * as the public URL an OAuth provider redirects to).
+ */
+export async function startDev(dataDir: string, env: Record<string, string>, args: string[] = [], port = 0): Promise<RunningDev> {
+  // With a fixed API port the proxy and the fake model still take free ones.
+  const ports = ['--port', String(port), ...(port === 0 ? [] : ['--proxy-port', '0', '--model-port', '0'])]
+  const child = spawn(process.execPath, [CORRAL_BIN, 'dev', '--data-dir', dataDir, ...ports, '--allow-unenforced-limits', ...args], {
     env: { ...hermeticEnv(), NO_COLOR: '1', CORRAL_LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'pipe'],
   })
   let out = ''

@@ -1,5 +1,4 @@
-// Org secrets (names only: a value is write-only; auth:write) and credentials with their status
-// (auth:write, or auth:write:own for one's personal credentials).
+// Org secrets (names only: a value is write-only; auth:write). Credentials are in credentials.tsx.
 import type { ReactNode } from 'react'
 import { seg } from '../api.js'
 import { ResourceList } from '../resource.js'
@@ -10,15 +9,6 @@ interface Secret {
   name: string
   created_at: string
   updated_at: string
-}
-
-interface Credential {
-  id: string
-  name: string
-  provider: string
-  kind: string
-  status: string
-  created_at: string
 }
 
 export function SecretsPage(): ReactNode {
@@ -48,28 +38,6 @@ export function SecretsPage(): ReactNode {
             }
           : undefined
       }
-    />
-  )
-}
-
-export function CredentialsPage(): ReactNode {
-  // auth:write:own counts here: the API narrows such a caller to their personal credentials.
-  const { api, can } = useSession()
-  const write = can('auth:write')
-  return (
-    <ResourceList<Credential>
-      title="Credentials"
-      note={<p className="hint">Material is write-only; the status says whether the proxy can mint with it.</p>}
-      load={async (signal) => (await api.get<{ credentials: Credential[] }>('/credentials', {}, signal)).credentials}
-      rowKey={(c) => c.id}
-      columns={[
-        { label: 'Name', render: (c) => <code>{c.name}</code> },
-        { label: 'Provider', render: (c) => c.provider },
-        { label: 'Kind', render: (c) => c.kind },
-        { label: 'Status', render: (c) => <span className={`state state-${c.status}`}>{c.status}</span> },
-        { label: 'Created', render: (c) => when(c.created_at) },
-      ]}
-      actions={write ? [{ label: () => 'Delete', danger: true, run: (c) => api.del(`/credentials/${seg(c.id)}`) }] : []}
     />
   )
 }

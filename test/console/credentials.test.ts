@@ -1,0 +1,140 @@
+// Credentials in the console, in chromium against a real `corral dev` whose public URL is its own
+// address, and a real OpenID Connect provider (oidc-provider on HTTPS loopback, test/helpers/oidc.ts):
+// a static token created from the page (the secret sent once, never on the page again); an OAuth
+// credential created pending, then authorized from the page — the provider's page opens in a new
+// tab, the browser follows it back to corral's callback (with the state cookies the start set) and
+// the page sees the credential turn active; a read_only key sees no create, authorize or delete.
+// Needs `npm run build` (the console is dist/console/).
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer, type AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { AxeBuilder } from '@axe-core/playwright'
+import type { Page } from 'playwright-core'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { LeafMinter, loadOrCreateCa } from '../../src/proxy/index.js'
+import { startDev, type RunningDev } from '../helpers/dev.js'
+import { startOidcProvider, type OidcProvider } from '../helpers/oidc.js'
+import { chromiumAvailable, launchBrowser, type TestBrowser } from './browser.js'
+
+const available = chromiumAvailable()
+
+async function freePort(): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  const { port } = server.address() as AddressInfo
+  await new Promise((r) => server.close(r))
+  return port
+}
+
+describe.runIf(available)('console credentials (chromium, OAuth provider)', () => {
+  let tmp: string
+  let dev: RunningDev
+  let idp: OidcProvider
+  let browser: TestBrowser
+  let page: Page
+  let errors: { cspViolations: string[]; consoleErrors: string[] }
+  const TOKEN = 'ghp_console-static-SECRET-9f3a1c'
+  const api = async (method: string, path: string, body?: unknown, token = dev.adminKey) => {
+    const res = await fetch(`${dev.url}/v1${path}`, {
+      method, headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+    })
+    return { status: res.status, body: (await res.json()) as any }
+  }
+  const credential = async (name: string) => (await api('GET', '/credentials')).body.credentials.find((c: { name: string }) => c.name === name)
+  const serious = async (p: Page) =>
+    (await new AxeBuilder({ page: p }).analyze()).violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => v.id)
+
+  beforeAll(async () => {
+    tmp = mkdtempSync(join(tmpdir(), 'corral-console-cred-'))
+    const ca = await loadOrCreateCa(join(tmp, 'idp-ca'))
+    writeFileSync(join(tmp, 'idp-ca.pem'), ca.certPem)
+    const port = await freePort()
+    const publicUrl = `http://127.0.0.1:${port}`
+    idp = await startOidcProvider({ tls: await new LeafMinter(ca).pemFor('127.0.0.1'), caPem: ca.certPem, redirectUri: `${publicUrl}/v1/oauth/callback` })
+    const env = { XDG_CONFIG_HOME: join(tmp, 'config'), CORRAL_PUBLIC_URL: publicUrl, CORRAL_UPSTREAM_CA: join(tmp, 'idp-ca.pem') }
+    ;[dev, browser] = await Promise.all([startDev(join(tmp, 'data'), env, ['--runtime', 'process'], port), launchBrowser({ ignoreHttpsErrors: true })])
+    const opened = await browser.page()
+    page = opened.page
+    errors = opened
+    await page.goto(`${dev.url}/`)
+    await page.getByLabel('API key or session token').fill(dev.adminKey)
+    await page.getByRole('button', { name: 'Sign in' }).click()
+    await page.getByRole('heading', { name: 'Workspaces', exact: true }).waitFor()
+  })
+  afterAll(async () => {
+    await browser?.close()
+    await dev?.stop()
+    await idp?.close()
+    if (tmp) rmSync(tmp, { recursive: true, force: true })
+  })
+
+  it('creates a static token credential; the secret is sent once and never shown', async () => {
+    await page.goto(`${dev.url}/#/credentials`)
+    await page.getByRole('heading', { name: 'Credentials', exact: true }).waitFor()
+    await page.getByRole('button', { name: 'Create credential' }).click()
+    const form = page.getByRole('form', { name: 'Create credential' })
+    await form.getByLabel('Name').fill('gh-bot')
+    await form.getByLabel('Kind').selectOption('static_token')
+    await form.getByLabel('Provider').selectOption('github')
+    await form.getByLabel('Token').fill(TOKEN)
+    expect(await serious(page)).toEqual([])
+    await form.getByRole('button', { name: 'Create' }).click()
+    await page.getByRole('status').filter({ hasText: 'Created gh-bot (active)' }).waitFor()
+    await page.getByTestId('status-gh-bot').waitFor()
+    expect(await page.getByTestId('status-gh-bot').textContent()).toBe('active')
+    expect(await credential('gh-bot')).toMatchObject({ provider: 'github', kind: 'static_token', status: 'active' })
+    expect(await page.content()).not.toContain(TOKEN)
+    // Opening the form again starts empty: the page kept nothing.
+    await page.getByRole('button', { name: 'Create credential' }).click()
+    await form.getByLabel('Kind').selectOption('static_token')
+    expect(await form.getByLabel('Token').inputValue()).toBe('')
+    await page.getByRole('button', { name: 'Create credential' }).click()
+  })
+
+  it('creates an OAuth credential pending, authorizes it through the provider in a new tab, and sees it active', async () => {
+    await page.getByRole('button', { name: 'Create credential' }).click()
+    const form = page.getByRole('form', { name: 'Create credential' })
+    await form.getByLabel('Name').fill('mail')
+    await form.getByLabel('Kind').selectOption('oauth')
+    await form.getByLabel('Provider').selectOption('microsoft')
+    await form.getByLabel('Client id').fill(idp.clientId)
+    await form.getByLabel('Client secret').fill(idp.clientSecret)
+    await form.getByLabel('Issuer (https)').fill(idp.issuer)
+    await form.getByLabel('Scopes (space-separated)').fill('openid offline_access')
+    await form.getByRole('button', { name: 'Create' }).click()
+    await page.getByRole('status').filter({ hasText: 'Created mail (pending)' }).waitFor()
+    await page.getByTestId('status-mail').waitFor()
+    expect(await page.getByTestId('status-mail').textContent()).toBe('pending')
+    // Consent: the provider's page opens in a new tab and comes back to corral's callback.
+    const popup = page.waitForEvent('popup')
+    await page.getByRole('button', { name: 'Authorize mail' }).click()
+    const tab = await popup
+    await page.getByRole('status').filter({ hasText: 'Waiting for consent' }).waitFor()
+    await tab.waitForURL(/\/v1\/oauth\/callback\?/, { timeout: 15_000 })
+    await expect.poll(() => page.getByTestId('status-mail').textContent(), { timeout: 10_000 }).toBe('active')
+    await page.getByRole('status').filter({ hasText: 'consent recorded' }).waitFor()
+    expect(await credential('mail')).toMatchObject({ kind: 'oauth', status: 'active' })
+    expect(await page.content()).not.toContain(idp.clientSecret)
+    await tab.close()
+    expect(await serious(page)).toEqual([])
+  })
+
+  it('a read_only key sees the credentials and no create, authorize or delete; the pages logged no CSP violation', async () => {
+    const key = await api('POST', '/api-keys', { label: 'viewer', permission_set: 'read_only' })
+    expect(key.status).toBe(201)
+    const viewer = await browser.page()
+    await viewer.page.goto(`${dev.url}/`)
+    await viewer.page.getByLabel('API key or session token').fill(key.body.value)
+    await viewer.page.getByRole('button', { name: 'Sign in' }).click()
+    await viewer.page.getByRole('heading', { name: 'Workspaces', exact: true }).waitFor()
+    await viewer.page.goto(`${dev.url}/#/credentials`)
+    await viewer.page.getByRole('heading', { name: 'Credentials', exact: true }).waitFor()
+    await viewer.page.locator('table, [role="alert"]').first().waitFor()
+    expect(await viewer.page.getByRole('button', { name: /^(Create|Authorize|Re-authorize|Delete)/ }).count()).toBe(0)
+    expect((await api('POST', '/credentials', { name: 'x', provider: 'github', kind: 'static_token', token: 't' }, key.body.value)).status).toBe(403)
+    expect([...errors.cspViolations, ...viewer.cspViolations]).toEqual([])
+    expect([...errors.consoleErrors, ...viewer.consoleErrors].filter((e) => !/status of (401|403)/.test(e))).toEqual([])
+  })
+})
