@@ -161,6 +161,10 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     return new HostVolume(workspaceId, this.layout.data(workspaceId), this.owner())
   }
 
+  agentLogPath(workspaceId: string): string {
+    return this.layout.logs(workspaceId)
+  }
+
   async startAgent(workspaceId: string, launch: AgentLaunch): Promise<AgentProcess> {
     const dataDir = this.layout.data(workspaceId)
     if (this.#running.has(workspaceId) || this.#starting.has(workspaceId)) {

@@ -233,6 +233,8 @@ export interface WorkspaceRuntime {
    * and /data is provisioned from the last snapshot.
    */
   adopt?(workspaceIds?: readonly string[]): Promise<RunningAgent[]>
+  /** Optional: the host file the next agent's output is appended to (AgentProcess.logPath), known before it starts. */
+  agentLogPath?(workspaceId: string): string
   /** Starts the agent inside the workspace; at most one agent per workspace at a time. */
   startAgent(workspaceId: string, launch: AgentLaunch): Promise<AgentProcess>
   /** Ends the running agent (grace period, then SIGKILL); resolves when it is gone. No-op when none runs. */

@@ -27,6 +27,7 @@ export { AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS, AUDIT_ROW_COLUMNS, AUDIT_TEXT_CO
 export type { CredentialMeta, ProxyTablesRepo, SecretMeta, WorkspaceRow } from './proxy-tables.js'
 export type { OAuthClientRow, OAuthStateRow, OAuthTablesRepo } from './oauth-tables.js'
 export { budgetLedgers, type BudgetLedgers, type LedgerKey, type LedgerSnapshot } from './budget-ledgers.js'
+export { workspaceLogs, type LogChunk, type LogRead, type WorkspaceLogs } from './workspace-logs.js'
 export { concurrencyPermits, replicaLeases, type ConcurrencyPermits, type LeaseResult, type LiveReplica, type ReplicaInfo, type ReplicaLeases } from './replica-leases.js'
 export { PROVIDER_KINDS, type Provider, type ProviderKind, type ProviderPatch } from './repositories/providers.js'
 export { PACK_ORIGINS, PACK_TIERS, PACK_VISIBILITIES, type PackOrigin, type PackRecord, type PackTier, type PackVisibility, type PackPatch } from './repositories/packs.js'

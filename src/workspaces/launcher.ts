@@ -2,9 +2,11 @@
 // applies to the next agent), their content trees pinned while the agent runs, and the packs each
 // running agent was started with remembered (their agent-event schemas apply to its events).
 import type { AgentLaunch, AgentProcess, WorkspaceRuntime } from '../runtime/index.js'
-import type { RoleConfig, WorkspaceRecord, WorkspacesRepository } from '../store/index.js'
+import type { Logger } from 'pino'
+import type { RoleConfig, WorkspaceLogs, WorkspaceRecord, WorkspacesRepository } from '../store/index.js'
 import type { PackEventValidators } from './agent-event-schemas.js'
 import { agentEnv, agentProgram } from './agent-launch.js'
+import { logOffset, shipAgentLog } from './log-shipper.js'
 import { resolveWorkspacePacks, type PackSource, type WorkspacePacks } from './packs.js'
 
 export interface LauncherOptions {
@@ -15,6 +17,9 @@ export interface LauncherOptions {
   agentCommand: readonly string[]
   /** Extra environment for every agent. */
   agentEnv?: Record<string, string>
+  /** Where each agent's own output is copied while it runs (log-shipper.ts); none when unset. */
+  logs?: WorkspaceLogs
+  logger?: Logger
 }
 
 export class AgentLauncher {
@@ -44,8 +49,11 @@ export class AgentLauncher {
     const unpins = pin ? packs.digests.map((d) => pin(d)) : []
     const release = (): void => unpins.forEach((unpin) => unpin())
     try {
+      const logs = this.#o.logs
+      const from = logs ? await logOffset(this.#o.runtime.agentLogPath?.(ws.id) ?? '') : 0
       const proc = await this.#o.runtime.startAgent(ws.id, launch)
       void proc.exited.finally(release)
+      if (logs) void shipAgentLog({ logs, ...(this.#o.logger ? { logger: this.#o.logger } : {}) }, proc, from, token)
       return proc
     } catch (err) {
       release()

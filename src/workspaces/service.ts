@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import type { AgentTask } from '../contract/index.js'
 import { apiError } from '../contract/index.js'
 import type { SnapshotFileEntry } from '../runtime/index.js'
-import type { RoleConfig, TaskRecord, WorkspaceFilter, WorkspaceRecord, WorkspacesRepository } from '../store/index.js'
+import { workspaceLogs, type RoleConfig, type TaskRecord, type WorkspaceFilter, type WorkspaceRecord, type WorkspacesRepository } from '../store/index.js'
 import type { PackEventValidators } from './agent-event-schemas.js'
 import { DiskQuota } from './disk-quota.js'
 import { HandOver, type PollToken, type TokenAhead } from './hand-over.js'
@@ -44,7 +44,7 @@ export class WorkspaceService {
     const kick = (id: string): void => void this.kick(id)
     const warmAgents = opts.warmAgents !== false
     this.#records = new LifecycleRecords(store, opts.audit, logger)
-    this.#launcher = new AgentLauncher({ runtime, workspaces: this.#t, agentCommand: opts.agentCommand, ...pick(opts, 'packs', 'agentEnv') })
+    this.#launcher = new AgentLauncher({ runtime, workspaces: this.#t, agentCommand: opts.agentCommand, logs: workspaceLogs(store), ...pick(opts, 'packs', 'agentEnv', 'logger') })
     const disk = new DiskQuota({ runtime, quotaMb: opts.diskQuotaMb ?? 0, ...pick(opts, 'logger'), ...(opts.diskCheckIntervalMs ? { intervalMs: opts.diskCheckIntervalMs } : {}) })
     this.#handOver = new HandOver({
       runtime, workspaces: this.#t, tokens, launcher: this.#launcher, disk, lifetime: this.#life, warmAgents, kick,

@@ -17,6 +17,7 @@ import { providerRoutes } from './providers.js'
 import { secretRoutes } from './secrets.js'
 import { taskRoutes } from './tasks.js'
 import { webhookRoutes } from './webhooks.js'
+import { workspaceLogRoutes } from './workspace-logs.js'
 import { workspaceRoutes } from './workspaces.js'
 
 /** What buildApp makes once and several plugins share (one task bucket for create and follow-up). */
@@ -40,5 +41,6 @@ export const V1_ROUTES: readonly RoutePlugin[] = [
   packRoutes,
   taskRoutes,
   workspaceRoutes,
+  workspaceLogRoutes,
   capsRoutes,
 ]

@@ -12,6 +12,7 @@ import { auditHardening } from './20261126T010000-audit-hardening.js'
 import { credentialOwner } from './20261126T071000-creds-credential-owner.js'
 import { oauthCredentials } from './20261126T071500-oauth-oauth-credentials.js'
 import { replicasLeases } from './20261126T071500-replicas-leases.js'
+import { workspaceLogs } from './20261126T103000-cli-workspace-logs.js'
 import type { StoreMigration } from './types.js'
 
 export type { StoreMigration } from './types.js'
@@ -29,4 +30,5 @@ export const migrations: readonly StoreMigration[] = [
   credentialOwner,
   oauthCredentials,
   replicasLeases,
+  workspaceLogs,
 ]
