@@ -39,6 +39,15 @@ module.exports = {
       to: { dependencyTypes: ['npm', 'npm-dev', 'npm-optional', 'npm-peer', 'npm-no-pkg', 'npm-unknown'], pathNot: '(^|/)node_modules/uuid/' },
     },
     {
+      name: 'net-is-a-leaf',
+      // The proxy dials upstreams and the OAuth client (src/secrets/oauth/) reaches providers through
+      // the same address guard; it lives below both so neither imports the other (docs/design.md).
+      comment: 'src/net/ (which addresses serve may connect to) imports no other part of src/.',
+      severity: 'error',
+      from: { path: '^src/net/' },
+      to: { path: '^src/', pathNot: '^src/net/' },
+    },
+    {
       name: 'policy-is-pure',
       comment: 'caps.yaml parse/validate/compile does no I/O: it imports no part that touches a database, a socket, a sandbox or the terminal.',
       severity: 'error',

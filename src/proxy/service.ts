@@ -13,7 +13,7 @@ import { AuditGate } from './audit-gate.js'
 import { resolveLimits, type ProxyLimits } from './limits.js'
 import type { ProxyCore, ProxyCounters, ProxyLog } from './request-state.js'
 import { TASK_ENDED_CHANNEL, TaskLiveness } from './task-liveness.js'
-import { CREDENTIALS_CHANNEL, OAuthHttp, OAuthMinter, OrgSecrets, SECRETS_CHANNEL, Sealer, StaticCredentialBroker, loadMasterKey, type CredentialBroker, type SecretsSource } from '../secrets/index.js'
+import { CREDENTIALS_CHANNEL, OAuthHttp, OAuthMinter, oauthAllowPrivate, OrgSecrets, SECRETS_CHANNEL, Sealer, StaticCredentialBroker, loadMasterKey, type CredentialBroker, type SecretsSource } from '../secrets/index.js'
 import { Budgets, type ConcurrencyPermitSource } from './budgets.js'
 import { CapabilityTokens, loadTokenKey } from '../secrets/index.js'
 import { Upstream } from './upstream.js'
@@ -112,8 +112,9 @@ export class ProxyService {
     const directory = o.directory ?? tables.workspaces
     const sealer = o.sealer ?? new Sealer(await loadMasterKey(o.dataDir))
     const secrets = o.secrets ?? new OrgSecrets(tables, sealer)
-    // OAuth credentials mint access tokens from the provider's token endpoint, trusting the same extra roots as upstreams.
-    const oauthHttp = new OAuthHttp(o.upstreamCaPem ? { extraCaPem: o.upstreamCaPem } : {})
+    // OAuth credentials mint access tokens from the provider's token endpoint, trusting the same extra
+    // roots as upstreams, through the same address guard (private ranges: CORRAL_OAUTH_ALLOW_PRIVATE only).
+    const oauthHttp = new OAuthHttp({ ...(o.upstreamCaPem ? { extraCaPem: o.upstreamCaPem } : {}), guard: this.#guard(), allowPrivate: oauthAllowPrivate(o.env ?? {}) })
     this.#unlisten.push(() => oauthHttp.close())
     const credentials = o.credentials ?? new StaticCredentialBroker(tables, sealer, new OAuthMinter({
       tables: o.store.oauth, sealer, audit: o.audit, http: oauthHttp, notify: (channel, payload) => o.store.notify(channel, payload),

@@ -7,6 +7,7 @@ import { journalSettingsFromEnv, type JournalDurability } from '../audit/index.j
 import { archiveLimitsFromEnv, registrySettingsFromEnv, type ArchiveLimits, type RegistrySettings } from '../packs/index.js'
 import { DEFAULT_PROXY_PORT } from '../proxy/index.js'
 import { oidcConfigFromEnv, type OidcConfig } from '../server/index.js'
+import { oauthAllowPrivate } from '../secrets/index.js'
 import {
   defaultAgentCommand, kubernetesSettingsFromEnv, limitsFromEnv, RUNTIME_KINDS, type KubernetesSettings, type RuntimeKind, type WorkspaceLimits,
 } from '../runtime/index.js'
@@ -68,6 +69,8 @@ export interface ServeConfig {
   readonly publicUrl: string | undefined
   /** CORRAL_AUDIT_DURABILITY / CORRAL_AUDIT_SYNC_INTERVAL_MS: what an acknowledged audit row survives (docs/reliability.md "Journal durability"). */
   readonly auditJournal: { journalDurability: JournalDurability; journalSyncIntervalMs: number }
+  /** CORRAL_OAUTH_ALLOW_PRIVATE: the special address ranges OAuth providers may be at (docs/credentials.md); default none. */
+  readonly oauthAllowPrivate: readonly string[]
 }
 
 /** The default lease TTL: a dead replica's workspaces are taken over within this (plus one reconcile pass). */
@@ -107,6 +110,7 @@ export function serveConfig(options: ServeOptions): ServeConfig {
     drainDelayMs: drainDelayMs(env.CORRAL_DRAIN_DELAY_MS),
     publicUrl: publicUrlOf(options.publicUrl ?? env.CORRAL_PUBLIC_URL),
     auditJournal: journalSettingsFromEnv(env),
+    oauthAllowPrivate: oauthAllowPrivate(env),
   })
 }
 

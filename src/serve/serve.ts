@@ -9,7 +9,8 @@ import { join } from 'node:path'
 import type { Logger } from 'pino'
 import { createAuditBus, openAuditWriter } from '../audit/index.js'
 import type { AgentCallbackHandler } from '../contract/index.js'
-import { loadOrCreateCa } from '../proxy/index.js'
+import { AddressGuard } from '../net/index.js'
+import { loadOrCreateCa, type Endpoint } from '../proxy/index.js'
 import { CapabilityTokens, OAuthHttp, Sealer, loadMasterKey, loadTokenKey } from '../secrets/index.js'
 import {
   BuiltinIdentityProvider, Identity, OidcIdentityProvider, bootstrap, createLogger, serverConfigFromEnv,
@@ -82,15 +83,16 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
   const ca = await loadOrCreateCa(config.dataDir)
   const tokens = new CapabilityTokens(await loadTokenKey(store.settings))
 
-  // serve's own listeners are never upstreams; each is added once it listens (read at each connect).
+  // serve's own listeners are never upstreams nor OAuth providers; each is added once it listens (read at each connect).
   const listeners: string[] = []
+  const ownEndpoints = (): Endpoint[] => [...listeners.flatMap(endpointOf), ...databaseEndpoint(config.dbUrl)]
   // The agents' callbacks (corral.internal) are answered by the workspace lifecycle, built after
   // the proxy (the sandboxes need the proxy's address); until then and after it stops, none.
   let agentCallbacks: AgentCallbackHandler | undefined
   const proxy = await startProxy({
     store, audit, logger, sealer, ca, tokens, dataDir: config.dataDir, host: config.host, port: config.proxyPort, env: config.env,
     upstreamCaFiles: config.upstreamCaFiles,
-    ownEndpoints: () => [...listeners.flatMap(endpointOf), ...databaseEndpoint(config.dbUrl)],
+    ownEndpoints,
     agentCallbacks: () => agentCallbacks,
     ...(replica.leases ? { permits: permitSource(store, replica) } : {}),
   })
@@ -117,7 +119,7 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
     lifecycle: workspaces.lifecycle,
     packContent,
     packRegistry: config.packRegistry,
-    sealer, oauth: await oauthSettings(config, teardown),
+    sealer, oauth: await oauthSettings(config, teardown, ownEndpoints),
     draining: () => drain.on,
   }
   const api = await startApi(deps, { host: config.host, port: config.port })
@@ -136,9 +138,13 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
   }
 }
 
-/** OAuth consent's settings: the public URL and a client trusting the same extra roots as the proxy's upstreams. */
-async function oauthSettings(config: ServeConfig, teardown: Teardown): Promise<NonNullable<ServerDeps['oauth']>> {
-  const http = new OAuthHttp({ extraCaPem: await readCaFiles(config.upstreamCaFiles) })
+/**
+ * OAuth consent's settings: the public URL and a client trusting the same extra roots as the
+ * proxy's upstreams, its connections checked like theirs (serve's listeners refused, private
+ * ranges only those of CORRAL_OAUTH_ALLOW_PRIVATE).
+ */
+async function oauthSettings(config: ServeConfig, teardown: Teardown, own: () => Endpoint[]): Promise<NonNullable<ServerDeps['oauth']>> {
+  const http = new OAuthHttp({ extraCaPem: await readCaFiles(config.upstreamCaFiles), guard: new AddressGuard(own), allowPrivate: config.oauthAllowPrivate })
   teardown.add('oauth http', () => http.close())
   return { publicUrl: config.publicUrl, http }
 }

@@ -16,7 +16,8 @@ describe('OAuth credentials through serve', () => {
   let stack: Stack
   let idp: OidcProvider
   beforeAll(async () => {
-    stack = await startStack({ upstreamCa: true, args: ['--public-url', PUBLIC_URL] })
+    // The provider is on loopback: the operator's opt-in (CORRAL_OAUTH_ALLOW_PRIVATE, docs/credentials.md).
+    stack = await startStack({ upstreamCa: true, args: ['--public-url', PUBLIC_URL], env: { CORRAL_OAUTH_ALLOW_PRIVATE: '127.0.0.1' } })
     const ca = await loadOrCreateCa(join(stack.dir, 'upstream-ca'))
     idp = await startOidcProvider({ tls: await stack.upstreamTls('127.0.0.1'), caPem: ca.certPem, redirectUri: `${PUBLIC_URL}/v1/oauth/callback` })
   })

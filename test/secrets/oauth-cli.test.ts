@@ -33,7 +33,7 @@ describe('corral credential authorize', () => {
     h = await createHarness({ sealer: new Sealer(Buffer.alloc(32, 3)) })
     const ca = await loadOrCreateCa(dir)
     idp = await startOidcProvider({ tls: await new LeafMinter(ca).pemFor('127.0.0.1'), caPem: ca.certPem, redirectUri: `${PUBLIC_URL}/v1/oauth/callback` })
-    http = new OAuthHttp({ extraCaPem: [ca.certPem] })
+    http = new OAuthHttp({ extraCaPem: [ca.certPem], allowPrivate: ['127.0.0.1/32'] }) // the provider is on loopback: the operator's opt-in
     h.deps.oauth = { publicUrl: PUBLIC_URL, http }
     await h.app.listen({ port: 0, host: '127.0.0.1' })
     org = await h.newOrg()

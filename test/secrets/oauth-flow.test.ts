@@ -78,7 +78,8 @@ for (const d of testDialects()) describe(`OAuth credential against a real OIDC p
   const query = (u: URL) => Object.fromEntries(u.searchParams)
 
   beforeAll(async () => {
-    h = await startHarness({ store: await d.open(), logger })
+    // The provider is on loopback: the operator's opt-in for it (docs/credentials.md), for the proxy's minting too.
+    h = await startHarness({ store: await d.open(), logger, env: { CORRAL_OAUTH_ALLOW_PRIVATE: '127.0.0.1' } })
     h.up.handler.current = (req, res) => {
       seen.push(String(req.headers.authorization ?? ''))
       res.end('{"mail":[]}')
@@ -86,7 +87,7 @@ for (const d of testDialects()) describe(`OAuth credential against a real OIDC p
     const ca = await loadOrCreateCa(join(h.dir, 'upstream-ca'))
     idp = await startOidcProvider({ tls: await new LeafMinter(ca).pemFor('127.0.0.1'), caPem: ca.certPem, redirectUri: REDIRECT })
     sealer = new Sealer(await loadMasterKey(join(h.dir, 'data')))
-    http = new OAuthHttp({ extraCaPem: [h.up.caPem] })
+    http = new OAuthHttp({ extraCaPem: [h.up.caPem], allowPrivate: ['127.0.0.1/32'] })
     consent = new OAuthConsent({ store: h.store, sealer, audit: h.audit, http, publicUrl: PUBLIC_URL, isOAuthProvider: (p) => p === 'google' || p === 'microsoft' })
     ws = await h.workspace(CAPS)
   })

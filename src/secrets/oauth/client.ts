@@ -1,10 +1,18 @@
 // The OAuth client corral is, over openid-client (v6, a certified relying party): discovery of an
 // issuer, the Configuration of a stored credential, the one fetch every call goes through (extra
-// trusted roots for a provider behind a private CA, a timeout) and the classification of a refresh
-// failure. Nothing here logs, and no error leaving this file carries provider text.
+// trusted roots for a provider behind a private CA, a timeout, the address guard) and the
+// classification of a refresh failure. Nothing here logs, and no error leaving this file carries
+// provider text.
+//
+// Issuer and token URLs are chosen by whoever holds `auth:write`, and serve fetches them: every
+// connection goes through src/net/'s AddressGuard, the proxy's own check, where the socket is made
+// (every resolved address, each redirect hop and each later call again: DNS rebinding gets nothing).
+// Loopback, private, link-local and other special ranges, and serve's own listeners, are refused
+// unless the operator names a range in CORRAL_OAUTH_ALLOW_PRIVATE (docs/credentials.md).
 import { rootCertificates } from 'node:tls'
 import * as client from 'openid-client'
-import { Agent, fetch as undiciFetch } from 'undici'
+import { Agent, buildConnector, fetch as undiciFetch } from 'undici'
+import { AddressGuard, allowList, cidrList, destinationRefusal } from '../../net/index.js'
 
 /** The endpoints a credential keeps (discovered or given). `metadata`: the discovery document, when there was one. */
 export interface OAuthEndpoints {
@@ -19,6 +27,27 @@ export interface OAuthHttpOptions {
   extraCaPem?: readonly string[]
   /** Seconds before a call to the provider is abandoned (a transient failure). Default 10. */
   timeoutSeconds?: number
+  /** Checks every address a call connects to; default: special ranges refused, no own listeners known. */
+  guard?: AddressGuard
+  /** CIDRs of special ranges providers may be reached at: the operator's opt-in (CORRAL_OAUTH_ALLOW_PRIVATE). */
+  allowPrivate?: readonly string[]
+}
+
+/** The variable an operator names private provider ranges in (`127.0.0.0/8,10.1.0.0/16`). */
+export const OAUTH_ALLOW_PRIVATE_ENV = 'CORRAL_OAUTH_ALLOW_PRIVATE'
+
+/** The operator's opt-in ranges from the environment; a bad entry throws, naming the variable. */
+export function oauthAllowPrivate(env: Record<string, string | undefined>): string[] {
+  return cidrList(env[OAUTH_ALLOW_PRIVATE_ENV], OAUTH_ALLOW_PRIVATE_ENV)
+}
+
+/** A provider URL serve will not connect to (private, loopback, link-local, special, or serve itself). */
+export class ProviderAddressRefused extends Error {
+  constructor(readonly own: boolean) {
+    super(own
+      ? 'names a listener of corral serve itself'
+      : `resolves to a loopback, private, link-local or other special-purpose address; an operator can allow such a range with ${OAUTH_ALLOW_PRIVATE_ENV}`)
+  }
 }
 
 /** The OAuth error codes after which a refresh token will never work again (RFC 6749 §5.2). */
@@ -39,17 +68,56 @@ export class TransientOAuthError extends Error {
 }
 
 export class OAuthHttp {
-  readonly #agent: Agent | undefined
+  readonly #agent: Agent
+  readonly #guard: AddressGuard
+  readonly #allow: ReturnType<typeof allowList> | undefined
   readonly timeoutSeconds: number
 
   constructor(opts: OAuthHttpOptions = {}) {
-    this.#agent = opts.extraCaPem?.length ? new Agent({ connect: { ca: [...rootCertificates, ...opts.extraCaPem] } }) : undefined
+    this.#guard = opts.guard ?? new AddressGuard()
+    this.#allow = opts.allowPrivate?.length ? allowList(opts.allowPrivate) : undefined
+    const base = buildConnector({ ...(opts.extraCaPem?.length ? { ca: [...rootCertificates, ...opts.extraCaPem] } : {}), rejectUnauthorized: true } as buildConnector.BuildOptions)
+    this.#agent = new Agent({
+      // As the proxy's upstreams (src/proxy/upstream.ts): the name is resolved here, every address
+      // checked, and the socket dials the checked address; the URL's host still sets SNI and the
+      // certificate identity verified.
+      connect: (options, callback) => {
+        const hostname = options.hostname.replace(/^\[|\]$/g, '')
+        const port = Number(options.port) || (options.protocol === 'https:' ? 443 : 80)
+        this.#guard.resolve(hostname, port, this.#allow).then(
+          (address) => base({ ...options, hostname: address, servername: undefined } as buildConnector.Options, callback),
+          (err: Error) => callback(err, null),
+        )
+      },
+    })
     this.timeoutSeconds = opts.timeoutSeconds ?? 10
   }
 
-  /** openid-client's customFetch: the same undici agent for every call to a provider. */
+  /** openid-client's customFetch: the same guarded undici agent for every call to a provider. */
   readonly fetch = ((url: string, options: Record<string, unknown>) =>
-    undiciFetch(url, { ...options, ...(this.#agent ? { dispatcher: this.#agent } : {}) } as never)) as unknown as client.CustomFetch
+    undiciFetch(url, { ...options, dispatcher: this.#agent } as never)) as unknown as client.CustomFetch
+
+  /**
+   * Refuses (ProviderAddressRefused) a URL whose host serve would not connect to, before anything
+   * is stored; connections are checked again each time they are made.
+   */
+  async checkUrl(url: string): Promise<void> {
+    const u = new URL(url)
+    const port = Number(u.port) || (u.protocol === 'https:' ? 443 : 80)
+    try {
+      await this.#guard.resolve(u.hostname.replace(/^\[|\]$/g, ''), port, this.#allow)
+    } catch (err) {
+      const refused = destinationRefusal(err)
+      // A name that does not resolve is not refused here: the call to it fails like any outage.
+      if (refused) throw new ProviderAddressRefused(refused.own)
+    }
+  }
+
+  /** The refusal in an error a call to a provider failed with, when the guard refused its address. */
+  static refusal(err: unknown): ProviderAddressRefused | undefined {
+    const refused = destinationRefusal(err)
+    return refused ? new ProviderAddressRefused(refused.own) : undefined
+  }
 
   /** OpenID Connect discovery of `issuer`: its endpoints (the validation of the document is openid-client's). */
   async discover(issuer: string, clientId: string, clientSecret: string): Promise<OAuthEndpoints> {
@@ -76,7 +144,7 @@ export class OAuthHttp {
   }
 
   async close(): Promise<void> {
-    await this.#agent?.close()
+    await this.#agent.close()
   }
 }
 

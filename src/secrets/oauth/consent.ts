@@ -10,7 +10,7 @@ import type { CredentialMeta, OAuthClientRow, Store } from '../../store/index.js
 import { MaterialInputError, NAME_PATTERN, type Actor } from '../admin.js'
 import { CREDENTIALS_CHANNEL } from '../material.js'
 import { credentialBinding, type Sealer } from '../sealer.js'
-import { OAuthHttp, type OAuthEndpoints } from './client.js'
+import { OAuthHttp, ProviderAddressRefused, type OAuthEndpoints } from './client.js'
 import { OAUTH_KIND, oauthEndpoints, refreshBinding, type OAuthMaterial } from './vocabulary.js'
 
 export const CALLBACK_PATH = '/v1/oauth/callback'
@@ -104,15 +104,36 @@ export class OAuthConsent {
     if (input.issuer !== undefined) {
       if (input.authorization_url !== undefined || input.token_url !== undefined) throw new MaterialInputError('issuer', 'give either issuer or authorization_url and token_url, not both')
       httpsUrl('issuer', input.issuer)
+      await this.#reachable('issuer', input.issuer)
+      let found: OAuthEndpoints
       try {
-        return await this.o.http.discover(input.issuer, clientId, secret)
-      } catch {
+        found = await this.o.http.discover(input.issuer, clientId, secret)
+      } catch (err) {
+        // A redirect (or a rebinding answer) to a refused address is said as such.
+        const refused = OAuthHttp.refusal(err)
+        if (refused) throw new MaterialInputError('issuer', `discovery was sent to an address that ${refused.message}`)
         // The provider's own words stay out of the answer (they may quote anything).
         throw new MaterialInputError('issuer', 'OpenID Connect discovery of this issuer failed (unreachable, not HTTPS-trusted, or not a valid discovery document)')
       }
+      // The token endpoint is where serve sends the code and the refresh token: the document may name any host.
+      await this.#reachable('issuer', found.token_endpoint, 'the discovered token_endpoint ')
+      return found
     }
     if (input.authorization_url === undefined || input.token_url === undefined) throw new MaterialInputError('issuer', 'required for kind oauth, unless authorization_url and token_url are given')
-    return { issuer: null, authorization_endpoint: httpsUrl('authorization_url', input.authorization_url), token_endpoint: httpsUrl('token_url', input.token_url) }
+    const endpoints = { issuer: null, authorization_endpoint: httpsUrl('authorization_url', input.authorization_url), token_endpoint: httpsUrl('token_url', input.token_url) }
+    // Only the token endpoint is fetched by serve; the authorization URL is where the browser goes.
+    await this.#reachable('token_url', endpoints.token_endpoint)
+    return endpoints
+  }
+
+  /** A provider URL serve would refuse to connect to is refused at create, with the field named. */
+  async #reachable(field: string, url: string, what = ''): Promise<void> {
+    try {
+      await this.o.http.checkUrl(url)
+    } catch (err) {
+      if (err instanceof ProviderAddressRefused) throw new MaterialInputError(field, `${what}${err.message}`)
+      throw err
+    }
   }
 
   /** Whether consent can be started here at all: a public callback URL (the master key is the route's check). */
