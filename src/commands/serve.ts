@@ -87,6 +87,11 @@ export default class Serve extends CorralCommand<void> {
       }
       process.on('SIGTERM', () => shutdown('SIGTERM'))
       process.on('SIGINT', () => shutdown('SIGINT'))
+      // This replica may no longer serve (its start-up lock went to a conflicting replica): drain, stop, exit 1.
+      running.onFatal(() => {
+        process.exitCode = 1
+        shutdown('fatal')
+      })
     })
   }
 }

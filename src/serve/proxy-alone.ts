@@ -1,6 +1,11 @@
 // `corral proxy`: the outbound proxy without the API or workspaces (scale-out), on the same store
-// as `serve`. Built in serve's order with the parts the proxy needs: config → store → audit writer
-// → material keys → proxy; torn down in reverse.
+// as `serve`. Built in serve's order with the parts the proxy needs: config → store → replica row
+// (PostgreSQL) → audit writer → material keys → proxy; torn down in reverse. On PostgreSQL the
+// process is a replica of kind `proxy` (src/serve/replica.ts: a row and a heartbeat, no workspaces,
+// no start-up lock) and takes `max_concurrent` permits from the same database table as every serve,
+// so a ceiling holds across serve and `corral proxy` processes together (docs/proxy.md "Budgets").
+// On SQLite `max_concurrent` is per process (one serve, or `corral proxy` processes each counting
+// their own requests). The heartbeat's TTL is CORRAL_LEASE_TTL (default 15 s).
 import { join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { journalSettingsFromEnv, openAuditWriter } from '../audit/index.js'
@@ -8,8 +13,9 @@ import { loadOrCreateCa } from '../proxy/index.js'
 import { CapabilityTokens, Sealer, loadMasterKey, loadTokenKey } from '../secrets/index.js'
 import { createLogger } from '../server/index.js'
 import { openStore } from '../store/index.js'
-import { defaultDbUrl } from './config.js'
-import { startProxy } from './proxy.js'
+import { defaultDbUrl, leaseTtlMs } from './config.js'
+import { permitSource, startProxy } from './proxy.js'
+import { startReplica } from './replica.js'
 import { Teardown } from './teardown.js'
 
 export interface ProxyAloneOptions {
@@ -37,14 +43,18 @@ export async function startProxyAlone(options: ProxyAloneOptions): Promise<Runni
     const sealer = new Sealer(await loadMasterKey(dataDir, env))
     const store = await openStore(options.dbUrl ?? defaultDbUrl(dataDir))
     teardown.add('store', () => store.close(), { mustSucceed: true })
+    const replica = await startReplica({ store, logger, dataDir, ttlMs: leaseTtlMs(env.CORRAL_LEASE_TTL), sharedStores: false, proxyOnly: true })
+    teardown.add('replica', () => replica.stop())
     const audit = await openAuditWriter(store, { logger, journalDir: join(dataDir, 'audit-journal'), ...journalSettingsFromEnv(env) })
     teardown.add('audit', () => audit.close(), { mustSucceed: true })
     const ca = await loadOrCreateCa(dataDir)
     const tokens = new CapabilityTokens(await loadTokenKey(store.settings))
     const proxy = await startProxy({
       store, audit, logger, sealer, ca, tokens, dataDir, host: options.host, port: options.port, env, upstreamCaFiles: options.upstreamCaFiles,
+      ...(replica.leases ? { permits: permitSource(store, replica) } : {}),
     })
     teardown.add('proxy', () => proxy.stop())
+    await replica.listening({ proxyUrl: proxy.url })
     return { logger, url: proxy.url, stop: () => teardown.run() }
   } catch (err) {
     await teardown.run().catch(() => {})

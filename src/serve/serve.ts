@@ -39,6 +39,11 @@ export interface RunningServe {
   drain(): void
   /** Stops every part in reverse order; rejects when the audit log or the store did not close cleanly. */
   stop(): Promise<void>
+  /**
+   * `cb` is called (once, with a one-line reason already logged) when this process must stop
+   * serving: the replicas' start-up lock was lost and another replica took it (replica.ts).
+   */
+  onFatal(cb: (reason: string) => void): void
 }
 
 export async function startServe(options: ServeOptions & { logger?: Logger }): Promise<RunningServe> {
@@ -135,6 +140,7 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
     proxyUrl: proxy.url,
     readyLine: () => `corral ready: api ${api.url}/v1 (proxy ${proxy.url})`,
     stop: () => teardown.run(),
+    onFatal: (cb) => replica.onFatal(cb),
   }
 }
 

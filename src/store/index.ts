@@ -61,9 +61,10 @@ export type Store = Repositories & {
   /**
    * A lock across every process on this database (a Postgres session advisory lock), held until
    * the returned function releases it or the process dies; null when another process holds it in
-   * a conflicting mode. SQLite (one process) always grants it.
+   * a conflicting mode. SQLite (one process) always grants it. `onLost` is called once when the
+   * lock's connection drops without a release (Postgres): the lock is gone and must be taken again.
    */
-  holdLock(name: string, mode: 'exclusive' | 'shared'): Promise<(() => Promise<void>) | null>
+  holdLock(name: string, mode: 'exclusive' | 'shared', onLost?: (err?: Error) => void): Promise<(() => Promise<void>) | null>
 }
 
 export interface OpenStoreOptions {
@@ -118,7 +119,7 @@ function storeOver(dialect: StoreDialect): Store {
     notify: (channel, payload) => dialect.notify(channel, payload),
     listen: (channel, handler) => dialect.listen(channel, handler),
     onListenGap: (cb) => dialect.onListenGap?.(cb) ?? (() => {}),
-    holdLock: async (name, mode) => (dialect.holdLock ? dialect.holdLock(name, mode) : async () => {}),
+    holdLock: async (name, mode, onLost) => (dialect.holdLock ? dialect.holdLock(name, mode, onLost) : async () => {}),
     async transaction(fn) {
       const pending: Array<[string, string]> = []
       const result = await db.transaction().execute((trx) =>

@@ -12,7 +12,7 @@ import type { DialectCapabilities } from './dialects/types.js'
 type Num = number | string | bigint
 export interface ReplicasTable {
   id: string; host: string; data_dir: string; api_url: string | null; proxy_url: string | null
-  started_at: string; heartbeat_at: Num; expires_at: Num
+  started_at: string; heartbeat_at: Num; expires_at: Num; kind: string
 }
 export interface WorkspaceLeasesTable { workspace_id: string; owner: string; expires_at: Num; acquired_at: string }
 export interface ConcurrencyPermitsTable { key: string; holder: string; count: number; expires_at: Num }
@@ -22,6 +22,8 @@ export interface ReplicaInfo {
   id: string
   host: string
   dataDir: string
+  /** `serve` (default) or `proxy` (a `corral proxy` process: permits only, no workspaces). */
+  kind?: 'serve' | 'proxy'
   apiUrl?: string
   proxyUrl?: string
 }
@@ -55,7 +57,7 @@ export function replicaLeases(store: { readonly db: Kysely<any>; readonly capabi
     async register(r: ReplicaInfo, ttlMs: number, now = Date.now()): Promise<void> {
       const row = {
         id: r.id, host: r.host, data_dir: r.dataDir, api_url: r.apiUrl ?? null, proxy_url: r.proxyUrl ?? null,
-        started_at: nowIso(), heartbeat_at: now, expires_at: now + ttlMs,
+        started_at: nowIso(), heartbeat_at: now, expires_at: now + ttlMs, kind: r.kind ?? 'serve',
       }
       await db.insertInto('replicas').values(row)
         .onConflict((oc) => oc.column('id').doUpdateSet({ api_url: row.api_url, proxy_url: row.proxy_url, heartbeat_at: now, expires_at: now + ttlMs }))
@@ -93,13 +95,30 @@ export function replicaLeases(store: { readonly db: Kysely<any>; readonly capabi
      */
     async expirePredecessors(self: ReplicaInfo): Promise<string[]> {
       return db.transaction().execute(async (trx) => {
-        const rows = await trx.selectFrom('replicas').select('id')
+        // Only serve rows: a `corral proxy` beside this serve on the same data dir is alive.
+        const rows = await trx.selectFrom('replicas').select('id').where('kind', '=', 'serve')
           .where('host', '=', self.host).where('data_dir', '=', self.dataDir).where('id', '!=', self.id).execute()
         const ids = rows.map((r) => r.id)
         if (ids.length === 0) return []
         await trx.updateTable('workspace_leases').set({ expires_at: 0 }).where('owner', 'in', ids).execute()
         await trx.deleteFrom('concurrency_permits').where('holder', 'in', ids).execute()
         await trx.deleteFrom('replicas').where('id', 'in', ids).execute()
+        return ids
+      })
+    },
+
+    /**
+     * Deletes the rows of replicas dead for longer than `horizonMs` (no heartbeat since) and the
+     * permits of holders without a live row that expired as long ago. Their workspace leases stay:
+     * an expired lease is how the workspace is found and taken over (`expired`). Returns the ids.
+     */
+    async reapDead(horizonMs: number, now = Date.now()): Promise<string[]> {
+      const before = now - horizonMs
+      return db.transaction().execute(async (trx) => {
+        const rows = await trx.selectFrom('replicas').select('id').where('expires_at', '<', before).execute()
+        const ids = rows.map((r) => r.id)
+        if (ids.length) await trx.deleteFrom('replicas').where('id', 'in', ids).execute()
+        await trx.deleteFrom('concurrency_permits').where('expires_at', '<', before).execute()
         return ids
       })
     },
@@ -151,7 +170,7 @@ export function replicaLeases(store: { readonly db: Kysely<any>; readonly capabi
     async liveReplicas(now = Date.now()): Promise<LiveReplica[]> {
       const rows = await db.selectFrom('replicas').selectAll().where('expires_at', '>=', now).orderBy('started_at').execute()
       return rows.map((r) => ({
-        id: r.id, host: r.host, dataDir: r.data_dir, ...(r.api_url ? { apiUrl: r.api_url } : {}), ...(r.proxy_url ? { proxyUrl: r.proxy_url } : {}),
+        id: r.id, host: r.host, dataDir: r.data_dir, kind: r.kind === 'proxy' ? 'proxy' as const : 'serve' as const, ...(r.api_url ? { apiUrl: r.api_url } : {}), ...(r.proxy_url ? { proxyUrl: r.proxy_url } : {}),
         startedAt: r.started_at, heartbeatAt: Number(r.heartbeat_at), expiresAt: Number(r.expires_at),
       }))
     },

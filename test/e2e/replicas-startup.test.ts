@@ -1,7 +1,9 @@
 // The start-up rule for several `corral serve` replicas on one PostgreSQL database
 // (src/serve/replica.ts, docs/reliability.md "Replicas"): without a registry for snapshots and
 // packs a second replica refuses to start with one line; a replica registers itself with a
-// heartbeat and deregisters on a clean stop. Runs when CORRAL_TEST_PG_URL is set.
+// heartbeat and deregisters on a clean stop; the advisory lock is taken again after its connection
+// is killed (pg_terminate_backend), and a replica whose lock was taken by another meanwhile stops
+// serving with one error line and exit 1. Runs when CORRAL_TEST_PG_URL is set.
 import { appendFileSync, mkdirSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import pg from 'pg'
@@ -52,6 +54,58 @@ describePostgres('corral serve replicas: start-up rule', (baseUrl) => {
     expect(await a.stop()).toBe(0)
     a = undefined
     expect(await replicas()).toEqual([])
+  }, 60_000)
+
+  /** Backends holding the replicas advisory lock (application_name `corral-replica-lock`) on the test database. */
+  const lockHolders = async (): Promise<number[]> => {
+    const client = new pg.Client({ connectionString: db.url })
+    await client.connect()
+    try {
+      const r = await client.query<{ pid: number }>(
+        `SELECT a.pid FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid AND l.locktype = 'advisory' AND l.granted
+         WHERE a.application_name = 'corral-replica-lock' AND a.datname = current_database()`)
+      return r.rows.map((x) => x.pid)
+    } finally {
+      await client.end()
+    }
+  }
+  const waitFor = async <T>(probe: () => Promise<T | false>, what: string): Promise<T> => {
+    for (let i = 0; i < 200; i++) {
+      const v = await probe()
+      if (v !== false) return v
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    throw new Error(`timed out waiting for ${what}`)
+  }
+
+  it('the advisory lock is taken again after pg_terminate_backend; a replica whose lock was taken meanwhile stops loudly', async () => {
+    a = await startServe({ db: db.url, args: ['--runtime', 'process'] })
+    const [first] = await waitFor(async () => { const p = await lockHolders(); return p.length === 1 && p }, 'the lock holder')
+    const admin = new pg.Client({ connectionString: db.url })
+    await admin.connect()
+    try {
+      await admin.query('SELECT pg_terminate_backend($1)', [first])
+      const [again] = await waitFor(async () => { const p = await lockHolders(); return p.length === 1 && p[0] !== first && p }, 'the lock taken again')
+      expect(again).not.toBe(first)
+      expect(a.output()).toContain('taking the lock again')
+      // The rule still holds after the re-take: a second replica without a registry is refused.
+      const refused = await startServe({ db: db.url, args: ['--runtime', 'process'] }).then(async (s) => { await s.stop(); return '' }, (err: Error) => err.message)
+      expect(refused).toContain('another corral serve already runs on this database')
+
+      // Kill the lock's connection again and take the lock from here before A can (another replica
+      // without a registry, in effect): A stops serving with one error line and exit 1.
+      // (pg_terminate_backend only signals: the lock is waited for, bounded, queued before A's retry.)
+      await admin.query('SELECT pg_terminate_backend($1)', [again])
+      await admin.query("SET lock_timeout = '10s'")
+      await admin.query('SELECT pg_advisory_lock(hashtext($1))', ['corral_replicas'])
+      const code = await waitFor(async () => (a!.process.exitCode ?? false), 'A to exit')
+      expect(code).toBe(1)
+      expect(a.output()).toContain('this replica lost its start-up lock and another replica took it meanwhile')
+      await a.stop()
+      a = undefined
+    } finally {
+      await admin.end()
+    }
   }, 60_000)
 
   it('--lease-ttl out of range refuses the start, naming the flag', async () => {

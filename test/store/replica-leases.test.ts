@@ -77,6 +77,34 @@ for (const d of testDialects()) {
       expect(await permits.takePermits('k', 'rep_x', 5, 5, 60_000, now)).toBe(5)
     })
 
+    it('dead replica rows are reaped after the horizon (their leases stay for the takeover); a corral proxy row is no predecessor of a serve', async () => {
+      const store = await open()
+      const leases = replicaLeases(store)
+      const permits = concurrencyPermits(store)
+      const ws = await workspace(store)
+      const now = 100_000
+      await leases.register({ id: 'rep_dead', host: 'h2', dataDir: '/d' }, 1000, now)
+      await leases.register({ id: 'rep_proxy', host: 'h2', dataDir: '/d', kind: 'proxy' }, 1000, now)
+      await leases.acquire(ws, 'rep_dead', 1000, now)
+      expect(await permits.takePermits('k2', 'rep_dead', 5, 3, 1000, now)).toBe(3)
+      // Dead since now + 1000, the horizon is 10 s: not yet at now + 10_999.
+      expect(await leases.reapDead(10_000, now + 10_999)).toEqual([])
+      expect(await leases.reapDead(10_000, now + 11_001)).toEqual(expect.arrayContaining(['rep_dead', 'rep_proxy']))
+      expect(await leases.liveReplicas(now)).toEqual([])
+      // The lease is still there, expired: whoever reconciles the workspace takes it over from rep_dead.
+      expect(await leases.expired(now + 11_001)).toEqual([{ workspaceId: ws, owner: 'rep_dead' }])
+      expect(await leases.acquire(ws, 'rep_live', 1000, now + 11_001)).toEqual({ acquired: true, previousOwner: 'rep_dead' })
+      expect(await permits.takePermits('k2', 'rep_live', 5, 5, 1000, now + 11_001)).toBe(5)
+      // A restarted serve on the same host and data dir expires its own earlier rows, never a corral proxy's.
+      const t = Date.now()
+      await leases.register({ id: 'rep_px', host: 'h3', dataDir: '/e', kind: 'proxy' }, 60_000, t)
+      await leases.register({ id: 'rep_s1', host: 'h3', dataDir: '/e' }, 60_000, t)
+      const self = { id: 'rep_s2', host: 'h3', dataDir: '/e' }
+      await leases.register(self, 60_000, t)
+      expect(await leases.expirePredecessors(self)).toEqual(['rep_s1'])
+      expect((await leases.liveReplicas(t)).map((r) => [r.id, r.kind]).sort()).toEqual([['rep_px', 'proxy'], ['rep_s2', 'serve']])
+    })
+
     it('permits: live holders together never pass max; an expired holder gives its permits back', async () => {
       const store = await open()
       // A second connection pool on Postgres (another process); SQLite's writers are serialised in

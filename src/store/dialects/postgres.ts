@@ -78,8 +78,8 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
       const res = await pool.query<Record<string, unknown>>(text, [json])
       return res.rows.map((r) => String(r[key]))
     },
-    async holdLock(name, mode) {
-      return holdAdvisoryLock(base, prefix + name, mode)
+    async holdLock(name, mode, onLost) {
+      return holdAdvisoryLock(base, prefix + name, mode, onLost)
     },
     async close() {
       await listener.close()
@@ -91,15 +91,32 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
 /**
  * A session-level advisory lock on a connection of its own, held until released (or the
  * connection ends, e.g. the process dies); null when another session holds it in a conflicting mode.
+ * `onLost` is called once when the connection ends without a release (the server restarted, the
+ * backend was terminated): the lock is gone then.
  */
-async function holdAdvisoryLock(base: pg.ClientConfig, name: string, mode: 'exclusive' | 'shared'): Promise<(() => Promise<void>) | null> {
+async function holdAdvisoryLock(base: pg.ClientConfig, name: string, mode: 'exclusive' | 'shared', onLost?: (err?: Error) => void): Promise<(() => Promise<void>) | null> {
   const client = new pg.Client({ ...base, application_name: 'corral-replica-lock' })
-  client.on('error', () => {})
+  let held = false
+  let lostErr: Error | undefined
+  const lost = (err?: Error) => {
+    lostErr ??= err
+    if (!held) return
+    held = false
+    onLost?.(lostErr)
+  }
+  client.on('error', (err) => lost(err))
+  client.on('end', () => lost())
   await client.connect()
   try {
     const fn = mode === 'shared' ? 'pg_try_advisory_lock_shared' : 'pg_try_advisory_lock'
     const res = await client.query<{ ok: boolean }>(`SELECT ${fn}(hashtext($1)) AS ok`, [name])
-    if (res.rows[0]?.ok) return () => client.end().catch(() => {})
+    if (res.rows[0]?.ok) {
+      held = true
+      return () => {
+        held = false
+        return client.end().catch(() => {})
+      }
+    }
   } catch (err) {
     await client.end().catch(() => {})
     throw err

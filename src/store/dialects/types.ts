@@ -62,8 +62,9 @@ export interface StoreDialect {
   /**
    * Postgres only: a session advisory lock named `name` held on a connection of its own until the
    * returned function releases it (or the process dies); null when held elsewhere in a conflicting mode.
+   * `onLost`: called once when the lock's connection ends without a release (the lock is gone).
    */
-  holdLock?(name: string, mode: 'exclusive' | 'shared'): Promise<(() => Promise<void>) | null>
+  holdLock?(name: string, mode: 'exclusive' | 'shared', onLost?: (err?: Error) => void): Promise<(() => Promise<void>) | null>
   close(): Promise<void>
 }
 

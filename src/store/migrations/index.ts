@@ -13,6 +13,7 @@ import { credentialOwner } from './20261126T071000-creds-credential-owner.js'
 import { oauthCredentials } from './20261126T071500-oauth-oauth-credentials.js'
 import { replicasLeases } from './20261126T071500-replicas-leases.js'
 import { workspaceLogs } from './20261126T103000-cli-workspace-logs.js'
+import { replicasPools } from './20261126T104500-replicas-pools.js'
 import type { StoreMigration } from './types.js'
 
 export type { StoreMigration } from './types.js'
@@ -31,4 +32,5 @@ export const migrations: readonly StoreMigration[] = [
   oauthCredentials,
   replicasLeases,
   workspaceLogs,
+  replicasPools,
 ]

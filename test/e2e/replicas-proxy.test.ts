@@ -1,0 +1,151 @@
+// `corral proxy` on PostgreSQL honours `max_concurrent` through the same database permits as serve
+// (src/serve/proxy-alone.ts; docs/proxy.md "Budgets", docs/reliability.md "Replicas"): two
+// `corral proxy` processes on one database, 40 parallel requests (20 through each) against a
+// `max_concurrent: 3` counter never hold more than 3 at the upstream; each process is a replica row
+// of kind `proxy` while it runs and its row goes on SIGTERM. Needs CORRAL_TEST_PG_URL.
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { ProxyAgent, request } from 'undici'
+import { afterAll, beforeAll, expect, it } from 'vitest'
+import { CapabilityTokens, loadTokenKey } from '../../src/secrets/index.js'
+import { openStore, replicaLeases } from '../../src/store/index.js'
+import { proxyTables } from '../../src/store/proxy-tables.js'
+import { describePostgres } from '../helpers/dialects.js'
+import { onLoopback } from '../helpers/loopback-caps.js'
+import { CORRAL_BIN, createTestDatabase, hermeticEnv } from '../helpers/serve.js'
+import { startUpstreams, type Upstreams } from '../proxy/harness.js'
+
+const CAPS = `
+- name: up
+  type: http
+  allow:
+    - domains: ["127.0.0.1"]
+      methods: [GET]
+  budgets:
+    counters:
+      - name: calls
+        source: request.count
+        max_concurrent: 3
+`
+
+interface Proxy { child: ChildProcess; url: string; dataDir: string; exited: Promise<number | null> }
+
+describePostgres('corral proxy takes max_concurrent permits from the database', (baseUrl) => {
+  let tmp: string
+  let upstreams: Upstreams
+  let db: { url: string; drop(): Promise<void> }
+  let token: string
+  const started: ChildProcess[] = []
+
+  const startProxy = (name: string): Promise<Proxy> => {
+    const dataDir = join(tmp, name)
+    const child = spawn(process.execPath, [CORRAL_BIN, 'proxy', '--workers', '1', '--data-dir', dataDir, '--db', db.url, '--port', '0', '--upstream-ca', join(tmp, 'upstream-ca/ca.pem')], {
+      env: { ...hermeticEnv(), CORRAL_LOG_LEVEL: 'warn', NO_COLOR: '1', CORRAL_MASTER_KEY: 'b2'.repeat(32) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    started.push(child)
+    let out = ''
+    child.stdout!.on('data', (c) => (out += String(c)))
+    child.stderr!.on('data', (c) => (out += String(c)))
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)))
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`corral proxy not ready:\n${out}`)), 60_000)
+      child.stdout!.on('data', () => {
+        const m = /^corral proxy ready: (http:\/\/\S+)/m.exec(out)
+        if (m) {
+          clearTimeout(timer)
+          resolve({ child, url: m[1]!, dataDir, exited })
+        }
+      })
+      child.once('exit', (code) => reject(new Error(`corral proxy exited ${code}:\n${out}`)))
+    })
+  }
+
+  beforeAll(async () => {
+    tmp = mkdtempSync(join(tmpdir(), 'corral-proxy-permits-'))
+    upstreams = await startUpstreams(tmp)
+    db = await createTestDatabase(baseUrl)
+    const store = await openStore(db.url)
+    try {
+      const org = (await store.orgs.create({ name: 'permits' }))!
+      const t = proxyTables(store.db)
+      const prov = await t.workspaces.createProvider(org.id, { name: 'none' })
+      const role = await t.workspaces.createRole(org.id, { name: 'r', provider_id: prov, capabilities: onLoopback(CAPS, upstreams.httpsPort) })
+      const ws = await t.workspaces.create(org.id, { role_id: role, created_by_user_id: 'usr_permits' })
+      token = (await new CapabilityTokens(await loadTokenKey(store.settings)).mint({ org_id: org.id, workspace_id: ws }, 3600)).token
+    } finally {
+      await store.close()
+    }
+  }, 60_000)
+
+  afterAll(async () => {
+    for (const c of started) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL')
+    await upstreams?.close()
+    await db?.drop()
+    rmSync(tmp, { recursive: true, force: true })
+  })
+
+  it('40 parallel requests through two corral proxy processes never hold more than max_concurrent 3', async () => {
+    let inFlight = 0
+    let maxInFlight = 0
+    upstreams.handler.current = (_req, res) => {
+      inFlight++
+      maxInFlight = Math.max(maxInFlight, inFlight)
+      setTimeout(() => {
+        inFlight--
+        res.end('ok')
+      }, 200)
+    }
+    const proxies = await Promise.all([startProxy('p1'), startProxy('p2')])
+    const store = await openStore(db.url)
+    try {
+      const rows = await replicaLeases(store).liveReplicas()
+      expect(rows.map((r) => r.kind)).toEqual(['proxy', 'proxy'])
+      expect(rows.map((r) => r.proxyUrl).sort()).toEqual(proxies.map((p) => p.url).sort())
+    } finally {
+      await store.close()
+    }
+    const agents = proxies.map((p) => new ProxyAgent({ uri: p.url, token: `Bearer ${token}`, requestTls: { ca: readFileSync(join(p.dataDir, 'ca.pem'), 'utf8') }, connections: 20 }))
+    let statuses: Array<[number, number]>
+    try {
+      statuses = await Promise.all(Array.from({ length: 40 }, async (_, i) => {
+        const r = await request(`https://127.0.0.1:${upstreams.httpsPort}/c/${i}`, { dispatcher: agents[i % 2]! })
+        await r.body.text()
+        return [i % 2, r.statusCode] as [number, number]
+      }))
+    } finally {
+      await Promise.all(agents.map((a) => a.close()))
+    }
+    expect(maxInFlight).toBeGreaterThan(0)
+    expect(maxInFlight).toBeLessThanOrEqual(3)
+    expect(statuses.filter(([, s]) => s !== 200 && s !== 429)).toEqual([])
+    expect(statuses.filter(([, s]) => s === 429).length).toBeGreaterThan(0)
+    // Spare permits go back to the database at each proxy's next budget flush (100 ms): after the
+    // burst each proxy is admitted again (bounded retries).
+    for (const [i, p] of proxies.entries()) {
+      const agent = new ProxyAgent({ uri: p.url, token: `Bearer ${token}`, requestTls: { ca: readFileSync(join(p.dataDir, 'ca.pem'), 'utf8') } })
+      try {
+        let status = 0
+        for (let attempt = 0; attempt < 50 && status !== 200; attempt++) {
+          if (attempt) await new Promise((r) => setTimeout(r, 100))
+          const r = await request(`https://127.0.0.1:${upstreams.httpsPort}/after/${i}`, { dispatcher: agent })
+          await r.body.text()
+          status = r.statusCode
+        }
+        expect(status).toBe(200)
+      } finally {
+        await agent.close()
+      }
+    }
+    for (const p of proxies) p.child.kill('SIGTERM')
+    expect(await Promise.all(proxies.map((p) => p.exited))).toEqual([0, 0])
+    const after = await openStore(db.url)
+    try {
+      expect(await replicaLeases(after).liveReplicas()).toEqual([])
+    } finally {
+      await after.close()
+    }
+  }, 180_000)
+})
