@@ -79,6 +79,13 @@ export class Api {
     return (text === '' ? undefined : JSON.parse(text)) as T
   }
 
+  /** A multipart/form-data request (pack archives); the browser sets the content type and boundary. */
+  async upload<T>(method: 'POST' | 'PUT', path: string, form: FormData): Promise<T> {
+    const response = await fetch(this.url(path), { method, headers: this.headers(), body: form })
+    if (!response.ok) throw await failureFrom(response)
+    return (await response.json()) as T
+  }
+
   get<T>(path: string, query?: Query, signal?: AbortSignal): Promise<T> {
     return this.call<T>('GET', path, { query, signal })
   }

@@ -36,9 +36,12 @@ export function AuditPage(props: { route: Route }): ReactNode {
   const setQuery = (next: Partial<AuditQueryState>) => {
     location.hash = `#/audit?${paramsOf({ ...q, ...next }).toString()}`
   }
+  const [exported, setExported] = useState<string>()
   const exportAs = (format: 'ndjson' | 'csv') =>
     void exporting.run(async () => {
-      const { events } = await exportEvents(api, q)
+      setExported(undefined)
+      const { events, truncated } = await exportEvents(api, q)
+      setExported(truncated ? `Exported the first ${events.length} events: the query has more (narrow it with a filter or a time range).` : `Exported ${events.length} events.`)
       if (format === 'ndjson') download('audit.ndjson', 'application/x-ndjson', toNdjson(events))
       else download('audit.csv', 'text/csv', toCsv(events, columns))
     })
@@ -87,6 +90,11 @@ export function AuditPage(props: { route: Route }): ReactNode {
         {tail ? ' · live: new matching events appear at the top' : ''}
       </p>
       <ErrorBox error={exporting.error} />
+      {exported && (
+        <p role="status" className="muted" data-testid="export-status">
+          {exported}
+        </p>
+      )}
       {!tail && <Status loaded={page} />}
       <table aria-label="Audit events">
         <thead>

@@ -1,35 +1,44 @@
-// What workspaces are made from: model providers, agent roles and content packs. Reads: any member;
-// writes: caps:write. A role's caps.yaml is edited on the Policies page.
+// What workspaces are made from: model providers and agent roles (packs: packs.tsx). Reads: any
+// member; writes: caps:write. A role's caps.yaml is edited on the Policies page; here its other
+// fields (provider, model, environment, timeouts, agent knobs, warm pool, packs).
 import type { ReactNode } from 'react'
 import { seg } from '../api.js'
+import { changedValues, filledValues, type Field, type Values } from '../form.js'
 import { ResourceList } from '../resource.js'
 import { href } from '../router.js'
 import { useSession } from '../session.js'
-import { when } from '../ui.js'
+import { useLoad, when } from '../ui.js'
 import type { AgentRoleRecord } from '../wire.js'
 
 interface Provider {
   id: string
   name: string
   kind: string
+  display_name?: string
+  description?: string
   base_url?: string
   default_model?: string
   created_at: string
   archived_at?: string
 }
 
-interface Pack {
-  id: string
+interface RoleWarning {
+  code: string
   name: string
-  version: string
-  tier: string
-  visibility: string
-  owned?: boolean
-  image_digest?: string
-  created_at?: string
+  message: string
 }
 
 const archived = (r: { archived_at?: string }) => (r.archived_at ? `archived ${when(r.archived_at)}` : 'active')
+const str = (v: unknown): string => (v === undefined || v === null ? '' : String(v))
+
+const PROVIDER_FIELDS: readonly Field[] = [
+  { name: 'name', label: 'Name', required: true },
+  { name: 'kind', label: 'Kind', type: 'select', options: ['anthropic', 'openai'], required: true },
+  { name: 'display_name', label: 'Display name' },
+  { name: 'description', label: 'Description' },
+  { name: 'base_url', label: 'Base URL (https)', type: 'url' },
+  { name: 'default_model', label: 'Default model' },
+]
 
 export function ProvidersPage(): ReactNode {
   const { api, holds } = useSession()
@@ -44,6 +53,7 @@ export function ProvidersPage(): ReactNode {
         { label: 'Kind', render: (p) => p.kind },
         { label: 'Base URL', render: (p) => <code>{p.base_url}</code> },
         { label: 'Default model', render: (p) => p.default_model },
+        { label: 'Id', render: (p) => <code>{p.id}</code> },
         { label: 'State', render: archived },
       ]}
       actions={
@@ -55,27 +65,82 @@ export function ProvidersPage(): ReactNode {
             ]
           : []
       }
-      create={
+      edit={
         write
           ? {
-              title: 'Create provider',
-              fields: [
-                { name: 'name', label: 'Name', required: true },
-                { name: 'kind', label: 'Kind', type: 'select', options: ['anthropic', 'openai'], required: true },
-                { name: 'base_url', label: 'Base URL', type: 'url' },
-                { name: 'default_model', label: 'Default model' },
-              ],
-              submit: async (v) => void (await api.post('/providers', Object.fromEntries(Object.entries(v).filter(([, x]) => x !== '')))),
+              name: (p) => p.name,
+              when: (p) => !p.archived_at,
+              fields: PROVIDER_FIELDS,
+              initial: (p) => Object.fromEntries(PROVIDER_FIELDS.map((f) => [f.name, str(p[f.name as keyof Provider])])),
+              submit: async (p, initial, values) => void (await patchChanged(`/providers/${seg(p.id)}`, PROVIDER_FIELDS, initial, values, api.patch.bind(api))),
             }
           : undefined
       }
+      create={write ? { title: 'Create provider', fields: PROVIDER_FIELDS, submit: async (v) => void (await api.post('/providers', filledValues(PROVIDER_FIELDS, v))) } : undefined}
     />
+  )
+}
+
+/** PATCHes what changed (a save with no change is refused here, as the API would). */
+async function patchChanged<R>(path: string, fields: readonly Field[], initial: Values, values: Values, patch: (path: string, body: unknown) => Promise<R>): Promise<R> {
+  const body = changedValues(fields, initial, values)
+  if (Object.keys(body).length === 0) throw new Error('nothing changed')
+  return patch(path, body)
+}
+
+function roleFields(providers: readonly Provider[], packs: readonly { id: string; name: string; version: string }[]): Field[] {
+  const n = (name: string, label: string): Field => ({ name, label, type: 'number' })
+  return [
+    { name: 'display_name', label: 'Display name' },
+    { name: 'description', label: 'Description' },
+    { name: 'provider_id', label: 'Provider', type: 'select', required: true, options: providers.filter((p) => !p.archived_at).map((p) => ({ value: p.id, label: p.name })) },
+    { name: 'model', label: 'Model (empty: the provider default)' },
+    { name: 'environment', label: 'Environment', type: 'select', options: ['development', 'staging', 'production'] },
+    { name: 'environment_description', label: 'Environment description' },
+    n('task_timeout_seconds', 'Task timeout (s)'),
+    n('idle_timeout_seconds', 'Idle timeout (s)'),
+    { name: 'thinking_effort', label: 'Thinking effort', type: 'select', options: ['high', 'medium', 'low', 'off'] },
+    n('max_continuations', 'Max continuations'),
+    n('max_context_tokens', 'Max context tokens'),
+    { name: 'pool_policy', label: 'Warm pool', type: 'select', emptyIsValue: true, options: ['static', 'dynamic'] },
+    n('pool_size', 'Pool size'),
+    n('pool_max_size', 'Pool max size'),
+    { name: 'pack_ids', label: 'Packs', type: 'multiselect', options: packs.map((p) => ({ value: p.id, label: `${p.name} ${p.version}` })) },
+  ]
+}
+
+/** The warnings of a role save (credentials or secrets its policy names that the org lacks). */
+function saved(role: { name: string; warnings?: RoleWarning[] }): ReactNode {
+  if (!role.warnings?.length) return `Saved ${role.name}.`
+  return (
+    <>
+      Saved {role.name}, with warnings:
+      <ul>
+        {role.warnings.map((w) => (
+          <li key={`${w.code}-${w.name}`}>
+            <code>{w.code}</code> {w.message}
+          </li>
+        ))}
+      </ul>
+    </>
   )
 }
 
 export function RolesPage(): ReactNode {
   const { api, holds } = useSession()
   const write = holds('caps:write')
+  const choices = useLoad(
+    async (signal) => {
+      const [providers, packs] = await Promise.all([
+        api.get<{ providers: Provider[] }>('/providers', {}, signal),
+        api.get<{ packs: { id: string; name: string; version: string }[] }>('/packs', {}, signal),
+      ])
+      return roleFields(providers.providers, packs.packs)
+    },
+    [],
+  )
+  const fields = choices.data ?? roleFields([], [])
+  const createFields: Field[] = [{ name: 'name', label: 'Name', required: true }, fields.find((f) => f.name === 'provider_id')!, { name: 'model', label: 'Model' }, { name: 'capabilities', label: 'caps.yaml', type: 'textarea' }]
   return (
     <ResourceList<AgentRoleRecord>
       title="Roles"
@@ -99,47 +164,25 @@ export function RolesPage(): ReactNode {
             ]
           : []
       }
+      edit={
+        write && choices.data
+          ? {
+              name: (r) => r.name,
+              when: (r) => !r.archived_at,
+              fields,
+              initial: (r) => Object.fromEntries(fields.map((f) => [f.name, f.type === 'multiselect' ? [...r.pack_ids] : str((r as unknown as Record<string, unknown>)[f.name])])),
+              submit: async (r, initial, values) => saved(await patchChanged(`/agent-roles/${seg(r.id)}`, fields, initial, values, api.patch.bind(api)) as { name: string; warnings?: RoleWarning[] }),
+            }
+          : undefined
+      }
       create={
         write
           ? {
               title: 'Create role',
-              fields: [
-                { name: 'name', label: 'Name', required: true },
-                { name: 'provider_id', label: 'Provider id (prov_…)', required: true },
-                { name: 'capabilities', label: 'caps.yaml', type: 'textarea' },
-              ],
-              submit: async (v) => void (await api.post('/agent-roles', Object.fromEntries(Object.entries(v).filter(([, x]) => x !== '')))),
+              fields: createFields,
+              submit: async (v) => saved(await api.post<{ name: string; warnings?: RoleWarning[] }>('/agent-roles', filledValues(createFields, v))),
             }
           : undefined
-      }
-    />
-  )
-}
-
-export function PacksPage(): ReactNode {
-  const { api, holds } = useSession()
-  const write = holds('caps:write')
-  return (
-    <ResourceList<Pack>
-      title="Packs"
-      note={<p className="hint">Upload a pack with `corral pack upload DIR`; here: list, clone into this org, delete.</p>}
-      load={async (signal) => (await api.get<{ packs: Pack[] }>('/packs', {}, signal)).packs}
-      rowKey={(p) => p.id}
-      columns={[
-        { label: 'Name', render: (p) => p.name },
-        { label: 'Version', render: (p) => p.version },
-        { label: 'Tier', render: (p) => p.tier },
-        { label: 'Visibility', render: (p) => p.visibility },
-        { label: 'Owned', render: (p) => (p.owned ? 'yes' : 'no') },
-        { label: 'Digest', render: (p) => <code>{(p.image_digest ?? '').slice(0, 19)}</code> },
-      ]}
-      actions={
-        write
-          ? [
-              { label: () => 'Clone', when: (p) => !p.owned, run: (p) => api.post(`/packs/${seg(p.id)}/clone`, {}) },
-              { label: () => 'Delete', danger: true, when: (p) => Boolean(p.owned), run: (p) => api.del(`/packs/${seg(p.id)}`) },
-            ]
-          : []
       }
     />
   )

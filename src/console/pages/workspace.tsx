@@ -110,6 +110,7 @@ function Actions(props: { ws: WorkspaceRecord; tasks: readonly TaskRecord[]; onD
   const { api, can } = useSession()
   const action = useAction()
   const [followUp, setFollowUp] = useState('')
+  const [reset, setReset] = useState(false)
   const [forkAt, setForkAt] = useState(String(props.tasks.filter((t) => t.status === 'completed').length))
   const w = props.ws
   const id = seg(w.id)
@@ -119,8 +120,9 @@ function Actions(props: { ws: WorkspaceRecord; tasks: readonly TaskRecord[]; onD
   const submit = (e: FormEvent) => {
     e.preventDefault()
     run(async () => {
-      await api.post(`/workspaces/${id}/tasks`, { description: followUp })
+      await api.post(`/workspaces/${id}/tasks`, { description: followUp, ...(reset ? { reset_session: true } : {}) })
       setFollowUp('')
+      setReset(false)
     })
   }
   return (
@@ -129,6 +131,9 @@ function Actions(props: { ws: WorkspaceRecord; tasks: readonly TaskRecord[]; onD
         <form onSubmit={submit} aria-label="Follow-up task">
           <label htmlFor="follow-up">Follow-up task</label>
           <textarea id="follow-up" value={followUp} onChange={(e) => setFollowUp(e.target.value)} required />
+          <label className="inline">
+            <input type="checkbox" checked={reset} onChange={(e) => setReset(e.target.checked)} /> start with a fresh agent session (forget the conversation so far)
+          </label>{' '}
           <button type="submit" className="primary" disabled={action.busy || followUp.trim() === ''}>
             Submit follow-up
           </button>

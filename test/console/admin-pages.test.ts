@@ -1,14 +1,16 @@
-// Credentials in the console, in chromium against a real `corral dev` whose public URL is its own
-// address, and a real OpenID Connect provider (oidc-provider on HTTPS loopback, test/helpers/oidc.ts):
-// a static token created from the page (the secret sent once, never on the page again); an OAuth
-// credential created pending, then authorized from the page — the provider's page opens in a new
-// tab, the browser follows it back to corral's callback (with the state cookies the start set) and
-// the page sees the credential turn active; a read_only key sees no create, authorize or delete.
-// Needs `npm run build` (the console is dist/console/).
+// The console's write pages in chromium against a real `corral dev` whose public URL is its own
+// address, with a real OpenID Connect provider (oidc-provider on HTTPS loopback, test/helpers/oidc.ts).
+// Credentials: a static token created from the page (the secret sent once, never on the page
+// again); an OAuth credential created pending, then authorized from the page — the provider's page
+// opens in a new tab, the browser follows it back to corral's callback (with the state cookies the
+// start set) and the page sees the credential turn active. Packs, roles, providers: a pack archive
+// uploaded from the browser, its metadata edited, attached to a role edited from the page, a
+// provider edited. A read_only key sees none of the write buttons. Needs `npm run build`.
+import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import { AxeBuilder } from '@axe-core/playwright'
 import type { Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -27,7 +29,9 @@ async function freePort(): Promise<number> {
   return port
 }
 
-describe.runIf(available)('console credentials (chromium, OAuth provider)', () => {
+const HELLO_PACK = resolve(import.meta.dirname, '../../examples/packs/hello-pack')
+
+describe.runIf(available)('console write pages: credentials (with an OAuth provider), packs, roles, providers (chromium)', () => {
   let tmp: string
   let dev: RunningDev
   let idp: OidcProvider
@@ -121,7 +125,50 @@ describe.runIf(available)('console credentials (chromium, OAuth provider)', () =
     expect(await serious(page)).toEqual([])
   })
 
-  it('a read_only key sees the credentials and no create, authorize or delete; the pages logged no CSP violation', async () => {
+  it('uploads a pack archive from the browser, edits its metadata, attaches it to a role and edits a provider', async () => {
+    const archive = join(tmp, 'hello-pack.tar.gz')
+    execFileSync('tar', ['czf', archive, '-C', HELLO_PACK, '.'])
+    await page.goto(`${dev.url}/#/packs`)
+    await page.getByRole('heading', { name: 'Packs', exact: true }).waitFor()
+    await page.getByRole('button', { name: 'Upload pack' }).click()
+    const upload = page.getByRole('form', { name: 'Upload pack' })
+    await upload.getByLabel(/^Pack archive/).setInputFiles(archive)
+    await upload.getByLabel('Visibility').selectOption('org')
+    await upload.getByRole('button', { name: 'Create' }).click()
+    await page.getByRole('status').filter({ hasText: 'Uploaded hello-pack 1.0.0.' }).waitFor()
+    const pack = (await api('GET', '/packs')).body.packs.find((p: { name: string }) => p.name === 'hello-pack')
+    expect(pack).toMatchObject({ owned: true, visibility: 'org', image_origin: 'upload' })
+    await page.getByRole('button', { name: 'Edit hello-pack' }).click()
+    const edit = page.getByRole('form', { name: 'Edit hello-pack' })
+    expect(await edit.getByLabel('Category').inputValue()).toBe('examples')
+    await edit.getByLabel('Category').fill('greetings')
+    expect(await serious(page)).toEqual([])
+    await edit.getByRole('button', { name: 'Save' }).click()
+    await page.getByRole('status').filter({ hasText: 'Saved hello-pack.' }).waitFor()
+    expect((await api('GET', `/packs/${pack.id}`)).body).toMatchObject({ category: 'greetings', display_name: 'Hello pack' })
+
+    await page.goto(`${dev.url}/#/roles`)
+    await page.getByRole('button', { name: 'Edit demo' }).click()
+    const role = page.getByRole('form', { name: 'Edit demo' })
+    await role.getByLabel('Packs').selectOption({ label: 'hello-pack 1.0.0' })
+    await role.getByLabel('Idle timeout (s)').fill('900')
+    await role.getByRole('button', { name: 'Save' }).click()
+    await page.getByRole('status').filter({ hasText: 'Saved demo' }).waitFor()
+    const demo = (await api('GET', '/agent-roles?name=demo')).body.agent_roles[0]
+    expect(demo).toMatchObject({ pack_ids: [pack.id], idle_timeout_seconds: 900, environment: 'development' })
+    // Only what changed went out: the role's policy is as it was.
+    expect((await api('GET', '/audit?filter=event_type=agent_role_updated')).body.events[0].detail.patched_fields).toEqual(['idle_timeout_seconds', 'pack_ids'])
+
+    await page.goto(`${dev.url}/#/providers`)
+    await page.getByRole('button', { name: 'Edit demo-model' }).click()
+    const provider = page.getByRole('form', { name: 'Edit demo-model' })
+    await provider.getByLabel('Display name').fill('The demo model')
+    await provider.getByRole('button', { name: 'Save' }).click()
+    await page.getByRole('status').filter({ hasText: 'Saved demo-model.' }).waitFor()
+    expect((await api('GET', '/providers?name=demo-model')).body.providers[0]).toMatchObject({ display_name: 'The demo model', default_model: 'demo-1' })
+  })
+
+  it('a read_only key sees no create, edit, upload, authorize or delete; the pages logged no CSP violation', async () => {
     const key = await api('POST', '/api-keys', { label: 'viewer', permission_set: 'read_only' })
     expect(key.status).toBe(201)
     const viewer = await browser.page()
@@ -133,6 +180,12 @@ describe.runIf(available)('console credentials (chromium, OAuth provider)', () =
     await viewer.page.getByRole('heading', { name: 'Credentials', exact: true }).waitFor()
     await viewer.page.locator('table, [role="alert"]').first().waitFor()
     expect(await viewer.page.getByRole('button', { name: /^(Create|Authorize|Re-authorize|Delete)/ }).count()).toBe(0)
+    for (const hash of ['packs', 'roles', 'providers']) {
+      await viewer.page.goto(`${dev.url}/#/${hash}`)
+      await viewer.page.locator('h1').waitFor()
+      await viewer.page.locator('table, [role="alert"]').first().waitFor()
+      expect(await viewer.page.getByRole('button', { name: /^(Create|Upload|Edit|Clone|Archive|Delete)/ }).count(), hash).toBe(0)
+    }
     expect((await api('POST', '/credentials', { name: 'x', provider: 'github', kind: 'static_token', token: 't' }, key.body.value)).status).toBe(403)
     expect([...errors.cspViolations, ...viewer.cspViolations]).toEqual([])
     expect([...errors.consoleErrors, ...viewer.consoleErrors].filter((e) => !/status of (401|403)/.test(e))).toEqual([])
