@@ -10,6 +10,7 @@
 //   npm run bench:proxy
 //   CORRAL_BENCH_SECONDS=10 npm run bench:proxy       # longer closed-loop runs
 //   CORRAL_BENCH_PROFILE=1 npm run bench:proxy        # --cpu-prof of the corral proxy → bench/results/prof/
+//   CORRAL_BENCH_NODE_ARGS="--max-semi-space-size=64" # Node flags for every corral build measured
 //   CORRAL_BENCH_PEERS=squid,squid-bump npm run bench:proxy  # only these peers (comma list; '' for none)
 //   CORRAL_BENCH_MODE=rate npm run bench:proxy        # only the open loop at a fixed rate (bench/proxy-rate.ts):
 //     CORRAL_BENCH_RATE=3000 CORRAL_BENCH_RATE_SECONDS=20 CORRAL_BENCH_CONNECTIONS=32 (the defaults);
@@ -325,7 +326,11 @@ async function main(): Promise<void> {
     await store.close()
 
     const built = existsSync(join(ROOT, 'dist/commands/proxy.js'))
-    const nodeArgs = process.env.CORRAL_BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir', join(resultsDir, 'prof')] : []
+    const nodeArgs = [
+      ...(process.env.CORRAL_BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir', join(resultsDir, 'prof')] : []),
+      // Node flags for every corral build measured (e.g. a V8 heap setting), CORRAL_BENCH_NODE_ARGS="--flag …".
+      ...(process.env.CORRAL_BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
+    ]
     const entry = built ? [join(ROOT, 'bin/run.js')] : ['--import', 'tsx', join(ROOT, 'bin/dev.js')]
     // The stream phase holds STREAMS streams of one workspace open at once: the per-workspace
     // limits (256 tunnels and 256 requests in flight by default, src/proxy/limits.ts) would refuse
