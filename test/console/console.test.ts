@@ -221,4 +221,17 @@ describe.runIf(available)('web console (chromium)', () => {
     expect([...pageErrors.cspViolations, ...viewer.cspViolations]).toEqual([])
     expect([...pageErrors.consoleErrors, ...viewer.consoleErrors].filter((e) => !/status of (401|403)/.test(e))).toEqual([])
   })
+
+  it('filters workspaces by creator: "created by me" shows the key\'s own, another key\'s none', async () => {
+    await open('workspaces?mine=1', 'Workspaces')
+    await page.getByRole('link', { name: workspaceId }).waitFor()
+    expect(await page.getByRole('checkbox', { name: 'created by me' }).isChecked()).toBe(true)
+    const other = await api('POST', '/api-keys', { label: 'other', permission_set: 'full_access' })
+    const second = await browser.page()
+    await signIn(second.page, other.body.value)
+    await second.page.getByRole('link', { name: workspaceId }).waitFor()
+    await second.page.getByRole('checkbox', { name: 'created by me' }).check()
+    await second.page.getByText('No workspaces match.').waitFor()
+    expect(await second.page.getByRole('link', { name: workspaceId }).count()).toBe(0)
+  })
 })

@@ -7,14 +7,19 @@ import { useSession } from '../session.js'
 import { ErrorBox, Status, useAction, useLoad, when } from '../ui.js'
 
 const STATES = ['provisioning', 'idle', 'busy', 'stopping', 'stopped', 'archived']
+/** The most the API lists at once (newest first; it has no cursor). */
+const LIMIT = 1000
 
 export function WorkspacesPage(props: { route: Route }): ReactNode {
-  const { api } = useSession()
+  const { api, me } = useSession()
   const state = props.route.params.get('state') ?? ''
   const role = props.route.params.get('role') ?? ''
-  const list = useLoad((signal) => api.get<{ workspaces: WorkspaceRecord[] }>('/workspaces', { state, role }, signal), [state, role])
+  const mine = props.route.params.get('mine') === '1'
+  // The creator of a workspace is the user, or the API key that created it (docs/workspaces.md).
+  const creator = mine ? (me.kind === 'api_key' ? me.key_id : me.user_id) : undefined
+  const list = useLoad((signal) => api.get<{ workspaces: WorkspaceRecord[] }>('/workspaces', { state, role, creator, limit: LIMIT }, signal), [state, role, creator])
   const roles = useLoad((signal) => api.get<{ agent_roles: AgentRoleRecord[] }>('/agent-roles', {}, signal), [])
-  const setFilter = (next: { state?: string; role?: string }) => navigate(['workspaces'], { state, role, ...next })
+  const setFilter = (next: { state?: string; role?: string; mine?: string }) => navigate(['workspaces'], { state, role, mine: mine ? '1' : undefined, ...next })
   return (
     <section aria-labelledby="ws-title">
       <h1 id="ws-title">Workspaces</h1>
@@ -40,8 +45,12 @@ export function WorkspacesPage(props: { route: Route }): ReactNode {
             ))}
           </select>
         </label>
+        <label className="inline">
+          <input type="checkbox" checked={mine} onChange={(e) => setFilter({ mine: e.target.checked ? '1' : undefined })} /> created by me
+        </label>
       </form>
       <Status loaded={list} />
+      {list.data?.workspaces.length === LIMIT && <p className="hint">The newest {LIMIT} are shown; narrow the list with a filter.</p>}
       {list.data && (
         <table>
           <thead>
