@@ -51,6 +51,8 @@ export interface ProvisionSpec {
   owner?: { orgId: string; roleId: string }
   /** Start from a parent's snapshot instead of an empty /data (a fork). */
   forkFrom?: { workspaceId: string; taskCount: number }
+  /** An unclaimed warm pool member: drivers that label what they create mark it (claimWarm ends it). */
+  pooled?: boolean
 }
 
 /**
@@ -235,6 +237,14 @@ export interface WorkspaceRuntime {
   adopt?(workspaceIds?: readonly string[]): Promise<RunningAgent[]>
   /** Optional: the host file the next agent's output is appended to (AgentProcess.logPath), known before it starts. */
   agentLogPath?(workspaceId: string): string
+  /**
+   * Optional, for drivers whose pool members are objects of their own (Kubernetes: the member's
+   * claim and pods, labelled `corral.dev/pool=warm`): marks a warm member provisioned with
+   * `pooled` claimed by `claimant`, atomically against other claimers (docs/kubernetes.md "Runtime:
+   * warm pools and packs"). Resolves false when another claimant holds it or the member is gone; the
+   * database claim (store.workspaces.claimPooled) stays the authority, this is the cluster's copy.
+   */
+  claimWarm?(workspaceId: string, claimant: string): Promise<boolean>
   /** Starts the agent inside the workspace; at most one agent per workspace at a time. */
   startAgent(workspaceId: string, launch: AgentLaunch): Promise<AgentProcess>
   /** Ends the running agent (grace period, then SIGKILL); resolves when it is gone. No-op when none runs. */

@@ -272,7 +272,7 @@ export class Reconciler {
  * parent snapshot, else empty.
  */
 function provisionSpec(ws: WorkspaceRecord): ProvisionSpec {
-  const base = { workspaceId: ws.id, owner: { orgId: ws.org_id, roleId: ws.role_id } }
+  const base = { workspaceId: ws.id, owner: { orgId: ws.org_id, roleId: ws.role_id }, ...(ws.pooled ? { pooled: true } : {}) }
   if (ws.task_count > 0) return { ...base, forkFrom: { workspaceId: ws.id, taskCount: ws.task_count } }
   if (ws.parent_workspace_id && ws.fork_point_task_count) return { ...base, forkFrom: { workspaceId: ws.parent_workspace_id, taskCount: ws.fork_point_task_count } }
   return base

@@ -169,6 +169,9 @@ export class WorkspaceService {
     // it through now rather than after the rest of the claim's store work (SQLite calls are
     // synchronous, so the chain up to the task's hand-over would not yield to I/O).
     if (out.claimed && out.task && (await this.#handOver.handTokenAhead(out.workspace, out.task, this.#runner.timeoutSeconds(role) + 300))) await ioPass()
+    // The cluster's copy of the claim (a Kubernetes member's claim and pods relabelled `claimed`),
+    // before the kick below may start a cold member's agent pod (docs/kubernetes.md "Runtime: warm pools and packs").
+    if (out.claimed && this.#o.runtime.claimWarm) await this.#claimWarm(out.workspace.id, out.task?.id ?? `creator:${actor.creatorId}`)
     // A claimed pool member had its workspace_created (user `system`) when the pool made it.
     if (!out.claimed) await this.#records.emit(out.workspace, 'workspace_created', actor.userId, { forked: false })
     if (out.task) await this.#records.emit(out.workspace, 'task_submitted', actor.userId, { description: out.task.description }, out.task.id)
@@ -177,6 +180,15 @@ export class WorkspaceService {
     if (role.pool_policy === 'dynamic') await this.#pools.noteDemand(orgId, role.id, out.claimed)
     if (out.claimed || role.pool_policy === 'dynamic') this.#pools.fillSoon()
     return { workspace: out.workspace, ...(out.task ? { task: out.task } : {}) }
+  }
+
+  /** The driver's claim of a member the database gave this create; the database stays the authority. */
+  async #claimWarm(workspaceId: string, claimant: string): Promise<void> {
+    try {
+      if (!(await this.#o.runtime.claimWarm!(workspaceId, claimant))) this.#o.logger?.warn({ workspaceId, claimant }, 'warm pool member claimed in the database but held by another claimant in the runtime')
+    } catch (err) {
+      this.#o.logger?.warn({ err, workspaceId }, 'marking the warm pool member claimed in the runtime failed')
+    }
   }
 
   /** POST /v1/workspaces/{id}/tasks. */

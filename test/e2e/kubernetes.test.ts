@@ -3,7 +3,7 @@
 // the reference agent through the real proxy (token and CA from the pod's Secret, HTTPS_PROXY the
 // proxy Service's cluster IP), /data is snapshotted over exec + tar and listed, a fork restores it
 // into a new claim and takes a follow-up, a pod evicted mid-task fails that task and the workspace
-// goes on, a stop leaves no pod. docs/kubernetes.md "Runtime: what was proven where".
+// goes on, a stop leaves no pod; a pooled role's warm pod is claimed by a task and replaced. docs/kubernetes.md "Runtime: what was proven where".
 import { writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { join, resolve } from 'node:path'
@@ -124,5 +124,27 @@ describe('serve --runtime kubernetes against the fake API server', () => {
     expect(stopped.body).toMatchObject({ status: 'stopped' })
     await stack.until(async () => podsOf(child).length === 0, 'the stopped workspace has no pod')
     expect(fake.store.list('persistentvolumeclaims', 'corral', `corral.dev/workspace=${child}`)).toHaveLength(1)
+  }, 120_000)
+
+  it('a pooled role keeps a warm pod; a task claims it (the same pod relabelled claimed) and the pool is refilled', async () => {
+    // The stack's role's capabilities: the model's address as the stack wrote it.
+    const { capabilities } = (await stack.api('GET', `/agent-roles/${stack.role!.id}`)).body
+    const role = await stack.api('POST', '/agent-roles', { name: 'pooled', provider_id: stack.provider!.id, capabilities, pool_policy: 'static', pool_size: 1 })
+    expect(role.status, JSON.stringify(role.body)).toBe(201)
+    const warm = () => fake.store.list('pods', 'corral', `corral.dev/pool=warm,corral.dev/role=${role.body.id}`).filter((p) => !p.metadata.deletionTimestamp && p.status?.phase === 'Running')
+    await stack.until(async () => warm().length === 1, 'one warm pod for the pooled role')
+    const member = warm()[0]!
+    const memberWs = member.metadata.labels!['corral.dev/workspace']!
+    expect(fake.store.get('persistentvolumeclaims', 'corral', (member.spec as any).volumes.find((v: any) => v.name === 'data').persistentVolumeClaim.claimName).metadata.labels).toMatchObject({ 'corral.dev/pool': 'warm' })
+
+    const task = await stack.api('POST', '/tasks', { role_name: 'pooled', description: 'Write a report' })
+    expect(task.status, JSON.stringify(task.body)).toBe(202)
+    expect(task.body.workspace_id).toBe(memberWs)
+    const claimed = fake.store.get('pods', 'corral', member.metadata.name)
+    expect(claimed.metadata.labels).toMatchObject({ 'corral.dev/pool': 'claimed' })
+    expect(claimed.metadata.annotations).toMatchObject({ 'corral.dev/claimed-by': task.body.task_id })
+    expect(await stack.taskDone(task.body.task_id)).toMatchObject({ status: 'completed' })
+    // Refilled: a new member with its own warm pod.
+    await stack.until(async () => warm().some((p) => p.metadata.labels!['corral.dev/workspace'] !== memberWs), 'the pool refilled with a new warm pod')
   }, 120_000)
 })

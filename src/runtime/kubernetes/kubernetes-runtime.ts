@@ -20,10 +20,11 @@ import { AgentTable, agentEnd, agentRunning, workspaceOf } from './agents.js'
 import { apiMessage, openKubeClient, statusCode, tolerate, type KubeClient } from './kube-client.js'
 import { KubeVolume } from './kube-volume.js'
 import {
-  agentPod, agentSecret, claimName, dataClaim, keeperPod, LABEL, podName, WORKSPACE_SELECTOR, workspaceLabels, workspacePolicy, type WorkspaceOwner,
+  agentPod, agentSecret, claimName, dataClaim, keeperPod, LABEL, podName, POOL, WORKSPACE_SELECTOR, workspaceLabels, workspacePolicy, type WorkspaceOwner,
 } from './manifests.js'
 import type { KubernetesSettings } from './options.js'
 import { PodWatch } from './pod-watch.js'
+import { claimObject, claimTargets } from './warm-claims.js'
 import { cniVerdict, probeCni } from './cni-probe.js'
 import { ProxyService } from './proxy-service.js'
 
@@ -119,7 +120,7 @@ export class KubernetesRuntime implements WorkspaceRuntime {
   async provision(spec: ProvisionSpec): Promise<WorkspaceHandle> {
     await this.#watch.start()
     const id = spec.workspaceId
-    if (spec.owner) this.#owners.set(id, spec.owner)
+    if (spec.owner) this.#owners.set(id, { ...spec.owner, ...(spec.pooled ? { pool: POOL.warm } : {}) })
     const owner = await this.#owner(id)
     const created = await tolerate([409], () => this.#client.core.createNamespacedPersistentVolumeClaim({ namespace: this.#s.namespace, body: dataClaim(this.#s, id, owner) }))
     const volume = this.#volume(id)
@@ -139,10 +140,30 @@ export class KubernetesRuntime implements WorkspaceRuntime {
   /** Who owns a workspace: as provisioned by this process, else from its claim's labels. */
   async #owner(workspaceId: string): Promise<WorkspaceOwner> {
     const known = this.#owners.get(workspaceId)
-    if (known) return known
+    // A member warm here may have been claimed through another replica: its claim's labels say.
+    if (known && known.pool !== POOL.warm) return known
     const claim = await tolerate([404], () => this.#client.core.readNamespacedPersistentVolumeClaim({ name: claimName(workspaceId), namespace: this.#s.namespace }))
+    if (!claim && known) return known
     const labels = claim?.metadata?.labels ?? {}
-    return { ...(labels[LABEL.org] ? { orgId: labels[LABEL.org] } : {}), ...(labels[LABEL.role] ? { roleId: labels[LABEL.role] } : {}) }
+    const pool = labels[LABEL.pool] === POOL.warm || labels[LABEL.pool] === POOL.claimed ? { pool: labels[LABEL.pool] as WorkspaceOwner['pool'] } : {}
+    return { ...(labels[LABEL.org] ? { orgId: labels[LABEL.org] } : {}), ...(labels[LABEL.role] ? { roleId: labels[LABEL.role] } : {}), ...pool }
+  }
+
+  /**
+   * WorkspaceRuntime.claimWarm: the member's claim first (its identity: whoever relabels it wins),
+   * then each of its live pods; a pod deleted meanwhile is skipped, the watch reports its end.
+   */
+  async claimWarm(workspaceId: string, claimant: string): Promise<boolean> {
+    await this.#watch.start()
+    const targets = claimTargets(this.#client, this.#s.namespace)
+    if ((await claimObject(targets.claim(claimName(workspaceId)), claimant)) !== 'won') return false
+    for (const pod of this.#podsOf(workspaceId)) {
+      if (pod.metadata?.deletionTimestamp) continue
+      if ((await claimObject(targets.pod(pod.metadata!.name!), claimant)) === 'lost') return false
+    }
+    const owner = await this.#owner(workspaceId)
+    this.#owners.set(workspaceId, { ...owner, pool: POOL.claimed })
+    return true
   }
 
   async #claimExists(workspaceId: string): Promise<boolean> {

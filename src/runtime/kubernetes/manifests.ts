@@ -13,6 +13,14 @@ export const LABEL = {
   role: 'corral.dev/role',
   /** `agent` (runs an agent beside the keeper) or `keeper` (holds /data only: uploads, snapshots, restores). */
   podKind: 'corral.dev/pod-kind',
+  /** Warm pool members only: `warm` until a claim makes it `claimed` (warm-claims.ts). */
+  pool: 'corral.dev/pool',
+} as const
+export const POOL = { warm: 'warm', claimed: 'claimed' } as const
+export const ANNOTATION = {
+  workspaceId: 'corral.dev/workspace-id',
+  /** Who claimed a warm pool member (the claimant the lifecycle names: the claiming task or creator). */
+  claimedBy: 'corral.dev/claimed-by',
 } as const
 export const MANAGED_BY = 'corral'
 export const WORKSPACE_COMPONENT = 'workspace'
@@ -29,6 +37,8 @@ const KEY = { token: 'proxy-token', proxyUrl: 'proxy-url', ca: 'ca.crt' } as con
 export interface WorkspaceOwner {
   orgId?: string
   roleId?: string
+  /** A warm pool member's state (its `corral.dev/pool` label); unset for an ordinary workspace. */
+  pool?: (typeof POOL)[keyof typeof POOL]
 }
 
 /** A Kubernetes object name for a workspace id: `ws_0193…` → `ws-0193…` (DNS-1123, lower case). */
@@ -54,6 +64,7 @@ export function workspaceLabels(workspaceId: string, owner: WorkspaceOwner): Rec
     [LABEL.workspace]: labelValue(workspaceId),
     ...(owner.orgId ? { [LABEL.org]: labelValue(owner.orgId) } : {}),
     ...(owner.roleId ? { [LABEL.role]: labelValue(owner.roleId) } : {}),
+    ...(owner.pool ? { [LABEL.pool]: owner.pool } : {}),
   }
 }
 

@@ -116,6 +116,7 @@ export class ObjectStore {
     }
     if (resource === 'secrets') body = secretData(body)
     validate(resource, body)
+    if (resource === 'pods') body = podUpdate(current, body)
     const obj: KubeObject = { ...structuredClone(body), metadata: { ...structuredClone(body.metadata), namespace, name, uid: current.metadata.uid, creationTimestamp: current.metadata.creationTimestamp } }
     return this.#put(resource, namespace, obj, 'MODIFIED')
   }
@@ -185,4 +186,21 @@ function secretData(body: KubeObject): KubeObject {
   const data: Record<string, string> = { ...(rest.data as Record<string, string> | undefined) }
   for (const [k, v] of Object.entries(stringData ?? {})) data[k] = Buffer.from(v, 'utf8').toString('base64')
   return { ...rest, data }
+}
+
+/**
+ * A PUT of a pod: `status` is the kubelet's (a write to the main resource leaves it as it is), and
+ * the spec may not change but for a few fields (metadata, labels and annotations may): 422 like
+ * the API server's "pod updates may not change fields other than …".
+ */
+function podUpdate(current: KubeObject, body: KubeObject): KubeObject {
+  const shape = (o: KubeObject) => JSON.stringify({
+    containers: ((o.spec?.containers ?? []) as { name?: string; command?: string[] }[]).map((c) => [c.name, c.command]),
+    volumes: ((o.spec?.volumes ?? []) as { name?: string }[]).map((v) => v.name),
+  })
+  if (shape(current) !== shape(body)) {
+    const name = current.metadata.name
+    throw new KubeError(422, 'Invalid', `Pod "${name}" is invalid: spec: Forbidden: pod updates may not change fields other than \`spec.containers[*].image\`, \`spec.initContainers[*].image\`, \`spec.activeDeadlineSeconds\`, \`spec.tolerations\` (only additions to existing tolerations), \`spec.terminationGracePeriodSeconds\` (allow it to be set to 1 if it was previously negative)`, { name, kind: 'Pod', causes: [{ reason: 'FieldValueForbidden', message: 'pod updates may not change fields', field: 'spec' }] })
+  }
+  return { ...body, status: current.status, spec: { ...(body.spec ?? {}), nodeName: current.spec?.nodeName } }
 }
