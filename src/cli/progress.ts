@@ -1,6 +1,8 @@
 // Progress of a long operation on stderr (pack upload bytes, snapshot, fork). On a terminal one
 // status line is rewritten in place; otherwise a line is written only when the text changes (no
 // cursor movement, no carriage returns), so logs and pipes stay readable. Never on stdout.
+import * as Flags from '@oclif/core/flags'
+import { Transform } from 'node:stream'
 import { colorEnabled, paint } from './output.js'
 
 export class Progress {
@@ -50,4 +52,72 @@ export function bytes(n: number): string {
     i++
   }
   return `${v.toFixed(1)} ${units[i]}`
+}
+
+/** `--quiet`: no progress on stderr (with --json there is none either). */
+export const quietFlag = Flags.boolean({ char: 'q', summary: 'No progress on stderr (results and errors still print).' })
+
+/**
+ * Counts bytes going through a stream and shows them on stderr: on a terminal a status line
+ * redrawn at most every 100 ms (with a bar when the total is known), off a terminal one line per
+ * 10% of the total (or per 8 MiB without one). `enabled: false` (--json, --quiet) shows nothing.
+ */
+export class ByteProgress {
+  readonly #progress: Progress
+  readonly #label: string
+  readonly #total: number | undefined
+  readonly #enabled: boolean
+  readonly #tty: boolean
+  #seen = 0
+  #shownAt = 0
+  #shownStep = -1
+
+  constructor(label: string, total: number | undefined, opts: { enabled: boolean; stream?: NodeJS.WriteStream }) {
+    const stream = opts.stream ?? process.stderr
+    this.#progress = new Progress(stream)
+    this.#label = label
+    this.#total = total && total > 0 ? total : undefined
+    this.#enabled = opts.enabled
+    this.#tty = Boolean(stream.isTTY)
+  }
+
+  add(n: number): void {
+    this.#seen += n
+    if (!this.#enabled) return
+    if (this.#tty) {
+      const now = Date.now()
+      if (now - this.#shownAt < 100 && this.#seen !== this.#total) return
+      this.#shownAt = now
+      return this.#progress.update(this.#text(true))
+    }
+    const step = this.#total ? Math.floor((this.#seen / this.#total) * 10) : Math.floor(this.#seen / (8 * 1024 * 1024))
+    if (step === this.#shownStep) return
+    this.#shownStep = step
+    this.#progress.update(this.#text(false))
+  }
+
+  /** A pass-through that counts what flows (for a request body or a download). */
+  counter(): Transform {
+    return new Transform({ transform: (chunk: Buffer, _enc, done) => {
+      this.add(chunk.length)
+      done(null, chunk)
+    } })
+  }
+
+  done(text: string): void {
+    if (this.#enabled) this.#progress.done(text)
+  }
+
+  clear(): void {
+    if (this.#enabled) this.#progress.clear()
+  }
+
+  #text(bar: boolean): string {
+    if (!this.#total) return `${this.#label}: ${bytes(this.#seen)}`
+    const pct = Math.min(100, Math.floor((this.#seen / this.#total) * 100))
+    const width = 20
+    const filled = Math.round((pct / 100) * width)
+    const drawn = bar ? ` [${'#'.repeat(filled)}${'.'.repeat(width - filled)}]` : ''
+    return `${this.#label}:${drawn} ${bytes(this.#seen)} of ${bytes(this.#total)} (${pct}%)`
+  }
 }

@@ -2,6 +2,7 @@
 export { CorralClient, normalizeApiUrl, type ClientOptions, type RequestOptions, type QueryValue } from './client.js'
 export { ApiError, ApiConnectionError, apiErrorFrom, parseRetryAfter, type ErrorEnvelope } from './errors.js'
 export { followActivity, type FollowOptions } from './activity-stream.js'
+export { snapshotContent, type SnapshotContentAnswer } from './snapshot-content.js'
 export { agentLogs, followAgentLogs, type AgentLogChunk, type AgentLogPage, type FollowLogsOptions } from './workspace-logs.js'
 export { parseFilter, FilterSyntaxError, type AuditFilter } from './filter.js'
 export { resolveTime } from './time.js'

@@ -13,7 +13,7 @@ import { RuntimeLayout } from './layout.js'
 import { checkPackMounts, packLaunch } from './pack-mounts.js'
 import { ProxyBridge } from './proxy-bridge.js'
 import type {
-  AgentExit, AgentLaunch, AgentProcess, LimitHit, PackMount, ProvisionSpec, RuntimeCheck, RuntimeKind, RuntimeOptions, SnapshotFileEntry,
+  AgentExit, AgentLaunch, AgentProcess, LimitHit, PackMount, ProvisionSpec, RuntimeCheck, RuntimeKind, RuntimeOptions, SnapshotContent, SnapshotFileEntry,
   SnapshotReason, SnapshotRecord, WorkspaceHandle, WorkspaceRuntime, WorkspaceStatus,
 } from './runtime.js'
 import { SANDBOX_UID } from './sandbox-args.js'
@@ -277,6 +277,10 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
 
   listSnapshotFiles(workspaceId: string, ref?: string): Promise<SnapshotFileEntry[]> {
     return this.#snapshots.entries(workspaceId, ref)
+  }
+
+  readSnapshot(workspaceId: string, path: string, ref?: string): Promise<SnapshotContent> {
+    return this.#snapshots.content(workspaceId, path, ref)
   }
 
   async status(workspaceId: string): Promise<WorkspaceStatus> {

@@ -4,7 +4,8 @@
 import type { Archiver } from './archiver.js'
 import { RuntimeError } from './errors.js'
 import { HostVolume } from './host-volume.js'
-import { isArchivable, type SnapshotFileEntry, type SnapshotReason, type SnapshotRecord, type SnapshotStore, type WorkspaceVolume } from './runtime.js'
+import { isArchivable, type SnapshotContent, type SnapshotFileEntry, type SnapshotReason, type SnapshotRecord, type SnapshotStore, type WorkspaceVolume } from './runtime.js'
+import { tarContent } from './snapshot-content.js'
 import { TarSnapshots } from './snapshot-store.js'
 
 export class LocalSnapshotStore implements SnapshotStore {
@@ -35,6 +36,10 @@ export class LocalSnapshotStore implements SnapshotStore {
   async entries(workspaceId: string, ref?: string): Promise<SnapshotFileEntry[]> {
     const tars = this.#tars(workspaceId)
     return tars.files(await tars.get(ref))
+  }
+
+  async content(record: SnapshotRecord, path: string): Promise<SnapshotContent> {
+    return tarContent(this.#tars(record.workspaceId).file(record), path)
   }
 
   async restore(record: SnapshotRecord, into: WorkspaceVolume): Promise<void> {

@@ -22,7 +22,8 @@ import { pipeline } from 'node:stream/promises'
 import { type Archiver, defaultArchiver } from './archiver.js'
 import { RuntimeError } from './errors.js'
 import { HostVolume } from './host-volume.js'
-import { isArchivable, type SnapshotFileEntry, type SnapshotReason, type SnapshotRecord, type SnapshotStore, type WorkspaceVolume } from './runtime.js'
+import { isArchivable, type SnapshotContent, type SnapshotFileEntry, type SnapshotReason, type SnapshotRecord, type SnapshotStore, type WorkspaceVolume } from './runtime.js'
+import { tarContent } from './snapshot-content.js'
 import { readTarIndex } from './snapshot-store.js'
 
 export const SNAPSHOT_MEDIA_TYPES = {
@@ -145,13 +146,29 @@ export class RegistrySnapshotStore implements SnapshotStore {
     return files
   }
 
+  /**
+   * One path of a snapshot: the archive layer is downloaded (verified) to a scratch file of its own,
+   * read there, and the scratch file removed once the answer is streamed. A file cannot be read
+   * from the registry without the archive: a blob has no index of byte ranges we can trust alone.
+   */
+  async content(record: SnapshotRecord, path: string): Promise<SnapshotContent> {
+    const entry = this.#find((await this.#catalog(record.workspaceId)).entries, record.workspaceId, record.ref)
+    const dir = await this.#scratch()
+    const release = (): void => void rm(dir, { recursive: true, force: true })
+    try {
+      await this.#download(record, entry, join(dir, 'snapshot.tar'))
+    } catch (err) {
+      release()
+      throw err
+    }
+    return tarContent(join(dir, 'snapshot.tar'), path, release)
+  }
+
   async restore(record: SnapshotRecord, into: WorkspaceVolume): Promise<void> {
     const entry = this.#find((await this.#catalog(record.workspaceId)).entries, record.workspaceId, record.ref)
     await this.#withScratch(async (dir) => {
       const file = join(dir, 'snapshot.tar')
-      await this.#call(`downloading snapshot ${record.ref}`, async () => {
-        await pipeline(await this.#opts.client.fetchBlob(this.#ref(record.workspaceId), entry.archive), createWriteStream(file, { mode: 0o600 }))
-      })
+      await this.#download(record, entry, file)
       if (into instanceof HostVolume) await (this.#opts.archiver ?? (await defaultArchiver())).extract(file, into.hostDir, into.owner)
       else await tarVolume(into).readTar(file)
     })
@@ -277,7 +294,13 @@ export class RegistrySnapshotStore implements SnapshotStore {
     }
   }
 
-  async #withScratch<T>(work: (dir: string) => Promise<T>): Promise<T> {
+  async #download(record: SnapshotRecord, entry: CatalogEntry, file: string): Promise<void> {
+    await this.#call(`downloading snapshot ${record.ref}`, async () => {
+      await pipeline(await this.#opts.client.fetchBlob(this.#ref(record.workspaceId), entry.archive), createWriteStream(file, { mode: 0o600 }))
+    })
+  }
+
+  async #scratch(): Promise<string> {
     const parent = this.#opts.scratchDir ?? tmpdir()
     this.#swept ??= (async () => {
       await mkdir(parent, { recursive: true })
@@ -285,7 +308,11 @@ export class RegistrySnapshotStore implements SnapshotStore {
       for (const name of await readdir(parent)) if (name.startsWith(SCRATCH_PREFIX)) await rm(join(parent, name), { recursive: true, force: true })
     })()
     await this.#swept
-    const dir = await mkdtemp(join(parent, SCRATCH_PREFIX))
+    return mkdtemp(join(parent, SCRATCH_PREFIX))
+  }
+
+  async #withScratch<T>(work: (dir: string) => Promise<T>): Promise<T> {
+    const dir = await this.#scratch()
     try {
       return await work(dir)
     } finally {

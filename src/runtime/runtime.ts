@@ -4,6 +4,7 @@
 // PersistentVolumeClaim for a Kubernetes one), the agent process and its sandbox, the bridge to the
 // outbound proxy, and the snapshots (through a SnapshotStore: tars on local disk, or a registry).
 // A driver never decides state transitions: it does what it is told and reports what it sees.
+import type { Readable } from 'node:stream'
 import type { Archiver } from './archiver.js'
 import type { DiskUsage, MeasureOptions } from './disk-usage.js'
 
@@ -118,6 +119,12 @@ export interface SnapshotStore {
   at(workspaceId: string, taskCount: number): Promise<SnapshotRecord | null>
   /** The entries of a snapshot without unpacking it; the latest unless `ref` is given. */
   entries(workspaceId: string, ref?: string): Promise<SnapshotFileEntry[]>
+  /**
+   * One path of a snapshot without unpacking it (snapshot-content.ts): a regular file's bytes, or a
+   * tar of a directory's subtree ('' for all of /data). Optional: a store without it cannot serve
+   * `GET /v1/workspaces/{id}/snapshot/content`.
+   */
+  content?(record: SnapshotRecord, path: string): Promise<SnapshotContent>
   /** Unpacks a snapshot into a volume (an empty one: a fork's new /data). */
   restore(record: SnapshotRecord, into: WorkspaceVolume): Promise<void>
   /** Deletes every snapshot of the workspace. */
@@ -198,6 +205,17 @@ export interface SnapshotRecord {
   sizeBytes: number
 }
 
+/** One path of a snapshot, read without unpacking it (snapshot-content.ts). */
+export interface SnapshotContent {
+  /** `file`: the file's bytes; `tar`: an uncompressed tar of the directory's subtree (all of /data for path ''). */
+  kind: 'file' | 'tar'
+  /** The entry read (absent for the whole snapshot). */
+  entry?: SnapshotFileEntry
+  /** Bytes the stream will deliver. */
+  size: number
+  stream: Readable
+}
+
 /** One entry of a snapshot listing (control-plane.md "Snapshot file entry"). */
 export interface SnapshotFileEntry {
   path: string
@@ -258,6 +276,8 @@ export interface WorkspaceRuntime {
   snapshots(workspaceId: string): Promise<SnapshotRecord[]>
   /** Reads the archive's headers only (no unpacking). Latest snapshot unless `ref` is given. */
   listSnapshotFiles(workspaceId: string, ref?: string): Promise<SnapshotFileEntry[]>
+  /** SnapshotStore.content of the latest snapshot, or of `ref`; optional (drivers whose store has no content read omit it). */
+  readSnapshot?(workspaceId: string, path: string, ref?: string): Promise<SnapshotContent>
   status(workspaceId: string): Promise<WorkspaceStatus>
   /** WorkspaceVolume.placeFiles for the workspace's /data (the volume of its provision). */
   placeFiles(workspaceId: string, into: readonly string[], from: string, names: readonly string[]): Promise<void>

@@ -3,7 +3,7 @@
 // driver's own teardown), and the read-only delegations (at, list, entries). A driver says how to
 // tell that a workspace is provisioned and how to reach its /data; the store does the rest.
 import { RuntimeError } from './errors.js'
-import type { SnapshotFileEntry, SnapshotReason, SnapshotRecord, SnapshotStore, WorkspaceVolume } from './runtime.js'
+import type { SnapshotContent, SnapshotFileEntry, SnapshotReason, SnapshotRecord, SnapshotStore, WorkspaceVolume } from './runtime.js'
 
 export interface SnapshotSubject {
   /** Whether the workspace's /data exists (a host directory, a claim). */
@@ -48,6 +48,15 @@ export class WorkspaceSnapshots {
 
   entries(workspaceId: string, ref?: string): Promise<SnapshotFileEntry[]> {
     return this.store.entries(workspaceId, ref)
+  }
+
+  /** One path of the latest snapshot (or of `ref`): `not_found` without a snapshot, `runtime_unavailable` for a store that cannot read one. */
+  async content(workspaceId: string, path: string, ref?: string): Promise<SnapshotContent> {
+    if (!this.store.content) throw new RuntimeError('runtime_unavailable', 'this snapshot store cannot read single files')
+    const records = await this.store.list(workspaceId)
+    const record = ref === undefined ? records.at(-1) : records.find((r) => r.ref === ref)
+    if (!record) throw new RuntimeError('not_found', ref === undefined ? `workspace ${workspaceId} has no snapshot yet` : `snapshot ${ref} does not exist`, { workspace_id: workspaceId })
+    return this.store.content(record, path)
   }
 
   async count(workspaceId: string): Promise<number> {

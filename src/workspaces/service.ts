@@ -6,7 +6,7 @@
 import { join } from 'node:path'
 import type { AgentTask } from '../contract/index.js'
 import { apiError } from '../contract/index.js'
-import type { SnapshotFileEntry } from '../runtime/index.js'
+import type { SnapshotContent, SnapshotFileEntry } from '../runtime/index.js'
 import { workspaceLogs, type RoleConfig, type TaskRecord, type WorkspaceFilter, type WorkspaceRecord, type WorkspacesRepository } from '../store/index.js'
 import type { PackEventValidators } from './agent-event-schemas.js'
 import { DiskQuota } from './disk-quota.js'
@@ -306,6 +306,20 @@ export class WorkspaceService {
     const snaps = await this.#o.runtime.snapshots(ws.id).catch(() => [])
     if (snaps.length === 0) throw apiError('not_found', `workspace ${ws.id} has no snapshot yet`)
     return this.#o.runtime.listSnapshotFiles(ws.id)
+  }
+
+  /**
+   * One path of the latest snapshot, or of the one a fork at `taskCount` would restore
+   * (runtime.readSnapshot, src/runtime/snapshot-content.ts); not found without such a snapshot.
+   */
+  async snapshotContent(orgId: string, workspaceId: string, path: string, taskCount?: number): Promise<SnapshotContent> {
+    const ws = await this.#records.mustGet(orgId, workspaceId)
+    const read = this.#o.runtime.readSnapshot?.bind(this.#o.runtime)
+    if (!read) throw apiError('service_unavailable', `the ${this.#o.runtime.kind} runtime cannot read snapshot files`)
+    if (taskCount === undefined) return read(ws.id, path)
+    const snap = await this.#o.runtime.snapshotAt(ws.id, taskCount)
+    if (!snap) throw apiError('not_found', `workspace ${ws.id} has no snapshot after ${taskCount} tasks`)
+    return read(ws.id, path, snap.ref)
   }
 
   // ---- the agent callbacks' target (agent-callbacks.ts) -----------------------------------

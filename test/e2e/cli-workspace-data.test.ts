@@ -1,7 +1,11 @@
 // What a workspace left behind, through the built binary against a real serve with the fake model
 // (issue 12 §3): `workspace logs --agent [-f]` (the agent's own stdout/stderr, served by the API
-// from the database).
+// from the database), `workspace cat` and `workspace download` (a file, a directory as a tar, all of
+// /data; --snapshot N; refusals as one line and exit 1; nothing left behind on failure).
 import { spawn } from 'node:child_process'
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { list as tarList } from 'tar'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { CORRAL_BIN, hermeticEnv, startStack, type Stack } from '../helpers/serve.js'
 import { bwrapAvailable } from '../runtime/helpers.js'
@@ -71,4 +75,53 @@ describe(`CLI: a workspace's output and files (${RUNTIME} runtime)`, () => {
     }
     expect(await exited).toBe(0)
   }, 60_000)
+
+  it('workspace cat prints a file of the latest snapshot; a directory, a traversal and a missing file are one line, exit 1', async () => {
+    const r = await stack.corral(['workspace', 'cat', wsId, 'out/report.md'])
+    expect(r.code, r.stderr).toBe(0)
+    expect(r.stdout).toBe('# Report\n')
+    const at1 = await stack.corral(['workspace', 'cat', wsId, 'out/report.md', '--snapshot', '1'])
+    expect(at1.stdout).toBe('# Report\n')
+    for (const [path, said] of [['out', 'is a directory in the snapshot'], ['../etc/passwd', '[validation_error]'], ['nope.txt', '[not_found]']]) {
+      const bad = await stack.corral(['workspace', 'cat', wsId, path!])
+      expect(bad.code, path).toBe(1)
+      expect(bad.stderr.trim().split('\n'), path).toHaveLength(1)
+      expect(bad.stderr, path).toContain(said)
+    }
+  })
+
+  it('workspace download: a file, a directory and all of /data as tars; refuses to overwrite without --force; progress off a terminal as lines', async () => {
+    const file = join(stack.dir, 'report.md')
+    const r = await stack.corral(['workspace', 'download', wsId, 'out/report.md', '-o', file])
+    expect(r.code, r.stderr).toBe(0)
+    expect(readFileSync(file, 'utf8')).toBe('# Report\n')
+    expect(r.stderr).toMatch(/^Downloading out\/report\.md: 9 B of 9 B \(100%\)$/m)
+    expect(r.stderr).not.toMatch(/\r|\u001B\[/)
+    const again = await stack.corral(['workspace', 'download', wsId, 'out/report.md', '-o', file])
+    expect(again.code).toBe(1)
+    expect(again.stderr).toContain('exists; pass --force to replace it')
+    writeFileSync(file, 'old')
+    expect((await stack.corral(['workspace', 'download', wsId, 'out/report.md', '-o', file, '--force', '--quiet'])).stderr).toBe('')
+    expect(readFileSync(file, 'utf8')).toBe('# Report\n')
+
+    const dirTar = join(stack.dir, 'out.tar')
+    const d = await stack.corral(['workspace', 'download', wsId, 'out', '-o', dirTar, '--json'])
+    expect(d.code, d.stderr).toBe(0)
+    expect(JSON.parse(d.stdout)).toMatchObject({ workspace_id: wsId, path: 'out', type: 'directory', file: dirTar })
+    expect(d.stderr).toBe('')
+    const names: string[] = []
+    await tarList({ file: dirTar, onReadEntry: (e) => void names.push(e.path.replace(/^\.\//, '')) })
+    expect(names.sort()).toEqual(['out/', 'out/report.md'])
+
+    const allTar = join(stack.dir, 'all.tar')
+    expect((await stack.corral(['workspace', 'download', wsId, '-o', allTar, '-q'])).code).toBe(0)
+    const all: string[] = []
+    await tarList({ file: allTar, onReadEntry: (e) => void all.push(e.path.replace(/^\.\//, '')) })
+    expect(all).toContain('out/report.md')
+
+    const missing = await stack.corral(['workspace', 'download', wsId, 'nope', '-o', join(stack.dir, 'nope')])
+    expect(missing.code).toBe(1)
+    expect(existsSync(join(stack.dir, 'nope'))).toBe(false)
+    expect(readdirSync(stack.dir).filter((n) => n.endsWith('.partial'))).toEqual([])
+  })
 })

@@ -13,7 +13,7 @@ import { LocalSnapshotStore } from '../local-snapshot-store.js'
 import { WorkspaceSnapshots } from '../workspace-snapshots.js'
 import { RuntimeLayout } from '../layout.js'
 import type {
-  AgentLaunch, AgentProcess, ProvisionSpec, RunningAgent, RuntimeCheck, RuntimeOptions, SnapshotFileEntry, SnapshotReason, SnapshotRecord,
+  AgentLaunch, AgentProcess, ProvisionSpec, RunningAgent, RuntimeCheck, RuntimeOptions, SnapshotContent, SnapshotFileEntry, SnapshotReason, SnapshotRecord,
   WorkspaceHandle, WorkspaceRuntime, WorkspaceStatus,
 } from '../runtime.js'
 import { AgentTable, agentEnd, agentRunning, workspaceOf } from './agents.js'
@@ -299,6 +299,10 @@ export class KubernetesRuntime implements WorkspaceRuntime {
 
   listSnapshotFiles(workspaceId: string, ref?: string): Promise<SnapshotFileEntry[]> {
     return this.#snapshots.entries(workspaceId, ref)
+  }
+
+  readSnapshot(workspaceId: string, path: string, ref?: string): Promise<SnapshotContent> {
+    return this.#snapshots.content(workspaceId, path, ref)
   }
 
   async status(workspaceId: string): Promise<WorkspaceStatus> {

@@ -17,6 +17,7 @@ import { providerRoutes } from './providers.js'
 import { secretRoutes } from './secrets.js'
 import { taskRoutes } from './tasks.js'
 import { webhookRoutes } from './webhooks.js'
+import { snapshotContentRoutes } from './snapshot-content.js'
 import { workspaceLogRoutes } from './workspace-logs.js'
 import { workspaceRoutes } from './workspaces.js'
 
@@ -42,5 +43,6 @@ export const V1_ROUTES: readonly RoutePlugin[] = [
   taskRoutes,
   workspaceRoutes,
   workspaceLogRoutes,
+  snapshotContentRoutes,
   capsRoutes,
 ]
