@@ -107,17 +107,19 @@ export class Reconciler {
     if (runningId && (await this.#t.tasks.byId(runningId))?.status === 'cancelled') await this.#o.runner.stopIfRunning(ws.id, runningId)
     if (ws.state === 'provisioning') {
       if (ws.desired_state !== 'running') {
-        await this.stopNow(ws)
+        await this.stopNow(ws, (await this.#t.desiredBy(ws.id)) ?? ws.created_by_user_id)
         return
       }
       if (!(await this.#provision(ws))) return
       ws = (await this.#t.byId(id))!
     }
     if ((ws.state === 'idle' || ws.state === 'busy') && ws.desired_state !== 'running') {
-      await this.stopNow(ws)
+      // The stop or archive may have been asked on another replica: its caller is named, not the creator.
+      const by = (await this.#t.desiredBy(ws.id)) ?? ws.created_by_user_id
+      await this.stopNow(ws, by)
       if (ws.desired_state === 'archived') {
         await this.#t.update(ws.id, { state: 'archived', archived_at: new Date().toISOString() })
-        await this.#o.records.emit(ws, 'workspace_archived', ws.created_by_user_id)
+        await this.#o.records.emit(ws, 'workspace_archived', by)
       }
       return
     }
@@ -128,7 +130,7 @@ export class Reconciler {
       ws = (await this.#t.byId(id))!
     }
     if (ws.state === 'stopping') {
-      await this.stopNow(ws)
+      await this.stopNow(ws, (await this.#t.desiredBy(ws.id)) ?? ws.created_by_user_id)
       return
     }
     if (ws.state !== 'idle') return
@@ -251,7 +253,7 @@ export class Reconciler {
       void this.#o.locks.run(ws.id, async () => {
         const now = await this.#t.byId(ws.id)
         if (now?.state !== 'idle' || (await this.#t.tasks.active(ws.id))) return
-        await this.#t.update(ws.id, { desired_state: 'stopped' })
+        await this.#t.update(ws.id, { desired_state: 'stopped', desired_by: null })
         await this.stopNow(now)
       }).catch((err: unknown) => this.#o.logger?.error({ err, workspace_id: ws.id }, 'idle stop failed'))
     }, idle * 1000)

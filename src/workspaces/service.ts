@@ -60,7 +60,7 @@ export class WorkspaceService {
     })
     this.#pools = new WarmPools({
       store, records: this.#records, locks: this.#locks, handOver: this.#handOver, lifetime: this.#life, kick, warmAgents,
-      stopNow: (ws) => this.#reconciler.stopNow(ws), ...pick(opts, 'now', 'poolDemandWindowMs', 'logger'),
+      reconcileNow: (id) => this.kick(id), ownership: this.#ownership, ...pick(opts, 'now', 'poolDemandWindowMs', 'logger'),
     })
   }
 
@@ -205,7 +205,7 @@ export class WorkspaceService {
       const created = await this.#t.tasks.create(orgId, { ...input, workspace_id: ws.id, created_by: actor.creatorId })
       // A stopped workspace restarts for the task: provisioning re-adopts its /data.
       if (ws.state === 'stopped') {
-        await this.#t.transition(ws.id, ['stopped'], 'provisioning', { desired_state: 'running' })
+        await this.#t.transition(ws.id, ['stopped'], 'provisioning', { desired_state: 'running', desired_by: null })
       }
       await this.#records.emit(ws, 'task_submitted', actor.userId, { description: created.description }, created.id)
       return created
@@ -232,7 +232,7 @@ export class WorkspaceService {
     const here = await this.#locks.run(workspaceId, async () => {
       const found = await this.#records.mustGet(orgId, workspaceId)
       if (found.state === 'stopped' || found.state === 'archived') throw apiError('workspace_already_stopped', `workspace ${found.id} is already ${found.state}`)
-      await this.#t.update(found.id, { desired_state: 'stopped' })
+      await this.#t.update(found.id, { desired_state: 'stopped', desired_by: actorUserId ?? null })
       const ws = await this.#reconciler.own(found)
       if (!ws) return undefined
       if (ws.state !== 'stopped') await this.#reconciler.stopNow(ws, actorUserId)
@@ -248,7 +248,7 @@ export class WorkspaceService {
     const here = await this.#locks.run(workspaceId, async () => {
       const found = await this.#records.mustGet(orgId, workspaceId)
       if (found.state === 'archived') return found
-      await this.#t.update(found.id, { desired_state: 'archived' })
+      await this.#t.update(found.id, { desired_state: 'archived', desired_by: actorUserId })
       const ws = await this.#reconciler.own(found)
       if (!ws) return undefined
       if (ws.state !== 'stopped') await this.#reconciler.stopNow(ws, actorUserId)
@@ -358,7 +358,7 @@ export class WorkspaceService {
   async stopForRole(orgId: string, roleId: string): Promise<number> {
     const ids = await this.#t.idsForRole(orgId, roleId, ['provisioning', 'idle', 'busy'], { pooled: false })
     for (const id of ids) {
-      await this.#t.update(id, { desired_state: 'stopped' })
+      await this.#t.update(id, { desired_state: 'stopped', desired_by: null })
       void this.kick(id)
     }
     return ids.length

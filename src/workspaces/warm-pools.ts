@@ -1,10 +1,14 @@
-// Warm pools (docs/workspaces.md "Warm pools", "Dynamic pools"): each pooled role keeps a target of
-// unclaimed members (provisioning or idle) ready for a task's create to claim. `static`: the role's
-// pool_size. `dynamic`: pool_size raised by recent claim pressure up to pool_max_size, surplus
-// members retired once idle long enough. Members' agents are warmed by the hand-over (hand-over.ts).
+// Warm pools (docs/workspaces.md "Warm pools", "Dynamic pools", "Warm pools across replicas"): each
+// pooled role keeps a target of unclaimed members (provisioning or idle) ready for a task's create
+// to claim. `static`: the role's pool_size. `dynamic`: pool_size raised by recent claim pressure up
+// to pool_max_size, surplus members retired once idle long enough. Members' agents are warmed by
+// the hand-over (hand-over.ts). Across replicas the target is global: one fill step (count, retire,
+// create) runs under the role's pool lock in one transaction, each new member's lease is taken by
+// the replica that made it, and pressure events are rows every replica reads (`pool_demand`).
 import type { Logger } from 'pino'
 import { SYSTEM_USER } from '../contract/index.js'
-import type { Store, WorkspaceRecord, WorkspacesRepository } from '../store/index.js'
+import type { Store, WorkspacesRepository } from '../store/index.js'
+import type { Ownership } from './ownership.js'
 import type { HandOver } from './hand-over.js'
 import type { WorkspaceLocks } from './locks.js'
 import type { Lifetime } from './options.js'
@@ -29,8 +33,13 @@ export interface WarmPoolsOptions {
   lifetime: Lifetime
   /** Schedules a reconcile of the workspace (a new member's provision, a cold member's warm-up). */
   kick: (workspaceId: string) => void
-  /** Stops a workspace now (caller holds its lock). */
-  stopNow: (ws: WorkspaceRecord) => Promise<void>
+  /**
+   * Reconciles a workspace now and resolves when that ran (a retired member, desired `stopped`,
+   * is stopped by the replica that owns it: here, or its owner is nudged).
+   */
+  reconcileNow: (workspaceId: string) => Promise<void>
+  /** Which replica owns a new member (its lease is taken as it is made); SOLO_OWNERSHIP on one process. */
+  ownership: Ownership
   warmAgents: boolean
   now?: () => number
   poolDemandWindowMs?: number
@@ -110,15 +119,29 @@ export class WarmPools {
     for (const pool of await this.#t.pooledRoles()) {
       if (this.#o.lifetime.closed) return
       const role = await this.#o.store.agentRoles.get(pool.org_id, pool.role_id)
+      if (role?.pool_policy === 'dynamic') await this.#refreshPressure(role.id)
       const target = role ? this.target(role) : pool.pool_size
-      const have = await this.#t.poolCount(pool.role_id)
-      if (role?.pool_policy === 'dynamic' && have > target) await this.#shrink(pool.org_id, pool.role_id, have - target, role.idle_timeout_seconds)
-      for (let i = have; i < target; i++) {
-        const id = await this.#t.create(pool.org_id, { role_id: pool.role_id, created_by: SYSTEM_USER, created_by_user_id: SYSTEM_USER, pooled: true })
+      // Count, retire and create as one step for every replica: the target is global.
+      const { created, retired } = await this.#o.store.transaction(async (tx) => {
+        await tx.workspaces.lockPool(pool.role_id)
+        const have = await tx.workspaces.poolCount(pool.role_id)
+        const retired = role?.pool_policy === 'dynamic' && have > target
+          ? await this.#retirees(tx.workspaces, pool.org_id, pool.role_id, have - target, role.idle_timeout_seconds)
+          : []
+        const created: string[] = []
+        for (let i = have; i < target; i++) {
+          created.push(await tx.workspaces.create(pool.org_id, { role_id: pool.role_id, created_by: SYSTEM_USER, created_by_user_id: SYSTEM_USER, pooled: true }))
+        }
+        return { created, retired }
+      })
+      for (const id of created) {
+        // The member's lease: this replica provisions it and warms its agent.
+        await this.#o.ownership.claim(id)
         const ws = (await this.#t.byId(id))!
         await this.#o.records.emit(ws, 'workspace_created', SYSTEM_USER, { forked: false, pooled: true })
         this.#o.kick(id)
       }
+      for (const id of retired) await this.#o.reconcileNow(id)
       // Idle members without a waiting agent (a restarted serve): warm them. Members whose
       // agent failed fast stay cold.
       if (!this.#o.warmAgents) continue
@@ -129,37 +152,47 @@ export class WarmPools {
   }
 
   /**
-   * Retires up to `surplus` unclaimed members of a `dynamic` pool that have been idle for the
-   * role's idle_timeout_seconds (default DEFAULT_POOL_IDLE_SECONDS), oldest first. A member is
-   * taken out of the pool with the same guarded claim a task uses, so a concurrent task claim
-   * never gets a workspace that is being stopped.
+   * Picks up to `surplus` unclaimed members of a `dynamic` pool that have been idle for the
+   * role's idle_timeout_seconds (default DEFAULT_POOL_IDLE_SECONDS), oldest first, and takes them
+   * out of the pool (inside the fill's transaction) with the same guarded claim a task uses, so a
+   * concurrent task claim never gets a workspace that is being stopped; their desired state is
+   * `stopped` at once, so a replica that dies before stopping them leaves the stop to the reconcile.
    */
-  async #shrink(orgId: string, roleId: string, surplus: number, idleTimeoutS: number | undefined): Promise<void> {
+  async #retirees(t: WorkspacesRepository, orgId: string, roleId: string, surplus: number, idleTimeoutS: number | undefined): Promise<string[]> {
     const idleMs = (idleTimeoutS && idleTimeoutS > 0 ? idleTimeoutS : DEFAULT_POOL_IDLE_SECONDS) * 1000
     const now = this.#now()
-    for (let i = 0; i < surplus; i++) {
-      // claimPooled takes the oldest idle member: retire only when that one has idled long enough.
-      const idle = (await this.#t.list(orgId, { state: ['idle'], role: roleId })).filter((w) => w.pooled)
-      idle.sort((a, b) => a.created_at.localeCompare(b.created_at) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
-      const oldest = idle[0]
-      if (!oldest || now - Date.parse(oldest.updated_at) < idleMs) return
-      const id = await this.#t.claimPooled(orgId, roleId, { created_by: SYSTEM_USER, created_by_user_id: SYSTEM_USER })
-      if (!id) return
-      await this.#o.locks.run(id, async () => {
-        await this.#t.update(id, { desired_state: 'stopped' })
-        const ws = await this.#t.byId(id)
-        if (ws) await this.#o.stopNow(ws)
-      })
+    const idle = (await t.list(orgId, { state: ['idle'], role: roleId })).filter((w) => w.pooled)
+    idle.sort((a, b) => a.created_at.localeCompare(b.created_at) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+    const out: string[] = []
+    for (const w of idle) {
+      if (out.length >= surplus || now - Date.parse(w.updated_at) < idleMs) break
+      if (!(await t.claimPooledId(w.id, { created_by: SYSTEM_USER, created_by_user_id: SYSTEM_USER }))) continue
+      await t.update(w.id, { desired_state: 'stopped', desired_by: SYSTEM_USER })
+      out.push(w.id)
     }
+    return out
   }
 
-  /** Records one claim of a `dynamic` role: pressure when it found no ready member or left none. */
+  /**
+   * Records one claim of a `dynamic` role: pressure when it found no ready member or left none.
+   * The event is a row every replica reads at its next fill (and counted here at once).
+   */
   async noteDemand(orgId: string, roleId: string, claimed: boolean): Promise<void> {
     const ready = claimed ? (await this.#t.list(orgId, { state: ['idle'], role: roleId })).some((w) => w.pooled) : false
     if (claimed && ready) return
+    const at = this.#now()
     const list = this.#pressure.get(roleId) ?? []
-    list.push(this.#now())
+    list.push(at)
     this.#pressure.set(roleId, list)
+    await this.#t.notePoolDemand(roleId, at)
+  }
+
+  /** The role's pressure events inside the window, from every replica (the shared rows). */
+  async #refreshPressure(roleId: string): Promise<void> {
+    const since = this.#now() - (this.#o.poolDemandWindowMs ?? DEFAULT_POOL_DEMAND_WINDOW_MS)
+    const events = await this.#t.poolDemandSince(roleId, since)
+    if (events.length) this.#pressure.set(roleId, events)
+    else this.#pressure.delete(roleId)
   }
 
   /** Pressure events of a role inside the demand window (older ones are forgotten). */

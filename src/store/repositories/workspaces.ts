@@ -5,6 +5,7 @@
 import type { Kysely } from 'kysely'
 import { newId, nowIso } from '../../contract/index.js'
 import type { RepoContext } from './context.js'
+import { poolRows } from './workspace-pools.js'
 
 export const WORKSPACE_STATES = ['provisioning', 'idle', 'busy', 'stopping', 'stopped', 'archived'] as const
 export type WorkspaceState = (typeof WORKSPACE_STATES)[number]
@@ -132,12 +133,12 @@ export interface WorkspaceFilter {
 
 /** `store.workspaces` (and a transaction's `tx.workspaces`): the lifecycle's and the routes' repository. */
 export function createWorkspacesRepository(ctx: RepoContext) {
-  return workspaceTables(ctx.db)
+  return workspaceTables(ctx.db, ctx.dialect.capabilities.rowLocks)
 }
 
-function workspaceTables(anyDb: Kysely<any>) {
+function workspaceTables(anyDb: Kysely<any>, rowLocks: boolean) {
   const db = anyDb as Kysely<any>
-  return { role: (orgId: string, ref: { id?: string; name?: string }) => readRole(db, orgId, ref), ...workspaceRows(db), ...poolRows(db), tasks: taskRows(db) }
+  return { role: (orgId: string, ref: { id?: string; name?: string }) => readRole(db, orgId, ref), ...workspaceRows(db), ...poolRows(db, rowLocks), tasks: taskRows(db) }
 }
 
 /** The role and provider a workspace runs with (by id or name), read at each task start. */
@@ -224,78 +225,22 @@ function workspaceRows(db: Kysely<any>) {
     async update(id: string, set: Partial<{
       state: WorkspaceState; desired_state: DesiredState; task_count: number; last_snapshot_ref: string | null
       stopped_once: number; archived_at: string | null; failure: string | null; last_activity_at: string
+      /** Who asked for the `desired_state` written with it (the stop's or archive's caller); null: nobody in particular. */
+      desired_by: string | null
     }>): Promise<void> {
       await db.updateTable('workspaces').set({ ...set, updated_at: nowIso() }).where('id', '=', id).execute()
+    },
+
+    /** Who asked for the workspace's current desired state (a stop or archive by a caller), if recorded. */
+    async desiredBy(id: string): Promise<string | undefined> {
+      const r = await db.selectFrom('workspaces').select('desired_by').where('id', '=', id).executeTakeFirst()
+      return (r as Row | undefined)?.desired_by ?? undefined
     },
 
     /** Compare-and-set on the actual state; false when another writer moved it first. */
     async transition(id: string, from: readonly WorkspaceState[], to: WorkspaceState, extra: Record<string, unknown> = {}): Promise<boolean> {
       const r = await db.updateTable('workspaces').set({ state: to, ...extra, updated_at: nowIso() }).where('id', '=', id).where('state', 'in', from).executeTakeFirst()
       return Number(r.numUpdatedRows) > 0
-    },
-  }
-}
-
-/** Counts and sets of a role's workspaces, and the warm pools' members and claims. */
-function poolRows(db: Kysely<any>) {
-  return {
-    async activeCountForRoles(orgId: string, roleIds: readonly string[]): Promise<number> {
-      if (roleIds.length === 0) return 0
-      const r = await db.selectFrom('workspaces').select((eb: any) => eb.fn.countAll().as('n'))
-        .where('org_id', '=', orgId).where('role_id', 'in', roleIds).where('pooled', '=', 0)
-        .where('state', 'in', ['provisioning', 'idle', 'busy', 'stopping']).executeTakeFirst()
-      return Number((r as Row | undefined)?.n ?? 0)
-    },
-
-    /** `pooled: false` leaves out unclaimed warm-pool members (they belong to the pool, not to a user). */
-    async idsForRole(orgId: string, roleId: string, states: readonly WorkspaceState[], opts: { pooled?: boolean } = {}): Promise<string[]> {
-      let q = db.selectFrom('workspaces').select('id').where('org_id', '=', orgId).where('role_id', '=', roleId).where('state', 'in', states)
-      if (opts.pooled === false) q = q.where('pooled', '=', 0)
-      const rows = await q.execute()
-      return rows.map((r: Row) => r.id as string)
-    },
-
-    /**
-     * Roles with a warm pool to keep filled (role and provider not archived): `static` with
-     * pool_size > 0, and `dynamic` with room to grow (pool_size or pool_max_size > 0) — a dynamic
-     * pool of size 0 still grows with claim pressure and must be visited to shrink back to 0.
-     */
-    async pooledRoles(): Promise<Array<{ org_id: string; role_id: string; pool_size: number }>> {
-      const rows = await db.selectFrom('agent_roles as r').innerJoin('providers as p', 'p.id', 'r.provider_id')
-        .select(['r.org_id', 'r.id as role_id', 'r.pool_size'])
-        .where((eb: any) => eb.or([
-          eb.and([eb('r.pool_policy', '=', 'static'), eb('r.pool_size', '>', 0)]),
-          eb.and([eb('r.pool_policy', '=', 'dynamic'), eb.or([eb('r.pool_size', '>', 0), eb('r.pool_max_size', '>', 0)])]),
-        ]))
-        .where('r.archived_at', 'is', null).where('p.archived_at', 'is', null)
-        .execute()
-      return rows.map((r: Row) => ({ org_id: r.org_id, role_id: r.role_id, pool_size: Number(r.pool_size ?? 0) }))
-    },
-
-    /** Unclaimed pool members of a role that are (or are becoming) ready. */
-    async poolCount(roleId: string): Promise<number> {
-      const r = await db.selectFrom('workspaces').select((eb: any) => eb.fn.countAll().as('n'))
-        .where('role_id', '=', roleId).where('pooled', '=', 1).where('state', 'in', ['provisioning', 'idle']).executeTakeFirst()
-      return Number((r as Row | undefined)?.n ?? 0)
-    },
-
-    /**
-     * Claims the oldest idle pool member of the role for a caller; undefined when none is ready.
-     * Members made in the same millisecond are told apart by id (UUIDv7: creation order in this
-     * process), so the pick is deterministic and matches the shrink's "oldest first". The
-     * `pooled = 1` guard makes a concurrent second claim of the same row update nothing.
-     */
-    async claimPooled(orgId: string, roleId: string, owner: { created_by: string; created_by_user_id: string; environment?: string }): Promise<string | undefined> {
-      const candidates = await db.selectFrom('workspaces').select('id').where('org_id', '=', orgId).where('role_id', '=', roleId)
-        .where('pooled', '=', 1).where('state', '=', 'idle').orderBy('created_at').orderBy('id').limit(3).execute()
-      for (const { id } of candidates as Row[]) {
-        const now = nowIso()
-        const r = await db.updateTable('workspaces')
-          .set({ pooled: 0, created_by: owner.created_by, created_by_user_id: owner.created_by_user_id, environment: owner.environment ?? null, updated_at: now, last_activity_at: now })
-          .where('id', '=', id).where('pooled', '=', 1).where('state', '=', 'idle').executeTakeFirst()
-        if (Number(r.numUpdatedRows) > 0) return id as string
-      }
-      return undefined
     },
   }
 }
