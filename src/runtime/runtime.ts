@@ -168,6 +168,11 @@ export interface PackMount {
   name: string
   /** Host path of the extracted, read-only content tree. */
   dir: string
+  /**
+   * The pack's OCI image by digest (`<registry>/<repository>@sha256:…`), when it is in the registry:
+   * what a driver whose agents run off this host mounts instead of `dir` (Kubernetes image volumes).
+   */
+  imageRef?: string
 }
 
 export interface AgentExit {

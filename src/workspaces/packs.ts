@@ -12,6 +12,8 @@ export interface WorkspacePackRecord {
   name: string
   /** Absent for a registry-origin pack not built yet: no content here, so it is left out. */
   image_digest?: string
+  /** The pack's image in the registry (pinned by digest), when it was pushed or pulled there. */
+  image_ref?: string | null
   manifest: {
     agent?: { command: string[]; env?: Record<string, string> }
     agent_events?: Partial<Record<AgentEventType, Record<string, unknown>>>
@@ -53,7 +55,7 @@ export async function resolveWorkspacePacks(source: PackSource | undefined, orgI
     if (!p.image_digest) continue
     // Two attached packs with one name (own and community): the first one keeps the directory.
     if (out.mounts.some((m) => m.name === p.name)) continue
-    out.mounts.push({ name: p.name, dir: source.dir(p.image_digest) })
+    out.mounts.push({ name: p.name, dir: source.dir(p.image_digest), ...(p.image_ref ? { imageRef: p.image_ref } : {}) })
     if (!out.digests.includes(p.image_digest)) out.digests.push(p.image_digest)
     if (p.manifest.agent && !out.agent) {
       out.agent = { pack: p.name, command: [...p.manifest.agent.command], env: { ...p.manifest.agent.env } }

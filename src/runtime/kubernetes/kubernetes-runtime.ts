@@ -24,6 +24,7 @@ import {
 } from './manifests.js'
 import type { KubernetesSettings } from './options.js'
 import { PodWatch } from './pod-watch.js'
+import { podPacks } from './pod-packs.js'
 import { claimObject, claimTargets } from './warm-claims.js'
 import { cniVerdict, probeCni } from './cni-probe.js'
 import { ProxyService } from './proxy-service.js'
@@ -228,7 +229,6 @@ export class KubernetesRuntime implements WorkspaceRuntime {
   async startAgent(workspaceId: string, launch: AgentLaunch): Promise<AgentProcess> {
     if (this.#agents.get(workspaceId) || this.#starting.has(workspaceId)) throw new RuntimeError('agent_running', `an agent already runs in workspace ${workspaceId}`)
     if (launch.command.length === 0) throw new RuntimeError('runtime_unavailable', 'empty agent command')
-    if (launch.packs?.length) throw new RuntimeError('runtime_unavailable', 'packs are not mounted by the kubernetes runtime yet (docs/kubernetes.md "Runtime: packs")')
     this.#starting.add(workspaceId)
     try {
       await this.#watch.start()
@@ -244,8 +244,9 @@ export class KubernetesRuntime implements WorkspaceRuntime {
     const owner = await this.#owner(workspaceId)
     const caPem = this.#o.caCertPath ? await readFile(this.#o.caCertPath, 'utf8').catch(() => undefined) : undefined
     const name = podName(workspaceId, suffix())
+    const packs = podPacks(launch)
     const spec = {
-      command: launch.command, proxyToken: launch.proxyToken, proxyUrl: proxy.url, ...(caPem ? { caPem } : {}),
+      command: packs.command, packs: packs.mounts, packEnv: packs.env, proxyToken: launch.proxyToken, proxyUrl: proxy.url, ...(caPem ? { caPem } : {}),
       files: launch.files ?? {}, env: launch.env ?? {},
       baseEnv: Object.fromEntries(Object.entries(launch.baseEnv ?? {}).filter(([k]) => !k.startsWith('CORRAL_'))),
       stopGraceSeconds: Math.ceil((this.#o.stopGraceMs ?? 5000) / 1000),

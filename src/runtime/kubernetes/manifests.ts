@@ -27,7 +27,7 @@ export const WORKSPACE_COMPONENT = 'workspace'
 export const POLICY_NAME = 'corral-workspaces'
 
 /** Paths inside the pod (the same the local sandbox uses, docs/runtime.md). */
-export const POD_PATHS = { data: '/data', inbox: '/run/corral/inbox', caDir: '/run/corral/ca', ca: '/run/corral/ca/ca.crt', tmp: '/tmp' } as const
+export const POD_PATHS = { data: '/data', inbox: '/run/corral/inbox', caDir: '/run/corral/ca', ca: '/run/corral/ca/ca.crt', tmp: '/tmp', packs: '/packs' } as const
 export const AGENT_CONTAINER = 'agent'
 export const KEEPER_CONTAINER = 'keeper'
 /** Secret keys: the proxy token and proxy URLs, the CA, the inbox files (`inbox.<name>`), the environment (`env.<NAME>`). */
@@ -96,6 +96,10 @@ export interface AgentPodSpec {
   /** A pack's own environment, beneath corral's. */
   baseEnv: Readonly<Record<string, string>>
   stopGraceSeconds: number
+  /** Packs mounted read-only at /packs/<name>: image volumes of their OCI images by digest. */
+  packs?: readonly { name: string; imageRef: string }[]
+  /** The pack variables (CORRAL_PACKS, CORRAL_PACKS_DIR, CORRAL_PACK_DIR), plain: no secret in them. */
+  packEnv?: Readonly<Record<string, string>>
 }
 
 export function agentSecret(s: KubernetesSettings, name: string, workspaceId: string, owner: WorkspaceOwner, spec: AgentPodSpec) {
@@ -176,6 +180,7 @@ export function agentPod(s: KubernetesSettings, name: string, workspaceId: strin
     CORRAL_PROXY_URL: spec.proxyUrl,
     CORRAL_INBOX: POD_PATHS.inbox,
     CORRAL_STOP_GRACE_MS: String(spec.stopGraceSeconds * 1000),
+    ...spec.packEnv,
     ...(spec.caPem ? { NODE_EXTRA_CA_CERTS: POD_PATHS.ca, CORRAL_CA_FILE: POD_PATHS.ca, SSL_CERT_FILE: POD_PATHS.ca, CURL_CA_BUNDLE: POD_PATHS.ca, REQUESTS_CA_BUNDLE: POD_PATHS.ca, GIT_SSL_CAINFO: POD_PATHS.ca } : {}),
   }
   const secretNames = Object.keys({ ...spec.baseEnv, ...spec.env }).filter((k) => !Object.hasOwn(plain, k) && !PROXY_VARS.includes(k) && k !== 'CORRAL_PROXY_TOKEN')
@@ -202,6 +207,7 @@ export function agentPod(s: KubernetesSettings, name: string, workspaceId: strin
             ...dataMounts,
             { name: 'inbox', mountPath: POD_PATHS.inbox, readOnly: true },
             ...(spec.caPem ? [{ name: 'ca', mountPath: POD_PATHS.caDir, readOnly: true }] : []),
+            ...(spec.packs ?? []).map((p, i) => ({ name: `pack-${i}`, mountPath: `${POD_PATHS.packs}/${p.name}`, readOnly: true })),
           ],
         },
         keeperContainer(s),
@@ -210,6 +216,9 @@ export function agentPod(s: KubernetesSettings, name: string, workspaceId: strin
         ...volumeBase(workspaceId),
         { name: 'inbox', secret: { secretName: name, defaultMode: 0o444, items: inboxItems } },
         ...(spec.caPem ? [{ name: 'ca', secret: { secretName: name, defaultMode: 0o444, items: [{ key: KEY.ca, path: 'ca.crt' }] } }] : []),
+        // An image volume (Kubernetes ≥ 1.33, feature ImageVolume): the kubelet pulls the pack's
+        // image by digest and mounts its filesystem read-only (docs/kubernetes.md "Runtime: warm pools and packs").
+        ...(spec.packs ?? []).map((p, i) => ({ name: `pack-${i}`, image: { reference: p.imageRef, pullPolicy: 'IfNotPresent' } })),
       ],
     },
   }

@@ -3,10 +3,13 @@
 // and its `agent` container runs as a local process with the pod's environment (Secret references
 // resolved) and every container path rewritten to the host directory mounted there. Other
 // containers (the keeper) only count as running: exec runs their commands the same way (exec.ts).
-// What it does not do: images, users and the security context, resource limits, NetworkPolicy.
+// An image volume is the image pulled by its reference from a real registry (image-volume.ts),
+// flattened into a directory nobody may write. What it does not do: container images, the
+// security context (users only with runAsPodUser), resource limits, NetworkPolicy.
 import { type ChildProcess, spawn } from 'node:child_process'
-import { mkdirSync, openSync, closeSync, writeFileSync, rmSync } from 'node:fs'
+import { chownSync, mkdirSync, openSync, closeSync, writeFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
+import { pullImageVolume } from './image-volume.js'
 import { KubeError, type KubeObject, type ObjectStore } from './store.js'
 
 export interface KubeletOptions {
@@ -14,10 +17,16 @@ export interface KubeletOptions {
   root?: string
   /** Delay before a scheduled pod runs (a slow image pull). */
   startDelayMs?: number
+  /**
+   * Run the `agent` container as the pod's `securityContext.runAsUser`/`runAsGroup` (when the
+   * tests run as root), its claims and emptyDirs owned by that user as `fsGroup` makes them: what
+   * a read-only mount means is then the kernel's answer, not the fake's.
+   */
+  runAsPodUser?: boolean
 }
 
 interface Container { name: string; command?: string[]; args?: string[]; workingDir?: string; env?: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[]; volumeMounts?: { name: string; mountPath: string }[] }
-interface Volume { name: string; persistentVolumeClaim?: { claimName: string }; secret?: { secretName: string; items?: { key: string; path: string }[] }; emptyDir?: object }
+interface Volume { name: string; persistentVolumeClaim?: { claimName: string }; secret?: { secretName: string; items?: { key: string; path: string }[] }; emptyDir?: object; image?: { reference: string } }
 
 interface RunningPod {
   namespace: string
@@ -31,6 +40,9 @@ interface RunningPod {
 export class Kubelet {
   readonly root: string
   startDelayMs: number
+  readonly runAsPodUser: boolean
+  /** Image references pulled for image volumes (tests: the pull happened, by digest). */
+  readonly pulled: string[] = []
   readonly #store: ObjectStore
   readonly #pods = new Map<string, RunningPod>()
 
@@ -38,6 +50,7 @@ export class Kubelet {
     this.#store = store
     this.root = options.root ?? join(process.env.TMPDIR ?? '/tmp', `fake-kube-${process.pid}-${Date.now()}`)
     this.startDelayMs = options.startDelayMs ?? 20
+    this.runAsPodUser = options.runAsPodUser === true && process.getuid?.() === 0
     mkdirSync(this.root, { recursive: true })
   }
 
@@ -53,19 +66,20 @@ export class Kubelet {
       o.spec = { ...o.spec, nodeName: 'fake-node' }
       o.status = { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'True' }], qosClass: 'Burstable' }
     })
-    pod.timer = setTimeout(() => this.#start(pod), this.startDelayMs)
+    pod.timer = setTimeout(() => void this.#start(pod), this.startDelayMs)
   }
 
-  #start(pod: RunningPod, attempt = 0): void {
+  async #start(pod: RunningPod, attempt = 0): Promise<void> {
     pod.timer = undefined
     if (pod.deleting) return
     const obj = this.#store.find('pods', pod.namespace, pod.name)
     if (!obj) return
     try {
-      this.#materialise(pod, obj)
+      await this.#materialise(pod, obj)
+      if (pod.deleting || !this.#store.find('pods', pod.namespace, pod.name)) return
     } catch (err) {
       // A missing claim or Secret: the real kubelet keeps the pod Pending and retries.
-      if (attempt < 100) pod.timer = setTimeout(() => this.#start(pod, attempt + 1), 50)
+      if (attempt < 100) pod.timer = setTimeout(() => void this.#start(pod, attempt + 1), 50)
       this.#setWaiting(pod, (err as Error).message)
       return
     }
@@ -86,13 +100,20 @@ export class Kubelet {
     })
   }
 
-  #materialise(pod: RunningPod, obj: KubeObject): void {
+  async #materialise(pod: RunningPod, obj: KubeObject): Promise<void> {
     const volumes = new Map<string, string>()
+    const owner = this.#podUser(obj)
     for (const v of (obj.spec?.volumes ?? []) as Volume[]) {
       if (v.persistentVolumeClaim) {
         this.#store.get('persistentvolumeclaims', pod.namespace, v.persistentVolumeClaim.claimName)
         const dir = this.claimDir(v.persistentVolumeClaim.claimName)
         mkdirSync(dir, { recursive: true })
+        if (owner) chownSync(dir, owner.uid, owner.gid)
+        volumes.set(v.name, dir)
+      } else if (v.image) {
+        const dir = join(this.root, 'pods', pod.name, v.name)
+        await pullImageVolume(v.image.reference, dir)
+        this.pulled.push(v.image.reference)
         volumes.set(v.name, dir)
       } else if (v.secret) {
         const secret = this.#store.get('secrets', pod.namespace, v.secret.secretName)
@@ -108,6 +129,7 @@ export class Kubelet {
       } else {
         const dir = join(this.root, 'pods', pod.name, v.name)
         mkdirSync(dir, { recursive: true })
+        if (owner) chownSync(dir, owner.uid, owner.gid)
         volumes.set(v.name, dir)
       }
     }
@@ -120,6 +142,14 @@ export class Kubelet {
       }
       pod.mounts.set(c.name, mounts)
     }
+  }
+
+  /** The pod's user and group when this kubelet runs agents as them (runAsPodUser). */
+  #podUser(obj: KubeObject): { uid: number; gid: number } | undefined {
+    if (!this.runAsPodUser) return undefined
+    const sc = (obj.spec?.securityContext ?? {}) as { runAsUser?: number; runAsGroup?: number; fsGroup?: number }
+    if (sc.runAsUser === undefined) return undefined
+    return { uid: sc.runAsUser, gid: sc.fsGroup ?? sc.runAsGroup ?? sc.runAsUser }
   }
 
   /** A container path as the host sees it (the longest mount prefix wins); other strings unchanged. */
@@ -147,7 +177,8 @@ export class Kubelet {
     const dir = join(this.root, 'pods', pod.name)
     mkdirSync(dir, { recursive: true })
     const log = openSync(join(dir, `${c.name}.log`), 'a')
-    const child = spawn(argv[0]!, argv.slice(1), { cwd: this.mapPath(pod, c.name, c.workingDir ?? '/'), env: this.#env(pod, c), stdio: ['ignore', log, log] })
+    const user = this.#podUser(obj)
+    const child = spawn(argv[0]!, argv.slice(1), { cwd: this.mapPath(pod, c.name, c.workingDir ?? '/'), env: this.#env(pod, c), stdio: ['ignore', log, log], ...(user ? { uid: user.uid, gid: user.gid } : {}) })
     closeSync(log)
     pod.processes.set(c.name, child)
     child.once('error', () => {})
@@ -164,7 +195,6 @@ export class Kubelet {
         }
       })
     })
-    void obj
   }
 
   /** Graceful deletion: deletionTimestamp now, SIGTERM, SIGKILL after the grace period, then gone. */
