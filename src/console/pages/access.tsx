@@ -67,11 +67,11 @@ export function KeysPage(): ReactNode {
 export function MembersPage(): ReactNode {
   const { api, me, holds } = useSession()
   const write = holds('auth:write')
-  const base = `/orgs/${seg(me.org.id)}/memberships`
+  const org = seg(me.org.id)
   return (
     <ResourceList<Membership>
       title="Members"
-      load={async (signal) => (await api.get<{ memberships: Membership[] }>(base, {}, signal)).memberships}
+      load={async (signal) => (await api.get<{ memberships: Membership[] }>(`/orgs/${org}/memberships`, {}, signal)).memberships}
       rowKey={(m) => m.user_id}
       columns={[
         { label: 'Email', render: (m) => m.email },
@@ -82,8 +82,8 @@ export function MembersPage(): ReactNode {
       actions={
         write
           ? [
-              ...ROLES.map((role) => ({ label: () => `Make ${role}`, when: (m: Membership) => m.role !== role, run: (m: Membership) => api.patch(`${base}/${seg(m.user_id)}`, { role }) })),
-              { label: () => 'Remove', danger: true, run: (m: Membership) => api.del(`${base}/${seg(m.user_id)}`) },
+              ...ROLES.map((role) => ({ label: () => `Make ${role}`, when: (m: Membership) => m.role !== role, run: (m: Membership) => api.patch(`/orgs/${org}/memberships/${seg(m.user_id)}`, { role }) })),
+              { label: () => 'Remove', danger: true, run: (m: Membership) => api.del(`/orgs/${org}/memberships/${seg(m.user_id)}`) },
             ]
           : []
       }
@@ -95,7 +95,7 @@ export function MembersPage(): ReactNode {
                 { name: 'email', label: 'Email', required: true },
                 { name: 'role', label: 'Role', type: 'select', options: ROLES, required: true },
               ],
-              submit: async (v) => void (await api.post(base, { email: v.email, role: v.role })),
+              submit: async (v) => void (await api.post(`/orgs/${org}/memberships`, { email: v.email, role: v.role })),
             }
           : undefined
       }

@@ -72,7 +72,7 @@ export function ProvidersPage(): ReactNode {
               when: (p) => !p.archived_at,
               fields: PROVIDER_FIELDS,
               initial: (p) => Object.fromEntries(PROVIDER_FIELDS.map((f) => [f.name, str(p[f.name as keyof Provider])])),
-              submit: async (p, initial, values) => void (await patchChanged(`/providers/${seg(p.id)}`, PROVIDER_FIELDS, initial, values, api.patch.bind(api))),
+              submit: async (p, initial, values) => void (await patchChanged(PROVIDER_FIELDS, initial, values, (body) => api.patch(`/providers/${seg(p.id)}`, body))),
             }
           : undefined
       }
@@ -82,10 +82,10 @@ export function ProvidersPage(): ReactNode {
 }
 
 /** PATCHes what changed (a save with no change is refused here, as the API would). */
-async function patchChanged<R>(path: string, fields: readonly Field[], initial: Values, values: Values, patch: (path: string, body: unknown) => Promise<R>): Promise<R> {
+async function patchChanged<R>(fields: readonly Field[], initial: Values, values: Values, patch: (body: Record<string, unknown>) => Promise<R>): Promise<R> {
   const body = changedValues(fields, initial, values)
   if (Object.keys(body).length === 0) throw new Error('nothing changed')
-  return patch(path, body)
+  return patch(body)
 }
 
 function roleFields(providers: readonly Provider[], packs: readonly { id: string; name: string; version: string }[]): Field[] {
@@ -171,7 +171,7 @@ export function RolesPage(): ReactNode {
               when: (r) => !r.archived_at,
               fields,
               initial: (r) => Object.fromEntries(fields.map((f) => [f.name, f.type === 'multiselect' ? [...r.pack_ids] : str((r as unknown as Record<string, unknown>)[f.name])])),
-              submit: async (r, initial, values) => saved(await patchChanged(`/agent-roles/${seg(r.id)}`, fields, initial, values, api.patch.bind(api)) as { name: string; warnings?: RoleWarning[] }),
+              submit: async (r, initial, values) => saved(await patchChanged(fields, initial, values, (body) => api.patch<{ name: string; warnings?: RoleWarning[] }>(`/agent-roles/${seg(r.id)}`, body))),
             }
           : undefined
       }

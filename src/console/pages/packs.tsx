@@ -8,7 +8,6 @@ import { seg } from '../api.js'
 import { changedValues, filledValues, type Field } from '../form.js'
 import { ResourceList } from '../resource.js'
 import { useSession } from '../session.js'
-import type { Api } from '../api.js'
 
 interface Pack {
   id: string
@@ -45,11 +44,12 @@ function editFields(p: Pack): readonly Field[] {
   return META_FIELDS
 }
 
-async function upload(api: Api, method: 'POST' | 'PUT', path: string, archive: File, visibility?: string): Promise<Pack> {
+/** The multipart body of an upload: `visibility` (when chosen), then the `archive` file part. */
+function archiveForm(archive: File, visibility?: string): FormData {
   const form = new FormData()
   if (visibility) form.append('visibility', visibility)
   form.append('archive', archive, archive.name)
-  return api.upload<Pack>(method, path, form)
+  return form
 }
 
 export function PacksPage(): ReactNode {
@@ -91,7 +91,7 @@ export function PacksPage(): ReactNode {
                 const archive = values.archive instanceof File ? values.archive : undefined
                 if (Object.keys(body).length === 0 && !archive) throw new Error('nothing changed')
                 if (Object.keys(body).length > 0) await api.call('PUT', `/packs/${seg(p.id)}`, { body })
-                if (archive) await upload(api, 'PUT', `/packs/${seg(p.id)}/upload`, archive)
+                if (archive) await api.upload('PUT', `/packs/${seg(p.id)}/upload`, archiveForm(archive))
               },
             }
           : undefined
@@ -104,7 +104,7 @@ export function PacksPage(): ReactNode {
                 fields: UPLOAD_FIELDS,
                 submit: async (v) => {
                   if (!(v.archive instanceof File)) throw new Error('choose a pack archive')
-                  const pack = await upload(api, 'POST', '/packs/upload', v.archive, typeof v.visibility === 'string' ? v.visibility : undefined)
+                  const pack = await api.upload<Pack>('POST', '/packs/upload', archiveForm(v.archive, typeof v.visibility === 'string' ? v.visibility : undefined))
                   return `Uploaded ${pack.name} ${pack.version}.`
                 },
               },

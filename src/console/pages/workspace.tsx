@@ -151,7 +151,7 @@ function Actions(props: { ws: WorkspaceRecord; tasks: readonly TaskRecord[]; onD
           </button>
         )}
         {can('workspace:write') && (
-          <button type="button" className="danger" disabled={action.busy} onClick={() => run(() => api.post(`/workspaces/${id}/${archived ? 'unarchive' : 'archive'}`))}>
+          <button type="button" className="danger" disabled={action.busy} onClick={() => run(() => (archived ? api.post(`/workspaces/${id}/unarchive`) : api.post(`/workspaces/${id}/archive`)))}>
             {archived ? 'Unarchive' : 'Archive'}
           </button>
         )}
