@@ -93,11 +93,12 @@ export function CredentialCreate(props: { onCreated: () => void }): ReactNode {
               ))}
             </select>
           </div>
-          {providers.length > 0 ? (
+          {providers.length > 0 || options.loading ? (
             <div>
               <label htmlFor="cred-provider">Provider</label>
-              <select id="cred-provider" required value={values.provider ?? ''} onChange={set('provider')}>
-                <option value="">choose…</option>
+              {/* Disabled until the API's list arrives (a text field only if it has none). */}
+              <select id="cred-provider" required disabled={options.loading} value={values.provider ?? ''} onChange={set('provider')}>
+                <option value="">{options.loading ? 'loading…' : 'choose…'}</option>
                 {providers.map((p) => (
                   <option key={p}>{p}</option>
                 ))}
