@@ -102,6 +102,36 @@ describe.runIf(available)('web console (chromium)', () => {
     expect(await axeFindings(page)).toEqual([])
   })
 
+  it('opens a snapshot file as text, downloads it, and downloads all of /data as a tar', async () => {
+    const files = page.getByRole('table', { name: 'Snapshot files' })
+    await files.getByRole('button', { name: 'hello.md' }).click()
+    const shown = page.getByLabel('Contents of hello.md')
+    await shown.waitFor()
+    const res = await fetch(`${dev.url}/v1/workspaces/${workspaceId}/snapshot/content?path=hello.md`, { headers: { authorization: `Bearer ${dev.adminKey}` } })
+    expect(res.status).toBe(200)
+    const bytes = Buffer.from(await res.arrayBuffer())
+    expect(await shown.textContent()).toBe(bytes.toString('utf8'))
+    expect(await axeFindings(page)).toEqual([])
+    let downloading = page.waitForEvent('download')
+    await page.getByRole('button', { name: 'Download hello.md' }).click()
+    let saved = await downloading
+    expect(saved.suggestedFilename()).toBe('hello.md')
+    expect(readFileSync((await saved.path())!)).toEqual(bytes)
+    downloading = page.waitForEvent('download')
+    await page.getByRole('button', { name: 'Download all of /data (.tar)' }).click()
+    saved = await downloading
+    expect(saved.suggestedFilename()).toBe(`${workspaceId}.tar`)
+    const tar = readFileSync((await saved.path())!)
+    // A tar: 512-byte records, hello.md's header among them followed by its bytes.
+    expect(tar.length % 512).toBe(0)
+    const at = tar.indexOf(Buffer.from('hello.md'))
+    expect(at).toBeGreaterThanOrEqual(0)
+    const header = tar.subarray(at - (at % 512), at - (at % 512) + 512)
+    expect(tar.subarray(at - (at % 512) + 512, at - (at % 512) + 512 + bytes.length)).toEqual(bytes)
+    expect(header.subarray(257, 262).toString()).toBe('ustar')
+    await page.getByRole('button', { name: 'Close file' }).click()
+  })
+
   it('the audit explorer applies a filter from the page, opens a row, picks columns, exports the query and tails it live', async () => {
     await open('audit', 'Audit explorer')
     await page.getByLabel('Column', { exact: true }).selectOption('decision')

@@ -1,17 +1,13 @@
 // The files of a workspace's latest snapshot (GET /v1/workspaces/{id}/snapshot/files): metadata
-// read from the archive without unpacking it, browsed one directory at a time.
-import { useState, type ReactNode } from 'react'
+// read from the archive without unpacking it, browsed one directory at a time; a file opens in the
+// viewer (workspace-file.tsx), a directory downloads as a tar.
+import { useEffect, useState, type ReactNode } from 'react'
 import { ApiFailure, seg } from '../api.js'
+import { sizeLabel } from '../file-view.js'
 import { useSession } from '../session.js'
-import { Status, useLoad } from '../ui.js'
+import { ErrorBox, Status, useAction, useLoad } from '../ui.js'
 import type { WorkspaceRecord } from '../wire.js'
-
-interface Entry {
-  path: string
-  size: number
-  is_dir: boolean
-  mtime: number
-}
+import { downloadPath, FileViewer, type SnapshotEntry as Entry } from './workspace-file.js'
 
 const norm = (p: string) => p.replace(/^\.?\/+/, '').replace(/\/+$/, '')
 const parentOf = (p: string) => (p.includes('/') ? p.slice(0, p.lastIndexOf('/')) : '')
@@ -19,6 +15,10 @@ const parentOf = (p: string) => (p.includes('/') ? p.slice(0, p.lastIndexOf('/')
 export function SnapshotFiles(props: { ws: WorkspaceRecord }): ReactNode {
   const { api } = useSession()
   const [dir, setDir] = useState('')
+  const [open, setOpen] = useState<Entry>()
+  const saving = useAction()
+  // A new snapshot (another task ran) may no longer hold the open file as it was.
+  useEffect(() => setOpen(undefined), [props.ws.id, props.ws.task_count])
   const files = useLoad(async (signal) => {
     // Asked only once there is a snapshot (the record says so), so the page makes no 404s.
     if (!props.ws.has_snapshot) return undefined
@@ -46,8 +46,12 @@ export function SnapshotFiles(props: { ws: WorkspaceRecord }): ReactNode {
                   Up
                 </button>
               </>
-            )}
+            )}{' '}
+            <button type="button" disabled={saving.busy} onClick={() => void saving.run(() => downloadPath(api, props.ws.id, dir, `${dir ? dir.slice(dir.lastIndexOf('/') + 1) : props.ws.id}.tar`))}>
+              Download {dir ? 'this directory' : 'all of /data'} (.tar)
+            </button>
           </p>
+          <ErrorBox error={saving.error} />
           <table aria-label="Snapshot files">
             <thead>
               <tr>
@@ -65,15 +69,18 @@ export function SnapshotFiles(props: { ws: WorkspaceRecord }): ReactNode {
                         {e.path.slice(dir ? dir.length + 1 : 0)}/
                       </button>
                     ) : (
-                      e.path.slice(dir ? dir.length + 1 : 0)
+                      <button type="button" className="linkish" aria-pressed={open?.path === e.path} onClick={() => setOpen(e)}>
+                        {e.path.slice(dir ? dir.length + 1 : 0)}
+                      </button>
                     )}
                   </td>
-                  <td>{e.is_dir ? '' : e.size}</td>
+                  <td>{e.is_dir ? '' : sizeLabel(e.size)}</td>
                   <td>{new Date(e.mtime * (e.mtime < 1e12 ? 1000 : 1)).toISOString().replace('T', ' ').slice(0, 19)}</td>
                 </tr>
               ))}
             </tbody>
           </table>
+          {open && <FileViewer key={open.path} workspaceId={props.ws.id} entry={open} onClose={() => setOpen(undefined)} />}
         </>
       )}
     </section>
