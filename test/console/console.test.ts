@@ -122,13 +122,17 @@ describe.runIf(available)('web console (chromium)', () => {
     saved = await downloading
     expect(saved.suggestedFilename()).toBe(`${workspaceId}.tar`)
     const tar = readFileSync((await saved.path())!)
-    // A tar: 512-byte records, hello.md's header among them followed by its bytes.
+    // A tar: 512-byte records; walk its headers (name, octal size) to hello.md and compare its body.
     expect(tar.length % 512).toBe(0)
-    const at = tar.indexOf(Buffer.from('hello.md'))
-    expect(at).toBeGreaterThanOrEqual(0)
-    const header = tar.subarray(at - (at % 512), at - (at % 512) + 512)
-    expect(tar.subarray(at - (at % 512) + 512, at - (at % 512) + 512 + bytes.length)).toEqual(bytes)
-    expect(header.subarray(257, 262).toString()).toBe('ustar')
+    const members = new Map<string, Buffer>()
+    for (let at = 0; at + 512 <= tar.length && tar[at] !== 0; ) {
+      const header = tar.subarray(at, at + 512)
+      expect(header.subarray(257, 262).toString()).toBe('ustar')
+      const size = parseInt(header.subarray(124, 136).toString().replace(/\0.*$/, '').trim() || '0', 8)
+      members.set(header.subarray(0, 100).toString().replace(/\0.*$/s, '').replace(/^\.\//, ''), tar.subarray(at + 512, at + 512 + size))
+      at += 512 + Math.ceil(size / 512) * 512
+    }
+    expect(members.get('hello.md')).toEqual(bytes)
     await page.getByRole('button', { name: 'Close file' }).click()
   })
 
@@ -260,7 +264,9 @@ describe.runIf(available)('web console (chromium)', () => {
     const second = await browser.page()
     await signIn(second.page, other.body.value)
     await second.page.getByRole('link', { name: workspaceId }).waitFor()
-    await second.page.getByRole('checkbox', { name: 'created by me' }).check()
+    // The filter lives in the URL: the box turns checked once the hash route has changed.
+    await second.page.getByRole('checkbox', { name: 'created by me' }).click()
+    await second.page.waitForURL(/mine=1/)
     await second.page.getByText('No workspaces match.').waitFor()
     expect(await second.page.getByRole('link', { name: workspaceId }).count()).toBe(0)
   })
