@@ -2,6 +2,8 @@
 // `serve` listens and drains; tests drive it with inject(). One root error handler renders the
 // spec's envelope for everything (validation, bad JSON, CorralError, faults) and one not-found
 // handler answers unknown routes, so no framework default page ever leaks.
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Socket } from 'node:net'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import { AuditUnavailableError, collectAuditEmits } from '../audit/index.js'
 import { CorralError, apiError, type ErrorEnvelope } from '../contract/index.js'
@@ -88,8 +90,10 @@ export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
  */
 function installDrain(app: FastifyInstance): void {
   let closing = false
+  const endIdle = trackConnections(app, () => closing)
   app.addHook('preClose', async () => {
     closing = true
+    endIdle()
   })
   app.addHook('onRequest', async (request, reply) => {
     reply.header(REQUEST_ID_HEADER, request.id)
@@ -105,6 +109,35 @@ function installDrain(app: FastifyInstance): void {
     if (closing) reply.header('connection', 'close')
     return payload
   })
+}
+
+/**
+ * Connections end with the drain: at close() a connection with no request in flight is ended, and
+ * any other once its last response is done. Node's own close() ends only the connections its
+ * parser bookkeeping counts idle; test/security/api-fuzz's after-all hook found kept-alive
+ * connections with no request in flight that it did not count (their last answer a console file,
+ * after hostile requests answered before their bodies were read), and close() then waited out the
+ * keep-alive timeout (72 s) — past the hook's 60 s, and past serve's 20 s drain. Returns what ends
+ * the idle ones.
+ */
+function trackConnections(app: FastifyInstance, closing: () => boolean): () => void {
+  const inFlight = new Map<Socket, number>()
+  app.server.on('connection', (socket: Socket) => {
+    inFlight.set(socket, 0)
+    socket.once('close', () => inFlight.delete(socket))
+  })
+  app.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const socket = req.socket
+    inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1)
+    res.once('close', () => {
+      const left = Math.max(0, (inFlight.get(socket) ?? 1) - 1)
+      if (inFlight.has(socket)) inFlight.set(socket, left)
+      if (closing() && left === 0) socket.end()
+    })
+  })
+  return () => {
+    for (const [socket, n] of inFlight) if (n === 0) socket.end()
+  }
 }
 
 /**
