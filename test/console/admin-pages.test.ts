@@ -152,6 +152,7 @@ describe.runIf(available)('console write pages: credentials (with an OAuth provi
     const role = page.getByRole('form', { name: 'Edit demo' })
     await role.getByLabel('Packs').selectOption({ label: 'hello-pack 1.0.0' })
     await role.getByLabel('Idle timeout (s)').fill('900')
+    expect(await serious(page)).toEqual([])
     await role.getByRole('button', { name: 'Save' }).click()
     await page.getByRole('status').filter({ hasText: 'Saved demo' }).waitFor()
     const demo = (await api('GET', '/agent-roles?name=demo')).body.agent_roles[0]
