@@ -14,6 +14,7 @@ import { CapabilityTokens, Sealer, loadMasterKey, loadTokenKey } from '../secret
 import { createLogger } from '../server/index.js'
 import { openStore } from '../store/index.js'
 import { defaultDbUrl, leaseTtlMs } from './config.js'
+import { checkMasterKey } from './master-key.js'
 import { permitSource, startProxy } from './proxy.js'
 import { startReplica } from './replica.js'
 import { Teardown } from './teardown.js'
@@ -43,6 +44,7 @@ export async function startProxyAlone(options: ProxyAloneOptions): Promise<Runni
     const sealer = new Sealer(await loadMasterKey(dataDir, env))
     const store = await openStore(options.dbUrl ?? defaultDbUrl(dataDir))
     teardown.add('store', () => store.close(), { mustSucceed: true })
+    await checkMasterKey(store, sealer)
     const replica = await startReplica({ store, logger, dataDir, ttlMs: leaseTtlMs(env.CORRAL_LEASE_TTL), sharedStores: false, proxyOnly: true })
     teardown.add('replica', () => replica.stop())
     const audit = await openAuditWriter(store, { logger, journalDir: join(dataDir, 'audit-journal'), ...journalSettingsFromEnv(env) })

@@ -20,6 +20,7 @@ import { openStore } from '../store/index.js'
 import { startApi } from './api.js'
 import { serveConfig, type ServeConfig, type ServeOptions } from './config.js'
 import { lockDataDir } from './data-dir-lock.js'
+import { checkMasterKey } from './master-key.js'
 import { openPackContent } from './packs.js'
 import { databaseEndpoint, endpointOf, permitSource, readCaFiles, startProxy } from './proxy.js'
 import { startReplica } from './replica.js'
@@ -69,6 +70,8 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
   const sealer = new Sealer(await loadMasterKey(config.dataDir, config.env))
   const store = await openStore(config.dbUrl)
   teardown.add('store', () => store.close(), { mustSucceed: true })
+  // Replicas share sealed material: a key that cannot open it refuses the start (master-key.ts).
+  await checkMasterKey(store, sealer)
   // This process as a replica (replica.ts: id, heartbeat, leases; deregistered after every other part stopped).
   const replica = await startReplica({ store, logger, dataDir: config.dataDir, ttlMs: config.leaseTtlMs, sharedStores: config.packRegistry.push !== undefined })
   teardown.add('replica', () => replica.stop())

@@ -108,6 +108,38 @@ describePostgres('corral serve replicas: start-up rule', (baseUrl) => {
     }
   }, 60_000)
 
+  it('a replica whose master key cannot open the sealed secrets refuses to start with one line; the same key starts', async () => {
+    // A database of its own: the first serve on it bootstraps and holds the owner key.
+    const own = await createTestDatabase(baseUrl)
+    const env = { CORRAL_PACK_REGISTRY: '127.0.0.1:5999/corral', CORRAL_MASTER_KEY: 'c3'.repeat(32) }
+    try {
+      await masterKeyCase(own.url, env)
+    } finally {
+      await a?.stop()
+      a = undefined
+      await own.drop()
+    }
+  }, 90_000)
+
+  const masterKeyCase = async (url: string, env: Record<string, string>) => {
+    a = await startServe({ db: url, args: ['--runtime', 'process'], env })
+    const put = await fetch(`${a.url}/v1/secrets`, {
+      method: 'POST', headers: { authorization: `Bearer ${a.adminKey}`, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'sealed', value: 'v' }),
+    })
+    expect(put.status).toBe(201)
+    const refused = await startServe({ db: url, args: ['--runtime', 'process'], env: { ...env, CORRAL_MASTER_KEY: 'd4'.repeat(32) } }).then(
+      async (s) => { await s.stop(); return '' }, (err: Error) => err.message,
+    )
+    const lines = refused.split('\n').slice(1).filter((l) => l.trim() && !l.includes('WARNING'))
+    expect(lines).toEqual(['Error: this process\'s master key (CORRAL_MASTER_KEY, else <data-dir>/master.key) cannot open the secrets and credentials sealed in this database: every replica (serve and corral proxy) needs the same CORRAL_MASTER_KEY'])
+    // The same key starts (it printed its ready line; how it stops is not this test's business).
+    const same = await startServe({ db: url, args: ['--runtime', 'process'], env })
+    expect(same.output()).toContain('corral ready: api')
+    await same.stop()
+    expect(await a.stop()).toBe(0)
+    a = undefined
+  }
+
   it('--lease-ttl out of range refuses the start, naming the flag', async () => {
     const refused = await startServe({ db: db.url, args: ['--runtime', 'process', '--lease-ttl', '0.1'] }).then(() => '', (err: Error) => err.message)
     expect(refused).toContain('--lease-ttl (CORRAL_LEASE_TTL) must be a number of seconds from 0.5 to 300, got "0.1"')
