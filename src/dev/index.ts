@@ -3,4 +3,4 @@
 // Imports no server, proxy or store: the command wires these to a real `serve`.
 export { startFakeModel, WIRE_PATHS, type FakeModel, type FakeModelOptions, type Script, type ScriptedReply, type SeenModelRequest, type WireFormat } from './fake-model.js'
 export { demoScript, DEMO_FILE } from './demo-script.js'
-export { DEMO, demoCaps, isUnauthorized, seedDemo, type SeedResult } from './seed.js'
+export { DEMO, demoCaps, isUnauthorized, modelPolicy, seedDemo, type ModelPolicyOptions, type SeedResult } from './seed.js'

@@ -14,44 +14,59 @@ export const DEMO = {
   apiKey: 'corral-dev-demo-key',
 } as const
 
+/** A policy that opens one model provider's Messages API (docs/policy.md), as the demo and the e2e suites use it. */
+export interface ModelPolicyOptions {
+  /** A first comment line. */
+  comment?: string
+  /** The model's domain pattern: `127.0.0.1` or with its port, `127.0.0.1:8443`. */
+  domain: string
+  /** `allow_private` of the rule (a loopback model needs its range named). */
+  allowPrivate?: readonly string[]
+  /** The credential the proxy injects (the agent never holds it). */
+  credential?: { name: string; provider: string }
+  /** Ask the model for an uncompressed stream (so the proxy meters it without decoding). */
+  identity?: boolean
+  /** Output tokens metered from the SSE usage events (`message_delta`), with its ceilings. */
+  outputTokens?: { reserve: number; failureCharge?: number; workspaceMax: number; taskMax?: number }
+}
+
+/** The caps.yaml text of a model-only policy. */
+export function modelPolicy(o: ModelPolicyOptions): string {
+  const lines = [
+    ...(o.comment ? [`# ${o.comment}`] : []),
+    '- name: model', '  type: http', '  allow:', '    - name: messages', `      domains: ["${o.domain}"]`,
+    ...(o.allowPrivate ? [`      allow_private: [${o.allowPrivate.map((r) => `"${r}"`).join(', ')}]`] : []),
+    '      methods: [POST]', '      paths: [/v1/messages]',
+  ]
+  const transforms = [
+    ...(o.credential ? ['    - name: api-key', `      auth: {credential: ${o.credential.name}, provider: ${o.credential.provider}}`] : []),
+    ...(o.identity ? ['    - name: identity', `      header: {name: Accept-Encoding, action: set, value: '"identity"'}`] : []),
+  ]
+  if (transforms.length) lines.push('  transforms:', ...transforms)
+  const t = o.outputTokens
+  if (t) {
+    lines.push(
+      '  budgets:', '    counters:', '      - name: output_tokens', '        source: response', '        requires_body: true', '        framing: sse',
+      '        format: application/json', '        encoding: identity', '        status_codes: ["2xx"]', '        sse_event: message_delta',
+      '        accumulator: max', '        value: int(event.data.usage.output_tokens)', '        terminal_event_type: message_stop',
+      `        reserve_per_request: ${t.reserve}`, ...(t.failureCharge !== undefined ? [`        failure_charge: ${t.failureCharge}`] : []),
+      `        workspace: {max: ${t.workspaceMax}, ttl: 24h}`, ...(t.taskMax !== undefined ? [`        task: {max: ${t.taskMax}, ttl: 1h}`] : []),
+    )
+  }
+  return `${lines.join('\n')}\n`
+}
+
 /**
  * The demo role's policy: the fake model only (its loopback port named, so `allow_private`), the
  * credential injected by the proxy, output tokens metered from the SSE stream with a budget.
  * Every other destination is denied by default.
  */
 export function demoCaps(modelPort: number): string {
-  return `# corral dev's demo policy: the scripted fake model on loopback, and nothing else.
-- name: model
-  type: http
-  allow:
-    - name: messages
-      domains: ["127.0.0.1:${modelPort}"]
-      allow_private: ["127.0.0.0/8"]
-      methods: [POST]
-      paths: [/v1/messages]
-  transforms:
-    - name: api-key
-      auth: {credential: ${DEMO.credential}, provider: anthropic}
-    - name: identity
-      header: {name: Accept-Encoding, action: set, value: '"identity"'}
-  budgets:
-    counters:
-      - name: output_tokens
-        source: response
-        requires_body: true
-        framing: sse
-        format: application/json
-        encoding: identity
-        status_codes: ["2xx"]
-        sse_event: message_delta
-        accumulator: max
-        value: int(event.data.usage.output_tokens)
-        terminal_event_type: message_stop
-        reserve_per_request: 256
-        failure_charge: 16
-        workspace: {max: 100000, ttl: 24h}
-        task: {max: 20000, ttl: 1h}
-`
+  return modelPolicy({
+    comment: "corral dev's demo policy: the scripted fake model on loopback, and nothing else.",
+    domain: `127.0.0.1:${modelPort}`, allowPrivate: ['127.0.0.0/8'], credential: { name: DEMO.credential, provider: 'anthropic' }, identity: true,
+    outputTokens: { reserve: 256, failureCharge: 16, workspaceMax: 100_000, taskMax: 20_000 },
+  })
 }
 
 export interface SeedResult {

@@ -3,39 +3,15 @@
 // capability and debits; no cursor movement when stderr is not a terminal; NO_COLOR), `task watch`,
 // `task list`, `workspace fork --wait` and `workspace stop`'s progress on stderr.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { modelPolicy } from '../../src/dev/index.js'
 import type { TaskRecord } from '../../src/client/index.js'
 import { runCorral, startStack, type Stack } from '../helpers/serve.js'
 import { bwrapAvailable } from '../runtime/helpers.js'
 
 const RUNTIME = (await bwrapAvailable()) ? 'local' : 'process'
 
-const CAPS = `
-- name: model
-  type: http
-  allow:
-    - name: messages
-      domains: ["127.0.0.1"]
-      methods: [POST]
-      paths: [/v1/messages]
-  transforms:
-    - name: identity
-      header: {name: Accept-Encoding, action: set, value: '"identity"'}
-  budgets:
-    counters:
-      - name: output_tokens
-        source: response
-        requires_body: true
-        framing: sse
-        format: application/json
-        encoding: identity
-        status_codes: ["2xx"]
-        sse_event: message_delta
-        accumulator: max
-        value: int(event.data.usage.output_tokens)
-        terminal_event_type: message_stop
-        reserve_per_request: 100
-        workspace: {max: 100000, ttl: 24h}
-`
+// The model-only policy, as corral dev's demo builds it (src/dev/seed.ts).
+const CAPS = modelPolicy({ domain: '127.0.0.1', identity: true, outputTokens: { reserve: 100, workspaceMax: 100_000 } })
 
 function script(body: any) {
   const last = body.messages.at(-1)

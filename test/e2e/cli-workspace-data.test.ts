@@ -7,20 +7,14 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { list as tarList } from 'tar'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { modelPolicy } from '../../src/dev/index.js'
 import { CORRAL_BIN, hermeticEnv, startStack, type Stack } from '../helpers/serve.js'
 import { bwrapAvailable } from '../runtime/helpers.js'
 
 const RUNTIME = (await bwrapAvailable()) ? 'local' : 'process'
 
-const CAPS = `
-- name: model
-  type: http
-  allow:
-    - name: messages
-      domains: ["127.0.0.1"]
-      methods: [POST]
-      paths: [/v1/messages]
-`
+// The model-only policy, as corral dev's demo builds it (src/dev/seed.ts).
+const CAPS = modelPolicy({ domain: '127.0.0.1' })
 
 function script(body: any) {
   const last = body.messages.at(-1)

@@ -8,18 +8,12 @@ import { writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { join, resolve } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { modelPolicy } from '../../src/dev/index.js'
 import { FakeKube } from '../helpers/fake-kube/index.js'
 import { startStack, type Stack } from '../helpers/serve.js'
 
-const CAPS = `
-- name: model
-  type: http
-  allow:
-    - name: messages
-      domains: ["127.0.0.1"]
-      methods: [POST]
-      paths: [/v1/messages]
-`
+// The model-only policy, as corral dev's demo builds it (src/dev/seed.ts).
+const CAPS = modelPolicy({ domain: '127.0.0.1' })
 
 /** Tools first, `finish` once results came back; a task saying "linger" sleeps first (to be evicted). */
 function script(body: any) {

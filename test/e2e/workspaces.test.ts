@@ -8,40 +8,14 @@
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { modelPolicy } from '../../src/dev/index.js'
 import { startStack, type Stack } from '../helpers/serve.js'
 import { bwrapAvailable } from '../runtime/helpers.js'
 
 const RUNTIME = (await bwrapAvailable()) ? 'local' : 'process'
 
-const CAPS = `
-- name: model
-  type: http
-  allow:
-    - name: messages
-      domains: ["127.0.0.1"]
-      methods: [POST]
-      paths: [/v1/messages]
-  transforms:
-    - name: identity
-      header: {name: Accept-Encoding, action: set, value: '"identity"'}
-  budgets:
-    counters:
-      - name: output_tokens
-        source: response
-        requires_body: true
-        framing: sse
-        format: application/json
-        encoding: identity
-        status_codes: ["2xx"]
-        sse_event: message_delta
-        accumulator: max
-        value: int(event.data.usage.output_tokens)
-        terminal_event_type: message_stop
-        reserve_per_request: 100
-        failure_charge: 10
-        workspace: {max: 100000, ttl: 24h}
-        task: {max: 50000, ttl: 1h}
-`
+// The model-only policy, as corral dev's demo builds it (src/dev/seed.ts).
+const CAPS = modelPolicy({ domain: '127.0.0.1', identity: true, outputTokens: { reserve: 100, failureCharge: 10, workspaceMax: 100_000, taskMax: 50_000 } })
 
 /** The model's side of both tasks: tools first, then `finish` once tool results came back. */
 function script(body: any) {
