@@ -23,8 +23,10 @@ interface Section {
   readonly render: (route: Route) => ReactNode
 }
 
+// A workspace page is keyed by its id: moving from one workspace to another (a fork, a link) starts
+// a fresh page, so no action can act on the record of the workspace shown before.
 const SECTIONS: readonly Section[] = [
-  { path: 'workspaces', label: 'Workspaces', render: (r) => (r.parts[1] ? <WorkspacePage id={r.parts[1]} /> : <WorkspacesPage route={r} />) },
+  { path: 'workspaces', label: 'Workspaces', render: (r) => (r.parts[1] ? <WorkspacePage key={r.parts[1]} id={r.parts[1]} /> : <WorkspacesPage route={r} />) },
   { path: 'audit', label: 'Audit', render: (r) => <AuditPage route={r} /> },
   { path: 'stats', label: 'Stats', render: () => <StatsPage /> },
   { path: 'budgets', label: 'Budgets', render: (r) => <BudgetsPage route={r} /> },

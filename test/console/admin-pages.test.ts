@@ -169,6 +169,63 @@ describe.runIf(available)('console write pages: credentials (with an OAuth provi
     expect((await api('GET', '/providers?name=demo-model')).body.providers[0]).toMatchObject({ display_name: 'The demo model', default_model: 'demo-1' })
   })
 
+  it('keys, secrets and members: create a key (its secret shown once) and revoke it, set and delete a secret, invite, re-role and remove a member', async () => {
+    await page.goto(`${dev.url}/#/keys`)
+    await page.getByRole('heading', { name: 'API keys', exact: true }).waitFor()
+    await page.getByRole('button', { name: 'Create API key' }).click()
+    const keyForm = page.getByRole('form', { name: 'Create API key' })
+    await keyForm.getByLabel('Label').fill('ci-bot')
+    await keyForm.getByLabel('Permission set').selectOption('submit_observe')
+    await keyForm.getByRole('button', { name: 'Create' }).click()
+    const secret = (await page.getByTestId('new-key').textContent())!
+    expect((await fetch(`${dev.url}/v1/me`, { headers: { authorization: `Bearer ${secret}` } })).status).toBe(200)
+    const row = page.getByRole('table', { name: 'API keys' }).locator('tbody tr', { hasText: 'ci-bot' })
+    await row.getByRole('button', { name: 'Revoke' }).click()
+    await row.waitFor({ state: 'detached' })
+    expect((await fetch(`${dev.url}/v1/me`, { headers: { authorization: `Bearer ${secret}` } })).status).toBe(401)
+
+    await page.goto(`${dev.url}/#/secrets`)
+    await page.getByRole('button', { name: 'Set secret' }).click()
+    const secretForm = page.getByRole('form', { name: 'Set secret' })
+    await secretForm.getByLabel('Name').fill('tenant_id')
+    await secretForm.getByLabel('Value').fill('SECRET-tenant-42')
+    await secretForm.getByRole('button', { name: 'Create' }).click()
+    const secretRow = page.getByRole('table', { name: 'Secrets' }).locator('tbody tr', { hasText: 'tenant_id' })
+    await secretRow.waitFor()
+    expect(await page.content()).not.toContain('SECRET-tenant-42')
+    await secretRow.getByRole('button', { name: 'Delete' }).click()
+    await secretRow.waitFor({ state: 'detached' })
+    expect((await api('GET', '/secrets')).body.secrets.map((x: { name: string }) => x.name)).not.toContain('tenant_id')
+
+    await page.goto(`${dev.url}/#/members`)
+    await page.getByRole('button', { name: 'Invite member' }).click()
+    const invite = page.getByRole('form', { name: 'Invite member' })
+    await invite.getByLabel('Email').fill('bob@example.com')
+    await invite.getByLabel('Role').selectOption('member')
+    await invite.getByRole('button', { name: 'Create' }).click()
+    const bob = page.getByRole('table', { name: 'Members' }).locator('tbody tr', { hasText: 'bob@example.com' })
+    await bob.getByRole('button', { name: 'Make admin' }).click()
+    await bob.getByRole('cell', { name: 'admin', exact: true }).waitFor()
+    await bob.getByRole('button', { name: 'Remove' }).click()
+    await bob.waitFor({ state: 'detached' })
+    expect(await serious(page)).toEqual([])
+  })
+
+  it('runs caps test cases from the policies page against the text being edited', async () => {
+    await page.goto(`${dev.url}/#/policies`)
+    await page.getByRole('heading', { name: 'Policies', exact: true }).waitFor()
+    await page.getByRole('textbox', { name: 'caps test cases' }).click()
+    await page.keyboard.insertText(
+      'cases:\n  - name: elsewhere is denied\n    request: {method: GET, url: "https://example.com/"}\n    expect: {decision: deny}\n' +
+        '  - name: elsewhere is allowed (wrong)\n    request: {method: GET, url: "https://example.com/"}\n    expect: {decision: allow}\n',
+    )
+    await page.getByRole('button', { name: 'Run cases' }).click()
+    await expect.poll(() => page.getByTestId('cases-status').textContent()).toBe('1 passed, 1 failed')
+    const results = page.getByRole('list', { name: 'Case results' })
+    expect(await results.locator('li').first().textContent()).toMatch(/^pass elsewhere is denied/)
+    expect(await results.locator('li').nth(1).textContent()).toMatch(/^FAIL elsewhere is allowed \(wrong\)decision: expected "allow", got "deny"/)
+  })
+
   it('a read_only key sees no create, edit, upload, authorize or delete; the pages logged no CSP violation', async () => {
     const key = await api('POST', '/api-keys', { label: 'viewer', permission_set: 'read_only' })
     expect(key.status).toBe(201)

@@ -170,6 +170,33 @@ describe.runIf(available)('web console (chromium)', () => {
     await page.getByRole('checkbox', { name: 'Live tail' }).uncheck()
   })
 
+  it('the audit explorer pages with the cursor, narrows to a time range, and exports the shown columns as CSV', async () => {
+    await open('audit?limit=25', 'Audit explorer')
+    const table = page.getByRole('table', { name: 'Audit events' })
+    await expect.poll(() => table.locator('tbody tr').count()).toBe(25)
+    const firstOfPage1 = await table.locator('tbody tr').first().textContent()
+    await page.getByRole('button', { name: 'Next page' }).click()
+    await page.getByText('page 2', { exact: true }).waitFor()
+    await expect.poll(() => table.locator('tbody tr').first().textContent()).not.toBe(firstOfPage1)
+    await page.getByRole('button', { name: 'First page' }).click()
+    await page.getByText('page 1', { exact: true }).waitFor()
+    await open('audit?filter=event_type%3Dtask_submitted', 'Audit explorer')
+    await expect.poll(() => table.locator('tbody tr').count()).toBeGreaterThan(0)
+    const downloading = page.waitForEvent('download')
+    await page.getByRole('button', { name: 'Export CSV' }).click()
+    const csv = readFileSync((await (await downloading).path())!, 'utf8').trimEnd().split('\r\n')
+    const matching = (await api('GET', '/audit?filter=event_type=task_submitted&limit=10000')).body.events
+    // The CSV has the columns shown, in their order.
+    const shownColumns = await table.getByRole('columnheader').allTextContents()
+    expect(csv[0]).toBe(shownColumns.join(','))
+    const at = shownColumns.indexOf('workspace_id')
+    expect(csv.slice(1).map((l) => l.split(',')[at])).toEqual(matching.map((e: { workspace_id: string }) => e.workspace_id))
+    await page.getByRole('status').filter({ hasText: `Exported ${matching.length} events.` }).waitFor()
+    await page.getByLabel('From').fill('2099-01-01T00:00')
+    await page.waitForURL(/from=2099/)
+    await page.getByText('No events match.').waitFor()
+  })
+
   it('renders the stats charts', async () => {
     await open('stats', 'Stats')
     await page.locator('[data-chart="chart-decisions"] .recharts-bar-rectangle').first().waitFor()
@@ -297,7 +324,10 @@ describe.runIf(available)('web console (chromium)', () => {
     expect((await api('GET', `/workspaces/${child}`)).body).toMatchObject({ parent_workspace_id: workspaceId, fork_point_task_count: 1 })
     await page.goto(`${dev.url}/#/workspaces/${workspaceId}`)
     await page.getByRole('button', { name: 'Stop' }).click()
-    await expect.poll(() => state.textContent(), { timeout: 20_000 }).toBe('stopped')
+    // An error the page shows would be the failure's message.
+    const shown = async () => ((await page.getByRole('alert').count()) ? page.getByRole('alert').first().textContent() : state.textContent())
+    await expect.poll(shown, { timeout: 30_000 }).toBe('stopped')
+    expect((await api('GET', `/workspaces/${child}`)).body.state).not.toMatch(/^stop/)
     await page.getByRole('button', { name: 'Archive' }).click()
     await expect.poll(() => state.textContent()).toBe('archived')
     await page.getByRole('button', { name: 'Unarchive' }).waitFor()
