@@ -161,6 +161,92 @@ describePostgres('two serve replicas on one database', (baseUrl) => {
     expect(statuses.filter((s) => s !== 200 && s !== 429 && s !== -1)).toEqual([])
   }, 120_000)
 
+  it.runIf(enabled)('every cache is coherent across replicas: a secret, a credential, a provider changed on A and an org posture set in the store reach B at once', async () => {
+    // An upstream that records what each request carried (after the proxy's transforms).
+    const seen: Array<Record<string, string | string[] | undefined>> = []
+    const tls = await a.upstreamTls('127.0.0.1')
+    const upstream: Server = createServer(tls, (req, res) => {
+      seen.push(req.headers)
+      res.end('{"ok":true}')
+    })
+    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r))
+    const port = (upstream.address() as AddressInfo).port
+    const caps = `
+- name: gh
+  type: http
+  allow:
+    - domains: ["127.0.0.1:${port}"]
+      allow_private: ["127.0.0.0/8"]
+      methods: [GET]
+  transforms:
+    - name: key
+      header: { name: x-api-key, action: set, value: 'secrets["cache_key"]' }
+    - name: auth
+      auth: { credential: cache-bot, provider: github }
+`
+    const dbUrl = /--db (\S+)/.exec(a.serve.process.spawnargs.join(' '))![1]!
+    const store = await openStore(dbUrl)
+    let token: string
+    let orgId: string
+    let workspaceId: string
+    try {
+      const org = (await store.orgs.getByName('default'))!
+      orgId = org.id
+      const t = proxyTables(store.db)
+      const provider = await t.workspaces.createProvider(org.id, { name: 'cache-github' })
+      const roleId = await t.workspaces.createRole(org.id, { name: 'cache-role', provider_id: provider, capabilities: caps })
+      workspaceId = await t.workspaces.create(org.id, { role_id: roleId, created_by_user_id: 'usr_replicas' })
+      token = (await new CapabilityTokens(await loadTokenKey(store.settings)).mint({ org_id: org.id, workspace_id: workspaceId }, 600)).token
+    } catch (err) {
+      await store.close()
+      throw err
+    }
+    const bProxy = /proxy (http:\/\/[^\s,)]+)/.exec(b.output())![1]!
+    const agent = new ProxyAgent({ uri: bProxy, token: `Bearer ${token}`, requestTls: { ca: readFileSync(join(b.dataDir, 'ca.pem'), 'utf8') } })
+    const throughB = async (path: string) => {
+      const res = await undiciFetch(`https://127.0.0.1:${port}${path}`, { dispatcher: agent })
+      await res.text()
+      return { status: res.status, headers: seen.at(-1) }
+    }
+    try {
+      expect((await api(a.serve, 'POST', '/secrets', { name: 'cache_key', value: 'sk-first' })).status).toBe(201)
+      const cred = await api(a.serve, 'POST', '/credentials', { name: 'cache-bot', provider: 'github', kind: 'static_token', token: 'ghp_first' })
+      expect(cred.status, JSON.stringify(cred.body)).toBe(201)
+      // B loads and caches the workspace, its policy, the secret and the credential.
+      expect(await throughB('/one')).toMatchObject({ status: 200, headers: { 'x-api-key': 'sk-first', authorization: 'Bearer ghp_first' } })
+
+      // Secrets (corral_secrets) and credentials (corral_credentials): changed on A, used by B at once.
+      expect((await api(a.serve, 'POST', '/secrets', { name: 'cache_key', value: 'sk-second' })).status).toBe(201)
+      expect((await api(a.serve, 'DELETE', `/credentials/${cred.body.id}`)).status).toBe(200)
+      expect((await api(a.serve, 'POST', '/credentials', { name: 'cache-bot', provider: 'github', kind: 'static_token', token: 'ghp_second' })).status).toBe(201)
+      expect(await throughB('/two')).toMatchObject({ status: 200, headers: { 'x-api-key': 'sk-second', authorization: 'Bearer ghp_second' } })
+
+      // Providers (corral_roles_changed): renamed on A, B's next decision row names the new provider.
+      const renamed = await api(a.serve, 'PATCH', `/providers/${(await store.providers.getByName(orgId, 'cache-github'))!.id}`, { name: 'cache-github-2' })
+      expect(renamed.status, JSON.stringify(renamed.body)).toBe(200)
+      expect((await throughB('/three')).status).toBe(200)
+      const rows = async () => (await api(b, 'GET', `/audit?filter=event_type=policy_decision,workspace_id=${workspaceId}`)).body.events as Array<{ agent_provider: string; request_path?: string }>
+      let providers: string[] = []
+      for (let i = 0; i < 100 && providers.length < 3; i++) {
+        providers = (await rows()).map((e) => e.agent_provider)
+        if (providers.length < 3) await new Promise((r) => setTimeout(r, 50))
+      }
+      expect(providers).toContain('cache-github-2')
+
+      // Org posture: never cached (read with the key on every request) — set in the store (an
+      // operator's admin command), B refuses writes at once; back to active, B accepts them.
+      await store.orgs.setPosture(orgId, 'past_due')
+      const refused = await api(b, 'POST', '/api-keys', { label: 'while-past-due', permission_set: 'read_only' })
+      expect({ status: refused.status, code: refused.body.error?.code }).toEqual({ status: 403, code: 'tenant_inactive' })
+      await store.orgs.setPosture(orgId, 'active')
+      expect((await api(b, 'POST', '/api-keys', { label: 'active-again', permission_set: 'read_only' })).status).toBe(201)
+    } finally {
+      await agent.close()
+      upstream.close()
+      await store.close()
+    }
+  }, 120_000)
+
   it.runIf(enabled)('kill -9 of A mid-task: B takes the workspace over, the task fails replica_lost, a follow-up runs on B and forks from B', async () => {
     const submitted = await api(a.serve, 'POST', '/tasks', { role_name: 'coder', description: 'write a file' })
     expect(submitted.status, JSON.stringify(submitted.body)).toBe(202)
