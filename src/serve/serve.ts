@@ -79,10 +79,7 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
   // behind (kill -9, database down at shutdown) are replayed into the store here.
   const audit = await openAuditWriter(store, { logger, journalDir: join(config.dataDir, 'audit-journal'), ...config.auditJournal })
   const bus = createAuditBus(store, { logger })
-  teardown.add('audit', async () => {
-    await audit.close()
-    await bus.close()
-  }, { mustSucceed: true })
+  teardown.add('audit', () => audit.close().then(() => bus.close()), { mustSucceed: true })
   await bus.ready
   const boot = await bootstrap(store, audit, { dataDir: config.dataDir, ownerEmail: config.ownerEmail })
 
