@@ -25,3 +25,4 @@ export {
 export {
   THINKING_EFFORTS, ENVIRONMENTS, type ThinkingEffort, type Environment, type AgentTask, type TaskStatus, type TaskOutcome, type AgentDefaults,
 } from './agent-task.js'
+export { QUANTITY_PATTERN, RESOURCE_NAMES, quantityValue, requestOverLimit, type ResourceList, type ResourceName, type RoleResources } from './role-resources.js'

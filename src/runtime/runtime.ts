@@ -5,6 +5,7 @@
 // outbound proxy, and the snapshots (through a SnapshotStore: tars on local disk, or a registry).
 // A driver never decides state transitions: it does what it is told and reports what it sees.
 import type { Readable } from 'node:stream'
+import type { RoleResources } from '../contract/index.js'
 import type { Archiver } from './archiver.js'
 import type { DiskUsage, MeasureOptions } from './disk-usage.js'
 
@@ -160,6 +161,11 @@ export interface AgentLaunch {
    * CORRAL_PACK_DIR); bare names are looked up on PATH. The working directory stays /data.
    */
   commandPack?: string
+  /**
+   * The role's requests and limits (docs/roles.md "Resources"), over the server's defaults: the
+   * Kubernetes driver's agent container. The local drivers apply the server-wide limits only.
+   */
+  resources?: RoleResources
 }
 
 /** One pack's content tree on the host, and the name it is mounted under. */

@@ -44,6 +44,7 @@ export class AgentLauncher {
       proxyToken: token,
       env: { ...(role ? agentEnv(role) : {}), ...this.#o.agentEnv, ...extra.env },
       ...(extra.files ? { files: extra.files } : {}),
+      ...(role?.resources ? { resources: role.resources } : {}),
     }
     const pin = this.#o.packs?.pin
     const unpins = pin ? packs.digests.map((d) => pin(d)) : []

@@ -7,4 +7,4 @@ export {
   agentPod, agentSecret, dataClaim, keeperPod, workspacePolicy, claimName, podName, labelValue, objectStem, workspaceLabels,
   LABEL, POD_PATHS, POLICY_NAME, WORKSPACE_SELECTOR, type AgentPodSpec, type WorkspaceOwner,
 } from './manifests.js'
-export { kubernetesSettingsFromEnv, type KubernetesSettings, type PodResources } from './options.js'
+export { kubernetesSettingsFromEnv, podResources, type KubernetesSettings, type PodResources } from './options.js'

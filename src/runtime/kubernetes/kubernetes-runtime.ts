@@ -22,7 +22,7 @@ import { KubeVolume } from './kube-volume.js'
 import {
   agentPod, agentSecret, claimName, dataClaim, keeperPod, LABEL, podName, POOL, WORKSPACE_SELECTOR, workspaceLabels, workspacePolicy, type WorkspaceOwner,
 } from './manifests.js'
-import type { KubernetesSettings } from './options.js'
+import { podResources, type KubernetesSettings } from './options.js'
 import { PodWatch } from './pod-watch.js'
 import { podPacks } from './pod-packs.js'
 import { claimObject, claimTargets } from './warm-claims.js'
@@ -246,7 +246,7 @@ export class KubernetesRuntime implements WorkspaceRuntime {
     const name = podName(workspaceId, suffix())
     const packs = podPacks(launch)
     const spec = {
-      command: packs.command, packs: packs.mounts, packEnv: packs.env, proxyToken: launch.proxyToken, proxyUrl: proxy.url, ...(caPem ? { caPem } : {}),
+      command: packs.command, packs: packs.mounts, packEnv: packs.env, resources: podResources(this.#s.resources, launch.resources), proxyToken: launch.proxyToken, proxyUrl: proxy.url, ...(caPem ? { caPem } : {}),
       files: launch.files ?? {}, env: launch.env ?? {},
       baseEnv: Object.fromEntries(Object.entries(launch.baseEnv ?? {}).filter(([k]) => !k.startsWith('CORRAL_'))),
       stopGraceSeconds: Math.ceil((this.#o.stopGraceMs ?? 5000) / 1000),

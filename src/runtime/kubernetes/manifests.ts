@@ -3,7 +3,7 @@
 // Secret (token, CA, inbox, environment) and the namespace's NetworkPolicy. Pure functions: the
 // test suite validates each against the official schemas (test/runtime/kubernetes/manifests.test.ts).
 import { createHash } from 'node:crypto'
-import type { KubernetesSettings } from './options.js'
+import type { KubernetesSettings, PodResources } from './options.js'
 
 export const LABEL = {
   managedBy: 'app.kubernetes.io/managed-by',
@@ -96,6 +96,8 @@ export interface AgentPodSpec {
   /** A pack's own environment, beneath corral's. */
   baseEnv: Readonly<Record<string, string>>
   stopGraceSeconds: number
+  /** The agent container's requests and limits (podResources); the server's defaults when unset. */
+  resources?: PodResources
   /** Packs mounted read-only at /packs/<name>: image volumes of their OCI images by digest. */
   packs?: readonly { name: string; imageRef: string }[]
   /** The pack variables (CORRAL_PACKS, CORRAL_PACKS_DIR, CORRAL_PACK_DIR), plain: no secret in them. */
@@ -201,7 +203,7 @@ export function agentPod(s: KubernetesSettings, name: string, workspaceId: strin
         {
           name: AGENT_CONTAINER, image: s.agentImage, imagePullPolicy: s.imagePullPolicy,
           command: [...spec.command], workingDir: POD_PATHS.data, env,
-          resources: s.resources,
+          resources: spec.resources ?? s.resources,
           securityContext: CONTAINER_SECURITY,
           volumeMounts: [
             ...dataMounts,

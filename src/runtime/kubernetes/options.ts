@@ -2,6 +2,7 @@
 // serve's flags and CORRAL_K8S_* variables, read once. A bad value stops serve with a message
 // naming it, like every other setting of serve's.
 import { readFileSync } from 'node:fs'
+import { RESOURCE_NAMES, quantityValue, type RoleResources } from '../../contract/index.js'
 import type { WorkspaceLimits } from '../limits.js'
 
 /** What start-up does without a CNI that enforces NetworkPolicy (cni-probe.ts). */
@@ -153,4 +154,22 @@ function ownNamespace(env: NodeJS.ProcessEnv): string | undefined {
   } catch {
     return undefined
   }
+}
+
+/**
+ * The agent container's resources: the role's (docs/roles.md "Resources") over the server's. A
+ * default request above the role's lower limit is lowered to it, so a request never exceeds its
+ * limit (the API server would refuse the pod).
+ */
+export function podResources(defaults: PodResources, role: RoleResources | undefined): PodResources {
+  if (!role) return defaults
+  const limits: Record<string, string> = { ...defaults.limits, ...role.limits }
+  const requests: Record<string, string> = { ...defaults.requests }
+  for (const name of RESOURCE_NAMES) {
+    const own = role.requests?.[name]
+    const limit = limits[name]
+    if (own !== undefined) requests[name] = own
+    else if (requests[name] !== undefined && limit !== undefined && (quantityValue(requests[name]!) ?? 0) > (quantityValue(limit) ?? Infinity)) requests[name] = limit
+  }
+  return { requests: requests as PodResources['requests'], limits: limits as PodResources['limits'] }
 }

@@ -3,7 +3,7 @@
 // its provider (exists, not archived, row-locked), its packs, its pool settings and its policy
 // (compiled on every save, so a role never holds a policy that does not compile); then the audit
 // event and the respawn of idle workspaces. Decisions the spec leaves open are in docs/roles.md.
-import { type EventType, apiError, notFound } from '../../contract/index.js'
+import { type EventType, type RoleResources, apiError, notFound, requestOverLimit } from '../../contract/index.js'
 import { checkPackIds } from '../../packs/index.js'
 import { compilePolicy } from '../../policy/index.js'
 import type { AgentRole, AgentRoleFields, AgentRolePatch, StoreTransaction } from '../../store/index.js'
@@ -19,6 +19,7 @@ export type SavedAgentRole = AgentRole & { warnings?: MaterialWarning[] }
 export async function createAgentRole(deps: ConfigDeps, caller: ConfigCaller, body: AgentRoleFields): Promise<SavedAgentRole> {
   const orgId = caller.orgId
   checkPool(body)
+  checkResources(body.resources)
   checkCapabilities(body.capabilities)
   const role = await deps.store
     .transaction(async (tx) => {
@@ -56,6 +57,7 @@ export async function updateAgentRole(deps: ConfigDeps, caller: ConfigCaller, id
       if (current.archived_at) throw apiError('role_archived', `agent role ${current.name} is archived; unarchive it first`)
       if (body.provider_id !== undefined && body.provider_id !== current.provider_id) await assertProviderUsable(tx, orgId, body.provider_id)
       checkPool({ ...current, ...body })
+      checkResources(body.resources)
       if (body.pack_ids !== undefined) await checkPackIds(tx, orgId, body.pack_ids)
       if (body.name !== undefined && body.name !== current.name && (await tx.agentRoles.getByName(orgId, body.name))) {
         throw apiError('conflict', `an agent role named ${body.name} already exists`, { fields: { name: 'already exists' } })
@@ -130,6 +132,12 @@ async function assertProviderUsable(tx: StoreTransaction, orgId: string, provide
 function checkPool(r: { pool_policy?: string; pool_size?: number | null; pool_max_size?: number | null }): void {
   if (r.pool_policy === 'dynamic' && (r.pool_max_size ?? 0) < 1) throw fieldError('pool_max_size', 'must be at least 1 when pool_policy is dynamic')
   if (r.pool_size != null && r.pool_max_size != null && r.pool_size > r.pool_max_size) throw fieldError('pool_size', `must not exceed pool_max_size (${r.pool_max_size})`)
+}
+
+/** A request above its own limit would make every pod of the role invalid (422 from the API server). */
+function checkResources(r: RoleResources | null | undefined): void {
+  const over = r ? requestOverLimit(r) : undefined
+  if (over) throw fieldError(over.field, over.message)
 }
 
 /** Compiles on save (spec): a failing policy is refused with the compiler's diagnostics. */

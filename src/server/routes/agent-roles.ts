@@ -3,6 +3,7 @@
 // policy and attached packs. The routes parse and render; what a save must keep is the role
 // service in ../config/agent-roles.ts.
 import type { FastifyInstance } from 'fastify'
+import { QUANTITY_PATTERN, RESOURCE_NAMES } from '../../contract/index.js'
 import { ENVIRONMENTS, POOL_POLICIES, THINKING_EFFORTS, type AgentRoleFields, type AgentRolePatch } from '../../store/index.js'
 import {
   archiveAgentRole,
@@ -24,6 +25,12 @@ import type { ServerDeps } from '../types.js'
 const nullableCount = { type: ['integer', 'null'], minimum: 0, maximum: 2147483647 } as const
 const nullableText = (maxLength: number) => ({ type: ['string', 'null'], maxLength }) as const
 const MAX_CAPABILITIES_BYTES = 256 * 1024
+/** Requests and limits, Kubernetes quantities (docs/roles.md "Resources"; a documented addition to the spec). */
+const resourceList = {
+  type: 'object', additionalProperties: false,
+  properties: Object.fromEntries(RESOURCE_NAMES.map((n) => [n, { type: 'string', maxLength: 32, pattern: QUANTITY_PATTERN }])),
+} as const
+const resourcesSchema = { type: 'object', additionalProperties: false, properties: { requests: resourceList, limits: resourceList } } as const
 
 const roleSchema = {
   type: 'object',
@@ -48,6 +55,7 @@ const roleSchema = {
     pool_size: { type: 'integer' },
     pool_max_size: { type: 'integer' },
     pack_ids: { type: 'array', items: { type: 'string' } },
+    resources: resourcesSchema,
     created_by: { type: 'string' },
     created_at: dateTime,
     updated_at: dateTime,
@@ -82,6 +90,7 @@ const fieldProperties = {
   pool_size: nullableCount,
   pool_max_size: nullableCount,
   pack_ids: { type: 'array', maxItems: 100, uniqueItems: true, items: { type: 'string', minLength: 1, maxLength: 200 } },
+  resources: { ...resourcesSchema, type: ['object', 'null'] },
 } as const
 
 const listQuery = {

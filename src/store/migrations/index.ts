@@ -14,6 +14,7 @@ import { oauthCredentials } from './20261126T071500-oauth-oauth-credentials.js'
 import { replicasLeases } from './20261126T071500-replicas-leases.js'
 import { workspaceLogs } from './20261126T103000-cli-workspace-logs.js'
 import { replicasPools } from './20261126T104500-replicas-pools.js'
+import { k8sRoleResources } from './20261126T112800-k8s-role-resources.js'
 import type { StoreMigration } from './types.js'
 
 export type { StoreMigration } from './types.js'
@@ -33,4 +34,5 @@ export const migrations: readonly StoreMigration[] = [
   replicasLeases,
   workspaceLogs,
   replicasPools,
+  k8sRoleResources,
 ]

@@ -3,7 +3,7 @@
 // orgId first, so another org's id is "not found" by construction. `capabilities` is stored as the
 // caps.yaml text the caller sent; the routes compile it before it gets here.
 import type { Kysely } from 'kysely'
-import { newId, nowIso } from '../../contract/index.js'
+import { newId, nowIso, type RoleResources } from '../../contract/index.js'
 import type { RepoContext } from './context.js'
 
 export const ENVIRONMENTS = ['development', 'staging', 'production'] as const
@@ -34,6 +34,8 @@ export interface AgentRolesTable {
   pool_size: number | null
   pool_max_size: number | null
   pack_ids: string | null
+  /** JSON of RoleResources (docs/roles.md "Resources"); null: the server's defaults. */
+  resources: string | null
   archived_at: string | null
   created_by: string | null
   created_at: string
@@ -63,6 +65,8 @@ export interface AgentRole {
   pool_size?: number
   pool_max_size?: number
   pack_ids: string[]
+  /** Requests and limits of the agent container (Kubernetes runtime; docs/roles.md "Resources"). */
+  resources?: RoleResources
   created_by?: string
   created_at: string
   updated_at: string
@@ -88,23 +92,25 @@ export interface AgentRoleFields {
   pool_size?: number | null
   pool_max_size?: number | null
   pack_ids?: string[]
+  resources?: RoleResources | null
 }
 export type AgentRolePatch = Partial<AgentRoleFields>
 
 const WRITABLE = [
   'name', 'display_name', 'description', 'provider_id', 'model', 'capabilities', 'environment', 'environment_description',
   'task_timeout_seconds', 'idle_timeout_seconds', 'thinking_effort', 'max_continuations', 'max_context_tokens',
-  'pool_policy', 'pool_size', 'pool_max_size', 'pack_ids',
+  'pool_policy', 'pool_size', 'pool_max_size', 'pack_ids', 'resources',
 ] as const satisfies readonly (keyof AgentRoleFields)[]
 
 function toRecord(row: AgentRolesTable): AgentRole {
   const out: Record<string, unknown> = {}
   for (const [k, v] of Object.entries(row)) {
-    if (v === null || v === undefined || k === 'pack_ids') continue
+    if (v === null || v === undefined || k === 'pack_ids' || k === 'resources') continue
     // pg returns integer columns as numbers, but be strict about it for bigint-ish drivers.
     out[k] = v
   }
   out.pack_ids = row.pack_ids ? (JSON.parse(row.pack_ids) as string[]) : []
+  if (row.resources) out.resources = JSON.parse(row.resources) as RoleResources
   out.pool_policy = row.pool_policy ?? ''
   out.environment = row.environment ?? 'development'
   return out as unknown as AgentRole
@@ -115,7 +121,7 @@ function toColumns(fields: AgentRolePatch): Partial<AgentRolesTable> {
   for (const key of WRITABLE) {
     const v = fields[key]
     if (v === undefined) continue
-    set[key] = key === 'pack_ids' ? JSON.stringify(v) : v
+    set[key] = key === 'pack_ids' || (key === 'resources' && v !== null) ? JSON.stringify(v) : v
   }
   return set as Partial<AgentRolesTable>
 }
@@ -147,6 +153,7 @@ export function createAgentRolesRepository(ctx: RepoContext) {
         pool_size: null,
         pool_max_size: null,
         pack_ids: JSON.stringify([]),
+        resources: null,
         ...toColumns(input),
         archived_at: null,
         created_by: input.created_by ?? null,

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest'
 import { PersistentVolumeClaim, Pod, Secret } from 'kubernetes-models/v1'
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1'
 import { kubernetesSettingsFromEnv } from '../../../src/runtime/index.js'
-import { agentPod, agentSecret, claimName, dataClaim, keeperPod, labelValue, podName, workspacePolicy } from '../../../src/runtime/kubernetes/index.js'
+import { agentPod, agentSecret, claimName, dataClaim, keeperPod, labelValue, podName, podResources, workspacePolicy } from '../../../src/runtime/kubernetes/index.js'
 import { DEFAULT_LIMITS } from '../../../src/runtime/limits.js'
 
 const settings = kubernetesSettingsFromEnv({ CORRAL_AGENT_IMAGE: 'ghcr.io/example/corral-agent:1', CORRAL_K8S_STORAGE_CLASS: 'fast' }, { ...DEFAULT_LIMITS, cpus: 2 })
@@ -44,6 +44,18 @@ describe('manifests', () => {
     const https = agent.env.find((e) => e.name === 'HTTPS_PROXY')
     expect(https?.valueFrom?.secretKeyRef?.name).toBe(name)
     expect(pod.spec.volumes.find((v) => v.name === 'data')).toEqual({ name: 'data', persistentVolumeClaim: { claimName: claimName(WS) } })
+  })
+
+  it("a role's resources go over the server's defaults; a default request above the role's lower limit is lowered to it", () => {
+    const merged = podResources(settings.resources, { requests: { cpu: '1' }, limits: { cpu: '2', memory: '128Mi', 'ephemeral-storage': '8Gi' } })
+    expect(merged).toEqual({
+      requests: { cpu: '1', memory: '128Mi', 'ephemeral-storage': '256Mi' },
+      limits: { cpu: '2', memory: '128Mi', 'ephemeral-storage': '8Gi' },
+    })
+    const pod = agentPod(settings, podName(WS, 'abcde'), WS, owner, { ...spec, resources: merged })
+    expect(() => new Pod(pod as never).validate()).not.toThrow()
+    expect(pod.spec.containers[0]!.resources).toEqual(merged)
+    expect(podResources(settings.resources, undefined)).toBe(settings.resources)
   })
 
   it('the keeper pod and the Secret are valid', () => {
