@@ -97,7 +97,10 @@ describe.skipIf(!available)('packs in pods', () => {
     })
     const exit = await Promise.race([proc.exited, new Promise<'late'>((r) => setTimeout(() => r('late'), 10_000).unref())])
     expect(exit).toEqual({ code: 0, signal: null })
-    expect(readFileSync(join(fake.kubelet.claimDir(claimName(id)), 'out.txt'), 'utf8')).toBe('hello from the pack\ntools|/packs|hi\nreadonly\nrefused\n1000\n')
+    // As root the fake runs the agent as the pod's user (1000); otherwise as the test's own user,
+    // for whom the pack's files, without write bits, are just as read-only.
+    const uid = process.getuid?.() === 0 ? 1000 : process.getuid?.()
+    expect(readFileSync(join(fake.kubelet.claimDir(claimName(id)), 'out.txt'), 'utf8')).toBe(`hello from the pack\ntools|/packs|hi\nreadonly\nrefused\n${uid}\n`)
     expect(fake.kubelet.pulled).toEqual([imageRef])
     const pod = fake.store.list('pods', 'corral', `corral.dev/workspace=${id},corral.dev/pod-kind=agent`)[0]!
     const spec = pod.spec as { volumes: { name: string; image?: { reference: string } }[]; containers: { name: string; volumeMounts: { name: string; mountPath: string; readOnly?: boolean }[] }[] }
