@@ -13,7 +13,7 @@ import { join, resolve } from 'node:path'
 import { ProxyAgent, fetch as undiciFetch } from 'undici'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { CapabilityTokens, loadTokenKey } from '../../src/secrets/index.js'
-import { openStore } from '../../src/store/index.js'
+import { openStore, replicaLeases } from '../../src/store/index.js'
 import { proxyTables } from '../../src/store/proxy-tables.js'
 import { describePostgres } from '../helpers/dialects.js'
 import { registryAvailable, startRegistry, type TestRegistry } from '../helpers/registry.js'
@@ -225,8 +225,9 @@ describePostgres('two serve replicas on one database', (baseUrl) => {
       const renamed = await api(a.serve, 'PATCH', `/providers/${(await store.providers.getByName(orgId, 'cache-github'))!.id}`, { name: 'cache-github-2' })
       expect(renamed.status, JSON.stringify(renamed.body)).toBe(200)
       expect((await throughB('/three')).status).toBe(200)
-      const rows = async () => (await api(b, 'GET', `/audit?filter=event_type=policy_decision,workspace_id=${workspaceId}`)).body.events as Array<{ agent_provider: string; request_path?: string }>
-      let providers: string[] = []
+      const rows = async () => (await store.audit.page(orgId, { filters: [], workspaceId, order: 'asc', limit: 100 }))
+        .filter((e) => e.event_type === 'policy_decision') as Array<{ agent_provider?: string }>
+      let providers: Array<string | undefined> = []
       for (let i = 0; i < 100 && providers.length < 3; i++) {
         providers = (await rows()).map((e) => e.agent_provider)
         if (providers.length < 3) await new Promise((r) => setTimeout(r, 50))
@@ -245,6 +246,46 @@ describePostgres('two serve replicas on one database', (baseUrl) => {
       upstream.close()
       await store.close()
     }
+  }, 120_000)
+
+  it.runIf(enabled)('a warm pool across two real serves holds at its target; parallel claims through both get distinct members', async () => {
+    const coder = (await api(a.serve, 'GET', '/agent-roles?name=coder')).body.agent_roles[0]
+    const made = await api(a.serve, 'POST', '/agent-roles', { name: 'pooled', provider_id: coder.provider_id, capabilities: coder.capabilities, pool_policy: 'static', pool_size: 3 })
+    expect(made.status, JSON.stringify(made.body)).toBe(201)
+    const roleId = made.body.id as string
+    const members = async () => ((await api(b, 'GET', '/workspaces?role=pooled')).body.workspaces as Array<{ id: string; state: string; pooled: boolean }>)
+      .filter((w) => w.pooled && (w.state === 'provisioning' || w.state === 'idle'))
+    const waitIdle = async () => {
+      for (let i = 0; i < 300; i++) {
+        const m = await members()
+        if (m.length >= 3 && m.every((w) => w.state === 'idle')) return m
+        await new Promise((r) => setTimeout(r, 100))
+      }
+      throw new Error(`the pool did not fill: ${JSON.stringify(await members())}`)
+    }
+    const pool = await waitIdle()
+    // Both replicas run fill passes every 5 s: after two more passes on each the pool is still 3.
+    await new Promise((r) => setTimeout(r, 11_000))
+    const later = await members()
+    expect(later.map((w) => w.id).sort()).toEqual(pool.map((w) => w.id).sort())
+    const ownersOf = async (ids: string[]) => {
+      const store = await openStore(/--db (\S+)/.exec(a.serve.process.spawnargs.join(' '))![1]!)
+      try {
+        return await replicaLeases(store).liveOwners(ids)
+      } finally {
+        await store.close()
+      }
+    }
+    expect((await ownersOf(pool.map((w) => w.id))).size).toBe(3)
+    // Stop refilling, then claim: 3 creates, 2 through A and 1 through B, at once.
+    expect((await api(a.serve, 'PATCH', `/agent-roles/${roleId}`, { pool_size: 0 })).status).toBe(200)
+    const claims = await Promise.all([a.serve, b, a.serve].map((s) => api(s, 'POST', '/workspaces', { role_id: roleId })))
+    for (const c of claims) expect(c.status, JSON.stringify(c.body)).toBe(201)
+    const ids = claims.map((c) => c.body.id as string)
+    expect(new Set(ids).size).toBe(3)
+    expect(new Set(ids)).toEqual(new Set(pool.map((w) => w.id)))
+    // Their agents would compete with the next test's: stop them (through B, whoever owns them).
+    for (const id of ids) expect((await api(b, 'POST', `/workspaces/${id}/stop`)).status).toBe(200)
   }, 120_000)
 
   it.runIf(enabled)('kill -9 of A mid-task: B takes the workspace over, the task fails replica_lost, a follow-up runs on B and forks from B', async () => {
