@@ -140,21 +140,30 @@ ${budget ? `  budgets:
       await store.close()
     }
   }
-  const load = async (through: RunningServe[], tok: string): Promise<{ rps: number; non200: number }> => {
+  const load = async (through: RunningServe[], tok: string): Promise<{ rps: number; non200: number; why: Record<string, number> }> => {
     const agents = through.map((s) => new ProxyAgent({ uri: proxyOf(s), token: `Bearer ${tok}`, requestTls: { ca: readFileSync(join(s.dataDir, 'ca.pem'), 'utf8') }, connections: CLIENTS }))
     let ok = 0
     let other = 0
+    // What the non-200 answers were: a status with the deny reason, or the client error's code.
+    const why: Record<string, number> = {}
+    const note = (k: string) => void (why[k] = (why[k] ?? 0) + 1)
     const end = performance.now() + SECONDS * 1000
     await Promise.all(Array.from({ length: CLIENTS }, async (_, c) => {
       for (let n = 0; performance.now() < end; n++) {
-        const res = await undiciFetch(`https://127.0.0.1:${port}/c${c}/${n}`, { dispatcher: agents[c % agents.length]! }).catch(() => undefined)
-        await res?.text()
+        const res = await undiciFetch(`https://127.0.0.1:${port}/c${c}/${n}`, { dispatcher: agents[c % agents.length]! }).catch((err: Error & { cause?: { code?: string } }) => {
+          note(err.cause?.code ?? err.name)
+          return undefined
+        })
+        const text = (await res?.text()) ?? ''
         if (res?.status === 200) ok++
-        else other++
+        else {
+          other++
+          if (res) note(`${res.status} ${/"reason":"([a-z_]+)"/.exec(text)?.[1] ?? ''}`.trim())
+        }
       }
     }))
     await Promise.all(agents.map((a) => a.close()))
-    return { rps: Math.round(ok / SECONDS), non200: other }
+    return { rps: Math.round(ok / SECONDS), non200: other, why }
   }
   try {
     const plain = await token(caps(false))
