@@ -60,6 +60,20 @@ export abstract class ApiCommand<T> extends CorralCommand<T> {
     return this.#connection
   }
 
+  /**
+   * The API URL when a server is configured (flags, chosen profile, environment, current profile),
+   * else undefined — for commands that also work without one (`ca export`, `admin proxy-token`). A
+   * server or profile named by a flag that does not resolve is still an error.
+   */
+  protected configuredApiUrl(): string | undefined {
+    try {
+      return this.connection.apiUrl
+    } catch (error) {
+      if (this.#globals['api-url'] || this.#globals.token || this.#globals.profile) throw error
+      return undefined
+    }
+  }
+
   protected get client(): CorralClient {
     if (this.#client) return this.#client
     const { apiUrl, token } = this.connection

@@ -59,41 +59,47 @@ export const quietFlag = Flags.boolean({ char: 'q', summary: 'No progress on std
 
 /**
  * Counts bytes going through a stream and shows them on stderr: on a terminal a status line
- * redrawn at most every 100 ms (with a bar when the total is known), off a terminal one line per
- * 10% of the total (or per 8 MiB without one). `enabled: false` (--json, --quiet) shows nothing.
+ * redrawn at most every 100 ms (with a bar when the total is known), off a terminal a plain line
+ * at most every LINE_EVERY_MS (so a short transfer, or one refused at once, prints none and an
+ * error stays the only line). `enabled: false` (--json, --quiet) shows nothing.
  */
+/** Off a terminal, the least time between two progress lines. */
+export const LINE_EVERY_MS = 2000
+
 export class ByteProgress {
   readonly #progress: Progress
   readonly #label: string
-  readonly #total: number | undefined
+  #total: number | undefined
   readonly #enabled: boolean
   readonly #tty: boolean
+  readonly #now: () => number
   #seen = 0
-  #shownAt = 0
-  #shownStep = -1
+  #shownAt: number
 
-  constructor(label: string, total: number | undefined, opts: { enabled: boolean; stream?: NodeJS.WriteStream }) {
+  constructor(label: string, total: number | undefined, opts: { enabled: boolean; stream?: NodeJS.WriteStream; now?: () => number }) {
+    this.#total = total && total > 0 ? total : undefined
+    this.#now = opts.now ?? Date.now
     const stream = opts.stream ?? process.stderr
     this.#progress = new Progress(stream)
     this.#label = label
-    this.#total = total && total > 0 ? total : undefined
     this.#enabled = opts.enabled
     this.#tty = Boolean(stream.isTTY)
+    // Off a terminal the first line waits a full interval: a short transfer prints none.
+    this.#shownAt = this.#tty ? 0 : this.#now()
+  }
+
+  /** The total, once known (an upload learns its archive's size when it starts). */
+  total(n: number): void {
+    this.#total = n > 0 ? n : undefined
   }
 
   add(n: number): void {
     this.#seen += n
     if (!this.#enabled) return
-    if (this.#tty) {
-      const now = Date.now()
-      if (now - this.#shownAt < 100 && this.#seen !== this.#total) return
-      this.#shownAt = now
-      return this.#progress.update(this.#text(true))
-    }
-    const step = this.#total ? Math.floor((this.#seen / this.#total) * 10) : Math.floor(this.#seen / (8 * 1024 * 1024))
-    if (step === this.#shownStep) return
-    this.#shownStep = step
-    this.#progress.update(this.#text(false))
+    const now = this.#now()
+    if (now - this.#shownAt < (this.#tty ? 100 : LINE_EVERY_MS) && !(this.#tty && this.#seen === this.#total)) return
+    this.#shownAt = now
+    this.#progress.update(this.#text(this.#tty))
   }
 
   /** A pass-through that counts what flows (for a request body or a download). */
@@ -114,10 +120,25 @@ export class ByteProgress {
 
   #text(bar: boolean): string {
     if (!this.#total) return `${this.#label}: ${bytes(this.#seen)}`
-    const pct = Math.min(100, Math.floor((this.#seen / this.#total) * 100))
+    // A body may carry a little more than the payload it was sized by (multipart framing).
+    const seen = Math.min(this.#seen, this.#total)
+    const pct = Math.floor((seen / this.#total) * 100)
     const width = 20
     const filled = Math.round((pct / 100) * width)
     const drawn = bar ? ` [${'#'.repeat(filled)}${'.'.repeat(width - filled)}]` : ''
-    return `${this.#label}:${drawn} ${bytes(this.#seen)} of ${bytes(this.#total)} (${pct}%)`
+    return `${this.#label}:${drawn} ${bytes(seen)} of ${bytes(this.#total)} (${pct}%)`
+  }
+}
+
+/** Bytes sent on stderr while `send` runs (nothing when not `shown`); the line is cleared on failure. */
+export async function withUploadProgress<T>(shown: boolean, send: (progress: { start(n: number): void; sent(n: number): void }) => Promise<T>): Promise<T> {
+  const bar = new ByteProgress('Uploading', undefined, { enabled: shown })
+  try {
+    const result = await send({ start: (n) => bar.total(n), sent: (n) => bar.add(n) })
+    bar.done('Uploaded; the server accepted the pack.')
+    return result
+  } catch (error) {
+    bar.clear()
+    throw error
   }
 }

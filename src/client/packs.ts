@@ -47,17 +47,40 @@ export const PACK_ID_PREFIX = `${ID_PREFIXES.pack}_`
 export const PACK_NAME_RE = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/
 const seg = encodeURIComponent
 
+/** Told the archive's size, then the bytes of the request body as they are handed to the socket. */
+export interface UploadProgress {
+  start(archiveBytes: number): void
+  sent(bytes: number): void
+}
+
+/** The multipart body as a stream that reports each chunk as it is read for sending. */
+function countedBody(form: FormData, headers: Record<string, string>, progress: UploadProgress): RequestInit {
+  const encoded = new Request('http://corral.invalid/', { method: 'POST', body: form })
+  const counter = new TransformStream<Uint8Array, Uint8Array>({
+    transform(chunk, controller) {
+      progress.sent(chunk.byteLength)
+      controller.enqueue(chunk)
+    },
+  })
+  return {
+    headers: { ...headers, 'content-type': encoded.headers.get('content-type')! },
+    body: encoded.body!.pipeThrough(counter),
+    duplex: 'half',
+  } as RequestInit
+}
+
 export function packsApi(client: CorralClient) {
   /** multipart/form-data with the `archive` part (and form fields), as the upload routes take it. */
-  async function sendArchive(method: 'POST' | 'PUT', path: string, source: ArchiveSource, fields: Record<string, string | undefined>): Promise<PackRecord> {
+  async function sendArchive(method: 'POST' | 'PUT', path: string, source: ArchiveSource, fields: Record<string, string | undefined>, progress?: UploadProgress): Promise<PackRecord> {
     const form = new FormData()
     for (const [k, v] of Object.entries(fields)) if (v !== undefined) form.append(k, v)
     // openAsBlob streams the file when the request is sent instead of reading it into memory first.
     const blob = 'file' in source ? await openAsBlob(source.file, { type: 'application/gzip' }) : new Blob([source.bytes], { type: 'application/gzip' })
     form.append('archive', blob, 'pack.tar.gz')
+    progress?.start(blob.size)
     let res: Response
     try {
-      res = await client.fetchImpl(client.url(path), { method, headers: client.headers(), body: form })
+      res = await client.fetchImpl(client.url(path), { method, ...(progress ? countedBody(form, client.headers(), progress) : { headers: client.headers(), body: form }) })
     } catch (err) {
       throw new ApiConnectionError(client.apiUrl, err)
     }
@@ -69,11 +92,11 @@ export function packsApi(client: CorralClient) {
     listPacks: async (opts: { owned?: boolean; name?: string } = {}) =>
       (await client.request<{ packs: PackRecord[] }>('GET', '/packs', { query: { owned: opts.owned ? 'true' : undefined, name: opts.name } })).packs,
     getPack: (id: string) => client.request<PackRecord>('GET', `/packs/${seg(id)}`),
-    uploadPack: (source: ArchiveSource, opts: { visibility?: 'org' | 'community' } = {}) =>
-      sendArchive('POST', '/packs/upload', source, { visibility: opts.visibility }),
+    uploadPack: (source: ArchiveSource, opts: { visibility?: 'org' | 'community'; progress?: UploadProgress } = {}) =>
+      sendArchive('POST', '/packs/upload', source, { visibility: opts.visibility }, opts.progress),
     /** A pack from a registry image (`POST /v1/packs`): the server pulls `image_ref`. */
     createPack: (body: { image_ref: string; visibility?: 'org' | 'community' }) => client.request<PackRecord>('POST', '/packs', { body }),
-    reuploadPack: (id: string, source: ArchiveSource) => sendArchive('PUT', `/packs/${seg(id)}/upload`, source, {}),
+    reuploadPack: (id: string, source: ArchiveSource, opts: { progress?: UploadProgress } = {}) => sendArchive('PUT', `/packs/${seg(id)}/upload`, source, {}, opts.progress),
     updatePack: (id: string, body: PackUpdate) => client.request<PackRecord>('PUT', `/packs/${seg(id)}`, { body }),
     deletePack: (id: string) => client.request<{ status: 'deleted' }>('DELETE', `/packs/${seg(id)}`),
     clonePack: (id: string, opts: { name?: string } = {}) =>

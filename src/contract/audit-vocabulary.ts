@@ -12,6 +12,8 @@ export const EVENT_TYPES = [
   'api_key_created', 'api_key_revoked',
   'membership_invited', 'membership_accepted', 'membership_updated', 'membership_removed', 'membership_first_seen',
   'workspace_forked', 'workspace_fork_created',
+  // not in the spec's catalog: a capability token handed to an operator (POST /v1/workspaces/{id}/proxy-token)
+  'proxy_token_minted',
   // workspace and task lifecycle (category activity)
   'workspace_created', 'workspace_provisioned', 'workspace_activated', 'workspace_deactivated', 'workspace_evicted',
   'workspace_restarted', 'workspace_stopped', 'workspace_archived', 'workspace_unarchived',

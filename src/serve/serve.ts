@@ -10,7 +10,7 @@ import type { Logger } from 'pino'
 import { createAuditBus, openAuditWriter } from '../audit/index.js'
 import type { AgentCallbackHandler } from '../contract/index.js'
 import { AddressGuard } from '../net/index.js'
-import { loadOrCreateCa, type Endpoint } from '../proxy/index.js'
+import { caFingerprint, loadOrCreateCa, type Endpoint } from '../proxy/index.js'
 import { CapabilityTokens, OAuthHttp, Sealer, loadMasterKey, loadTokenKey } from '../secrets/index.js'
 import {
   BuiltinIdentityProvider, Identity, OidcIdentityProvider, bootstrap, createLogger, serverConfigFromEnv,
@@ -120,12 +120,10 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
     config: { ...(await serverConfigFromEnv(config.env, config.dataDir)), taskRateLimit: config.taskRateLimit },
     identity: new Identity(await BuiltinIdentityProvider.open(store.settings), config.oidc ? [new OidcIdentityProvider(config.oidc)] : []),
     workspaces: workspaces.directory,
-    workspaceControl: workspaces.controller,
-    lifecycle: workspaces.lifecycle,
-    packContent,
-    packRegistry: config.packRegistry,
+    workspaceControl: workspaces.controller, lifecycle: workspaces.lifecycle,
+    packContent, packRegistry: config.packRegistry,
     sealer, oauth: await oauthSettings(config, teardown, ownEndpoints),
-    draining: () => drain.on,
+    draining: () => drain.on, proxyAccess: { caPem: ca.certPem, caFingerprint: caFingerprint(ca), tokens },
   }
   const api = await startApi(deps, { host: config.host, port: config.port })
   listeners.push(api.url)

@@ -34,6 +34,15 @@ export interface WorkspaceDirectory {
   get(orgId: string, id: string): Promise<{ id: string; created_by: string } | undefined>
 }
 
+/** What the API hands out about the proxy (serve wires it; absent: those routes answer service_unavailable). */
+export interface ProxyAccess {
+  /** The proxy CA's certificate (PEM) and its SHA-256 fingerprint; never the key. */
+  caPem: string
+  caFingerprint: string
+  /** Mints capability tokens (src/secrets/ CapabilityTokens). */
+  tokens: { mint(subject: { org_id: string; workspace_id: string; task_id?: string }, ttlSeconds: number): Promise<{ token: string; expires_at: string }> }
+}
+
 export interface ServerDeps {
   store: Store
   audit: AuditWriter
@@ -52,6 +61,8 @@ export interface ServerDeps {
   packRegistry: RegistrySettings
   /** Seals org secrets and credentials (the master key, loaded once by serve and shared with the proxy); null → the secrets and credentials routes answer service_unavailable. */
   sealer: Sealer | null
+  /** The proxy's CA and token minting, for GET /v1/proxy/ca and POST /v1/workspaces/{id}/proxy-token. */
+  proxyAccess?: ProxyAccess
   /** True from SIGTERM on (serve's drain): /readyz answers 503 so load balancers stop routing here. */
   draining?: () => boolean
   /**

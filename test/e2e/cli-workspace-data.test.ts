@@ -1,14 +1,15 @@
 // What a workspace left behind, through the built binary against a real serve with the fake model
 // (issue 12 §3): `workspace logs --agent [-f]` (the agent's own stdout/stderr, served by the API
 // from the database), `workspace cat` and `workspace download` (a file, a directory as a tar, all of
-// /data; --snapshot N; refusals as one line and exit 1; nothing left behind on failure).
+// /data; --snapshot N; refusals as one line and exit 1; nothing left behind on failure), and
+// `ca export` / `admin proxy-token` against the API one is logged in to (issue 12 §3).
 import { spawn } from 'node:child_process'
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { list as tarList } from 'tar'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { modelPolicy } from '../../src/dev/index.js'
-import { CORRAL_BIN, hermeticEnv, startStack, type Stack } from '../helpers/serve.js'
+import { CORRAL_BIN, hermeticEnv, runCorral, startStack, type Stack } from '../helpers/serve.js'
 import { bwrapAvailable } from '../runtime/helpers.js'
 
 const RUNTIME = (await bwrapAvailable()) ? 'local' : 'process'
@@ -89,7 +90,7 @@ describe(`CLI: a workspace's output and files (${RUNTIME} runtime)`, () => {
     const r = await stack.corral(['workspace', 'download', wsId, 'out/report.md', '-o', file])
     expect(r.code, r.stderr).toBe(0)
     expect(readFileSync(file, 'utf8')).toBe('# Report\n')
-    expect(r.stderr).toMatch(/^Downloading out\/report\.md: 9 B of 9 B \(100%\)$/m)
+    expect(r.stderr).toBe(`Saved the file to ${file}.\n`)
     expect(r.stderr).not.toMatch(/\r|\u001B\[/)
     const again = await stack.corral(['workspace', 'download', wsId, 'out/report.md', '-o', file])
     expect(again.code).toBe(1)
@@ -117,5 +118,50 @@ describe(`CLI: a workspace's output and files (${RUNTIME} runtime)`, () => {
     expect(missing.code).toBe(1)
     expect(existsSync(join(stack.dir, 'nope'))).toBe(false)
     expect(readdirSync(stack.dir).filter((n) => n.endsWith('.partial'))).toEqual([])
+  })
+
+  it('ca export and admin proxy-token go to the API of the logged-in server; not logged in, they say so and create nothing', async () => {
+    const ca = await stack.corral(['ca', 'export', '--json'])
+    expect(ca.code, ca.stderr).toBe(0)
+    expect(JSON.parse(ca.stdout).pem).toBe(readFileSync(join(stack.serve.dataDir, 'ca.pem'), 'utf8'))
+    const tok = await stack.corral(['admin', 'proxy-token', '--workspace', wsId, '--ttl', '5m', '--json'])
+    expect(tok.code, tok.stderr).toBe(0)
+    const minted = JSON.parse(tok.stdout)
+    expect(minted).toMatchObject({ workspace_id: wsId, token: expect.any(String), expires_at: expect.any(String) })
+    const audited = (await stack.api('GET', '/audit?filter=event_type=proxy_token_minted')).body.events
+    expect(audited.map((e: any) => e.workspace_id)).toEqual([wsId])
+    expect(JSON.stringify(audited)).not.toContain(minted.token)
+
+    // An empty HOME and working directory, no login: one clear line, exit 1, nothing written anywhere.
+    const home = join(stack.dir, 'empty-home')
+    mkdirSync(home)
+    const bare = { HOME: home, XDG_CONFIG_HOME: join(home, '.config') }
+    for (const args of [['ca', 'export'], ['admin', 'proxy-token', '--workspace', wsId]]) {
+      const r = await new Promise<{ code: number | null; stderr: string }>((done) => {
+        const child = spawn(process.execPath, [CORRAL_BIN, ...args], { cwd: home, env: { ...hermeticEnv(), NO_COLOR: '1', ...bare }, stdio: ['ignore', 'ignore', 'pipe'] })
+        let stderr = ''
+        child.stderr.on('data', (d) => { stderr += d })
+        child.once('close', (code) => done({ code, stderr }))
+      })
+      expect(r.code, args.join(' ')).toBe(1)
+      expect(r.stderr.trim()).toBe('Error: not logged in to a corral server: run `corral login` (or pass --api-url and --token), or pass --data-dir where serve runs')
+    }
+    expect(readdirSync(home)).toEqual([])
+    // A named profile that does not exist is its own error, not a fallback.
+    expect((await runCorral(['ca', 'export', '--profile', 'nope'], { env: bare })).code).not.toBe(0)
+  })
+
+  it('pack upload reports on stderr (byte lines off a terminal only past the first interval); nothing with --json or --quiet', async () => {
+    const r = await stack.corral(['pack', 'upload', 'examples/packs/hello-pack'])
+    expect(r.code, r.stderr).toBe(0)
+    // A small pack goes within the first interval: no byte line off a terminal, only the outcome (test/cli/progress).
+    expect(r.stderr).toMatch(/^Uploaded; the server accepted the pack\.$/m)
+    expect(r.stderr).not.toMatch(/\r|\u001B\[/)
+    const quiet = await stack.corral(['pack', 'reupload', 'hello-pack', 'examples/packs/hello-pack', '--quiet'])
+    expect(quiet.code, quiet.stderr).toBe(0)
+    expect(quiet.stderr).toBe('')
+    const json = await stack.corral(['pack', 'reupload', 'hello-pack', 'examples/packs/hello-pack', '--json'])
+    expect(json.code, json.stderr).toBe(0)
+    expect(json.stderr).toBe('')
   })
 })

@@ -1,6 +1,7 @@
 import * as Args from '@oclif/core/args'
 import { ApiCommand } from '../../cli/api-command.js'
 import { diag } from '../../cli/output.js'
+import { quietFlag, withUploadProgress } from '../../cli/progress.js'
 import { archiveArg, humanBytes, packDetails } from '../../cli/pack-output.js'
 import { packsApi, type PackRecord } from '../../client/index.js'
 
@@ -12,14 +13,16 @@ export default class PackReupload extends ApiCommand<PackRecord> {
     pack: Args.string({ required: true, description: 'Pack name or id.' }),
     path: Args.string({ required: true, description: 'Pack directory or .tar.gz archive.' }),
   }
+  static override flags = { quiet: quietFlag }
 
   async execute(): Promise<PackRecord> {
-    const { args } = await this.parse(PackReupload)
+    const { args, flags } = await this.parse(PackReupload)
     const source = await archiveArg(args.path)
     const api = packsApi(this.client)
     const current = await api.resolvePack(args.pack)
-    if (!this.jsonEnabled() && 'bytes' in source) diag(`Packed ${source.files} entries (${humanBytes(source.bytes.byteLength)} compressed); uploading…`)
-    return api.reuploadPack(current.id, source)
+    const shown = !this.jsonEnabled() && !flags.quiet
+    if (shown && 'bytes' in source) diag(`Packed ${source.files} entries (${humanBytes(source.bytes.byteLength)} compressed); uploading…`)
+    return withUploadProgress(shown, (progress) => api.reuploadPack(current.id, source, { progress }))
   }
 
   protected override render(p: PackRecord): void {

@@ -2,6 +2,7 @@ import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import { ApiCommand } from '../../cli/api-command.js'
 import { diag } from '../../cli/output.js'
+import { quietFlag, withUploadProgress } from '../../cli/progress.js'
 import { archiveArg, humanBytes, packDetails } from '../../cli/pack-output.js'
 import { packsApi, type PackRecord } from '../../client/index.js'
 
@@ -13,13 +14,15 @@ export default class PackUpload extends ApiCommand<PackRecord> {
   static override args = { path: Args.string({ required: true, description: 'Pack directory or .tar.gz archive.' }) }
   static override flags = {
     visibility: Flags.string({ summary: 'Who can see the pack: this org only, or every org (community).', options: ['org', 'community'] }),
+    quiet: quietFlag,
   }
 
   async execute(): Promise<PackRecord> {
     const { args, flags } = await this.parse(PackUpload)
     const source = await archiveArg(args.path)
-    if (!this.jsonEnabled() && 'bytes' in source) diag(`Packed ${source.files} entries (${humanBytes(source.bytes.byteLength)} compressed); uploading…`)
-    return packsApi(this.client).uploadPack(source, { visibility: flags.visibility as 'org' | 'community' | undefined })
+    const shown = !this.jsonEnabled() && !flags.quiet
+    if (shown && 'bytes' in source) diag(`Packed ${source.files} entries (${humanBytes(source.bytes.byteLength)} compressed); uploading…`)
+    return withUploadProgress(shown, (progress) => packsApi(this.client).uploadPack(source, { visibility: flags.visibility as 'org' | 'community' | undefined, progress }))
   }
 
   protected override render(p: PackRecord): void {

@@ -14,6 +14,7 @@ import { oauthRoutes } from './oauth.js'
 import { orgRoutes } from './orgs.js'
 import { packRoutes } from './packs.js'
 import { providerRoutes } from './providers.js'
+import { proxyAccessRoutes } from './proxy-access.js'
 import { secretRoutes } from './secrets.js'
 import { taskRoutes } from './tasks.js'
 import { webhookRoutes } from './webhooks.js'
@@ -44,5 +45,6 @@ export const V1_ROUTES: readonly RoutePlugin[] = [
   workspaceRoutes,
   workspaceLogRoutes,
   snapshotContentRoutes,
+  proxyAccessRoutes,
   capsRoutes,
 ]
