@@ -1,6 +1,6 @@
 // Typed calls for /v1/providers and /v1/agent-roles over the shared CorralClient, plus name-or-id
 // resolution for the CLI (`corral role show coder` and `corral role show role_…` both work).
-import { ID_PREFIXES } from '../contract/index.js'
+import { ID_PREFIXES, type RoleResources } from '../contract/index.js'
 import type { CorralClient } from './client.js'
 import { ApiError } from './errors.js'
 
@@ -50,6 +50,8 @@ export interface AgentRoleRecord {
   pool_size?: number
   pool_max_size?: number
   pack_ids: string[]
+  /** Requests and limits of the agent container on the Kubernetes runtime (docs/roles.md "Resources"; an addition to the spec). */
+  resources?: RoleResources
   created_by?: string
   created_at: string
   updated_at: string
