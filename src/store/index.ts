@@ -101,9 +101,32 @@ async function openDialect(url: string, opts: OpenStoreOptions): Promise<StoreDi
   throw new Error(`unsupported store URL (expected sqlite:<path> or postgres://…): ${url.replace(/\/\/[^@/]*@/, '//***@')}`)
 }
 
+/**
+ * A notification handler's fault stays its own: reported, never thrown into the LISTEN
+ * connection's event (where it would take the process down) nor past the channel's other handlers.
+ */
+function guarded(channel: string, handler: NotifyHandler, lastFault: Map<string, number>): NotifyHandler {
+  const report = (err: unknown) => {
+    const now = Date.now()
+    // One warning per channel and store every 5 s: a handler failing on every notification must not flood stderr.
+    if (now - (lastFault.get(channel) ?? 0) < 5_000) return
+    lastFault.set(channel, now)
+    process.emitWarning(`a handler of the ${channel} notification failed: ${(err as Error)?.message ?? String(err)}`, { code: 'CORRAL_NOTIFY_HANDLER' })
+  }
+  return (payload) => {
+    try {
+      const out = handler(payload) as unknown
+      if (out instanceof Promise) out.catch(report)
+    } catch (err) {
+      report(err)
+    }
+  }
+}
+
 function storeOver(dialect: StoreDialect): Store {
   const { db } = dialect
   let closed: Promise<void> | undefined
+  const lastHandlerFault = new Map<string, number>()
   return {
     ...createRepositories({ db, dialect }),
     dialect: dialect.name,
@@ -117,7 +140,7 @@ function storeOver(dialect: StoreDialect): Store {
       return closed
     },
     notify: (channel, payload) => dialect.notify(channel, payload),
-    listen: (channel, handler) => dialect.listen(channel, handler),
+    listen: (channel, handler) => dialect.listen(channel, guarded(channel, handler, lastHandlerFault)),
     onListenGap: (cb) => dialect.onListenGap?.(cb) ?? (() => {}),
     holdLock: async (name, mode, onLost) => (dialect.holdLock ? dialect.holdLock(name, mode, onLost) : async () => {}),
     async transaction(fn) {

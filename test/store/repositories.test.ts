@@ -188,6 +188,28 @@ for (const d of testDialects()) {
       await stop()
     })
 
+    it('a notification handler that throws or rejects reaches neither the process nor the channel\'s other handlers', async () => {
+      const got: string[] = []
+      const warnings: string[] = []
+      const onWarning = (w: Error & { code?: string }) => void (w.code === 'CORRAL_NOTIFY_HANDLER' && warnings.push(w.message))
+      process.on('warning', onWarning)
+      const stops = [
+        await store.listen('test_fault', () => {
+          throw new Error('sync fault')
+        }),
+        await store.listen('test_fault', (() => Promise.reject(new Error('async fault'))) as never),
+        await store.listen('test_fault', (p) => got.push(p)),
+      ]
+      await store.notify('test_fault', 'one')
+      await expect.poll(() => got).toEqual(['one'])
+      await store.notify('test_fault', 'two')
+      await expect.poll(() => got).toEqual(['one', 'two'])
+      await expect.poll(() => warnings.length).toBeGreaterThan(0)
+      expect(warnings[0]).toMatch(/handler of the test_fault notification failed: (sync|async) fault/)
+      process.off('warning', onWarning)
+      for (const stop of stops) await stop()
+    })
+
     it('refuses bad notify channel names', async () => {
       await expect(store.notify('Bad Channel;', 'x')).rejects.toThrow(/channel/)
     })
