@@ -120,7 +120,7 @@ describe(`workspaces end to end (${RUNTIME} runtime)`, () => {
     expect((await cli('workspace', 'files', child)).map((f: any) => f.path)).toContain('seen-by-fork.txt')
     expect(await cli('workspace', 'show', wsId)).toMatchObject({ id: wsId, task_count: 2, tasks: [{ id: accepted.task_id, status: 'completed' }, { status: 'completed' }] })
     expect(await cli('task', 'show', accepted.task_id)).toMatchObject({ status: 'completed', uploads: ['notes.txt'] })
-    const logs = await cli('workspace', 'logs', wsId)
+    const logs = await cli('workspace', 'logs', wsId, '--activity')
     expect(logs.every((e: any) => e.category === 'activity' && e.workspace_id === wsId)).toBe(true)
     expect(logs.map((e: any) => e.event_type)).toEqual(expect.arrayContaining(['workspace_created', 'task_submitted', 'tool_call', 'task_completed']))
     expect(await cli('workspace', 'stop', child)).toMatchObject({ id: child, state: 'stopped' })

@@ -22,19 +22,20 @@ async function allAgentLogs(client: CorralClient, id: string): Promise<{ chunks:
 }
 
 export default class WorkspaceLogs extends ApiCommand<Logs | undefined> {
-  static override summary = "Show a workspace's activity (lifecycle and agent events) or, with --agent, the agent's own stdout/stderr."
+  static override summary = "Show the agent's own stdout/stderr, or with --activity the workspace's activity events."
   static override description = [
-    'Without --agent: the activity events, oldest first. With --agent: what the agent process printed (stdout and stderr, combined), as the server stored it (the newest 4 MiB per workspace; capability tokens redacted).',
-    'With --follow, keeps printing new events or output from the live stream (NDJSON with --json) until Ctrl-C.',
+    'By default: what the agent process printed (stdout and stderr, combined), as the server stored it (the newest 4 MiB per workspace; capability tokens redacted). With --activity: the activity events (lifecycle and agent events), oldest first.',
+    'With --follow, keeps printing new output or events from the live stream (NDJSON with --json) until Ctrl-C.',
   ].join('\n\n')
   static override examples = [
-    '<%= config.bin %> workspace logs ws_0193…',
-    '<%= config.bin %> workspace logs ws_0193… --follow',
-    '<%= config.bin %> workspace logs ws_0193… --agent -f',
+    '<%= config.bin %> workspace logs ws_0193… -f',
+    '<%= config.bin %> workspace logs ws_0193… --activity',
+    '<%= config.bin %> workspace logs ws_0193… --activity --follow',
   ]
   static override args = { id: Args.string({ required: true, description: 'Workspace id.' }) }
   static override flags = {
-    agent: Flags.boolean({ summary: "The agent's own output (stdout and stderr) instead of the activity events." }),
+    agent: Flags.boolean({ summary: "The agent's own output (stdout and stderr): the default, kept for scripts that name it.", exclusive: ['activity'] }),
+    activity: Flags.boolean({ summary: "The workspace's activity events (lifecycle and agent events) instead of the agent's output." }),
     follow: Flags.boolean({ char: 'f', summary: 'Keep following the live stream.' }),
     limit: Flags.integer({ min: 1, max: 10000, default: 1000, summary: 'At most this many past events (activity only).' }),
   }
@@ -43,7 +44,7 @@ export default class WorkspaceLogs extends ApiCommand<Logs | undefined> {
 
   async execute(): Promise<Logs | undefined> {
     const { args, flags } = await this.parse(WorkspaceLogs)
-    if (flags.agent) return this.#agent(args.id, flags.follow)
+    if (!flags.activity) return this.#agent(args.id, flags.follow)
     const page = await this.client.queryAudit({ order: 'asc', limit: flags.limit, filter: ['category=activity'] }, { workspaceId: args.id })
     if (!flags.follow) return page.events
     const json = this.jsonEnabled()
