@@ -1,7 +1,9 @@
 // The agent output of workspaces (table `workspace_logs`, migration 20261126T103000-cli-workspace-logs):
 // chunks of text numbered per workspace, appended by the replica that runs the agent and read by
-// any replica. Retention is bounded per workspace: an append trims the oldest chunks once the
-// workspace holds more than `capBytes` (docs/workspaces.md "Agent output").
+// any replica. Retention is bounded per workspace: the oldest chunks are trimmed once the
+// workspace holds more than `capBytes` (docs/workspaces.md "Agent output"). The trim reads every
+// chunk of the workspace, so it runs only when the appends since the last one may have passed the
+// cap by a quarter: amortised, a chatty agent's small chunks cost one insert each, not a scan.
 import type { Kysely } from 'kysely'
 import { nowIso } from '../contract/index.js'
 import { isUniqueViolation } from './dialects/unique.js'
@@ -39,13 +41,22 @@ export function workspaceLogs(store: { readonly db: Kysely<any> }): WorkspaceLog
     return seq
   }
 
-  async function trim(workspaceId: string, capBytes: number): Promise<void> {
+  /** Trims to the cap; returns the bytes the workspace still holds. */
+  async function trim(workspaceId: string, capBytes: number): Promise<number> {
     // Newest first, until the cap: everything older than the last chunk that fits goes.
     const rows = await db.selectFrom('workspace_logs').select(['seq', 'bytes']).where('workspace_id', '=', workspaceId).orderBy('seq', 'desc').execute()
     let total = 0
     const over = rows.find((r) => (total += r.bytes) > capBytes)
-    if (over) await db.deleteFrom('workspace_logs').where('workspace_id', '=', workspaceId).where('seq', '<=', Number(over.seq)).execute()
+    if (!over) return total
+    await db.deleteFrom('workspace_logs').where('workspace_id', '=', workspaceId).where('seq', '<=', Number(over.seq)).execute()
+    return total - over.bytes
   }
+
+  // An upper bound of what each workspace holds, as this writer knows it (unknown → trim at once,
+  // which also covers a writer that took over from another replica). Bounded: entries are dropped
+  // in insertion order beyond MAX_TRACKED; a dropped workspace is simply trimmed on its next append.
+  const held = new Map<string, number>()
+  const MAX_TRACKED = 10_000
 
   return {
     async append(workspaceId, text, capBytes) {
@@ -57,7 +68,10 @@ export function workspaceLogs(store: { readonly db: Kysely<any> }): WorkspaceLog
         if (!isUniqueViolation(err)) throw err
         seq = await insert(workspaceId, text)
       }
-      await trim(workspaceId, capBytes)
+      const bound = (held.get(workspaceId) ?? Infinity) + Buffer.byteLength(text)
+      held.delete(workspaceId)
+      held.set(workspaceId, bound > capBytes * 1.25 ? await trim(workspaceId, capBytes) : bound)
+      if (held.size > MAX_TRACKED) held.delete(held.keys().next().value!)
       return seq
     },
 

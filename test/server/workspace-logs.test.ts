@@ -138,4 +138,23 @@ for (const dialect of testDialects()) describe(`agent output: GET /v1/workspaces
     const r = await h.inject('GET', `/v1/workspaces/${id}/logs`, { token: org.ownerKey })
     expect(r.headers['corral-log-truncated']).toBe('true')
   })
+
+  it('retention is amortised: a workspace holds at most a quarter over the cap between trims, and a trim goes back to the cap', async () => {
+    const store = workspaceLogs(h.store)
+    const res = await h.inject('POST', '/v1/tasks', { token: org.ownerKey, body: { role_name: 'coder', description: 'print' } })
+    const id = res.body.workspace_id as string
+    const held = async () => (await store.read(id, { maxBytes: 1 << 20 })).chunks.reduce((n, c) => n + c.text.length, 0)
+    // The agent prints its first line, then waits for a file this test never writes: no output of its own interleaves.
+    await waitFor(async () => (await store.read(id, { maxBytes: 1 << 20 })).chunks.length > 0, 'first output')
+    await store.append(id, 'x'.repeat(100), 1_000) // this writer's first append for it: trimmed at once, whatever the agent wrote
+    expect(await held()).toBeLessThanOrEqual(1_000)
+    const sizes: number[] = []
+    for (let i = 0; i < 30; i++) {
+      await store.append(id, 'y'.repeat(100), 1_000)
+      sizes.push(await held())
+    }
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(1_250)
+    expect(sizes.some((n) => n > 1_000)).toBe(true) // not trimmed on every append
+    expect(sizes.filter((n, i) => i > 0 && n < sizes[i - 1]!).every((n) => n <= 1_000)).toBe(true) // each trim back to the cap
+  })
 })
