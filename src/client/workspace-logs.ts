@@ -1,9 +1,9 @@
 // The agent's own output of a workspace (GET /v1/workspaces/{id}/logs): a page as NDJSON chunks,
-// or followed live over SSE (`event: log`, `id: <seq>`) on the `eventsource` client, which
-// reconnects by itself and resumes with Last-Event-ID. A refused connection (401, 403, 404) ends
-// the stream with the server's error envelope, as the activity stream does.
+// or followed live over SSE (`event: log`, `id: <seq>`) through followSse (sse.ts: reconnects,
+// resumes with Last-Event-ID; a refused connection (401, 403, 404) ends it with the server's envelope).
 import type { CorralClient } from './client.js'
-import { ApiConnectionError, type ApiError, apiErrorFrom } from './errors.js'
+import { ApiConnectionError, apiErrorFrom } from './errors.js'
+import { followSse } from './sse.js'
 
 export interface AgentLogChunk {
   seq: number
@@ -43,48 +43,12 @@ export interface FollowLogsOptions {
 
 /** Resolves when `signal` aborts; rejects with the ApiError of a refused connection. */
 export async function followAgentLogs(client: CorralClient, workspaceId: string, o: FollowLogsOptions): Promise<void> {
-  const { EventSource } = await import('eventsource')
   const url = client.url(`/workspaces/${encodeURIComponent(workspaceId)}/logs`, { follow: 'true' })
-  let refused: ApiError | undefined
-  let lastId = o.after !== undefined && o.after > 0 ? String(o.after) : undefined
-  const fetchWithAuth: typeof fetch = async (input, init) => {
-    const given = new Headers(init?.headers)
-    const headers = client.headers({ accept: 'text/event-stream' })
-    const resumeFrom = given.get('last-event-id') ?? lastId
-    if (resumeFrom) headers['last-event-id'] = resumeFrom
-    let response: Response
-    try {
-      response = await client.fetchImpl(input, { ...init, headers })
-    } catch (error) {
-      if ((error as Error)?.name === 'AbortError') throw error
-      throw new ApiConnectionError(client.apiUrl, error)
-    }
-    if (response.status !== 200) refused = await apiErrorFrom(response.clone())
-    return response
-  }
-  const source = new EventSource(url, { fetch: fetchWithAuth })
-  try {
-    await new Promise<void>((resolve, reject) => {
-      const stop = () => {
-        source.close()
-        resolve()
-      }
-      if (o.signal?.aborted) return stop()
-      o.signal?.addEventListener('abort', stop, { once: true })
-      source.addEventListener('log', (message) => {
-        if (o.signal?.aborted) return
-        if (message.lastEventId) lastId = message.lastEventId
-        try {
-          o.onChunk(JSON.parse(message.data) as AgentLogChunk)
-        } catch (error) {
-          reject(error)
-        }
-      })
-      source.addEventListener('error', () => {
-        if (source.readyState === source.CLOSED) reject(refused ?? new Error('the log stream was closed by the server'))
-      })
-    })
-  } finally {
-    source.close()
-  }
+  await followSse<AgentLogChunk>(client, url, {
+    event: 'log',
+    what: 'log stream',
+    lastEventId: o.after !== undefined && o.after > 0 ? String(o.after) : undefined,
+    signal: o.signal,
+    onMessage: o.onChunk,
+  })
 }
