@@ -31,7 +31,7 @@ export interface RoleFile {
 
 const STRING_KEYS = ['name', 'display_name', 'description', 'provider_id', 'model', 'environment', 'environment_description', 'thinking_effort', 'pool_policy'] as const
 const INT_KEYS = ['task_timeout_seconds', 'idle_timeout_seconds', 'max_continuations', 'max_context_tokens', 'pool_size', 'pool_max_size'] as const
-const OTHER_KEYS = ['provider', 'capabilities', 'capabilities_file', 'pack_ids', 'packs'] as const
+const OTHER_KEYS = ['provider', 'capabilities', 'capabilities_file', 'pack_ids', 'packs', 'resources'] as const
 const KNOWN = new Set<string>([...STRING_KEYS, ...INT_KEYS, ...OTHER_KEYS])
 
 export async function readRoleFile(path: string): Promise<RoleFile> {
@@ -67,6 +67,14 @@ export async function readRoleFile(path: string): Promise<RoleFile> {
   if (raw.pack_ids !== undefined) {
     if (!Array.isArray(raw.pack_ids) || raw.pack_ids.some((p) => typeof p !== 'string')) throw new RoleFileError(`${path}: pack_ids must be a list of strings`)
     body.pack_ids = raw.pack_ids
+  }
+
+  if (raw.resources !== undefined) {
+    // The shape and the quantities are the API's to check (one validation_error naming the field); the file only needs a mapping, or null to clear.
+    if (raw.resources !== null && (typeof raw.resources !== 'object' || Array.isArray(raw.resources))) {
+      throw new RoleFileError(`${path}: resources must be a mapping of requests and limits (or null to clear them)`)
+    }
+    body.resources = raw.resources
   }
 
   const out: RoleFile = { body: body as AgentRoleInput }

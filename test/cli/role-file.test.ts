@@ -41,6 +41,20 @@ describe('readRoleFile packs', () => {
   })
 })
 
+describe('readRoleFile resources', () => {
+  it('passes resources through as the body (null clears them) and refuses a value that is not a mapping', async () => {
+    const r = await readRoleFile(file('name: r\nresources:\n  requests: { cpu: 250m }\n  limits: { memory: 2Gi }\n'))
+    expect(r.body.resources).toEqual({ requests: { cpu: '250m' }, limits: { memory: '2Gi' } })
+    expect((await readRoleFile(file('name: r\nresources: null\n'))).body.resources).toBeNull()
+    expect((await readRoleFile(file('name: r\n'))).body.resources).toBeUndefined()
+    for (const bad of ['resources: 2Gi\n', 'resources: [cpu]\n']) {
+      const err = await readRoleFile(file(bad)).catch((e: unknown) => e)
+      expect(err, bad).toBeInstanceOf(RoleFileError)
+      expect((err as Error).message, bad).toContain('resources must be a mapping')
+    }
+  })
+})
+
 describe('labelPackIds', () => {
   it('shows known packs as name (id) and leaves unknown ids bare', () => {
     const role = { id: 'role_1', name: 'r', pack_ids: ['pack_a', 'pack_gone'] } as AgentRoleRecord
