@@ -50,7 +50,9 @@ export async function shipAgentLog(o: ShipperOptions, proc: AgentProcess, from: 
   let exited = false
   void proc.exited.finally(() => { exited = true })
   const flush = async (text: string): Promise<void> => {
-    for (let i = 0; i < text.length; i += CHUNK_BYTES) await o.logs.append(proc.workspaceId, redactTokens(text.slice(i, i + CHUNK_BYTES), token), LOG_RETENTION_BYTES)
+    // Redacted before it is cut into chunks: a token across a chunk boundary must not escape.
+    const safe = redactTokens(text, token)
+    for (let i = 0; i < safe.length; i += CHUNK_BYTES) await o.logs.append(proc.workspaceId, safe.slice(i, i + CHUNK_BYTES), LOG_RETENTION_BYTES)
   }
   const pass = async (last: boolean): Promise<void> => {
     const size = await stat(proc.logPath).then((s) => s.size, () => offset)

@@ -1,0 +1,45 @@
+// The agent-output shipper (src/workspaces/log-shipper.ts): what reaches the store is redacted
+// whatever the chunking, and a line longer than a chunk is still stored whole, in order.
+import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import type { AgentProcess } from '../../src/runtime/index.js'
+import type { WorkspaceLogs } from '../../src/store/index.js'
+import { shipAgentLog } from '../../src/workspaces/log-shipper.js'
+
+const dirs: string[] = []
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true })
+})
+
+function collecting(): { logs: WorkspaceLogs; chunks: string[] } {
+  const chunks: string[] = []
+  const logs: WorkspaceLogs = {
+    append: async (_ws, text) => chunks.push(text),
+    read: async () => ({ chunks: [], truncated: false }),
+  }
+  return { logs, chunks }
+}
+
+describe('agent output shipper', () => {
+  it('redacts a token that straddles a chunk boundary of a line longer than a chunk', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'corral-shipper-'))
+    dirs.push(dir)
+    const logPath = join(dir, 'agent.log')
+    writeFileSync(logPath, '')
+    const jwt = `eyJ${'a'.repeat(40)}.eyJ${'b'.repeat(40)}.${'c'.repeat(43)}`
+    // The token starts 20 characters before the 64 KiB chunk boundary.
+    const line = 'x'.repeat(64 * 1024 - 20) + jwt + ' ' + 'y'.repeat(100) + '\n'
+    let exit!: () => void
+    const proc = { workspaceId: 'ws_1', pid: 1, logPath, exited: new Promise<never>((r) => (exit = r as () => void)) } as unknown as AgentProcess
+    const { logs, chunks } = collecting()
+    const shipping = shipAgentLog({ logs, intervalMs: 5 }, proc, 0)
+    appendFileSync(logPath, line)
+    exit()
+    await shipping
+    const stored = chunks.join("")
+    expect(stored).toBe(line.replace(jwt, '[redacted]'))
+    for (const c of chunks) expect(c).not.toMatch(/eyJa{4}|b{40}|c{43}/)
+  })
+})
