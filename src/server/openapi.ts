@@ -7,7 +7,7 @@
 // - a route whose body is read by hand (multipart uploads) or whose answer is not JSON (SSE)
 //   declares it in `config.openapi` (`body` as `{ content: { <type>: { schema } } }`, `response`),
 //   which this file merges into the document;
-// - the security schemes: a Bearer token everywhere, `?api_key=` on the activity streams.
+// - the security schemes: a Bearer token everywhere, `?api_key=` on the live streams (activity, agent output).
 // Only /v1 and the health routes are described; the console's files are not part of the API.
 import swagger from '@fastify/swagger'
 import type { FastifyInstance, RouteOptions } from 'fastify'
@@ -69,7 +69,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       components: {
         securitySchemes: {
           bearer: { type: 'http', scheme: 'bearer', description: 'An API key secret (crl_…) or a session token.' },
-          api_key: { type: 'apiKey', in: 'query', name: 'api_key', description: 'The activity streams only: the same token, for browser EventSource clients.' },
+          api_key: { type: 'apiKey', in: 'query', name: 'api_key', description: 'The live streams only (activity, agent output): the same token, for browser EventSource clients.' },
         },
       },
       security: [{ bearer: [] }],
