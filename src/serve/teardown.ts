@@ -31,13 +31,26 @@ export class Teardown {
 
   async #runOnce(): Promise<void> {
     let failure: unknown
-    for (const step of [...this.#steps].reverse()) {
-      try {
-        await step.stop()
-      } catch (err) {
-        if (step.mustSucceed) failure ??= err
-        else this.#logger.error({ err, service: step.name }, 'service did not stop cleanly')
+    let current = ''
+    // A step that waits on something nothing can settle any more (no timer, socket or thread left)
+    // would let the event loop run dry and Node exit 13 without a word: name the step instead.
+    const stalled = () => {
+      this.#logger.error({ service: current }, `shutdown stalled in ${current}: it waits on nothing that can still happen`)
+      process.exitCode = 1
+    }
+    process.once('beforeExit', stalled)
+    try {
+      for (const step of [...this.#steps].reverse()) {
+        current = step.name
+        try {
+          await step.stop()
+        } catch (err) {
+          if (step.mustSucceed) failure ??= err
+          else this.#logger.error({ err, service: step.name }, 'service did not stop cleanly')
+        }
       }
+    } finally {
+      process.off('beforeExit', stalled)
     }
     if (failure !== undefined) throw failure
   }

@@ -46,6 +46,8 @@ for (const d of chaosDialects('chaos/kill9.test.ts')) {
           lastRoundAt = before.at
           sigtermAt = performance.now()
           sigtermExit = await chaos.serve.stop({ keepDataDir: true })
+          // A failed drain names its reason in serve's own lines: keep them with the result.
+          if (sigtermExit !== 0) console.log(`serve's last lines before exit ${sigtermExit}:\n${chaos.serve.output().split('\n').slice(-40).join('\n')}`)
         }
         stop.abort()
         await Promise.all([agents, api])

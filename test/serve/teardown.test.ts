@@ -1,5 +1,8 @@
 // serve stops what it started in reverse; a part that fails to stop is logged and the rest still
 // stop; only the audit log and the store fail the shutdown.
+import { execFile } from 'node:child_process'
+import { resolve } from 'node:path'
+import { promisify } from 'node:util'
 import { describe, expect, it } from 'vitest'
 import { createLogger } from '../../src/server/index.js'
 import { Teardown } from '../../src/serve/teardown.js'
@@ -29,4 +32,21 @@ describe(Teardown.name, () => {
     await expect(hard.run()).rejects.toThrow('flush failed')
     expect(order).toEqual(['store', 'store again'])
   })
+
+  it('a step that waits on nothing that can still happen is named, and the exit is 1 (not a silent 13)', async () => {
+    // In a child: the event loop must really run dry. The step's promise has no timer, socket or thread behind it.
+    const script = `
+      import { createLogger } from './src/server/index.js'
+      import { Teardown } from './src/serve/teardown.js'
+      const t = new Teardown(createLogger({ level: 'info' }))
+      t.add('store', async () => {})
+      t.add('stuck-part', () => new Promise(() => {}))
+      await t.run()
+    `
+    const root = resolve(import.meta.dirname, '../..')
+    const run = promisify(execFile)(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: root, env: { ...process.env, CORRAL_LOG_FORMAT: 'json' } })
+    const err = await run.then(() => undefined, (e: { code?: number; stdout?: string; stderr?: string }) => e)
+    expect(err?.code).toBe(1)
+    expect(`${err?.stdout}${err?.stderr}`).toContain('shutdown stalled in stuck-part')
+  }, 30_000)
 })
