@@ -2,7 +2,6 @@
 // What each operation does (ownership, registry pulls and pushes, content collection, the
 // agent-pack rules) is the pack service's, src/packs/pack-service.ts. Decisions: docs/packs.md.
 import multipart from '@fastify/multipart'
-import { finished } from 'node:stream/promises'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { CorralError, apiError } from '../../contract/index.js'
 import { PackService, type IngestedPack, type PackActor, type PackContent, type PackUpdate } from '../../packs/index.js'
@@ -218,16 +217,37 @@ async function beforeUpload<T>(request: FastifyRequest, reply: FastifyReply, con
     content = contentStore()
     return await check(content)
   } catch (err) {
+    // Refused before the body was read: read it to its end (up to the upload limit) so the client,
+    // still sending, gets this answer instead of a broken pipe; a chunked body (a client streaming
+    // with progress) is drained the same way. Past the limit the connection is closed instead.
     const length = Number(request.headers['content-length'])
     const max = (content?.limits.maxCompressedBytes ?? 0) + 64 * 1024
-    if (Number.isFinite(length) && length <= max && !request.raw.readableEnded) {
-      request.raw.resume()
-      await finished(request.raw).catch(() => {})
-    } else {
-      reply.header('connection', 'close')
-    }
+    const drained = request.raw.readableEnded || (!(Number.isFinite(length) && length > max) && (await drainUpTo(request.raw, max)))
+    if (!drained) reply.header('connection', 'close')
     throw err
   }
+}
+
+/** Reads and discards a request body; false (and paused) once more than `max` bytes came. */
+function drainUpTo(raw: FastifyRequest['raw'], max: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    let seen = 0
+    const done = (ok: boolean) => {
+      raw.off('data', onData).off('end', onEnd).off('error', onFail).off('close', onFail)
+      resolve(ok)
+    }
+    const onData = (chunk: Buffer) => {
+      seen += chunk.length
+      if (seen > max) {
+        raw.pause()
+        done(false)
+      }
+    }
+    const onEnd = () => done(true)
+    const onFail = () => done(false)
+    raw.on('data', onData).once('end', onEnd).once('error', onFail).once('close', onFail)
+    raw.resume()
+  })
 }
 
 /**
