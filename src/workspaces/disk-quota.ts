@@ -22,7 +22,7 @@ export class DiskQuota {
   readonly quotaBytes: number
   /** Each provisioned workspace's /data (from the runtime's handles). */
   readonly #volumes = new Map<string, WorkspaceVolume>()
-  /** /data's size at the last measurement of a task's end, per workspace (the next task's baseline). */
+  /** /data's size measured after the last task's agent exited, per workspace (the next task's baseline). */
   readonly #seen = new Map<string, number>()
 
   constructor(options: DiskQuotaOptions) {
@@ -78,12 +78,26 @@ export class DiskQuota {
       this.#o.logger?.warn({ err, workspace_id: workspaceId }, 'disk quota check failed')
       return null
     })
-    this.noteEnd(workspaceId, disk)
     return over
   }
 
-  /** Keeps the watch's last measurement as the next task's baseline. */
-  noteEnd(workspaceId: string, disk: DiskWatch | undefined): void {
-    if (disk?.lastUsage) this.#seen.set(workspaceId, disk.lastUsage.usedBytes)
+  /**
+   * The measurement once the agent is gone, when nothing can write /data any more: the usage when
+   * over the quota, else null. Only this one becomes the next task's baseline — a periodic one may
+   * predate what the agent wrote before it was stopped (an agent stopped over the quota goes on
+   * writing until it dies). When it fails, the last known size decides over-or-not and the next
+   * task measures /data before it starts.
+   */
+  async checkAfterExit(workspaceId: string, disk: DiskWatch): Promise<DiskUsage | null> {
+    this.#seen.delete(workspaceId)
+    let usage: DiskUsage | undefined
+    try {
+      usage = await disk.measureNow()
+      this.#seen.set(workspaceId, usage.usedBytes)
+    } catch (err) {
+      this.#o.logger?.warn({ err, workspace_id: workspaceId }, 'disk quota check failed')
+      usage = disk.lastUsage
+    }
+    return usage && usage.usedBytes > this.quotaBytes ? usage : null
   }
 }

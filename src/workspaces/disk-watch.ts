@@ -131,6 +131,12 @@ export class DiskWatch {
     return usage.usedBytes > this.#o.quotaBytes ? usage : null
   }
 
+  /** One measurement now, kept as the last one; rejects when it fails (no fallback to an older size). */
+  async measureNow(): Promise<DiskUsage> {
+    this.#last = await this.#measure(this.#measureOptions())
+    return this.#last
+  }
+
   #measure(options: MeasureOptions): Promise<DiskUsage> {
     if (this.#o.measure) return this.#o.measure(options)
     if (this.#o.dir === undefined) return Promise.reject(new DiskMeasureError('no /data to measure'))

@@ -198,10 +198,13 @@ export class TaskRunner {
     this.#forget(workspaceId, run)
     const ws = await this.#o.workspaces.byId(workspaceId)
     if (!ws) return
-    // Once more before the snapshot: an agent that wrote past the quota between two checks and
-    // exited without task_end fails for the quota, not just for exiting.
-    if ((await this.#o.workspaces.tasks.byId(taskId))?.status === 'running') await this.#diskCheckAtEnd(ws, taskId, run.disk)
-    this.#o.disk.noteEnd(workspaceId, run.disk)
+    // Once more before the snapshot, with the agent gone: an agent that wrote past the quota
+    // between two checks and exited without task_end fails for the quota, not just for exiting;
+    // and this size is the next task's baseline.
+    const over = run.disk ? await this.#o.disk.checkAfterExit(workspaceId, run.disk) : null
+    if (over && (await this.#o.workspaces.tasks.byId(taskId))?.status === 'running') {
+      await this.#o.records.finishTask(ws, taskId, 'failed', 'disk_quota_exceeded', this.#o.disk.overText(over.usedBytes))
+    }
     // An agent that died at a workspace limit (its cgroup says so) fails for that, not just for exiting.
     if (exit?.limitHit) await this.#o.records.finishTask(ws, taskId, 'failed', `${exit.limitHit}_limit_exceeded`, LIMIT_HIT_TEXT[exit.limitHit])
     else await this.#o.records.finishTask(ws, taskId, 'failed', 'agent_exited')

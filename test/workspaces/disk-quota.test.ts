@@ -36,6 +36,19 @@ if (verb === 'fill') {
   for (let i = 0; i < Number(n); i++) fs.writeFileSync(task.id + '-' + i, Buffer.alloc(65536, 1))
 } else if (verb === 'clean') {
   fs.rmSync(path.join(dir, 'fill'), { recursive: true, force: true })
+} else if (verb === 'fill-and-more-on-stop') {
+  // Fills, then writes 1 MiB more when told to stop: what an agent writes between the check that
+  // caught it and its death must count in the next task's baseline.
+  fs.mkdirSync(path.join(dir, 'fill'), { recursive: true })
+  for (let i = 0; i < Number(n); i++) fs.writeFileSync(path.join(dir, 'fill', task.id + '-' + i), Buffer.alloc(65536, 1))
+  process.on('SIGTERM', () => {
+    for (let i = 0; i < 16; i++) fs.writeFileSync(path.join(dir, 'fill', task.id + '-more-' + i), Buffer.alloc(65536, 1))
+    process.exit(0)
+  })
+} else if (verb === 'clean-later') {
+  // Several checks pass while /data is still as the last task left it, then it deletes the files.
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, Number(n))
+  fs.rmSync(path.join(dir, 'fill'), { recursive: true, force: true })
 }
 fs.writeFileSync(path.join(dir, 'done-' + task.id), '')
 const timer = setInterval(() => {
@@ -92,6 +105,23 @@ for (const dialect of testDialects()) {
 
       // A follow-up task runs in the same /data (over the quota at its start) and deletes the files.
       const next = await r.controller.submitTask(r.orgId, r.actor, workspace.id, { description: 'clean', options: {} })
+      await agentDone(r, workspace.id, next.id)
+      await taskEnd(r, workspace.id, next.id, 'cleaned up')
+      expect(await settled(r, next.id)).toMatchObject({ status: 'completed', summary: 'cleaned up' })
+      writeFileSync(join(dataDir(r, workspace.id), 'go'), '')
+      await idleAfter(r, workspace.id, 2)
+    })
+
+    it('measures /data again once a stopped agent is gone: what it wrote after the check that caught it is the next task\'s baseline', async () => {
+      const r = await setup({ disk: { quotaMb: 1, intervalMs: 50 } })
+      // 20 × 64 KiB = 1.25 MiB: caught over the quota; on SIGTERM the agent writes 1 MiB more.
+      const { workspace, task: t } = await r.controller.createWorkspace(r.orgId, r.actor, r.role, { description: 'fill-and-more-on-stop 20', options: {} })
+      expect(await settled(r, t!.id)).toMatchObject({ status: 'failed', reason: 'disk_quota_exceeded' })
+      await idleAfter(r, workspace.id, 1)
+      await expect(measureDisk(dataDir(r, workspace.id)).then((u) => u.usedBytes)).resolves.toBeGreaterThan(2 * MIB)
+      // The follow-up starts at ~2.25 MiB and deletes only after 800 ms (16 checks at 50 ms): it is
+      // not failed for what the previous agent left, and ends under the quota.
+      const next = await r.controller.submitTask(r.orgId, r.actor, workspace.id, { description: 'clean-later 800', options: {} })
       await agentDone(r, workspace.id, next.id)
       await taskEnd(r, workspace.id, next.id, 'cleaned up')
       expect(await settled(r, next.id)).toMatchObject({ status: 'completed', summary: 'cleaned up' })
