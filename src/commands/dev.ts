@@ -64,8 +64,9 @@ export default class Dev extends CorralCommand<void> {
       throw explain(err)
     }
     await writeFile(join(dataDir, LOCK_FILE), JSON.stringify({ pid: process.pid, api: session.apiUrl }))
-    process.stdout.write(session.summary)
-    await untilSignal(session, cleanup)
+    // The summary says "ready": it is written once SIGTERM is handled, or a stop sent the moment it
+    // is read would kill the process before its drain (as `serve`).
+    await untilSignal(session, cleanup, () => process.stdout.write(session.summary))
   }
 }
 
@@ -185,7 +186,7 @@ function alive(pid: number): boolean {
 }
 
 /** As `serve`: SIGTERM/SIGINT drain (bounded), a second signal exits at once with status 1. */
-function untilSignal(session: DevSession, cleanup: () => Promise<void>): Promise<void> {
+function untilSignal(session: DevSession, cleanup: () => Promise<void>, announce: () => void): Promise<void> {
   const { logger } = session
   process.on('unhandledRejection', (err) => logger.error({ err }, 'BUG: unhandled promise rejection; corral dev keeps running'))
   return new Promise<void>((resolveDone) => {
@@ -210,5 +211,6 @@ function untilSignal(session: DevSession, cleanup: () => Promise<void>): Promise
     }
     process.on('SIGTERM', () => shutdown('SIGTERM'))
     process.on('SIGINT', () => shutdown('SIGINT'))
+    announce()
   })
 }

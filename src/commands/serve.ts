@@ -50,7 +50,6 @@ export default class Serve extends CorralCommand<void> {
     if (key) {
       process.stdout.write(`Created org "default" with an owner API key (shown once; also saved to ${key.path}):\n  ${key.value}\n`)
     }
-    process.stdout.write(`${running.readyLine()}\n`)
 
     // Last line of defence: a promise rejected with nobody listening is a bug, logged loudly, but
     // it must not take down every workspace, stream and proxied request with it.
@@ -87,6 +86,9 @@ export default class Serve extends CorralCommand<void> {
       }
       process.on('SIGTERM', () => shutdown('SIGTERM'))
       process.on('SIGINT', () => shutdown('SIGINT'))
+      // "ready" only once SIGTERM is handled: a stop sent the moment the line is read (a test, a
+      // supervisor) would otherwise kill the process by the signal's default, without its drain.
+      process.stdout.write(`${running.readyLine()}\n`)
       // This replica may no longer serve (its start-up lock went to a conflicting replica): drain, stop, exit 1.
       running.onFatal(() => {
         process.exitCode = 1
