@@ -303,6 +303,7 @@ async function main(): Promise<void> {
       squid: found.squid && (!only || only.includes('squid')),
       bump: found.squid && (!only || only.includes('squid-bump')),
       mitm: found.mitm && (!only || only.includes('mitmproxy')),
+      floor: !only || only.includes('node-floor'),
     }
     const up = await spawnUntil(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/proxy-upstream.ts'), join(tmp, 'upca')], /READY (\d+)/)
     const upPort = Number(up.match[1])
@@ -376,6 +377,12 @@ async function main(): Promise<void> {
     if (peers.mitm) {
       const p = await startMitmproxy(tmp, upCaFile, children)
       targets.push({ name: p.name, pid: p.pid, dispatcher: viaPeer(p) })
+    }
+    if (peers.floor) {
+      // Node's own floor for interception (bench/node-floor-proxy.ts): no policy, no audit.
+      const f = await spawnUntil(process.execPath, [...nodeArgs.filter((a) => !a.startsWith('--cpu-prof') && !a.includes('/prof')), '--import', 'tsx', join(ROOT, 'bench/node-floor-proxy.ts'), join(tmp, 'floorca'), upCaFile], /READY (\d+)/)
+      const p = { port: Number(f.match[1]), caPem: readFileSync(join(tmp, 'floorca/ca.pem'), 'utf8') }
+      targets.push({ name: 'node-floor', pid: f.child.pid!, dispatcher: viaPeer(p) })
     }
     if (MODE === 'rate') {
       await rateRun(targets, origin, resultsDir)
