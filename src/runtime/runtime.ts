@@ -197,8 +197,14 @@ export interface AgentProcess {
   readonly pid: number
   /** Resolves when the agent and its sandbox are gone. */
   readonly exited: Promise<AgentExit>
-  /** Host path of the agent's combined stdout/stderr log. */
+  /** Host path of the agent's combined stdout/stderr log (`pod/<ns>/<pod>/agent` for a Kubernetes pod: no host file). */
   readonly logPath: string
+  /**
+   * The agent's output as text (whole lines), for drivers whose output is not a host file: the
+   * Kubernetes driver follows the agent container's log through the API server (from its start,
+   * resumed without duplicates after a drop) until the agent is gone. Each call follows anew.
+   */
+  readonly output?: () => AsyncIterable<string>
   /** A workspace limit hit so far by this agent's sandbox (its cgroup), if the driver can tell. */
   limitHit?(): Promise<LimitHit | undefined>
 }

@@ -63,6 +63,15 @@ export class AgentLauncher {
   }
 
   /**
+   * Ships the output of an agent this process did not start (adopted in a takeover) from now on:
+   * only drivers that stream it (`proc.output`, Kubernetes) can; a host file stays on its host.
+   */
+  follow(proc: AgentProcess): void {
+    const logs = this.#o.logs
+    if (logs && proc.output) void shipAgentLog({ logs, ...(this.#o.logger ? { logger: this.#o.logger } : {}) }, proc, 0)
+  }
+
+  /**
    * The pack schemas a workspace's agent events must also satisfy: those its running agent was
    * started with; read from the role when no agent of this process started it (a restart).
    */

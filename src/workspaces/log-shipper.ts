@@ -39,10 +39,11 @@ export function redactTokens(text: string, token?: string): string {
 
 /**
  * Copies what the agent appends to `proc.logPath` after `from` into the store until the agent
- * exits (then one last pass). Drivers whose output is not a host file (Kubernetes pods: `pod/…`)
- * are not shipped. Resolves when done; never rejects.
+ * exits (then one last pass); or, for drivers whose output is not a host file (Kubernetes pods),
+ * what `proc.output` yields. Resolves when done; never rejects.
  */
 export async function shipAgentLog(o: ShipperOptions, proc: AgentProcess, from: number, token?: string): Promise<void> {
+  if (proc.output) return shipAgentOutput(o, proc.workspaceId, proc.output(), token)
   if (!isAbsolute(proc.logPath)) return
   let offset = from
   let carry = ''
@@ -97,4 +98,52 @@ export async function shipAgentLog(o: ShipperOptions, proc: AgentProcess, from: 
     })
     if (!ok || offset === before) break
   }
+}
+
+/**
+ * Copies the agent's output stream (whole lines) into the store, at most one write per interval:
+ * what arrived meanwhile is redacted and stored together; a backlog over the retention cap keeps
+ * its newest part with a marker line. Resolves when the stream ends; never rejects.
+ */
+async function shipAgentOutput(o: ShipperOptions, workspaceId: string, output: AsyncIterable<string>, token?: string): Promise<void> {
+  let pending = ''
+  let skipped = 0
+  let ended = false
+  const store = async (): Promise<void> => {
+    if (!pending && !skipped) return
+    const text = (skipped ? `[corral: ${skipped} bytes of agent output skipped]\n` : '') + redactTokens(pending, token)
+    pending = ''
+    skipped = 0
+    for (let i = 0; i < text.length; i += CHUNK_BYTES) {
+      try {
+        await o.logs.append(workspaceId, text.slice(i, i + CHUNK_BYTES), LOG_RETENTION_BYTES)
+      } catch (err) {
+        pending = text.slice(i) + pending // kept for the next store (already redacted: redacting again changes nothing)
+        throw err
+      }
+    }
+  }
+  const reading = (async () => {
+    try {
+      for await (const text of output) {
+        pending += text
+        if (pending.length > LOG_RETENTION_BYTES) {
+          // Cut at a line start: a token is never split by the cut.
+          const cut = pending.indexOf('\n', pending.length - LOG_RETENTION_BYTES) + 1 || pending.length - LOG_RETENTION_BYTES
+          skipped += cut
+          pending = pending.slice(cut)
+        }
+      }
+    } catch (err) {
+      o.logger?.warn({ err, workspace_id: workspaceId }, 'agent output no longer followed')
+    } finally {
+      ended = true
+    }
+  })()
+  // Bounded: the loop ends with the stream (which ends with the agent); the last store drains it.
+  while (!ended) {
+    await Promise.race([reading, new Promise((r) => setTimeout(r, o.intervalMs ?? INTERVAL_MS).unref())])
+    await store().catch((err: unknown) => o.logger?.warn({ err, workspace_id: workspaceId }, 'agent output not stored (will retry)'))
+  }
+  await store().catch((err: unknown) => o.logger?.warn({ err, workspace_id: workspaceId }, 'agent output not stored'))
 }

@@ -80,6 +80,7 @@ export class TaskRunner {
     run.timer = setTimeout(() => void this.#timeout(ws.id, task.id), leftMs)
     run.timer.unref()
     this.#running.set(ws.id, run)
+    this.#o.launcher.follow(proc)
     void proc.exited.then((exit) => this.#o.locks.run(ws.id, () => this.#afterAgent(ws.id, task.id, exit)).catch((err: unknown) => {
       this.#o.logger?.error({ err, workspace_id: ws.id }, 'after-task handling failed')
     }))

@@ -3,7 +3,8 @@
 // the reference agent through the real proxy (token and CA from the pod's Secret, HTTPS_PROXY the
 // proxy Service's cluster IP), /data is snapshotted over exec + tar and listed, a fork restores it
 // into a new claim and takes a follow-up, a pod evicted mid-task fails that task and the workspace
-// goes on, a stop leaves no pod; a pooled role's warm pod is claimed by a task and replaced. docs/kubernetes.md "Runtime: what was proven where".
+// goes on, a stop leaves no pod; a pooled role's warm pod is claimed by a task and replaced; the agent's output is shipped
+// (`corral workspace logs`). docs/kubernetes.md "Runtime: what was proven where".
 import { writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { join, resolve } from 'node:path'
@@ -89,6 +90,15 @@ describe('serve --runtime kubernetes against the fake API server', () => {
     expect(files).toEqual(expect.arrayContaining(['report.md', 'notes-copy.txt', `uploads/${accepted.task_id}/notes.txt`]))
     expect(fake.store.list('persistentvolumeclaims', 'corral', `corral.dev/workspace=${wsId}`)).toHaveLength(1)
     expect(fake.store.get('networkpolicies', 'corral', 'corral-workspaces').spec).toMatchObject({ policyTypes: ['Ingress', 'Egress'] })
+
+    // The agent's output, followed from the pod's log through the API server and shipped like the
+    // local runtime's: `corral workspace logs` shows the line the reference agent writes to stderr at
+    // a task's end (src/agent/main.ts), once.
+    const line = new RegExp(`^task ${accepted.task_id}: completed after \\d+ iterations$`, 'm')
+    await stack.until(async () => line.test((await stack.corral(['workspace', 'logs', wsId])).stdout), 'the agent output shipped')
+    const chunks = JSON.parse((await stack.corral(['workspace', 'logs', wsId, '--agent', '--json'])).stdout)
+    expect(chunks.map((c: any) => c.text).join('').match(new RegExp(line.source, 'gm'))).toHaveLength(1)
+    expect(fake.requests.some((q) => q.path.endsWith('/log') && q.query.includes('follow=true'))).toBe(true)
 
     // Fork at 1 into a new claim; the follow-up reads the parent's file.
     const fork = await stack.api('POST', `/workspaces/${wsId}/fork`, { fork_point_task_count: 1 })

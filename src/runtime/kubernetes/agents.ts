@@ -44,11 +44,19 @@ export function workspaceOf(pod: V1Pod): string | undefined {
   return pod.metadata?.annotations?.['corral.dev/workspace-id'] ?? pod.metadata?.labels?.[LABEL.workspace]
 }
 
+/** The agent container's output of a pod, followed until `over` (pod-logs.ts); `since` for an adopted agent. */
+export type OutputOf = (podName: string, over: Promise<AgentExit>, since?: Date) => AsyncIterable<string>
+
 /** The agents followed, by workspace; settled from the pod watch. */
 export class AgentTable {
   readonly #byWorkspace = new Map<string, TrackedAgent>()
+  readonly #outputOf: OutputOf | undefined
 
-  track(workspaceId: string, podName: string, logPath: string): TrackedAgent {
+  constructor(outputOf?: OutputOf) {
+    this.#outputOf = outputOf
+  }
+
+  track(workspaceId: string, podName: string, logPath: string, since?: Date): TrackedAgent {
     let resolveExit!: (e: AgentExit) => void
     const exited = new Promise<AgentExit>((r) => (resolveExit = r))
     let resolveRunning!: (e: AgentExit | null) => void
@@ -56,7 +64,7 @@ export class AgentTable {
     let over = false
     const agent: TrackedAgent = {
       workspaceId, podName, running,
-      process: { workspaceId, pid: 0, exited, logPath },
+      process: { workspaceId, pid: 0, exited, logPath, ...(this.#outputOf ? { output: () => this.#outputOf!(podName, exited, since) } : {}) },
       exit: (e) => {
         if (over) return
         over = true

@@ -20,10 +20,11 @@ import { AgentTable, agentEnd, agentRunning, workspaceOf } from './agents.js'
 import { apiMessage, openKubeClient, statusCode, tolerate, type KubeClient } from './kube-client.js'
 import { KubeVolume } from './kube-volume.js'
 import {
-  agentPod, agentSecret, claimName, dataClaim, keeperPod, LABEL, podName, POOL, WORKSPACE_SELECTOR, workspaceLabels, workspacePolicy, type WorkspaceOwner,
+  AGENT_CONTAINER, agentPod, agentSecret, claimName, dataClaim, keeperPod, LABEL, podName, POOL, WORKSPACE_SELECTOR, workspaceLabels, workspacePolicy, type WorkspaceOwner,
 } from './manifests.js'
 import { podResources, type KubernetesSettings } from './options.js'
 import { PodWatch } from './pod-watch.js'
+import { followPodLog } from './pod-logs.js'
 import { podPacks } from './pod-packs.js'
 import { claimObject, claimTargets } from './warm-claims.js'
 import { cniVerdict, probeCni } from './cni-probe.js'
@@ -45,7 +46,8 @@ export class KubernetesRuntime implements WorkspaceRuntime {
   readonly #s: KubernetesSettings
   readonly #client: KubeClient
   readonly #snapshots: WorkspaceSnapshots
-  readonly #agents = new AgentTable()
+  readonly #agents = new AgentTable((pod, over, since) => followPodLog(this.#client, { namespace: this.#s.namespace, pod, container: AGENT_CONTAINER }, { over, signal: this.#closing.signal, ...(since ? { since } : {}) }))
+  readonly #closing = new AbortController()
   readonly #owners = new Map<string, WorkspaceOwner>()
   readonly #starting = new Set<string>()
   readonly #proxy: ProxyService
@@ -343,7 +345,8 @@ export class KubernetesRuntime implements WorkspaceRuntime {
         adopted.push({ workspaceId: id, process: known.process })
         continue
       }
-      const agent = this.#agents.track(id, pod.metadata.name!, `pod/${this.#s.namespace}/${pod.metadata.name}/agent`)
+      // Its output is followed from now: what it wrote before, the replica that started it shipped.
+      const agent = this.#agents.track(id, pod.metadata.name!, `pod/${this.#s.namespace}/${pod.metadata.name}/agent`, new Date())
       agent.markRunning()
       adopted.push({ workspaceId: id, process: agent.process })
     }
@@ -353,6 +356,7 @@ export class KubernetesRuntime implements WorkspaceRuntime {
   /** Stops watching; agent pods keep running (another replica, or the next start, adopts them). */
   async close(): Promise<void> {
     this.#watch.close()
+    this.#closing.abort()
     for (const wake of [...this.#waiters]) wake()
   }
 

@@ -7,9 +7,10 @@
 // flattened into a directory nobody may write. What it does not do: container images, the
 // security context (users only with runAsPodUser), resource limits, NetworkPolicy.
 import { type ChildProcess, spawn } from 'node:child_process'
-import { chownSync, mkdirSync, openSync, closeSync, writeFileSync, rmSync } from 'node:fs'
+import { chownSync, mkdirSync, writeFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { pullImageVolume } from './image-volume.js'
+import { ContainerLog } from './logs.js'
 import { KubeError, type KubeObject, type ObjectStore } from './store.js'
 
 export interface KubeletOptions {
@@ -33,6 +34,8 @@ interface RunningPod {
   name: string
   mounts: Map<string, Map<string, string>>
   processes: Map<string, ChildProcess>
+  /** Each started container's output (the keeper's stays empty: it runs nothing here). */
+  logs: Map<string, ContainerLog>
   timer?: NodeJS.Timeout
   deleting?: boolean
 }
@@ -60,7 +63,7 @@ export class Kubelet {
   }
 
   schedule(namespace: string, name: string): void {
-    const pod: RunningPod = { namespace, name, mounts: new Map(), processes: new Map() }
+    const pod: RunningPod = { namespace, name, mounts: new Map(), processes: new Map(), logs: new Map() }
     this.#pods.set(`${namespace}/${name}`, pod)
     this.#store.update('pods', namespace, name, (o) => {
       o.spec = { ...o.spec, nodeName: 'fake-node' }
@@ -84,7 +87,10 @@ export class Kubelet {
       return
     }
     const containers = (obj.spec?.containers ?? []) as Container[]
-    for (const c of containers) if (c.name === 'agent') this.#run(pod, obj, c)
+    for (const c of containers) {
+      pod.logs.set(c.name, new ContainerLog())
+      if (c.name === 'agent') this.#run(pod, obj, c)
+    }
     this.#store.update('pods', pod.namespace, pod.name, (o) => {
       o.status = {
         phase: 'Running', podIP: '127.0.0.1', startTime: new Date().toISOString(), qosClass: 'Burstable',
@@ -176,10 +182,12 @@ export class Kubelet {
     const argv = [...(c.command ?? []), ...(c.args ?? [])].map((a) => this.mapPath(pod, c.name, a))
     const dir = join(this.root, 'pods', pod.name)
     mkdirSync(dir, { recursive: true })
-    const log = openSync(join(dir, `${c.name}.log`), 'a')
     const user = this.#podUser(obj)
-    const child = spawn(argv[0]!, argv.slice(1), { cwd: this.mapPath(pod, c.name, c.workingDir ?? '/'), env: this.#env(pod, c), stdio: ['ignore', log, log], ...(user ? { uid: user.uid, gid: user.gid } : {}) })
-    closeSync(log)
+    const child = spawn(argv[0]!, argv.slice(1), { cwd: this.mapPath(pod, c.name, c.workingDir ?? '/'), env: this.#env(pod, c), stdio: ['ignore', 'pipe', 'pipe'], ...(user ? { uid: user.uid, gid: user.gid } : {}) })
+    // The container runtime reads stdout and stderr into the container's log (logs.ts).
+    const log = pod.logs.get(c.name)!
+    log.attach(child.stdout!)
+    log.attach(child.stderr!)
     pod.processes.set(c.name, child)
     child.once('error', () => {})
     child.once('close', (code, signal) => {
@@ -249,7 +257,22 @@ export class Kubelet {
     return { map: (s) => this.mapPath(pod, container, s), cwd: this.mapPath(pod, container, c.workingDir ?? '/'), env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } }
   }
 
+  /**
+   * A container's log as `GET …/log` reads it: 404 for a pod that is gone, 400 for a container the
+   * pod does not have or that has not started (the API server's "is waiting to start").
+   */
+  containerLog(namespace: string, name: string, container: string | null): ContainerLog {
+    const obj = this.#store.get('pods', namespace, name)
+    const containers = (obj.spec?.containers ?? []) as Container[]
+    const c = container ? containers.find((x) => x.name === container) : containers.length === 1 ? containers[0] : undefined
+    if (!c) throw new KubeError(400, 'BadRequest', container ? `container ${container} is not valid for pod ${name}` : `a container name must be specified for pod ${name}, choose one of: [${containers.map((x) => x.name).join(' ')}]`)
+    const log = this.#pods.get(`${namespace}/${name}`)?.logs.get(c.name)
+    if (!log) throw new KubeError(400, 'BadRequest', `container "${c.name}" in pod "${name}" is waiting to start: ContainerCreating`)
+    return log
+  }
+
   #forget(namespace: string, name: string): void {
+    for (const log of this.#pods.get(`${namespace}/${name}`)?.logs.values() ?? []) log.finish()
     this.#pods.delete(`${namespace}/${name}`)
     rmSync(join(this.root, 'pods', name), { recursive: true, force: true })
   }

@@ -14,12 +14,13 @@ import type { AddressInfo, Socket } from 'node:net'
 import { WebSocketServer, type WebSocket } from 'ws'
 import { handleExec } from './exec.js'
 import { Kubelet, type KubeletOptions } from './kubelet.js'
+import { serveLog, type LogHostility } from './logs.js'
 import { KubeError, matchesSelector, ObjectStore, status, type KubeObject, type StoredEvent } from './store.js'
 
 const KINDS: Record<string, string> = {
   pods: 'Pod', persistentvolumeclaims: 'PersistentVolumeClaim', secrets: 'Secret', services: 'Service', endpoints: 'Endpoints', networkpolicies: 'NetworkPolicy',
 }
-const CORE = /^\/api\/v1\/namespaces\/([^/]+)\/(pods|persistentvolumeclaims|secrets|services|endpoints)(?:\/([^/]+))?(?:\/(exec|status))?$/
+const CORE = /^\/api\/v1\/namespaces\/([^/]+)\/(pods|persistentvolumeclaims|secrets|services|endpoints)(?:\/([^/]+))?(?:\/(exec|status|log))?$/
 const NETWORKING = /^\/apis\/networking\.k8s\.io\/v1\/namespaces\/([^/]+)\/(networkpolicies)(?:\/([^/]+))?$/
 const NAMESPACE = /^\/api\/v1\/namespaces\/([^/]+)$/
 
@@ -37,6 +38,9 @@ export class FakeKube {
   #server!: Server
   #wss = new WebSocketServer({ noServer: true, handleProtocols: (protocols: Set<string>) => ['v5.channel.k8s.io', 'v4.channel.k8s.io'].find((p) => protocols.has(p)) ?? false })
   readonly #watches = new Set<ServerResponse>()
+  readonly #logStreams = new Set<ServerResponse>()
+  /** Hostile log streams (logs.ts): cut mid-line after some lines, or written slowly. */
+  readonly logHostility: LogHostility = {}
   readonly #sockets = new Set<Socket>()
   readonly #conflicts = new Map<string, number>()
   readonly #namespaces: Set<string>
@@ -105,12 +109,17 @@ export class FakeKube {
   /** Namespaces where the (fake) Role grants nothing (a Role is namespaced): every verb there answers 403. */
   readonly forbiddenNamespaces = new Set<string>()
 
+  get openLogStreams(): number {
+    return this.#logStreams.size
+  }
+
   get openWatches(): number {
     return this.#watches.size
   }
 
   async close(): Promise<void> {
     this.dropWatches()
+    for (const res of this.#logStreams) res.socket?.destroy()
     await this.kubelet.close()
     for (const c of this.#wss.clients) c.terminate()
     for (const s of this.#sockets) s.destroy()
@@ -131,6 +140,10 @@ export class FakeKube {
       const [, namespace, resource, name, sub] = m as unknown as [string, string, string, string | undefined, string | undefined]
       if (!this.#namespaces.has(namespace)) throw new KubeError(404, 'NotFound', `namespaces "${namespace}" not found`, { name: namespace, kind: 'namespaces' })
       if (sub === 'exec') throw new KubeError(400, 'BadRequest', 'Upgrade request required')
+      if (sub === 'log' && resource === 'pods' && name && req.method === 'GET') {
+        if (this.forbidden.has('pods/log')) throw new KubeError(403, 'Forbidden', `pods "${name}" is forbidden: User "system:serviceaccount:${namespace}:corral" cannot get resource "pods/log" in API group "" in the namespace "${namespace}"`, { name, kind: 'pods' })
+        return serveLog(this.kubelet.containerLog(namespace, name, url.searchParams.get('container')), url.searchParams, res, this.logHostility, this.#logStreams)
+      }
       const body = ['POST', 'PUT', 'PATCH'].includes(req.method ?? '') ? await readJson(req) : undefined
       const out = await this.#verb(req.method ?? 'GET', resource, namespace, name, url.searchParams, body, res)
       if (out !== undefined) send(res, out.code, out.body)
