@@ -14,7 +14,8 @@
 //   the data is on disk (fdatasync after the write where O_DSYNC does not exist). A segment is sealed when it grows
 // past `segmentBytes`, or past 1 MiB once every line in it is in the database; a sealed segment
 // whose lines are all in the database is deleted. At open, directories of writers that are gone (same host,
-// pid not alive, or our own pid from a previous life in a container) are handed back for replay.
+// pid not alive — gone, a zombie, or reused by another process since — or our own pid from a
+// previous life in a container) are handed back for replay.
 
 import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
@@ -111,7 +112,8 @@ export class Journal {
     const name = `${safeHost()}-${process.pid}-${randomBytes(4).toString('hex')}`
     const tmp = join(root, `.${name}`)
     await mkdir(tmp, { mode: 0o700 })
-    await writeFile(join(tmp, LOCK), JSON.stringify({ pid: process.pid, host: hostname(), started: new Date().toISOString() }))
+    const start = (await procStat(process.pid))?.start
+    await writeFile(join(tmp, LOCK), JSON.stringify({ pid: process.pid, host: hostname(), started: new Date().toISOString(), ...(start !== undefined ? { start } : {}) }))
     await rename(tmp, join(root, name))
     await syncDir(root)
     return { journal: new Journal(join(root, name), opts), recovered }
@@ -248,7 +250,7 @@ export class Journal {
 }
 
 async function isStale(dir: string): Promise<boolean> {
-  let owner: { pid?: unknown; host?: unknown }
+  let owner: { pid?: unknown; host?: unknown; start?: unknown }
   try {
     owner = JSON.parse(await readFile(join(dir, LOCK), 'utf8'))
   } catch {
@@ -258,10 +260,29 @@ async function isStale(dir: string): Promise<boolean> {
   if (owner.pid === process.pid) return true
   try {
     process.kill(owner.pid, 0)
-    return false
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'ESRCH'
   }
+  // kill(pid, 0) succeeds on a process that has exited but is not yet reaped (a zombie: a proxy
+  // worker whose primary was killed -9 waits for init to reap it, seconds here), and on another
+  // process that reused the pid. Neither will write this journal again.
+  const now = await procStat(owner.pid)
+  if (!now) return false
+  if (now.state === 'Z' || now.state === 'X') return true
+  return typeof owner.start === 'number' && owner.start !== now.start
+}
+
+/**
+ * A process's state letter and start time (clock ticks since boot) from /proc (Linux); undefined
+ * elsewhere or when it is gone. The start time tells a reused pid from the journal's writer.
+ */
+async function procStat(pid: number): Promise<{ state: string; start: number } | undefined> {
+  const text = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined)
+  // "pid (comm) state ppid …": comm may hold spaces and parentheses, so split after the last ')'.
+  const fields = text?.slice(text.lastIndexOf(')') + 2).split(' ')
+  // Field 3 is the state, field 22 the start time.
+  if (!fields || fields.length < 20) return undefined
+  return { state: fields[0], start: Number(fields[19]) }
 }
 
 async function removeDir(dir: string): Promise<void> {

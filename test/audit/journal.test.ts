@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { hostname, tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { openAuditWriter, queryAudit } from '../../src/audit/index.js'
@@ -27,6 +27,35 @@ function journalLines(root: string): string[] {
     out.push(...readFileSync(join(root, w, f), 'utf8').split('\n').filter(Boolean))
   }
   return out
+}
+
+/**
+ * A process that has exited but is not reaped (a zombie), as a proxy worker is between its exit
+ * and init reaping it once its primary was killed -9: `sleep 0`, whose parent exec'd into a
+ * `sleep` that never waits for it. Resolves with its pid and a stop for its parent.
+ */
+async function zombie(): Promise<{ pid: number; parentPid: number; stop: () => void }> {
+  const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 60'], { stdio: ['ignore', 'pipe', 'ignore'] })
+  const stop = () => void parent.kill('SIGKILL')
+  const pid = await new Promise<number>((done) => parent.stdout!.once('data', (c: Buffer) => done(Number(String(c).trim()))))
+  const state = () => /\) (\S)/.exec(readFileSync(`/proc/${pid}/stat`, 'utf8'))?.[1]
+  for (let i = 0; i < 100 && state() !== 'Z'; i++) await new Promise((r) => setTimeout(r, 20))
+  if (state() !== 'Z') {
+    stop()
+    throw new Error(`process ${pid} did not become a zombie`)
+  }
+  return { pid, parentPid: parent.pid!, stop }
+}
+
+/** A journal left by a writer whose database never answered, its LOCK naming `owner` as if it were still open. */
+async function leftJournal(store: Store, org: string, owner: object): Promise<{ root: string; id: string }> {
+  const root = tempDir()
+  const first = await openAuditWriter(withInsert(store, () => new Promise(() => {})), { journalDir: root, drainTimeoutMs: 50, logger: quietLogger() })
+  const { id } = await first.emit(decision(org))
+  await first.close()
+  const [dir] = readdirSync(root)
+  writeFileSync(join(root, dir, 'LOCK'), JSON.stringify({ host: hostname(), ...owner }))
+  return { root, id }
 }
 
 for (const d of testDialects()) {
@@ -112,6 +141,38 @@ for (const d of testDialects()) {
       expect(stored).toHaveLength(4)
       expect(logged.filter((m) => m.includes('journal write failed'))).toHaveLength(1)
       await writer.close()
+    })
+
+    it('a writer that exited but is not yet reaped (a zombie) is gone: its journal is replayed', async () => {
+      const org = orgId()
+      const z = await zombie()
+      try {
+        const { root, id } = await leftJournal(store, org, { pid: z.pid })
+        const second = await openAuditWriter(store, { journalDir: root })
+        expect(await ids(org)).toEqual([id])
+        await second.close()
+      } finally {
+        z.stop()
+      }
+    })
+
+    it("a writer's pid now held by another process is gone (its start time differs): its journal is replayed; a live writer's is not", async () => {
+      const org = orgId()
+      const z = await zombie()
+      try {
+        // The LOCK names a live process (the zombie's parent) but another start time: the pid was reused.
+        const start = Number(readFileSync(`/proc/${z.parentPid}/stat`, 'utf8').split(') ')[1].split(' ')[19])
+        const reused = await leftJournal(store, org, { pid: z.parentPid, start: start - 1 })
+        const second = await openAuditWriter(store, { journalDir: reused.root })
+        expect(await ids(org)).toEqual([reused.id])
+        await second.close()
+        const live = await leftJournal(store, org, { pid: z.parentPid, start })
+        const third = await openAuditWriter(store, { journalDir: live.root })
+        expect(await ids(org)).toEqual([reused.id])
+        await third.close()
+      } finally {
+        z.stop()
+      }
     })
 
     for (const [mode, durability] of [['hung', 'process'], ['live', 'process'], ['hung', 'host'], ['live', 'host']] as const) {

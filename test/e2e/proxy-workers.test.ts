@@ -1,6 +1,7 @@
 // `corral proxy --workers N` (src/serve/proxy-workers.ts): N worker processes answer on one port,
 // every answered request has exactly one decision row, a worker killed with SIGKILL is replaced and
 // the rows it journaled are kept, and the workers stop when their primary is killed -9.
+import BetterSqlite3 from 'better-sqlite3'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -177,10 +178,21 @@ describe('corral proxy --workers', () => {
     const before = (await decisionRows()).length
     const proxy = await startProxy(2)
     const workers = children(proxy.child.pid!)
-    expect(await traffic(proxy, 4, 5)).toEqual(Array(20).fill(200))
-    proxy.child.kill('SIGKILL')
-    await proxy.exited
-    await until('the workers to exit', () => workers.every((pid) => !alive(pid)))
+    // The database takes no row until the workers are gone (a write lock held here), so every row
+    // must come from the journals' replay — whatever the machine's load — and the restart below
+    // starts while the orphaned workers may still be zombies that init has not reaped (seconds on
+    // this machine): a journal whose writer exited is replayed, reaped or not (journal.ts isStale).
+    const lock = new BetterSqlite3(dbUrl.slice('sqlite:'.length))
+    lock.exec('BEGIN IMMEDIATE')
+    try {
+      expect(await traffic(proxy, 4, 5)).toEqual(Array(20).fill(200))
+      proxy.child.kill('SIGKILL')
+      await proxy.exited
+      await until('the workers to exit', () => workers.every((pid) => !alive(pid)))
+    } finally {
+      lock.exec('ROLLBACK')
+      lock.close()
+    }
     const again = await startProxy(1)
     expect(await stop(again)).toBe(0)
     expect((await decisionRows()).length - before).toBe(20)
