@@ -9,7 +9,7 @@
 // A checkout is measured from its dist/ (run `npm run build` there first). The event is a
 // decision row like the proxy's. Latency is emit() → durable, from the scheduled emit time.
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
@@ -26,6 +26,13 @@ const decision = () => ({
   debits: { requests: 1 }, budget_state: { requests: { used: 1234, max: 1_000_000_000 } }, floored: {},
 })
 
+/** CPU of this process's main thread (its event loop) in ms, from /proc (clock ticks of 10 ms). */
+function mainThreadMs(): number {
+  const stat = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8')
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return (Number(f[11]) + Number(f[12])) * 10
+}
+
 /** One measurement in this process (the child): prints one JSON line. */
 async function child(root: string): Promise<void> {
   const dist = (p: string) => pathToFileURL(join(root, 'dist', p)).href
@@ -41,6 +48,7 @@ async function child(root: string): Promise<void> {
     const lat = new Float64Array(n)
     let settled = 0
     const cpu0 = process.cpuUsage()
+    const main0 = mainThreadMs()
     const start = performance.now()
     let issued = 0
     while (issued < n) {
@@ -53,9 +61,10 @@ async function child(root: string): Promise<void> {
     }
     await writer.flush()
     const cpu = process.cpuUsage(cpu0)
+    const mainMs = mainThreadMs() - main0
     const sorted = lat.subarray(0, settled).sort()
     const pct = (p: number) => Math.round(sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]! * 100) / 100
-    process.stdout.write(JSON.stringify({ cpu_us_per_event: Math.round(((cpu.user + cpu.system) / n) * 10) / 10, p50_ms: pct(50), p99_ms: pct(99) }) + '\n')
+    process.stdout.write(JSON.stringify({ cpu_us_per_event: Math.round(((cpu.user + cpu.system) / n) * 10) / 10, main_us_per_event: Math.round((mainMs * 1000 / n) * 10) / 10, p50_ms: pct(50), p99_ms: pct(99) }) + '\n')
     await writer.close()
     await store.close()
   } finally {
@@ -71,8 +80,8 @@ if (process.env.CORRAL_BENCH_CHILD) {
   for (let round = 0; round < ROUNDS; round++) {
     for (const root of roots) {
       const out = execFileSync(process.execPath, ['--import', 'tsx', import.meta.filename], { env: { ...process.env, CORRAL_BENCH_CHILD: root } }).toString().trim()
-      const r = JSON.parse(out) as { cpu_us_per_event: number; p50_ms: number; p99_ms: number }
-      process.stdout.write(`${root.padEnd(40)} cpu ${String(r.cpu_us_per_event).padStart(6)} us/event  p50 ${r.p50_ms} ms  p99 ${r.p99_ms} ms\n`)
+      const r = JSON.parse(out) as { cpu_us_per_event: number; main_us_per_event: number; p50_ms: number; p99_ms: number }
+      process.stdout.write(`${root.padEnd(40)} cpu ${String(r.cpu_us_per_event).padStart(6)} us/event (event loop ${r.main_us_per_event})  p50 ${r.p50_ms} ms  p99 ${r.p99_ms} ms\n`)
     }
   }
 }

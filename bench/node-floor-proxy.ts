@@ -48,3 +48,5 @@ front.on('connect', (req, socket: Socket) => {
   inner.emit('connection', tls)
 })
 front.listen(0, '127.0.0.1', () => process.stdout.write(`READY ${(front.address() as AddressInfo).port}\n`))
+// A clean exit on SIGTERM, so --cpu-prof (CORRAL_BENCH_PROFILE=1) writes its profile.
+process.on('SIGTERM', () => process.exit(0))

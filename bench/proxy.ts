@@ -380,7 +380,7 @@ async function main(): Promise<void> {
     }
     if (peers.floor) {
       // Node's own floor for interception (bench/node-floor-proxy.ts): no policy, no audit.
-      const f = await spawnUntil(process.execPath, [...nodeArgs.filter((a) => !a.startsWith('--cpu-prof') && !a.includes('/prof')), '--import', 'tsx', join(ROOT, 'bench/node-floor-proxy.ts'), join(tmp, 'floorca'), upCaFile], /READY (\d+)/)
+      const f = await spawnUntil(process.execPath, [...nodeArgs, '--import', 'tsx', join(ROOT, 'bench/node-floor-proxy.ts'), join(tmp, 'floorca'), upCaFile], /READY (\d+)/)
       const p = { port: Number(f.match[1]), caPem: readFileSync(join(tmp, 'floorca/ca.pem'), 'utf8') }
       targets.push({ name: 'node-floor', pid: f.child.pid!, dispatcher: viaPeer(p) })
     }

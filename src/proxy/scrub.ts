@@ -9,6 +9,12 @@ import { Transform, type TransformCallback } from 'node:stream'
 
 const MASK = 0x2a // "*"
 
+/** One body's scan: what may be sent of each chunk now, and at the end what was held back. */
+export interface BodyScan {
+  push(chunk: Buffer): Buffer
+  end(): Buffer | undefined
+}
+
 export class Scrubber {
   readonly #needles: Buffer[]
   readonly #strings: string[]
@@ -50,14 +56,27 @@ export class Scrubber {
     return keep
   }
 
-  /** A streaming transform of a body: masks across chunk boundaries. */
+  /** A streaming transform of a body: masks across chunk boundaries (a decoded body's scan). */
   stream(): Transform {
+    const scan = this.scan()
+    return new Transform({
+      transform: (chunk: Buffer, _enc, cb: TransformCallback) => cb(null, scan.push(chunk)),
+      flush: (cb: TransformCallback) => cb(null, scan.end()),
+    })
+  }
+
+  /**
+   * The scan of one body, chunk by chunk, without a stream: `push` returns what may be sent now,
+   * `end` what was held back (the relay calls them inline: a Transform and its pipe per response
+   * cost about a tenth of the proxy's time per request, bench/proxy.ts).
+   */
+  scan(): BodyScan {
     // The held-back tail is kept raw (so a needle that begins in it is still found whole next
     // time), with the positions an earlier occurrence already covered.
     let carry: Buffer | undefined
     let carryFlags: Uint8Array | undefined
-    return new Transform({
-      transform: (chunk: Buffer, _enc, cb: TransformCallback) => {
+    return {
+      push: (chunk: Buffer): Buffer => {
         const raw = carry ? Buffer.concat([carry, chunk]) : chunk
         let pre: Uint8Array | undefined
         if (carryFlags) {
@@ -69,14 +88,15 @@ export class Scrubber {
         const masked = this.#mask(raw, cut, pre)
         carry = keep > 0 ? raw.subarray(cut) : undefined
         carryFlags = keep > 0 && masked.flags ? masked.flags.slice(cut) : undefined
-        cb(null, keep > 0 ? masked.out.subarray(0, cut) : masked.out)
+        return keep > 0 ? masked.out.subarray(0, cut) : masked.out
       },
-      flush: (cb: TransformCallback) => {
-        if (!carry) return cb(null)
-        const masked = this.#mask(carry, carry.length, carryFlags)
-        cb(null, masked.out)
+      end: (): Buffer | undefined => {
+        if (!carry) return undefined
+        const tail = this.#mask(carry, carry.length, carryFlags).out
+        carry = carryFlags = undefined
+        return tail
       },
-    })
+    }
   }
 
   /**

@@ -5,11 +5,12 @@
 import type { Readable } from 'node:stream'
 import type { RequestState } from '../request-state.js'
 import type { ResponseObserver } from '../response-observer.js'
+import type { BodyScan } from '../scrub.js'
 import type { RelayedBody } from './response-headers.js'
 
 export async function responseBody(st: RequestState, body: RelayedBody, observer?: ResponseObserver): Promise<void> {
   const { ctx, res } = st
-  const { src, scrubber } = body
+  const { src, scrubber, scan } = body
   let metered = false
   const beforeEnd = async (): Promise<boolean> => {
     metered = true
@@ -21,7 +22,7 @@ export async function responseBody(st: RequestState, body: RelayedBody, observer
     await relay(src, res, (chunk) => {
       st.responseBytes += chunk.length
       observer?.onChunk(chunk)
-    }, beforeEnd)
+    }, beforeEnd, scan)
   } catch (err) {
     if (!metered) observer?.onEnd(false)
     throw err
@@ -36,9 +37,10 @@ export async function responseBody(st: RequestState, body: RelayedBody, observer
  * (they showed up in the profile). Rejects when either side breaks before the end and then
  * destroys the other side, so a client that leaves cuts the upstream and a cut upstream cuts
  * the client (never a truncated response that looks complete). `beforeEnd` runs between the
- * upstream's end and the client's: false cuts the client instead of ending its response.
+ * upstream's end and the client's: false cuts the client instead of ending its response. `scan`
+ * (an identity body's credential scan) is applied to each chunk before it is counted and sent.
  */
-function relay(src: Readable, res: RequestState['res'], onChunk: (chunk: Buffer) => void, beforeEnd: () => Promise<boolean>): Promise<void> {
+function relay(src: Readable, res: RequestState['res'], onChunk: (chunk: Buffer) => void, beforeEnd: () => Promise<boolean>, scan?: BodyScan): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     let done = false
     const finish = (err?: Error): void => {
@@ -52,13 +54,19 @@ function relay(src: Readable, res: RequestState['res'], onChunk: (chunk: Buffer)
         reject(err)
       } else resolve()
     }
-    const onData = (chunk: Buffer): void => {
+    const send = (chunk: Buffer): boolean => {
       onChunk(chunk)
-      if (!res.write(chunk)) src.pause()
+      return res.write(chunk)
+    }
+    const onData = (chunk: Buffer): void => {
+      if (!send(scan ? scan.push(chunk) : chunk)) src.pause()
     }
     const onDrain = (): void => void src.resume()
     // Settles on the response's 'finish', or (premature) 'close', whichever comes first.
     const onEnd = (): void => {
+      // What the scan held back (it could have begun a needle) goes out masked before the end.
+      const tail = scan?.end()
+      if (tail?.length) send(tail)
       beforeEnd().then(
         (ok) => (ok ? void res.end() : finish(Object.assign(new Error('decision row not recorded'), { code: 'ERR_AUDIT_UNAVAILABLE' }))),
         (err: Error) => finish(err),

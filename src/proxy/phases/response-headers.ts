@@ -6,67 +6,49 @@ import { pipeline, type Readable, type Transform } from 'node:stream'
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib'
 import type { RequestState } from '../request-state.js'
 import type { ResponseObserver } from '../response-observer.js'
-import { Scrubber } from '../scrub.js'
+import { Scrubber, type BodyScan } from '../scrub.js'
 import { HOP_BY_HOP, type UpstreamResponse } from '../upstream.js'
 
 /** The body the response_body phase relays: the upstream's, or its scrubbed view. */
 export interface RelayedBody {
   src: Readable
   scrubber?: Scrubber
+  /** The scan the relay applies to each chunk of `src` itself (an identity body: no stream in between). */
+  scan?: BodyScan
 }
 
 export function responseHeaders(st: RequestState, upstream: UpstreamResponse, observer?: ResponseObserver): RelayedBody {
   st.responseStatus = upstream.status
   let headers: Record<string, string | string[]> = {}
   for (const [k, v] of Object.entries(upstream.headers)) if (!HOP_BY_HOP.has(k) || k === 'content-length') headers[k] = v
-  let src: Readable = upstream.body
   // Something was injected: its bytes are masked in the response (scrub.ts), only then.
   const scrubber = st.injected?.length ? new Scrubber(st.injected) : undefined
-  if (scrubber) ({ headers, src } = scrubbed(st, scrubber, headers, upstream.body))
+  const body: RelayedBody = scrubber ? scrubbed(st, scrubber, headers, upstream.body) : { src: upstream.body }
+  if (scrubber) headers = scrubber.headers(headers)
   observer?.onHeaders(upstream.status, headers)
   st.res.writeHead(upstream.status, headers)
-  return scrubber ? { src, scrubber } : { src }
+  return body
 }
 
 /**
- * Masks injected bytes in the headers and sets up the body scan. A body the scan cannot read
- * (an encoding other than gzip, deflate or br, though `accept-encoding: identity` was asked) is
- * refused: the agent gets a 502, never bytes that were not scanned.
+ * Sets up the body scan (the headers are masked by the caller). A body the scan cannot read (an
+ * encoding other than gzip, deflate or br, though `accept-encoding: identity` was asked) is
+ * refused: the agent gets a 502, never bytes that were not scanned. An identity body is scanned
+ * by the relay chunk by chunk (no stream in between); a compressed one is decoded and scanned
+ * in a pipeline.
  */
-function scrubbed(st: RequestState, scrubber: Scrubber, headers: Record<string, string | string[]>, body: Readable): { headers: Record<string, string | string[]>; src: Readable } {
+function scrubbed(st: RequestState, scrubber: Scrubber, headers: Record<string, string | string[]>, body: Readable): RelayedBody {
   const raw = headers['content-encoding']
   const encoding = (Array.isArray(raw) ? raw.join(',') : raw ?? '').trim().toLowerCase()
-  let decoder: Transform | undefined
-  if (encoding !== '' && encoding !== 'identity') {
-    decoder = encoding === 'gzip' || encoding === 'x-gzip' ? createGunzip() : encoding === 'deflate' ? createInflate() : encoding === 'br' ? createBrotliDecompress() : undefined
-    if (!decoder) {
-      body.once('error', () => {}).destroy()
-      st.ctx.detail.unscrubbable_encoding = encoding.slice(0, 40)
-      throw Object.assign(new Error('a response body in an encoding the scrubber cannot read'), { code: 'UNSCRUBBABLE_ENCODING' })
-    }
-    // The agent gets the decoded body: its length is unknown until the end.
-    delete headers['content-encoding']
-    delete headers['content-length']
+  if (encoding === '' || encoding === 'identity') return { src: body, scrubber, scan: scrubber.scan() }
+  const decoder: Transform | undefined = encoding === 'gzip' || encoding === 'x-gzip' ? createGunzip() : encoding === 'deflate' ? createInflate() : encoding === 'br' ? createBrotliDecompress() : undefined
+  if (!decoder) {
+    body.once('error', () => {}).destroy()
+    st.ctx.detail.unscrubbable_encoding = encoding.slice(0, 40)
+    throw Object.assign(new Error('a response body in an encoding the scrubber cannot read'), { code: 'UNSCRUBBABLE_ENCODING' })
   }
-  const scan = scrubber.stream()
-  // The usual case (identity) is linked by hand: pipeline() costs an AbortController (and a
-  // DOMException) per call, which showed up in the proxy's profile for every scrubbed response.
-  const src = decoder ? pipeline(body, decoder, scan, () => {}) : link(body, scan)
-  return { headers: scrubber.headers(headers), src }
-}
-
-/**
- * `from.pipe(to)` with pipeline's failure rules: an error or a premature close of `from` destroys
- * `to` (so the relay sees the failure, never a body that looks complete), and `to` closing early
- * (the client left) destroys `from`.
- */
-function link(from: Readable, to: Transform): Transform {
-  from.once('error', (err: Error) => to.destroy(err))
-  from.once('close', () => {
-    if (!from.readableEnded) to.destroy(Object.assign(new Error('upstream body closed early'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }))
-  })
-  to.once('close', () => {
-    if (!from.destroyed) from.destroy()
-  })
-  return from.pipe(to)
+  // The agent gets the decoded body: its length is unknown until the end.
+  delete headers['content-encoding']
+  delete headers['content-length']
+  return { src: pipeline(body, decoder, scrubber.stream(), () => {}), scrubber }
 }
