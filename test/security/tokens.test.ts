@@ -11,7 +11,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import type { AgentCallbackHandler, AuditEvent } from '../../src/contract/index.js'
 import { TASK_ENDED_CHANNEL } from '../../src/store/index.js'
 import { loadTokenKey } from '../../src/secrets/index.js'
-import { controllerRig, waitFor, warmClaims, type ControllerRig } from '../workspaces/harness.js'
+import { controllerRig, handTask, waitFor, warmClaims, type ControllerRig } from '../workspaces/harness.js'
 import { testDialects } from '../helpers/dialects.js'
 import { startHarness, type Harness } from '../proxy/harness.js'
 
@@ -158,8 +158,7 @@ for (const dialect of testDialects()) {
       expect((await r.events.handle(boot, 'POST', `/task/${t!.id}/event`, Buffer.from('{"type":"task_start"}'))).status).toBe(403)
       await r.events.handle({ org_id: r.orgId, workspace_id: member.id, task_id: t!.id, exp: 0 }, 'POST', `/task/${t!.id}/event`,
         Buffer.from(JSON.stringify({ type: 'task_end', status: 'completed', summary: 'once' })))
-      const { writeFileSync } = await import('node:fs')
-      writeFileSync(join(dir, 'task.json'), JSON.stringify(first.body))
+      handTask(dir, first.body)
       await waitFor(async () => (await r.store.workspaces.tasks.byId(t!.id))?.status === 'completed', 'the task completed')
     })
   })

@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { AuditEvent } from '../../src/contract/index.js'
 import { testDialects } from '../helpers/dialects.js'
-import { controllerRig, waitFor, warmClaims, type ControllerRig } from './harness.js'
+import { controllerRig, handTask, waitFor, warmClaims, type ControllerRig } from './harness.js'
 
 for (const dialect of testDialects()) {
   describe(`WorkspaceController (${dialect.name})`, () => {
@@ -32,7 +32,7 @@ for (const dialect of testDialects()) {
     const deliver = async (r: ControllerRig, id: string) => {
       const reply = await r.events.handle(await warmClaims(r, await dataDir(r, id)), 'GET', '/tasks/next', Buffer.alloc(0))
       expect(reply.status).toBe(200)
-      writeFileSync(join(await dataDir(r, id), 'task.json'), JSON.stringify(reply.body))
+      handTask(await dataDir(r, id), reply.body)
       return reply.body as { id: string; description: string; proxy_token?: string }
     }
 
@@ -256,7 +256,7 @@ for (const dialect of testDialects()) {
 
       await r.events.handle({ org_id: r.orgId, workspace_id: member.id, task_id: t!.id, exp: 0 }, 'POST', `/task/${t!.id}/event`,
         Buffer.from(JSON.stringify({ type: 'task_end', status: 'completed', summary: 'warm' })))
-      writeFileSync(join(dir, 'task.json'), JSON.stringify(reply.body))
+      handTask(dir, reply.body)
       await settled(r, t!.id, 'completed')
       await waitFor(async () => { const w = await ws(r, member.id); return w?.state === 'idle' && w.task_count === 1 }, 'idle after the warm task')
       expect(existsSync(join(dir, 'out.txt'))).toBe(true)

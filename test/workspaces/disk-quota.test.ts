@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import type { AuditEvent } from '../../src/contract/index.js'
 import { DiskMeasureError, DiskWatch, diskOverText, measureDisk, type DiskUsage } from '../../src/workspaces/disk-watch.js'
 import { testDialects } from '../helpers/dialects.js'
-import { controllerRig, waitFor, warmClaims, type ControllerRig, type RigOptions } from './harness.js'
+import { controllerRig, handTask, waitFor, warmClaims, type ControllerRig, type RigOptions } from './harness.js'
 
 const FILLER_AGENT = `
 const fs = require('node:fs'), path = require('node:path')
@@ -172,7 +172,7 @@ for (const dialect of testDialects()) {
       expect(workspace.id).toBe(member.id)
       const reply = await r.events.handle(await warmClaims(r, dataDir(r, member.id)), 'GET', '/tasks/next', Buffer.alloc(0))
       expect(reply.status).toBe(200)
-      writeFileSync(join(dataDir(r, member.id), 'task.json'), JSON.stringify(reply.body))
+      handTask(dataDir(r, member.id), reply.body)
       expect(await settled(r, t!.id)).toMatchObject({ status: 'failed', reason: 'disk_quota_exceeded' })
       expect(await idleAfter(r, member.id, 1)).toMatchObject({ pooled: false })
     })

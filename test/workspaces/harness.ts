@@ -1,7 +1,7 @@
 // A workspace controller over a real store and the real `process` runtime, with the stand-in agent
 // (stand-in-agent.mjs) instead of the model-driven one. Each call makes a fresh org, provider and role.
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { createAuditWriter, type AuditWriter } from '../../src/audit/index.js'
@@ -91,6 +91,17 @@ export async function controllerRig(store: Store, opts: RigOptions = {}): Promis
       rmSync(root, { recursive: true, force: true })
     },
   }
+}
+
+/**
+ * Hands a waiting warm stand-in its task, as its GET /tasks/next would: the stand-in polls for
+ * task.json and reads it once it exists, so the file appears whole (written beside it, then
+ * renamed). A plain write let it read an empty file under load and crash before its task's work.
+ */
+export function handTask(dataDir: string, task: unknown): void {
+  const tmp = join(dataDir, '.task.json.tmp')
+  writeFileSync(tmp, JSON.stringify(task))
+  renameSync(tmp, join(dataDir, 'task.json'))
 }
 
 /** The claims of the start-up token that a waiting warm agent (the stand-in) was given. */

@@ -1,11 +1,11 @@
 // The warm claim's token hand-over ahead of the task (`GET /tasks/next?token=ahead`): the claim
 // gives the waiting agent the task's own token first, then the task with that same token; an
 // agent that does not ask for it gets the task with its token in one answer, as before.
-import { existsSync, writeFileSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { testDialects } from '../helpers/dialects.js'
-import { controllerRig, waitFor, warmClaims, type ControllerRig } from './harness.js'
+import { controllerRig, handTask, waitFor, warmClaims, type ControllerRig } from './harness.js'
 
 const ahead = new URLSearchParams('token=ahead')
 
@@ -48,7 +48,7 @@ for (const dialect of testDialects()) {
       expect((await r.events.handle(taskClaims, 'GET', '/tasks/next', Buffer.alloc(0), undefined, ahead)).status).toBe(410)
 
       await r.events.handle(taskClaims, 'POST', `/task/${t!.id}/event`, Buffer.from(JSON.stringify({ type: 'task_end', status: 'completed', summary: 'ahead' })))
-      writeFileSync(join(dir, 'task.json'), JSON.stringify(second.body))
+      handTask(dir, second.body)
       await waitFor(async () => (await r.store.workspaces.tasks.byId(t!.id))?.status === 'completed', 'the task completed')
       await waitFor(async () => { const w = await r.store.workspaces.byId(member.id); return w?.state === 'idle' && w.task_count === 1 }, 'idle after the task')
     })
@@ -63,7 +63,7 @@ for (const dialect of testDialects()) {
       expect(await r.tokens.check(`Bearer ${(reply.body as { proxy_token: string }).proxy_token}`)).toMatchObject({ ok: true, claims: { task_id: t!.id } })
       await r.events.handle({ org_id: r.orgId, workspace_id: member.id, task_id: t!.id, exp: 0 }, 'POST', `/task/${t!.id}/event`,
         Buffer.from(JSON.stringify({ type: 'task_end', status: 'completed', summary: 'plain' })))
-      writeFileSync(join(dir, 'task.json'), JSON.stringify(reply.body))
+      handTask(dir, reply.body)
       await waitFor(async () => (await r.store.workspaces.tasks.byId(t!.id))?.status === 'completed', 'the task completed')
     })
   })
