@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs'
 import { RegistryClient } from './registry.js'
 import { RegistryError, parseImageRef, type ImageRef } from './registry-ref.js'
+import { RegistryTransport, registryAllowPrivate } from './registry-transport.js'
 
 /** Where serve pushes pack images, and which registries pulls may reach (docs/packs.md "Registry"). */
 export interface RegistrySettings {
@@ -14,9 +15,12 @@ export interface RegistrySettings {
 }
 
 /**
- * Reads CORRAL_PACK_REGISTRY, CORRAL_REGISTRY_ALLOW, CORRAL_REGISTRY_INSECURE and
- * CORRAL_REGISTRY_AUTH_FILE (a Docker-style config.json `{"auths": {"host": {"auth": "<base64
- * user:password>"}}}` or with `username`/`password`). Throws a plain Error naming the variable.
+ * Reads CORRAL_PACK_REGISTRY, CORRAL_REGISTRY_ALLOW, CORRAL_REGISTRY_INSECURE,
+ * CORRAL_REGISTRY_ALLOW_PRIVATE and CORRAL_REGISTRY_AUTH_FILE (a Docker-style config.json
+ * `{"auths": {"host": {"auth": "<base64 user:password>"}}}` or with `username`/`password`).
+ * Throws a plain Error naming the variable. The registries named here may be at any address; a
+ * redirect, token realm or upload Location elsewhere is address-checked (registry-transport.ts);
+ * under `CORRAL_REGISTRY_ALLOW=*` the registry a reference names counts as named.
  */
 export function registrySettingsFromEnv(env: NodeJS.ProcessEnv = process.env): RegistrySettings {
   const list = (v: string | undefined) => (v ?? '').split(',').map((s) => s.trim().toLowerCase()).filter(Boolean)
@@ -49,7 +53,10 @@ export function registrySettingsFromEnv(env: NodeJS.ProcessEnv = process.env): R
       if (i > 0) credentials.set(host.replace(/^https?:\/\//, '').replace(/\/.*$/, '').toLowerCase(), { username: pair.slice(0, i), password: pair.slice(i + 1) })
     }
   }
-  return { ...(push ? { push } : {}), allow, client: new RegistryClient({ insecure: list(env.CORRAL_REGISTRY_INSECURE), credentials }) }
+  const transport = new RegistryTransport({
+    trusted: [...allowed.filter((h) => h !== '*'), ...(push ? [push.registry] : [])], trustNamed: allow === '*', allowPrivate: registryAllowPrivate(env),
+  })
+  return { ...(push ? { push } : {}), allow, client: new RegistryClient({ insecure: list(env.CORRAL_REGISTRY_INSECURE), credentials, transport }) }
 }
 
 /** Refuses a pull from a registry host the settings do not allow (the server fetches what users name). */

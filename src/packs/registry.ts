@@ -6,13 +6,14 @@
 // the registry names — Basic with configured credentials, or Bearer with a token fetched from the
 // realm (anonymously or with those credentials). Transport: HTTPS with the system CAs
 // (NODE_EXTRA_CA_CERTS adds more); plain HTTP only for loopback hosts or hosts listed in
-// CORRAL_REGISTRY_INSECURE. Configuration and rules: docs/packs.md "Registry". References and
+// CORRAL_REGISTRY_INSECURE; every connection address-checked (registry-transport.ts). Configuration and rules: docs/packs.md "Registry". References and
 // RegistryError: registry-ref.ts; settings from the environment: registry-settings.ts.
 import { createHash } from 'node:crypto'
 import { isIP } from 'node:net'
 import { Readable, Transform, type TransformCallback } from 'node:stream'
 import { request, type Dispatcher } from 'undici'
 import { RegistryError, formatImageRef, type ImageRef, type RegistryFailure } from './registry-ref.js'
+import { RegistryTransport, refusalMessage } from './registry-transport.js'
 
 export { RegistryError, formatImageRef, parseImageRef, type ImageRef, type RegistryFailure } from './registry-ref.js'
 
@@ -49,20 +50,17 @@ export interface RegistryOptions {
   credentials?: ReadonlyMap<string, { username: string; password: string }>
   /** Per request: connect and header timeout (ms). Default 15 s. */
   timeoutMs?: number
-  dispatcher?: Dispatcher
+  /** Where connections may go (registry-transport.ts); default: hops off the named registry address-checked. */
+  transport?: RegistryTransport
 }
 
-interface Response {
-  status: number
-  headers: Record<string, string | string[] | undefined>
-  body: Dispatcher.ResponseData['body']
-}
+interface Response { status: number; headers: Record<string, string | string[] | undefined>; body: Dispatcher.ResponseData['body'] }
 
 export class RegistryClient {
   readonly #insecure: Set<string>
   readonly #credentials: ReadonlyMap<string, { username: string; password: string }>
   readonly #timeoutMs: number
-  readonly #dispatcher: Dispatcher | undefined
+  readonly transport: RegistryTransport
   /** Authorization header per registry and scope, learned from the last challenge. */
   readonly #auth = new Map<string, string>()
 
@@ -70,7 +68,7 @@ export class RegistryClient {
     this.#insecure = new Set([...(opts.insecure ?? [])].map((h) => h.toLowerCase()))
     this.#credentials = opts.credentials ?? new Map()
     this.#timeoutMs = opts.timeoutMs ?? 15_000
-    this.#dispatcher = opts.dispatcher
+    this.transport = opts.transport ?? new RegistryTransport()
   }
 
   /**
@@ -195,13 +193,13 @@ export class RegistryClient {
   async #send(ref: ImageRef, action: 'pull' | 'push', method: Dispatcher.HttpMethod, path: string, headers: Record<string, string>, body?: () => Readable | Buffer): Promise<Response> {
     const scope = `repository:${ref.repository}:${action === 'push' ? 'pull,push' : 'pull'}`
     const key = `${ref.registry} ${scope}`
-    let res = await this.#request(method, new URL(path, this.#base(ref)).toString(), { ...headers, ...this.#authHeader(key) }, body?.())
+    let res = await this.#request(ref, method, new URL(path, this.#base(ref)).toString(), { ...headers, ...this.#authHeader(key) }, body?.())
     if (res.status === 401) {
       const challenge = res.headers['www-authenticate']
       await res.body.dump()
       const auth = await this.#answer(ref, typeof challenge === 'string' ? challenge : '', scope)
       this.#auth.set(key, auth)
-      res = await this.#request(method, new URL(path, this.#base(ref)).toString(), { ...headers, authorization: auth }, body?.())
+      res = await this.#request(ref, method, new URL(path, this.#base(ref)).toString(), { ...headers, authorization: auth }, body?.())
       if (res.status === 401) {
         await res.body.dump()
         throw new RegistryError('denied', `${formatImageRef(ref)}: the registry refused the credentials (401)`)
@@ -211,7 +209,7 @@ export class RegistryClient {
       const location = res.headers.location
       await res.body.dump()
       if (hops >= MAX_REDIRECTS || typeof location !== 'string') throw new RegistryError('invalid', `${formatImageRef(ref)}: too many redirects`)
-      res = await this.#request('GET', resolveLocation(location, this.#base(ref), `${formatImageRef(ref)}: the redirect's Location`).toString(), headers.accept ? { accept: headers.accept } : {})
+      res = await this.#request(ref, 'GET', resolveLocation(location, this.#base(ref), `${formatImageRef(ref)}: the redirect's Location`).toString(), headers.accept ? { accept: headers.accept } : {})
     }
     if (res.status === 403) {
       await res.body.dump()
@@ -242,7 +240,7 @@ export class RegistryClient {
     }
     if (params.service) url.searchParams.set('service', params.service)
     url.searchParams.set('scope', scope)
-    const res = await this.#request('GET', url.toString(), basic ? { authorization: basic } : {})
+    const res = await this.#request(ref, 'GET', url.toString(), basic ? { authorization: basic } : {})
     if (res.status === 401 || res.status === 403) {
       await res.body.dump()
       throw new RegistryError('denied', `${formatImageRef(ref)}: the token service refused ${creds ? 'the credentials' : 'anonymous access'} (${res.status})`)
@@ -260,19 +258,19 @@ export class RegistryClient {
     return `Bearer ${token}`
   }
 
-  async #request(method: Dispatcher.HttpMethod, url: string, headers: Record<string, string>, body?: Readable | Buffer): Promise<Response> {
+  /** One HTTP exchange, its connection checked by the transport (registry-transport.ts) for an image of `ref`. */
+  async #request(ref: ImageRef, method: Dispatcher.HttpMethod, url: string, headers: Record<string, string>, body?: Readable | Buffer): Promise<Response> {
+    const target = new URL(url)
     try {
-      const res = await request(url, {
-        method,
-        headers: { 'user-agent': 'corral', ...headers },
-        ...(body !== undefined ? { body } : {}),
-        headersTimeout: this.#timeoutMs,
-        bodyTimeout: 5 * this.#timeoutMs,
-        ...(this.#dispatcher ? { dispatcher: this.#dispatcher } : {}),
+      const res = await request(target, {
+        method, headers: { 'user-agent': 'corral', ...headers }, ...(body !== undefined ? { body } : {}),
+        headersTimeout: this.#timeoutMs, bodyTimeout: 5 * this.#timeoutMs, dispatcher: this.transport.dispatcherFor(target, ref.registry),
       })
       return { status: res.statusCode, headers: res.headers, body: res.body }
     } catch (err) {
-      throw new RegistryError('unreachable', `${new URL(url).host}: the registry is unreachable (${describe(err)})`)
+      const refused = refusalMessage(err, `${formatImageRef(ref)}: ${target.host}`)
+      if (refused) throw new RegistryError('not_allowed', refused)
+      throw new RegistryError('unreachable', `${target.host}: the registry is unreachable (${describe(err)})`)
     }
   }
 }

@@ -91,6 +91,9 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
   // serve's own listeners are never upstreams nor OAuth providers; each is added once it listens (read at each connect).
   const listeners: string[] = []
   const ownEndpoints = (): Endpoint[] => [...listeners.flatMap(endpointOf), ...databaseEndpoint(config.dbUrl)]
+  // Nor a pack registry's redirects and token realms (src/packs/registry-transport.ts).
+  config.packRegistry.client.transport.refuseListeners(ownEndpoints)
+  teardown.add('registry client', () => config.packRegistry.client.transport.close())
   // The agents' callbacks (corral.internal) are answered by the workspace lifecycle, built after
   // the proxy (the sandboxes need the proxy's address); until then and after it stops, none.
   let agentCallbacks: AgentCallbackHandler | undefined

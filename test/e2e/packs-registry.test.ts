@@ -1,7 +1,10 @@
 // Registry packs as a user drives them (node bin/run.js) against a real `corral serve` configured
 // with a real registry (docker-registry): an upload pushes the pack's image and records image_ref;
 // `pack create --image-ref` makes a pack from that image with the same digest; `pack update
-// --image-ref` re-pulls; a missing tag and an unreachable registry are refused with one line.
+// --image-ref` re-pulls; a missing tag and an unreachable registry are refused with one line; a
+// registry whose blob redirect names serve's own API port is refused (src/packs/registry-transport.ts)
+// even with loopback opened by CORRAL_REGISTRY_ALLOW_PRIVATE.
+import { createServer, request, type Server } from 'node:http'
 import { resolve } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { PackRecord } from '../../src/client/packs.js'
@@ -15,13 +18,30 @@ describe.runIf(available)('corral pack with a registry', { timeout: 120_000 }, (
   let registry: TestRegistry
   let stack: Stack
   let deadPort: number
+  /** A registry front that passes everything to the registry but redirects blob reads to serve's API. */
+  let front: Server
+  let frontHost: string
 
   beforeAll(async () => {
     registry = await startRegistry()
     deadPort = await freePort()
-    stack = await startStack({ env: { CORRAL_PACK_REGISTRY: `${registry.host}/corral`, CORRAL_REGISTRY_ALLOW: `127.0.0.1:${deadPort}` } })
+    front = createServer((req, res) => {
+      if (req.method === 'GET' && /\/blobs\/sha256:/.test(req.url ?? '')) return void res.writeHead(307, { location: `${stack.serve.url}/v1/whoami` }).end()
+      req.pipe(request({ host: '127.0.0.1', port: Number(registry.host.split(':')[1]), path: req.url, method: req.method, headers: req.headers }, (up) => {
+        res.writeHead(up.statusCode!, up.headers)
+        up.pipe(res)
+      }))
+    })
+    await new Promise<void>((r) => front.listen(0, '127.0.0.1', r))
+    frontHost = `127.0.0.1:${(front.address() as { port: number }).port}`
+    stack = await startStack({
+      env: {
+        CORRAL_PACK_REGISTRY: `${registry.host}/corral`, CORRAL_REGISTRY_ALLOW: `127.0.0.1:${deadPort},${frontHost}`, CORRAL_REGISTRY_ALLOW_PRIVATE: '127.0.0.0/8',
+      },
+    })
   }, 60_000)
   afterAll(async () => {
+    front?.close()
     await stack?.close()
     await registry?.stop()
   })
@@ -68,5 +88,12 @@ describe.runIf(available)('corral pack with a registry', { timeout: 120_000 }, (
     expect(await refused('validation_error', 'pack', 'create', '--image-ref', `${registry.host}/corral/org_other/none:1`)).toMatch(/belongs to another organisation/)
     expect(await refused('registry_unavailable', 'pack', 'create', '--image-ref', `127.0.0.1:${deadPort}/x/y:1`)).toMatch(/unreachable/)
     expect(await refused('validation_error', 'pack', 'create', '--image-ref', 'registry.example.com/x:1')).toMatch(/not an allowed pack registry/)
+  })
+
+  it("a blob redirect to serve's own API port is refused with one line, though loopback is opened", async () => {
+    const shown = await json<PackRecord>('pack', 'show', 'hello-pack')
+    // The same repository through the front (another allowed registry, so no push-namespace rule).
+    const viaFront = `${frontHost}/${shown.image_ref!.slice(shown.image_ref!.indexOf('/') + 1).replace(/[:@].*$/, '')}:1.0.0`
+    expect(await refused('validation_error', 'pack', 'create', '--image-ref', viaFront)).toMatch(/is a listener of corral serve/)
   })
 })

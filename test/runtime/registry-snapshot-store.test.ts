@@ -37,7 +37,11 @@ class HostileProxy {
       }
       const [host, port] = upstream.split(':')
       const out = httpRequest({ host, port: Number(port), method: req.method, path: req.url, headers: { ...req.headers, host: upstream } }, (up) => {
-        res.writeHead(up.statusCode ?? 502, up.headers)
+        // The registry's upload Location names its own address; a client comes back through the proxy
+        // (a Location elsewhere on loopback is refused by the registry client's address guard).
+        const headers = { ...up.headers }
+        if (typeof headers.location === 'string') headers.location = headers.location.replace(upstream, this.host)
+        res.writeHead(up.statusCode ?? 502, headers)
         if (fault !== 'corrupt') return void up.pipe(res)
         let first = true
         up.on('data', (chunk: Buffer) => {
@@ -51,8 +55,9 @@ class HostileProxy {
       req.pipe(out)
     })
   }
+  host = ''
   listen(): Promise<string> {
-    return new Promise((resolve) => this.#server.listen(0, '127.0.0.1', () => resolve(`127.0.0.1:${(this.#server.address() as { port: number }).port}`)))
+    return new Promise((resolve) => this.#server.listen(0, '127.0.0.1', () => resolve(this.host = `127.0.0.1:${(this.#server.address() as { port: number }).port}`)))
   }
   close(): Promise<void> {
     this.#server.closeAllConnections()
