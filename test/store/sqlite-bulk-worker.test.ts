@@ -1,7 +1,8 @@
 // SQLite bulk inserts (the audit log's group commit) run on a worker thread, off the event loop.
+import { spawnSync } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import BetterSqlite3 from 'better-sqlite3'
 import { afterAll, describe, expect, it } from 'vitest'
 import { createAuditWriter, stamp } from '../../src/audit/index.js'
@@ -31,6 +32,15 @@ describe('SQLite bulk insert worker', () => {
     probe.close()
     expect(await pending).toHaveLength(1)
     await store.close()
+  })
+
+  it('close() with a batch in flight keeps the process alive until the worker is gone (no exit 13 in the middle of a shutdown)', () => {
+    // The batch's answer used to unref the worker that close() had just referenced: a process with
+    // nothing else left (serve at the end of its teardown, after the audit drain gave up on a batch)
+    // ran dry before the worker's exit and Node ended it with 13, an unsettled top-level await.
+    const root = resolve(import.meta.dirname, '../..')
+    const r = spawnSync(process.execPath, ['--import', 'tsx', join(root, 'test/store/sqlite-bulk-close-child.ts'), join(dir, 'close.db'), '50'], { cwd: root, encoding: 'utf8', timeout: 30_000 })
+    expect({ status: r.status, stdout: r.stdout, stderr: r.stderr }).toEqual({ status: 0, stdout: 'closed 50\n', stderr: '' })
   })
 
   it('a closed store refuses instead of hanging, and a fresh store on the file works', async () => {

@@ -87,7 +87,9 @@ export class SqliteBulkWorker {
       const p = this.#pending.get(m.seq)
       if (!p) return
       this.#pending.delete(m.seq)
-      if (this.#pending.size === 0) worker.unref()
+      // Not once close() holds it: it must keep the process alive until the worker is gone, or a
+      // shutdown with nothing else left ends with Node's exit 13 before close() resolves.
+      if (this.#pending.size === 0 && !this.#closed) worker.unref()
       if (m.error) p.reject(Object.assign(new Error(m.error.message), { code: m.error.code, name: m.error.name ?? 'Error' }))
       else p.resolve(m.inserted ?? [])
     })
