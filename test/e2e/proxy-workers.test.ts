@@ -2,7 +2,7 @@
 // every answered request has exactly one decision row, a worker killed with SIGKILL is replaced and
 // the rows it journaled are kept, and the workers stop when their primary is killed -9.
 import BetterSqlite3 from 'better-sqlite3'
-import { spawn, type ChildProcess } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { createServer, type AddressInfo } from 'node:net'
@@ -13,7 +13,8 @@ import { Sealer, CapabilityTokens, loadMasterKey, loadTokenKey } from '../../src
 import { openStore } from '../../src/store/index.js'
 import { proxyTables } from '../../src/store/proxy-tables.js'
 import { onLoopback } from '../helpers/loopback-caps.js'
-import { CORRAL_BIN, hermeticEnv, runCorral } from '../helpers/serve.js'
+import { startCorralProxy, type CorralProxy } from '../helpers/corral-proxy.js'
+import { runCorral } from '../helpers/serve.js'
 import { startUpstreams, type Upstreams } from '../proxy/harness.js'
 
 const CAPS = `
@@ -26,12 +27,7 @@ const CAPS = `
       paths: ["/ping"]
 `
 
-interface Proxy {
-  child: ChildProcess
-  url: string
-  out: () => string
-  exited: Promise<number | null>
-}
+type Proxy = CorralProxy
 
 let tmp: string
 let upstreams: Upstreams
@@ -45,26 +41,7 @@ const started: ChildProcess[] = []
 const SLOW = 120_000
 
 function startProxy(workers: number): Promise<Proxy> {
-  const child = spawn(process.execPath, [CORRAL_BIN, 'proxy', '--workers', String(workers), '--data-dir', dataDir, '--db', dbUrl, '--port', '0', '--upstream-ca', join(tmp, 'upstream-ca/ca.pem')], {
-    env: { ...hermeticEnv(), CORRAL_LOG_LEVEL: 'warn', NO_COLOR: '1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  started.push(child)
-  let out = ''
-  child.stdout!.on('data', (c) => (out += String(c)))
-  child.stderr!.on('data', (c) => (out += String(c)))
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)))
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`corral proxy not ready:\n${out}`)), 30_000)
-    child.stdout!.on('data', () => {
-      const m = /^corral proxy ready: (http:\/\/\S+)/m.exec(out)
-      if (m) {
-        clearTimeout(timer)
-        resolve({ child, url: m[1]!, out: () => out, exited })
-      }
-    })
-    child.once('exit', (code) => reject(new Error(`corral proxy exited ${code}:\n${out}`)))
-  })
+  return startCorralProxy({ workers, dataDir, db: dbUrl, upstreamCa: join(tmp, 'upstream-ca/ca.pem'), started })
 }
 
 function children(pid: number): number[] {

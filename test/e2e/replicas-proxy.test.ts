@@ -3,7 +3,7 @@
 // `corral proxy` processes on one database, 40 parallel requests (20 through each) against a
 // `max_concurrent: 3` counter never hold more than 3 at the upstream; each process is a replica row
 // of kind `proxy` while it runs and its row goes on SIGTERM. Needs CORRAL_TEST_PG_URL.
-import { spawn, type ChildProcess } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -14,7 +14,8 @@ import { openStore, replicaLeases } from '../../src/store/index.js'
 import { proxyTables } from '../../src/store/proxy-tables.js'
 import { describePostgres } from '../helpers/dialects.js'
 import { onLoopback } from '../helpers/loopback-caps.js'
-import { CORRAL_BIN, createTestDatabase, hermeticEnv } from '../helpers/serve.js'
+import { startCorralProxy } from '../helpers/corral-proxy.js'
+import { createTestDatabase } from '../helpers/serve.js'
 import { startUpstreams, type Upstreams } from '../proxy/harness.js'
 
 const CAPS = `
@@ -39,28 +40,12 @@ describePostgres('corral proxy takes max_concurrent permits from the database', 
   let token: string
   const started: ChildProcess[] = []
 
-  const startProxy = (name: string): Promise<Proxy> => {
+  const startProxy = async (name: string): Promise<Proxy> => {
     const dataDir = join(tmp, name)
-    const child = spawn(process.execPath, [CORRAL_BIN, 'proxy', '--workers', '1', '--data-dir', dataDir, '--db', db.url, '--port', '0', '--upstream-ca', join(tmp, 'upstream-ca/ca.pem')], {
-      env: { ...hermeticEnv(), CORRAL_LOG_LEVEL: 'warn', NO_COLOR: '1', CORRAL_MASTER_KEY: 'b2'.repeat(32) },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    const proxy = await startCorralProxy({
+      workers: 1, dataDir, db: db.url, upstreamCa: join(tmp, 'upstream-ca/ca.pem'), env: { CORRAL_MASTER_KEY: 'b2'.repeat(32) }, readyTimeoutMs: 60_000, started,
     })
-    started.push(child)
-    let out = ''
-    child.stdout!.on('data', (c) => (out += String(c)))
-    child.stderr!.on('data', (c) => (out += String(c)))
-    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)))
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`corral proxy not ready:\n${out}`)), 60_000)
-      child.stdout!.on('data', () => {
-        const m = /^corral proxy ready: (http:\/\/\S+)/m.exec(out)
-        if (m) {
-          clearTimeout(timer)
-          resolve({ child, url: m[1]!, dataDir, exited })
-        }
-      })
-      child.once('exit', (code) => reject(new Error(`corral proxy exited ${code}:\n${out}`)))
-    })
+    return { child: proxy.child, url: proxy.url, dataDir, exited: proxy.exited }
   }
 
   beforeAll(async () => {
