@@ -6,7 +6,7 @@
 // goes on, a stop leaves no pod; a pooled role's warm pod is claimed by a task and replaced; the agent's output is shipped
 // (`corral workspace logs`). docs/kubernetes.md "Runtime: what was proven where".
 import { writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net'
 import { join, resolve } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { modelPolicy } from '../../src/dev/index.js'
@@ -34,17 +34,43 @@ function script(body: any) {
   }
 }
 
-async function freePort(): Promise<number> {
-  const srv = createServer()
+/**
+ * kube-proxy's part for the `corral-proxy` Service: its port forwards to serve's proxy. The test
+ * holds the Service's port from before serve starts (serve reads the Service at start) and serve's
+ * proxy takes a port of its own: a port picked free, released and bound again by serve later could
+ * be taken in between by any of the suites running beside this one (it was: setup failed).
+ */
+async function serviceForwarder(): Promise<{ port: number; to(port: number): void; close(): Promise<void> }> {
+  let target = 0
+  const open = new Set<Socket>()
+  const srv = createServer((inbound) => {
+    const outbound = connect(target, '127.0.0.1')
+    for (const s of [inbound, outbound]) {
+      open.add(s)
+      s.on('close', () => open.delete(s))
+      s.on('error', () => {
+        inbound.destroy()
+        outbound.destroy()
+      })
+    }
+    inbound.pipe(outbound)
+    outbound.pipe(inbound)
+  })
   await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r))
-  const port = (srv.address() as { port: number }).port
-  await new Promise<void>((r) => srv.close(() => r()))
-  return port
+  return {
+    port: (srv.address() as AddressInfo).port,
+    to: (port) => (target = port),
+    close: () => {
+      for (const s of open) s.destroy()
+      return new Promise<void>((r) => srv.close(() => r()))
+    },
+  }
 }
 
 describe('serve --runtime kubernetes against the fake API server', () => {
   let stack: Stack
   let fake: FakeKube
+  let service: Awaited<ReturnType<typeof serviceForwarder>> | undefined
   const idleAfter = (id: string, count: number) => stack.until(async () => {
     const w = (await stack.api('GET', `/workspaces/${id}`)).body
     return w.state === 'idle' && w.task_count === count && w
@@ -53,10 +79,11 @@ describe('serve --runtime kubernetes against the fake API server', () => {
 
   beforeAll(async () => {
     fake = await FakeKube.start()
-    const proxyPort = await freePort()
+    service = await serviceForwarder()
+    // A named target port (as deploy/'s): the container port serve's proxy listens on.
     fake.store.create('services', 'corral', {
       apiVersion: 'v1', kind: 'Service', metadata: { name: 'corral-proxy' },
-      spec: { clusterIP: '127.0.0.1', selector: { 'app.kubernetes.io/name': 'corral' }, ports: [{ name: 'proxy', port: proxyPort, targetPort: proxyPort }] },
+      spec: { clusterIP: '127.0.0.1', selector: { 'app.kubernetes.io/name': 'corral' }, ports: [{ name: 'proxy', port: service.port, targetPort: 'proxy' }] },
     })
     const kubeconfig = join(fake.kubelet.root, 'kubeconfig')
     writeFileSync(kubeconfig, fake.kubeconfig())
@@ -64,14 +91,16 @@ describe('serve --runtime kubernetes against the fake API server', () => {
       model: script, role: { name: 'coder', capabilities: CAPS },
       args: ['--runtime', 'kubernetes'],
       env: {
-        CORRAL_K8S_KUBECONFIG: kubeconfig, CORRAL_AGENT_IMAGE: 'corral-agent:test', CORRAL_PROXY_PORT: String(proxyPort),
+        CORRAL_K8S_KUBECONFIG: kubeconfig, CORRAL_AGENT_IMAGE: 'corral-agent:test',
         // The fake kubelet runs the container's command on this host: the built reference agent.
         CORRAL_AGENT_COMMAND: JSON.stringify([process.execPath, resolve('dist/agent/main.js')]),
       },
     })
+    service.to(Number(new URL(stack.proxyUrl).port))
   })
   afterAll(async () => {
     await stack?.close()
+    await service?.close()
     await fake?.close()
   })
 
