@@ -6,3 +6,4 @@ export {
   AddressGuard, DestinationRefused, allowList, canonicalHost, destinationRefusal, embeddedV4, isSpecialAddress, type Endpoint,
 } from './address-guard.js'
 export { cidrList } from './cidr-list.js'
+export { guardedConnector } from './guarded-connect.js'

@@ -9,8 +9,8 @@
 // tests and on-premises registries are on loopback and private networks — except serve's own
 // listeners, which no connection reaches. Anywhere else, loopback, private, link-local and other
 // special ranges are refused unless the operator opens a range with CORRAL_REGISTRY_ALLOW_PRIVATE.
-import { Agent, buildConnector, type Dispatcher } from 'undici'
-import { AddressGuard, allowList, cidrList, destinationRefusal, type Endpoint } from '../net/index.js'
+import { Agent, type Dispatcher } from 'undici'
+import { AddressGuard, allowList, cidrList, destinationRefusal, guardedConnector, type Endpoint } from '../net/index.js'
 
 /** The variable an operator names private ranges registries may redirect to in (`10.1.0.0/16`). */
 export const REGISTRY_ALLOW_PRIVATE_ENV = 'CORRAL_REGISTRY_ALLOW_PRIVATE'
@@ -44,8 +44,8 @@ export class RegistryTransport {
     this.#trusted = new Set([...(o.trusted ?? [])].map(hostKey))
     this.#trustNamed = o.trustNamed ?? true
     const guard = new AddressGuard(() => this.#own())
-    this.#named = guardedAgent(guard, allowList(['0.0.0.0/0', '::/0']))
-    this.#elsewhere = guardedAgent(guard, o.allowPrivate?.length ? allowList(o.allowPrivate) : undefined)
+    this.#named = new Agent({ connect: guardedConnector(guard, allowList(['0.0.0.0/0', '::/0'])) })
+    this.#elsewhere = new Agent({ connect: guardedConnector(guard, o.allowPrivate?.length ? allowList(o.allowPrivate) : undefined) })
   }
 
   /** serve's listeners (read at each connect): refused to every connection, named registries' too. */
@@ -76,23 +76,4 @@ export function refusalMessage(err: unknown, host: string): string | undefined {
   if (!refused) return undefined
   if (refused.own) return `${host}: refused: ${refused.address}:${refused.port} is a listener of corral serve`
   return `${host}: refused: ${refused.address} is a loopback, private, link-local or other special-purpose address and not a registry the operator named (CORRAL_PACK_REGISTRY, CORRAL_REGISTRY_ALLOW); an operator can allow such a range with ${REGISTRY_ALLOW_PRIVATE_ENV}`
-}
-
-/**
- * An undici pool whose every connection is checked: the name resolved here, each address checked,
- * the socket dialled to the checked address; the URL's host still sets SNI and the certificate
- * identity verified (as src/secrets/oauth/client.ts).
- */
-function guardedAgent(guard: AddressGuard, allow: ReturnType<typeof allowList> | undefined): Agent {
-  const base = buildConnector({ rejectUnauthorized: true } as buildConnector.BuildOptions)
-  return new Agent({
-    connect: (options, callback) => {
-      const hostname = options.hostname.replace(/^\[|\]$/g, '')
-      const port = Number(options.port) || (options.protocol === 'https:' ? 443 : 80)
-      guard.resolve(hostname, port, allow).then(
-        (address) => base({ ...options, hostname: address, servername: undefined } as buildConnector.Options, callback),
-        (err: Error) => callback(err, null),
-      )
-    },
-  })
 }

@@ -11,8 +11,8 @@
 // unless the operator names a range in CORRAL_OAUTH_ALLOW_PRIVATE (docs/credentials.md).
 import { rootCertificates } from 'node:tls'
 import * as client from 'openid-client'
-import { Agent, buildConnector, fetch as undiciFetch } from 'undici'
-import { AddressGuard, allowList, cidrList, destinationRefusal } from '../../net/index.js'
+import { Agent, fetch as undiciFetch } from 'undici'
+import { AddressGuard, allowList, cidrList, destinationRefusal, guardedConnector } from '../../net/index.js'
 
 /** The endpoints a credential keeps (discovered or given). `metadata`: the discovery document, when there was one. */
 export interface OAuthEndpoints {
@@ -76,20 +76,8 @@ export class OAuthHttp {
   constructor(opts: OAuthHttpOptions = {}) {
     this.#guard = opts.guard ?? new AddressGuard()
     this.#allow = opts.allowPrivate?.length ? allowList(opts.allowPrivate) : undefined
-    const base = buildConnector({ ...(opts.extraCaPem?.length ? { ca: [...rootCertificates, ...opts.extraCaPem] } : {}), rejectUnauthorized: true } as buildConnector.BuildOptions)
-    this.#agent = new Agent({
-      // As the proxy's upstreams (src/proxy/upstream.ts): the name is resolved here, every address
-      // checked, and the socket dials the checked address; the URL's host still sets SNI and the
-      // certificate identity verified.
-      connect: (options, callback) => {
-        const hostname = options.hostname.replace(/^\[|\]$/g, '')
-        const port = Number(options.port) || (options.protocol === 'https:' ? 443 : 80)
-        this.#guard.resolve(hostname, port, this.#allow).then(
-          (address) => base({ ...options, hostname: address, servername: undefined } as buildConnector.Options, callback),
-          (err: Error) => callback(err, null),
-        )
-      },
-    })
+    // As the proxy's upstreams (src/proxy/upstream.ts): every connection checked where it is made.
+    this.#agent = new Agent({ connect: guardedConnector(this.#guard, this.#allow, opts.extraCaPem?.length ? { ca: [...rootCertificates, ...opts.extraCaPem] } : {}) })
     this.timeoutSeconds = opts.timeoutSeconds ?? 10
   }
 
