@@ -46,7 +46,7 @@ export class KubernetesRuntime implements WorkspaceRuntime {
   readonly #s: KubernetesSettings
   readonly #client: KubeClient
   readonly #snapshots: WorkspaceSnapshots
-  readonly #agents = new AgentTable((pod, over, since) => followPodLog(this.#client, { namespace: this.#s.namespace, pod, container: AGENT_CONTAINER }, { over, signal: this.#closing.signal, ...(since ? { since } : {}) }))
+  readonly #agents = new AgentTable((pod, over, since) => followPodLog(this.#client, { namespace: this.#s.namespace, pod, container: AGENT_CONTAINER }, { over, signal: this.#closing.signal, warn: (line) => this.#warn(line), ...(since ? { since } : {}) }))
   readonly #closing = new AbortController()
   readonly #owners = new Map<string, WorkspaceOwner>()
   readonly #starting = new Set<string>()

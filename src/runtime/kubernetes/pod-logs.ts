@@ -32,6 +32,8 @@ export interface FollowOptions {
   maxBackoffMs?: number
   /** How long a follow stream may stay open after the agent is over (default 2000 ms). */
   tailGraceMs?: number
+  /** A line for the operator: the log cannot be read (401/403: given up), or keeps failing (said once). */
+  warn?: (line: string) => void
 }
 
 const STAMP = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$/
@@ -163,8 +165,15 @@ export async function* followPodLog(client: KubeClient, t: PodLogTarget, o: Foll
       }
       clean = !current.signal.aborted
     } catch (err) {
-      // 404: the pod is gone, its log with it. Anything else is retried while the agent runs.
-      if ((err as { code?: unknown }).code === 404) return
+      // 404: the pod is gone, its log with it. 401/403 will not heal: said once, given up. Anything
+      // else is retried while the agent runs.
+      const code = (err as { code?: unknown }).code
+      if (code === 404) return
+      if (code === 401 || code === 403) {
+        o.warn?.(`kubernetes: cannot read the log of pod ${t.pod} (${(err as Error).message}): grant corral's Role "get" on pods/log; this agent's output is not shipped`)
+        return
+      }
+      if (!last && failures === 2) o.warn?.(`kubernetes: following the log of pod ${t.pod} keeps failing (${(err as Error).message}); retrying`)
     } finally {
       o.signal?.removeEventListener('abort', stop)
     }

@@ -3,7 +3,8 @@
 // `GET …/pods/{name}/log?follow=true&timestamps=true` (test/helpers/fake-kube/logs.ts), whose
 // kubelet streams what a real process writes. A stream cut mid-line is resumed with `sinceTime`
 // and no line is delivered twice or lost (lines sharing a stamp included), a slow stream split
-// mid-line is put back together, following stops when the pod goes, and through the shipper
+// mid-line is put back together, following stops when the pod goes (and, without the right to
+// read pods/log, after one warning), and through the shipper
 // (src/workspaces/log-shipper.ts) a capability token the agent prints never reaches the store.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -20,6 +21,7 @@ let fake: FakeKube
 let dir: string
 let r: KubernetesRuntime
 let seq = 0
+const warnings: string[] = []
 
 const wsId = (): string => `ws_${Date.now().toString(16)}${(seq++).toString(16).padStart(4, '0')}`
 const launch = (script: string, proxyToken = 'token-abc') => ({ command: ['sh', '-c', script], proxyToken, files: {}, env: {} })
@@ -51,12 +53,13 @@ beforeAll(async () => {
     spec: { clusterIP: '127.0.0.1', selector: { 'app.kubernetes.io/name': 'corral' }, ports: [{ name: 'proxy', port: 7071, targetPort: 7071 }] },
   })
   const settings = kubernetesSettingsFromEnv({ CORRAL_AGENT_IMAGE: 'corral-agent:test', CORRAL_K8S_KUBECONFIG: kubeconfig }, DEFAULT_LIMITS)
-  r = new KubernetesRuntime({ root: join(dir, 'runtime'), proxy: { host: '127.0.0.1', port: 1 }, settings, stopGraceMs: 1000, warn: () => {}, client: openKubeClient(settings) })
+  r = new KubernetesRuntime({ root: join(dir, 'runtime'), proxy: { host: '127.0.0.1', port: 1 }, settings, stopGraceMs: 1000, warn: (line) => void warnings.push(line), client: openKubeClient(settings) })
 })
 
 afterEach(() => {
   fake.logHostility.cut = undefined
   fake.logHostility.slowMs = 0
+  fake.forbidden.delete('pods/log')
 })
 
 afterAll(async () => {
@@ -107,6 +110,15 @@ describe('agent output on kubernetes', () => {
     expect(seen.join('')).toBe('up\n')
     expect(await proc.exited).toEqual({ code: null, signal: 'SIGKILL' })
     expect(fake.openLogStreams).toBe(0)
+  })
+
+  it('without the right to read pods/log: one warning naming the grant, and following ends', async () => {
+    fake.forbidden.add('pods/log')
+    warnings.length = 0
+    const { id, proc } = await started('echo hidden; exec sleep 60')
+    expect(await collect(proc)).toBe('')
+    expect(warnings).toEqual([expect.stringMatching(/cannot read the log of pod .*403.*grant corral's Role "get" on pods\/log/)])
+    await r.stopAgent(id)
   })
 
   it('through the shipper: stored once each, the capability token redacted, across a cut stream', async () => {
