@@ -99,7 +99,6 @@ async function startSession(flags: DevFlags, dataDir: string, ports: { api: numb
   cleanups.push(() => running.stop())
   const created = running.bootstrap.adminKey
   if (created) process.stdout.write(`Created org "default" with an owner API key (shown once; also saved to ${created.path}):\n  ${created.value}\n`)
-  process.stdout.write(`${running.readyLine()}\n`)
 
   const keyPath = join(dataDir, 'admin.key')
   const adminKey = running.bootstrap.adminKey?.value ?? (await readFile(keyPath, 'utf8').catch(() => '')).trim()
@@ -116,7 +115,10 @@ async function startSession(flags: DevFlags, dataDir: string, ports: { api: numb
   config.current = DEV_PROFILE
   writeConfig(config)
 
+  // serve's ready line heads the summary: both are written once SIGTERM is handled and the demo
+  // is seeded (a supervisor that waits for `corral ready` and stops at once must get the drain).
   const summary = [
+    running.readyLine(),
     '',
     paint('bold', 'corral dev is running'),
     `  console     ${running.url}/   (sign in with the owner key)`,
