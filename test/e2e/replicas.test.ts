@@ -293,7 +293,8 @@ describePostgres('two serve replicas on one database', (baseUrl) => {
     expect(submitted.status, JSON.stringify(submitted.body)).toBe(202)
     const first = submitted.body
     const ws = first.workspace_id as string
-    expect((await a.taskDone(first.task_id)).status).toBe('completed')
+    const firstDone = await a.taskDone(first.task_id)
+    expect(firstDone.status, JSON.stringify(firstDone)).toBe('completed')
     // The after-task snapshot is taken once the agent has exited; then the workspace is idle.
     await a.until(async () => (await api(a.serve, 'GET', `/workspaces/${ws}`)).body.state === 'idle', 'the workspace idle after its first task')
     const long = await api(a.serve, 'POST', `/workspaces/${ws}/tasks`, { description: 'long task' })
@@ -323,7 +324,7 @@ describePostgres('two serve replicas on one database', (baseUrl) => {
       const t = (await api(b, 'GET', `/tasks/${follow.body.task_id}`)).body
       return ['completed', 'failed', 'cancelled'].includes(t.status) && t
     }, 'the follow-up task on B')
-    expect(done.status).toBe('completed')
+    expect(done.status, JSON.stringify(done)).toBe('completed')
     await until(async () => (await api(b, 'GET', `/workspaces/${ws}`)).body.state === 'idle', 'the workspace idle after the follow-up')
     const files = (await api(b, 'GET', `/workspaces/${ws}/snapshot/files`)).body.entries
     expect(files.map((f: any) => f.path)).toEqual(expect.arrayContaining(['before.txt', 'after-takeover.txt']))
