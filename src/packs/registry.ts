@@ -188,18 +188,20 @@ export class RegistryClient {
   /**
    * One request with auth: a 401 answers with a challenge, which is met once (Basic with the
    * registry's credentials, or a Bearer token for the repository's scope) and the request
-   * retried. Redirects (blob storage) are followed without the Authorization header.
+   * retried. Credentials go to the registry's origin only: not along redirects, nor to an upload's Location elsewhere.
    */
   async #send(ref: ImageRef, action: 'pull' | 'push', method: Dispatcher.HttpMethod, path: string, headers: Record<string, string>, body?: () => Readable | Buffer): Promise<Response> {
     const scope = `repository:${ref.repository}:${action === 'push' ? 'pull,push' : 'pull'}`
     const key = `${ref.registry} ${scope}`
-    let res = await this.#request(ref, method, new URL(path, this.#base(ref)).toString(), { ...headers, ...this.#authHeader(key) }, body?.())
-    if (res.status === 401) {
+    const url = new URL(path, this.#base(ref)).toString()
+    const own = new URL(url).origin === new URL(this.#base(ref)).origin
+    let res = await this.#request(ref, method, url, { ...headers, ...(own ? this.#authHeader(key) : {}) }, body?.())
+    if (res.status === 401 && own) {
       const challenge = res.headers['www-authenticate']
       await res.body.dump()
       const auth = await this.#answer(ref, typeof challenge === 'string' ? challenge : '', scope)
       this.#auth.set(key, auth)
-      res = await this.#request(ref, method, new URL(path, this.#base(ref)).toString(), { ...headers, authorization: auth }, body?.())
+      res = await this.#request(ref, method, url, { ...headers, authorization: auth }, body?.())
       if (res.status === 401) {
         await res.body.dump()
         throw new RegistryError('denied', `${formatImageRef(ref)}: the registry refused the credentials (401)`)

@@ -5,8 +5,9 @@
 // an upload at 169.254.169.254, 10.x, another loopback server (a "blob store" that counts what
 // reached it) or serve's own listener. Each is refused before a connection, as `not_allowed`
 // naming CORRAL_REGISTRY_ALLOW_PRIVATE, and nothing reaches the other server; with the opt-in the
-// same pull goes through (that server reached); serve's own listener stays refused under it.
-import { mkdtempSync, rmSync } from 'node:fs'
+// same pull goes through (that server reached); serve's own listener stays refused under it. And
+// serve's credentials for the registry never go along to an upload Location on another host.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -21,7 +22,7 @@ import { demoPack } from './archives.js'
 const available = registryAvailable()
 
 /** Where the hostile front sends what it does not pass to the registry; `undefined` passes all. */
-type Trick = { blobs?: string; realm?: string; upload?: string } | undefined
+type Trick = { blobs?: string; realm?: string; upload?: string; basic?: string } | undefined
 
 async function listen(handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<{ server: Server; host: string }> {
   const server = createServer(handler)
@@ -49,17 +50,21 @@ describe.runIf(available)('pack registry fetches go through the address guard', 
   let trick: Trick
   /** Requests that reached the other loopback server (a blob store or token service not named by the operator). */
   const reached: string[] = []
+  /** Requests that reached the other server with an Authorization header. */
+  const credentialed: string[] = []
   let imageRef = ''
 
   beforeAll(async () => {
     registry = await startRegistry()
     other = await listen((req, res) => {
       reached.push(req.url ?? '')
+      if (req.headers.authorization) credentialed.push(`${req.method} ${req.url}`)
       if (req.url!.startsWith('/token')) return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"token":"t"}')
       forward(registry.host, req, res)
     })
     front = await listen((req, res) => {
       const url = req.url ?? ''
+      if (trick?.basic && req.headers.authorization !== trick.basic) return void res.writeHead(401, { 'www-authenticate': 'Basic realm="front"' }).end()
       if (trick?.realm && !req.headers.authorization) return void res.writeHead(401, { 'www-authenticate': `Bearer realm="${trick.realm}/token",service="front"` }).end()
       if (trick?.blobs && req.method === 'GET' && /\/blobs\/sha256:/.test(url)) return void res.writeHead(307, { location: `${trick.blobs}${url}` }).end()
       forward(registry.host, req, res, (location) => {
@@ -138,6 +143,27 @@ describe.runIf(available)('pack registry fetches go through the address guard', 
     await s.client.transport.close()
     expect(err).toMatch(/127\.0\.0\.1 is a loopback/)
     expect(reached).toEqual([])
+  })
+
+  it("credentials go to the registry only: an upload Location at another allowed registry gets no Authorization", async () => {
+    const basic = `Basic ${Buffer.from('corral:pw').toString('base64')}`
+    const authFile = join(scratch, 'auth.json')
+    writeFileSync(authFile, JSON.stringify({ auths: { [front.host]: { auth: Buffer.from('corral:pw').toString('base64') } } }))
+    trick = { upload: `http://${other.host}`, basic }
+    reached.length = 0
+    credentialed.length = 0
+    const content = store()
+    const ingested = await content.ingest(await demoPack({ name: 'credentialed', version: '3' }))
+    ingested.release()
+    // The other host is a registry the operator allowed: reached, but without serve's credentials for the front.
+    const s = registrySettingsFromEnv({ CORRAL_PACK_REGISTRY: `${front.host}/ns`, CORRAL_REGISTRY_ALLOW: other.host, CORRAL_REGISTRY_AUTH_FILE: authFile })
+    try {
+      expect(await pushPackImage(s, content, { orgId: 'org_a', name: 'credentialed', version: '3', digest: ingested.digest })).toMatch(/@sha256:/)
+    } finally {
+      await s.client.transport.close()
+    }
+    expect(reached.some((u) => u.includes('/blobs/uploads/'))).toBe(true)
+    expect(credentialed).toEqual([])
   })
 
   it('CORRAL_REGISTRY_ALLOW_PRIVATE opens a range: the redirect and the realm then reach the other server', async () => {
