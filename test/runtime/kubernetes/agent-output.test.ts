@@ -4,14 +4,14 @@
 // kubelet streams what a real process writes. A stream cut mid-line is resumed with `sinceTime`
 // and no line is delivered twice or lost (lines sharing a stamp included), a slow stream split
 // mid-line is put back together, following stops when the pod goes (and, without the right to
-// read pods/log, after one warning), and through the shipper
+// read pods/log, after one warning), an adopted agent is followed from its adoption, and through the shipper
 // (src/workspaces/log-shipper.ts) a capability token the agent prints never reaches the store.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { kubernetesSettingsFromEnv, type AgentProcess } from '../../../src/runtime/index.js'
-import { KubernetesRuntime, openKubeClient } from '../../../src/runtime/kubernetes/index.js'
+import { claimName, KubernetesRuntime, openKubeClient } from '../../../src/runtime/kubernetes/index.js'
 import { DEFAULT_LIMITS } from '../../../src/runtime/limits.js'
 import type { WorkspaceLogs } from '../../../src/store/index.js'
 import { shipAgentLog } from '../../../src/workspaces/log-shipper.js'
@@ -119,6 +119,21 @@ describe('agent output on kubernetes', () => {
     expect(await collect(proc)).toBe('')
     expect(warnings).toEqual([expect.stringMatching(/cannot read the log of pod .*403.*grant corral's Role "get" on pods\/log/)])
     await r.stopAgent(id)
+  })
+
+  it('an adopted agent (a takeover) is followed from the adoption on: what it wrote before is not delivered again', async () => {
+    // The agent writes a line, then waits (bounded) for a file the test creates after the adoption.
+    const { id } = await started('echo before; for i in $(seq 1 400); do [ -e go ] && break; sleep 0.05; done; echo after')
+    const settings = kubernetesSettingsFromEnv({ CORRAL_AGENT_IMAGE: 'corral-agent:test', CORRAL_K8S_KUBECONFIG: join(dir, 'kubeconfig') }, DEFAULT_LIMITS)
+    const second = new KubernetesRuntime({ root: join(dir, 'runtime-2'), proxy: { host: '127.0.0.1', port: 1 }, settings, stopGraceMs: 1000, warn: () => {}, client: openKubeClient(settings) })
+    try {
+      const [adopted] = await second.adopt([id])
+      const following = collect(adopted!.process)
+      writeFileSync(join(fake.kubelet.claimDir(claimName(id)), 'go'), '')
+      expect(await following).toBe('after\n')
+    } finally {
+      await second.close()
+    }
   })
 
   it('through the shipper: stored once each, the capability token redacted, across a cut stream', async () => {
