@@ -36,12 +36,22 @@ export class DataDirLocked extends Error {
 
 /** Field 22 of /proc/<pid>/stat: when the process started, in ticks since boot (undefined off Linux). */
 function startTicks(pid: number): number | undefined {
+  const ticks = Number(procStat(pid)?.[19])
+  return Number.isFinite(ticks) ? ticks : undefined
+}
+
+/** Exited but not yet reaped: kill(pid, 0) still succeeds, yet it will never release the lock itself. */
+function zombie(pid: number): boolean {
+  const state = procStat(pid)?.[0]
+  return state === 'Z' || state === 'X'
+}
+
+/** The fields of /proc/<pid>/stat from the third (the state) on; undefined off Linux or when gone. */
+function procStat(pid: number): string[] | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
     // The command name (field 2) is in parentheses and may hold spaces: count from the last ')'.
-    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    const ticks = Number(rest[19])
-    return Number.isFinite(ticks) ? ticks : undefined
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')
   } catch {
     return undefined
   }
@@ -59,7 +69,7 @@ function alive(pid: number): boolean {
 /** Whether the recorded holder is still the process that took the lock. */
 function holds(h: Holder): boolean {
   if (h.host !== hostname()) return true // cannot be checked from here: assume it runs
-  if (h.pid === process.pid || !alive(h.pid)) return false // our own pid: a previous life of a container's pid 1
+  if (h.pid === process.pid || !alive(h.pid) || zombie(h.pid)) return false // our own pid: a previous life of a container's pid 1
   const now = startTicks(h.pid)
   return h.started === undefined || now === undefined || now === h.started
 }

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { openAuditWriter, queryAudit } from '../../src/audit/index.js'
 import type { Store } from '../../src/store/index.js'
 import { storeTarget, testDialects } from '../helpers/dialects.js'
+import { procStatField, zombie } from '../helpers/zombie.js'
 import { decision, mutation, orgId } from './fixtures.js'
 import { quietLogger, withInsert } from './writer-helpers.js'
 
@@ -27,24 +28,6 @@ function journalLines(root: string): string[] {
     out.push(...readFileSync(join(root, w, f), 'utf8').split('\n').filter(Boolean))
   }
   return out
-}
-
-/**
- * A process that has exited but is not reaped (a zombie), as a proxy worker is between its exit
- * and init reaping it once its primary was killed -9: `sleep 0`, whose parent exec'd into a
- * `sleep` that never waits for it. Resolves with its pid and a stop for its parent.
- */
-async function zombie(): Promise<{ pid: number; parentPid: number; stop: () => void }> {
-  const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 60'], { stdio: ['ignore', 'pipe', 'ignore'] })
-  const stop = () => void parent.kill('SIGKILL')
-  const pid = await new Promise<number>((done) => parent.stdout!.once('data', (c: Buffer) => done(Number(String(c).trim()))))
-  const state = () => /\) (\S)/.exec(readFileSync(`/proc/${pid}/stat`, 'utf8'))?.[1]
-  for (let i = 0; i < 100 && state() !== 'Z'; i++) await new Promise((r) => setTimeout(r, 20))
-  if (state() !== 'Z') {
-    stop()
-    throw new Error(`process ${pid} did not become a zombie`)
-  }
-  return { pid, parentPid: parent.pid!, stop }
 }
 
 /** A journal left by a writer whose database never answered, its LOCK naming `owner` as if it were still open. */
@@ -161,7 +144,7 @@ for (const d of testDialects()) {
       const z = await zombie()
       try {
         // The LOCK names a live process (the zombie's parent) but another start time: the pid was reused.
-        const start = Number(readFileSync(`/proc/${z.parentPid}/stat`, 'utf8').split(') ')[1].split(' ')[19])
+        const start = Number(procStatField(z.parentPid, 22))
         const reused = await leftJournal(store, org, { pid: z.parentPid, start: start - 1 })
         const second = await openAuditWriter(store, { journalDir: reused.root })
         expect(await ids(org)).toEqual([reused.id])
