@@ -2,6 +2,7 @@
 // time range, order and page size; read from and written to the hash route so a query can be
 // bookmarked. Also the exports: every page of the current query as NDJSON or CSV.
 import type { Api, Query } from './api.js'
+import { saveBlob } from './save-file.js'
 import type { AuditEvent } from './wire.js'
 
 /** The API's filterable columns (spec "GET /v1/audit"; `counter` is virtual). */
@@ -99,12 +100,5 @@ export function toCsv(events: readonly AuditEvent[], columns: readonly string[])
 
 /** Offers `text` as a file download (an object URL on a temporary link; nothing leaves the browser). */
 export function download(name: string, type: string, text: string): void {
-  const url = URL.createObjectURL(new Blob([text], { type }))
-  const a = document.createElement('a')
-  a.href = url
-  a.download = name
-  document.body.append(a)
-  a.click()
-  a.remove()
-  setTimeout(() => URL.revokeObjectURL(url), 10_000)
+  saveBlob(name, new Blob([text], { type }))
 }

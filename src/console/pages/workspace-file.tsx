@@ -5,6 +5,7 @@
 import { useEffect, useState, type ReactNode } from 'react'
 import { seg, type Api } from '../api.js'
 import { sizeLabel, viewable, viewOf, VIEW_CAP, type FileView } from '../file-view.js'
+import { saveBlob } from '../save-file.js'
 import { useSession } from '../session.js'
 import { ErrorBox, useAction } from '../ui.js'
 
@@ -19,14 +20,7 @@ export interface SnapshotEntry {
 /** Fetches a path of the latest snapshot and offers it as a file download named `name`. */
 export async function downloadPath(api: Api, workspaceId: string, path: string, name: string): Promise<void> {
   const response = await api.raw(`/workspaces/${seg(workspaceId)}/snapshot/content`, { path }, { headers: { accept: '*/*' } })
-  const url = URL.createObjectURL(await response.blob())
-  const a = document.createElement('a')
-  a.href = url
-  a.download = name
-  document.body.append(a)
-  a.click()
-  a.remove()
-  setTimeout(() => URL.revokeObjectURL(url), 10_000)
+  saveBlob(name, await response.blob())
 }
 
 const baseName = (path: string) => path.slice(path.lastIndexOf('/') + 1)
