@@ -3,8 +3,8 @@
 // kept line by line with the time the line was read, as the kubelet's CRI log files keep it, and
 // served as text/plain, chunked; `timestamps=true` prefixes each line with its time (RFC 3339, nine
 // fractional digits, as the kubelet formats it); `sinceTime` keeps the lines at or after that time
-// (the kubelet drops only those before it); `follow=true` goes on with new lines until the
-// container ends or its pod goes. The node clock here has millisecond resolution, so lines written
+// cut to the second, as the API server forwards it (the kubelet drops only those before it);
+// `follow=true` goes on with new lines until the container ends or its pod goes. The node clock here has millisecond resolution, so lines written
 // together share a timestamp, as they can on a real node. Hostile on request (LogHostility): a
 // stream cut mid-line after some lines (the socket destroyed), or written slowly, each line in two
 // pieces with a pause between.
@@ -63,12 +63,16 @@ export class ContainerLog {
   }
 }
 
-/** Go's time.Parse(time.RFC3339, …) as the API server reads `sinceTime` (fractional seconds allowed). */
+/**
+ * `sinceTime` as the kubelet gets it: the API server parses it with Go's time.Parse(time.RFC3339, …)
+ * (fractional seconds accepted) but forwards it to the kubelet as a metav1.Time query parameter,
+ * formatted to the second — so lines from the start of that second come again.
+ */
 export function parseSinceTime(value: string): bigint {
   const m = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$/.exec(value)
-  const secs = m ? Date.parse(`${m[1]}${m[3]}`) : Number.NaN
-  if (!m || Number.isNaN(secs)) throw new KubeError(400, 'BadRequest', `parsing time "${value}" as "2006-01-02T15:04:05Z07:00": cannot parse`)
-  return BigInt(secs) * 1_000_000n + BigInt((m[2] ?? '').padEnd(9, '0'))
+  const ms = m ? Date.parse(`${m[1]}${m[3]}`) : Number.NaN
+  if (!m || Number.isNaN(ms)) throw new KubeError(400, 'BadRequest', `parsing time "${value}" as "2006-01-02T15:04:05Z07:00": cannot parse`)
+  return BigInt(ms) * 1_000_000n
 }
 
 export interface LogHostility {
