@@ -26,6 +26,8 @@ export class AgentLauncher {
   readonly #o: LauncherOptions
   /** The packs each workspace's current agent was started with (its event schemas). */
   readonly #launchPacks = new Map<string, WorkspacePacks>()
+  /** The agents whose output this process ships already (an agent is never shipped twice). */
+  readonly #shipping = new WeakSet<AgentProcess>()
 
   constructor(options: LauncherOptions) {
     this.#o = options
@@ -54,7 +56,10 @@ export class AgentLauncher {
       const from = logs ? await logOffset(this.#o.runtime.agentLogPath?.(ws.id) ?? '') : 0
       const proc = await this.#o.runtime.startAgent(ws.id, launch)
       void proc.exited.finally(release)
-      if (logs) void shipAgentLog({ logs, ...(this.#o.logger ? { logger: this.#o.logger } : {}) }, proc, from, token)
+      if (logs) {
+        this.#shipping.add(proc)
+        void shipAgentLog({ logs, ...(this.#o.logger ? { logger: this.#o.logger } : {}) }, proc, from, token)
+      }
       return proc
     } catch (err) {
       release()
@@ -68,7 +73,9 @@ export class AgentLauncher {
    */
   follow(proc: AgentProcess): void {
     const logs = this.#o.logs
-    if (logs && proc.output) void shipAgentLog({ logs, ...(this.#o.logger ? { logger: this.#o.logger } : {}) }, proc, 0)
+    if (!logs || !proc.output || this.#shipping.has(proc)) return
+    this.#shipping.add(proc)
+    void shipAgentLog({ logs, ...(this.#o.logger ? { logger: this.#o.logger } : {}) }, proc, 0)
   }
 
   /**
