@@ -1,5 +1,6 @@
 // The agent's own output (its stdout and stderr, which the local and process drivers append to a
-// file of the workspace on this host) copied into the database while the agent runs, so that any
+// file of the workspace on this host, and the Kubernetes driver streams from the agent container's
+// log: AgentProcess.output) copied into the database while the agent runs, so that any
 // replica serves `GET /v1/workspaces/{id}/logs` (docs/workspaces.md "Agent output"). Bounded on
 // every side: a chunk is at most CHUNK_BYTES, one pass reads at most PASS_BYTES, a backlog larger
 // than the retention cap is skipped over with a marker line, and the store keeps the newest
