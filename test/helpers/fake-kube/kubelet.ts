@@ -183,13 +183,22 @@ export class Kubelet {
     const dir = join(this.root, 'pods', pod.name)
     mkdirSync(dir, { recursive: true })
     const user = this.#podUser(obj)
-    const child = spawn(argv[0]!, argv.slice(1), { cwd: this.mapPath(pod, c.name, c.workingDir ?? '/'), env: this.#env(pod, c), stdio: ['ignore', 'pipe', 'pipe'], ...(user ? { uid: user.uid, gid: user.gid } : {}) })
+    const child = spawn(argv[0]!, argv.slice(1), { cwd: this.mapPath(pod, c.name, c.workingDir ?? '/'), env: this.#env(pod, c), stdio: ['ignore', 'pipe', 'pipe'], detached: true, ...(user ? { uid: user.uid, gid: user.gid } : {}) })
     // The container runtime reads stdout and stderr into the container's log (logs.ts).
     const log = pod.logs.get(c.name)!
     log.attach(child.stdout!)
     log.attach(child.stderr!)
     pod.processes.set(c.name, child)
     child.once('error', () => {})
+    // A container ends with its main process: what it left running goes with it (a real runtime
+    // tears down the container's PID namespace), so nothing holds the log's pipes open.
+    child.once('exit', () => {
+      try {
+        if (child.pid) process.kill(-child.pid, 'SIGKILL')
+      } catch {
+        // the group is already gone
+      }
+    })
     child.once('close', (code, signal) => {
       pod.processes.delete(c.name)
       if (pod.deleting || !this.#store.find('pods', pod.namespace, pod.name)) return

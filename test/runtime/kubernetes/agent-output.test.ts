@@ -75,6 +75,12 @@ describe('agent output on kubernetes', () => {
     expect(await proc.exited).toEqual({ code: 0, signal: null })
   })
 
+  it('an agent that leaves a process behind still ends, and its log with it (the container goes with its main process)', async () => {
+    const { proc } = await started('sleep 30 & echo left; exit 0')
+    expect(await collect(proc)).toBe('left\n')
+    expect(await proc.exited).toEqual({ code: 0, signal: null })
+  })
+
   it('a stream cut mid-line is resumed with sinceTime: every line once, in order (lines sharing a stamp too)', async () => {
     // Two streams cut: the first after 3 lines, the next after 3 more; 40 lines written at once
     // share millisecond stamps, so resuming at a stamp must skip exactly the lines already seen.
