@@ -79,6 +79,15 @@ for (const dialect of testDialects()) {
         Buffer.from(JSON.stringify({ type: 'task_end', status: 'completed', summary })))
       expect(reply.status).toBe(202)
     }
+    // The second task of a workspace deletes what the first left over the quota and completes.
+    const cleanUpCompletes = async (r: ControllerRig, ws: string, description: string) => {
+      const next = await r.controller.submitTask(r.orgId, r.actor, ws, { description, options: {} })
+      await agentDone(r, ws, next.id)
+      await taskEnd(r, ws, next.id, 'cleaned up')
+      expect(await settled(r, next.id)).toMatchObject({ status: 'completed', summary: 'cleaned up' })
+      writeFileSync(join(dataDir(r, ws), 'go'), '')
+      await idleAfter(r, ws, 2)
+    }
     const completions = async (r: ControllerRig, ws: string): Promise<AuditEvent[]> => {
       await r.audit.flush()
       return (await r.store.audit.page(r.orgId, { filters: [], workspaceId: ws, order: 'asc', limit: 1000 })).filter((e) => e.event_type === 'task_completed')
@@ -104,12 +113,7 @@ for (const dialect of testDialects()) {
       ])
 
       // A follow-up task runs in the same /data (over the quota at its start) and deletes the files.
-      const next = await r.controller.submitTask(r.orgId, r.actor, workspace.id, { description: 'clean', options: {} })
-      await agentDone(r, workspace.id, next.id)
-      await taskEnd(r, workspace.id, next.id, 'cleaned up')
-      expect(await settled(r, next.id)).toMatchObject({ status: 'completed', summary: 'cleaned up' })
-      writeFileSync(join(dataDir(r, workspace.id), 'go'), '')
-      await idleAfter(r, workspace.id, 2)
+      await cleanUpCompletes(r, workspace.id, 'clean')
     })
 
     it('measures /data again once a stopped agent is gone: what it wrote after the check that caught it is the next task\'s baseline', async () => {
@@ -121,12 +125,7 @@ for (const dialect of testDialects()) {
       await expect(measureDisk(dataDir(r, workspace.id)).then((u) => u.usedBytes)).resolves.toBeGreaterThan(2 * MIB)
       // The follow-up starts at ~2.25 MiB and deletes only after 800 ms (16 checks at 50 ms): it is
       // not failed for what the previous agent left, and ends under the quota.
-      const next = await r.controller.submitTask(r.orgId, r.actor, workspace.id, { description: 'clean-later 800', options: {} })
-      await agentDone(r, workspace.id, next.id)
-      await taskEnd(r, workspace.id, next.id, 'cleaned up')
-      expect(await settled(r, next.id)).toMatchObject({ status: 'completed', summary: 'cleaned up' })
-      writeFileSync(join(dataDir(r, workspace.id), 'go'), '')
-      await idleAfter(r, workspace.id, 2)
+      await cleanUpCompletes(r, workspace.id, 'clean-later 800')
     })
 
     it('lets an agent under the quota complete normally, with its watch running while the task does', async () => {
