@@ -1,8 +1,8 @@
 // The connect function of an undici Agent whose every connection the address guard checks: the
 // name is resolved here, every address checked (address-guard.ts), and the socket dials the
 // checked address; `host` (the origin) still sets SNI and the verified certificate identity. The
-// OAuth client's provider calls and the pack registry client dial through it (the proxy's
-// upstreams, src/proxy/upstream.ts, do the same with their own pinned TLS context).
+// proxy's upstreams (src/proxy/upstream.ts, with their shared SecureContext), the OAuth client's
+// provider calls and the pack registry client dial through it.
 import type { BlockList } from 'node:net'
 import { buildConnector } from 'undici'
 import type { AddressGuard } from './address-guard.js'

@@ -7,8 +7,8 @@
 // one allowance is never reused under a narrower one.
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls'
 import type { Readable } from 'node:stream'
-import { Agent, buildConnector, type Dispatcher } from 'undici'
-import { AddressGuard, allowList } from './address-guard.js'
+import { Agent, type buildConnector, type Dispatcher } from 'undici'
+import { AddressGuard, allowList, guardedConnector } from './address-guard.js'
 
 /** Connection-level headers that never cross a proxy (RFC 9110 §7.6.1), plus the proxy's own. */
 export const HOP_BY_HOP = new Set([
@@ -72,7 +72,6 @@ export class Upstream {
     const allow = allowPrivate?.length ? allowList(allowPrivate) : undefined
     const guard = this.#guard
     const secureContext = this.#secureContext
-    const base = buildConnector({ ...(secureContext ? { secureContext } : {}), rejectUnauthorized: true } as buildConnector.BuildOptions)
     return new Agent({
       ...(opts.connections ? { connections: opts.connections } : {}),
       pipelining: 1,
@@ -82,17 +81,9 @@ export class Upstream {
       // client decides when to give up.
       bodyTimeout: opts.bodyTimeoutMs ?? 0,
       // undici derives SNI and the verified identity from the Host header; the agent controls
-      // that header, so the identity is pinned to the origin (the CONNECT target) instead.
-      connect: (options, callback) => {
-        const hostname = options.hostname.replace(/^\[|\]$/g, '')
-        const port = Number(options.port) || (options.protocol === 'https:' ? 443 : 80)
-        // The name is resolved here, every address is checked, and the socket dials the checked
-        // address; `host` (the origin) still sets SNI and the verified certificate identity.
-        guard.resolve(hostname, port, allow).then(
-          (address) => base({ ...options, hostname: address, servername: undefined } as buildConnector.Options, callback),
-          (err: Error) => callback(err, null),
-        )
-      },
+      // that header, so the identity is pinned to the origin (the CONNECT target) instead: the
+      // guarded connector resolves the name, checks every address and dials the checked one.
+      connect: guardedConnector(guard, allow, secureContext ? ({ secureContext } as buildConnector.BuildOptions) : {}),
     })
   }
 
