@@ -116,10 +116,17 @@ export class ProxyFront {
     })
     await Promise.race([closed, deadline])
     await closed
-    // Handlers of cut connections finish quickly (their streams error); bounded all the same.
-    const rows = new Promise<void>((r) => setTimeout(r, drainMs).unref())
-    await Promise.race([Promise.allSettled([...this.#pending]), rows])
+    // Handlers of cut connections finish quickly (their streams error); bounded all the same. The
+    // bound's timer keeps the process alive: an unreferenced one let a handler that waited on
+    // nothing alive end serve's event loop mid-shutdown (Node's exit 13; CI, SQLite chaos run).
+    let bound: NodeJS.Timeout | undefined
+    const rows = new Promise<'expired'>((r) => (bound = setTimeout(() => r('expired'), drainMs)))
+    const out = await Promise.race([Promise.allSettled([...this.#pending]).then(() => 'settled' as const), rows])
+    clearTimeout(bound)
     clearTimeout(timer)
+    if (out === 'expired' && this.#pending.size > 0) {
+      this.#core.log.error({ handlers: this.#pending.size, drainMs }, 'proxy: request handlers still pending after the shutdown drain; their rows may be missing')
+    }
     this.#inner.close(() => {})
   }
 

@@ -181,7 +181,7 @@ export class ProxyService {
       const upstream = this.#core?.upstream
       if (upstream) {
         // Nothing is in flight any more; a pooled connection that does not close in time is destroyed.
-        const closed = await Promise.race([upstream.close().then(() => true, () => true), delay(this.#core!.limits.drainMs, false)])
+        const closed = await within(upstream.close().then(() => true, () => true), this.#core!.limits.drainMs, false)
         if (!closed) await upstream.destroy().catch(() => {})
       }
       await this.#core?.budgets?.close()
@@ -191,8 +191,17 @@ export class ProxyService {
   }
 }
 
-function delay<T>(ms: number, value: T): Promise<T> {
-  return new Promise((r) => setTimeout(() => r(value), ms).unref())
+/**
+ * `p`, or `fallback` after `ms`. The bound's timer keeps the process alive while it runs (an
+ * unreferenced one bounds nothing once the loop is otherwise idle) and is cleared when `p` wins.
+ */
+async function within<T>(p: Promise<T>, ms: number, fallback: T): Promise<T> {
+  let t: NodeJS.Timeout | undefined
+  try {
+    return await Promise.race([p, new Promise<T>((r) => (t = setTimeout(() => r(fallback), ms)))])
+  } finally {
+    clearTimeout(t)
+  }
 }
 
 function newCounters(): ProxyCounters {
