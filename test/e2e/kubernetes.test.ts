@@ -5,7 +5,7 @@
 // into a new claim and takes a follow-up, a pod evicted mid-task fails that task and the workspace
 // goes on, a stop leaves no pod; a pooled role's warm pod is claimed by a task and replaced; the agent's output is shipped
 // (`corral workspace logs`). docs/kubernetes.md "Runtime: what was proven where".
-import { writeFileSync } from 'node:fs'
+import { existsSync, writeFileSync } from 'node:fs'
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net'
 import { join, resolve } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -110,7 +110,8 @@ describe('serve --runtime kubernetes against the fake API server', () => {
     expect(submitted.code, submitted.stderr).toBe(0)
     const accepted = JSON.parse(submitted.stdout)
     const wsId: string = accepted.workspace_id
-    expect(await stack.taskDone(accepted.task_id)).toMatchObject({ status: 'completed', summary: 'all done' })
+    const done = await stack.taskDone(accepted.task_id)
+    expect(done, `${JSON.stringify(done)}\n${stack.serve.output().slice(-3000)}`).toMatchObject({ status: 'completed', summary: 'all done' })
     await idleAfter(wsId, 1)
     const decisions = await stack.audit(wsId, 'event_type=policy_decision')
     expect(decisions.length).toBe(2)
@@ -146,6 +147,10 @@ describe('serve --runtime kubernetes against the fake API server', () => {
     expect(lingering.status).toBe(202)
     await stack.until(async () => (await stack.audit(wsId, 'event_type=tool_call')).some((e: any) => e.task_id === lingering.body.task_id), 'the lingering tool call')
     const agentPod = podsOf(wsId).find((p) => p.metadata.labels?.['corral.dev/pod-kind'] === 'agent' && !p.metadata.deletionTimestamp)!
+    // The tool call is audited as it starts: evicted only once its command wrote the file (under
+    // load the eviction came first and the file never existed to be snapshotted).
+    const claim: string = (agentPod.spec as any).volumes.find((v: any) => v.persistentVolumeClaim).persistentVolumeClaim.claimName
+    await stack.until(async () => existsSync(join(fake.kubelet.claimDir(claim), 'linger.txt')), 'the lingering command wrote its file')
     fake.kubelet.evict('corral', agentPod.metadata.name)
     expect(await stack.taskDone(lingering.body.task_id)).toMatchObject({ status: 'failed' })
     await idleAfter(wsId, 2)
@@ -176,7 +181,8 @@ describe('serve --runtime kubernetes against the fake API server', () => {
     const claimed = fake.store.get('pods', 'corral', member.metadata.name)
     expect(claimed.metadata.labels).toMatchObject({ 'corral.dev/pool': 'claimed' })
     expect(claimed.metadata.annotations).toMatchObject({ 'corral.dev/claimed-by': task.body.task_id })
-    expect(await stack.taskDone(task.body.task_id)).toMatchObject({ status: 'completed' })
+    const claimedDone = await stack.taskDone(task.body.task_id)
+    expect(claimedDone, `${JSON.stringify(claimedDone)}\n${stack.serve.output().slice(-3000)}`).toMatchObject({ status: 'completed' })
     // Refilled: a new member with its own warm pod.
     await stack.until(async () => warm().some((p) => p.metadata.labels!['corral.dev/workspace'] !== memberWs), 'the pool refilled with a new warm pod')
   }, 120_000)

@@ -8,7 +8,7 @@
 // security context (users only with runAsPodUser), resource limits, NetworkPolicy.
 import { type ChildProcess, spawn } from 'node:child_process'
 import { chownSync, mkdirSync, writeFileSync, rmSync } from 'node:fs'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { pullImageVolume } from './image-volume.js'
 import { ContainerLog } from './logs.js'
 import { KubeError, type KubeObject, type ObjectStore } from './store.js'
@@ -24,6 +24,13 @@ export interface KubeletOptions {
    * a read-only mount means is then the kernel's answer, not the fake's.
    */
   runAsPodUser?: boolean
+  /**
+   * Host directories that stand for the agent image's own files (default: this checkout and the
+   * node binary's directory): the container command a test gives is a host path there, which no
+   * mount may rewrite — a checkout under /tmp would otherwise be looked up in the pod's /tmp
+   * emptyDir (a fresh clone in /tmp failed every kubernetes e2e: agent_exited).
+   */
+  imageRoots?: string[]
 }
 
 interface Container { name: string; command?: string[]; args?: string[]; workingDir?: string; env?: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[]; volumeMounts?: { name: string; mountPath: string }[] }
@@ -44,6 +51,7 @@ export class Kubelet {
   readonly root: string
   startDelayMs: number
   readonly runAsPodUser: boolean
+  readonly #imageRoots: string[]
   /** Image references pulled for image volumes (tests: the pull happened, by digest). */
   readonly pulled: string[] = []
   readonly #store: ObjectStore
@@ -54,6 +62,7 @@ export class Kubelet {
     this.root = options.root ?? join(process.env.TMPDIR ?? '/tmp', `fake-kube-${process.pid}-${Date.now()}`)
     this.startDelayMs = options.startDelayMs ?? 20
     this.runAsPodUser = options.runAsPodUser === true && process.getuid?.() === 0
+    this.#imageRoots = options.imageRoots ?? [process.cwd(), dirname(process.execPath)]
     mkdirSync(this.root, { recursive: true })
   }
 
@@ -160,6 +169,7 @@ export class Kubelet {
 
   /** A container path as the host sees it (the longest mount prefix wins); other strings unchanged. */
   mapPath(pod: RunningPod, container: string, value: string): string {
+    if (this.#imageRoots.some((r) => value === r || value.startsWith(`${r}/`))) return value
     const mounts = [...(pod.mounts.get(container) ?? new Map<string, string>()).entries()].sort((a, b) => b[0].length - a[0].length)
     for (const [path, host] of mounts) {
       if (value === path) return host
