@@ -2,7 +2,9 @@
 // (bench/proxy-upstream.ts), `corral proxy` (built binary when dist/ exists, else sources), and the
 // peers of bench/proxy-peers.ts: squid as a plain CONNECT tunnel, squid ssl-bump (TLS interception,
 // method + path ACL) and mitmproxy as intercepting peers (from the distribution's packages,
-// installed with apt-get when missing), and this process as the load generator (undici with a
+// installed with apt-get when missing), `node-floor` (bench/node-floor-proxy.ts: the least a
+// TLS-intercepting proxy in Node does, no policy nor audit: corral's cost over it is its own),
+// and this process as the load generator (undici with a
 // ProxyAgent). Same request mix everywhere: a JSON POST matched by a body CEL rule with two header
 // transforms, an injected credential (auth transform) and a request counter with a ceiling, and an
 // SSE stream of ~2 KB in 20 events metered by a token counter. Writes bench/results/proxy.json.
@@ -11,7 +13,7 @@
 //   CORRAL_BENCH_SECONDS=10 npm run bench:proxy       # longer closed-loop runs
 //   CORRAL_BENCH_PROFILE=1 npm run bench:proxy        # --cpu-prof of the corral proxy → bench/results/prof/
 //   CORRAL_BENCH_NODE_ARGS="--max-semi-space-size=64" # Node flags for every corral build measured
-//   CORRAL_BENCH_PEERS=squid,squid-bump npm run bench:proxy  # only these peers (comma list; '' for none)
+//   CORRAL_BENCH_PEERS=squid,squid-bump,node-floor npm run bench:proxy  # only these peers (comma list; '' for none)
 //   CORRAL_BENCH_MODE=rate npm run bench:proxy        # only the open loop at a fixed rate (bench/proxy-rate.ts):
 //     CORRAL_BENCH_RATE=3000 CORRAL_BENCH_RATE_SECONDS=20 CORRAL_BENCH_CONNECTIONS=32 (the defaults);
 //     POSTs only, p50/p99/p99.9 from each request's scheduled start → bench/results/proxy-rate.json
