@@ -59,7 +59,9 @@ function relay(src: Readable, res: RequestState['res'], onChunk: (chunk: Buffer)
       return res.write(chunk)
     }
     const onData = (chunk: Buffer): void => {
-      if (!send(scan ? scan.push(chunk) : chunk)) src.pause()
+      // A chunk the scan holds back whole (it may begin a needle) sends nothing yet.
+      const out = scan ? scan.push(chunk) : chunk
+      if (out.length > 0 && !send(out)) src.pause()
     }
     const onDrain = (): void => void src.resume()
     // Settles on the response's 'finish', or (premature) 'close', whichever comes first.
