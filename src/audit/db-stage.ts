@@ -12,12 +12,11 @@ import type { AuditEvent } from '../contract/index.js'
 import { publishCommitted } from './notify.js'
 import type { AuditWriterLogger, AuditWriterStats } from './writer-types.js'
 
-/** What the stage needs of an item: a row to insert, or a record to quarantine. */
+/** What the stage needs of an item: its line to insert (a JSON object of its columns), or a record to quarantine. */
 export interface StageItem {
   event: AuditEvent
-  row?: unknown[]
   q?: QuarantineRecord
-  /** The journal line (kept on Postgres, which inserts a batch's lines as one JSON parameter). */
+  /** The journal line, inserted as it is: both dialects take a batch's lines as one JSON array. */
   line?: string
 }
 
@@ -27,7 +26,6 @@ export interface DbStageOptions<T extends StageItem> {
   logger: AuditWriterLogger
   /** Updated in place: written, quarantined, retries, failing. */
   stats: AuditWriterStats
-  keepLines: boolean
   /** How long a batch smaller than batchSize waits to fill before it is written (0: at once). */
   lingerMs?: number
   /** true while someone waits for the queue to drain (flush, close): no lingering then. */
@@ -93,7 +91,7 @@ export class DbStage<T extends StageItem> {
       try {
         const quarantined = batch.filter((i) => i.q)
         if (quarantined.length > 0) await this.#quarantine(quarantined.map((i) => i.q!))
-        const rows = batch.filter((i) => i.row)
+        const rows = batch.filter((i) => !i.q)
         if (rows.length > 0) await this.#writeRows(rows)
       } catch (err) {
         // Unreachable by design; if it happens, the batch is kept and tried again (inserts are idempotent).
@@ -178,11 +176,10 @@ export class DbStage<T extends StageItem> {
 
   /** Writes rows; a refused batch is bisected until the refused event is alone, then quarantined. */
   async #writeRows(items: T[]): Promise<void> {
-    const { stats, logger, store, keepLines } = this.#o
+    const { stats, logger, store } = this.#o
     let ids: string[] = []
     const err = await this.#attempt(async () => {
-      const lines = keepLines && items.every((i) => i.line !== undefined) ? items.map((i) => i.line!) : undefined
-      ids = await store.audit.insertEncodedReturningIds(items.map((i) => i.row!), lines)
+      ids = await store.audit.insertEncodedReturningIds(items.map((i) => i.line!))
     }, 'batch insert', items.length)
     if (this.#stopped) return
     if (err === undefined) {

@@ -34,7 +34,6 @@ export {
 interface Item {
   seq: number
   event: AuditEvent
-  row?: unknown[]
   q?: QuarantineRecord
   line?: string
   seg?: Segment
@@ -103,8 +102,6 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
   const stats: AuditWriterStats = { emitted: 0, written: 0, quarantined: 0, invalid: 0, sanitized: 0, rejected: 0, retries: 0, pending: 0, pendingBytes: 0, replayed: 0 }
   const loggedKinds = new Set<string>()
   const discarding = new Set<Promise<void>>()
-  // Postgres takes a batch as its lines joined (one JSON parameter): keep them until the commit.
-  const keepLines = store.dialect === 'postgres'
 
   let seq = 0
   let doneSeq = 0
@@ -151,7 +148,7 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
   // With a journal the database is off the answer's path: a batch waits up to dbLingerMs to fill,
   // so a moderate rate costs a few database round trips per second, not one per journal group.
   const lingerMs = journal ? Math.max(0, opts.dbLingerMs ?? 10) : 0
-  const stage = new DbStage<Item>({ store, batchSize, logger, stats, keepLines, lingerMs, urgent: () => flushWaiters.length > 0 || closed, done: batchDone })
+  const stage = new DbStage<Item>({ store, batchSize, logger, stats, lingerMs, urgent: () => flushWaiters.length > 0 || closed, done: batchDone })
 
   let journalBroken = false
   const deadlines = new Deadlines<Item>(durableTimeoutMs, (it) => {
@@ -169,7 +166,6 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
     }
     for (const it of group) {
       it.seg = seg
-      if (!keepLines) it.line = undefined
       const r = it.resolve
       if (r) {
         it.resolve = it.reject = undefined
@@ -184,7 +180,6 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
       journalBroken = true
       logger.error({ err: errorInfo(err), dir: journal!.dir }, 'audit: journal write failed; events are acknowledged after the database commit until it recovers')
     }
-    if (!keepLines) for (const it of group) it.line = undefined
     stage.enqueueAll(group)
   }
 
@@ -298,9 +293,7 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
     const rec = parsed as { _quarantine?: QuarantineRecord }
     if (rec._quarantine) return { seq: ++seq, event: { id: rec._quarantine.id } as AuditEvent, q: rec._quarantine, size: line.length }
     delete (parsed as { ts?: unknown }).ts
-    const it = prepare(parsed as NewAuditEvent)
-    if (!keepLines) it.line = undefined
-    return it
+    return prepare(parsed as NewAuditEvent)
   }
 
   return writer
@@ -311,7 +304,7 @@ function prepareItem(input: NewAuditEvent, seq: number, stats: AuditWriterStats,
   const r = encodeEvent(input)
   if (r.ok) {
     if (r.value.sanitized) stats.sanitized++
-    return { seq, event: r.value.event, row: r.value.row, line: r.value.line, size: r.value.line.length }
+    return { seq, event: r.value.event, line: r.value.line, size: r.value.line.length }
   }
   if (r.kind === 'invalid_event') {
     stats.invalid++

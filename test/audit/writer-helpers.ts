@@ -1,18 +1,30 @@
 // Store wrappers for audit writer tests: the real store, with the audit insert intercepted.
-import type { Store } from '../../src/store/index.js'
+import { AUDIT_ROW_COLUMNS, type Store } from '../../src/store/index.js'
 
 type InsertFn = (rows: readonly unknown[][]) => Promise<string[]>
 
 export const quietLogger = (sink: string[] = []) => ({ error: (_o: object, msg: string) => void sink.push(msg), warn: (_o: object, msg: string) => void sink.push(msg) })
 
-/** A Store whose audit insert goes through `wrap` (the rest is the real store). */
+/**
+ * A Store whose audit insert goes through `wrap` (the rest is the real store). The writer inserts
+ * encoded lines; `wrap` sees them as rows (values in AUDIT_ROW_COLUMNS order) and `orig` takes
+ * those rows, or any subset of them, back to their lines.
+ */
 export function withInsert(store: Store, wrap: (orig: InsertFn, rows: readonly unknown[][]) => Promise<string[]>): Store {
   return {
     ...store,
     audit: {
       ...store.audit,
-      // `orig` keeps the writer's lines (the Postgres JSON path) when it is called with the same rows.
-      insertEncodedReturningIds: (rows, lines) => wrap((r) => store.audit.insertEncodedReturningIds(r, r === rows ? lines : undefined), rows),
+      insertEncodedReturningIds: (lines) => {
+        const lineOf = new Map<readonly unknown[], string>()
+        const rows = lines.map((line) => {
+          const o = JSON.parse(line) as Record<string, unknown>
+          const row = AUDIT_ROW_COLUMNS.map((c) => o[c] ?? null)
+          lineOf.set(row, line)
+          return row
+        })
+        return wrap((r) => store.audit.insertEncodedReturningIds(r.map((row) => lineOf.get(row)!)), rows)
+      },
     },
   }
 }

@@ -118,6 +118,25 @@ for (const d of testDialects()) {
       await writer.close()
     })
 
+    it('a row reads back exactly as emitted, whichever way it was encoded (whole, or column by column)', async () => {
+      const org = orgId()
+      const writer = createAuditWriter(store)
+      const text = 'q"uo\\te \u001f\t\n é \ud83d\ude00 \\u0000 \\ud800 literal'
+      const detail = { text, n: [0, -1.5, 2 ** 31, 1e21, null, true], 'ключ "x"': { deep: [{ a: [] }], empty: {} } }
+      // Whole: every key a column. Column by column: an extra key that is not a column (not stored).
+      const whole = await writer.emit(decision(org, { path: `/p/${text}`, destination: 'h.example', latency_ms: 7, detail, auth_used: ['k', text] }))
+      const byColumn = await writer.emit({ ...decision(org, { path: `/p/${text}`, latency_ms: 8, detail, auth_used: [] }), extra: 'x' } as never)
+      const stored = await rows(org)
+      expect(stored.map((r) => r.id).sort()).toEqual([whole.id, byColumn.id].sort())
+      for (const [emitted, row] of [[whole, stored.find((r) => r.id === whole.id)!], [byColumn, stored.find((r) => r.id === byColumn.id)!]] as const) {
+        const { extra: _extra, ...columns } = emitted as typeof emitted & { extra?: string }
+        expect(row).toEqual(columns)
+        expect(row.detail).toEqual(detail)
+      }
+      expect(writer.stats()).toMatchObject({ sanitized: 0, quarantined: 0 })
+      await writer.close()
+    })
+
     it('an event nested 5,000 levels deep, a cycle, a bigint and an oversized event are quarantined; the log goes on', async () => {
       const org = orgId()
       const writer = createAuditWriter(store, { logger: quietLogger() })

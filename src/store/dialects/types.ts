@@ -54,11 +54,12 @@ export interface StoreDialect {
    */
   insertIgnoreMany(table: string, columns: readonly BulkColumn[], rows: readonly unknown[][], key: string): Promise<string[]>
   /**
-   * Postgres only: the same, from one JSON array of objects keyed by column name (the audit
-   * writer's journal lines joined), parsed by the server. Building it is a string join, where the
-   * array parameters of insertIgnoreMany cost the main thread an escaping pass over every value.
+   * The same, from one JSON array of objects keyed by column name (the audit writer's journal
+   * lines joined), parsed by the database (Postgres json_populate_recordset, SQLite json_each on
+   * the bulk worker's connection). Building it is a string join, where rows of values cost the main
+   * thread an escaping pass (Postgres) or a structured clone (the SQLite worker) of every value.
    */
-  insertJsonRecords?(table: string, columns: readonly BulkColumn[], json: string, key: string): Promise<string[]>
+  insertJsonRecords(table: string, columns: readonly BulkColumn[], json: string, key: string): Promise<string[]>
   /**
    * Postgres only: a session advisory lock named `name` held on a connection of its own until the
    * returned function releases it (or the process dies); null when held elsewhere in a conflicting mode.

@@ -77,16 +77,13 @@ export function createAuditRepository({ db, dialect }: RepoContext) {
     },
 
     /**
-     * Rows already encoded by the audit writer (values in AUDIT_ROW_COLUMNS order, JSON columns as
-     * text): inserted in one transaction, ids already stored skipped; returns the ids that were new.
+     * Events already encoded by the audit writer, each line a JSON object of its columns (`ts`
+     * included): inserted in one transaction, ids already stored skipped; returns the ids that were
+     * new. The lines travel joined as one JSON text, parsed by the database.
      */
-    async insertEncodedReturningIds(rows: readonly unknown[][], lines?: readonly string[]): Promise<string[]> {
-      if (rows.length === 0) return []
-      // `lines`: the same events as JSON objects with every column (ts included), where the dialect can take them whole.
-      if (lines && lines.length === rows.length && dialect.insertJsonRecords) {
-        return dialect.insertJsonRecords('audit_events', BULK_COLUMNS, `[${lines.join(',')}]`, 'id')
-      }
-      return dialect.insertIgnoreMany('audit_events', BULK_COLUMNS, rows, 'id')
+    async insertEncodedReturningIds(lines: readonly string[]): Promise<string[]> {
+      if (lines.length === 0) return []
+      return dialect.insertJsonRecords('audit_events', BULK_COLUMNS, `[${lines.join(',')}]`, 'id')
     },
 
     async getById(orgId: string, id: string): Promise<AuditEvent | undefined> {
