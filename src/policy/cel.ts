@@ -51,6 +51,8 @@ export interface CelProgram {
   readonly secretKeys: readonly string[]
   /** Worst-case units of one evaluation (inputs within CEL_INPUT_BOUND; docs/policy.md "Cost limits"). */
   readonly cost: number
+  /** False when the expression names no variable (a literal): it may run with no variables built. */
+  readonly usesVars?: boolean
   /** Evaluates within the caller's `withCelBudget` scope, or a budget of its own; throws CelBudgetExceeded past it. */
   run(vars: Record<string, unknown>): unknown
 }
@@ -246,6 +248,10 @@ function compileCelUncached(source: string, site: CelSite, expected: CelResultKi
     }
   }
   instrumentCel(runnable.ast)
+  let usesVars = false
+  walk(runnable.ast, (n) => {
+    if (n.op === 'id') usesVars = true
+  })
   const evaluate = (vars: Record<string, unknown>): unknown => {
     const result = runnable(vars)
     assertCelBudget()
@@ -256,6 +262,7 @@ function compileCelUncached(source: string, site: CelSite, expected: CelResultKi
     type,
     secretKeys: Object.freeze([...secretKeys]),
     cost,
+    usesVars,
     run: (vars: Record<string, unknown>) => withCelBudget(CEL_CALL_BUDGET, () => evaluate(vars)),
   })
   return { ok: true, program }

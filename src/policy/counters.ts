@@ -73,7 +73,9 @@ function header(r: ResponseView, name: string): string {
 }
 
 function mediaType(r: ResponseView): string {
-  return header(r, 'content-type').split(';')[0].trim().toLowerCase()
+  const v = header(r, 'content-type')
+  const semi = v.indexOf(';')
+  return (semi < 0 ? v : v.slice(0, semi)).trim().toLowerCase()
 }
 
 function isJsonType(t: string): boolean {
@@ -168,9 +170,11 @@ class Meter implements SseMeter {
   #mismatch: FlooredReason | undefined
   /** A chunk went over the CEL budget: events were left uncounted, so the total is a floor. */
   #cut = false
-  #decoder = new TextDecoder()
-  #parser
-  #resp: Record<string, unknown>
+  // Built only when the response can be metered: a mismatched one (a JSON answer to an SSE
+  // counter) feeds nothing and needs no decoder, parser or response variable.
+  #decoder: InstanceType<typeof TextDecoder> | undefined
+  #parser: ReturnType<typeof createParser> | undefined
+  #resp: Record<string, unknown> | undefined
 
   constructor(
     private readonly spec: CounterSpec,
@@ -182,7 +186,9 @@ class Meter implements SseMeter {
     if (spec.phase !== 'response_body' || spec.framing !== 'sse') this.#mismatch = 'framing_mismatch'
     else if (type !== 'text/event-stream') this.#mismatch = isJsonType(type) ? 'framing_mismatch' : 'format_mismatch'
     else if (!encodingOk(response)) this.#mismatch = 'encoding_mismatch'
+    if (this.#mismatch) return
     this.#resp = responseVar(response)
+    this.#decoder = new TextDecoder()
     this.#parser = createParser({ onEvent: (e) => this.#onEvent(e) })
   }
 
@@ -196,7 +202,7 @@ class Meter implements SseMeter {
     if (this.#mismatch || this.#terminated) return
     withCelBudget(CEL_CALL_BUDGET, () => {
       try {
-        this.#parser.feed(typeof chunk === 'string' ? chunk : this.#decoder.decode(chunk, { stream: true }))
+        this.#parser!.feed(typeof chunk === 'string' ? chunk : this.#decoder!.decode(chunk, { stream: true }))
       } catch {
         this.#failure ??= 'parse_failed'
       }
@@ -225,7 +231,7 @@ class Meter implements SseMeter {
       else {
         let v: number | undefined
         try {
-          v = celToAmount(spec.value!.run({ response: this.#resp, event }))
+          v = celToAmount(spec.value!.run({ response: this.#resp!, event }))
         } catch (e) {
           if (e instanceof CelBudgetExceeded) this.#cut = true
           v = undefined
@@ -237,7 +243,7 @@ class Meter implements SseMeter {
     if (spec.terminalEventType !== undefined && type === spec.terminalEventType) this.#terminated = true
     else if (spec.terminalCel) {
       try {
-        if (spec.terminalCel.run({ response: this.#resp, event }) === true) this.#terminated = true
+        if (spec.terminalCel.run({ response: this.#resp!, event }) === true) this.#terminated = true
       } catch {
         // A failing terminal_cel does not end the stream; terminator_not_observed reports it at end().
       }

@@ -22,6 +22,8 @@ function escapeRegex(s: string): string {
 export function normalizeHost(host: string, scheme: 'http' | 'https' = 'https'): string {
   // Fast path for the common case: already lowercase, no port, no trailing dot, no spaces.
   if (/^[a-z0-9.-]*[a-z0-9-]$/.test(host)) return host
+  // And with a port that is not the scheme's default (`127.0.0.1:8443`): unchanged as well.
+  if (/^[a-z0-9.-]*[a-z0-9-]:[0-9]+$/.test(host) && !host.endsWith(scheme === 'https' ? ':443' : ':80')) return host
   const { name, port } = splitPort(host.trim().toLowerCase())
   const h = name.endsWith('.') ? name.slice(0, -1) : name
   const p = (scheme === 'https' && port === '443') || (scheme === 'http' && port === '80') ? '' : port

@@ -68,6 +68,7 @@ function segment(raw: string): { seg: string; encodedDot: boolean; decoded: stri
  */
 export function canonicalPath(raw: string): PathResult {
   if (!raw.startsWith('/')) return bad('the path must start with "/"')
+  if (alreadyCanonical(raw)) return { ok: true, path: raw }
   const out: string[] = []
   const parts = raw.split('/')
   // parts[0] is "" (the leading slash); an empty part elsewhere is a duplicate or trailing slash.
@@ -100,6 +101,22 @@ export function canonicalPath(raw: string): PathResult {
   }
   const path = '/' + out.join('/') + (trailing && out.length > 0 ? '/' : '')
   return { ok: true, path }
+}
+
+/**
+ * The common case, without splitting: printable ASCII with no escape, backslash or "#", no empty
+ * segment but a trailing one, and no segment starting with "." (so no dot segment). Such a path
+ * is its own canonical form.
+ */
+function alreadyCanonical(raw: string): boolean {
+  let prev = 0
+  for (let i = 0; i < raw.length; i++) {
+    const c = raw.charCodeAt(i)
+    if (c <= 0x20 || c >= 0x7f || c === 37 || c === 92 || c === 35) return false
+    if (prev === 47 && (c === 47 || c === 46)) return false
+    prev = c
+  }
+  return true
 }
 
 /** The path of a request target (origin-form or absolute-form), as written: no decoding, no query. */

@@ -266,15 +266,12 @@ export class Policy implements CompiledPolicy {
 
     for (const t of cap.transforms) {
       if (t.appliesTo && !(rule.name !== undefined && t.appliesTo.has(rule.name))) continue
-      const fail = (reason: TransformFailure) => {
-        out.failed[t.key] = reason
-      }
       if (t.kind === 'auth') {
         out.auth.push({ credential: t.credential, provider: t.provider, key: t.key })
         continue
       }
       if (t.kind === 'body' && (!hasBody || out.json === undefined)) {
-        fail('body_absent')
+        out.failed[t.key] = 'body_absent'
         continue
       }
       try {
@@ -283,7 +280,7 @@ export class Policy implements CompiledPolicy {
           out.appliedKeys.push(t.key)
         }
       } catch {
-        fail('apply_error')
+        out.failed[t.key] = 'apply_error'
       }
     }
     return out
@@ -299,8 +296,10 @@ export class Policy implements CompiledPolicy {
     let value: unknown
     let usedSecrets: string[] | undefined
     if (program) {
-      const vars: Record<string, unknown> = { ...varsFor(t.requiresBody) }
+      // A literal reads no variable: nothing is built for it. Secrets go into a copy of the shared variables.
+      let vars: Record<string, unknown> = program.usesVars === false ? {} : varsFor(t.requiresBody)
       if (program.secretKeys.length > 0) {
+        vars = { ...vars }
         const secrets = secretsFor(program.secretKeys, input)
         if (typeof secrets === 'string') return fail(secrets)
         vars.secrets = secrets

@@ -57,7 +57,9 @@ export function contextVars(ctx: PolicyContext): Record<string, unknown> {
 
 export function mediaType(headers: HeaderMap): string {
   const v = headers['content-type']
-  return ((typeof v === 'string' ? v : v?.[0]) ?? '').split(';')[0].trim().toLowerCase()
+  const s = (typeof v === 'string' ? v : v?.[0]) ?? ''
+  const semi = s.indexOf(';')
+  return (semi < 0 ? s : s.slice(0, semi)).trim().toLowerCase()
 }
 
 export function isJsonType(t: string): boolean {
