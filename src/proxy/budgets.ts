@@ -129,41 +129,53 @@ export class Budgets {
    */
   async reserve(orgId: string, workspaceId: string, taskId: string | undefined, counters: readonly CompiledCounter[], requestBytes: number): Promise<Reservation | PolicyDenial> {
     const holds: CounterHold[] = []
-    const undo = (): void => this.#release(new Reservation(holds))
+    const reservation = new Reservation(holds)
     for (const counter of counters) {
       const amount = counter.requestAmount(requestBytes) + counter.reservePerRequest
       const wsScope = counter.workspace
-      const scopes: { scope: ScopeName; slot: Slot }[] = [
-        { scope: 'workspace', slot: this.#slot(orgId, workspaceId, 'ws', counter, wsScope?.max ?? 0, wsScope?.ttlMs) },
-      ]
-      if (taskId && counter.task) scopes.push({ scope: 'task', slot: this.#slot(orgId, workspaceId, `task:${taskId}`, counter, counter.task.max, counter.task.ttlMs) })
-      const concurrencySlot = scopes[0]!.slot
+      const concurrencySlot = this.#slot(orgId, workspaceId, 'ws', counter, wsScope?.max ?? 0, wsScope?.ttlMs)
+      const taskSlot = taskId && counter.task ? this.#slot(orgId, workspaceId, `task:${taskId}`, counter, counter.task.max, counter.task.ttlMs) : undefined
       if (counter.maxConcurrent > 0 && concurrencySlot.inFlight >= counter.maxConcurrent) {
-        undo()
+        this.#release(reservation)
         return deny('concurrency_exhausted', { counter: counter.name, scope: 'workspace', max_concurrent: counter.maxConcurrent }, 429)
       }
       const hold: CounterHold = { counter, scopes: [], concurrencySlot, permit: false }
       holds.push(hold)
       concurrencySlot.inFlight++
-      if (counter.maxConcurrent > 0 && this.#permits && !(await this.#takePermit(concurrencySlot, counter.maxConcurrent))) {
-        undo()
+      if (counter.maxConcurrent > 0 && this.#permits && !this.#spareTaken(concurrencySlot) && !(await this.#takePermit(concurrencySlot, counter.maxConcurrent))) {
+        this.#release(reservation)
         return deny('concurrency_exhausted', { counter: counter.name, scope: 'workspace', max_concurrent: counter.maxConcurrent }, 429)
       }
       hold.permit = counter.maxConcurrent > 0 && this.#permits !== undefined
-      for (const { scope, slot } of scopes) {
+      // The workspace scope first, then the task's (the order of the holds and of a refusal's scope).
+      for (let i = 0; i < 2; i++) {
+        const scope: ScopeName = i === 0 ? 'workspace' : 'task'
+        const slot = i === 0 ? concurrencySlot : taskSlot
+        if (!slot) continue
+        // Something must be left even when nothing is reserved up front (a response counter
+        // without reserve_per_request): a spent ceiling refuses the next request. Taken without
+        // a promise while the lease covers it (#take's first step), the usual case.
         if (slot.max > 0) {
-          // Something must be left even when nothing is reserved up front (a response counter
-          // without reserve_per_request): a spent ceiling refuses the next request.
-          const ok = await this.#take(slot, Math.max(amount, 1), amount)
+          const need = Math.max(amount, 1)
+          let ok = slot.lease >= need
+          if (ok) slot.lease -= amount
+          else ok = await this.#take(slot, need, amount)
           if (!ok) {
-            undo()
+            this.#release(reservation)
             return deny('budget_exhausted', { counter: counter.name, scope, max: slot.max, used: slot.used() }, 429)
           }
         }
         hold.scopes.push({ scope, held: { slot, amount } })
       }
     }
-    return new Reservation(holds)
+    return reservation
+  }
+
+  /** Takes a permit the slot already holds and no request uses (#takePermit's first step), without a promise. */
+  #spareTaken(slot: Slot): boolean {
+    if (slot.permits <= slot.permitUsers) return false
+    slot.permitUsers++
+    return true
   }
 
   /**
@@ -243,6 +255,14 @@ export class Budgets {
    * ledger is unreachable: see #take); never rejects.
    */
   async settle(r: Reservation, actual: ReadonlyMap<string, CounterValue>): Promise<Settlement> {
+    return this.settleNow(r, actual)
+  }
+
+  /**
+   * `settle` without a promise when no debit is owed to the ledger (the usual case): the
+   * Settlement itself, else a promise of it that resolves once the owed debits are written.
+   */
+  settleNow(r: Reservation, actual: ReadonlyMap<string, CounterValue>): Settlement | Promise<Settlement> {
     const out: Settlement = { debits: {}, budgetState: {}, floored: {} }
     if (r.settled) return out
     r.settled = true
@@ -269,12 +289,12 @@ export class Budgets {
             }
           }
         } else slot.pending += debit
-        state[scope] = { used: slot.used(), max: slot.max, ...(slot.max > 0 ? { remaining: Math.max(0, slot.max - slot.used()) } : {}) }
+        const used = slot.used()
+        state[scope] = slot.max > 0 ? { used, max: slot.max, remaining: Math.max(0, slot.max - used) } : { used, max: slot.max }
       }
       out.budgetState[h.counter.name] = state
     }
-    if (owed) await this.flush()
-    return out
+    return owed ? this.flush().then(() => out) : out
   }
 
   /** Writes pending debits (write-behind) and gives back unused permits. Never concurrent with itself. */

@@ -205,6 +205,7 @@ export class ProxyFront {
     this.#core.counters.tunnels++
     const tunnel: TunnelContext = { host: target.host, port: target.port, token }
     const check = await token
+    tunnel.checked = check
     if (check.ok && !this.#admitTunnel(check.claims.workspace_id, socket)) {
       const ctx = new DecisionContext({ destination: target.host, method: 'CONNECT', path: '' })
       attributeToken(ctx, check)

@@ -34,6 +34,8 @@ export interface TunnelContext {
   sni?: string
   /** Token verification done once per tunnel, at CONNECT. */
   token: Promise<TokenCheck>
+  /** The same check once `token` has settled, read without a promise per request. */
+  checked?: TokenCheck
 }
 
 /** Where a request entered: plain HTTP (absolute URI) or inside an intercepted tunnel. */

@@ -13,6 +13,7 @@ import { responseHeaders } from './phases/response-headers.js'
 import { terminal } from './phases/terminal.js'
 import { transforms } from './phases/transforms.js'
 import { upstream } from './phases/upstream.js'
+import type { Settlement } from './budgets.js'
 import { ClientGone, type Entry, type ProxyCore, type RequestState } from './request-state.js'
 import { requestToken } from './token.js'
 import { HOP_BY_HOP } from './upstream.js'
@@ -81,7 +82,8 @@ async function forwardAndRelay(core: ProxyCore, st: RequestState): Promise<void>
  */
 async function record(core: ProxyCore, st: RequestState): Promise<PolicyDenial | undefined> {
   try {
-    await release(core, st)
+    const releasing = release(core, st)
+    if (releasing) await releasing
   } catch (err) {
     // The row is still written (exactly one per request); the budgets module reports its own state.
     core.log.error({ err: { message: (err as Error)?.message ?? String(err) } }, 'proxy: settling the request budgets failed')
@@ -110,12 +112,15 @@ function internalError(core: ProxyCore, err: unknown): PolicyDenial {
 const STORE_RETRY_S = 2
 const lastStoreWarn = new WeakMap<ProxyCore, number>()
 
-/** Once per request: the workspace's in-flight slot and the budget holds or debits (durable before the row). */
-async function release(core: ProxyCore, st: RequestState): Promise<void> {
-  if (st.released) return
+/**
+ * Once per request: the workspace's in-flight slot and the budget holds or debits (durable before
+ * the row). A promise only when a debit must reach the ledger first; may throw.
+ */
+function release(core: ProxyCore, st: RequestState): Promise<void> | undefined {
+  if (st.released) return undefined
   st.released = true
   if (st.workspace) st.workspace.inFlight--
-  await settleBudgets(core, st)
+  return settleBudgets(core, st)
 }
 
 async function admitAndPrepare(core: ProxyCore, st: RequestState): Promise<PhaseOutcome> {
@@ -144,14 +149,20 @@ async function admitAndPrepare(core: ProxyCore, st: RequestState): Promise<Phase
 }
 
 /** Commits debits of an allowed request (durable before its row: budgets.ts), or returns the holds of a denied one. */
-async function settleBudgets(core: ProxyCore, st: RequestState): Promise<void> {
+function settleBudgets(core: ProxyCore, st: RequestState): Promise<void> | undefined {
   const r = st.reservation
-  if (!r || !core.budgets) return
+  if (!r || !core.budgets) return undefined
   if (st.ctx.denial) {
     core.budgets.release(r)
-    return
+    return undefined
   }
-  const s = await core.budgets.settle(r, st.meter!.values(st.requestBytes))
+  const settled = core.budgets.settleNow(r, st.meter!.values(st.requestBytes))
+  if (settled instanceof Promise) return settled.then((s) => noteSettlement(st, s))
+  noteSettlement(st, settled)
+  return undefined
+}
+
+function noteSettlement(st: RequestState, s: Settlement): void {
   st.ctx.debits = s.debits
   st.ctx.budgetState = s.budgetState
   st.ctx.floored = s.floored

@@ -37,6 +37,11 @@ export class TaskLiveness {
     return live
   }
 
+  /** `live` without a promise when the answer is cached; undefined when it must be looked up. */
+  liveNow(workspaceId: string, taskId: string): boolean | undefined {
+    return this.#known.get(`${workspaceId}/${taskId}`)
+  }
+
   /** The payload of TASK_ENDED_CHANNEL: `<workspace id>/<task id>`. */
   ended(key: string): void {
     if (this.#known.size >= MAX_CACHED) this.#known.clear()

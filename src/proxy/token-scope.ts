@@ -6,10 +6,15 @@ import { deny, type PolicyDenial } from './decision.js'
 import type { ProxyCore } from './request-state.js'
 import type { CapabilityClaims } from '../contract/index.js'
 
-export async function outboundScopeDenial(core: ProxyCore, claims: CapabilityClaims): Promise<PolicyDenial | undefined> {
+/** The denial, or undefined; a promise of it only when a task's liveness is not cached yet. */
+export function outboundScopeDenial(core: ProxyCore, claims: CapabilityClaims): PolicyDenial | undefined | Promise<PolicyDenial | undefined> {
   if (claims.startup) return deny('invalid_token', { token: 'startup', message: 'a start-up token only fetches the first task; the task brings its own token' })
-  if (claims.task_id && core.tasks && !(await core.tasks.live(claims.workspace_id, claims.task_id))) {
-    return deny('invalid_token', { token: 'task_ended', message: 'the token\'s task has ended' })
-  }
-  return undefined
+  if (!claims.task_id || !core.tasks) return undefined
+  const known = core.tasks.liveNow(claims.workspace_id, claims.task_id)
+  if (known !== undefined) return taskScope(known)
+  return core.tasks.live(claims.workspace_id, claims.task_id).then(taskScope)
+}
+
+function taskScope(live: boolean): PolicyDenial | undefined {
+  return live ? undefined : deny('invalid_token', { token: 'task_ended', message: 'the token\'s task has ended' })
 }

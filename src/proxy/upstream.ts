@@ -104,7 +104,8 @@ export class Upstream {
   }
 
   async send(req: UpstreamRequest): Promise<UpstreamResponse> {
-    const headers: Record<string, string | string[]> = { ...req.headers, host: req.host }
+    // The caller may have put the Host header in already (the upstream phase does): no copy then.
+    const headers: Record<string, string | string[]> = req.headers.host === req.host ? req.headers : { ...req.headers, host: req.host }
     const res = await this.#agentFor(req.allowPrivate).request({
       origin: req.origin,
       method: req.method as Dispatcher.HttpMethod,

@@ -5,14 +5,15 @@ import type { AdmissionResult, CompiledPolicy, PolicyRequest } from '../../polic
 import { attributeToken, deny, type PhaseOutcome } from '../decision.js'
 import type { ProxyCore, RequestState } from '../request-state.js'
 import { outboundScopeDenial } from '../token-scope.js'
-import { requestToken } from '../token.js'
+import { requestTokenNow } from '../token.js'
 
 const ADMISSION_DECISIONS = new Set(['allow', 'pending', 'deny'])
 const TOKEN_CLOCK_TOLERANCE_MS = 5_000
 
 export async function requestHeaders(core: ProxyCore, st: RequestState): Promise<PhaseOutcome> {
   const { ctx, entry } = st
-  const check = await requestToken(core.tokens, st.req, entry.tunnel)
+  const token = requestTokenNow(core.tokens, st.req, entry.tunnel)
+  const check = token instanceof Promise ? await token : token
   const refused = attributeToken(ctx, check)
   if (refused || !check.ok) return refused
   const { claims } = check
@@ -21,7 +22,8 @@ export async function requestHeaders(core: ProxyCore, st: RequestState): Promise
     return attributeToken(ctx, { ok: false, reason: 'invalid_token', expired: { org_id: claims.org_id, workspace_id: claims.workspace_id } })
   }
   // A start-up token or an ended task's token reaches nothing outbound (token-scope.ts).
-  const outOfScope = await outboundScopeDenial(core, claims)
+  const scoped = outboundScopeDenial(core, claims)
+  const outOfScope = scoped instanceof Promise ? await scoped : scoped
   if (outOfScope) return outOfScope
 
   const got = core.workspaces.get(claims.org_id, claims.workspace_id)

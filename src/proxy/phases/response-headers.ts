@@ -20,7 +20,8 @@ export interface RelayedBody {
 export function responseHeaders(st: RequestState, upstream: UpstreamResponse, observer?: ResponseObserver): RelayedBody {
   st.responseStatus = upstream.status
   let headers: Record<string, string | string[]> = {}
-  for (const [k, v] of Object.entries(upstream.headers)) if (!HOP_BY_HOP.has(k) || k === 'content-length') headers[k] = v
+  const from = upstream.headers
+  for (const k in from) if (!HOP_BY_HOP.has(k) || k === 'content-length') headers[k] = from[k]!
   // Something was injected: its bytes are masked in the response (scrub.ts), only then.
   const scrubber = st.injected?.length ? new Scrubber(st.injected) : undefined
   const body: RelayedBody = scrubber ? scrubbed(st, scrubber, headers, upstream.body) : { src: upstream.body }

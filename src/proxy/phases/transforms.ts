@@ -30,7 +30,8 @@ export async function transforms(core: ProxyCore, st: RequestState): Promise<Pha
   Object.assign(ctx.transformsFailed, out.failed)
 
   const headers: Record<string, string | string[]> = {}
-  for (const [name, values] of Object.entries(out.headers)) {
+  for (const name in out.headers) {
+    const values = out.headers[name]!
     if (values.length === 0) continue
     headers[name] = values.length === 1 ? values[0]! : values
   }

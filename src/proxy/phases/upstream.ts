@@ -29,6 +29,9 @@ export async function upstream(core: ProxyCore, st: RequestState): Promise<Upstr
     } else body = counted(req, st, core.limits.maxBodyBytes)
   }
   if (Buffer.isBuffer(body)) st.requestBytes = body.length
+  // The request's own header map (built for it by the runner or the transforms): Host goes in
+  // here, so the client need not copy the map to add it.
+  st.headers.host = hostHeader
 
   try {
     return await core.upstream.send({
