@@ -61,6 +61,10 @@ class Slot {
   acquiring: Promise<void> | undefined
   /** Until when the ledger is known to have nothing left for this slot (see EXHAUSTED_RECHECK_MS). */
   exhaustedUntil = 0
+  /** Removed from the slots (close): a cached reference must not be used any more. */
+  dropped = false
+  /** The per-counter caches (Budgets #wsSlot) that hold this slot under its workspace id. */
+  readonly cachedIn: Map<string, Slot>[] = []
   constructor(readonly k: LedgerKey, readonly max: number) {}
 
   /** Best local estimate of what is really spent in this window. */
@@ -95,6 +99,7 @@ export class Budgets {
   readonly #ledgers: BudgetLedgers
   readonly #permits: ConcurrencyPermitSource | undefined
   readonly #slots = new Map<string, Slot>()
+  readonly #wsSlots = new WeakMap<CompiledCounter, Map<string, Slot>>()
   readonly #timer: NodeJS.Timeout
   #flushing: Promise<void> = Promise.resolve()
 
@@ -112,6 +117,23 @@ export class Budgets {
       s = new Slot({ key, orgId, workspaceId, ...(ttlMs ? { ttlMs } : {}) }, max)
       this.#slots.set(key, s)
     }
+    return this.#renewed(s, ttlMs)
+  }
+
+  /** The counter's workspace-scope slot, found without building its key (cached per counter until `close` drops it). */
+  #wsSlot(orgId: string, workspaceId: string, counter: CompiledCounter): Slot {
+    const ttlMs = counter.workspace?.ttlMs
+    const cached = this.#wsSlots.get(counter)?.get(workspaceId)
+    if (cached && !cached.dropped) return this.#renewed(cached, ttlMs)
+    const s = this.#slot(orgId, workspaceId, 'ws', counter, counter.workspace?.max ?? 0, ttlMs)
+    let byWorkspace = this.#wsSlots.get(counter)
+    if (!byWorkspace) this.#wsSlots.set(counter, (byWorkspace = new Map()))
+    byWorkspace.set(workspaceId, s)
+    s.cachedIn.push(byWorkspace)
+    return s
+  }
+
+  #renewed(s: Slot, ttlMs: number | undefined): Slot {
     // A ttl window that ended locally: the lease belonged to the old window (the ledger resets).
     if (ttlMs && s.windowStart && Date.now() - s.windowStart >= ttlMs) {
       s.lease = 0
@@ -120,6 +142,38 @@ export class Budgets {
       s.exhaustedUntil = 0
     }
     return s
+  }
+
+  /**
+   * `reserve` without a promise in the usual case: every hold fits in its lease and no permit
+   * must come from the database. Otherwise what was taken goes back and `reserve` decides (a
+   * refill, a permit, a refusal).
+   */
+  reserveNow(orgId: string, workspaceId: string, taskId: string | undefined, counters: readonly CompiledCounter[], requestBytes: number): Reservation | Promise<Reservation | PolicyDenial> {
+    const holds: CounterHold[] = []
+    const reservation = new Reservation(holds)
+    for (const counter of counters) {
+      const amount = counter.requestAmount(requestBytes) + counter.reservePerRequest
+      const need = Math.max(amount, 1)
+      const ws = this.#wsSlot(orgId, workspaceId, counter)
+      const task = taskId && counter.task ? this.#slot(orgId, workspaceId, `task:${taskId}`, counter, counter.task.max, counter.task.ttlMs) : undefined
+      const permit = counter.maxConcurrent > 0 && this.#permits !== undefined
+      const wait = (counter.maxConcurrent > 0 && ws.inFlight >= counter.maxConcurrent) || (permit && ws.permits <= ws.permitUsers)
+      if (wait || (ws.max > 0 && ws.lease < need) || (task && task.max > 0 && task.lease < need)) {
+        this.#release(reservation)
+        return this.reserve(orgId, workspaceId, taskId, counters, requestBytes)
+      }
+      ws.inFlight++
+      if (permit) ws.permitUsers++
+      if (ws.max > 0) ws.lease -= amount
+      const hold: CounterHold = { counter, scopes: [{ scope: 'workspace', held: { slot: ws, amount } }], concurrencySlot: ws, permit }
+      if (task) {
+        if (task.max > 0) task.lease -= amount
+        hold.scopes.push({ scope: 'task', held: { slot: task, amount } })
+      }
+      holds.push(hold)
+    }
+    return reservation
   }
 
   /**
@@ -132,8 +186,7 @@ export class Budgets {
     const reservation = new Reservation(holds)
     for (const counter of counters) {
       const amount = counter.requestAmount(requestBytes) + counter.reservePerRequest
-      const wsScope = counter.workspace
-      const concurrencySlot = this.#slot(orgId, workspaceId, 'ws', counter, wsScope?.max ?? 0, wsScope?.ttlMs)
+      const concurrencySlot = this.#wsSlot(orgId, workspaceId, counter)
       const taskSlot = taskId && counter.task ? this.#slot(orgId, workspaceId, `task:${taskId}`, counter, counter.task.max, counter.task.ttlMs) : undefined
       if (counter.maxConcurrent > 0 && concurrencySlot.inFlight >= counter.maxConcurrent) {
         this.#release(reservation)
@@ -142,7 +195,7 @@ export class Budgets {
       const hold: CounterHold = { counter, scopes: [], concurrencySlot, permit: false }
       holds.push(hold)
       concurrencySlot.inFlight++
-      if (counter.maxConcurrent > 0 && this.#permits && !this.#spareTaken(concurrencySlot) && !(await this.#takePermit(concurrencySlot, counter.maxConcurrent))) {
+      if (counter.maxConcurrent > 0 && this.#permits && !(await this.#takePermit(concurrencySlot, counter.maxConcurrent))) {
         this.#release(reservation)
         return deny('concurrency_exhausted', { counter: counter.name, scope: 'workspace', max_concurrent: counter.maxConcurrent }, 429)
       }
@@ -153,29 +206,15 @@ export class Budgets {
         const slot = i === 0 ? concurrencySlot : taskSlot
         if (!slot) continue
         // Something must be left even when nothing is reserved up front (a response counter
-        // without reserve_per_request): a spent ceiling refuses the next request. Taken without
-        // a promise while the lease covers it (#take's first step), the usual case.
-        if (slot.max > 0) {
-          const need = Math.max(amount, 1)
-          let ok = slot.lease >= need
-          if (ok) slot.lease -= amount
-          else ok = await this.#take(slot, need, amount)
-          if (!ok) {
-            this.#release(reservation)
-            return deny('budget_exhausted', { counter: counter.name, scope, max: slot.max, used: slot.used() }, 429)
-          }
+        // without reserve_per_request): a spent ceiling refuses the next request.
+        if (slot.max > 0 && !(await this.#take(slot, Math.max(amount, 1), amount))) {
+          this.#release(reservation)
+          return deny('budget_exhausted', { counter: counter.name, scope, max: slot.max, used: slot.used() }, 429)
         }
         hold.scopes.push({ scope, held: { slot, amount } })
       }
     }
     return reservation
-  }
-
-  /** Takes a permit the slot already holds and no request uses (#takePermit's first step), without a promise. */
-  #spareTaken(slot: Slot): boolean {
-    if (slot.permits <= slot.permitUsers) return false
-    slot.permitUsers++
-    return true
   }
 
   /**
@@ -341,6 +380,8 @@ export class Budgets {
       if (slot.inFlight > 0) continue
       if (slot.lease > 0) returns.push({ k: slot.k, delta: -slot.lease, leasedInWindow: slot.windowStart })
       this.#slots.delete(key)
+      slot.dropped = true
+      for (const m of slot.cachedIn) if (m.get(slot.k.workspaceId) === slot) m.delete(slot.k.workspaceId)
     }
     if (returns.length) await this.#ledgers.adjust(returns)
   }

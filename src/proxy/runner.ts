@@ -133,12 +133,16 @@ async function admitAndPrepare(core: ProxyCore, st: RequestState): Promise<Phase
   if (d) return d
   ctx.phase = 'request_body'
   core.faultHook?.('request_body')
-  d = await requestBody(core, st)
+  // The phases below answer without a promise when they need not wait (no await then).
+  let p = requestBody(core, st)
+  d = p instanceof Promise ? await p : p
   if (d) return d
-  d = await reserveBudgets(core, st)
+  p = reserveBudgets(core, st)
+  d = p instanceof Promise ? await p : p
   if (d) return d
   core.faultHook?.('transforms')
-  d = await transforms(core, st)
+  p = transforms(core, st)
+  d = p instanceof Promise ? await p : p
   if (d) return d
   // Last look before bytes leave: a workspace stopped while we worked must not send anything.
   if (!st.workspace!.active) return deny('workspace_gone')

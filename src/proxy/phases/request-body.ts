@@ -4,18 +4,22 @@
 // detail.body_too_large, see docs/proxy.md). Bodies nobody needs are never buffered: they stream
 // upstream in the forward phase.
 import type { IncomingMessage } from 'node:http'
-import type { BodyResult } from '../../policy/index.js'
+import type { BodyResult, CompiledCounter } from '../../policy/index.js'
 import { Reservation } from '../budgets.js'
-import { deny, type PhaseOutcome } from '../decision.js'
+import { deny, type PhaseOutcome, type PolicyDenial } from '../decision.js'
 import { ResponseMeter } from '../metering.js'
 import type { ProxyCore, RequestState } from '../request-state.js'
 
-export async function requestBody(core: ProxyCore, st: RequestState): Promise<PhaseOutcome> {
+/** Undefined at once when nobody needs the body; else the body is read, then checked. */
+export function requestBody(core: ProxyCore, st: RequestState): PhaseOutcome | Promise<PhaseOutcome> {
   const admission = st.admission!
   if (admission.decision === 'allow' && !admission.needsBody) return undefined
-  const { ctx } = st
+  return readBody(st.req, core.maxInspectBytes).then((read) => checkBody(core, st, read))
+}
 
-  const read = await readBody(st.req, core.maxInspectBytes)
+function checkBody(core: ProxyCore, st: RequestState, read: Buffer | 'too_large'): PhaseOutcome {
+  const admission = st.admission!
+  const { ctx } = st
   if (read === 'too_large') {
     const m = admission.decision === 'allow' ? admission.match : admission.candidates[0]!
     return deny(
@@ -63,14 +67,19 @@ export async function requestBody(core: ProxyCore, st: RequestState): Promise<Ph
  * Budget reservations (still the request_body phase): request amounts plus reserve_per_request
  * for every counter of the matched capability, and max_concurrent. Also arms response metering.
  */
-export async function reserveBudgets(core: ProxyCore, st: RequestState): Promise<PhaseOutcome> {
+export function reserveBudgets(core: ProxyCore, st: RequestState): PhaseOutcome | Promise<PhaseOutcome> {
   const ws = st.workspace!
   if (!core.budgets || ws.policy.kind !== 'ok' || st.admission?.decision !== 'allow') return undefined
   const counters = ws.policy.policy.counters(st.admission.match.capability)
   if (counters.length === 0) return undefined
   const declared = Number(st.req.headers['content-length'])
   const bytes = st.body ? st.body.length : Number.isFinite(declared) ? declared : 0
-  const r = await core.budgets.reserve(ws.record.org_id, ws.record.id, st.ctx.attribution.task_id, counters, bytes)
+  // Without a promise while the leases cover the request (budgets.ts reserveNow), the usual case.
+  const got = core.budgets.reserveNow(ws.record.org_id, ws.record.id, st.ctx.attribution.task_id, counters, bytes)
+  return got instanceof Promise ? got.then((r) => hold(core, st, counters, r)) : hold(core, st, counters, got)
+}
+
+function hold(core: ProxyCore, st: RequestState, counters: readonly CompiledCounter[], r: Reservation | PolicyDenial): PhaseOutcome {
   if (!(r instanceof Reservation)) return r
   st.reservation = r
   st.meter = new ResponseMeter(counters, core.maxInspectBytes)

@@ -8,7 +8,8 @@ import type { ProxyCore, RequestState } from '../request-state.js'
 
 const NO_SECRETS = (): undefined => undefined
 
-export async function transforms(core: ProxyCore, st: RequestState): Promise<PhaseOutcome> {
+/** Synchronous unless a credential is minted (auth transforms). */
+export function transforms(core: ProxyCore, st: RequestState): PhaseOutcome | Promise<PhaseOutcome> {
   const ws = st.workspace!
   if (ws.policy.kind !== 'ok') return undefined
   const { ctx } = st
@@ -38,9 +39,12 @@ export async function transforms(core: ProxyCore, st: RequestState): Promise<Pha
   st.headers = headers
   if (out.bodyChanged && out.json !== undefined) st.outgoingBody = Buffer.from(JSON.stringify(out.json))
 
-  if (out.auth.length) await injectCredentials(core, st)
-  // Injected bytes are scrubbed from the response; a compressed body could hide them, so ask for
-  // none (response-headers.ts still decodes one that arrives compressed anyway).
+  if (out.auth.length) return injectCredentials(core, st).then(() => askIdentity(st))
+  return askIdentity(st)
+}
+
+/** Injected bytes are scrubbed from the response; a compressed body could hide them, so ask for none (response-headers.ts still decodes one that arrives compressed anyway). */
+function askIdentity(st: RequestState): PhaseOutcome {
   if (st.injected?.length) st.headers['accept-encoding'] = 'identity'
   return undefined
 }
