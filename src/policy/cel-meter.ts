@@ -52,6 +52,11 @@ export function withCelBudget<T>(budget: number, fn: () => T, deadlineMs = CEL_C
   }
 }
 
+/** Whether a budget scope is open (withCelBudget would just call its function). */
+export function celBudgetOpen(): boolean {
+  return meter.depth > 0
+}
+
 /** Units spent by the last finished budget scope (tests compare it with the estimate). */
 export function lastCelSpend(): number {
   return meter.spent

@@ -15,7 +15,7 @@
 import { Environment, type ASTNode } from '@marcbachmann/cel-js'
 import { RE2_DYNAMIC, RE2_LITERAL, re2Error, rewriteMatches } from './cel-re2.js'
 import { CEL_CALL_BUDGET, CEL_EXPR_COST_LIMIT, CEL_INPUT_BOUND, estimateCelCost } from './cel-cost.js'
-import { assertCelBudget, instrumentCel, withCelBudget } from './cel-meter.js'
+import { assertCelBudget, celBudgetOpen, instrumentCel, withCelBudget } from './cel-meter.js'
 
 /** Where an expression sits; decides the variables it may see. */
 export type CelSite =
@@ -263,7 +263,8 @@ function compileCelUncached(source: string, site: CelSite, expected: CelResultKi
     secretKeys: Object.freeze([...secretKeys]),
     cost,
     usesVars,
-    run: (vars: Record<string, unknown>) => withCelBudget(CEL_CALL_BUDGET, () => evaluate(vars)),
+    // Inside the caller's scope (the usual case) without a closure per evaluation.
+    run: (vars: Record<string, unknown>) => (celBudgetOpen() ? evaluate(vars) : withCelBudget(CEL_CALL_BUDGET, () => evaluate(vars))),
   })
   return { ok: true, program }
 }

@@ -5,9 +5,10 @@
 import type { TransformFailure } from '../contract/index.js'
 import { CEL_CALL_BUDGET } from './cel-cost.js'
 import { withCelBudget } from './cel-meter.js'
+import type { CelProgram } from './cel.js'
 import { DomainIndex, normalizeHost } from './glob.js'
 import { summarizeErrors } from './json-schema.js'
-import { bodyText, contextVars, isJsonType, mediaType, requestVar } from './request-vars.js'
+import { bodyText, celVars, isJsonType, mediaType } from './request-vars.js'
 import { placeValue, secretsFor } from './transform-apply.js'
 import type { CCapability, CRule, CTransform } from './model.js'
 import type {
@@ -50,10 +51,10 @@ function staticOutcome(rule: CRule, scheme: string, host: string, method: string
 
 type CelCheck = { ok: true; value: boolean } | { ok: false; reason: 'policy_error' | 'policy_type_error' | 'policy_empty'; message: string }
 
-function runBool(run: () => unknown): CelCheck {
+function runBool(program: CelProgram, vars: Record<string, unknown>): CelCheck {
   let v: unknown
   try {
-    v = run()
+    v = program.run(vars)
   } catch (e) {
     return { ok: false, reason: 'policy_error', message: ((e as Error).message ?? String(e)).split('\n')[0] }
   }
@@ -119,8 +120,8 @@ export class Policy implements CompiledPolicy {
         continue
       }
       if (rule.match) {
-        vars ??= { request: requestVar(request), ...contextVars(context) }
-        const res = runBool(() => rule.match!.run(vars!))
+        vars ??= celVars(request, context)
+        const res = runBool(rule.match, vars)
         if (!res.ok || !res.value) (checked ??= new Map()).set(i, res)
         if (!res.ok) {
           failure ??= res
@@ -142,7 +143,7 @@ export class Policy implements CompiledPolicy {
     const host = normalizeHost(request.host, request.scheme)
     const method = request.method.toUpperCase()
     const evals: AllowRuleEval[] = []
-    const vars = { request: requestVar(request), ...contextVars(context) }
+    const vars = celVars(request, context)
     // Rules for other hosts would drown the useful entries: list the rules whose domain matched,
     // and only when there are none, the first EVAL_DOMAIN_MAX rules as domain misses.
     for (const i of this.#index.lookup(host)) {
@@ -151,7 +152,7 @@ export class Policy implements CompiledPolicy {
       if (failed === 'domain') continue
       if (failed) evals.push({ capability: cap.name, rule: rule.key, failed })
       else if (rule.match) {
-        const res = checked?.get(i) ?? runBool(() => rule.match!.run(vars))
+        const res = checked?.get(i) ?? runBool(rule.match, vars)
         evals.push(res.ok ? { capability: cap.name, rule: rule.key, failed: 'match' } : { capability: cap.name, rule: rule.key, failed: 'match_error', message: res.message })
       }
     }
@@ -213,8 +214,7 @@ export class Policy implements CompiledPolicy {
         }
       }
       if (rule.matchRequiresBody && rule.match) {
-        const vars = { request: requestVar(input.request, json ?? null), ...contextVars(input.context) }
-        const res = runBool(() => rule.match!.run(vars))
+        const res = runBool(rule.match, celVars(input.request, input.context, json ?? null))
         if (!res.ok) {
           failure ??= res
           evals.push({ capability: m.capability, rule: m.ruleKey, failed: 'match_error', message: res.message })
@@ -261,7 +261,7 @@ export class Policy implements CompiledPolicy {
     let base: Record<string, unknown> | undefined
     let withBody: Record<string, unknown> | undefined
     const varsFor = (body: boolean) =>
-      body ? (withBody ??= { request: requestVar(input.request, input.json ?? null), ...contextVars(input.context) }) : (base ??= { request: requestVar(input.request), ...contextVars(input.context) })
+      body ? (withBody ??= celVars(input.request, input.context, input.json ?? null)) : (base ??= celVars(input.request, input.context))
     const hasBody = input.hasBody ?? input.json !== undefined
 
     for (const t of cap.transforms) {

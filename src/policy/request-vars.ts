@@ -39,7 +39,7 @@ export function parseQuery(raw: string): Record<string, string[]> {
 
 /** CEL `request` variable (body added only where the site opts in). */
 export function requestVar(req: PolicyRequest, body?: unknown): Record<string, unknown> {
-  return {
+  const out: Record<string, unknown> = {
     method: req.method.toUpperCase(),
     path: req.path,
     host: normalizeHost(req.host, req.scheme),
@@ -47,12 +47,18 @@ export function requestVar(req: PolicyRequest, body?: unknown): Record<string, u
     headers: joinHeaders(req.headers),
     raw_query: req.rawQuery,
     query: parseQuery(req.rawQuery),
-    ...(body !== undefined ? { body } : {}),
   }
+  if (body !== undefined) out.body = body
+  return out
 }
 
 export function contextVars(ctx: PolicyContext): Record<string, unknown> {
   return { workspace: ctx.workspace ?? EMPTY_WS, task: { id: ctx.task?.id ?? '' } }
+}
+
+/** The variables of a request-site expression: `request` (its `body` where the site opts in), then contextVars' `workspace` and `task`. */
+export function celVars(req: PolicyRequest, ctx: PolicyContext, body?: unknown): Record<string, unknown> {
+  return { request: requestVar(req, body), workspace: ctx.workspace ?? EMPTY_WS, task: { id: ctx.task?.id ?? '' } }
 }
 
 export function mediaType(headers: HeaderMap): string {

@@ -81,7 +81,9 @@ export class DecisionContext {
 export function attributeToken(ctx: DecisionContext, check: TokenCheck): PolicyDenial | undefined {
   if (check.ok) {
     const c = check.claims
-    ctx.attribution = { ...ctx.attribution, org_id: c.org_id, workspace_id: c.workspace_id, ...(c.task_id ? { task_id: c.task_id } : {}) }
+    const next: Attribution = { ...ctx.attribution, org_id: c.org_id, workspace_id: c.workspace_id }
+    if (c.task_id) next.task_id = c.task_id
+    ctx.attribution = next
     return undefined
   }
   ctx.attribution = { org_id: PLATFORM_ORG, user_id: SYSTEM_USER }

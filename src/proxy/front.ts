@@ -169,8 +169,8 @@ export class ProxyFront {
     }
   }
 
-  /** Plain HTTP: an absolute-URI request (`GET http://host/path`). */
-  async #plain(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  /** Plain HTTP: an absolute-URI request (`GET http://host/path`). Not async: it hands on runRequest's promise as is. */
+  #plain(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = req.url ?? '/'
     let parsed: URL | undefined
     try {
@@ -291,8 +291,8 @@ export class ProxyFront {
     await refuseRaw(this.#core, req, socket, tunnel, deny('no_match', { message }))
   }
 
-  /** A request inside an intercepted tunnel. */
-  async #tunneled(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  /** A request inside an intercepted tunnel. Not async: it hands on runRequest's promise as is. */
+  #tunneled(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const tunnel = this.#tunnels.get(req.socket)
     // The path as written: the request-headers phase makes it canonical (or refuses it) once.
     const path = targetPath(req.url ?? '/') || '/'

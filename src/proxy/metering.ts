@@ -54,7 +54,7 @@ export class ResponseMeter implements ResponseObserver {
   /** Request-side amounts plus whatever the response produced; counters that saw no response debit 0 (or their request amount). */
   values(requestBytes: number): Map<string, CounterValue> {
     const out = new Map<string, CounterValue>()
-    const view = this.#view ? { ...this.#view, size: this.#size } : undefined
+    const view = this.#view ? { status: this.#view.status, headers: this.#view.headers, size: this.#size } : undefined
     for (const c of this.#counters) {
       if (c.phase === 'request') {
         out.set(c.name, { value: c.requestAmount(requestBytes) })

@@ -56,6 +56,8 @@ export class Upstream {
   readonly #guard: AddressGuard
   readonly #agent: Agent
   readonly #allowanceAgents = new Map<string, Agent>()
+  /** The pool key of each frozen `allow_private` list seen (a compiled rule's list, one array for its life). */
+  readonly #allowanceKeys = new WeakMap<readonly string[], string>()
 
   constructor(opts: UpstreamOptions = {}) {
     this.#opts = opts
@@ -89,7 +91,12 @@ export class Upstream {
 
   #agentFor(allowPrivate: readonly string[] | undefined): Agent {
     if (!allowPrivate?.length) return this.#agent
-    const key = allowPrivate.join(',')
+    // Only a frozen list is keyed by identity: one that can change must be joined every time.
+    let key = this.#allowanceKeys.get(allowPrivate)
+    if (key === undefined) {
+      key = allowPrivate.join(',')
+      if (Object.isFrozen(allowPrivate)) this.#allowanceKeys.set(allowPrivate, key)
+    }
     let agent = this.#allowanceAgents.get(key)
     if (!agent) {
       if (this.#allowanceAgents.size >= ALLOWANCE_AGENTS_MAX) {
