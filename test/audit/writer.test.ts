@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { AUDIT_CHANNEL, AuditDrainTimeoutError, AuditUnavailableError, createAuditWriter, queryAudit, stamp } from '../../src/audit/index.js'
 import { PLATFORM_ORG, CorralError } from '../../src/contract/index.js'
-import type { Store } from '../../src/store/index.js'
+import { openStore, type Store } from '../../src/store/index.js'
 import { testDialects } from '../helpers/dialects.js'
 import { decision, mutation, orgId } from './fixtures.js'
 import { failing, nested, quietLogger, spyInserts, withInsert } from './writer-helpers.js'
@@ -29,6 +29,23 @@ describe('stamp', () => {
     // Postgres integer columns are 32-bit: a value one dialect would refuse is refused for both.
     expect(() => stamp({ ...mutation('org_x'), latency_ms: 2 ** 40 })).toThrow(/latency_ms/)
     expect(() => stamp({ ...mutation('org_x'), id: 'not-a-uuid' })).toThrow(/id/)
+  })
+})
+
+describe('audit writer [sqlite::memory:]', () => {
+  it('inserts on the store\'s own connection (no bulk worker for a memory database), ids skipped when stored', async () => {
+    const store = await openStore('sqlite::memory:')
+    try {
+      const org = orgId()
+      const writer = createAuditWriter(store)
+      const e = await writer.emit(decision(org, { latency_ms: 3, detail: { k: ['v', 1] } }))
+      await writer.emit({ ...decision(org), id: e.id, timestamp: e.timestamp })
+      const stored = (await queryAudit(store, org, { limit: 10, order: 'asc' })).events
+      expect(stored).toEqual([e])
+      await writer.close()
+    } finally {
+      await store.close()
+    }
   })
 })
 

@@ -46,6 +46,9 @@ export function openSqlite(path: string): StoreDialect {
   // an in-memory database cannot be shared with one, so it keeps them on this thread.
   const bulk = path === ':memory:' ? undefined : new SqliteBulkWorker(file)
 
+  const local = { bulk, statements, database, db }
+  const insertIgnoreMany = (table: string, columns: readonly BulkColumn[], rows: readonly unknown[][], key: string) => insertRows(local, table, columns, rows, key)
+
   return {
     name: 'sqlite',
     capabilities: { rowLocks: false, crossProcessNotify: false, maxBindParameters: 32_766 },
@@ -74,23 +77,7 @@ export function openSqlite(path: string): StoreDialect {
       const v = sql`json_extract(${sql.ref(column)}, ${p})`
       return sql<number | null>`(CASE WHEN typeof(${v}) IN ('integer', 'real') THEN ${v} END)`
     },
-    async insertIgnoreMany(table: string, columns: readonly BulkColumn[], rows: readonly unknown[][], key: string) {
-      const names = columns.map((c) => c.name)
-      const keyIndex = names.indexOf(key)
-      const text = insertText(table, names, key)
-      if (rows.length === 0) return []
-      if (bulk) return bulk.run(text, rows, keyIndex)
-      let stmt = statements.get(text)
-      if (!stmt) statements.set(text, (stmt = database.prepare(text)))
-      const insert = stmt
-      const inserted: string[] = []
-      const runAll = database.transaction(() => {
-        for (const row of rows) if (insert.run(row).changes === 1) inserted.push(String(row[keyIndex]))
-      })
-      // Holding Kysely's connection keeps every other query of this store out of our transaction.
-      await db.connection().execute(async () => runAll.immediate())
-      return inserted
-    },
+    insertIgnoreMany,
     async insertJsonRecords(table: string, columns: readonly BulkColumn[], json: string, key: string) {
       // Parsed where the rows are inserted: on the bulk worker, so this thread only joins strings.
       // (SQLite's json_each with one `->>` per column cost more CPU in total than JSON.parse.)
@@ -98,7 +85,7 @@ export function openSqlite(path: string): StoreDialect {
       const text = insertText(table, names, key)
       const jsonColumns = columns.map((c) => c.pgType === 'jsonb')
       if (bulk) return bulk.runJson(text, json, jsonColumns, names, names.indexOf(key))
-      return this.insertIgnoreMany(table, columns, rowsOfRecords(json, names, jsonColumns), key)
+      return insertIgnoreMany(table, columns, rowsOfRecords(json, names, jsonColumns), key)
     },
     async close() {
       if (closed) return
@@ -152,6 +139,29 @@ class ImmediateSqliteDialect extends SqliteDialect {
   constructor(readonly config: ConstructorParameters<typeof SqliteDialect>[0]) {
     super(config)
   }
+}
+
+/** The bulk insert: on the worker thread, or on this connection for a memory database. */
+async function insertRows(
+  conn: { bulk: SqliteBulkWorker | undefined; statements: Map<string, BetterSqlite3.Statement>; database: BetterSqlite3.Database; db: Kysely<Database> },
+  table: string, columns: readonly BulkColumn[], rows: readonly unknown[][], key: string,
+): Promise<string[]> {
+  const { bulk, statements, database, db } = conn
+  const names = columns.map((c) => c.name)
+  const keyIndex = names.indexOf(key)
+  const text = insertText(table, names, key)
+  if (rows.length === 0) return []
+  if (bulk) return bulk.run(text, rows, keyIndex)
+  let stmt = statements.get(text)
+  if (!stmt) statements.set(text, (stmt = database.prepare(text)))
+  const insert = stmt
+  const inserted: string[] = []
+  const runAll = database.transaction(() => {
+    for (const row of rows) if (insert.run(row).changes === 1) inserted.push(String(row[keyIndex]))
+  })
+  // Holding Kysely's connection keeps every other query of this store out of our transaction.
+  await db.connection().execute(async () => runAll.immediate())
+  return inserted
 }
 
 function insertText(table: string, names: readonly string[], key: string): string {
