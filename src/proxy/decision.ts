@@ -81,15 +81,30 @@ export class DecisionContext {
 export function attributeToken(ctx: DecisionContext, check: TokenCheck): PolicyDenial | undefined {
   if (check.ok) {
     const c = check.claims
-    const next: Attribution = { ...ctx.attribution, org_id: c.org_id, workspace_id: c.workspace_id }
-    if (c.task_id) next.task_id = c.task_id
-    ctx.attribution = next
+    ctx.attribution = withFields(ctx.attribution, c.org_id, ctx.attribution.user_id, c.workspace_id, c.task_id)
     return undefined
   }
   ctx.attribution = { org_id: PLATFORM_ORG, user_id: SYSTEM_USER }
   return check.expired
     ? deny(check.reason, { expired: true, token_org_id: check.expired.org_id, token_workspace_id: check.expired.workspace_id })
     : deny(check.reason)
+}
+
+/**
+ * A copy of `a` with the given fields set (undefined keeps a's), written out instead of a spread:
+ * attributions take several shapes, and spreading them showed in the profile as a runtime copy.
+ */
+export function withFields(a: Attribution, orgId: string, userId: string, workspaceId?: string, taskId?: string, role?: string, provider?: string): Attribution {
+  const out: Attribution = { org_id: orgId, user_id: userId }
+  const ws = workspaceId ?? a.workspace_id
+  if (ws !== undefined) out.workspace_id = ws
+  const task = taskId || a.task_id
+  if (task !== undefined) out.task_id = task
+  const r = role ?? a.agent_role
+  if (r !== undefined) out.agent_role = r
+  const p = provider ?? a.agent_provider
+  if (p !== undefined) out.agent_provider = p
+  return out
 }
 
 /**

@@ -16,26 +16,41 @@ export interface BodyScan {
 }
 
 export class Scrubber {
-  readonly #needles: Buffer[]
-  readonly #strings: string[]
+  readonly #needles: Buffer[] = []
+  readonly #strings: string[] = []
   count = 0
 
   constructor(values: Iterable<string>) {
-    const uniq = [...new Set([...values].filter((v) => v.length > 0))]
-    this.#needles = uniq.map((v) => Buffer.from(v, 'utf8'))
-    // Header values arrive as latin1 strings (one char per byte): compare in that form.
-    this.#strings = this.#needles.map((b) => b.toString('latin1'))
+    // Each distinct non-empty value once, in order (one loop: this runs for every scrubbed response).
+    const seen = new Set<string>()
+    for (const v of values) {
+      if (v.length === 0 || seen.has(v)) continue
+      seen.add(v)
+      const b = Buffer.from(v, 'utf8')
+      this.#needles.push(b)
+      // Header values arrive as latin1 strings (one char per byte): compare in that form. A value
+      // whose UTF-8 is as long as it is ASCII only, and its latin1 form is itself.
+      this.#strings.push(b.length === v.length ? v : b.toString('latin1'))
+    }
   }
 
   /** A header value with every needle masked. */
   maskString(s: string): string {
-    if (!this.#strings.some((n) => s.includes(n))) return s
+    let found = false
+    for (const n of this.#strings) {
+      if (s.includes(n)) {
+        found = true
+        break
+      }
+    }
+    if (!found) return s
     return this.#mask(Buffer.from(s, 'latin1'), Infinity, undefined).out.toString('latin1')
   }
 
   /** True when a header name holds a needle (the header is dropped: names cannot be masked). */
   inName(name: string): boolean {
-    return this.#strings.some((n) => name.includes(n.toLowerCase()) || name.includes(n))
+    for (const n of this.#strings) if (name.includes(n.toLowerCase()) || name.includes(n)) return true
+    return false
   }
 
   /** Length of the longest suffix of `buf` that is a proper prefix of some needle. */
@@ -123,7 +138,8 @@ export class Scrubber {
   /** Response headers with needles masked in values; headers whose name holds one are dropped. */
   headers(h: Record<string, string | string[]>): Record<string, string | string[]> {
     const out: Record<string, string | string[]> = {}
-    for (const [k, v] of Object.entries(h)) {
+    for (const k in h) {
+      const v = h[k]!
       if (this.inName(k)) {
         this.count++
         continue

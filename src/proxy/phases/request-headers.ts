@@ -1,8 +1,8 @@
 // Phase request_headers: capability token, workspace activation, policy presence, static rule
 // match and admission CEL (through CompiledPolicy.admit; this module never evaluates CEL itself).
 import { canonicalPath } from '../../policy/index.js'
-import type { AdmissionResult, CompiledPolicy, PolicyRequest } from '../../policy/index.js'
-import { attributeToken, deny, type PhaseOutcome } from '../decision.js'
+import type { AdmissionResult, CompiledPolicy, PolicyContext, PolicyRequest } from '../../policy/index.js'
+import { attributeToken, deny, withFields, type PhaseOutcome } from '../decision.js'
 import type { ProxyCore, RequestState } from '../request-state.js'
 import { outboundScopeDenial } from '../token-scope.js'
 import { requestTokenNow } from '../token.js'
@@ -33,7 +33,7 @@ export async function requestHeaders(core: ProxyCore, st: RequestState): Promise
   st.workspace = ws
   ws.inFlight++
   const r = ws.record
-  ctx.attribution = { ...ctx.attribution, user_id: r.creator_user_id, agent_role: r.role, agent_provider: r.provider }
+  ctx.attribution = withFields(ctx.attribution, ctx.attribution.org_id, r.creator_user_id, undefined, undefined, r.role, r.provider)
 
   // Warm the org's secrets once (cached; transforms read them synchronously).
   if (core.secrets) await core.secrets.load(r.org_id)
@@ -60,10 +60,9 @@ export async function requestHeaders(core: ProxyCore, st: RequestState): Promise
     headers: st.headers,
   }
   st.policyRequest = request
-  st.policyContext = {
-    workspace: { id: r.id, org_id: r.org_id, role: r.role, environment: r.environment },
-    ...(claims.task_id ? { task: { id: claims.task_id } } : {}),
-  }
+  const policyContext: PolicyContext = { workspace: { id: r.id, org_id: r.org_id, role: r.role, environment: r.environment } }
+  if (claims.task_id) policyContext.task = { id: claims.task_id }
+  st.policyContext = policyContext
   return admit(policy, st)
 }
 
