@@ -48,6 +48,15 @@ module.exports = {
       to: { path: '^src/', pathNot: '^src/net/' },
     },
     {
+      name: 'proc-is-a-leaf',
+      // Process liveness (is the pid in a lock still its writer?) is asked by the audit journal, the
+      // data-dir lock, the cgroup sweep and `corral dev`; it lives below all of them.
+      comment: 'src/proc/ (process facts from /proc) imports no other part of src/.',
+      severity: 'error',
+      from: { path: '^src/proc/' },
+      to: { path: '^src/', pathNot: '^src/proc/' },
+    },
+    {
       name: 'policy-is-pure',
       comment: 'caps.yaml parse/validate/compile does no I/O: it imports no part that touches a database, a socket, a sandbox or the terminal.',
       severity: 'error',

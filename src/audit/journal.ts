@@ -22,6 +22,7 @@ import { hostname } from 'node:os'
 import { constants, writeSync } from 'node:fs'
 import { mkdir, open, readFile, readdir, rename, rm, rmdir, unlink, writeFile, type FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
+import { ownStartTicks, processGone } from '../proc/index.js'
 
 export interface Segment {
   readonly path: string
@@ -112,7 +113,7 @@ export class Journal {
     const name = `${safeHost()}-${process.pid}-${randomBytes(4).toString('hex')}`
     const tmp = join(root, `.${name}`)
     await mkdir(tmp, { mode: 0o700 })
-    const start = (await procStat(process.pid))?.start
+    const start = ownStartTicks()
     await writeFile(join(tmp, LOCK), JSON.stringify({ pid: process.pid, host: hostname(), started: new Date().toISOString(), ...(start !== undefined ? { start } : {}) }))
     await rename(tmp, join(root, name))
     await syncDir(root)
@@ -258,31 +259,8 @@ async function isStale(dir: string): Promise<boolean> {
   }
   if (owner.host !== hostname() || typeof owner.pid !== 'number') return false
   if (owner.pid === process.pid) return true
-  try {
-    process.kill(owner.pid, 0)
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'ESRCH'
-  }
-  // kill(pid, 0) succeeds on a process that has exited but is not yet reaped (a zombie: a proxy
-  // worker whose primary was killed -9 waits for init to reap it, seconds here), and on another
-  // process that reused the pid. Neither will write this journal again.
-  const now = await procStat(owner.pid)
-  if (!now) return false
-  if (now.state === 'Z' || now.state === 'X') return true
-  return typeof owner.start === 'number' && owner.start !== now.start
-}
-
-/**
- * A process's state letter and start time (clock ticks since boot) from /proc (Linux); undefined
- * elsewhere or when it is gone. The start time tells a reused pid from the journal's writer.
- */
-async function procStat(pid: number): Promise<{ state: string; start: number } | undefined> {
-  const text = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined)
-  // "pid (comm) state ppid …": comm may hold spaces and parentheses, so split after the last ')'.
-  const fields = text?.slice(text.lastIndexOf(')') + 2).split(' ')
-  // Field 3 is the state, field 22 the start time.
-  if (!fields || fields.length < 20) return undefined
-  return { state: fields[0], start: Number(fields[19]) }
+  // Gone, a zombie, or the pid reused since (src/proc): none of them will write this journal again.
+  return processGone(owner.pid, typeof owner.start === 'number' ? owner.start : undefined)
 }
 
 async function removeDir(dir: string): Promise<void> {

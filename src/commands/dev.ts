@@ -8,6 +8,7 @@ import { paint } from '../cli/output.js'
 import { configPath, readConfig, writeConfig } from '../cli/profiles.js'
 import { explainStartError } from '../cli/start-errors.js'
 import { storeFlags } from '../cli/store-flags.js'
+import { processGone } from '../proc/index.js'
 
 /** How long SIGTERM's drain may take (as `serve`). */
 const DRAIN_TIMEOUT_MS = 20_000
@@ -168,22 +169,13 @@ async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
   await mkdir(dataDir, { recursive: true, mode: 0o700 })
   const path = join(dataDir, LOCK_FILE)
   const held = await readFile(path, 'utf8').then((t) => JSON.parse(t) as { pid?: number; api?: string }, () => undefined)
-  if (held?.pid && held.pid !== process.pid && alive(held.pid)) {
+  if (held?.pid && held.pid !== process.pid && !processGone(held.pid)) {
     throw new CliError(`corral dev is already running on ${dataDir} (pid ${held.pid}${held.api ? `, API ${held.api}/v1` : ''}): use it, stop it first, or pass another --data-dir`, 'already_running')
   }
   await writeFile(path, JSON.stringify({ pid: process.pid }))
   return async () => {
     const now = await readFile(path, 'utf8').then((t) => JSON.parse(t) as { pid?: number }, () => undefined)
     if (now?.pid === process.pid) await rm(path, { force: true })
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM'
   }
 }
 

@@ -17,6 +17,7 @@
 import { access, mkdir, readdir, readFile, rmdir, writeFile } from 'node:fs/promises'
 import { constants } from 'node:fs'
 import { join } from 'node:path'
+import { processGone } from '../proc/index.js'
 import type { LimitHit } from './runtime.js'
 
 export interface CgroupLimits {
@@ -112,17 +113,8 @@ async function sweep(parent: string, prefix: string): Promise<void> {
   const names = await readdir(parent).catch(() => [] as string[])
   for (const name of names) {
     const m = /-(\d+)-\d+$/.exec(name)
-    if (!name.startsWith(prefix) || !m || alive(Number(m[1]))) continue
+    if (!name.startsWith(prefix) || !m || !processGone(Number(m[1]))) continue
     await rmdir(join(parent, name)).catch(() => {})
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM'
   }
 }
 

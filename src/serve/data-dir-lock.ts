@@ -6,10 +6,10 @@
 // names the holder: pid, host, the pid's start time (so a reused pid after a kill -9 is told apart)
 // and when it was taken. A lock whose holder is gone on this host is stale and taken over; a lock
 // of another host is never guessed about (its holder cannot be checked from here).
-import { readFileSync } from 'node:fs'
 import { link, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
+import { ownStartTicks, processGone } from '../proc/index.js'
 
 export const LOCK_FILE = 'serve.lock'
 
@@ -34,44 +34,12 @@ export class DataDirLocked extends Error {
   }
 }
 
-/** Field 22 of /proc/<pid>/stat: when the process started, in ticks since boot (undefined off Linux). */
-function startTicks(pid: number): number | undefined {
-  const ticks = Number(procStat(pid)?.[19])
-  return Number.isFinite(ticks) ? ticks : undefined
-}
-
-/** Exited but not yet reaped: kill(pid, 0) still succeeds, yet it will never release the lock itself. */
-function zombie(pid: number): boolean {
-  const state = procStat(pid)?.[0]
-  return state === 'Z' || state === 'X'
-}
-
-/** The fields of /proc/<pid>/stat from the third (the state) on; undefined off Linux or when gone. */
-function procStat(pid: number): string[] | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    // The command name (field 2) is in parentheses and may hold spaces: count from the last ')'.
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-  } catch {
-    return undefined
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM'
-  }
-}
-
 /** Whether the recorded holder is still the process that took the lock. */
 function holds(h: Holder): boolean {
   if (h.host !== hostname()) return true // cannot be checked from here: assume it runs
-  if (h.pid === process.pid || !alive(h.pid) || zombie(h.pid)) return false // our own pid: a previous life of a container's pid 1
-  const now = startTicks(h.pid)
-  return h.started === undefined || now === undefined || now === h.started
+  if (h.pid === process.pid) return false // our own pid: a previous life of a container's pid 1
+  // Gone, a zombie (exited, never to release it), or the pid reused since (src/proc).
+  return !processGone(h.pid, h.started)
 }
 
 function parse(text: string): Holder | undefined {
@@ -92,7 +60,7 @@ function parse(text: string): Holder | undefined {
  */
 export async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
   const path = join(dataDir, LOCK_FILE)
-  const mine: Holder = { pid: process.pid, host: hostname(), at: new Date().toISOString(), ...(startTicks(process.pid) !== undefined ? { started: startTicks(process.pid)! } : {}) }
+  const mine: Holder = { pid: process.pid, host: hostname(), at: new Date().toISOString(), ...(ownStartTicks() !== undefined ? { started: ownStartTicks()! } : {}) }
   const text = JSON.stringify(mine)
   const tmp = `${path}.${process.pid}.tmp`
   await writeFile(tmp, text, { mode: 0o600 })

@@ -1,0 +1,3 @@
+// Process facts from the operating system (src/proc): whether a pid recorded in a lock or a
+// journal is still the process that wrote it. A leaf: imports no other part of src/.
+export { ownStartTicks, procStat, processGone } from './liveness.js'
