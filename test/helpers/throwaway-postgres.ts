@@ -174,13 +174,42 @@ function readLog(path: string): string {
   }
 }
 
-function freePort(): Promise<number> {
+/**
+ * A free port below the kernel's ephemeral range, so that while the cluster is stopped (restart
+ * tests) neither an outgoing connection's local port nor another test's `listen(0)` can take it:
+ * both draw from the ephemeral range. Falls back to an ephemeral port when there is no room below.
+ */
+async function freePort(): Promise<number> {
+  const low = ephemeralLow()
+  if (low > 12_000) {
+    for (let i = 0; i < 20; i++) {
+      const p = 10_000 + Math.floor(Math.random() * (low - 10_000))
+      if (await bindable(p)) return p
+    }
+  }
+  return listenPort(0)
+}
+
+function ephemeralLow(): number {
+  try {
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0])
+    return Number.isInteger(low) ? low : 0
+  } catch {
+    return 0
+  }
+}
+
+function bindable(port: number): Promise<boolean> {
+  return listenPort(port).then(() => true, () => false)
+}
+
+function listenPort(port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer()
     srv.once('error', reject)
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as AddressInfo
-      srv.close(() => resolve(port))
+    srv.listen(port, '127.0.0.1', () => {
+      const { port: got } = srv.address() as AddressInfo
+      srv.close(() => resolve(got))
     })
   })
 }
