@@ -52,11 +52,7 @@ export function requestVar(req: PolicyRequest, body?: unknown): Record<string, u
   return out
 }
 
-export function contextVars(ctx: PolicyContext): Record<string, unknown> {
-  return { workspace: ctx.workspace ?? EMPTY_WS, task: { id: ctx.task?.id ?? '' } }
-}
-
-/** The variables of a request-site expression: `request` (its `body` where the site opts in), then contextVars' `workspace` and `task`. */
+/** The variables of a request-site expression: `request` (its `body` where the site opts in), `workspace` and `task`. */
 export function celVars(req: PolicyRequest, ctx: PolicyContext, body?: unknown): Record<string, unknown> {
   return { request: requestVar(req, body), workspace: ctx.workspace ?? EMPTY_WS, task: { id: ctx.task?.id ?? '' } }
 }

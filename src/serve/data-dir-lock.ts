@@ -60,7 +60,8 @@ function parse(text: string): Holder | undefined {
  */
 export async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
   const path = join(dataDir, LOCK_FILE)
-  const mine: Holder = { pid: process.pid, host: hostname(), at: new Date().toISOString(), ...(ownStartTicks() !== undefined ? { started: ownStartTicks()! } : {}) }
+  const started = ownStartTicks()
+  const mine: Holder = { pid: process.pid, host: hostname(), at: new Date().toISOString(), ...(started !== undefined ? { started } : {}) }
   const text = JSON.stringify(mine)
   const tmp = `${path}.${process.pid}.tmp`
   await writeFile(tmp, text, { mode: 0o600 })
