@@ -57,8 +57,8 @@ export const MAX_CHANGE_EVENTS = 100
 /**
  * Walks `root` depth first in sorted order, so two scans of an unchanged tree record the same
  * prefix, and a truncated pair can be compared up to the earlier of their last paths.
- * Synchronous on purpose: the agent waits for the tool anyway, and sync lstat is 2-3x faster than
- * the promise API here (20,000 entries: ~80 ms against ~250 ms, docs/agent.md).
+ * Synchronous on purpose: the agent waits for the tool anyway, and sync lstat is several times
+ * faster than the promise API here (docs/agent.md has the figures).
  */
 export async function scanTree(root: string, options: ScanOptions = {}): Promise<Manifest> {
   const max = options.maxEntries ?? MAX_SCAN_ENTRIES

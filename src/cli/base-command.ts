@@ -57,7 +57,7 @@ export interface NormalizedError {
   envelope: { code: string; message: string; request_id?: string; details?: Record<string, unknown> }
 }
 
-/** One CLI error shape for every failure (see STYLE.md §7). */
+/** One CLI error shape for every failure: one line naming what was wrong, a non-zero exit. */
 export function normalizeError(err: Error & { exitCode?: number }): NormalizedError {
   // Envelope-carrying errors (the API client's ApiError) expose `envelope`; keep it whole.
   const withEnvelope = err as Error & {

@@ -1,5 +1,5 @@
 // The base error of corral's API surface and the catalogue of every code the /v1 API returns, with
-// its HTTP status (STYLE.md §7). Any module may throw a CorralError with a closed-enum `code` and an
+// its HTTP status. Any module may throw a CorralError with a closed-enum `code` and an
 // HTTP `status`; routes throw `apiError(code, …)` so a code can never carry the wrong status. The
 // server's root error handler (src/server/app.ts) renders it as the spec's envelope (`error.code`,
 // `error.message`, `error.request_id`, `error.details`). Branch on `code`, never on message text.

@@ -1,4 +1,4 @@
-// Bounded CEL cost (issue 15, class 5): one cost model, used twice.
+// Bounded CEL cost: one cost model, used twice.
 //
 // - At save, `estimateCelCost` bounds the work of one evaluation of a checked expression, in
 //   units: one unit per AST node evaluated, plus one unit per 4 elements or characters that an
@@ -32,7 +32,7 @@ export const CEL_POLICY_COST_LIMIT = 100_000
 export const CEL_CALL_BUDGET = CEL_POLICY_COST_LIMIT
 /**
  * Wall-clock backstop of the same scope, the bound the event loop can rely on: units are
- * calibrated (40–120 ns each on the machines we measured), the clock is not argued with.
+ * only calibrated (docs/policy.md "Cost limits"), the clock is not argued with.
  */
 export const CEL_CALL_DEADLINE_MS = 20
 

@@ -1,5 +1,5 @@
 // Our small CEL interface. `@marcbachmann/cel-js` is imported here and nowhere else, so the engine
-// can be swapped (see /work/shared/notes/cel-library.md). One environment per expression site
+// can be swapped (docs/policy.md). One environment per expression site
 // (the spec's "CEL variables by phase" table); every expression is parsed and type-checked at
 // save time; the hot path only calls a prebuilt program.
 //

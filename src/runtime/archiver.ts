@@ -36,8 +36,8 @@ export const nodeTar: Archiver = {
 }
 
 /**
- * GNU tar, when the host has it: measured 3-5× faster than the tar package on 100 MB in 1,000
- * files (docs/runtime.md), which is what keeps stop and fork of a large workspace within budget.
+ * GNU tar, when the host has it: several times faster than the tar package on trees of many
+ * files (docs/runtime.md has the figures), which is what keeps stop and fork of a large workspace within budget.
  * POSIX (pax) format so mtimes keep their sub-second part.
  */
 export const gnuTar: Archiver = {

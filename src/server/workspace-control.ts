@@ -1,4 +1,4 @@
-// The seam between the provider/role routes and the workspace controller (issue 5). The role and
+// The seam between the provider/role routes and the workspace controller. The role and
 // provider routes need to ask about and act on the workspaces that use a role; the workspace
 // controller (src/workspaces/) implements this and `serve` passes it in ServerDeps.
 // Until it is wired, routes treat its absence as "no workspaces exist".

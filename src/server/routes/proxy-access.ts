@@ -1,4 +1,4 @@
-// The proxy, as the API hands it to people (issue 12 §3: `corral ca export` and `corral admin
+// The proxy, as the API hands it to people (`corral ca export` and `corral admin
 // proxy-token` against the server one is logged in to, never a data dir's files). Additions to the
 // spec, documented in docs/api.md "Proxy access":
 // - GET /v1/proxy/ca: the CA certificate the workspaces trust (public by nature; a workspace reader

@@ -1,7 +1,7 @@
 // Bulk inserts into a SQLite file from a worker thread with its own better-sqlite3 connection, so
 // the audit log's group commit (statement execution, transaction, WAL append, checkpoints) never
-// runs on the main thread, where it stalled the proxy's event loop in bursts
-// (../shared/notes/proxy-profile.md). WAL lets the main connection read while the worker writes;
+// runs on the main thread, where it would stall the proxy's event loop in bursts
+// (docs/storage.md). WAL lets the main connection read while the worker writes;
 // busy_timeout makes either side wait for the other's short write transaction.
 //
 // The worker is plain JavaScript evaluated from a string, so the same code runs from tsx sources

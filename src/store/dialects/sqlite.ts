@@ -106,14 +106,14 @@ function configure(database: BetterSqlite3.Database): void {
   database.pragma('synchronous = NORMAL')
   // Checkpoint every ~40 MiB of WAL instead of the default ~4 MiB: the audit log's hot pages (the
   // append end of each index) are copied into the database file once per checkpoint, so rarer
-  // checkpoints write them fewer times (measured: about 15% cheaper ingest; docs/storage.md). The
+  // checkpoints write them fewer times (cheaper ingest; docs/storage.md has the figures). The
   // cost is a larger -wal file between checkpoints and a longer pause on the commit that runs one.
   database.pragma('wal_autocheckpoint = 10000')
   database.pragma('foreign_keys = ON')
   // A 64 MiB page cache keeps the audit indexes' hot pages in memory at millions of rows.
   database.pragma('cache_size = -65536')
   // Reads through a memory map (up to 1 GiB of the file) instead of a read() copy per page: stats
-  // over the audit log visit every row of the range (measured 10-25% faster). An I/O error on a
+  // over the audit log visit every row of the range. An I/O error on a
   // mapped page surfaces as a signal rather than an error code (SQLite's documented trade-off).
   database.pragma('mmap_size = 1073741824')
   // Planner statistics: refresh what changed since the last run (cheap with the analysis limit),

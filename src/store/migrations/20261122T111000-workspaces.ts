@@ -1,4 +1,4 @@
-// Workspaces and tasks (issue 5): extends the proxy's minimal `workspaces` table (which keeps
+// Workspaces and tasks: extends the proxy's minimal `workspaces` table (which keeps
 // working for its activation lookup) with the controller's columns, and creates `tasks`.
 // `state` stays the actual state; `desired_state` is what the API asked for (running | stopped |
 // archived) — the reconcile loop moves one toward the other (docs/workspaces.md).

@@ -1,4 +1,4 @@
-// Personal credentials (issue 11): a credential row may belong to one member of the org
+// Personal credentials: a credential row may belong to one member of the org
 // (`owner_user_id`), or to the org as a whole (`owner_user_id` NULL). Names are unique among the
 // org's credentials and, separately, among each member's personal ones, so a member's personal
 // `github` can stand beside the org's `github` (the proxy's choice rule, docs/credentials.md

@@ -1,4 +1,4 @@
-// Replicas (issue 10 §1): several `serve` processes on one database. Each replica has a row with a
+// Replicas: several `serve` processes on one database. Each replica has a row with a
 // heartbeat; each live workspace (warm-pool members included) is owned by one replica through a
 // lease row (owner + expiry, renewed by the owner's heartbeat); `max_concurrent` permits are held
 // per holder with the same expiry, so a dead replica's permits come back (docs/workspaces.md

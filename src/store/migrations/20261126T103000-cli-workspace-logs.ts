@@ -1,5 +1,5 @@
 // The agent's own output (stdout and stderr, combined) of each workspace, kept in the database so
-// any replica serves `GET /v1/workspaces/{id}/logs` (issue 12 §3; docs/workspaces.md "Agent
+// any replica serves `GET /v1/workspaces/{id}/logs` (docs/workspaces.md "Agent
 // output"). Chunks are numbered per workspace (`seq`, the SSE event id); the owner replica appends
 // them and trims the oldest beyond the retention cap (src/store/workspace-logs.ts).
 import type { StoreMigration } from './types.js'

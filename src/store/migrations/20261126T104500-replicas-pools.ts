@@ -1,4 +1,4 @@
-// Replicas, second step (issue 10 §1; docs/workspaces.md "Warm pools across replicas",
+// Replicas, second step (docs/workspaces.md "Warm pools across replicas",
 // docs/reliability.md "Replicas"):
 // - `replicas.kind`: `serve` or `proxy` (a `corral proxy` process holds `max_concurrent` permits
 //   under a row of its own). A restarted serve expires only the serve rows of its host and data

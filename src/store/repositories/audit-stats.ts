@@ -52,9 +52,9 @@ function perRowValues(db: Kysely<Database>, dialect: StoreDialect, orgId: string
   // On SQLite, when a value comes
   // from a JSON column, the inner query carries LIMIT -1 so the planner does not flatten it
   // back: it runs as a co-routine and each row's JSON path is evaluated once instead of in
-  // every aggregate and CASE branch (four or more lookups per row for sum; measured ~40% faster
-  // at 1M rows). Otherwise both planners flatten it into the plain grouped query. (An OFFSET 0
-  // fence on Postgres showed no gain in the 1M bench and rules out parallel aggregation.)
+  // every aggregate and CASE branch (four or more lookups per row for sum; docs/storage.md).
+  // Otherwise both planners flatten it into the plain grouped query; Postgres gets no fence,
+  // which would rule out parallel aggregation.
   let inner = whereAudit(dialect, db.selectFrom('audit_events'), orgId, q)
   if (q.onlyValues) {
     const { dimension, values } = q.onlyValues

@@ -1,4 +1,4 @@
-// Workspaces and tasks (issue 5) over the `workspaces` table (created by the proxy's migration,
+// Workspaces and tasks over the `workspaces` table (created by the proxy's migration,
 // extended by 20261122T111000-workspaces) and `tasks`. Every read takes orgId first, except the
 // controller's own scans (`pending`, `byId`), which run for every org. Roles and providers are read
 // with a plain join here so the controller does not depend on the role routes' repository shape.
