@@ -30,9 +30,9 @@ const RESTART_MIN_MS = 250
 const RESTART_MAX_MS = 30_000
 
 /**
- * The default of `--workers`: one process. Measured on a 2-core machine at 3,000 req/s (docs/proxy.md
- * "Worker processes"), two workers cost more CPU per request and a worse tail than one; more workers
- * pay only where cores outnumber the proxy's neighbours, so the operator opts in.
+ * The default of `--workers`: one process. Where cores are few, two workers cost more CPU per
+ * request and a worse tail than one (docs/proxy.md "Worker processes"); more workers pay only where
+ * cores outnumber the proxy's neighbours, so the operator opts in.
  */
 export function defaultProxyWorkers(): number {
   return 1
