@@ -1,13 +1,18 @@
-// Credentials never come back (docs/security.md): the exact bytes the proxy injected into a request
+// Credentials never come back (docs/security.md): the values the proxy injected into a request
 // (credentials in every placement, secret values used by transforms) are masked in that request's
-// response headers and body before the agent sees them. Masking keeps the length (each byte
-// becomes "*"), so Content-Length stays true; every byte covered by any occurrence of any needle
-// is masked (overlaps too). The body is scanned as it streams: after each chunk only the shortest
-// tail that could still begin a needle is held back, so an SSE event is not delayed unless its
-// last bytes look like the start of a secret.
+// response headers and body before the agent sees them, in every spelling scrub-forms.ts derives
+// (as sent, JSON-escaped, percent-encoded, base64, base64url, hex). Each run of masked bytes
+// becomes one fixed-width mask, so the agent learns neither a secret's bytes nor its length; the
+// response loses its Content-Length (response-headers.ts). Every byte covered by any occurrence of
+// any needle is masked (overlaps too). The body is scanned as it streams: after each chunk only
+// the shortest tail that could still begin a needle is held back, so an SSE event is not delayed
+// unless its last bytes look like the start of a secret.
 import { Transform, type TransformCallback } from 'node:stream'
+import { encodedForms } from './scrub-forms.js'
 
-const MASK = 0x2a // "*"
+/** What one run of masked bytes becomes, whatever its length. */
+export const MASK = '********'
+const MASK_BYTES = Buffer.from(MASK)
 
 /** One body's scan: what may be sent of each chunk now, and at the end what was held back. */
 export interface BodyScan {
@@ -21,16 +26,21 @@ export class Scrubber {
   count = 0
 
   constructor(values: Iterable<string>) {
-    // Each distinct non-empty value once, in order (one loop: this runs for every scrubbed response).
+    // Each distinct non-empty spelling once, in order (this runs for every scrubbed response).
+    const seenValues = new Set<string>()
     const seen = new Set<string>()
     for (const v of values) {
-      if (v.length === 0 || seen.has(v)) continue
-      seen.add(v)
-      const b = Buffer.from(v, 'utf8')
-      this.#needles.push(b)
-      // Header values arrive as latin1 strings (one char per byte): compare in that form. A value
-      // whose UTF-8 is as long as it is ASCII only, and its latin1 form is itself.
-      this.#strings.push(b.length === v.length ? v : b.toString('latin1'))
+      if (v.length === 0 || seenValues.has(v)) continue
+      seenValues.add(v)
+      for (const form of encodedForms(v)) {
+        if (seen.has(form)) continue
+        seen.add(form)
+        const b = Buffer.from(form, 'utf8')
+        this.#needles.push(b)
+        // Header values arrive as latin1 strings (one char per byte): compare in that form. A
+        // spelling whose UTF-8 is as long as it is ASCII only, and its latin1 form is itself.
+        this.#strings.push(b.length === form.length ? form : b.toString('latin1'))
+      }
     }
   }
 
@@ -44,7 +54,9 @@ export class Scrubber {
       }
     }
     if (!found) return s
-    return this.#mask(Buffer.from(s, 'latin1'), Infinity, undefined).out.toString('latin1')
+    const raw = Buffer.from(s, 'latin1')
+    const flags = this.#flags(raw, Infinity, undefined)
+    return flags ? collapse(raw, flags, raw.length, false).out.toString('latin1') : s
   }
 
   /** True when a header name holds a needle (the header is dropped: names cannot be masked). */
@@ -88,8 +100,20 @@ export class Scrubber {
   scan(): BodyScan {
     // The held-back tail is kept raw (so a needle that begins in it is still found whole next
     // time), with the positions an earlier occurrence already covered.
+    // `masking`: the last byte sent was masked, so a run that goes on past it adds no second mask.
     let carry: Buffer | undefined
     let carryFlags: Uint8Array | undefined
+    let masking = false
+    const emit = (raw: Buffer, flags: Uint8Array | undefined, end: number): Buffer => {
+      if (end === 0) return raw.subarray(0, 0)
+      if (!flags) {
+        masking = false
+        return end === raw.length ? raw : raw.subarray(0, end)
+      }
+      const c = collapse(raw, flags, end, masking)
+      masking = c.masking
+      return c.out
+    }
     return {
       push: (chunk: Buffer): Buffer => {
         const raw = carry ? Buffer.concat([carry, chunk]) : chunk
@@ -100,14 +124,14 @@ export class Scrubber {
         }
         const keep = this.holdback(raw)
         const cut = raw.length - keep
-        const masked = this.#mask(raw, cut, pre)
+        const flags = this.#flags(raw, cut, pre)
         carry = keep > 0 ? raw.subarray(cut) : undefined
-        carryFlags = keep > 0 && masked.flags ? masked.flags.slice(cut) : undefined
-        return keep > 0 ? masked.out.subarray(0, cut) : masked.out
+        carryFlags = keep > 0 && flags ? flags.slice(cut) : undefined
+        return emit(raw, flags, cut)
       },
       end: (): Buffer | undefined => {
         if (!carry) return undefined
-        const tail = this.#mask(carry, carry.length, carryFlags).out
+        const tail = emit(carry, this.#flags(carry, carry.length, carryFlags), carry.length)
         carry = carryFlags = undefined
         return tail
       },
@@ -115,12 +139,12 @@ export class Scrubber {
   }
 
   /**
-   * Masks the union of every occurrence of every needle in `raw` (overlaps included: masking one
-   * needle first must not hide a longer one that overlaps it) into a copy; `raw` is untouched.
+   * Marks the union of every occurrence of every needle in `raw` (overlaps included: masking one
+   * needle first must not hide a longer one that overlaps it); undefined when nothing is marked.
    * Only occurrences starting before `countBefore` are counted (the others lie in the held-back
    * tail and are found again with the next chunk). `pre` marks positions an earlier round covered.
    */
-  #mask(raw: Buffer, countBefore: number, pre: Uint8Array | undefined): { out: Buffer; flags: Uint8Array | undefined } {
+  #flags(raw: Buffer, countBefore: number, pre: Uint8Array | undefined): Uint8Array | undefined {
     let flags: Uint8Array | undefined = pre
     for (const n of this.#needles) {
       for (let i = raw.indexOf(n); i >= 0; i = raw.indexOf(n, i + 1)) {
@@ -129,10 +153,7 @@ export class Scrubber {
         if (i < countBefore) this.count++
       }
     }
-    if (!flags) return { out: raw, flags: undefined }
-    const out = Buffer.from(raw)
-    for (let i = 0; i < out.length; i++) if (flags[i]) out[i] = MASK
-    return { out, flags }
+    return flags
   }
 
   /** Response headers with needles masked in values; headers whose name holds one are dropped. */
@@ -148,4 +169,31 @@ export class Scrubber {
     }
     return out
   }
+}
+
+/**
+ * `raw[0, end)` with each run of marked bytes replaced by one MASK; `continuing` says the byte
+ * before `raw` was masked (a run that goes on adds nothing). Returns whether the last byte was.
+ */
+function collapse(raw: Buffer, flags: Uint8Array, end: number, continuing: boolean): { out: Buffer; masking: boolean } {
+  const parts: Buffer[] = []
+  let masking = continuing
+  for (let i = 0; i < end; ) {
+    const start = flags.indexOf(1, i)
+    if (start < 0 || start >= end) {
+      parts.push(raw.subarray(i, end))
+      masking = false
+      break
+    }
+    if (start > i) {
+      parts.push(raw.subarray(i, start))
+      masking = false
+    }
+    let stop = flags.indexOf(0, start)
+    if (stop < 0 || stop > end) stop = end
+    if (!masking) parts.push(MASK_BYTES)
+    masking = true
+    i = stop
+  }
+  return { out: parts.length === 1 ? parts[0]! : Buffer.concat(parts), masking }
 }

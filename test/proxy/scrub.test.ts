@@ -15,11 +15,11 @@ async function streamed(s: Scrubber, chunks: Buffer[]): Promise<Buffer> {
   return Buffer.concat(out)
 }
 
-/** Reference: every byte covered by an occurrence (overlaps included) of a needle becomes "*". */
+/** Reference: each run of bytes covered by occurrences (overlaps included) of needles becomes one fixed mask. */
 function reference(needles: string[], body: string): string {
   const masked = new Array<boolean>(body.length).fill(false)
   for (const n of needles.filter(Boolean)) for (let i = body.indexOf(n); i >= 0; i = body.indexOf(n, i + 1)) masked.fill(true, i, i + n.length)
-  return [...body].map((c, i) => (masked[i] ? '*' : c)).join('')
+  return [...body].map((c, i) => (masked[i] ? (i > 0 && masked[i - 1] ? '' : '********') : c)).join('')
 }
 
 describe('Scrubber', () => {
@@ -61,7 +61,7 @@ describe('Scrubber', () => {
 
   it('masks header values and drops a header whose name holds a needle', () => {
     const s = new Scrubber(['tok123'])
-    expect(s.headers({ a: 'Bearer tok123', 'x-tok123': '1', b: ['tok123', 'ok'] })).toEqual({ a: 'Bearer ******', b: ['******', 'ok'] })
+    expect(s.headers({ a: 'Bearer tok123', 'x-tok123': '1', b: ['tok123', 'ok'] })).toEqual({ a: 'Bearer ********', b: ['********', 'ok'] })
     expect(s.count).toBe(3)
   })
 })

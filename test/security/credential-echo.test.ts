@@ -92,7 +92,7 @@ describe('credentials never come back', () => {
     expect(last!.headers['x-api-key']).toBe(`key ${SECRET}`)
     expect(leaks(JSON.stringify(res))).toEqual([])
     expect(res.body).toContain('"authorization":"**') // the shape survives, the bytes do not
-    expect(Number(res.headers['content-length'])).toBe(Buffer.byteLength(res.body))
+    expect(res.headers['content-length']).toBeUndefined() // a mask is not as long as what it hides
     const [row] = await rows()
     expect(row!.detail).toMatchObject({ scrubbed: expect.any(Number) })
     expect((row!.detail as { scrubbed: number }).scrubbed).toBeGreaterThanOrEqual(4)
@@ -133,7 +133,7 @@ describe('credentials never come back', () => {
       res.end()
     }
     const res = await get('/gh/slow')
-    expect(res.body).toBe(`token=${'*'.repeat(GH.length)};key=${'*'.repeat(SECRET.length)};`)
+    expect(res.body).toBe('token=********;key=********;')
   })
 
   it('compression cannot hide an echo: identity is requested, and a gzip body anyway is decoded and masked', async () => {

@@ -41,6 +41,8 @@ export function responseHeaders(st: RequestState, upstream: UpstreamResponse, ob
 function scrubbed(st: RequestState, scrubber: Scrubber, headers: Record<string, string | string[]>, body: Readable): RelayedBody {
   const raw = headers['content-encoding']
   const encoding = (Array.isArray(raw) ? raw.join(',') : raw ?? '').trim().toLowerCase()
+  // A mask is not as long as what it hides: the length is known only at the end.
+  delete headers['content-length']
   if (encoding === '' || encoding === 'identity') return { src: body, scrubber, scan: scrubber.scan() }
   const decoder: Transform | undefined = encoding === 'gzip' || encoding === 'x-gzip' ? createGunzip() : encoding === 'deflate' ? createInflate() : encoding === 'br' ? createBrotliDecompress() : undefined
   if (!decoder) {
@@ -48,8 +50,7 @@ function scrubbed(st: RequestState, scrubber: Scrubber, headers: Record<string, 
     st.ctx.detail.unscrubbable_encoding = encoding.slice(0, 40)
     throw Object.assign(new Error('a response body in an encoding the scrubber cannot read'), { code: 'UNSCRUBBABLE_ENCODING' })
   }
-  // The agent gets the decoded body: its length is unknown until the end.
+  // The agent gets the decoded body.
   delete headers['content-encoding']
-  delete headers['content-length']
   return { src: pipeline(body, decoder, scrubber.stream(), () => {}), scrubber }
 }
