@@ -58,6 +58,10 @@ export class DecisionContext {
   denial?: PolicyDenial
   /** Extra detail for allows (e.g. an upstream failure after admission). */
   detail: Record<string, unknown> = {}
+  /** The upstream's response status, once its head arrived (the row's `detail.upstream_status`). */
+  upstreamStatus?: number
+  /** The upstream's body ended and was handed to the client whole (`detail.response_complete`). */
+  responseComplete = false
   /** Set by the terminal phase; a second emission is a bug and is refused there. */
   emitted = false
 

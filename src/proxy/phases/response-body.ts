@@ -14,6 +14,7 @@ export async function responseBody(st: RequestState, body: RelayedBody, observer
   let metered = false
   const beforeEnd = async (): Promise<boolean> => {
     metered = true
+    ctx.responseComplete = true
     if (scrubber?.count) ctx.detail.scrubbed = scrubber.count
     observer?.onEnd(true)
     return st.beforeEnd ? st.beforeEnd() : true

@@ -19,6 +19,7 @@ export interface RelayedBody {
 
 export function responseHeaders(st: RequestState, upstream: UpstreamResponse, observer?: ResponseObserver): RelayedBody {
   st.responseStatus = upstream.status
+  st.ctx.upstreamStatus = upstream.status
   let headers: Record<string, string | string[]> = {}
   const from = upstream.headers
   for (const k in from) if (!HOP_BY_HOP.has(k) || k === 'content-length') headers[k] = from[k]!

@@ -38,14 +38,23 @@ export function decisionRow(ctx: DecisionContext): NewAuditEvent {
     row.reason = denial.reason
     const detail: Record<string, unknown> = { ...denial.detail }
     if (ALLOWRULE_EVAL_REASONS.has(denial.reason) && ctx.allowruleEval && !detail.allowrule_eval) detail.allowrule_eval = ctx.allowruleEval
+    // Refused after the upstream answered (a request body over the limit while it streamed).
+    if (ctx.upstreamStatus !== undefined) Object.assign(detail, upstreamOutcome(ctx))
     if (Object.keys(detail).length) row.detail = detail
   } else {
     row.debits = { ...ctx.debits }
     row.budget_state = { ...ctx.budgetState }
     row.floored = { ...ctx.floored }
-    if (Object.keys(ctx.detail).length) row.detail = { ...ctx.detail }
+    // An allow was forwarded: the row says what the upstream answered and whether it all arrived,
+    // so a 404 or a 500, or a stream cut short, does not read as a plain allow.
+    row.detail = { ...ctx.detail, ...upstreamOutcome(ctx) }
   }
   return row
+}
+
+/** `detail.upstream_status` (when the upstream answered at all) and `detail.response_complete`. */
+function upstreamOutcome(ctx: DecisionContext): { upstream_status?: number; response_complete: boolean } {
+  return ctx.upstreamStatus === undefined ? { response_complete: ctx.responseComplete } : { upstream_status: ctx.upstreamStatus, response_complete: ctx.responseComplete }
 }
 
 /** Whether the request's row is recorded (durable, with the audit log's writer) or was refused. */
