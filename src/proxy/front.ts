@@ -3,6 +3,9 @@
 // host from the corral CA, and parses the HTTP/1.1 requests inside (keep-alive) with a second,
 // never-listening HTTP server. Each request then runs the phases (runner.ts).
 //
+// A CONNECT with no credential the proxy can read is answered `407` (a Basic challenge) and
+// closed, not tunnelled: clients like git only send the token once challenged.
+//
 // Fail closed: the token is verified once per tunnel at CONNECT and attached to that TLS socket;
 // a request on the inner server without that context did not come through the front and is
 // denied (`no_scheme`), never evaluated loosely (smokescreen's CONNECT-MITM rule).
@@ -13,12 +16,13 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { isIP, type AddressInfo, type Socket } from 'node:net'
 import { TLSSocket } from 'node:tls'
 import { targetPath } from '../policy/index.js'
+import type { TokenCheck } from '../secrets/index.js'
 import { canonicalHost } from './address-guard.js'
 import { LeafMinter, normalizeHost } from './ca.js'
-import { DecisionContext, attributeToken, deny, type PolicyDenial } from './decision.js'
+import { DecisionContext, attributeToken, deny, denyBody, type PolicyDenial } from './decision.js'
 import type { Entry, ProxyCore, ProxyCounters, TunnelContext } from './request-state.js'
 import { runRequest } from './runner.js'
-import { requestToken } from './token.js'
+import { PROXY_CHALLENGE, requestToken, wantsProxyChallenge } from './token.js'
 import { TransportRows, classifyClientError, endRaw, recordThenRefuse } from './transport.js'
 
 const HOSTNAME = /^(?=.{1,253}$)[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*$/
@@ -41,12 +45,15 @@ export class ProxyFront {
   /** Handler promises still running (their rows not yet handed to the sink). */
   readonly #pending = new Set<Promise<unknown>>()
   readonly #transport: TransportRows
+  /** Rows of CONNECTs answered 407: rate limited apart, so a burst of git clones cannot hide a transport violation. */
+  readonly #challenges: TransportRows
   #closing = false
 
   constructor(core: ProxyCore, minter: LeafMinter) {
     this.#core = core
     this.#minter = minter
     this.#transport = new TransportRows(core)
+    this.#challenges = new TransportRows(core)
     const L = core.limits
     const headersTimeout = Math.min(L.headersTimeoutMs, L.requestTimeoutMs)
     const checkEvery = Math.min(1_000, Math.max(50, Math.floor(headersTimeout / 4)))
@@ -202,9 +209,13 @@ export class ProxyFront {
       endRaw(socket, 400, 'CONNECT needs host:port\n')
       return
     }
+    const check = await token
+    if (wantsProxyChallenge(req, check)) {
+      await this.#challenge(check, target.host, socket)
+      return
+    }
     this.#core.counters.tunnels++
     const tunnel: TunnelContext = { host: target.host, port: target.port, token }
-    const check = await token
     tunnel.checked = check
     if (check.ok && !this.#admitTunnel(check.claims.workspace_id, socket)) {
       const ctx = new DecisionContext({ destination: target.host, method: 'CONNECT', path: '' })
@@ -248,6 +259,27 @@ export class ProxyFront {
     })
     this.#tunnels.set(tls, tunnel)
     this.#inner.emit('connection', tls)
+  }
+
+  /**
+   * A CONNECT without a credential the proxy can read: `407` with a `Basic` challenge, so a client
+   * that waits for one (git, curl's --proxy-anyauth) retries with its token on a new connection.
+   * Its row names no org (nothing was presented that could) and is rate limited like a transport
+   * violation: a bare CONNECT costs nothing to send (docs/proxy.md "Unattributed decisions"). A
+   * row the audit log refuses turns the answer into audit_unavailable, as for every request.
+   */
+  async #challenge(check: TokenCheck, host: string, socket: Socket): Promise<void> {
+    let denial = deny(check.ok ? 'no_token' : check.reason, { challenge: 'basic' }, 407)
+    const out = await this.#challenges.record(denial, check, { destination: host, method: 'CONNECT' })
+    const headers: Record<string, string> = { 'proxy-authenticate': PROXY_CHALLENGE }
+    if (out && !out.recorded) {
+      denial = deny('audit_unavailable', { retry_after_s: out.retryAfterS }, 503)
+      headers['retry-after'] = String(out.retryAfterS)
+      delete headers['proxy-authenticate']
+    }
+    headers['x-corral-deny-reason'] = denial.reason
+    const ctx = new DecisionContext({ destination: host, method: 'CONNECT', path: '' })
+    endRaw(socket, denial.status === 503 ? 503 : 407, denyBody(ctx, denial), 'application/json', headers)
   }
 
   /** Counts an open tunnel against its workspace; false when the workspace is at its limit. */

@@ -19,3 +19,21 @@ export function requestToken(tokens: CapabilityTokens, req: IncomingMessage, tun
 export function requestTokenNow(tokens: CapabilityTokens, req: IncomingMessage, tunnel?: TunnelContext): TokenCheck | Promise<TokenCheck> {
   return tunnel?.checked ?? requestToken(tokens, req, tunnel)
 }
+
+/**
+ * Whether a CONNECT's credentials call for a `407` challenge instead of a tunnel: none at all
+ * (no header, an empty one), or a scheme the proxy does not read (only `Bearer` and `Basic` carry
+ * a capability token). Clients such as git (libcurl's "any" proxy auth) send their first CONNECT
+ * bare and supply the token only when challenged. A token that is present but fails
+ * verification gets its tunnel and a readable `invalid_token` inside it, as before.
+ */
+export function wantsProxyChallenge(req: IncomingMessage, check: TokenCheck): boolean {
+  if (check.ok) return false
+  if (check.reason === 'no_token') return true
+  const h = req.headers['proxy-authorization']
+  const scheme = /^\s*(\S+)/.exec((Array.isArray(h) ? h[0] : h) ?? '')?.[1]?.toLowerCase()
+  return scheme !== 'bearer' && scheme !== 'basic'
+}
+
+/** What the `407` offers: `Basic` with the token as password (`http://x:TOKEN@proxy`). */
+export const PROXY_CHALLENGE = 'Basic realm="corral", charset="UTF-8"'

@@ -7,7 +7,7 @@
 // counted, and the count rides on the next row that is written (`detail.suppressed`).
 import type { Socket } from 'node:net'
 import { DecisionContext, attributeToken, deny, denyBody, type PolicyDenial } from './decision.js'
-import { terminal } from './phases/terminal.js'
+import { terminal, type TerminalOutcome } from './phases/terminal.js'
 import type { ProxyCore } from './request-state.js'
 import type { TokenCheck } from '../secrets/index.js'
 
@@ -17,7 +17,7 @@ export interface TransportVerdict {
   denial?: PolicyDenial
 }
 
-const STATUS_TEXT = { 400: 'Bad Request', 403: 'Forbidden', 408: 'Request Timeout', 429: 'Too Many Requests', 431: 'Request Header Fields Too Large', 503: 'Service Unavailable' } as const
+const STATUS_TEXT = { 400: 'Bad Request', 403: 'Forbidden', 407: 'Proxy Authentication Required', 408: 'Request Timeout', 429: 'Too Many Requests', 431: 'Request Header Fields Too Large', 503: 'Service Unavailable' } as const
 
 /**
  * Maps a parser or socket error of Node's HTTP server to a verdict. A client that left (reset,
@@ -64,8 +64,11 @@ export class TransportRows {
     this.#tokens = core.limits.transportRowsPerSecond
   }
 
-  /** Writes the row unless the rate limit is spent; resolves once the sink took it (or refused it). */
-  async record(denial: PolicyDenial, check: TokenCheck | undefined, where: { destination?: string; method?: string } = {}): Promise<void> {
+  /**
+   * Writes the row unless the rate limit is spent; resolves once the sink took it (or refused it),
+   * with the sink's outcome (undefined: only counted).
+   */
+  async record(denial: PolicyDenial, check: TokenCheck | undefined, where: { destination?: string; method?: string } = {}): Promise<TerminalOutcome | undefined> {
     const rate = this.#core.limits.transportRowsPerSecond
     const now = Date.now()
     this.#tokens = Math.min(rate, this.#tokens + ((now - this.#refilledAt) / 1000) * rate)
@@ -73,7 +76,7 @@ export class TransportRows {
     if (this.#tokens < 1) {
       this.#suppressed++
       this.#core.counters.transportRowsSuppressed++
-      return
+      return undefined
     }
     this.#tokens -= 1
     const ctx = new DecisionContext({ destination: where.destination ?? '', method: where.method ?? '', path: '' })
@@ -81,7 +84,7 @@ export class TransportRows {
     const detail = this.#suppressed ? { ...denial.detail, suppressed: this.#suppressed } : denial.detail
     this.#suppressed = 0
     ctx.denial = deny(denial.reason, detail, denial.status)
-    await terminal(this.#core, ctx)
+    return terminal(this.#core, ctx)
   }
 }
 

@@ -43,13 +43,13 @@ describe('corral serve --proxy-port', () => {
     const [flagPort, envPort] = [await freePort(), await freePort()]
     serve = await startServe({ args: ['--proxy-port', String(flagPort)], env: { CORRAL_PROXY_PORT: String(envPort) } })
     expect(serve.output()).toContain(`proxy http://127.0.0.1:${flagPort}`)
-    expect(await connectStatus(flagPort)).toMatch(/^HTTP\/1\.1 200 /)
+    expect(await connectStatus(flagPort)).toMatch(/^HTTP\/1\.1 407 /) // the proxy's challenge: no token was sent
   })
 
   it('listens on CORRAL_PROXY_PORT when the flag is absent', async () => {
     const envPort = await freePort()
     serve = await startServe({ env: { CORRAL_PROXY_PORT: String(envPort) } })
     expect(serve.output()).toContain(`proxy http://127.0.0.1:${envPort}`)
-    expect(await connectStatus(envPort)).toMatch(/^HTTP\/1\.1 200 /)
+    expect(await connectStatus(envPort)).toMatch(/^HTTP\/1\.1 407 /)
   })
 })

@@ -17,6 +17,9 @@ const CAPS = `
       methods: [GET]
 `
 
+/** A deny that still gets its tunnel (a CONNECT with no token at all is answered 407 instead). */
+const NOT_A_TOKEN = 'not-a-token'
+
 class GatedAudit extends RecordingAudit {
   mode: 'ok' | 'hold' | 'refuse' = 'ok'
   readonly log: string[] = []
@@ -73,7 +76,7 @@ describe('the proxy records before it answers, and fails closed', () => {
 
   it('a deny is sent only once its row is durable', async () => {
     audit.mode = 'hold'
-    const answered = h.fetch(url('/deny-held'), {}).then((r) => {
+    const answered = h.fetch(url('/deny-held'), { token: NOT_A_TOKEN }).then((r) => {
       audit.log.push('answer /deny-held')
       return r
     })
@@ -115,7 +118,7 @@ describe('the proxy records before it answers, and fails closed', () => {
   it('while the log refuses rows: audit_unavailable 503 with Retry-After, nothing forwarded; it recovers by itself', async () => {
     audit.mode = 'refuse'
     const hits = upstreamHits
-    const denied = await h.fetch(url('/while-refused-deny'), {})
+    const denied = await h.fetch(url('/while-refused-deny'), { token: NOT_A_TOKEN })
     expect(denied.status).toBe(503)
     expect(denied.headers.get('retry-after')).toBe('2')
     expect(JSON.parse(denied.body).error.reason).toBe('audit_unavailable')
@@ -125,7 +128,7 @@ describe('the proxy records before it answers, and fails closed', () => {
     expect(upstreamHits).toBe(hits)
     audit.mode = 'ok'
     // The next row the log takes (a deny here) reopens the gate without waiting out Retry-After.
-    expect((await h.fetch(url('/recovered-deny'), {})).status).toBe(403)
+    expect((await h.fetch(url('/recovered-deny'), { token: NOT_A_TOKEN })).status).toBe(403)
     const ok = await h.fetch(url('/recovered'), { token })
     expect(ok.status).toBe(200)
     expect(upstreamHits).toBe(hits + 1)
@@ -159,7 +162,7 @@ describe('with the real audit writer', () => {
     try {
       const { token } = await h.workspace(CAPS)
       for (const t of [undefined, token]) {
-        const res = await h.fetch(`https://127.0.0.1:${h.up.httpsPort}/closed`, t ? { token: t } : {})
+        const res = await h.fetch(`https://127.0.0.1:${h.up.httpsPort}/closed`, { token: t ?? NOT_A_TOKEN })
         expect(res.status).toBe(503)
         expect(res.headers.get('retry-after')).toMatch(/^\d+$/)
         expect(JSON.parse(res.body).error.reason).toBe('audit_unavailable')

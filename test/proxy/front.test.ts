@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process'
+import { connect } from 'node:net'
 import { stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -46,14 +47,19 @@ describe('ProxyFront (real sockets, no policy needed)', () => {
     expect(parseAuthority('host:70000')).toBeUndefined()
   })
 
-  it('no_token: a CONNECT without Proxy-Authorization gets a 403 inside the tunnel and one row', async () => {
+  it('no_token: a CONNECT without Proxy-Authorization gets a 407 challenge (no tunnel) and one row', async () => {
     const before = h.audit.decisions().length
-    const res = await h.fetch(target(), {})
-    expect(res.status).toBe(403)
-    expect(JSON.parse(res.body).error).toMatchObject({ reason: 'no_token', phase: 'request_headers' })
+    const answer = await new Promise<string>((resolve) => {
+      const s = connect(Number(new URL(h.proxyUrl).port), '127.0.0.1', () => s.write(`CONNECT 127.0.0.1:${h.up.httpsPort} HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n`))
+      let got = ''
+      s.on('data', (d) => (got += String(d))).on('error', () => {}).on('close', () => resolve(got))
+    })
+    expect(answer).toMatch(/^HTTP\/1\.1 407 Proxy Authentication Required\r\n/)
+    expect(answer).toMatch(/\r\nproxy-authenticate: Basic realm="corral"/)
+    expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)).error).toMatchObject({ reason: 'no_token', phase: 'request_headers' })
     const rows = (await h.audit.waitForDecisions(before + 1)).slice(before)
     expect(rows).toHaveLength(1)
-    expect(rows[0]).toMatchObject({ decision: 'deny', reason: 'no_token', phase: 'request_headers', destination: '127.0.0.1', method: 'GET', path: '/v1/messages', policy_type: 'http', actor: 'policy-engine', category: 'audit' })
+    expect(rows[0]).toMatchObject({ decision: 'deny', reason: 'no_token', phase: 'request_headers', destination: '127.0.0.1', method: 'CONNECT', path: '', policy_type: 'http', actor: 'policy-engine', category: 'audit' })
   })
 
   it('invalid_token: a bad signature and an expired token; both stay in the platform scope, the expired one names its workspace in detail', async () => {

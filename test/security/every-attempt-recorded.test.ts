@@ -38,7 +38,8 @@ describe('every attempt is recorded', () => {
   })
 
   const inTunnel = async (bytes: string, withToken = true): Promise<{ status: string; text: string }> => {
-    const { socket } = await openTunnel(port, `127.0.0.1:${h.up.httpsPort}`, withToken ? token : undefined)
+    // Without a valid token: a token that fails verification (a CONNECT with none at all is answered 407).
+    const { socket } = await openTunnel(port, `127.0.0.1:${h.up.httpsPort}`, withToken ? token : 'not-a-token')
     const tls = await tlsOver(socket, '127.0.0.1', h.proxy.ca.certPem)
     return exchangeOn(tls, [bytes])
   }

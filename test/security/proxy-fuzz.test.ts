@@ -22,7 +22,7 @@ const CAPS = `
       allow_insecure: true
 `
 
-const STATUS = /^HTTP\/1\.1 (100|200|400|403|404|408|413|417|429|431|500|502|503) /
+const STATUS = /^HTTP\/1\.1 (100|200|400|403|404|407|408|413|417|429|431|500|502|503) /
 const REASONS = new Set<string>(DENY_REASONS)
 
 describe('fuzzing the proxy front', () => {
@@ -98,8 +98,13 @@ describe('fuzzing the proxy front', () => {
         const id = `fz${marker++}`
         const bytes = render(r, inTunnel, id)
         let res: RawResult
+        if (inTunnel && r.token === 'none') {
+          // A CONNECT without credentials is challenged (407), never tunnelled.
+          await expect(openTunnel(port, `127.0.0.1:${h.up.httpsPort}`, undefined)).rejects.toThrow(/ 407 /)
+          return
+        }
         if (inTunnel) {
-          const { socket } = await openTunnel(port, `127.0.0.1:${h.up.httpsPort}`, r.token === 'valid' ? token : r.token === 'garbage' ? 'x.y.z' : undefined)
+          const { socket } = await openTunnel(port, `127.0.0.1:${h.up.httpsPort}`, r.token === 'valid' ? token : 'x.y.z')
           const tls = await tlsOver(socket, '127.0.0.1', h.proxy.ca.certPem)
           res = await exchangeOn(tls, [bytes, null], 3_000)
         } else res = await rawExchange(port, [bytes, null], 3_000)

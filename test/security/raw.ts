@@ -51,14 +51,16 @@ function readAll(sock: NodeJS.ReadableStream & { destroy(): void }, timeoutMs: n
 /**
  * `CONNECT authority` with the token, then TLS (trusting `caPem`, SNI `sni` when given), then one
  * request with `target` and `host` as written. A refused CONNECT is returned as the response.
+ * `proxyAuthorization` replaces the `Bearer` header line as written (null: no such line at all).
  */
 export async function connectRequest(o: {
   proxyPort: number; authority: string; token: string; caPem: string; target: string; host?: string; sni?: string
-  method?: string; headers?: Record<string, string>; body?: string; timeoutMs?: number
+  method?: string; headers?: Record<string, string>; body?: string; timeoutMs?: number; proxyAuthorization?: string | null
 }): Promise<RawResponse> {
   const sock = netConnect(o.proxyPort, '127.0.0.1')
   await new Promise<void>((r, j) => sock.once('connect', r).once('error', j))
-  sock.write(`CONNECT ${o.authority} HTTP/1.1\r\nHost: ${o.authority}\r\nProxy-Authorization: Bearer ${o.token}\r\n\r\n`)
+  const auth = o.proxyAuthorization === undefined ? `Proxy-Authorization: Bearer ${o.token}\r\n` : o.proxyAuthorization === null ? '' : `${o.proxyAuthorization}\r\n`
+  sock.write(`CONNECT ${o.authority} HTTP/1.1\r\nHost: ${o.authority}\r\n${auth}\r\n`)
   const first = await new Promise<string>((resolve) => {
     let buf = ''
     const onData = (d: Buffer) => {

@@ -51,10 +51,11 @@ describe('unattributed proxy requests against the real serve', () => {
     expect((await fetch(`${serve.url}/healthz`)).status).toBe(200)
   }
 
-  it('a CONNECT with no token: 403 no_token inside the tunnel, and serve stays up', async () => {
-    const res = await curl(proxyPort, 'https://localhost:1234/x')
-    expect(res.status).toBe('403')
-    expect(JSON.parse(res.body).error.reason).toBe('no_token')
+  it('a CONNECT with no token: 407 no_token (a Basic challenge), and serve stays up', async () => {
+    const res = await raw(proxyPort, 'CONNECT localhost:1234 HTTP/1.1\r\nhost: localhost:1234\r\n\r\n')
+    expect(res).toMatch(/^HTTP\/1\.1 407 /)
+    expect(res).toMatch(/proxy-authenticate: Basic realm="corral"/i)
+    expect(JSON.parse(res.slice(res.indexOf('\r\n\r\n') + 4)).error.reason).toBe('no_token')
     await alive()
   })
 
@@ -84,15 +85,16 @@ describe('unattributed proxy requests against the real serve', () => {
     expect(code).toBe(0)
     const store = await openStore(`sqlite:${join(serve.dataDir, 'corral.db')}`)
     try {
-      const rows = await store.db.selectFrom('audit_events').select(['org_id', 'user_id', 'reason', 'path', 'decision']).where('event_type', '=', 'policy_decision').execute()
+      const rows = await store.db.selectFrom('audit_events').select(['org_id', 'user_id', 'reason', 'path', 'decision', 'method']).where('event_type', '=', 'policy_decision').execute()
       for (const r of rows) expect(r).toMatchObject({ org_id: PLATFORM_ORG, user_id: 'system', decision: 'deny' })
       const byPath = (p: string) => rows.filter((r) => r.path === p).map((r) => r.reason)
-      expect(byPath('/x')).toEqual(['no_token'])
+      // The tokenless CONNECT, answered 407: its row has the method and no path.
+      expect(rows.filter((r) => r.method === 'CONNECT' && r.reason === 'no_token')).toHaveLength(1)
       expect(byPath('/plain')).toEqual(['no_token'])
       expect(byPath('/garbage')).toEqual(['invalid_token'])
       expect(byPath('/garbage-plain')).toEqual(['invalid_token'])
-      // The two transport violations: one row each, no path.
-      expect(rows.filter((r) => !r.path).map((r) => r.reason).sort()).toEqual(['no_scheme', 'no_scheme'])
+      // The two transport violations and the 407 challenge: one row each, no path.
+      expect(rows.filter((r) => !r.path).map((r) => r.reason).sort()).toEqual(['no_scheme', 'no_scheme', 'no_token'])
       expect(rows).toHaveLength(6)
       // Where an operator reads them: `corral admin audit query` (the platform scope).
       const cli = await runCorral(['admin', 'audit', 'query', '--data-dir', serve.dataDir, '--filter', 'event_type=policy_decision', '--json'])
