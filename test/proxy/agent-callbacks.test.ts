@@ -41,8 +41,9 @@ describe('proxy agent callbacks (corral.internal)', () => {
   it('without a token or with a forged one the request is denied with one policy_decision and never reaches the handler', async () => {
     const { seen, handler } = recorder()
     h = await startHarness({ agentCallbacks: () => handler })
-    const none = await h.fetch('https://corral.internal/task/t/event', { method: 'POST', body: '{}' })
-    expect(none.headers.get('x-corral-deny-reason')).toBe('no_token')
+    // No token at all: the CONNECT is answered 407 (a challenge), with its no_token row; no tunnel.
+    const none = await h.fetch('https://corral.internal/task/t/event', { method: 'POST', body: '{}' }).then(() => 'tunnelled', (e: Error & { cause?: Error & { cause?: Error } }) => e.cause?.cause?.message)
+    expect(none).toMatch(/\(407\)/)
     const forged = await h.fetch('https://corral.internal/task/t/event', { token: 'not-a-token', method: 'POST', body: '{}' })
     expect(forged.headers.get('x-corral-deny-reason')).toBe('invalid_token')
     const rows = await h.audit.waitForDecisions(2)
