@@ -7,9 +7,9 @@
 
 /**
  * Shortest base64 or hex spelling looked for: shorter ones would mask ordinary text. The value
- * itself and its escaped forms are looked for at any length, as before.
+ * itself and its escaped forms are looked for at any length.
  */
-export const MIN_ENCODED_CHARS = 8
+const MIN_ENCODED_CHARS = 8
 
 /**
  * Every distinct spelling of `value` to mask (the value first). Derived once per value and kept
