@@ -12,10 +12,21 @@
 const MIN_ENCODED_CHARS = 8
 
 /**
+ * One spelling to mask. A bare base64 (or base64url) spelling has `edges`: the character just
+ * before it (`before`) or just after it (`after`) mixes the value's first or last bits with a
+ * neighbouring byte's, and is masked with it when it is a base64 character (after it, the `=`
+ * padding too), so the agent learns neither those bits nor the value's length modulo 3.
+ */
+export interface Spelling {
+  text: string
+  edges?: { before: boolean; after: boolean }
+}
+
+/**
  * Every distinct spelling of `value` to mask (the value first). Derived once per value and kept
  * for the next responses (a bounded cache: the same credentials recur request after request).
  */
-export function encodedForms(value: string): readonly string[] {
+export function encodedForms(value: string): readonly Spelling[] {
   let forms = cache.get(value)
   if (!forms) {
     forms = derive(value)
@@ -26,29 +37,33 @@ export function encodedForms(value: string): readonly string[] {
 }
 
 const CACHE_MAX = 1024
-const cache = new Map<string, readonly string[]>()
+const cache = new Map<string, readonly Spelling[]>()
 
-function derive(value: string): string[] {
-  const out = new Set<string>()
-  const add = (s: string): void => {
-    out.add(s)
-    for (const w of escapes(s)) out.add(w)
+function derive(value: string): Spelling[] {
+  const out = new Map<string, Spelling>()
+  const add = (text: string, edges?: Spelling['edges']): void => {
+    if (text === '' || out.has(text)) return
+    out.set(text, edges ? { text, edges } : { text })
   }
-  add(value)
+  const withEscapes = (s: string, edges?: Spelling['edges']): void => {
+    add(s, edges)
+    for (const w of escapes(s)) add(w)
+  }
+  withEscapes(value)
   const bytes = Buffer.from(value, 'utf8')
   for (let offset = 0; offset < 3; offset++) {
     const b64 = base64Core(bytes, offset)
     if (b64.length < MIN_ENCODED_CHARS) continue
-    add(b64)
-    add(b64.replace(/\+/g, '-').replace(/\//g, '_'))
+    const edges = { before: offset !== 0, after: ((offset + bytes.length) * 8) % 6 !== 0 }
+    withEscapes(b64, edges)
+    withEscapes(b64.replace(/\+/g, '-').replace(/\//g, '_'), edges)
   }
   const hex = bytes.toString('hex')
   if (hex.length >= MIN_ENCODED_CHARS) {
-    out.add(hex)
-    out.add(hex.toUpperCase())
+    add(hex)
+    add(hex.toUpperCase())
   }
-  out.delete('')
-  return [...out]
+  return [...out.values()]
 }
 
 /**

@@ -20,9 +20,19 @@ export interface BodyScan {
   end(): Buffer | undefined
 }
 
+/** Base64 and base64url characters: what an edge of a base64 spelling may be (scrub-forms.ts). */
+const BASE64_CHAR = new Uint8Array(256)
+for (const c of 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_') BASE64_CHAR[c.charCodeAt(0)] = 1
+const PAD = 0x3d // "="
+
 export class Scrubber {
   readonly #needles: Buffer[] = []
   readonly #strings: string[] = []
+  /** Per needle: its base64 edges (scrub-forms.ts `Spelling`), 0 or 1 each. */
+  readonly #before: number[] = []
+  readonly #after: number[] = []
+  /** Some needle has an edge before it: the last byte of a chunk may be that edge. */
+  #anyBefore = false
   count = 0
 
   constructor(values: Iterable<string>) {
@@ -32,14 +42,17 @@ export class Scrubber {
     for (const v of values) {
       if (v.length === 0 || seenValues.has(v)) continue
       seenValues.add(v)
-      for (const form of encodedForms(v)) {
-        if (seen.has(form)) continue
-        seen.add(form)
-        const b = Buffer.from(form, 'utf8')
+      for (const { text, edges } of encodedForms(v)) {
+        if (seen.has(text)) continue
+        seen.add(text)
+        const b = Buffer.from(text, 'utf8')
         this.#needles.push(b)
         // Header values arrive as latin1 strings (one char per byte): compare in that form. A
         // spelling whose UTF-8 is as long as it is ASCII only, and its latin1 form is itself.
-        this.#strings.push(b.length === form.length ? form : b.toString('latin1'))
+        this.#strings.push(b.length === text.length ? text : b.toString('latin1'))
+        this.#before.push(edges?.before ? 1 : 0)
+        this.#after.push(edges?.after ? 1 : 0)
+        if (edges?.before) this.#anyBefore = true
       }
     }
   }
@@ -65,17 +78,25 @@ export class Scrubber {
     return false
   }
 
-  /** Length of the longest suffix of `buf` that is a proper prefix of some needle. */
+  /**
+   * Length of the tail of `buf` to hold back: the longest suffix that is a proper prefix of some
+   * needle. For a base64 spelling with edges, also a whole occurrence too close to the end to see
+   * the characters after it, and one more byte before, the edge it may need; and, when any needle
+   * has an edge before it, a last byte that is a base64 character (the next chunk may begin one).
+   */
   holdback(buf: Buffer): number {
-    let keep = 0
-    for (const n of this.#needles) {
+    let keep = this.#anyBefore && buf.length > 0 && BASE64_CHAR[buf[buf.length - 1]!] ? 1 : 0
+    for (let k = 0; k < this.#needles.length; k++) {
+      const n = this.#needles[k]!
       const first = n[0]!
-      const from = Math.max(0, buf.length - n.length + 1)
+      // With an edge after it, an occurrence ending in the last 3 bytes (edge, "=", "=") is held.
+      const from = Math.max(0, buf.length - n.length + 1 - 3 * this.#after[k]!)
       for (let i = buf.indexOf(first, from); i >= 0 && i < buf.length; i = buf.indexOf(first, i + 1)) {
         const len = buf.length - i
-        if (len <= keep) break
-        if (buf.compare(n, 0, len, i, buf.length) === 0) {
-          keep = len
+        const hold = i > 0 ? len + this.#before[k]! : len
+        if (hold <= keep) break
+        if (buf.compare(n, 0, Math.min(len, n.length), i, i + Math.min(len, n.length)) === 0 && (len <= n.length || edgeSoFar(buf, i + n.length))) {
+          keep = hold
           break
         }
       }
@@ -146,10 +167,19 @@ export class Scrubber {
    */
   #flags(raw: Buffer, countBefore: number, pre: Uint8Array | undefined): Uint8Array | undefined {
     let flags: Uint8Array | undefined = pre
-    for (const n of this.#needles) {
+    for (let k = 0; k < this.#needles.length; k++) {
+      const n = this.#needles[k]!
       for (let i = raw.indexOf(n); i >= 0; i = raw.indexOf(n, i + 1)) {
         flags ??= new Uint8Array(raw.length)
-        flags.fill(1, i, i + n.length)
+        let start = i
+        let end = i + n.length
+        // A base64 spelling's edge characters hold some of the value's bits: masked with it.
+        if (this.#before[k] && i > 0 && BASE64_CHAR[raw[i - 1]!]) start--
+        if (this.#after[k] && end < raw.length && BASE64_CHAR[raw[end]!]) {
+          end++
+          for (let pads = 0; pads < 2 && end < raw.length && raw[end] === PAD; pads++) end++
+        }
+        flags.fill(1, start, end)
         if (i < countBefore) this.count++
       }
     }
@@ -196,4 +226,11 @@ function collapse(raw: Buffer, flags: Uint8Array, end: number, continuing: boole
     i = stop
   }
   return { out: parts.length === 1 ? parts[0]! : Buffer.concat(parts), masking }
+}
+
+/** Whether `buf` from `at` to its end can still be a base64 spelling's edge: a base64 character, then "=" (up to two). */
+function edgeSoFar(buf: Buffer, at: number): boolean {
+  if (!BASE64_CHAR[buf[at]!]) return false
+  for (let j = at + 1; j < buf.length; j++) if (buf[j] !== PAD) return false
+  return true
 }
