@@ -36,4 +36,4 @@ export function wantsProxyChallenge(req: IncomingMessage, check: TokenCheck): bo
 }
 
 /** What the `407` offers: `Basic` with the token as password (`http://x:TOKEN@proxy`). */
-export const PROXY_CHALLENGE = 'Basic realm="corral", charset="UTF-8"'
+export const PROXY_CHALLENGE = 'Basic realm="corral"'
