@@ -16,14 +16,13 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { isIP, type AddressInfo, type Socket } from 'node:net'
 import { TLSSocket } from 'node:tls'
 import { targetPath } from '../policy/index.js'
-import type { TokenCheck } from '../secrets/index.js'
 import { canonicalHost } from './address-guard.js'
 import { LeafMinter, normalizeHost } from './ca.js'
-import { DecisionContext, attributeToken, deny, denyBody, type PolicyDenial } from './decision.js'
+import { DecisionContext, attributeToken, deny, type PolicyDenial } from './decision.js'
 import type { Entry, ProxyCore, ProxyCounters, TunnelContext } from './request-state.js'
 import { runRequest } from './runner.js'
-import { PROXY_CHALLENGE, requestToken, wantsProxyChallenge } from './token.js'
-import { TransportRows, classifyClientError, endRaw, recordThenRefuse } from './transport.js'
+import { requestToken, wantsProxyChallenge } from './token.js'
+import { TransportRows, challenge, classifyClientError, endRaw, recordThenRefuse } from './transport.js'
 
 const HOSTNAME = /^(?=.{1,253}$)[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*$/
 /** Methods the proxy never forwards: TRACE/TRACK echo the request (injected credentials included). */
@@ -211,7 +210,7 @@ export class ProxyFront {
     }
     const check = await token
     if (wantsProxyChallenge(req, check)) {
-      await this.#challenge(check, target.host, socket)
+      await challenge(this.#challenges, check, target.host, socket)
       return
     }
     this.#core.counters.tunnels++
@@ -259,27 +258,6 @@ export class ProxyFront {
     })
     this.#tunnels.set(tls, tunnel)
     this.#inner.emit('connection', tls)
-  }
-
-  /**
-   * A CONNECT without a credential the proxy can read: `407` with a `Basic` challenge, so a client
-   * that waits for one (git, curl's --proxy-anyauth) retries with its token on a new connection.
-   * Its row names no org (nothing was presented that could) and is rate limited like a transport
-   * violation: a bare CONNECT costs nothing to send (docs/proxy.md "Unattributed decisions"). A
-   * row the audit log refuses turns the answer into audit_unavailable, as for every request.
-   */
-  async #challenge(check: TokenCheck, host: string, socket: Socket): Promise<void> {
-    let denial = deny(check.ok ? 'no_token' : check.reason, { challenge: 'basic' }, 407)
-    const out = await this.#challenges.record(denial, check, { destination: host, method: 'CONNECT' })
-    const headers: Record<string, string> = { 'proxy-authenticate': PROXY_CHALLENGE }
-    if (out && !out.recorded) {
-      denial = deny('audit_unavailable', { retry_after_s: out.retryAfterS }, 503)
-      headers['retry-after'] = String(out.retryAfterS)
-      delete headers['proxy-authenticate']
-    }
-    headers['x-corral-deny-reason'] = denial.reason
-    const ctx = new DecisionContext({ destination: host, method: 'CONNECT', path: '' })
-    endRaw(socket, denial.status === 503 ? 503 : 407, denyBody(ctx, denial), 'application/json', headers)
   }
 
   /** Counts an open tunnel against its workspace; false when the workspace is at its limit. */

@@ -4,12 +4,14 @@
 // here with a bare status (400 / 408 / 431, or a closed connection) and recorded in one row each
 // in the platform scope (or the tunnel's org when its token verified). Such rows are cheap for an
 // attacker to cause, so they are rate limited: past `transportRowsPerSecond` they are only
-// counted, and the count rides on the next row that is written (`detail.suppressed`).
+// counted, and the count rides on the next row that is written (`detail.suppressed`). The 407
+// challenge to a CONNECT without credentials is answered here too, its rows bounded the same way.
 import type { Socket } from 'node:net'
 import { DecisionContext, attributeToken, deny, denyBody, type PolicyDenial } from './decision.js'
 import { terminal, type TerminalOutcome } from './phases/terminal.js'
 import type { ProxyCore } from './request-state.js'
 import type { TokenCheck } from '../secrets/index.js'
+import { PROXY_CHALLENGE } from './token.js'
 
 /** What the front does with one transport error: the status it answers (none: just close) and the row's denial. */
 export interface TransportVerdict {
@@ -99,4 +101,26 @@ export async function recordThenRefuse(core: ProxyCore, ctx: DecisionContext, so
   const extra: Record<string, string> = { 'x-corral-deny-reason': denial.reason }
   if (!out.recorded) extra['retry-after'] = String(out.retryAfterS)
   endRaw(socket, out.recorded ? status : 503, denyBody(ctx, denial), 'application/json', extra)
+}
+
+/**
+ * Answers a CONNECT without a credential the proxy can read: `407` with a `Basic` challenge, so a
+ * client that waits for one (git, curl's --proxy-anyauth) retries with its token on a new
+ * connection. Its row names no org (nothing was presented that could) and is rate limited like a
+ * transport violation, in `rows` (its own bucket): a bare CONNECT costs nothing to send
+ * (docs/proxy.md "Unattributed decisions"). A row the audit log refuses turns the answer into
+ * audit_unavailable, as for every request.
+ */
+export async function challenge(rows: TransportRows, check: TokenCheck, host: string, socket: Socket): Promise<void> {
+  let denial = deny(check.ok ? 'no_token' : check.reason, { challenge: 'basic' }, 407)
+  const out = await rows.record(denial, check, { destination: host, method: 'CONNECT' })
+  const headers: Record<string, string> = { 'proxy-authenticate': PROXY_CHALLENGE }
+  if (out && !out.recorded) {
+    denial = deny('audit_unavailable', { retry_after_s: out.retryAfterS }, 503)
+    headers['retry-after'] = String(out.retryAfterS)
+    delete headers['proxy-authenticate']
+  }
+  headers['x-corral-deny-reason'] = denial.reason
+  const ctx = new DecisionContext({ destination: host, method: 'CONNECT', path: '' })
+  endRaw(socket, denial.status === 503 ? 503 : 407, denyBody(ctx, denial), 'application/json', headers)
 }
