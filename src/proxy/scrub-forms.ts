@@ -79,6 +79,8 @@ export function base64Core(bytes: Buffer, offset: number): string {
 
 /** JSON-escaped and percent-encoded spellings of `s` (only the ones that differ from `s` matter). */
 function escapes(s: string): string[] {
+  // No encoder below changes these characters (most tokens are made of them alone).
+  if (/^[A-Za-z0-9_.-]*$/.test(s)) return []
   const json = JSON.stringify(s).slice(1, -1)
   const out: string[] = []
   for (const hexCase of [lower, upper]) {
