@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { closeSync, openSync } from 'node:fs'
-import { access, chown, copyFile, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
+import { closeSync, openSync, readFileSync } from 'node:fs'
+import { access, chown, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
 import { createInterface } from 'node:readline'
 import type { Readable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -17,7 +17,7 @@ import type {
   SnapshotReason, SnapshotRecord, WorkspaceHandle, WorkspaceRuntime, WorkspaceStatus,
 } from './runtime.js'
 import { SANDBOX_UID } from './sandbox-args.js'
-import { SANDBOX_INIT_SOURCE } from './sandbox-init.js'
+import { type SharedFiles, writeIdentity, writeSharedFiles } from './shared-files.js'
 import { LocalSnapshotStore } from './local-snapshot-store.js'
 import { WorkspaceSnapshots } from './workspace-snapshots.js'
 
@@ -46,15 +46,7 @@ interface Running {
   exited: Promise<AgentExit>
 }
 
-/** Files every workspace shares, written once per runtime start. */
-export interface SharedFiles {
-  init: string
-  passwd: string
-  group: string
-  /** The corral CA alone (NODE_EXTRA_CA_CERTS) and the system bundle plus it (OpenSSL tools). */
-  ca: string | null
-  caBundle: string | null
-}
+export type { SharedFiles } from './shared-files.js'
 
 /** A local driver's handle: /data is a host directory (tests and the sandbox mounts read its path). */
 export interface HostWorkspaceHandle extends WorkspaceHandle {
@@ -62,8 +54,6 @@ export interface HostWorkspaceHandle extends WorkspaceHandle {
   /** Host path of the directory mounted as /data inside the workspace. */
   readonly dataDir: string
 }
-
-const SYSTEM_BUNDLES = ['/etc/ssl/certs/ca-certificates.crt', '/etc/pki/tls/certs/ca-bundle.crt', '/etc/ssl/cert.pem']
 
 /**
  * Workspaces as directories on this host: the part both drivers share (layout, snapshots, the
@@ -98,16 +88,36 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
   /** Makes the launch's packs visible to the agent; returns their parent directory as the agent sees it. */
   protected abstract mountPacks(workspaceId: string, packs: readonly PackMount[]): Promise<string>
   /**
-   * The host user that owns /data and runs the agent, when it is not serve's own (serve runs as
-   * root and the driver drops the agent to an unprivileged uid); null otherwise.
+   * The host user that owns the workspace's /data and runs its agent, when it is not serve's own
+   * (serve runs as root and the driver drops the agent to an unprivileged uid); null otherwise.
+   * Without a workspace: the driver's default (its start-up trial).
    */
-  protected owner(): Owner | null {
+  protected owner(_workspaceId?: string): Owner | null {
     return null
   }
 
   /** The agent's uid as the sandbox's /etc/passwd names it (`agent`). */
-  protected agentUid(): number {
+  protected agentUid(_workspaceId?: string): number {
     return SANDBOX_UID
+  }
+
+  readonly #uids = new Map<string, number>()
+
+  /**
+   * The host uid the control plane gave the workspace (ProvisionSpec.agentUid), as its provision
+   * recorded it; undefined when it was given none.
+   */
+  protected workspaceUid(workspaceId: string): number | undefined {
+    const known = this.#uids.get(workspaceId)
+    if (known !== undefined) return known
+    try {
+      const saved = JSON.parse(readFileSync(join(this.layout.workspace(workspaceId), 'provision.json'), 'utf8')) as { uid?: unknown }
+      if (typeof saved.uid !== 'number') return undefined
+      this.#uids.set(workspaceId, saved.uid)
+      return saved.uid
+    } catch {
+      return undefined
+    }
   }
 
   /** Per-launch confinement (the local driver's cgroups); none by default. */
@@ -121,18 +131,26 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     const provisionFile = join(dir, 'provision.json')
     // Re-adoption after a crash of serve: a workspace whose data dir exists was fully provisioned
     // (the dir only appears by rename once a fork's restore has finished).
-    const owner = this.owner()
     if (await exists(dataDir)) {
-      const saved = JSON.parse(await readFile(provisionFile, 'utf8').catch(() => '{}')) as { restoredFrom?: SnapshotRecord | null }
-      // A /data written while agents ran as serve's user (an older corral) is given to the agent's.
+      const saved = JSON.parse(await readFile(provisionFile, 'utf8').catch(() => '{}')) as { restoredFrom?: SnapshotRecord | null; uid?: number }
+      const uid = spec.agentUid ?? saved.uid
+      if (uid !== undefined) this.#uids.set(spec.workspaceId, uid)
+      if (uid !== saved.uid) await writeFile(provisionFile, JSON.stringify({ ...saved, uid }))
+      // A /data written under another uid (serve's own, or the one uid an older corral gave every
+      // agent) is given, whole, to the workspace's, and closed to every other.
+      const owner = this.owner(spec.workspaceId)
       if (owner && (await stat(dataDir)).uid !== owner.uid) await this.#chownData(dataDir, owner)
       return this.#handle(spec.workspaceId, saved.restoredFrom ?? null)
     }
+    if (spec.agentUid !== undefined) this.#uids.set(spec.workspaceId, spec.agentUid)
+    const owner = this.owner(spec.workspaceId)
     await mkdir(join(dir, 'logs'), { recursive: true })
     let restoredFrom: SnapshotRecord | null = null
     const partial = `${dataDir}.partial`
     await removeIn(dir, 'data.partial')
-    await mkdir(partial, { mode: 0o755 })
+    // Owned by the workspace's own uid, /data is closed to every other (0700): another
+    // workspace's agent, a uid of its own, can neither list, read nor write it.
+    await mkdir(partial, { mode: owner ? 0o700 : 0o755 })
     if (owner) await this.#chownData(partial, owner)
     if (spec.forkFrom && spec.forkFrom.taskCount > 0) {
       restoredFrom = await this.#snapshots.at(spec.forkFrom.workspaceId, spec.forkFrom.taskCount)
@@ -147,7 +165,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
       await this.#snapshots.store.restore(restoredFrom, new HostVolume(spec.workspaceId, partial, owner))
       if (owner) await this.#chownData(partial, owner)
     }
-    await writeFile(provisionFile, JSON.stringify({ restoredFrom }))
+    await writeFile(provisionFile, JSON.stringify({ restoredFrom, ...(spec.agentUid === undefined ? {} : { uid: spec.agentUid }) }))
     await rename(partial, dataDir)
     return this.#handle(spec.workspaceId, restoredFrom)
   }
@@ -158,7 +176,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
   }
 
   #volume(workspaceId: string): HostVolume {
-    return new HostVolume(workspaceId, this.layout.data(workspaceId), this.owner())
+    return new HostVolume(workspaceId, this.layout.data(workspaceId), this.owner(workspaceId))
   }
 
   agentLogPath(workspaceId: string): string {
@@ -181,14 +199,14 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
   }
 
   async #start(workspaceId: string, launch: AgentLaunch): Promise<AgentProcess> {
-    const shared = await this.#sharedFiles()
+    const shared = await this.#identity(workspaceId, await this.#sharedFiles())
     const inbox = await this.#writeInbox(workspaceId, launch.files ?? {})
     await rm(this.layout.stoppedMarker(workspaceId), { force: true })
     checkPackMounts(launch.packs ?? []) // before any link or bind is made from the names
     const packs = packLaunch(launch, await this.mountPacks(workspaceId, launch.packs ?? []))
     const bridge = this.usesBridge ? await ProxyBridge.open(this.layout.socket(workspaceId), this.options.proxy) : null
     // connect(2) needs write permission on the socket: it is the agent's (serve runs as root).
-    const owner = this.owner()
+    const owner = this.owner(workspaceId)
     if (bridge && owner) await chown(this.layout.socket(workspaceId), owner.uid, owner.gid)
     // A pack's own environment goes beneath everything corral sets (each driver's plan); its
     // CORRAL_* names are ours.
@@ -300,6 +318,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     await this.stopAgent(workspaceId)
     // /data below is the agent's: removed by descriptor, never through a link it made.
     await removeIn(join(this.layout.root, 'workspaces'), workspaceId)
+    this.#uids.delete(workspaceId)
   }
 
   async #chownData(dataDir: string, owner: Owner): Promise<void> {
@@ -313,6 +332,13 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
 
   async close(): Promise<void> {
     await Promise.all([...this.#running.keys()].map((id) => this.stopAgent(id)))
+  }
+
+  /** The workspace's own /etc/passwd and group when its agent's uid is not the driver's default one. */
+  async #identity(workspaceId: string, shared: SharedFiles): Promise<SharedFiles> {
+    const uid = this.agentUid(workspaceId)
+    if (uid === this.agentUid()) return shared
+    return { ...shared, ...(await writeIdentity(this.layout.workspace(workspaceId), uid)) }
   }
 
   async #writeInbox(workspaceId: string, files: Readonly<Record<string, string>>): Promise<string> {
@@ -333,32 +359,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
 
   async #writeShared(): Promise<SharedFiles> {
     await this.prepare()
-    const dir = this.layout.shared
-    await mkdir(dir, { recursive: true })
-    const init = join(dir, 'init.mjs')
-    await writeFile(init, SANDBOX_INIT_SOURCE)
-    // The agent's identity inside the user namespace (uid/gid 1000), so tools that look the
-    // user up (ssh, git, pip) find one.
-    const passwd = join(dir, 'passwd')
-    const uid = this.agentUid()
-    await writeFile(passwd, `root:x:0:0:root:/root:/usr/sbin/nologin\nagent:x:${uid}:${uid}:corral agent:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n`)
-    const group = join(dir, 'group')
-    await writeFile(group, `root:x:0:\nagent:x:${uid}:\nnogroup:x:65534:\n`)
-    let ca: string | null = null
-    let caBundle: string | null = null
-    if (this.options.caCertPath) {
-      ca = join(dir, 'corral-ca.pem')
-      await copyFile(this.options.caCertPath, ca)
-      const corral = await readFile(ca, 'utf8')
-      let system = ''
-      for (const candidate of SYSTEM_BUNDLES) {
-        system = await readFile(candidate, 'utf8').catch(() => '')
-        if (system) break
-      }
-      caBundle = join(dir, 'ca-bundle.pem')
-      await writeFile(caBundle, `${system.trimEnd()}\n${corral.trimEnd()}\n`)
-    }
-    return { init, passwd, group, ca, caBundle }
+    return writeSharedFiles(this.layout.shared, this.agentUid(), this.options.caCertPath)
   }
 }
 

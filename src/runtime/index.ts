@@ -13,7 +13,7 @@ export { RegistrySnapshotStore, SNAPSHOT_MEDIA_TYPES, type OciClient, type OciDe
 export type { DirectoryRuntime, HostWorkspaceHandle } from './directory-runtime.js'
 export { defaultAgentCommand } from './layout.js'
 export { limitsFromEnv, type WorkspaceLimits } from './limits.js'
-export { LocalRuntime, type LocalRuntimeOptions } from './local-runtime.js'
+export { DEFAULT_SANDBOX_UID, LocalRuntime, type LocalRuntimeOptions } from './local-runtime.js'
 export { NO_ISOLATION_WARNING, ProcessRuntime } from './process-runtime.js'
 
 export { kubernetesSettingsFromEnv, type KubernetesSettings } from './kubernetes/options.js'

@@ -35,7 +35,10 @@ export interface LocalRuntimeOptions extends RuntimeOptions {
    * package is bound, and `./.corral` sits in it when serve runs from a checkout).
    */
   hidden?: readonly string[]
-  /** The host uid (and gid) agents run as when serve runs as root; default DEFAULT_SANDBOX_UID (CORRAL_SANDBOX_UID). */
+  /**
+   * The host uid (and gid) of agents whose workspace was given none of its own (ProvisionSpec.agentUid)
+   * when serve runs as root, and of the start-up trial; default DEFAULT_SANDBOX_UID.
+   */
   sandboxUid?: number
   /** Start even when a configured limit cannot be enforced here (it is then a warning). */
   allowUnenforcedLimits?: boolean
@@ -43,8 +46,12 @@ export interface LocalRuntimeOptions extends RuntimeOptions {
   detectCgroups?: () => Promise<CgroupDetection>
 }
 
-/** The host uid of root-run agents unless CORRAL_SANDBOX_UID says otherwise: no login user, no system service. */
-export const DEFAULT_SANDBOX_UID = 64000
+/**
+ * The first uid of the agents' range (CORRAL_SANDBOX_UID), the driver's own: above every range a
+ * distribution hands out (system and login users, systemd's dynamic, container and foreign ranges,
+ * /etc/subuid's) and below 2^31, which some tools read as signed.
+ */
+export const DEFAULT_SANDBOX_UID = 2_000_000_000
 
 const MIB = 1024 * 1024
 
@@ -84,13 +91,19 @@ export class LocalRuntime extends DirectoryRuntime {
     this.#detect = options.detectCgroups ?? (() => detectCgroups())
   }
 
-  /** As root, /data and what serve places there belong to the agent's unprivileged uid. */
-  protected override owner(): Owner | null {
-    return this.#root ? { uid: this.#uid, gid: this.#uid } : null
+  /** As root, /data and what serve places there belong to the workspace's own unprivileged uid. */
+  protected override owner(workspaceId?: string): Owner | null {
+    if (!this.#root) return null
+    const uid = this.#uidOf(workspaceId)
+    return { uid, gid: uid }
   }
 
-  protected override agentUid(): number {
-    return this.#root ? this.#uid : SANDBOX_UID
+  protected override agentUid(workspaceId?: string): number {
+    return this.#root ? this.#uidOf(workspaceId) : SANDBOX_UID
+  }
+
+  #uidOf(workspaceId: string | undefined): number {
+    return (workspaceId === undefined ? undefined : this.workspaceUid(workspaceId)) ?? this.#uid
   }
 
   /** Whole-workspace memory and pids: a cgroup per launch, joined before bwrap starts. */
@@ -181,7 +194,7 @@ export class LocalRuntime extends DirectoryRuntime {
     const trial = async (command: string[], cgroup?: CgroupLimits): Promise<string> => {
       const confinement = await this.#confineIn(`check-${process.pid}-${++this.#launches}`, cgroup)
       try {
-        const argv = bwrapArgs(this.#mounts(scratch, '/dev/null', '/dev/null', null), command)
+        const argv = bwrapArgs(this.#mounts(scratch, '/dev/null', '/dev/null', null, this.#uid), command)
         const [file, ...args] = confinement ? confinement.wrap([this.#bwrap, ...argv]) : [this.#bwrap, ...argv]
         return await runForOutput(file!, args, { PATH: '/usr/bin:/bin' })
       } finally {
@@ -226,7 +239,7 @@ export class LocalRuntime extends DirectoryRuntime {
   }
 
   protected plan(workspaceId: string, launch: AgentLaunch, shared: SharedFiles, inbox: string): LaunchPlan {
-    const mounts = { ...this.#mounts(this.layout.data(workspaceId), shared.init, this.layout.socket(workspaceId), shared), inbox, packs: launch.packs ?? [] }
+    const mounts = { ...this.#mounts(this.layout.data(workspaceId), shared.init, this.layout.socket(workspaceId), shared, this.#uidOf(workspaceId)), inbox, packs: launch.packs ?? [] }
     const proxyUrl = `http://127.0.0.1:${SANDBOX_PROXY_PORT}`
     // Tools that only know the proxy variables (curl, pip, git, Python requests) send the userinfo
     // as `Proxy-Authorization: Basic`, which the proxy accepts with the token as password.
@@ -273,7 +286,7 @@ export class LocalRuntime extends DirectoryRuntime {
     return SANDBOX_PACKS
   }
 
-  #mounts(dataDir: string, init: string, proxySocket: string, shared: SharedFiles | null): SandboxMounts {
+  #mounts(dataDir: string, init: string, proxySocket: string, shared: SharedFiles | null, uid: number): SandboxMounts {
     return {
       dataDir,
       init,
@@ -288,7 +301,7 @@ export class LocalRuntime extends DirectoryRuntime {
       // Serve's secrets and other workspaces' data must stay invisible even though the corral package is bound.
       hide: nestedIn([...this.#hidden, this.layout.root, this.layout.sockets], this.#readOnly),
       disableUserns: this.#disableUserns,
-      ...(this.#root ? { dropTo: { uid: this.#uid, gid: this.#uid } } : {}),
+      ...(this.#root ? { dropTo: { uid, gid: uid } } : {}),
       ...(this.#root && userNamespaceFilter() ? { seccompFd: SECCOMP_FD } : {}),
       tmpBytes: this.#limits.memoryMb * MIB,
     }

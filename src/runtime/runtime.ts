@@ -55,6 +55,12 @@ export interface ProvisionSpec {
   forkFrom?: { workspaceId: string; taskCount: number }
   /** An unclaimed warm pool member: drivers that label what they create mark it (claimWarm ends it). */
   pooled?: boolean
+  /**
+   * The host uid (and gid) of this workspace alone, allocated by the control plane from the sandbox
+   * uid range (docs/runtime.md "One uid per workspace"): its agent runs as it and /data is its.
+   * The driver keeps it with the workspace; unset, it keeps the one it has, else its own default.
+   */
+  agentUid?: number
 }
 
 /**

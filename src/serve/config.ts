@@ -9,7 +9,7 @@ import { DEFAULT_PROXY_PORT } from '../proxy/index.js'
 import { oidcConfigFromEnv, type OidcConfig } from '../server/index.js'
 import { oauthAllowPrivate } from '../secrets/index.js'
 import {
-  defaultAgentCommand, kubernetesSettingsFromEnv, limitsFromEnv, RUNTIME_KINDS, type KubernetesSettings, type RuntimeKind, type WorkspaceLimits,
+  DEFAULT_SANDBOX_UID, defaultAgentCommand, kubernetesSettingsFromEnv, limitsFromEnv, RUNTIME_KINDS, type KubernetesSettings, type RuntimeKind, type WorkspaceLimits,
 } from '../runtime/index.js'
 
 /** What `corral serve` was asked for: its flags (oclif already folded in their env variables). */
@@ -44,8 +44,13 @@ export interface ServeConfig {
   readonly allowUnenforcedLimits: boolean
   /** Workspace resource limits (CORRAL_WORKSPACE_*), one reading for the sandbox and the disk watch. */
   readonly limits: WorkspaceLimits
-  /** CORRAL_SANDBOX_UID: the host uid root-run agents use (docs/runtime.md "Running as root"). */
-  readonly sandboxUid: number | undefined
+  /**
+   * CORRAL_SANDBOX_UID and CORRAL_SANDBOX_UID_COUNT: the host uid range of agents (docs/runtime.md
+   * "One uid per workspace"); its first uid is the driver's own (the start-up trial), each workspace
+   * is given one of the rest.
+   */
+  readonly sandboxUid: number
+  readonly sandboxUidCount: number
   /** With `--runtime kubernetes`: CORRAL_K8S_* and CORRAL_AGENT_IMAGE (docs/kubernetes.md "Runtime: configuration"). */
   readonly kubernetes: KubernetesSettings | undefined
   /** CORRAL_AGENT_COMMAND (a JSON array), else the reference agent. */
@@ -96,7 +101,7 @@ export function serveConfig(options: ServeOptions): ServeConfig {
     runtime,
     allowUnenforcedLimits: options.allowUnenforcedLimits === true || env.CORRAL_ALLOW_UNENFORCED_LIMITS === '1',
     limits,
-    sandboxUid: sandboxUidFromEnv(env).sandboxUid,
+    ...sandboxUidFromEnv(env),
     kubernetes: runtime === 'kubernetes' ? kubernetesSettingsFromEnv(env, limits) : undefined,
     agentCommand: env.CORRAL_AGENT_COMMAND ? agentCommandFromEnv(env.CORRAL_AGENT_COMMAND) : defaultAgentCommand(),
     agentEnv: env.CORRAL_AGENT_MAX_ITERATIONS ? { CORRAL_MAX_ITERATIONS: env.CORRAL_AGENT_MAX_ITERATIONS } : undefined,
@@ -127,13 +132,23 @@ function agentCommandFromEnv(raw: string): string[] {
   return parsed
 }
 
-/** CORRAL_SANDBOX_UID: the host uid root-run agents use (docs/runtime.md "Running as root"). */
-export function sandboxUidFromEnv(env: NodeJS.ProcessEnv): { sandboxUid?: number } {
+/** The range of agents' host uids when CORRAL_SANDBOX_UID_COUNT is unset: room for as many workspaces. */
+export const DEFAULT_SANDBOX_UID_COUNT = 100_000_000
+
+/**
+ * CORRAL_SANDBOX_UID (the range's first uid, DEFAULT_SANDBOX_UID) and CORRAL_SANDBOX_UID_COUNT
+ * (its size, at least 2: the driver's own and one workspace's): docs/runtime.md "One uid per workspace".
+ */
+export function sandboxUidFromEnv(env: NodeJS.ProcessEnv): { sandboxUid: number; sandboxUidCount: number } {
   const raw = env.CORRAL_SANDBOX_UID?.trim()
-  if (!raw) return {}
-  const uid = Number(raw)
-  if (!Number.isInteger(uid) || uid < 1 || uid > 0xfffffffe) throw new Error(`CORRAL_SANDBOX_UID must be a uid above 0, got ${JSON.stringify(raw)}`)
-  return { sandboxUid: uid }
+  const first = raw ? Number(raw) : DEFAULT_SANDBOX_UID
+  if (!Number.isInteger(first) || first < 1 || first > 0xfffffffd) throw new Error(`CORRAL_SANDBOX_UID must be a uid above 0, got ${JSON.stringify(raw)}`)
+  const rawCount = env.CORRAL_SANDBOX_UID_COUNT?.trim()
+  const count = rawCount ? Number(rawCount) : Math.min(DEFAULT_SANDBOX_UID_COUNT, 0xfffffffe - first + 1)
+  if (!Number.isInteger(count) || count < 2 || first + count - 1 > 0xfffffffe) {
+    throw new Error(`CORRAL_SANDBOX_UID_COUNT must be a whole number ≥ 2 with CORRAL_SANDBOX_UID + count - 1 ≤ 4294967294, got ${JSON.stringify(rawCount)}`)
+  }
+  return { sandboxUid: first, sandboxUidCount: count }
 }
 
 /** CORRAL_TASK_RATE_BURST (default 30) and CORRAL_TASK_RATE_PER_SECOND (default 0.5); either 0 disables. */

@@ -39,7 +39,7 @@ export async function openRuntime(config: ServeConfig, proxyUrl: URL, logger: Lo
     : createRuntime(config.runtime, {
       ...base,
       ...snapshotStoreOf(config),
-      ...(config.sandboxUid === undefined ? {} : { sandboxUid: config.sandboxUid }),
+      sandboxUid: config.sandboxUid,
       allowUnenforcedLimits: config.allowUnenforcedLimits,
     })
   try {
@@ -92,6 +92,7 @@ export function buildWorkspaces(config: ServeConfig, parts: WorkspaceParts): Run
     ...(leases ? { ownership: new LeaseOwnership(store, { id: replica.id, ttlMs: replica.ttlMs, leases, onBeat: (cb) => replica.onBeat(cb) }, parts.logger) } : {}),
     store, audit, runtime: driver.runtime, tokens: parts.tokens, logger: parts.logger,
     agentCommand: config.agentCommand,
+    ...(ownUids(config) ? { sandboxUids: { first: config.sandboxUid + 1, count: config.sandboxUidCount - 1 } } : {}),
     packs: {
       // A tree another replica stored is pulled from the registry by digest before it is mounted.
       findVisible: async (orgId, ids) => {
@@ -174,4 +175,13 @@ function isInside(dir: string, file: string): boolean {
 /** Whether `du` runs here (the disk watch measures with it). */
 async function duAvailable(): Promise<boolean> {
   return execa('du', ['--version'], { reject: false, timeout: 5000 }).then((r) => r.exitCode === 0)
+}
+
+/**
+ * Whether each workspace's agent gets a host uid of its own (docs/runtime.md "One uid per
+ * workspace"): Kubernetes pods always, the local driver as root. Unprivileged, the local sandbox's
+ * user namespace maps every agent to serve's own uid and there is none to give.
+ */
+function ownUids(config: ServeConfig): boolean {
+  return config.runtime === 'kubernetes' || (config.runtime === 'local' && process.getuid?.() === 0)
 }

@@ -3,7 +3,7 @@
 import type { Logger } from 'pino'
 import type { AuditSink } from '../contract/index.js'
 import type { WorkspaceRuntime } from '../runtime/index.js'
-import type { Store, TaskOptions } from '../store/index.js'
+import type { Store, TaskOptions, UidRange } from '../store/index.js'
 import type { Ownership } from './ownership.js'
 import type { PackSource } from './packs.js'
 
@@ -60,6 +60,11 @@ export interface WorkspaceServiceOptions {
   ownership?: Ownership
   /** How long an API stop or archive waits for the owning replica to finish it (default 120 s). */
   remoteWaitMs?: number
+  /**
+   * The host uids workspaces' agents run as, one per workspace, allocated in the store (docs/runtime.md
+   * "One uid per workspace"); unset, the driver's own uid (one for all).
+   */
+  sandboxUids?: UidRange
 }
 
 /** Whether the service was closed: every part stops scheduling work once it is. */

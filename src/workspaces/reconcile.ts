@@ -34,6 +34,8 @@ export interface ReconcilerOptions {
   fillPools: () => Promise<void>
   intervalMs?: number
   logger?: Logger
+  /** The workspace's own host uid for its agent (the store's allocation, docs/runtime.md "One uid per workspace"); unset: the driver's own. */
+  agentUid?: (workspaceId: string) => Promise<number>
 }
 
 export class Reconciler {
@@ -144,9 +146,14 @@ export class Reconciler {
     }
   }
 
+  /** What the driver provisions: the workspace, where /data comes from, and its agent's uid. */
+  async #spec(ws: WorkspaceRecord): Promise<ProvisionSpec> {
+    return provisionSpec(ws, await this.#o.agentUid?.(ws.id))
+  }
+
   async #provision(ws: WorkspaceRecord): Promise<boolean> {
     try {
-      const handle = await this.#o.runtime.provision(provisionSpec(ws))
+      const handle = await this.#o.runtime.provision(await this.#spec(ws))
       this.#o.disk.remember(ws.id, handle.volume)
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err)
@@ -220,7 +227,7 @@ export class Reconciler {
     const running = ws.state === 'busy' ? (await this.#t.tasks.running(ws.id))[0] : undefined
     const agent = running && this.#o.runtime.adopt ? (await this.#o.runtime.adopt([ws.id]))[0] : undefined
     if (running && agent) {
-      const handle = await this.#o.runtime.provision(provisionSpec(ws)) // re-adopts its /data
+      const handle = await this.#o.runtime.provision(await this.#spec(ws)) // re-adopts its /data
       this.#o.disk.remember(ws.id, handle.volume)
       await this.#o.runner.attach(ws, running, agent.process)
       return ws
@@ -228,7 +235,7 @@ export class Reconciler {
     for (const t of await this.#t.tasks.running(ws.id)) await this.#o.records.finishTask(ws, t.id, 'failed', 'replica_lost')
     if (ws.state === 'provisioning') return ws // the reconcile step provisions it
     try {
-      const handle = await this.#o.runtime.provision(provisionSpec(ws))
+      const handle = await this.#o.runtime.provision(await this.#spec(ws))
       this.#o.disk.remember(ws.id, handle.volume)
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err)
@@ -273,8 +280,8 @@ export class Reconciler {
  * after its last completed task (a restart or a takeover on another replica), else a fork's
  * parent snapshot, else empty.
  */
-function provisionSpec(ws: WorkspaceRecord): ProvisionSpec {
-  const base = { workspaceId: ws.id, owner: { orgId: ws.org_id, roleId: ws.role_id }, ...(ws.pooled ? { pooled: true } : {}) }
+function provisionSpec(ws: WorkspaceRecord, agentUid: number | undefined): ProvisionSpec {
+  const base = { ...(agentUid === undefined ? {} : { agentUid }), workspaceId: ws.id, owner: { orgId: ws.org_id, roleId: ws.role_id }, ...(ws.pooled ? { pooled: true } : {}) }
   if (ws.task_count > 0) return { ...base, forkFrom: { workspaceId: ws.id, taskCount: ws.task_count } }
   if (ws.parent_workspace_id && ws.fork_point_task_count) return { ...base, forkFrom: { workspaceId: ws.parent_workspace_id, taskCount: ws.fork_point_task_count } }
   return base

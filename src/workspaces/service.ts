@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import type { AgentTask } from '../contract/index.js'
 import { apiError } from '../contract/index.js'
 import type { SnapshotContent, SnapshotFileEntry } from '../runtime/index.js'
-import { workspaceLogs, type RoleConfig, type TaskRecord, type WorkspaceFilter, type WorkspaceRecord, type WorkspacesRepository } from '../store/index.js'
+import { workspaceLogs, workspaceUids, type RoleConfig, type TaskRecord, type WorkspaceFilter, type WorkspaceRecord, type WorkspacesRepository } from '../store/index.js'
 import type { PackEventValidators } from './agent-event-schemas.js'
 import { DiskQuota } from './disk-quota.js'
 import { HandOver, type PollToken, type TokenAhead } from './hand-over.js'
@@ -54,7 +54,10 @@ export class WorkspaceService {
       runtime, workspaces: this.#t, tokens, records: this.#records, locks: this.#locks, launcher: this.#launcher, disk, handOver: this.#handOver,
       lifetime: this.#life, stagingDir: (id) => this.stagingDir(id), kick, ...pick(opts, 'defaultTaskTimeoutSeconds', 'logger'),
     })
+    // Each workspace's agent gets a uid of its own from the range, held in the store (workspace-uids.ts).
+    const uids = opts.sandboxUids ? { range: opts.sandboxUids, table: workspaceUids(store) } : undefined
     this.#reconciler = new Reconciler({
+      ...(uids ? { agentUid: (id: string) => uids.table.allocate(id, uids.range) } : {}),
       store, runtime, records: this.#records, locks: this.#locks, runner: this.#runner, handOver: this.#handOver, launcher: this.#launcher, disk,
       lifetime: this.#life, ownership: this.#ownership, fillPools: () => this.fillPools(), ...pick(opts, 'logger'), ...(opts.reconcileIntervalMs ? { intervalMs: opts.reconcileIntervalMs } : {}),
     })

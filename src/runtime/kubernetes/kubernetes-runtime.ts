@@ -20,7 +20,7 @@ import { AgentTable, agentEnd, agentRunning, workspaceOf } from './agents.js'
 import { apiMessage, openKubeClient, statusCode, tolerate, type KubeClient } from './kube-client.js'
 import { KubeVolume } from './kube-volume.js'
 import {
-  AGENT_CONTAINER, agentPod, agentSecret, claimName, dataClaim, keeperPod, LABEL, podName, POOL, WORKSPACE_SELECTOR, workspaceLabels, workspacePolicy, type WorkspaceOwner,
+  AGENT_CONTAINER, agentPod, agentSecret, ANNOTATION, claimName, dataClaim, keeperPod, LABEL, podName, POOL, WORKSPACE_SELECTOR, workspaceLabels, workspacePolicy, type WorkspaceOwner,
 } from './manifests.js'
 import { podResources, type KubernetesSettings } from './options.js'
 import { PodWatch } from './pod-watch.js'
@@ -123,7 +123,8 @@ export class KubernetesRuntime implements WorkspaceRuntime {
   async provision(spec: ProvisionSpec): Promise<WorkspaceHandle> {
     await this.#watch.start()
     const id = spec.workspaceId
-    if (spec.owner) this.#owners.set(id, { ...spec.owner, ...(spec.pooled ? { pool: POOL.warm } : {}) })
+    const uid = spec.agentUid === undefined ? {} : { uid: spec.agentUid }
+    if (spec.owner) this.#owners.set(id, { ...spec.owner, ...(spec.pooled ? { pool: POOL.warm } : {}), ...uid })
     const owner = await this.#owner(id)
     const created = await tolerate([409], () => this.#client.core.createNamespacedPersistentVolumeClaim({ namespace: this.#s.namespace, body: dataClaim(this.#s, id, owner) }))
     const volume = this.#volume(id)
@@ -149,7 +150,11 @@ export class KubernetesRuntime implements WorkspaceRuntime {
     if (!claim && known) return known
     const labels = claim?.metadata?.labels ?? {}
     const pool = labels[LABEL.pool] === POOL.warm || labels[LABEL.pool] === POOL.claimed ? { pool: labels[LABEL.pool] as WorkspaceOwner['pool'] } : {}
-    return { ...(labels[LABEL.org] ? { orgId: labels[LABEL.org] } : {}), ...(labels[LABEL.role] ? { roleId: labels[LABEL.role] } : {}), ...pool }
+    const uid = Number(claim?.metadata?.annotations?.[ANNOTATION.uid] ?? NaN)
+    return {
+      ...(labels[LABEL.org] ? { orgId: labels[LABEL.org] } : {}), ...(labels[LABEL.role] ? { roleId: labels[LABEL.role] } : {}), ...pool,
+      ...(Number.isInteger(uid) && uid > 0 ? { uid } : known?.uid === undefined ? {} : { uid: known.uid }),
+    }
   }
 
   /**

@@ -19,6 +19,8 @@ export const LABEL = {
 export const POOL = { warm: 'warm', claimed: 'claimed' } as const
 export const ANNOTATION = {
   workspaceId: 'corral.dev/workspace-id',
+  /** The workspace's own uid (WorkspaceOwner.uid), on its claim: every replica's pods run as it. */
+  uid: 'corral.dev/uid',
   /** Who claimed a warm pool member (the claimant the lifecycle names: the claiming task or creator). */
   claimedBy: 'corral.dev/claimed-by',
 } as const
@@ -39,6 +41,8 @@ export interface WorkspaceOwner {
   roleId?: string
   /** A warm pool member's state (its `corral.dev/pool` label); unset for an ordinary workspace. */
   pool?: (typeof POOL)[keyof typeof POOL]
+  /** The workspace's own uid and gid (ProvisionSpec.agentUid; the claim's `corral.dev/uid` annotation); unset: the settings' runAsUid. */
+  uid?: number
 }
 
 /** A Kubernetes object name for a workspace id: `ws_0193…` → `ws-0193…` (DNS-1123, lower case). */
@@ -74,7 +78,10 @@ export const WORKSPACE_SELECTOR = `${LABEL.managedBy}=${MANAGED_BY},${LABEL.comp
 export function dataClaim(s: KubernetesSettings, workspaceId: string, owner: WorkspaceOwner) {
   return {
     apiVersion: 'v1', kind: 'PersistentVolumeClaim',
-    metadata: { name: claimName(workspaceId), namespace: s.namespace, labels: workspaceLabels(workspaceId, owner), annotations: { 'corral.dev/workspace-id': workspaceId } },
+    metadata: {
+      name: claimName(workspaceId), namespace: s.namespace, labels: workspaceLabels(workspaceId, owner),
+      annotations: { 'corral.dev/workspace-id': workspaceId, ...(owner.uid === undefined ? {} : { [ANNOTATION.uid]: String(owner.uid) }) },
+    },
     spec: {
       accessModes: ['ReadWriteOnce'],
       resources: { requests: { storage: s.dataSize } },
@@ -131,8 +138,10 @@ const CONTAINER_SECURITY = {
   seccompProfile: { type: 'RuntimeDefault' },
 }
 
-function podSecurity(s: KubernetesSettings) {
-  return { runAsNonRoot: true, runAsUser: s.runAsUid, runAsGroup: s.runAsUid, fsGroup: s.runAsUid, seccompProfile: { type: 'RuntimeDefault' } }
+/** The pod runs as the workspace's own uid (one per workspace), its claim's files given to that gid. */
+function podSecurity(s: KubernetesSettings, owner: WorkspaceOwner) {
+  const uid = owner.uid ?? s.runAsUid
+  return { runAsNonRoot: true, runAsUser: uid, runAsGroup: uid, fsGroup: uid, seccompProfile: { type: 'RuntimeDefault' } }
 }
 
 const dataMounts = [{ name: 'data', mountPath: POD_PATHS.data }, { name: 'tmp', mountPath: POD_PATHS.tmp }]
@@ -156,7 +165,7 @@ function basePod(s: KubernetesSettings, name: string, workspaceId: string, owner
       restartPolicy: 'Never',
       automountServiceAccountToken: false,
       enableServiceLinks: false,
-      securityContext: podSecurity(s),
+      securityContext: podSecurity(s, owner),
     },
   }
 }

@@ -15,6 +15,7 @@ import { replicasLeases } from './20261126T071500-replicas-leases.js'
 import { workspaceLogs } from './20261126T103000-cli-workspace-logs.js'
 import { replicasPools } from './20261126T104500-replicas-pools.js'
 import { k8sRoleResources } from './20261126T112800-k8s-role-resources.js'
+import { runtimeWorkspaceUids } from './20261129T020000-runtime-workspace-uids.js'
 import type { StoreMigration } from './types.js'
 
 export type { StoreMigration } from './types.js'
@@ -35,4 +36,5 @@ export const migrations: readonly StoreMigration[] = [
   workspaceLogs,
   replicasPools,
   k8sRoleResources,
+  runtimeWorkspaceUids,
 ]
