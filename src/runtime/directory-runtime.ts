@@ -1,11 +1,11 @@
 import { type ChildProcess, spawn } from 'node:child_process'
-import { once } from 'node:events'
-import { closeSync, openSync, readFileSync } from 'node:fs'
-import { access, chown, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
-import { createInterface } from 'node:readline'
+import { closeSync, existsSync, openSync, readFileSync } from 'node:fs'
+import { chown, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
 import type { Readable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { join } from 'node:path'
+import type { DataImages } from './data-image.js'
+import { exists, removeIn, waitForSpawn } from './dir-ops.js'
 import { RuntimeError } from './errors.js'
 import { HeldDir, type Owner } from './held-dir.js'
 import { HostVolume } from './host-volume.js'
@@ -76,7 +76,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     this.options = Object.freeze({ ...options })
     this.layout = new RuntimeLayout(options.root)
     const store = options.snapshots ?? new LocalSnapshotStore((id) => this.layout.snapshots(id), options.archiver)
-    this.#snapshots = new WorkspaceSnapshots(store, { provisioned: (id) => exists(this.layout.data(id)), volume: (id) => this.#volume(id) })
+    this.#snapshots = new WorkspaceSnapshots(store, { provisioned: (id) => this.#mountData(id), volume: (id) => this.#volume(id) })
     this.warn = options.warn ?? ((line) => process.stderr.write(`${line}\n`))
   }
 
@@ -120,6 +120,24 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     }
   }
 
+  /** The kernel's disk quota: each workspace's /data an image of its own (data-image.ts); null: none (the scan fallback). */
+  protected dataImages(): DataImages | null {
+    return null
+  }
+
+  /**
+   * Whether the workspace's /data exists; when it is an image, mounted first (after a restart, or
+   * a crash of the serve that mounted it): nothing reads or writes the empty directory beneath.
+   */
+  async #mountData(workspaceId: string): Promise<boolean> {
+    const dataDir = this.layout.data(workspaceId)
+    if (!(await exists(dataDir))) return false
+    const image = join(this.layout.workspace(workspaceId), 'data.img')
+    const images = this.dataImages()
+    if (images && (await exists(image))) await images.mount(image, dataDir)
+    return true
+  }
+
   /** Per-launch confinement (the local driver's cgroups); none by default. */
   protected async confine(_workspaceId: string): Promise<Confinement | undefined> {
     return undefined
@@ -131,7 +149,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     const provisionFile = join(dir, 'provision.json')
     // Re-adoption after a crash of serve: a workspace whose data dir exists was fully provisioned
     // (the dir only appears by rename once a fork's restore has finished).
-    if (await exists(dataDir)) {
+    if (await this.#mountData(spec.workspaceId)) {
       const saved = JSON.parse(await readFile(provisionFile, 'utf8').catch(() => '{}')) as { restoredFrom?: SnapshotRecord | null; uid?: number }
       const uid = spec.agentUid ?? saved.uid
       if (uid !== undefined) this.#uids.set(spec.workspaceId, uid)
@@ -147,14 +165,19 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     await mkdir(join(dir, 'logs'), { recursive: true })
     let restoredFrom: SnapshotRecord | null = null
     const partial = `${dataDir}.partial`
+    const images = this.dataImages()
+    await images?.unmount(partial)
     await removeIn(dir, 'data.partial')
     // Owned by the workspace's own uid, /data is closed to every other (0700): another
     // workspace's agent, a uid of its own, can neither list, read nor write it.
     await mkdir(partial, { mode: owner ? 0o700 : 0o755 })
     if (owner) await this.#chownData(partial, owner)
+    // The quota in the kernel: /data is a filesystem of the quota's size (a fork's restore included).
+    if (images) await images.create(join(dir, 'data.img.partial'), partial, owner)
     if (spec.forkFrom && spec.forkFrom.taskCount > 0) {
       restoredFrom = await this.#snapshots.at(spec.forkFrom.workspaceId, spec.forkFrom.taskCount)
       if (!restoredFrom) {
+        await images?.unmount(partial)
         await removeIn(dir, 'data.partial')
         throw new RuntimeError('not_found',
           `workspace ${spec.forkFrom.workspaceId} has no snapshot taken after ${spec.forkFrom.taskCount} tasks`,
@@ -166,7 +189,14 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
       if (owner) await this.#chownData(partial, owner)
     }
     await writeFile(provisionFile, JSON.stringify({ restoredFrom, ...(spec.agentUid === undefined ? {} : { uid: spec.agentUid }) }))
+    if (images) {
+      // A mount point cannot be renamed: the image moves first, then the directory, then it is mounted.
+      await images.unmount(partial)
+      await rename(join(dir, 'data.img.partial.json'), join(dir, 'data.img.json'))
+      await rename(join(dir, 'data.img.partial'), join(dir, 'data.img'))
+    }
     await rename(partial, dataDir)
+    if (images) await images.mount(join(dir, 'data.img'), dataDir)
     return this.#handle(spec.workspaceId, restoredFrom)
   }
 
@@ -176,7 +206,12 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
   }
 
   #volume(workspaceId: string): HostVolume {
-    return new HostVolume(workspaceId, this.layout.data(workspaceId), this.owner(workspaceId))
+    const dataDir = this.layout.data(workspaceId)
+    const images = this.dataImages()
+    const kernel = images && existsSync(join(this.layout.workspace(workspaceId), 'data.img'))
+      ? { ready: () => this.#mountData(workspaceId).then(() => undefined), usage: () => images.usage(dataDir) }
+      : undefined
+    return new HostVolume(workspaceId, dataDir, this.owner(workspaceId), kernel)
   }
 
   agentLogPath(workspaceId: string): string {
@@ -184,14 +219,13 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
   }
 
   async startAgent(workspaceId: string, launch: AgentLaunch): Promise<AgentProcess> {
-    const dataDir = this.layout.data(workspaceId)
     if (this.#running.has(workspaceId) || this.#starting.has(workspaceId)) {
       throw new RuntimeError('agent_running', `an agent already runs in workspace ${workspaceId}`)
     }
     if (launch.command.length === 0) throw new RuntimeError('runtime_unavailable', 'empty agent command')
     this.#starting.add(workspaceId)
     try {
-      if (!(await exists(dataDir))) throw new RuntimeError('workspace_not_found', `workspace ${workspaceId} is not provisioned`)
+      if (!(await this.#mountData(workspaceId))) throw new RuntimeError('workspace_not_found', `workspace ${workspaceId} is not provisioned`)
       return await this.#start(workspaceId, launch)
     } finally {
       this.#starting.delete(workspaceId)
@@ -316,6 +350,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
 
   async remove(workspaceId: string): Promise<void> {
     await this.stopAgent(workspaceId)
+    await this.dataImages()?.unmount(this.layout.data(workspaceId))
     // /data below is the agent's: removed by descriptor, never through a link it made.
     await removeIn(join(this.layout.root, 'workspaces'), workspaceId)
     this.#uids.delete(workspaceId)
@@ -332,6 +367,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
 
   async close(): Promise<void> {
     await Promise.all([...this.#running.keys()].map((id) => this.stopAgent(id)))
+    await this.dataImages()?.closeAll()
   }
 
   /** The workspace's own /etc/passwd and group when its agent's uid is not the driver's default one. */
@@ -361,36 +397,4 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     await this.prepare()
     return writeSharedFiles(this.layout.shared, this.agentUid(), this.options.caCertPath)
   }
-}
-
-/** Removes `name` in the directory `parent` (serve's own) without following any link below it. */
-async function removeIn(parent: string, name: string): Promise<void> {
-  if (!(await exists(parent))) return
-  const held = await HeldDir.open(parent)
-  try {
-    await held.remove(name)
-  } finally {
-    await held.close()
-  }
-}
-
-async function exists(path: string): Promise<boolean> {
-  return access(path).then(() => true, () => false)
-}
-
-/** Waits for the init's `spawned <pid>` line on fd 3, or for it to fail or exit first. */
-async function waitForSpawn(status: Readable | null, exited: Promise<AgentExit>): Promise<{ ok: true } | { ok: false; reason: string }> {
-  if (!status) {
-    await exited
-    return { ok: false, reason: 'the sandbox could not be started' }
-  }
-  const lines = createInterface({ input: status })
-  const first = once(lines, 'line').then(([line]) => String(line))
-  const result = await Promise.race([first, exited.then((e) => e)])
-  lines.close()
-  if (typeof result === 'string') {
-    if (result.startsWith('spawned')) return { ok: true }
-    return { ok: false, reason: result.replace(/^failed /, '') }
-  }
-  return { ok: false, reason: `sandbox exited before the agent started (code ${result.code}, signal ${result.signal})` }
 }

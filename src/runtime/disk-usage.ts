@@ -14,6 +14,12 @@ export const DEFAULT_MEASURE_TIMEOUT_MS = 30_000
 export interface DiskUsage {
   /** Allocated bytes of the tree (st_blocks × 512), like `du -s -B1`. */
   usedBytes: number
+  /**
+   * The kernel enforces the quota on this volume (a filesystem of its own, data-image.ts): it can
+   * never be over, and `full` says it is at the quota (the kernel refuses writes). Absent: a scan.
+   */
+  kernel?: boolean
+  full?: boolean
 }
 
 export interface MeasureOptions {

@@ -1,5 +1,5 @@
 // The local drivers' WorkspaceVolume: /data is a directory on serve's host. Measured with du
-// (disk-usage.ts); host files are placed in it by descriptor (held-dir.ts), never through a link
+// (disk-usage.ts), or from statfs when it is a filesystem of its own (data-image.ts); host files are placed in it by descriptor (held-dir.ts), never through a link
 // the workspace made.
 import { open } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -8,6 +8,13 @@ import { measureDisk, type DiskUsage, type MeasureOptions } from './disk-usage.j
 import { HeldDir, type Owner, withDirPath } from './held-dir.js'
 import type { WorkspaceVolume } from './runtime.js'
 
+/** A volume that is a filesystem of its own (data-image.ts). */
+export interface KernelQuota {
+  /** Mounts it when it is not (after a restart). */
+  ready(): Promise<void>
+  usage(): Promise<DiskUsage>
+}
+
 export class HostVolume implements WorkspaceVolume {
   readonly workspaceId: string
   /** The host directory that is /data inside the workspace. */
@@ -15,17 +22,24 @@ export class HostVolume implements WorkspaceVolume {
   /** The host user that owns /data when it is not serve's own (serve runs as root); null otherwise. */
   readonly owner: Owner | null
 
-  constructor(workspaceId: string, hostDir: string, owner: Owner | null) {
+  /** /data as an image of its own: mounted on demand, measured by the kernel. */
+  readonly #kernel: KernelQuota | undefined
+
+  constructor(workspaceId: string, hostDir: string, owner: Owner | null, kernel?: KernelQuota) {
     this.workspaceId = workspaceId
     this.hostDir = hostDir
     this.owner = owner
+    this.#kernel = kernel
   }
 
-  usage(options?: MeasureOptions): Promise<DiskUsage> {
-    return measureDisk(this.hostDir, options)
+  async usage(options?: MeasureOptions): Promise<DiskUsage> {
+    if (!this.#kernel) return measureDisk(this.hostDir, options)
+    await this.#kernel.ready()
+    return this.#kernel.usage()
   }
 
   async placeFiles(into: readonly string[], from: string, names: readonly string[]): Promise<void> {
+    await this.#kernel?.ready()
     const owner = this.owner
     const root = await HeldDir.open(this.hostDir, '/data')
     try {

@@ -72,19 +72,26 @@ const MIB = 1024 * 1024
 
 /**
  * `prlimit` options for the limits that are set (soft and hard alike, so the agent cannot raise
- * them). `nproc` false when a cgroup counts the processes instead.
+ * them). `nproc` false when a cgroup counts the processes instead; `fsize` false when the kernel
+ * holds the disk quota itself (data-image.ts): what counts is then what a file allocates, and a
+ * sparse file's size is no limit of its own.
  */
-export function prlimitArgs(limits: WorkspaceLimits, opts: { nproc?: boolean } = {}): string[] {
+export function prlimitArgs(limits: WorkspaceLimits, opts: LimitOptions = {}): string[] {
   const args: string[] = []
   if (limits.memoryMb > 0) args.push(`--data=${limits.memoryMb * MIB}`)
   if (limits.pids > 0 && opts.nproc !== false) args.push(`--nproc=${limits.pids}`)
-  if (limits.diskMb > 0) args.push(`--fsize=${limits.diskMb * MIB}`)
+  if (limits.diskMb > 0 && opts.fsize !== false) args.push(`--fsize=${limits.diskMb * MIB}`)
   if (limits.openFiles > 0) args.push(`--nofile=${limits.openFiles}`)
   return args
 }
 
+export interface LimitOptions {
+  nproc?: boolean
+  fsize?: boolean
+}
+
 /** The command run in the sandbox: itself under `prlimit` when a limit is set. */
-export function withLimits(prlimit: string | null, limits: WorkspaceLimits, command: readonly string[], opts: { nproc?: boolean } = {}): string[] {
+export function withLimits(prlimit: string | null, limits: WorkspaceLimits, command: readonly string[], opts: LimitOptions = {}): string[] {
   const args = prlimitArgs(limits, opts)
   if (args.length === 0) return [...command]
   if (!prlimit) throw new Error('prlimit (util-linux) is needed to apply the workspace limits')

@@ -5,13 +5,14 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { detectCgroups, joinCommand, type CgroupDetection, type CgroupDriver, type CgroupLimits } from './cgroups.js'
+import { DataImages } from './data-image.js'
 import { DirectoryRuntime, type Confinement, type LaunchPlan, type SharedFiles } from './directory-runtime.js'
 import type { Owner } from './held-dir.js'
 import { SECCOMP_FD, userNamespaceFilter } from './seccomp.js'
 import { packageRoot, proxyUrlWithToken } from './layout.js'
 import { RuntimeError } from './errors.js'
 import {
-  ALLOW_UNENFORCED, checkLimits, findPrlimit, limitsEnv, limitsFromEnv, prlimitArgs, runForOutput, withLimits, type WorkspaceLimits,
+  ALLOW_UNENFORCED, LIMIT_ENV, checkLimits, findPrlimit, limitsEnv, limitsFromEnv, prlimitArgs, runForOutput, withLimits, type WorkspaceLimits,
 } from './limits.js'
 import { SANDBOX_PACKS } from './sandbox-args.js'
 import type { AgentLaunch, RuntimeCheck, RuntimeOptions } from './runtime.js'
@@ -96,6 +97,33 @@ export class LocalRuntime extends DirectoryRuntime {
     if (!this.#root) return null
     const uid = this.#uidOf(workspaceId)
     return { uid, gid: uid }
+  }
+
+  /** Each workspace's /data an image of the quota's size, when check() found that it can be (data-image.ts). */
+  protected override dataImages(): DataImages | null {
+    return this.#images
+  }
+
+  #images: DataImages | null = null
+
+  /**
+   * Whether the disk quota can be held by the kernel here: a probe image is made, mounted and
+   * written past. Undefined when it can (the images are used from now on), else the limit's
+   * unenforced line (the scan is then the fallback).
+   */
+  async #checkDiskImages(): Promise<string | undefined> {
+    if (this.#limits.diskMb <= 0) return undefined
+    const scratch = await mkdtemp(join(tmpdir(), 'corral-disk-check-'))
+    try {
+      const reason = await DataImages.probe(scratch)
+      if (!reason) {
+        this.#images = new DataImages(this.#limits.diskMb * MIB)
+        return undefined
+      }
+      return `${LIMIT_ENV.diskMb}=${this.#limits.diskMb} cannot be enforced by the kernel here: ${reason}; /data would only be measured by the scan fallback (du every 2 s), and an agent can write past the quota between two scans`
+    } finally {
+      await rm(scratch, { recursive: true, force: true })
+    }
   }
 
   protected override agentUid(workspaceId?: string): number {
@@ -213,6 +241,8 @@ export class LocalRuntime extends DirectoryRuntime {
       problems.push(...limits.problems)
       warnings.push(...limits.warnings)
       unenforced.push(...limits.unenforced)
+      const disk = await this.#checkDiskImages()
+      if (disk) unenforced.push(disk)
     } catch (err) {
       const stderr = String((err as { stderr?: string }).stderr ?? (err as Error).message).trim()
       problems.push(`bubblewrap cannot create a sandbox here: ${stderr}. ${userNamespaceHint(stderr)}`.trim())
@@ -277,7 +307,7 @@ export class LocalRuntime extends DirectoryRuntime {
     // would load the pack's code into bwrap on the host, or into prlimit before the limits apply.
     const packEnv = Object.fromEntries(Object.entries(launch.baseEnv ?? {}).filter(([k]) => !Object.hasOwn(env, k)))
     if (Object.keys(packEnv).length > 0) env.CORRAL_PACK_ENV = JSON.stringify(packEnv)
-    const command = withLimits(this.#prlimit, this.#limits, [process.execPath, SANDBOX_INIT, ...launch.command], { nproc: this.#cgroups === null })
+    const command = withLimits(this.#prlimit, this.#limits, [process.execPath, SANDBOX_INIT, ...launch.command], { nproc: this.#cgroups === null, fsize: this.#images === null })
     return { file: this.#bwrap, args: bwrapArgs(mounts, command), env }
   }
 

@@ -4,7 +4,7 @@
 import type { Logger } from 'pino'
 import type { WorkspaceRuntime, WorkspaceVolume } from '../runtime/index.js'
 import type { WorkspaceRecord } from '../store/index.js'
-import { DiskWatch, diskOverText, quotaBytes, type DiskUsage } from './disk-watch.js'
+import { DiskWatch, diskOverText, overQuota, quotaBytes, type DiskUsage } from './disk-watch.js'
 
 /** How often /data is measured against the disk quota while a task runs (docs/runtime.md "Resource limits"). */
 export const DEFAULT_DISK_CHECK_INTERVAL_MS = 2_000
@@ -23,7 +23,7 @@ export class DiskQuota {
   /** Each provisioned workspace's /data (from the runtime's handles). */
   readonly #volumes = new Map<string, WorkspaceVolume>()
   /** /data's size measured after the last task's agent exited, per workspace (the next task's baseline). */
-  readonly #seen = new Map<string, number>()
+  readonly #seen = new Map<string, DiskUsage>()
 
   constructor(options: DiskQuotaOptions) {
     this.#o = options
@@ -40,9 +40,9 @@ export class DiskQuota {
     this.#seen.delete(workspaceId)
   }
 
-  /** The text of a task that failed over the quota. */
-  overText(usedBytes: number): string {
-    return diskOverText(usedBytes, this.quotaBytes)
+  /** The text of a task that failed over the quota (or at it, where the kernel refused the rest). */
+  overText(usage: DiskUsage): string {
+    return diskOverText(usage.usedBytes, this.quotaBytes, usage)
   }
 
   /** The quota's watch over a task's /data, or none without a quota. */
@@ -52,7 +52,8 @@ export class DiskQuota {
     // The baseline is known without a measurement when this process measured the previous task's
     // end, or when the workspace never ran a task and is no fork (its /data started empty; what a
     // warm agent wrote before its task counts against the quota). Else it is measured first.
-    const baseline = this.#seen.get(workspaceId) ?? (ws.task_count === 0 && ws.fork_point_task_count === undefined ? 0 : undefined)
+    const seen = this.#seen.get(workspaceId)
+    const baseline = seen?.usedBytes ?? (ws.task_count === 0 && ws.fork_point_task_count === undefined ? 0 : undefined)
     let volume = this.#volumes.get(workspaceId)
     if (!volume) {
       // Known from the provision or warm-up that came before; asked again only if not.
@@ -68,7 +69,7 @@ export class DiskQuota {
     return new DiskWatch({
       measure: (options) => measured.usage(options), quotaBytes: this.quotaBytes, intervalMs: this.#o.intervalMs ?? DEFAULT_DISK_CHECK_INTERVAL_MS, onOver,
       onError: (err) => this.#o.logger?.warn({ err, workspace_id: workspaceId }, 'disk quota check failed'),
-      ...(baseline !== undefined ? { baselineBytes: baseline } : {}),
+      ...(baseline !== undefined ? { baselineBytes: baseline, baselineFull: seen?.full === true } : {}),
     })
   }
 
@@ -93,11 +94,11 @@ export class DiskQuota {
     let usage: DiskUsage | undefined
     try {
       usage = await disk.measureNow()
-      this.#seen.set(workspaceId, usage.usedBytes)
+      this.#seen.set(workspaceId, usage)
     } catch (err) {
       this.#o.logger?.warn({ err, workspace_id: workspaceId }, 'disk quota check failed')
       usage = disk.lastUsage
     }
-    return usage && usage.usedBytes > this.quotaBytes ? usage : null
+    return usage && overQuota(usage, this.quotaBytes) ? usage : null
   }
 }

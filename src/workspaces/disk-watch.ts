@@ -1,7 +1,10 @@
-// The host's check of a workspace's disk quota (docs/runtime.md "Resource limits"). The reference
-// agent polices /data itself, but a pack's agent need not, and RLIMIT_FSIZE only bounds one file:
-// so while a task runs the lifecycle measures /data from outside, on a timer and once more when
-// the task ends, and fails the task when the tree is over the quota. The measurement is the
+// The host's check of a workspace's disk quota (docs/runtime.md "Disk quota"). Where the kernel
+// holds the quota (/data a filesystem of the quota's size, runtime/data-image.ts) the check only
+// tells the task's outcome: a full /data is at the quota, the kernel having refused what did not
+// fit. Elsewhere it is the scan fallback, the only bound there is: the reference agent polices /data
+// itself, but a pack's agent need not, and RLIMIT_FSIZE only bounds one file; so while a task runs
+// the lifecycle measures /data from outside, on a timer and once more when the task ends, and
+// fails the task when the tree is over the quota. The measurement is the
 // workspace volume's (`WorkspaceVolume.usage`; the local drivers run du, runtime/disk-usage.ts);
 // one that fails or times out is unknown (the watch keeps the last known size), never zero.
 import { DEFAULT_MEASURE_TIMEOUT_MS, DiskMeasureError, measureDisk, type DiskUsage, type MeasureOptions } from '../runtime/index.js'
@@ -19,7 +22,10 @@ const PAUSE_PER_WALK = 9
  * The task's summary when it fails over the quota (the reference agent's wording), with as many
  * decimals as it takes for the two sizes to differ (`1.004 MB, over its disk quota of 1.000 MB`).
  */
-export function diskOverText(usedBytes: number, quotaBytes: number): string {
+export function diskOverText(usedBytes: number, quotaBytes: number, usage?: DiskUsage): string {
+  if (usage?.full && usedBytes <= quotaBytes) {
+    return `The workspace directory reached its disk quota of ${(quotaBytes / MIB).toFixed(1)} MB: writes past it were refused.`
+  }
   let digits = 1
   while (digits < 6 && (usedBytes / MIB).toFixed(digits) === (quotaBytes / MIB).toFixed(digits)) digits++
   const mb = (n: number): string => (n / MIB).toFixed(digits)
@@ -50,6 +56,13 @@ export interface DiskWatchOptions {
    * never waits for a `du` run. Without it, the first measurement is taken at once and awaited.
    */
   baselineBytes?: number
+  /** The baseline /data was full (a kernel-held quota reached by the task before). */
+  baselineFull?: boolean
+}
+
+/** Whether a measurement says /data is past the quota: over it, or full where the kernel holds it. */
+export function overQuota(usage: DiskUsage, quotaBytes: number): boolean {
+  return usage.usedBytes > quotaBytes || usage.full === true
 }
 
 /** Quota bytes of `diskMb` MiB; 0 (no quota) stays 0. */
@@ -79,6 +92,8 @@ export class DiskWatch {
   #firstDone!: () => void
   #timer: NodeJS.Timeout | undefined
   #allowance: number | undefined
+  /** /data was full when the task began: the task may free space; being full is over only if it was not. */
+  #startedFull: boolean | undefined
   #last: DiskUsage | undefined
 
   constructor(options: DiskWatchOptions) {
@@ -89,6 +104,7 @@ export class DiskWatch {
       return
     }
     this.#allowance = Math.max(options.quotaBytes, options.baselineBytes)
+    this.#startedFull = options.baselineFull === true
     this.#firstDone()
     this.#schedule()
   }
@@ -128,7 +144,7 @@ export class DiskWatch {
       usage = this.#last
     }
     this.#last = usage
-    return usage.usedBytes > this.#o.quotaBytes ? usage : null
+    return overQuota(usage, this.#o.quotaBytes) ? usage : null
   }
 
   /** One measurement now, kept as the last one; rejects when it fails (no fallback to an older size). */
@@ -171,8 +187,9 @@ export class DiskWatch {
     if (this.stopped) return
     this.#last = usage
     this.#allowance ??= Math.max(this.#o.quotaBytes, usage.usedBytes)
+    this.#startedFull ??= usage.full === true
     this.#firstDone()
-    if (usage.usedBytes > this.#allowance) {
+    if (usage.usedBytes > this.#allowance || (usage.full && !this.#startedFull)) {
       this.stop()
       this.#o.onOver(usage)
       return

@@ -169,7 +169,7 @@ export class TaskRunner {
       const ws = await this.#o.workspaces.byId(workspaceId)
       if (!ws) return
       this.#o.logger?.warn({ workspace_id: workspaceId, task_id: taskId, used_bytes: usage.usedBytes, quota_bytes: this.#o.disk.quotaBytes }, 'workspace over its disk quota')
-      await this.#o.records.finishTask(ws, taskId, 'failed', 'disk_quota_exceeded', this.#o.disk.overText(usage.usedBytes))
+      await this.#o.records.finishTask(ws, taskId, 'failed', 'disk_quota_exceeded', this.#o.disk.overText(usage))
       if (this.#running.get(workspaceId)?.taskId === taskId) await this.#o.runtime.stopAgent(workspaceId)
     })
   }
@@ -179,7 +179,7 @@ export class TaskRunner {
     if (!disk) return false
     const over = await this.#o.disk.checkAtEnd(ws.id, disk)
     if (!over) return false
-    const text = this.#o.disk.overText(over.usedBytes)
+    const text = this.#o.disk.overText(over)
     return this.#o.records.finishTask(ws, taskId, 'failed', 'disk_quota_exceeded', agentSummary ? `${text} The agent reported: ${agentSummary}` : text)
   }
 
@@ -204,7 +204,7 @@ export class TaskRunner {
     // and this size is the next task's baseline.
     const over = run.disk ? await this.#o.disk.checkAfterExit(workspaceId, run.disk) : null
     if (over && (await this.#o.workspaces.tasks.byId(taskId))?.status === 'running') {
-      await this.#o.records.finishTask(ws, taskId, 'failed', 'disk_quota_exceeded', this.#o.disk.overText(over.usedBytes))
+      await this.#o.records.finishTask(ws, taskId, 'failed', 'disk_quota_exceeded', this.#o.disk.overText(over))
     }
     // An agent that died at a workspace limit (its cgroup says so) fails for that, not just for exiting.
     if (exit?.limitHit) await this.#o.records.finishTask(ws, taskId, 'failed', `${exit.limitHit}_limit_exceeded`, LIMIT_HIT_TEXT[exit.limitHit])

@@ -49,6 +49,8 @@ export interface RigOptions {
   disk?: { quotaMb: number; intervalMs: number }
   /** The runtime under the controller, given its root (the process runtime unless set). */
   runtime?: (root: string) => DirectoryRuntime
+  /** ControllerOptions.sandboxUids: each workspace's agent a uid of its own from this range. */
+  sandboxUids?: { first: number; count: number }
 }
 
 export async function controllerRig(store: Store, opts: RigOptions = {}): Promise<ControllerRig> {
@@ -61,6 +63,7 @@ export async function controllerRig(store: Store, opts: RigOptions = {}): Promis
     ...(opts.now ? { now: opts.now } : {}),
     ...(opts.packs ? { packs: opts.packs } : {}),
     ...(opts.disk ? { diskQuotaMb: opts.disk.quotaMb, diskCheckIntervalMs: opts.disk.intervalMs } : {}),
+    ...(opts.sandboxUids ? { sandboxUids: opts.sandboxUids } : {}),
   })
   const org = await store.orgs.create({ name: `org-${randomBytes(4).toString('hex')}` })
   const t = proxyTables(store.db)
