@@ -12,6 +12,7 @@ import pg from 'pg'
 import { LeafMinter, loadOrCreateCa } from '../../src/proxy/ca.js'
 import { startFakeAnthropic, type FakeProvider, type Script } from '../agent/fake-model.js'
 import { onLoopback, portOf } from './loopback-caps.js'
+import { unmountUnder } from './mounts.js'
 
 export const CORRAL_BIN = resolve(import.meta.dirname, '../../bin/run.js')
 
@@ -94,7 +95,10 @@ export async function startServe(opts: ServeOptions = {}): Promise<RunningServe>
       stopping ??= (async () => {
         if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
         const code = await exited
-        if (ownDir && !o.keepDataDir) rmSync(dataDir, { recursive: true, force: true })
+        if (ownDir && !o.keepDataDir) {
+          unmountUnder(dataDir)
+          rmSync(dataDir, { recursive: true, force: true })
+        }
         return code
       })()
       return stopping
@@ -187,7 +191,10 @@ export interface Stack {
 
 export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const dir = mkdtempSync(join(tmpdir(), 'corral-e2e-'))
-  const cleanups: Array<() => Promise<unknown>> = [async () => rmSync(dir, { recursive: true, force: true })]
+  const cleanups: Array<() => Promise<unknown>> = [async () => {
+    unmountUnder(dir)
+    rmSync(dir, { recursive: true, force: true })
+  }]
   const close = once(async () => {
     for (const c of cleanups.reverse()) await c()
   })
