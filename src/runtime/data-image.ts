@@ -89,14 +89,16 @@ export class DataImages {
    * (mode 0700) and empty. Sized up from the quota by the filesystem's overhead, never past it.
    */
   async create(image: string, dir: string, owner: Owner | null): Promise<void> {
+    // What the workspace may fill: the quota less /data's own directory block, which du counts.
+    const target = this.quotaBytes - BLOCK
     let size = this.quotaBytes
     let fitting: number | undefined
     for (let attempt = 0; attempt < 4; attempt++) {
       const free = await this.#format(image, size, dir)
-      if (free > this.quotaBytes) break
+      if (free > target) break
       fitting = size
-      if (this.quotaBytes - free < 4 * BLOCK) break
-      size += Math.ceil((this.quotaBytes - free) / BLOCK) * BLOCK
+      if (target - free < 4 * BLOCK) break
+      size += Math.ceil((target - free) / BLOCK) * BLOCK
     }
     // The last size whose free space was within the quota (the first one always is).
     const free = await this.#format(image, fitting ?? this.quotaBytes, dir)
@@ -128,8 +130,20 @@ export class DataImages {
     }
   }
 
+  /** Mounts being made, per mount point: two callers at once (a snapshot, a usage check) mount once. */
+  readonly #mounting = new Map<string, Promise<void>>()
+
   /** Mounts `image` at `dir` unless something is mounted there already (adopted as it is). */
-  async mount(image: string, dir: string): Promise<void> {
+  mount(image: string, dir: string): Promise<void> {
+    const key = resolve(dir)
+    const pending = this.#mounting.get(key)
+    if (pending) return pending
+    const made = this.#mount(image, dir).finally(() => this.#mounting.delete(key))
+    this.#mounting.set(key, made)
+    return made
+  }
+
+  async #mount(image: string, dir: string): Promise<void> {
     if (!(await isMountPoint(dir))) {
       // A serve that died mid-write left it unclean: replay the journal, fix what preen may fix.
       await run('e2fsck', ['-p', image]).catch((err: { code?: number }) => {

@@ -14,6 +14,7 @@ import { DEFAULT_LIMITS } from '../../src/runtime/limits.js'
 import { LocalRuntime } from '../../src/runtime/local-runtime.js'
 import { testDialects } from '../helpers/dialects.js'
 import { bwrapAvailable } from '../runtime/helpers.js'
+import { DiskWatch, type DiskUsage } from '../../src/workspaces/disk-watch.js'
 import { controllerRig, waitFor, type ControllerRig } from '../workspaces/harness.js'
 
 const asRoot = process.getuid?.() === 0
@@ -135,6 +136,36 @@ describe.skipIf(!available)('the disk quota in the kernel: writes past it are re
     await runtime.remove(child)
     expect(await isMountPoint(forked.dataDir)).toBe(false)
     expect(existsSync(forked.dataDir)).toBe(false)
+  })
+})
+
+describe('a kernel-held quota\'s outcome (DiskWatch over statfs measurements)', () => {
+  const watch = (seq: DiskUsage[], baselineFull?: boolean) => {
+    const overs: DiskUsage[] = []
+    let i = 0
+    const w = new DiskWatch({
+      measure: async () => seq[Math.min(i++, seq.length - 1)]!, quotaBytes: QUOTA, intervalMs: 5, onOver: (u) => overs.push(u),
+      ...(baselineFull === undefined ? {} : { baselineBytes: QUOTA - MIB, baselineFull }),
+    })
+    return { w, overs }
+  }
+
+  it('a full /data is at the quota though it never measures over it: the task fails', async () => {
+    const { w, overs } = watch([{ usedBytes: MIB, kernel: true, full: false }, { usedBytes: QUOTA - 4096, kernel: true, full: true }])
+    await waitFor(async () => overs.length > 0, 'the watch saw /data full')
+    expect(overs[0]).toMatchObject({ full: true })
+    w.stop()
+  })
+
+  it('a task that starts full may free space: it fails only if /data is still full at its end', async () => {
+    const { w, overs } = watch([{ usedBytes: QUOTA - 4096, kernel: true, full: true }], true)
+    await new Promise((r) => setTimeout(r, 60)) // several checks, all of them full
+    expect(overs).toEqual([])
+    expect(await w.check()).toMatchObject({ full: true })
+    w.stop()
+    const freed = watch([{ usedBytes: 2 * MIB, kernel: true, full: false }], true)
+    expect(await freed.w.check()).toBeNull()
+    freed.w.stop()
   })
 })
 
