@@ -252,7 +252,8 @@ export class LocalRuntime extends DirectoryRuntime {
     // Never a warning and a silent pass: the operator must opt out to run with them.
     if (this.#allowUnenforced) warnings.push(...unenforced.map((u) => `${u} (started anyway: ${ALLOW_UNENFORCED})`))
     const fatal = this.#allowUnenforced ? [] : unenforced.map((u) => `${u}; to start anyway without it, pass ${ALLOW_UNENFORCED}`)
-    return { ok: problems.length === 0, problems, warnings, fatal }
+    const diskQuota = this.#limits.diskMb > 0 ? { diskQuota: this.#images ? 'kernel' as const : 'scan' as const } : {}
+    return { ok: problems.length === 0, problems, warnings, fatal, ...diskQuota }
   }
 
   /** Probes bwrap's options when serve started workspaces without calling check() first. */

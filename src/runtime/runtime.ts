@@ -45,6 +45,11 @@ export interface RuntimeCheck {
    * exit), unless the operator opted out, which turns them into warnings.
    */
   fatal?: string[]
+  /**
+   * How the disk quota is held here (docs/runtime.md "Disk quota"): by the kernel, or only by the
+   * controller's scan of /data (the fallback). Absent: no quota, or the driver's own (a claim's size).
+   */
+  diskQuota?: 'kernel' | 'scan'
 }
 
 export interface ProvisionSpec {

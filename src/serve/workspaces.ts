@@ -54,6 +54,7 @@ export async function openRuntime(config: ServeConfig, proxyUrl: URL, logger: Lo
     const unavailable = check.ok ? undefined : `the ${config.runtime} workspace runtime cannot run here: ${check.problems.join('; ')}`
     if (unavailable) logger.warn(unavailable)
     for (const w of check.warnings) logger.warn(w)
+    logDiskQuota(config, check.diskQuota, logger)
     return { runtime, unavailable }
   } catch (err) {
     await runtime.close().catch(() => {})
@@ -184,4 +185,12 @@ async function duAvailable(): Promise<boolean> {
  */
 function ownUids(config: ServeConfig): boolean {
   return config.runtime === 'kubernetes' || (config.runtime === 'local' && process.getuid?.() === 0)
+}
+
+/** Says once how the workspace disk quota is held: by the kernel, or only by the scan fallback. */
+function logDiskQuota(config: ServeConfig, held: 'kernel' | 'scan' | undefined, logger: Logger): void {
+  if (config.limits.diskMb <= 0 || config.runtime === 'kubernetes') return
+  const quota = { disk_quota_mb: config.limits.diskMb }
+  if (held === 'kernel') logger.info({ ...quota, disk_quota: 'kernel' }, 'workspace disk quota held by the kernel (an ext4 image of the quota\'s size per workspace)')
+  else logger.warn({ ...quota, disk_quota: 'scan' }, 'workspace disk quota held only by the scan fallback (du of /data every 2 s): an agent can write past it between two scans')
 }

@@ -65,7 +65,7 @@ describe.skipIf(!available)('workspace limits in the bubblewrap sandbox', () => 
   }
 
   it('the start-up check passes with the defaults: cgroups enforce memory, pids and CPU here', async () => {
-    expect(await runtimeWith({ ...DEFAULT_LIMITS, cpus: 1.5 }).check()).toEqual({ ok: true, problems: [], warnings: [], fatal: [] })
+    expect(await runtimeWith({ ...DEFAULT_LIMITS, cpus: 1.5 }).check()).toMatchObject({ ok: true, problems: [], warnings: [], fatal: [] })
   })
 
   it('without cgroups, the whole-workspace limits refuse the start (fatal), unless the operator opts out', async () => {

@@ -14,6 +14,7 @@ import { DEFAULT_LIMITS } from '../../src/runtime/limits.js'
 import { LocalRuntime } from '../../src/runtime/local-runtime.js'
 import { testDialects } from '../helpers/dialects.js'
 import { bwrapAvailable } from '../runtime/helpers.js'
+import { startServe } from '../helpers/serve.js'
 import { DiskWatch, type DiskUsage } from '../../src/workspaces/disk-watch.js'
 import { controllerRig, waitFor, type ControllerRig } from '../workspaces/harness.js'
 
@@ -33,7 +34,7 @@ describe.skipIf(!available)('the disk quota in the kernel: writes past it are re
   beforeAll(async () => {
     root = mkdtempSync(join(tmpdir(), 'corral-disk-kernel-'))
     runtime = runtimeAt(root)
-    expect(await runtime.check()).toMatchObject({ ok: true, problems: [], fatal: [] })
+    expect(await runtime.check()).toMatchObject({ ok: true, problems: [], fatal: [], diskQuota: 'kernel' })
   })
   afterAll(async () => {
     await runtime?.close()
@@ -136,6 +137,24 @@ describe.skipIf(!available)('the disk quota in the kernel: writes past it are re
     await runtime.remove(child)
     expect(await isMountPoint(forked.dataDir)).toBe(false)
     expect(existsSync(forked.dataDir)).toBe(false)
+  })
+})
+
+describe.skipIf(!available)('serve says at start how the disk quota is held', () => {
+  it('by the kernel as root; by the scan fallback, named as such, with the process runtime', async () => {
+    const env = { CORRAL_LOG_LEVEL: 'info', CORRAL_WORKSPACE_DISK_MB: '64' }
+    const local = await startServe({ env })
+    try {
+      expect(local.output()).toMatch(/"disk_quota":"kernel".*workspace disk quota held by the kernel/)
+    } finally {
+      await local.stop()
+    }
+    const processRuntime = await startServe({ env, args: ['--runtime', 'process'] })
+    try {
+      expect(processRuntime.output()).toMatch(/"disk_quota":"scan".*held only by the scan fallback \(du of \/data every 2 s\)/)
+    } finally {
+      await processRuntime.stop()
+    }
   })
 })
 
