@@ -103,10 +103,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
 
   readonly #uids = new Map<string, number>()
 
-  /**
-   * The host uid the control plane gave the workspace (ProvisionSpec.agentUid), as its provision
-   * recorded it; undefined when it was given none.
-   */
+  /** The host uid the control plane gave the workspace (ProvisionSpec.agentUid) as its provision recorded it, if any. */
   protected workspaceUid(workspaceId: string): number | undefined {
     const known = this.#uids.get(workspaceId)
     if (known !== undefined) return known
@@ -125,16 +122,16 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     return null
   }
 
-  /**
-   * Whether the workspace's /data exists; when it is an image, mounted first (after a restart, or
-   * a crash of the serve that mounted it): nothing reads or writes the empty directory beneath.
-   */
+  /** Whether the workspace's /data exists; an image is mounted first (after a restart), never its empty mount point used. */
   async #mountData(workspaceId: string): Promise<boolean> {
     const dataDir = this.layout.data(workspaceId)
     if (!(await exists(dataDir))) return false
     const image = join(this.layout.workspace(workspaceId), 'data.img')
+    if (!(await exists(image))) return true
     const images = this.dataImages()
-    if (images && (await exists(image))) await images.mount(image, dataDir)
+    // Never the empty directory beneath in its place: the workspace's files are in the image.
+    if (!images) throw new RuntimeError('runtime_unavailable', `the /data of workspace ${workspaceId} is a disk image, and images cannot be mounted here (the disk quota is not held by the kernel)`)
+    await images.mount(image, dataDir)
     return true
   }
 
