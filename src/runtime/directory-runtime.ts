@@ -88,9 +88,8 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
   /** Makes the launch's packs visible to the agent; returns their parent directory as the agent sees it. */
   protected abstract mountPacks(workspaceId: string, packs: readonly PackMount[]): Promise<string>
   /**
-   * The host user that owns the workspace's /data and runs its agent, when it is not serve's own
-   * (serve runs as root and the driver drops the agent to an unprivileged uid); null otherwise.
-   * Without a workspace: the driver's default (its start-up trial).
+   * The host user that owns the workspace's /data and runs its agent when it is not serve's own
+   * (serve runs as root); null otherwise. Without a workspace: the driver's default (its trial).
    */
   protected owner(_workspaceId?: string): Owner | null {
     return null
@@ -122,13 +121,18 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     return null
   }
 
+  /** dataImages() once the driver has probed for them (a driver whose check() was not called probes now). */
+  protected async probedImages(): Promise<DataImages | null> {
+    return this.dataImages()
+  }
+
   /** Whether the workspace's /data exists; an image is mounted first (after a restart), never its empty mount point used. */
   async #mountData(workspaceId: string): Promise<boolean> {
     const dataDir = this.layout.data(workspaceId)
     if (!(await exists(dataDir))) return false
     const image = join(this.layout.workspace(workspaceId), 'data.img')
     if (!(await exists(image))) return true
-    const images = this.dataImages()
+    const images = await this.probedImages()
     // Never the empty directory beneath in its place: the workspace's files are in the image.
     if (!images) throw new RuntimeError('runtime_unavailable', `the /data of workspace ${workspaceId} is a disk image, and images cannot be mounted here (the disk quota is not held by the kernel)`)
     await images.mount(image, dataDir)
@@ -165,8 +169,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     const images = this.dataImages()
     await images?.unmount(partial)
     await removeIn(dir, 'data.partial')
-    // Owned by the workspace's own uid, /data is closed to every other (0700): another
-    // workspace's agent, a uid of its own, can neither list, read nor write it.
+    // The workspace's own uid's, /data is closed to every other (0700), another workspace's agent's too.
     await mkdir(partial, { mode: owner ? 0o700 : 0o755 })
     if (owner) await this.#chownData(partial, owner)
     // The quota in the kernel: /data is a filesystem of the quota's size (a fork's restore included).

@@ -105,6 +105,13 @@ export class LocalRuntime extends DirectoryRuntime {
   }
 
   #images: DataImages | null = null
+  #imagesProbed: Promise<string | undefined> | undefined
+
+  protected override async probedImages(): Promise<DataImages | null> {
+    this.#imagesProbed ??= this.#checkDiskImages()
+    await this.#imagesProbed
+    return this.#images
+  }
 
   /**
    * Whether the disk quota can be held by the kernel here: a probe image is made, mounted and
@@ -241,7 +248,8 @@ export class LocalRuntime extends DirectoryRuntime {
       problems.push(...limits.problems)
       warnings.push(...limits.warnings)
       unenforced.push(...limits.unenforced)
-      const disk = await this.#checkDiskImages()
+      this.#imagesProbed = this.#checkDiskImages()
+      const disk = await this.#imagesProbed
       if (disk) unenforced.push(disk)
     } catch (err) {
       const stderr = String((err as { stderr?: string }).stderr ?? (err as Error).message).trim()
