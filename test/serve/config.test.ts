@@ -13,6 +13,14 @@ describe('serveConfig', () => {
     expect(Object.isFrozen(c)).toBe(true)
   })
 
+  it('reads the agents\' uid range: CORRAL_SANDBOX_UID its first uid, CORRAL_SANDBOX_UID_COUNT its size, within 32 bits', () => {
+    expect(serveConfig({ ...base, env: {} })).toMatchObject({ sandboxUid: 2_000_000_000, sandboxUidCount: 100_000_000 })
+    expect(serveConfig({ ...base, env: { CORRAL_SANDBOX_UID: '70000', CORRAL_SANDBOX_UID_COUNT: '5000' } })).toMatchObject({ sandboxUid: 70000, sandboxUidCount: 5000 })
+    expect(serveConfig({ ...base, env: { CORRAL_SANDBOX_UID: '4294967000' } }).sandboxUidCount).toBe(295)
+    expect(() => serveConfig({ ...base, env: { CORRAL_SANDBOX_UID_COUNT: '1' } })).toThrow(/CORRAL_SANDBOX_UID_COUNT must be a whole number ≥ 2/)
+    expect(() => serveConfig({ ...base, env: { CORRAL_SANDBOX_UID: '4294967000', CORRAL_SANDBOX_UID_COUNT: '1000' } })).toThrow(/CORRAL_SANDBOX_UID_COUNT/)
+  })
+
   it('takes the proxy port from the flag, then CORRAL_PROXY_PORT, and a free one when the API port is 0', () => {
     expect(serveConfig({ ...base, proxyPort: 9001, env: { CORRAL_PROXY_PORT: '9002' } }).proxyPort).toBe(9001)
     expect(serveConfig({ ...base, env: { CORRAL_PROXY_PORT: '9002' } }).proxyPort).toBe(9002)
