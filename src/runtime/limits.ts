@@ -11,8 +11,8 @@
 //   any RLIMIT_AS below that, while it runs in 96 MB of RLIMIT_DATA.
 // - without cgroups (an unprivileged serve with no delegated cgroup), pids falls back to RLIMIT_NPROC
 //   inside the sandbox's user namespace, where it counts that sandbox's processes only; the
-//   start-up check tries it. With cgroups it is not set: as root the agents of every workspace run
-//   as one uid, and a per-uid count would be shared between them.
+//   start-up check tries it. With cgroups it is not set: as root a per-uid count would be shared by
+//   every workspace given no uid of its own (they run as the driver's one uid).
 import { execFile } from 'node:child_process'
 import { access, constants } from 'node:fs/promises'
 import { promisify } from 'node:util'
@@ -172,10 +172,10 @@ export async function checkLimits(limits: WorkspaceLimits, prlimit: string | nul
   if (limits.memoryMb > 0 && !enforcement.cgroups) {
     unenforced.push(`${LIMIT_ENV.memoryMb}=${limits.memoryMb} cannot be enforced for the whole workspace: no per-workspace memory cgroup can be made here${why}`)
   }
-  // As root without cgroups, every workspace's agent is the same unprivileged uid: RLIMIT_NPROC
+  // As root without cgroups, workspaces given no uid of their own share the driver's: RLIMIT_NPROC
   // would count them all together, one workspace's fork bomb starving the others.
   const sharedUid = enforcement.root && !enforcement.cgroups && limits.pids > 0
-  if (sharedUid) unenforced.push(`${LIMIT_ENV.pids}=${limits.pids} cannot be enforced per workspace: no per-workspace pids cgroup can be made here${why}, and as root every agent runs as the same uid`)
+  if (sharedUid) unenforced.push(`${LIMIT_ENV.pids}=${limits.pids} cannot be enforced per workspace: no per-workspace pids cgroup can be made here${why}, and as root the workspaces given no uid of their own all run as the same uid`)
   const nproc = !enforcement.cgroups
   const needed = prlimitArgs(limits, { nproc })
   if (needed.length > 0 && !prlimit) {
