@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { closeSync, existsSync, openSync, readFileSync } from 'node:fs'
-import { chown, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
+import { chmod, chown, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
 import type { Readable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { join } from 'node:path'
@@ -169,7 +169,6 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     const images = this.dataImages()
     await images?.unmount(partial)
     await removeIn(dir, 'data.partial')
-    // The workspace's own uid's, /data is closed to every other (0700), another workspace's agent's too.
     await mkdir(partial, { mode: owner ? 0o700 : 0o755 })
     if (owner) await this.#chownData(partial, owner)
     // The quota in the kernel: /data is a filesystem of the quota's size (a fork's restore included).
@@ -363,6 +362,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     } finally {
       await held.close()
     }
+    await chmod(dataDir, 0o700) // /data (serve's own path, not the agent's) closed to every other uid
   }
 
   async close(): Promise<void> {

@@ -177,6 +177,7 @@ describe.skipIf(!available)('two workspaces of a root serve (bubblewrap): nothin
     expect(statSync(old.dataDir).uid).not.toBe(2_000_000_103)
     const readopted = await again.provision({ workspaceId: id, agentUid: 2_000_000_103 })
     expect(statSync(join(readopted.dataDir, 'kept')).uid).toBe(2_000_000_103)
+    expect(statSync(readopted.dataDir).mode & 0o777).toBe(0o700)
     // A restarted driver, told nothing, finds the uid the workspace was given.
     const restarted = new LocalRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, limits: { ...DEFAULT_LIMITS, diskMb: 0 } })
     const agent = await restarted.startAgent(id, { command: ['/bin/sh', '-c', 'id -u > /data/uid'], proxyToken: 't' })
