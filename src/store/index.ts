@@ -25,7 +25,7 @@ export type {
 } from './repositories/audit.js'
 export { AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS, AUDIT_ROW_COLUMNS, AUDIT_TEXT_COLUMNS, epochMs, isUuid } from './repositories/audit-columns.js'
 export type { CredentialMeta, ProxyTablesRepo, SecretMeta, WorkspaceRow } from './proxy-tables.js'
-export type { OAuthClientRow, OAuthStateRow, OAuthTablesRepo } from './oauth-tables.js'
+export type { OAuthClientRow, OAuthStateRow, OAuthTablesRepo, RefreshedTokens } from './oauth-tables.js'
 export { budgetLedgers, type BudgetLedgers, type LedgerKey, type LedgerSnapshot } from './budget-ledgers.js'
 export { workspaceLogs, type LogChunk, type LogRead, type WorkspaceLogs } from './workspace-logs.js'
 export { UidRangeExhaustedError, workspaceUids, type UidRange, type WorkspaceUids } from './workspace-uids.js'

@@ -54,9 +54,11 @@ for (const d of testDialects()) describe(`OAuth credential against a real OIDC p
   }
   /**
    * Drops every cached row and access token of the org in the proxy, as a change announced by the
-   * control plane does; resolves once the announcement came back (Postgres delivers it asynchronously).
+   * control plane does, and the access token stored on the row for other replicas (as if it had
+   * expired); resolves once the announcement came back (Postgres delivers it asynchronously).
    */
   const forget = async () => {
+    await h.store.db.updateTable('credential_oauth' as never).set({ access_ciphertext: null, access_refresh_at: null } as never).execute()
     let heard!: () => void
     const back = new Promise<void>((r) => (heard = r))
     const unlisten = await h.store.listen(CREDENTIALS_CHANNEL, (org) => org === h.orgId && heard())

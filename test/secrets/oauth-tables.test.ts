@@ -17,16 +17,36 @@ for (const d of testDialects()) {
       return { store, org, cred }
     }
 
-    it('keeps the configuration; authorize and rotate move the generation, rotation only from the generation read', async () => {
+    it('keeps the configuration; authorize and a rotating refresh move the generation, a refresh stored only from the generation read', async () => {
       const { store, org, cred } = await seed()
       const c = (await store.oauth.client(org.id, cred.id))!
       expect(c).toMatchObject({ issuer: 'https://idp.example', client_id: 'corral', scopes: ['openid', 'offline_access'], refresh_ciphertext: null, generation: 0, metadata: { issuer: 'https://idp.example' } })
       expect(await store.oauth.client('org_other', cred.id)).toBeUndefined()
       await store.oauth.authorize(org.id, cred.id, 'sealed-1', 'usr_1')
       expect(await store.oauth.client(org.id, cred.id)).toMatchObject({ refresh_ciphertext: 'sealed-1', generation: 1 })
-      expect(await store.oauth.rotate(org.id, cred.id, 1, 'sealed-2')).toBe(true)
-      expect(await store.oauth.rotate(org.id, cred.id, 1, 'sealed-3')).toBe(false)
-      expect(await store.oauth.client(org.id, cred.id)).toMatchObject({ refresh_ciphertext: 'sealed-2', generation: 2 })
+      expect(await store.oauth.storeRefreshed(org.id, cred.id, 1, { accessCiphertext: 'access-2', refreshAt: 5, refreshCiphertext: 'sealed-2' })).toBe(true)
+      expect(await store.oauth.storeRefreshed(org.id, cred.id, 1, { accessCiphertext: 'access-3', refreshAt: 6, refreshCiphertext: 'sealed-3' })).toBe(false)
+      expect(await store.oauth.client(org.id, cred.id)).toMatchObject({ refresh_ciphertext: 'sealed-2', generation: 2, access_ciphertext: 'access-2', access_refresh_at: 5 })
+      // Without a rotated refresh token only the access token moves; a re-consent drops it.
+      expect(await store.oauth.storeRefreshed(org.id, cred.id, 2, { accessCiphertext: 'access-4', refreshAt: 7 })).toBe(true)
+      expect(await store.oauth.client(org.id, cred.id)).toMatchObject({ refresh_ciphertext: 'sealed-2', generation: 2, access_ciphertext: 'access-4', access_refresh_at: 7 })
+      await store.oauth.authorize(org.id, cred.id, 'sealed-5', 'usr_1')
+      expect(await store.oauth.client(org.id, cred.id)).toMatchObject({ refresh_ciphertext: 'sealed-5', generation: 3, access_ciphertext: null, access_refresh_at: null })
+    })
+
+    it('the refresh lease is claimed by one holder at a time until it lapses or is let go', async () => {
+      const { store, org, cred } = await seed()
+      const claims = await Promise.all(['a', 'b', 'c', 'd'].map((who) => store.oauth.claimRefresh(org.id, cred.id, who, 1000, 2000)))
+      expect(claims.filter(Boolean)).toHaveLength(1)
+      const winner = ['a', 'b', 'c', 'd'][claims.indexOf(true)]!
+      const other = winner === 'a' ? 'b' : 'a'
+      expect(await store.oauth.claimRefresh(org.id, cred.id, other, 1999, 3000)).toBe(false)
+      expect(await store.oauth.claimRefresh(org.id, cred.id, other, 2000, 3000)).toBe(true) // lapsed
+      await store.oauth.releaseRefresh(org.id, cred.id, winner) // not the holder any more: no effect
+      expect(await store.oauth.claimRefresh(org.id, cred.id, winner, 2500, 3500)).toBe(false)
+      await store.oauth.releaseRefresh(org.id, cred.id, other)
+      expect(await store.oauth.claimRefresh(org.id, cred.id, winner, 2500, 3500)).toBe(true)
+      expect(await store.oauth.claimRefresh('org_other', cred.id, 'z', 9999, 10_000)).toBe(false)
     })
 
     it('flips a status only from the status the caller saw', async () => {

@@ -16,6 +16,9 @@ export interface OAuthMaterial { client_secret: string }
 /** A refresh token is bound to its credential's id: copied to another row, it does not decrypt. */
 export const refreshBinding = (orgId: string, credentialId: string): string => `oauth-refresh:${orgId}:${credentialId}`
 
+/** An access token shared through the row is bound to the credential and the grant generation it came from. */
+export const accessBinding = (orgId: string, credentialId: string, generation: number): string => `oauth-access:${orgId}:${credentialId}:${generation}`
+
 export function oauthEndpoints(row: OAuthClientRow): OAuthEndpoints {
   return {
     issuer: row.issuer, authorization_endpoint: row.authorization_endpoint, token_endpoint: row.token_endpoint,

@@ -16,6 +16,7 @@ import { workspaceLogs } from './20261126T103000-cli-workspace-logs.js'
 import { replicasPools } from './20261126T104500-replicas-pools.js'
 import { k8sRoleResources } from './20261126T112800-k8s-role-resources.js'
 import { runtimeWorkspaceUids } from './20261129T020000-runtime-workspace-uids.js'
+import { oauthBindingLease } from './20261129T024500-oauth-binding-lease.js'
 import type { StoreMigration } from './types.js'
 
 export type { StoreMigration } from './types.js'
@@ -37,4 +38,5 @@ export const migrations: readonly StoreMigration[] = [
   replicasPools,
   k8sRoleResources,
   runtimeWorkspaceUids,
+  oauthBindingLease,
 ]
