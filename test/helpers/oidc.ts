@@ -2,7 +2,9 @@
 // with one confidential client registered for corral's callback. Consent is completed the way a
 // browser would: the helper follows the provider's redirects with a cookie jar, and its own
 // interaction endpoint (the page a user would see) signs in `account` and grants the requested
-// scopes — or refuses when told to. Refresh tokens rotate on every use; `revoke()` destroys an
+// scopes — or refuses when told to. Refresh tokens rotate on every use, and a rotated (consumed)
+// refresh token presented again revokes the whole grant (oidc-provider's reuse detection, as
+// providers with refresh-token rotation do); `revoke()` destroys an
 // account's grants at the provider; `accessTtl` sets the lifetime of the next access tokens.
 // `tokenRequests` counts token endpoint calls (answered or refused), by grant type.
 import { createServer, type Server } from 'node:https'
@@ -29,6 +31,8 @@ export interface OidcProvider {
   revoke(account: string): Promise<void>
   /** The token endpoint answers 503 while set (a provider outage). */
   outage: boolean
+  /** Milliseconds the token endpoint holds each call before answering (a slow provider: concurrent calls overlap). */
+  tokenDelayMs: number
   /** Whether `token` is an access token the provider issued and still honours. */
   accessTokenValid(token: string): Promise<boolean>
   close(): Promise<void>
@@ -44,7 +48,7 @@ export async function startOidcProvider(opts: { tls: { key: string; cert: string
   const grants = new Map<string, string[]>()
   const pending = new Map<string, { account: string; deny: boolean }>()
   const me: OidcProvider = {
-    issuer, clientId, clientSecret, accessTtl: 3600, tokenRequests: {}, outage: false,
+    issuer, clientId, clientSecret, accessTtl: 3600, tokenRequests: {}, outage: false, tokenDelayMs: 0,
     consent: async () => new URL('about:blank'),
     revoke: async () => {},
     accessTokenValid: async () => false,
@@ -96,6 +100,10 @@ export async function startOidcProvider(opts: { tls: { key: string; cert: string
     if (path === '/token' && req.method === 'POST') {
       if (me.outage) {
         res.writeHead(503, { 'content-type': 'text/plain' }).end('PROVIDER-SECRET-TEXT upstream maintenance')
+        return
+      }
+      if (me.tokenDelayMs > 0) {
+        setTimeout(() => void callback(req, res), me.tokenDelayMs)
         return
       }
     }

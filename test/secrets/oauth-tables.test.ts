@@ -1,6 +1,6 @@
 // The OAuth tables on both dialects: the provider configuration of a credential, authorization and
 // rotation as a compare-and-swap on the generation, status flips only from the status seen, and
-// consent states that are single use and expire. Deleting the credential takes both with it.
+// consent states that are single use and expire; the refresh lease one holder claims at a time. Deleting the credential takes both with it.
 import { describe, expect, it } from 'vitest'
 import { testDialects } from '../helpers/dialects.js'
 
