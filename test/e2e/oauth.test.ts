@@ -1,6 +1,7 @@
 // OAuth consent through the built binary: `corral serve --public-url …` trusting a real OIDC
 // provider's CA through CORRAL_UPSTREAM_CA; the CLI creates the credential (pending), the API
-// starts consent, the provider redirects to serve's callback, the credential is active; without
+// starts consent, the provider redirects to serve's callback (refused without the start's state
+// cookies, accepted with them), the credential is active; without
 // --public-url consent is oauth_unavailable. No client secret or refresh token in serve's output
 // or any plain file under its data dir.
 import { readdirSync, readFileSync, statSync } from 'node:fs'
@@ -33,14 +34,18 @@ describe('OAuth credentials through serve', () => {
     const list = await stack.api('GET', '/credentials')
     const cred = list.body.credentials.find((c: { name: string }) => c.name === 'gmail')
     expect(cred.status).toBe('pending')
-    const started = await stack.api('POST', `/credentials/${cred.id}/oauth/start`)
+    // As a browser does: the start's state cookie pair goes back with the callback.
+    const started = await fetch(`${stack.serve.url}/v1/credentials/${cred.id}/oauth/start`, { method: 'POST', headers: { authorization: `Bearer ${stack.cliEnv.CORRAL_TOKEN}` } })
     expect(started.status).toBe(200)
-    const back = await idp.consent(started.body.auth_url)
-    const res = await fetch(`${stack.serve.url}/v1/oauth/callback${back.search}`, { headers: { accept: 'text/html' } })
+    const cookie = started.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ')
+    const back = await idp.consent(((await started.json()) as { auth_url: string }).auth_url)
+    const bare = await fetch(`${stack.serve.url}/v1/oauth/callback${back.search}`)
+    expect(((await bare.json()) as { error: { details: { reason: string } } }).error.details.reason).toBe('cookie_missing')
+    const res = await fetch(`${stack.serve.url}/v1/oauth/callback${back.search}`, { headers: { accept: 'text/html', cookie } })
     expect(res.status).toBe(200)
     expect(await res.text()).toContain('authorized and active')
     expect((await stack.api('GET', `/credentials/${cred.id}`)).body.status).toBe('active')
-    const again = await fetch(`${stack.serve.url}/v1/oauth/callback${back.search}`)
+    const again = await fetch(`${stack.serve.url}/v1/oauth/callback${back.search}`, { headers: { cookie } })
     expect(((await again.json()) as { error: { code: string } }).error.code).toBe('oauth_state_invalid')
   })
 

@@ -1,8 +1,10 @@
 // `corral credential authorize` in-process against the real app on a socket and a real OIDC
-// provider: it starts consent, hands the authorize URL to the browser (BROWSER: a script that
-// plays the user — consent at the provider, then the redirect to corral's callback) and waits until
-// the credential is active; `--no-wait --json` only prints the URL; a static credential is refused
-// with one line and exit 2.
+// provider: it listens on a loopback port, starts consent bound to it, hands the authorize URL to
+// the browser (BROWSER: a script that plays the user — consent at the provider, the redirect to
+// corral's callback, and on to the loopback address the callback names), then finishes with its
+// binding and reports the credential active; `--json` prints the record; a browser that never
+// reaches the loopback port leaves it pending (timeout); a static credential is refused with one
+// line and exit 2.
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -27,6 +29,8 @@ describe('corral credential authorize', () => {
   let env: Record<string, string>
   let org: Awaited<ReturnType<Harness['newOrg']>>
   const opened: string[] = []
+  const outcomes: string[] = [] // the page each browser saw at the end
+  let browserStops = false // the browser is on another machine: the callback's redirect goes nowhere
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'corral-oauth-cli-'))
@@ -42,7 +46,13 @@ describe('corral credential authorize', () => {
       const url = new URL(req.url ?? '/', 'http://x').searchParams.get('u') ?? ''
       opened.push(url)
       res.end()
-      void idp.consent(url).then((back) => h.inject('GET', `/v1/oauth/callback${back.search}`))
+      void idp.consent(url)
+        .then((back) => h.inject('GET', `/v1/oauth/callback${back.search}`))
+        .then(async (cb) => {
+          if (cb.status !== 303) return void outcomes.push(`callback ${cb.status}`)
+          if (browserStops) return void outcomes.push('stopped')
+          outcomes.push(await (await fetch(String(cb.headers.location))).text())
+        })
     })
     await new Promise<void>((r) => user.listen(0, '127.0.0.1', r))
     const browser = join(dir, 'browser.sh')
@@ -64,23 +74,32 @@ describe('corral credential authorize', () => {
     rmSync(dir, { recursive: true, force: true })
   })
 
-  it('--no-wait --json prints the authorize URL and leaves the credential pending', async () => {
-    const r = await runCommand(CredentialAuthorize, ['gmail', '--no-wait', '--no-browser', '--json'], env)
-    expect(r.exitCode).toBe(0)
-    const out = JSON.parse(r.stdout) as { auth_url: string; credential: { status: string }; waited: boolean }
-    expect(out.auth_url.startsWith(`${idp.issuer}/auth?`)).toBe(true)
-    expect(out).toMatchObject({ waited: false, credential: { status: 'pending' } })
-    expect(opened).toHaveLength(0)
+  it('a browser that never comes back to the loopback port leaves the credential pending: timeout, one line', async () => {
+    browserStops = true
+    const r = await runCommand(CredentialAuthorize, ['gmail', '--timeout', '5'], env)
+    browserStops = false
+    expect(r.exitCode).toBe(1)
+    expect(r.stderr).toContain('timed out after 5s waiting for consent on gmail')
+    expect(outcomes.at(-1)).toBe('stopped')
+    const now = await h.inject('GET', '/v1/credentials?name=gmail', { token: org.ownerKey })
+    expect(JSON.stringify(now.body)).toContain('"status":"pending"')
   })
 
-  it('opens the browser, waits for consent and reports the credential active (again on a re-consent)', async () => {
+  it('opens the browser, finishes through its loopback port and reports the credential active (again on a re-consent)', async () => {
     for (const round of [1, 2]) {
-      const r = await runCommand(CredentialAuthorize, ['gmail', '--timeout', '60'], env)
+      const r = await runCommand(CredentialAuthorize, ['gmail', '--timeout', '60', ...(round === 2 ? ['--json'] : [])], env)
       expect(r.exitCode, r.stderr).toBe(0)
-      expect(opened).toHaveLength(round)
-      expect(r.stderr).toContain(opened[round - 1])
-      expect(r.stderr).toContain('Credential gmail is authorized (active).')
-      expect(r.stderr).not.toContain('\r') // not a terminal: plain lines
+      expect(opened).toHaveLength(round + 1)
+      expect(r.stderr).toContain(opened[round])
+      expect(outcomes.at(-1)).toContain('The credential gmail is authorized and active.')
+      if (round === 1) {
+        expect(r.stderr).toContain('Credential gmail is authorized (active).')
+        expect(r.stderr).not.toContain('\r') // not a terminal: plain lines
+      } else {
+        const out = JSON.parse(r.stdout) as { auth_url: string; credential: { status: string; name: string } }
+        expect(out.auth_url.startsWith(`${idp.issuer}/auth?`)).toBe(true)
+        expect(out.credential).toMatchObject({ name: 'gmail', status: 'active' })
+      }
     }
   })
 

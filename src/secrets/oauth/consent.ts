@@ -1,12 +1,16 @@
 // The control plane's side of an OAuth credential: create it (`pending`), start a consent
-// (`oauth/start`: a state, a PKCE verifier and a cookie nonce, stored hashed or sealed, bound to
-// the credential and the caller, single use, expiring) and finish it at the callback (code →
-// refresh token, sealed; status `active`; `credential_authorized`). Every callback refusal is an
+// (`oauth/start`: a state, a PKCE verifier and a binding nonce, stored hashed or sealed, bound to
+// the credential and the caller, single use, expiring) and finish it (code → refresh token,
+// sealed; status `active`; `credential_authorized`). A consent is finished only by whoever holds
+// the nonce, so that a consent one person starts cannot be finished in another person's browser
+// (the login-CSRF shape of OAuth): a browser holds it in the state cookie pair and finishes at the
+// callback; the CLI holds it itself, names a loopback address at start, and the callback sends
+// its browser there, from where the CLI finishes with the nonce (`complete`). Every refusal is an
 // OAuthCallbackError with a reason and changes no credential. Provider text never leaves here.
 import { createHash, randomBytes } from 'node:crypto'
 import * as client from 'openid-client'
 import { SYSTEM_USER, apiError, type AuditSink } from '../../contract/index.js'
-import type { CredentialMeta, OAuthClientRow, Store } from '../../store/index.js'
+import type { CredentialMeta, OAuthClientRow, OAuthStateRow, Store } from '../../store/index.js'
 import { MaterialInputError, NAME_PATTERN, type Actor } from '../admin.js'
 import { CREDENTIALS_CHANNEL } from '../material.js'
 import { credentialBinding, type Sealer } from '../sealer.js'
@@ -20,7 +24,7 @@ export const NONCE_COOKIE = 'corral_oauth_nonce'
 export const STATE_TTL_MS = 10 * 60_000
 
 export type CallbackRefusal =
-  | 'state_missing' | 'state_unknown' | 'state_reused' | 'state_expired' | 'cookie_mismatch'
+  | 'state_missing' | 'state_unknown' | 'state_reused' | 'state_expired' | 'cookie_missing' | 'cookie_mismatch' | 'binding_mismatch'
   | 'provider_error' | 'exchange_refused' | 'provider_unreachable' | 'no_refresh_token'
 
 export class OAuthCallbackError extends Error {
@@ -141,10 +145,15 @@ export class OAuthConsent {
     return this.redirectUri ? undefined : 'no public URL is configured for the OAuth callback (set --public-url or CORRAL_PUBLIC_URL)'
   }
 
-  /** Starts consent for an OAuth credential the caller may act on; the route has checked who. */
-  async start(actor: Actor & { creatorId: string }, credentialId: string): Promise<{ authUrl: string; state: string; nonce: string; expiresAt: Date }> {
+  /**
+   * Starts consent for an OAuth credential the caller may act on; the route has checked who.
+   * `loopbackUri`: the CLI's loopback address (http://127.0.0.1 or [::1], a port) the callback
+   * sends the browser to; the nonce is then the binding secret only the CLI holds.
+   */
+  async start(actor: Actor & { creatorId: string }, credentialId: string, loopbackUri?: string): Promise<{ authUrl: string; state: string; nonce: string; expiresAt: Date }> {
     const redirectUri = this.redirectUri
     if (!redirectUri) throw apiError('oauth_unavailable', this.available()!)
+    const loopback = loopbackUri === undefined ? null : loopbackUrl(loopbackUri)
     const { cred, row } = await this.#load(actor.orgId, credentialId)
     const state = client.randomState()
     const nonce = randomBytes(32).toString('base64url')
@@ -155,6 +164,7 @@ export class OAuthConsent {
     await this.o.store.oauth.createState({
       state_hash: stateHash, org_id: actor.orgId, credential_id: cred.id, user_id: actor.userId, creator_id: actor.creatorId,
       nonce_hash: sha256(nonce), verifier_ciphertext: this.o.sealer.seal(verifier, stateBinding(stateHash)), expires_at: expiresAt.toISOString(),
+      loopback_uri: loopback,
     })
     const config = this.o.http.configuration(oauthEndpoints(row), row.client_id)
     const params: Record<string, string> = {
@@ -174,12 +184,8 @@ export class OAuthConsent {
     return { cred, row }
   }
 
-  /**
-   * The provider's redirect back: `query` as received, `cookies` as the browser sent them. The state
-   * is checked (known, unused, unexpired, the cookies agree when sent) and claimed before the code
-   * is exchanged; every refusal leaves the credential as it was.
-   */
-  async callback(query: Record<string, string | undefined>, cookies: Record<string, string | undefined>): Promise<CredentialMeta> {
+  /** A state that is present, known, unused and unexpired; else the refusal. */
+  async #state(query: Record<string, string | undefined>): Promise<{ state: string; stateHash: string; st: OAuthStateRow }> {
     const state = query.state
     if (!state) throw new OAuthCallbackError('state_missing', 'the callback carries no state')
     const stateHash = sha256(state)
@@ -187,11 +193,56 @@ export class OAuthConsent {
     if (!st) throw new OAuthCallbackError('state_unknown', 'this consent is unknown (never started, or its credential was deleted)')
     if (st.used_at) throw new OAuthCallbackError('state_reused', 'this consent was already completed or refused; start it again')
     if (Date.parse(st.expires_at) <= Date.now()) throw new OAuthCallbackError('state_expired', 'this consent expired; start it again')
+    return { state, stateHash, st }
+  }
+
+  /**
+   * Where the callback sends a browser that carries no state cookies, for a consent the CLI started:
+   * its loopback address with the provider's parameters. Nothing is claimed or exchanged here; the
+   * CLI that receives them finishes with its binding (`complete`). Undefined: not such a callback.
+   */
+  async loopbackFor(query: Record<string, string | undefined>, cookies: Record<string, string | undefined>): Promise<string | undefined> {
+    if (cookies[STATE_COOKIE] !== undefined || cookies[NONCE_COOKIE] !== undefined) return undefined
+    const { st } = await this.#state(query)
+    if (!st.loopback_uri) return undefined
+    const url = new URL(st.loopback_uri)
+    for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, v)
+    return url.href
+  }
+
+  /**
+   * The provider's redirect back in the browser that started the consent: `query` as received,
+   * `cookies` as the browser sent them. The state is checked (known, unused, unexpired) and the
+   * cookie pair must match it (none: `cookie_missing`; another's: `cookie_mismatch`) before the
+   * state is claimed and the code exchanged; every refusal leaves the credential as it was.
+   */
+  async callback(query: Record<string, string | undefined>, cookies: Record<string, string | undefined>): Promise<CredentialMeta> {
+    const { state, stateHash, st } = await this.#state(query)
     const sc = cookies[STATE_COOKIE]
     const nc = cookies[NONCE_COOKIE]
-    if ((sc !== undefined || nc !== undefined) && (sc !== state || nc === undefined || sha256(nc) !== st.nonce_hash)) {
+    if (sc === undefined && nc === undefined) {
+      throw new OAuthCallbackError('cookie_missing', 'this browser did not start this consent (it sent no state cookies); start it again in the browser you consent in, or with `corral credential authorize`')
+    }
+    if (sc !== state || nc === undefined || sha256(nc) !== st.nonce_hash) {
       throw new OAuthCallbackError('cookie_mismatch', 'this browser did not start this consent (the state cookies do not match)')
     }
+    return this.#finish(query, state, stateHash, st)
+  }
+
+  /**
+   * A consent the CLI started, finished by the CLI: the provider's parameters its loopback
+   * received, and the binding secret `start` gave it. Only the user who started it, for the
+   * credential it was started for, with that binding.
+   */
+  async complete(actor: Actor, credentialId: string, query: Record<string, string | undefined>, binding: string): Promise<CredentialMeta> {
+    const { state, stateHash, st } = await this.#state(query)
+    if (!st.loopback_uri || st.org_id !== actor.orgId || st.user_id !== actor.userId || st.credential_id !== credentialId || sha256(binding) !== st.nonce_hash) {
+      throw new OAuthCallbackError('binding_mismatch', 'this consent was not started by this client (the binding does not match)')
+    }
+    return this.#finish(query, state, stateHash, st)
+  }
+
+  async #finish(query: Record<string, string | undefined>, state: string, stateHash: string, st: OAuthStateRow): Promise<CredentialMeta> {
     if (!(await this.o.store.oauth.claimState(stateHash, new Date().toISOString()))) {
       throw new OAuthCallbackError('state_reused', 'this consent was already completed or refused; start it again')
     }
@@ -258,3 +309,17 @@ function httpsUrl(field: string, raw: string): string {
 }
 
 const stateBinding = (stateHash: string): string => `oauth-state:${stateHash}`
+
+/** A loopback redirect for a native client (RFC 8252 §7.3): http, a loopback IP literal, a port; nothing else. */
+function loopbackUrl(raw: string): string {
+  let u: URL
+  try {
+    u = new URL(raw)
+  } catch {
+    throw new MaterialInputError('loopback_uri', 'must be an http://127.0.0.1:<port>/ or http://[::1]:<port>/ URL')
+  }
+  if (u.protocol !== 'http:' || !['127.0.0.1', '[::1]'].includes(u.hostname) || !u.port || u.username || u.password || u.search || u.hash) {
+    throw new MaterialInputError('loopback_uri', 'must be an http://127.0.0.1:<port>/ or http://[::1]:<port>/ URL with no query')
+  }
+  return u.href
+}
