@@ -56,6 +56,7 @@ export interface OAuthStateRow {
   loopback_uri: string | null
 }
 
+// long-function: one object literal of short methods over the OAuth tables, sharing `db`
 export function oauthTables(anyDb: Kysely<any>) {
   const db = anyDb as Kysely<OAuthTables>
   return {

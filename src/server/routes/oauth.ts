@@ -104,6 +104,11 @@ export async function oauthRoutes(app: FastifyInstance, deps: ServerDeps): Promi
     },
   )
 
+  completeRoute(app, deps)
+}
+
+/** The CLI's finish: the binding `start` gave it and what its loopback address received. */
+function completeRoute(app: FastifyInstance, deps: ServerDeps): void {
   app.post<{ Params: { id: string }; Body: { binding: string; query: Record<string, string> } }>(
     '/credentials/:id/oauth/complete',
     {
