@@ -39,6 +39,15 @@ module.exports = {
       to: { dependencyTypes: ['npm', 'npm-dev', 'npm-optional', 'npm-peer', 'npm-no-pkg', 'npm-unknown'], pathNot: '(^|/)node_modules/uuid/' },
     },
     {
+      name: 'only-the-store-speaks-sql',
+      // Everything else asks the store's face: a repository for a read, store.capabilities for what
+      // the dialect can do, defaultStoreUrl / storeFiles / storeServer for what a URL names.
+      comment: 'Only src/store/ imports the SQL builder and the database drivers (kysely, pg, better-sqlite3).',
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/store/' },
+      to: { path: '(^|/)node_modules/(kysely|pg|pg-[^/]+|@types/pg|better-sqlite3|@types/better-sqlite3)/' },
+    },
+    {
       name: 'net-is-a-leaf',
       // The proxy dials upstreams and the OAuth client (src/secrets/oauth/) reaches providers through
       // the same address guard; it lives below both so neither imports the other (docs/design.md).

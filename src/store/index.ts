@@ -9,8 +9,10 @@ import type { DialectCapabilities, DialectName, ListenState, NotifyHandler, Stor
 import { migrateToLatestOrThrow } from './migrations/migrate.js'
 import { createRepositories, type Repositories } from './repositories/index.js'
 import type { Database } from './schema.js'
+import { sqlitePath, storeUrlDialect } from './url.js'
 
 export type { DialectCapabilities, DialectName, ListenState, NotifyHandler, StoreDialect } from './dialects/types.js'
+export { defaultStoreUrl, storeFiles, storeServer, storeUrlDialect } from './url.js'
 export { isStoreUnavailable } from './dialects/unavailable.js'
 export { isUniqueViolation } from './dialects/unique.js'
 export { ROLES_CHANGED_CHANNEL, TASK_ENDED_CHANNEL, WORKSPACE_KICK_CHANNEL, WORKSPACE_STOPPED_CHANNEL } from './channels.js'
@@ -91,12 +93,13 @@ export async function openStore(url: string, opts: OpenStoreOptions = {}): Promi
 }
 
 async function openDialect(url: string, opts: OpenStoreOptions): Promise<StoreDialect> {
-  if (url.startsWith('sqlite:')) {
-    const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '')
+  const kind = storeUrlDialect(url)
+  if (kind === 'sqlite') {
+    const path = sqlitePath(url)
     if (!path) throw new Error('store URL sqlite: needs a path, e.g. sqlite:./.corral/corral.db')
     return openSqlite(path)
   }
-  if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
+  if (kind === 'postgres') {
     return openPostgres(url, { schema: opts.schema, max: opts.poolSize })
   }
   throw new Error(`unsupported store URL (expected sqlite:<path> or postgres://…): ${url.replace(/\/\/[^@/]*@/, '//***@')}`)
