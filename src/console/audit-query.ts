@@ -3,7 +3,7 @@
 // bookmarked. Also the exports: every page of the current query as NDJSON or CSV.
 import type { Api, Query } from './api.js'
 import { saveBlob } from './save-file.js'
-import type { AuditEvent } from './wire.js'
+import type { AuditEvent, AuditOrder } from './wire.js'
 
 /** The API's filterable columns (spec "GET /v1/audit"; `counter` is virtual). */
 export const FILTER_COLUMNS = [
@@ -24,7 +24,7 @@ export interface AuditQueryState {
   filters: string[]
   from: string
   to: string
-  order: 'asc' | 'desc'
+  order: AuditOrder
   limit: number
 }
 

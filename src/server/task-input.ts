@@ -18,7 +18,6 @@ import type { RoleConfig, TaskRecord } from '../store/index.js'
 import { fieldsOf } from './validation.js'
 import { isMalformedBody, readParts } from './multipart-file.js'
 import { enforceRateLimit, TokenBucketLimiter } from './rate-limit.js'
-import { dateTime } from './schemas/common.js'
 import type { ServerConfig, ServerDeps } from './types.js'
 
 export interface TaskBodyFields {
@@ -72,24 +71,6 @@ export function taskBodyDoc(followUp: boolean): { content: Record<string, { sche
     },
   }
 }
-
-export const acceptedSchema = {
-  type: 'object', required: ['task_id', 'workspace_id', 'status'],
-  properties: { task_id: { type: 'string' }, workspace_id: { type: 'string' }, status: { type: 'string' } },
-} as const
-
-export const taskSchema = {
-  type: 'object',
-  required: ['id', 'workspace_id', 'status', 'description', 'created_by', 'created_at', 'updated_at'],
-  properties: {
-    id: { type: 'string' }, workspace_id: { type: 'string' }, status: { type: 'string' }, reason: { type: 'string' },
-    description: { type: 'string' }, summary: { type: 'string' },
-    options: { type: 'object', additionalProperties: true },
-    metadata: { type: 'object', additionalProperties: true },
-    uploads: { type: 'array', items: { type: 'string' } },
-    created_by: { type: 'string' }, created_at: dateTime, updated_at: dateTime, started_at: dateTime, finished_at: dateTime,
-  },
-} as const
 
 export function taskView(t: TaskRecord): Record<string, unknown> {
   const { org_id: _o, ...rest } = t

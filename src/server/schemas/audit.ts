@@ -1,5 +1,5 @@
 // Audit query/stats parameters and the audit event response shape (spec "Audit event", "Audit").
-import { ACTORS, CATEGORIES } from '../../contract/index.js'
+import { ACTORS, AUDIT_ORDERS, CATEGORIES } from '../../contract/index.js'
 
 const stringOrList = { anyOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' } }] } as const
 
@@ -10,7 +10,7 @@ export const auditQuerystring = {
     filter: stringOrList,
     from: { type: 'string', format: 'date-time' },
     to: { type: 'string', format: 'date-time' },
-    order: { type: 'string', enum: ['asc', 'desc'] },
+    order: { type: 'string', enum: AUDIT_ORDERS },
     limit: { type: 'string', pattern: '^[0-9]{1,9}$' },
     cursor: { type: 'string', minLength: 1, maxLength: 4096 },
   },
