@@ -48,10 +48,10 @@ module.exports = {
       to: { path: '(^|/)node_modules/json-schema-to-ts/', dependencyTypesNot: ['type-only'] },
     },
     {
-      name: 'contract-resources-import-nothing',
-      comment: 'src/contract/resources.ts (the enums, the one contract file the console bundles) imports nothing at all.',
+      name: 'contract-vocabularies-import-nothing',
+      comment: 'src/contract/resources.ts and audit-vocabulary.ts (the enums, the contract files the console and the agent load alone) import nothing at all.',
       severity: 'error',
-      from: { path: '^src/contract/resources\\.ts$' },
+      from: { path: '^src/contract/(resources|audit-vocabulary)\\.ts$' },
       to: {},
     },
     {
@@ -166,7 +166,7 @@ module.exports = {
     {
       name: 'import-through-index',
       // The console is the exception: it may not load the contract's face at run time (rules below),
-      // so it names src/contract/resources.ts itself for the enums its filters list.
+      // so it names src/contract/resources.ts and audit-vocabulary.ts itself for the enums it lists.
       comment: "A folder's index.ts is its face: another folder imports from it, never from the files behind it.",
       severity: 'error',
       from: { path: '^src/([^/]+)/', pathNot: ['^src/commands/', '^src/agent/', '^src/console/'] },
@@ -199,19 +199,19 @@ module.exports = {
       // The web console (src/console/) runs in a browser and talks to serve over /v1 only, like any
       // other API client; from the rest of src/ it may take the contract's words as types, nothing
       // that would run (src/client/'s face loads node:fs, so the console has its own fetch client),
-      // except the resources' enum arrays (src/contract/resources.ts: constants, no imports), which
-      // its filters list.
-      comment: 'src/console/ imports no other part of src/, except types from src/contract/index.ts and the enums of src/contract/resources.ts.',
+      // except the vocabularies' arrays (src/contract/resources.ts and audit-vocabulary.ts: constants,
+      // no imports), which its filters and forms list.
+      comment: 'src/console/ imports no other part of src/, except types from src/contract/index.ts and the enums of src/contract/resources.ts and audit-vocabulary.ts.',
       severity: 'error',
       from: { path: '^src/console/' },
-      to: { path: '^src/', pathNot: '^src/(console/|contract/index\\.ts$|contract/resources\\.ts$)' },
+      to: { path: '^src/', pathNot: '^src/(console/|contract/(index|resources|audit-vocabulary)\\.ts$)' },
     },
     {
       name: 'console-takes-only-types-from-contract',
       comment: 'What the console takes from src/contract/ is types (erased at build), so no server code is bundled.',
       severity: 'error',
       from: { path: '^src/console/' },
-      to: { path: '^src/contract/', pathNot: '^src/contract/resources\\.ts$', dependencyTypesNot: ['type-only'] },
+      to: { path: '^src/contract/', pathNot: '^src/contract/(resources|audit-vocabulary)\\.ts$', dependencyTypesNot: ['type-only'] },
     },
     {
       name: 'console-runs-in-a-browser',

@@ -23,7 +23,7 @@ export {
   CONTROL_HOST, type CapabilityClaims, type ControlReply, type AgentEventCharge, type AgentCallbackHandler,
 } from './agent-callbacks.js'
 export {
-  THINKING_EFFORTS, ENVIRONMENTS, type ThinkingEffort, type Environment, type AgentTask, type TaskStatus, type TaskOutcome, type AgentDefaults,
+  THINKING_EFFORTS, ENVIRONMENTS, TASK_OUTCOME_STATUSES, type ThinkingEffort, type Environment, type AgentTask, type TaskStatus, type TaskOutcome, type AgentDefaults,
 } from './agent-task.js'
 export { QUANTITY_PATTERN, RESOURCE_NAMES, quantityValue, requestOverLimit, type ResourceList, type ResourceName, type RoleResources } from './role-resources.js'
 export {

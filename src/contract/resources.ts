@@ -32,6 +32,12 @@ export const TASK_STATUSES = ['submitted', 'running', 'completed', 'failed', 'ca
 export type TaskLifecycleStatus = (typeof TASK_STATUSES)[number]
 export const TERMINAL_TASK_STATUSES: readonly TaskLifecycleStatus[] = TASK_STATUSES.slice(2)
 
+/** How hard the model thinks, and which environment a role's agent is told it works in. */
+export const THINKING_EFFORTS = ['high', 'medium', 'low', 'off'] as const
+export type ThinkingEffort = (typeof THINKING_EFFORTS)[number]
+export const ENVIRONMENTS = ['development', 'staging', 'production'] as const
+export type Environment = (typeof ENVIRONMENTS)[number]
+
 /** The model APIs a provider speaks. */
 export const PROVIDER_KINDS = ['anthropic', 'openai'] as const
 export type ProviderKind = (typeof PROVIDER_KINDS)[number]

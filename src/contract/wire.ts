@@ -4,9 +4,8 @@
 // derived from the same objects (FromSchema, at compile time only). A field added here is a field
 // on the wire and in every caller's type. Enum values come from ./resources.ts.
 import type { FromSchema } from 'json-schema-to-ts'
-import { ENVIRONMENTS, THINKING_EFFORTS } from './agent-task.js'
 import {
-  CREDENTIAL_TYPES, DESIRED_STATES, MEMBERSHIP_ROLES, MEMBERSHIP_STATUSES, PERMISSION_SETS, POOL_POLICIES, POSTURES, PROVIDER_KINDS,
+  CREDENTIAL_TYPES, DESIRED_STATES, ENVIRONMENTS, THINKING_EFFORTS, MEMBERSHIP_ROLES, MEMBERSHIP_STATUSES, PERMISSION_SETS, POOL_POLICIES, POSTURES, PROVIDER_KINDS,
   ROLE_WARNING_CODES, TASK_STATUSES, WORKSPACE_STATES,
 } from './resources.js'
 import { QUANTITY_PATTERN, RESOURCE_NAMES, type ResourceName } from './role-resources.js'

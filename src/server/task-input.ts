@@ -13,7 +13,7 @@ import { Ajv } from 'ajv'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { compilePolicyCached } from '../policy/index.js'
 import type { Actor, TaskInput, WorkspaceService } from '../workspaces/index.js'
-import { newId, CorralError, assertCleanInput, apiError } from '../contract/index.js'
+import { newId, CorralError, ENVIRONMENTS, THINKING_EFFORTS, assertCleanInput, apiError } from '../contract/index.js'
 import type { RoleConfig, TaskRecord } from '../store/index.js'
 import { fieldsOf } from './validation.js'
 import { isMalformedBody, readParts } from './multipart-file.js'
@@ -34,13 +34,13 @@ export interface TaskBodyFields {
 
 const common = {
   description: { type: 'string', minLength: 1, maxLength: 100_000 },
-  thinking_effort: { type: 'string', enum: ['high', 'medium', 'low', 'off'] },
+  thinking_effort: { type: 'string', enum: THINKING_EFFORTS },
   max_continuations: { type: 'integer', minimum: 0, maximum: 1000 },
   max_context_tokens: { type: 'integer', minimum: 0 },
 } as const
 const createBody = {
   type: 'object', required: ['description'], additionalProperties: false,
-  properties: { ...common, role_id: { type: 'string', minLength: 1 }, role_name: { type: 'string', minLength: 1 }, environment: { type: 'string', enum: ['development', 'staging', 'production'] } },
+  properties: { ...common, role_id: { type: 'string', minLength: 1 }, role_name: { type: 'string', minLength: 1 }, environment: { type: 'string', enum: ENVIRONMENTS } },
 } as const
 const followUpBody = {
   type: 'object', required: ['description'], additionalProperties: false,
