@@ -3,7 +3,7 @@
 // spelled here is the client's side only, the query parameters it sends.
 
 import type {
-  ApiKeyJson, AuditEvent, AuditOrder, CreatedApiKeyJson, MeJson, MembershipJson, MembershipRole, PermissionSet, TimeBucket,
+  ApiKeyJson, AuditEvent, AuditOrder, CreatedApiKeyJson, MeJson, MembershipJson, MembershipRole, PermissionSet, StatsJson, TimeBucket,
 } from '../contract/index.js'
 
 export type { AuditEvent, AuditOrder, PermissionSet, TimeBucket }
@@ -45,12 +45,5 @@ export interface StatsQuery {
   to?: string
 }
 
-export interface StatsBucket {
-  group: Record<string, string>
-  bucket?: string
-  value: number
-}
-
-export interface StatsResult {
-  buckets: StatsBucket[]
-}
+export type StatsResult = StatsJson
+export type StatsBucket = StatsJson['buckets'][number]

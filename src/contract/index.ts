@@ -38,3 +38,4 @@ export {
   agentRoleSchema, roleResourcesSchema, roleWarningsSchema, type WorkspaceJson, type TaskJson, type TaskAcceptedJson, type ApiKeyJson,
   type CreatedApiKeyJson, type MembershipJson, type MeJson, type ProviderJson, type AgentRoleJson, type RoleWarningJson,
 } from './wire.js'
+export { auditEventSchema, auditPageSchema, statsSchema, type StatsJson } from './wire-audit.js'
