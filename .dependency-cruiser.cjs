@@ -36,7 +36,32 @@ module.exports = {
       comment: 'The contract stays cheap to load anywhere (client, agent): node built-ins and uuid (ids) only.',
       severity: 'error',
       from: { path: '^src/contract/' },
-      to: { dependencyTypes: ['npm', 'npm-dev', 'npm-optional', 'npm-peer', 'npm-no-pkg', 'npm-unknown'], pathNot: '(^|/)node_modules/uuid/' },
+      to: { dependencyTypes: ['npm', 'npm-dev', 'npm-optional', 'npm-peer', 'npm-no-pkg', 'npm-unknown'], pathNot: '(^|/)node_modules/(uuid|json-schema-to-ts)/' },
+    },
+    {
+      name: 'contract-derives-wire-types-at-compile-time',
+      // src/contract/wire.ts derives the wire types from its schemas with json-schema-to-ts's
+      // FromSchema: a type, erased at build, so the contract loads no more at run time.
+      comment: 'src/contract/ takes json-schema-to-ts as types only.',
+      severity: 'error',
+      from: { path: '^src/contract/' },
+      to: { path: '(^|/)node_modules/json-schema-to-ts/', dependencyTypesNot: ['type-only'] },
+    },
+    {
+      name: 'contract-vocabularies-import-nothing',
+      comment: 'src/contract/resources.ts and audit-vocabulary.ts (the enums, the contract files the console and the agent load alone) import nothing at all.',
+      severity: 'error',
+      from: { path: '^src/contract/(resources|audit-vocabulary)\\.ts$' },
+      to: {},
+    },
+    {
+      name: 'only-the-store-speaks-sql',
+      // Everything else asks the store's face: a repository for a read, store.capabilities for what
+      // the dialect can do, defaultStoreUrl / storeFiles / storeServer for what a URL names.
+      comment: 'Only src/store/ imports the SQL builder and the database drivers (kysely, pg, better-sqlite3).',
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/store/' },
+      to: { path: '(^|/)node_modules/(kysely|pg|pg-[^/]+|@types/pg|better-sqlite3|@types/better-sqlite3)/' },
     },
     {
       name: 'net-is-a-leaf',
@@ -140,9 +165,11 @@ module.exports = {
     },
     {
       name: 'import-through-index',
+      // The console is the exception: it may not load the contract's face at run time (rules below),
+      // so it names src/contract/resources.ts and audit-vocabulary.ts itself for the enums it lists.
       comment: "A folder's index.ts is its face: another folder imports from it, never from the files behind it.",
       severity: 'error',
-      from: { path: '^src/([^/]+)/', pathNot: ['^src/commands/', '^src/agent/'] },
+      from: { path: '^src/([^/]+)/', pathNot: ['^src/commands/', '^src/agent/', '^src/console/'] },
       to: { path: '^src/[^/]+/', pathNot: ['^src/$1/', '^src/[^/]+/index\\.tsx?$'] },
     },
     {
@@ -150,10 +177,10 @@ module.exports = {
       // One exception to import-through-index, for start-up time: the agent starts once per task,
       // and the contract's face loads uuid (~15 ms). The agent may name src/contract/agent-task.ts
       // itself, and no other file behind a face.
-      comment: 'src/agent/ reaches the contract through its index.ts, except agent-task.ts (its own wire shape).',
+      comment: 'src/agent/ reaches the contract through its index.ts, except agent-task.ts (its own wire shape) and resources.ts (the enums, no imports).',
       severity: 'error',
       from: { path: '^src/agent/' },
-      to: { path: '^src/[^/]+/', pathNot: ['^src/agent/', '^src/[^/]+/index\\.tsx?$', '^src/contract/agent-task\\.ts$'] },
+      to: { path: '^src/[^/]+/', pathNot: ['^src/agent/', '^src/[^/]+/index\\.tsx?$', '^src/contract/(agent-task|resources)\\.ts$'] },
     },
     {
       name: 'commands-import-through-index',
@@ -171,18 +198,20 @@ module.exports = {
       name: 'console-is-a-browser-app',
       // The web console (src/console/) runs in a browser and talks to serve over /v1 only, like any
       // other API client; from the rest of src/ it may take the contract's words as types, nothing
-      // that would run (src/client/'s face loads node:fs, so the console has its own fetch client).
-      comment: 'src/console/ imports no other part of src/, except types from src/contract/index.ts.',
+      // that would run (src/client/'s face loads node:fs, so the console has its own fetch client),
+      // except the vocabularies' arrays (src/contract/resources.ts and audit-vocabulary.ts: constants,
+      // no imports), which its filters and forms list.
+      comment: 'src/console/ imports no other part of src/, except types from src/contract/index.ts and the enums of src/contract/resources.ts and audit-vocabulary.ts.',
       severity: 'error',
       from: { path: '^src/console/' },
-      to: { path: '^src/', pathNot: '^src/(console/|contract/index\\.ts$)' },
+      to: { path: '^src/', pathNot: '^src/(console/|contract/(index|resources|audit-vocabulary)\\.ts$)' },
     },
     {
       name: 'console-takes-only-types-from-contract',
       comment: 'What the console takes from src/contract/ is types (erased at build), so no server code is bundled.',
       severity: 'error',
       from: { path: '^src/console/' },
-      to: { path: '^src/contract/', dependencyTypesNot: ['type-only'] },
+      to: { path: '^src/contract/', pathNot: '^src/contract/(resources|audit-vocabulary)\\.ts$', dependencyTypesNot: ['type-only'] },
     },
     {
       name: 'console-runs-in-a-browser',

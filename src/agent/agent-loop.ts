@@ -3,7 +3,7 @@ import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import type { AgentEvent, EventSink } from './event-sink.js'
 import { type Block, type Message, type ModelClient, ModelError, type Turn, type TurnRequest, type Usage } from './model.js'
-import type { AgentDefaults, AgentTask, TaskOutcome } from '../contract/index.js'
+import type { AgentDefaults, AgentTask, TaskOutcome, TaskStatus } from '../contract/index.js'
 import type { TaskSource } from './task-source.js'
 import { type DiskUsage, diskOverText, TOOL_SPECS, type Toolbox } from './tools.js'
 
@@ -41,7 +41,7 @@ interface TaskRun {
 }
 
 /** How a task ends: status, summary, and the reason when it failed. */
-type TaskEnd = [status: 'completed' | 'failed', summary: string, reason?: string]
+type TaskEnd = [status: TaskStatus, summary: string, reason?: string]
 
 const COMPACTION_PROMPT = 'The conversation is about to be compacted because it is too long. Do not call any tool. ' +
   'Write a concise summary of everything needed to continue: the task, what has been done (files written, commands run, results), ' +
@@ -175,7 +175,7 @@ export class Agent {
   async #runTools(task: AgentTask, turn: Turn, run: TaskRun, signal?: AbortSignal) {
     const iteration = run.iteration
     const results: Block[] = []
-    let finish: { summary: string; status: 'completed' | 'failed' } | undefined
+    let finish: { summary: string; status: TaskStatus } | undefined
     let diskOver: DiskUsage | undefined
     for (const call of turn.content) {
       if (call.type !== 'tool_use') continue

@@ -1,6 +1,7 @@
 // The conversation as the agent keeps it, independent of the provider's wire format. Blocks follow
 // the Anthropic Messages shape (the richer of the two); the OpenAI-compatible client converts.
 import type { ThinkingEffort } from '../contract/index.js'
+import { PROVIDER_KINDS, type ProviderKind } from '../contract/resources.js'
 
 export type Block =
   | { type: 'text'; text: string }
@@ -53,8 +54,7 @@ export interface ModelClient {
   turn(request: TurnRequest, observer?: TurnObserver, signal?: AbortSignal): Promise<Turn>
 }
 
-export const PROVIDER_KINDS = ['anthropic', 'openai'] as const
-export type ProviderKind = (typeof PROVIDER_KINDS)[number]
+export { PROVIDER_KINDS, type ProviderKind }
 
 /** A provider answered with an error, or the stream broke; `retryable` for overload and 5xx. */
 export class ModelError extends Error {

@@ -3,6 +3,7 @@ import { lstat, mkdir, readFile, realpath, stat, writeFile } from 'node:fs/promi
 import { dirname, isAbsolute, relative, resolve, sep } from 'node:path'
 import { capChanges, type FileChange, FileWatch, scanTree } from './file-watch.js'
 import type { ToolSpec } from './model.js'
+import { TASK_OUTCOME_STATUSES, type TaskStatus } from '../contract/agent-task.js'
 
 /** Output the model sees from one tool call, at most. The rest is cut with a marker. */
 export const OUTPUT_CAP = 32 * 1024
@@ -43,7 +44,7 @@ export const TOOL_SPECS: ToolSpec[] = [
       type: 'object',
       properties: {
         summary: { type: 'string' },
-        status: { type: 'string', enum: ['completed', 'failed'], description: 'Default completed.' },
+        status: { type: 'string', enum: [...TASK_OUTCOME_STATUSES], description: 'Default completed.' },
       },
       required: ['summary'],
     },
@@ -60,7 +61,7 @@ export interface ToolOutcome {
   /** Set when /data is over its disk quota after the call: the task fails. */
   diskOver?: DiskUsage
   /** Set by finish. */
-  finish?: { summary: string; status: 'completed' | 'failed' }
+  finish?: { summary: string; status: TaskStatus }
 }
 
 export interface DiskUsage {

@@ -2,7 +2,7 @@
 // return a cursor only when the page is full (spec, Audit: pagination).
 
 import type { Store } from '../store/index.js'
-import { type AuditFilterClause, type AuditEvent, parseFilters, type FilterInput } from '../contract/index.js'
+import { type AuditFilterClause, type AuditEvent, type AuditOrder, AUDIT_ORDERS, parseFilters, type FilterInput } from '../contract/index.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
 import { parseIntParam, parseRange, single, validationError } from './params.js'
 
@@ -34,14 +34,14 @@ export interface ParsedAuditQuery {
   filters: AuditFilterClause[]
   fromMs?: number
   toMs?: number
-  order: 'asc' | 'desc'
+  order: AuditOrder
   limit: number
   cursor?: string
 }
 
 export function parseAuditQuery(q: AuditQueryInput): ParsedAuditQuery {
-  const order = single('order', q.order) ?? 'desc'
-  if (order !== 'asc' && order !== 'desc') throw validationError('order', 'must be asc or desc')
+  const order = (single('order', q.order) ?? 'desc') as AuditOrder
+  if (!AUDIT_ORDERS.includes(order)) throw validationError('order', 'must be asc or desc')
   const limit = parseIntParam('limit', typeof q.limit === 'number' ? q.limit : single('limit', q.limit), DEFAULT_LIMIT, 1, MAX_LIMIT)
   const { fromMs, toMs } = parseRange(single('from', q.from), single('to', q.to))
   const cursor = single('cursor', q.cursor)

@@ -9,7 +9,7 @@
 //   numeric path: latency_ms | transforms_applied | validations_applied
 //                 | debits.<key> | budget_state.<key>[.<key>…] | detail.<key>[.<key>…]
 
-import { CorralError, parseFilters, type FilterInput } from '../contract/index.js'
+import { CorralError, parseFilters, type FilterInput, type TimeBucket } from '../contract/index.js'
 import type { AuditStatsQuery, NumericPath, StatsDimension, Store } from '../store/index.js'
 import { parseRange, single } from './params.js'
 import type { AuditScope } from './query.js'
@@ -19,8 +19,9 @@ export const STATS_DIMENSIONS = [
   'method', 'path', 'decision', 'reason', 'policy_type', 'phase', 'capability_name',
 ] as const satisfies readonly StatsDimension[]
 
-export const TIME_BUCKETS = { '5m': 300_000, '15m': 900_000, '1h': 3_600_000, '6h': 21_600_000, '1d': 86_400_000 } as const
-export type TimeBucket = keyof typeof TIME_BUCKETS | 'auto'
+/** Each fixed bucket's width (ms): every name of the contract's TIME_BUCKETS but `auto`, no other. */
+export const TIME_BUCKETS = { '5m': 300_000, '15m': 900_000, '1h': 3_600_000, '6h': 21_600_000, '1d': 86_400_000 } as const satisfies Record<Exclude<TimeBucket, 'auto'>, number>
+export type { TimeBucket }
 
 const INT_PATHS = ['latency_ms', 'transforms_applied', 'validations_applied'] as const
 const JSON_PATH_ROOTS = ['debits', 'budget_state', 'detail'] as const

@@ -5,6 +5,7 @@ import { execFile } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { join, resolve } from 'node:path'
+import type * as StoreFace from '../store/index.js'
 
 export interface Check {
   check: string
@@ -61,22 +62,26 @@ export function portCheck(name: string, port: number, flag: string): Promise<Che
   })
 }
 
-export async function databaseCheck(o: DoctorOptions, open: (url: string) => Promise<{ close(): Promise<void> }>): Promise<Check> {
-  const url = o.db ?? `sqlite:${join(resolve(o.dataDir), 'corral.db')}`
+/** What the database check asks the store (handed in: the store's face is loaded at run time). */
+export type StoreProbe = Pick<typeof StoreFace, 'openStore' | 'defaultStoreUrl' | 'storeFiles' | 'storeUrlDialect'>
+
+export async function databaseCheck(o: DoctorOptions, store: StoreProbe): Promise<Check> {
+  const url = o.db ?? store.defaultStoreUrl(o.dataDir)
   const shown = url.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@')
-  if (url.startsWith('sqlite:') && !existsSync(url.slice('sqlite:'.length))) {
+  const file = store.storeFiles(url)[0]
+  if (file !== undefined && !existsSync(file)) {
     return { check: 'database', status: 'warn', detail: `no store yet at ${shown}`, fix: 'serve creates it on first start (or pass --data-dir / --db to check an existing one)' }
   }
   try {
-    const store = await open(url)
-    await store.close()
+    const opened = await store.openStore(url)
+    await opened.close()
     return { check: 'database', status: 'ok', detail: `${shown} opens` }
   } catch (error) {
     return {
       check: 'database',
       status: 'fail',
       detail: `${shown}: ${(error as Error).message.split('\n')[0]}`,
-      fix: url.startsWith('postgres') ? 'check the URL, that PostgreSQL runs and accepts this user (psql "<url>" -c "select 1")' : 'check the path and its permissions, or pass --db',
+      fix: store.storeUrlDialect(url) === 'postgres' ? 'check the URL, that PostgreSQL runs and accepts this user (psql "<url>" -c "select 1")' : 'check the path and its permissions, or pass --db',
     }
   }
 }

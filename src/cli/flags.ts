@@ -4,6 +4,7 @@
 
 import * as Flags from '@oclif/core/flags'
 import { parseFilter, resolveTime } from '../client/index.js'
+import { AUDIT_ORDERS } from '../contract/index.js'
 
 /** Repeatable `--filter col=a,b` / `col!=a,b` / `col!=`; values are kept verbatim for the API. */
 export const filter = Flags.custom<string>({
@@ -29,7 +30,7 @@ export const from = time({ summary: 'Lower time bound (RFC 3339, or relative: 15
 export const to = time({ summary: 'Upper time bound (RFC 3339, or relative: 15m, 2h, 7d).' })
 
 export const order = Flags.option({
-  options: ['asc', 'desc'] as const,
+  options: AUDIT_ORDERS,
   summary: 'Sort on (timestamp, id).',
 })()
 

@@ -8,6 +8,6 @@ export const storeFlags = {
 
 /** Opens the store the flags point at (heavy modules imported only here, at run time). */
 export async function openStoreFromFlags(flags: { 'data-dir': string; db?: string }) {
-  const [{ openStore }, { resolve, join }] = await Promise.all([import('../store/index.js'), import('node:path')])
-  return openStore(flags.db ?? `sqlite:${join(resolve(flags['data-dir']), 'corral.db')}`)
+  const { openStore, defaultStoreUrl } = await import('../store/index.js')
+  return openStore(flags.db ?? defaultStoreUrl(flags['data-dir']))
 }

@@ -2,12 +2,9 @@
 // request_id, details) so the CLI base renders it as one line with the request id; callers branch on
 // `envelope.code` or `status`, never on message text.
 
-export interface ErrorEnvelope {
-  code: string
-  message: string
-  request_id?: string
-  details?: Record<string, unknown>
-}
+import type { ErrorBody } from '../contract/index.js'
+
+export type ErrorEnvelope = ErrorBody
 
 /** A non-2xx answer from the API. */
 export class ApiError extends Error {

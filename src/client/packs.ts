@@ -1,7 +1,7 @@
 // Typed calls for /v1/packs over the shared CorralClient and name-or-id resolution for the CLI.
 // Packing a pack directory into the tar.gz the upload routes take is the CLI's (src/cli/pack-archive.ts).
 import { openAsBlob } from 'node:fs'
-import { ID_PREFIXES } from '../contract/index.js'
+import { ID_PREFIXES, type PackOrigin, type PackTier, type PackVisibility } from '../contract/index.js'
 import type { CorralClient } from './client.js'
 import { ApiConnectionError, ApiError, apiErrorFrom } from './errors.js'
 
@@ -14,12 +14,12 @@ export interface PackRecord {
   display_name: string
   description?: string
   version: string
-  tier: 'recommended' | 'verified' | 'community'
-  visibility: 'org' | 'community'
+  tier: PackTier
+  visibility: PackVisibility
   category?: string
   capabilities?: string
   suggested_packs?: string
-  image_origin?: 'upload' | 'image_ref' | 'clone'
+  image_origin?: PackOrigin
   image_ref?: string
   image_digest?: string
   size_bytes?: number
@@ -34,7 +34,7 @@ export interface PackUpdate {
   description?: string | null
   category?: string | null
   suggested_packs?: string | null
-  visibility?: 'org' | 'community'
+  visibility?: PackVisibility
   /** Registry-origin packs only: pull this image and replace the pack's content. */
   image_ref?: string
 }
@@ -92,10 +92,10 @@ export function packsApi(client: CorralClient) {
     listPacks: async (opts: { owned?: boolean; name?: string } = {}) =>
       (await client.request<{ packs: PackRecord[] }>('GET', '/packs', { query: { owned: opts.owned ? 'true' : undefined, name: opts.name } })).packs,
     getPack: (id: string) => client.request<PackRecord>('GET', `/packs/${seg(id)}`),
-    uploadPack: (source: ArchiveSource, opts: { visibility?: 'org' | 'community'; progress?: UploadProgress } = {}) =>
+    uploadPack: (source: ArchiveSource, opts: { visibility?: PackVisibility; progress?: UploadProgress } = {}) =>
       sendArchive('POST', '/packs/upload', source, { visibility: opts.visibility }, opts.progress),
     /** A pack from a registry image (`POST /v1/packs`): the server pulls `image_ref`. */
-    createPack: (body: { image_ref: string; visibility?: 'org' | 'community' }) => client.request<PackRecord>('POST', '/packs', { body }),
+    createPack: (body: { image_ref: string; visibility?: PackVisibility }) => client.request<PackRecord>('POST', '/packs', { body }),
     reuploadPack: (id: string, source: ArchiveSource, opts: { progress?: UploadProgress } = {}) => sendArchive('PUT', `/packs/${seg(id)}/upload`, source, {}, opts.progress),
     updatePack: (id: string, body: PackUpdate) => client.request<PackRecord>('PUT', `/packs/${seg(id)}`, { body }),
     deletePack: (id: string) => client.request<{ status: 'deleted' }>('DELETE', `/packs/${seg(id)}`),

@@ -1,71 +1,25 @@
 // Typed calls for /v1/providers and /v1/agent-roles over the shared CorralClient, plus name-or-id
 // resolution for the CLI (`corral role show coder` and `corral role show role_…` both work).
-import { ID_PREFIXES, type RoleResources } from '../contract/index.js'
+import { ID_PREFIXES, type AgentRoleJson, type ProviderJson, type ProviderKind, type RoleWarningJson } from '../contract/index.js'
 import type { CorralClient } from './client.js'
 import { ApiError } from './errors.js'
 
-export interface ProviderRecord {
-  id: string
-  org_id: string
-  name: string
-  display_name?: string
-  description?: string
-  kind?: 'anthropic' | 'openai'
-  domain?: string
-  base_url?: string
-  default_model?: string
-  created_by?: string
-  created_at: string
-  updated_at: string
-  archived_at?: string
-}
+export type ProviderRecord = ProviderJson
 
 export interface ProviderInput {
   name?: string
   display_name?: string | null
   description?: string | null
-  kind?: 'anthropic' | 'openai'
+  kind?: ProviderKind
   domain?: string
   base_url?: string | null
   default_model?: string | null
 }
 
-export interface AgentRoleRecord {
-  id: string
-  org_id: string
-  name: string
-  display_name?: string
-  description?: string
-  provider_id: string
-  model?: string
-  capabilities?: string
-  environment: 'development' | 'staging' | 'production'
-  environment_description?: string
-  task_timeout_seconds?: number
-  idle_timeout_seconds?: number
-  thinking_effort?: 'high' | 'medium' | 'low' | 'off'
-  max_continuations?: number
-  max_context_tokens?: number
-  pool_policy: '' | 'static' | 'dynamic'
-  pool_size?: number
-  pool_max_size?: number
-  pack_ids: string[]
-  /** Requests and limits of the agent container on the Kubernetes runtime (docs/roles.md "Resources"; an addition to the spec). */
-  resources?: RoleResources
-  created_by?: string
-  created_at: string
-  updated_at: string
-  archived_at?: string
-  /** On create and update only: credentials and secrets the policy names that the org lacks (docs/roles.md). */
-  warnings?: RoleWarning[]
-}
+/** `warnings` on create and update only: credentials and secrets the policy names that the org lacks (docs/roles.md). */
+export type AgentRoleRecord = AgentRoleJson
 
-export interface RoleWarning {
-  code: 'missing_credential' | 'missing_secret'
-  name: string
-  capabilities: string[]
-  message: string
-}
+export type RoleWarning = RoleWarningJson
 
 /** The writable role fields (the API's POST and PATCH bodies). */
 export type AgentRoleInput = Partial<Omit<AgentRoleRecord, 'id' | 'org_id' | 'created_by' | 'created_at' | 'updated_at' | 'archived_at' | 'warnings'>>

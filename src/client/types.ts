@@ -1,57 +1,21 @@
-// Wire shapes of the /v1 routes the CLI uses (control-plane.md "Resources" and "Endpoints").
-// Audit rows reuse the one audit event contract in src/contract/audit-vocabulary.ts.
+// Wire shapes of the /v1 routes the CLI uses (control-plane.md "Resources" and "Endpoints"): the
+// responses are the contract's (src/contract/wire.ts, derived from the routes' own schemas); what is
+// spelled here is the client's side only, the query parameters it sends.
 
-import type { AuditEvent } from '../contract/index.js'
+import type {
+  ApiKeyJson, AuditEvent, AuditOrder, CreatedApiKeyJson, MeJson, MembershipJson, MembershipRole, PermissionSet, StatsJson, TimeBucket,
+} from '../contract/index.js'
 
-export type { AuditEvent }
+export type { AuditEvent, AuditOrder, PermissionSet, TimeBucket }
+export { PERMISSION_SETS, TIME_BUCKETS, MEMBERSHIP_ROLES as MEMBER_ROLES } from '../contract/index.js'
+export type MemberRole = MembershipRole
 
-export const PERMISSION_SETS = ['full_access', 'submit_observe', 'read_only'] as const
-export type PermissionSet = (typeof PERMISSION_SETS)[number]
-
-export interface ApiKey {
-  id: string
-  label: string
-  prefix: string
-  permission_set: PermissionSet
-  created_by_user_id?: string
-  created_at: string
-  last_used_at?: string
-}
-
+export type ApiKey = ApiKeyJson
 /** The create response is the only place the secret `value` ever appears. */
-export interface CreatedApiKey extends ApiKey {
-  value: string
-}
-
-export const MEMBER_ROLES = ['owner', 'admin', 'member'] as const
-export type MemberRole = (typeof MEMBER_ROLES)[number]
-
-export interface Membership {
-  org_id: string
-  user_id: string
-  email: string
-  role: MemberRole
-  status: 'pending' | 'active'
-  invitation_id?: string
-  invited_by?: string
-  created_at: string
-  accepted_at?: string
-  first_seen_at?: string
-}
-
+export type CreatedApiKey = CreatedApiKeyJson
+export type Membership = MembershipJson
 /** GET /v1/me: who the credential is, and the org it acts in. */
-export interface Me {
-  org: { id: string; name: string; posture?: string }
-  kind: 'api_key' | 'session'
-  user_id: string
-  permissions: string[]
-  email?: string
-  role?: MemberRole
-  key_id?: string
-  permission_set?: PermissionSet
-}
-
-export type AuditOrder = 'asc' | 'desc'
+export type Me = MeJson
 
 /** Query parameters shared by GET /v1/audit and its workspace variant. */
 export interface AuditQuery {
@@ -69,9 +33,6 @@ export interface AuditPage {
   cursor?: string
 }
 
-export const TIME_BUCKETS = ['auto', '5m', '15m', '1h', '6h', '1d'] as const
-export type TimeBucket = (typeof TIME_BUCKETS)[number]
-
 /** Query parameters of GET /v1/audit/stats and its workspace variant. */
 export interface StatsQuery {
   group_by?: string
@@ -84,12 +45,5 @@ export interface StatsQuery {
   to?: string
 }
 
-export interface StatsBucket {
-  group: Record<string, string>
-  bucket?: string
-  value: number
-}
-
-export interface StatsResult {
-  buckets: StatsBucket[]
-}
+export type StatsResult = StatsJson
+export type StatsBucket = StatsJson['buckets'][number]

@@ -2,54 +2,17 @@
 // with files goes as multipart/form-data (repeatable `file` parts); everything else is JSON.
 import { readFile } from 'node:fs/promises'
 import { basename } from 'node:path'
+import type { TaskAcceptedJson, TaskJson, WorkspaceJson } from '../contract/index.js'
 import type { CorralClient } from './client.js'
 import { ApiConnectionError, apiErrorFrom } from './errors.js'
 
-export const TERMINAL_TASK_STATUSES = ['completed', 'failed', 'cancelled'] as const
+export { TERMINAL_TASK_STATUSES } from '../contract/index.js'
 
-export interface TaskAccepted {
-  task_id: string
-  workspace_id: string
-  status: string
-}
+export type TaskAccepted = TaskAcceptedJson
 
-export interface TaskRecord {
-  id: string
-  workspace_id: string
-  status: 'submitted' | 'running' | 'completed' | 'failed' | 'cancelled'
-  reason?: string
-  description: string
-  summary?: string
-  options?: Record<string, unknown>
-  metadata?: Record<string, unknown>
-  uploads?: string[]
-  created_by: string
-  created_at: string
-  updated_at: string
-  started_at?: string
-  finished_at?: string
-}
+export type TaskRecord = TaskJson
 
-export interface WorkspaceRecord {
-  id: string
-  role_id: string
-  role_name: string
-  provider_id: string
-  provider_name: string
-  state: string
-  desired_state?: string
-  created_by: string
-  task_count: number
-  parent_workspace_id?: string
-  fork_point_task_count?: number
-  fork_source_snapshot_ref?: string
-  has_snapshot?: boolean
-  failure?: string
-  created_at: string
-  updated_at: string
-  last_activity_at?: string
-  archived_at?: string
-}
+export type WorkspaceRecord = WorkspaceJson
 
 export interface SnapshotFileEntry {
   path: string

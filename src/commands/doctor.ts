@@ -16,13 +16,13 @@ export default class Doctor extends CorralCommand<Check[]> {
 
   async execute(): Promise<Check[]> {
     const { flags } = await this.parse(Doctor)
-    const { openStore } = await import('../store/index.js')
+    const store = await import('../store/index.js')
     const checks = await Promise.all([
       Promise.resolve(nodeCheck()),
       bwrapCheck(),
       portCheck('api port', flags.port, '--port'),
       portCheck('proxy port', flags['proxy-port'], '--proxy-port'),
-      databaseCheck({ dataDir: flags['data-dir'], db: flags.db, port: flags.port, proxyPort: flags['proxy-port'], env: process.env }, (url) => openStore(url)),
+      databaseCheck({ dataDir: flags['data-dir'], db: flags.db, port: flags.port, proxyPort: flags['proxy-port'], env: process.env }, store),
       Promise.resolve(caCheck(flags['data-dir'])),
       registryCheck(process.env),
     ])

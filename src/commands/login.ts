@@ -7,13 +7,14 @@ import { UsageError } from '../cli/errors.js'
 import { diag } from '../cli/output.js'
 import { DEFAULT_PROFILE, configPath, readConfig, writeConfig } from '../cli/profiles.js'
 import { CorralClient } from '../client/index.js'
+import type { CredentialType } from '../contract/index.js'
 
 export interface LoginResult {
   profile: string
   api_url: string
   org_id: string
   org_name?: string
-  kind: 'api_key' | 'session'
+  kind: CredentialType
   user_id: string
   config_path: string
   /** The profile that was current before, when login switched away from another one. */

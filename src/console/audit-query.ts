@@ -2,14 +2,12 @@
 // time range, order and page size; read from and written to the hash route so a query can be
 // bookmarked. Also the exports: every page of the current query as NDJSON or CSV.
 import type { Api, Query } from './api.js'
+import { FILTER_COLUMNS as API_FILTER_COLUMNS, type FilterColumn } from '../contract/audit-vocabulary.js'
 import { saveBlob } from './save-file.js'
-import type { AuditEvent } from './wire.js'
+import type { AuditEvent, AuditOrder } from './wire.js'
 
-/** The API's filterable columns (spec "GET /v1/audit"; `counter` is virtual). */
-export const FILTER_COLUMNS = [
-  'event_type', 'decision', 'workspace_id', 'task_id', 'destination', 'capability_name', 'category', 'agent_role', 'agent_provider',
-  'method', 'path', 'actor', 'counter', 'phase', 'policy_type',
-] as const
+/** The API's filterable columns (spec "GET /v1/audit"; `counter` is virtual), the two most asked for first. */
+export const FILTER_COLUMNS: readonly FilterColumn[] = ['event_type', 'decision', ...API_FILTER_COLUMNS.filter((c) => c !== 'event_type' && c !== 'decision')]
 
 /** Every column of an audit row (the column picker's choices), in the spec's order. */
 export const ALL_COLUMNS = [
@@ -24,7 +22,7 @@ export interface AuditQueryState {
   filters: string[]
   from: string
   to: string
-  order: 'asc' | 'desc'
+  order: AuditOrder
   limit: number
 }
 

@@ -2,11 +2,9 @@
 // plane that hands a task over and the agent that runs it): one task, with the role's settings already merged with the task's own
 // overrides by whoever hands it over (the control plane, or a task file).
 
-export const THINKING_EFFORTS = ['high', 'medium', 'low', 'off'] as const
-export type ThinkingEffort = (typeof THINKING_EFFORTS)[number]
+import type { Environment, ThinkingEffort } from './resources.js'
 
-export const ENVIRONMENTS = ['development', 'staging', 'production'] as const
-export type Environment = (typeof ENVIRONMENTS)[number]
+export { ENVIRONMENTS, THINKING_EFFORTS, type Environment, type ThinkingEffort } from './resources.js'
 
 export interface AgentTask {
   id: string
@@ -30,7 +28,9 @@ export interface AgentTask {
   proxy_token?: string
 }
 
-export type TaskStatus = 'completed' | 'failed'
+/** How a task ended, as the agent reports it (its `finish` tool, the task_end event). */
+export const TASK_OUTCOME_STATUSES = ['completed', 'failed'] as const
+export type TaskStatus = (typeof TASK_OUTCOME_STATUSES)[number]
 
 export interface TaskOutcome {
   task_id: string

@@ -80,6 +80,9 @@ export interface ErrorEnvelope {
   error: { code: string; message: string; request_id: string; details?: Record<string, unknown> }
 }
 
+/** The envelope's `error` as a client holds it: no request_id on an error the client raised itself (no answer, a local check). */
+export type ErrorBody = Omit<ErrorEnvelope['error'], 'request_id'> & { request_id?: string }
+
 /** JSON schema of the envelope, attached to every route's 4xx/5xx responses. */
 export const envelopeSchema = {
   type: 'object',

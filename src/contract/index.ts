@@ -3,7 +3,7 @@
 // these words, so it sits below all of them and no part has to import another to name an error
 // code, an audit event type or a filter (docs/design.md "Contract").
 export {
-  CorralError, ERROR_CATALOGUE, apiError, notFound, envelopeSchema, type ErrorCode, type ErrorEnvelope,
+  CorralError, ERROR_CATALOGUE, apiError, notFound, envelopeSchema, type ErrorCode, type ErrorEnvelope, type ErrorBody,
 } from './errors.js'
 export {
   EVENT_TYPES, AGENT_EVENT_TYPES, CATEGORIES, ACTORS, PHASES, POLICY_TYPES, DECISIONS, DENY_REASONS,
@@ -23,6 +23,19 @@ export {
   CONTROL_HOST, type CapabilityClaims, type ControlReply, type AgentEventCharge, type AgentCallbackHandler,
 } from './agent-callbacks.js'
 export {
-  THINKING_EFFORTS, ENVIRONMENTS, type ThinkingEffort, type Environment, type AgentTask, type TaskStatus, type TaskOutcome, type AgentDefaults,
+  THINKING_EFFORTS, ENVIRONMENTS, TASK_OUTCOME_STATUSES, type ThinkingEffort, type Environment, type AgentTask, type TaskStatus, type TaskOutcome, type AgentDefaults,
 } from './agent-task.js'
 export { QUANTITY_PATTERN, RESOURCE_NAMES, quantityValue, requestOverLimit, type ResourceList, type ResourceName, type RoleResources } from './role-resources.js'
+export {
+  PERMISSION_SETS, MEMBERSHIP_ROLES, MEMBERSHIP_STATUSES, CREDENTIAL_TYPES, POSTURES, WORKSPACE_STATES, DESIRED_STATES, TASK_STATUSES,
+  TERMINAL_TASK_STATUSES, PROVIDER_KINDS, POOL_POLICIES, ROLE_WARNING_CODES, PACK_TIERS, PACK_VISIBILITIES, PACK_ORIGINS, AUDIT_ORDERS,
+  TIME_BUCKETS, type PermissionSet, type MembershipRole, type MembershipStatus, type CredentialType, type Posture, type WorkspaceState,
+  type DesiredState, type TaskLifecycleStatus, type ProviderKind, type PoolPolicy, type RoleWarningCode, type PackTier, type PackVisibility,
+  type PackOrigin, type AuditOrder, type TimeBucket,
+} from './resources.js'
+export {
+  workspaceSchema, taskSchema, taskAcceptedSchema, apiKeySchema, createdApiKeySchema, membershipSchema, meSchema, providerSchema,
+  agentRoleSchema, roleResourcesSchema, roleWarningsSchema, type WorkspaceJson, type TaskJson, type TaskAcceptedJson, type ApiKeyJson,
+  type CreatedApiKeyJson, type MembershipJson, type MeJson, type ProviderJson, type AgentRoleJson, type RoleWarningJson,
+} from './wire.js'
+export { auditEventSchema, auditPageSchema, statsSchema, type StatsJson } from './wire-audit.js'

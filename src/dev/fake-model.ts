@@ -7,6 +7,7 @@
 import http from 'node:http'
 import https from 'node:https'
 import type { AddressInfo } from 'node:net'
+import { PROVIDER_KINDS, type ProviderKind } from '../contract/index.js'
 
 export interface ScriptedReply {
   thinking?: string
@@ -28,7 +29,8 @@ export interface SeenModelRequest {
 /** The model's side of a conversation: the request body (either wire format) and its index → a reply. */
 export type Script = (body: any, index: number) => ScriptedReply
 
-export type WireFormat = 'anthropic' | 'openai'
+/** A provider kind's streaming wire format. */
+export type WireFormat = ProviderKind
 
 export const WIRE_PATHS: Readonly<Record<WireFormat, string>> = { anthropic: '/v1/messages', openai: '/v1/chat/completions' }
 
@@ -61,7 +63,7 @@ export interface FakeModel {
 const MAX_BODY = 8 * 1024 * 1024
 
 export async function startFakeModel(opts: FakeModelOptions): Promise<FakeModel> {
-  const formats = opts.formats ?? ['anthropic', 'openai']
+  const formats = opts.formats ?? PROVIDER_KINDS
   const requests: SeenModelRequest[] = []
   let count = 0
   const handler = (req: http.IncomingMessage, res: http.ServerResponse): void => {

@@ -2,12 +2,13 @@
 // value stops serve with a message naming it, and no part reads process.env on its own after this
 // (the parts still receive `env` where their own documented variables are read, e.g. the proxy's
 // CORRAL_PROXY_* limits).
-import { join, resolve } from 'node:path'
+import { resolve } from 'node:path'
 import { journalSettingsFromEnv, type JournalDurability } from '../audit/index.js'
 import { archiveLimitsFromEnv, registrySettingsFromEnv, type ArchiveLimits, type RegistrySettings } from '../packs/index.js'
 import { DEFAULT_PROXY_PORT } from '../proxy/index.js'
 import { oidcConfigFromEnv, type OidcConfig } from '../server/index.js'
 import { oauthAllowPrivate } from '../secrets/index.js'
+import { defaultStoreUrl } from '../store/index.js'
 import {
   DEFAULT_SANDBOX_UID, defaultAgentCommand, kubernetesSettingsFromEnv, limitsFromEnv, RUNTIME_KINDS, type KubernetesSettings, type RuntimeKind, type WorkspaceLimits,
 } from '../runtime/index.js'
@@ -81,8 +82,6 @@ export interface ServeConfig {
 /** The default lease TTL: a dead replica's workspaces are taken over within this (plus one reconcile pass). */
 export const DEFAULT_LEASE_TTL_SECONDS = 15
 
-export const defaultDbUrl = (dataDir: string) => `sqlite:${join(dataDir, 'corral.db')}`
-
 export function serveConfig(options: ServeOptions): ServeConfig {
   const env = options.env ?? process.env
   const dataDir = resolve(options.dataDir)
@@ -92,7 +91,7 @@ export function serveConfig(options: ServeOptions): ServeConfig {
   const explicitProxyPort = options.proxyPort ?? (env.CORRAL_PROXY_PORT ? Number(env.CORRAL_PROXY_PORT) : undefined)
   return Object.freeze({
     dataDir,
-    dbUrl: options.dbUrl ?? defaultDbUrl(dataDir),
+    dbUrl: options.dbUrl ?? defaultStoreUrl(dataDir),
     host: options.host,
     port: options.port,
     // Port 0 for the API (tests, parallel serves) means a free port for the proxy too.

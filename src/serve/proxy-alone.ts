@@ -12,8 +12,8 @@ import { journalSettingsFromEnv, openAuditWriter } from '../audit/index.js'
 import { loadOrCreateCa } from '../proxy/index.js'
 import { CapabilityTokens, Sealer, loadMasterKey, loadTokenKey } from '../secrets/index.js'
 import { createLogger } from '../server/index.js'
-import { openStore } from '../store/index.js'
-import { defaultDbUrl, leaseTtlMs } from './config.js'
+import { defaultStoreUrl, openStore } from '../store/index.js'
+import { leaseTtlMs } from './config.js'
 import { checkMasterKey } from './master-key.js'
 import { permitSource, startProxy } from './proxy.js'
 import { startReplica } from './replica.js'
@@ -42,7 +42,7 @@ export async function startProxyAlone(options: ProxyAloneOptions): Promise<Runni
   const teardown = new Teardown(logger)
   try {
     const sealer = new Sealer(await loadMasterKey(dataDir, env))
-    const store = await openStore(options.dbUrl ?? defaultDbUrl(dataDir))
+    const store = await openStore(options.dbUrl ?? defaultStoreUrl(dataDir))
     teardown.add('store', () => store.close(), { mustSucceed: true })
     await checkMasterKey(store, sealer)
     const replica = await startReplica({ store, logger, dataDir, ttlMs: leaseTtlMs(env.CORRAL_LEASE_TTL), sharedStores: false, proxyOnly: true })

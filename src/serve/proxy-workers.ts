@@ -17,8 +17,7 @@ import type { Logger } from 'pino'
 import { loadOrCreateCa } from '../proxy/index.js'
 import { loadMasterKey, loadTokenKey } from '../secrets/index.js'
 import { createLogger } from '../server/index.js'
-import { openStore } from '../store/index.js'
-import { defaultDbUrl } from './config.js'
+import { defaultStoreUrl, openStore } from '../store/index.js'
 import type { ProxyAloneOptions, RunningProxyAlone } from './proxy-alone.js'
 
 /** The message a worker sends its primary once it listens. */
@@ -61,7 +60,7 @@ export function announceProxyWorker(url: string): void {
 async function prepareShared(options: ProxyAloneOptions, env: NodeJS.ProcessEnv): Promise<void> {
   const dataDir = resolve(options.dataDir)
   await loadMasterKey(dataDir, env)
-  const store = await openStore(options.dbUrl ?? defaultDbUrl(dataDir))
+  const store = await openStore(options.dbUrl ?? defaultStoreUrl(dataDir))
   try {
     await loadTokenKey(store.settings)
   } finally {

@@ -7,7 +7,7 @@ import type { Logger } from 'pino'
 import type { AuditWriter } from '../audit/index.js'
 import { ProxyService, type AgentCallbacks, type ConcurrencyPermitSource, type CorralCa, type Endpoint } from '../proxy/index.js'
 import type { CapabilityTokens, Sealer } from '../secrets/index.js'
-import { ROLES_CHANGED_CHANNEL, WORKSPACE_STOPPED_CHANNEL, concurrencyPermits, type Store } from '../store/index.js'
+import { ROLES_CHANGED_CHANNEL, WORKSPACE_STOPPED_CHANNEL, concurrencyPermits, storeServer, type Store } from '../store/index.js'
 
 export interface ProxyParts {
   store: Store
@@ -87,13 +87,8 @@ export function endpointOf(url: string | undefined): Endpoint[] {
 
 /** The database server of a postgres:// URL (SQLite has none). */
 export function databaseEndpoint(dbUrl: string | undefined): Endpoint[] {
-  if (!dbUrl || !/^postgres(ql)?:\/\//.test(dbUrl)) return []
-  try {
-    const u = new URL(dbUrl)
-    return [{ host: u.hostname.replace(/^\[|\]$/g, '') || '127.0.0.1', port: Number(u.port || 5432) }]
-  } catch {
-    return []
-  }
+  const server = storeServer(dbUrl)
+  return server ? [server] : []
 }
 
 /** A replica's `max_concurrent` permits in the database, held under its id (its heartbeat keeps them). */

@@ -62,7 +62,7 @@ export function newReplicaId(): string {
 
 export async function startReplica(o: ReplicaOptions): Promise<Replica> {
   const id = newReplicaId()
-  if (o.store.dialect !== 'postgres') return soloReplica(id, o.ttlMs)
+  if (!o.store.capabilities.sharedAcrossHosts) return soloReplica(id, o.ttlMs)
   const fatal = new FatalSignal(o.logger)
   const lock = o.proxyOnly ? undefined : await StartupLock.take(o.store, o.sharedStores, o.logger, (reason) => fatal.raise(reason))
   const leases = replicaLeases(o.store)

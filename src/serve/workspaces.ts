@@ -17,7 +17,7 @@ import {
   RegistrySnapshotStore, createKubernetesRuntime, createRuntime, type LocalRuntimeOptions, type SnapshotStore, type WorkspaceLimits, type WorkspaceRuntime,
 } from '../runtime/index.js'
 import type { WorkspaceDirectory, WorkspaceLifecycle } from '../server/index.js'
-import type { Store } from '../store/index.js'
+import { storeFiles, type Store } from '../store/index.js'
 import { AgentEvents, LeaseOwnership, WorkspaceService } from '../workspaces/index.js'
 import type { Replica } from './replica.js'
 import type { ServeConfig } from './config.js'
@@ -138,7 +138,7 @@ export function runtimeOptions(options: { dataDir: string; dbUrl?: string }, lim
     limits,
     // The data dir holds the store, admin.key, the CA key, the webhook secret, packs and uploads;
     // a store file inside it is hidden with it (the default `sqlite:<data-dir>/corral.db`).
-    hidden: [options.dataDir, ...sqliteFiles(options.dbUrl).filter((f) => !isInside(options.dataDir, f))],
+    hidden: [options.dataDir, ...storeFiles(options.dbUrl).filter((f) => !isInside(options.dataDir, f))],
   }
 }
 
@@ -157,15 +157,6 @@ export function snapshotStoreOf(config: Pick<ServeConfig, 'dataDir' | 'packRegis
       scratchDir: join(config.dataDir, 'runtime', 'snapshot-scratch'), ownScratch: true,
     }),
   }
-}
-
-/** A SQLite store's file and its journal siblings, when the store is SQLite (the capability-token key is in it). */
-export function sqliteFiles(dbUrl: string | undefined): string[] {
-  if (!dbUrl?.startsWith('sqlite:')) return []
-  const path = dbUrl.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '')
-  if (!path || path === ':memory:') return []
-  const file = resolve(path)
-  return [file, `${file}-wal`, `${file}-shm`, `${file}-journal`]
 }
 
 function isInside(dir: string, file: string): boolean {

@@ -2,7 +2,7 @@
 // one place (spec "Authentication" 5-9; the mappings the spec leaves open are ours and are
 // documented in docs/permissions.md, which test/server/permissions.test.ts keeps in step). The closed enums stored in the api_keys and memberships tables (permission
 // sets, roles) are the store's, re-exported here.
-import { MEMBERSHIP_ROLES as ROLES, PERMISSION_SETS, type MembershipRole as Role, type PermissionSet } from '../store/index.js'
+import { MEMBERSHIP_ROLES as ROLES, PERMISSION_SETS, type MembershipRole as Role, type PermissionSet } from '../contract/index.js'
 
 export { PERMISSION_SETS, ROLES, type PermissionSet, type Role }
 

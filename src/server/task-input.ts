@@ -13,12 +13,11 @@ import { Ajv } from 'ajv'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { compilePolicyCached } from '../policy/index.js'
 import type { Actor, TaskInput, WorkspaceService } from '../workspaces/index.js'
-import { newId, CorralError, assertCleanInput, apiError } from '../contract/index.js'
+import { newId, CorralError, ENVIRONMENTS, THINKING_EFFORTS, assertCleanInput, apiError } from '../contract/index.js'
 import type { RoleConfig, TaskRecord } from '../store/index.js'
 import { fieldsOf } from './validation.js'
 import { isMalformedBody, readParts } from './multipart-file.js'
 import { enforceRateLimit, TokenBucketLimiter } from './rate-limit.js'
-import { dateTime } from './schemas/common.js'
 import type { ServerConfig, ServerDeps } from './types.js'
 
 export interface TaskBodyFields {
@@ -35,13 +34,13 @@ export interface TaskBodyFields {
 
 const common = {
   description: { type: 'string', minLength: 1, maxLength: 100_000 },
-  thinking_effort: { type: 'string', enum: ['high', 'medium', 'low', 'off'] },
+  thinking_effort: { type: 'string', enum: THINKING_EFFORTS },
   max_continuations: { type: 'integer', minimum: 0, maximum: 1000 },
   max_context_tokens: { type: 'integer', minimum: 0 },
 } as const
 const createBody = {
   type: 'object', required: ['description'], additionalProperties: false,
-  properties: { ...common, role_id: { type: 'string', minLength: 1 }, role_name: { type: 'string', minLength: 1 }, environment: { type: 'string', enum: ['development', 'staging', 'production'] } },
+  properties: { ...common, role_id: { type: 'string', minLength: 1 }, role_name: { type: 'string', minLength: 1 }, environment: { type: 'string', enum: ENVIRONMENTS } },
 } as const
 const followUpBody = {
   type: 'object', required: ['description'], additionalProperties: false,
@@ -72,24 +71,6 @@ export function taskBodyDoc(followUp: boolean): { content: Record<string, { sche
     },
   }
 }
-
-export const acceptedSchema = {
-  type: 'object', required: ['task_id', 'workspace_id', 'status'],
-  properties: { task_id: { type: 'string' }, workspace_id: { type: 'string' }, status: { type: 'string' } },
-} as const
-
-export const taskSchema = {
-  type: 'object',
-  required: ['id', 'workspace_id', 'status', 'description', 'created_by', 'created_at', 'updated_at'],
-  properties: {
-    id: { type: 'string' }, workspace_id: { type: 'string' }, status: { type: 'string' }, reason: { type: 'string' },
-    description: { type: 'string' }, summary: { type: 'string' },
-    options: { type: 'object', additionalProperties: true },
-    metadata: { type: 'object', additionalProperties: true },
-    uploads: { type: 'array', items: { type: 'string' } },
-    created_by: { type: 'string' }, created_at: dateTime, updated_at: dateTime, started_at: dateTime, finished_at: dateTime,
-  },
-} as const
 
 export function taskView(t: TaskRecord): Record<string, unknown> {
   const { org_id: _o, ...rest } = t

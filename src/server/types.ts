@@ -8,6 +8,7 @@ import type { OAuthHttp, Sealer } from '../secrets/index.js'
 import type { PackContent, RegistrySettings } from '../packs/index.js'
 import type { WorkspaceService } from '../workspaces/index.js'
 import type { Org, Store } from '../store/index.js'
+import type { CredentialType } from '../contract/index.js'
 import type { Identity } from './identity/index.js'
 import type { Grant, Permission, PermissionSet, Requirement, Role } from './permissions.js'
 import type { WorkspaceControl } from './workspace-control.js'
@@ -84,7 +85,7 @@ export type WorkspaceLifecycle =
   | { readonly available: false; readonly reason: string; readonly controller: WorkspaceService | null }
 
 export interface Principal {
-  kind: 'api_key' | 'session'
+  kind: CredentialType
   org: Org
   /** Audit attribution: the user's id for sessions, `system` for API keys (spec Authentication 7). */
   userId: string

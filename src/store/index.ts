@@ -9,17 +9,19 @@ import type { DialectCapabilities, DialectName, ListenState, NotifyHandler, Stor
 import { migrateToLatestOrThrow } from './migrations/migrate.js'
 import { createRepositories, type Repositories } from './repositories/index.js'
 import type { Database } from './schema.js'
+import { sqlitePath, storeUrlDialect } from './url.js'
 
 export type { DialectCapabilities, DialectName, ListenState, NotifyHandler, StoreDialect } from './dialects/types.js'
+export { defaultStoreUrl, storeFiles, storeServer, storeUrlDialect } from './url.js'
 export { isStoreUnavailable } from './dialects/unavailable.js'
 export { isUniqueViolation } from './dialects/unique.js'
 export { ROLES_CHANGED_CHANNEL, TASK_ENDED_CHANNEL, WORKSPACE_KICK_CHANNEL, WORKSPACE_STOPPED_CHANNEL } from './channels.js'
 export type { Database } from './schema.js'
 export type { Repositories } from './repositories/index.js'
-export { POSTURES, type Org, type Posture } from './repositories/orgs.js'
+export type { Org } from './repositories/orgs.js'
 export { normalizeEmail, type User } from './repositories/users.js'
-export { MEMBERSHIP_ROLES, type GuardedChange, type Membership, type MembershipRole, type MembershipStatus } from './repositories/memberships.js'
-export { PERMISSION_SETS, type ApiKey, type PermissionSet } from './repositories/api-keys.js'
+export type { GuardedChange, Membership } from './repositories/memberships.js'
+export type { ApiKey } from './repositories/api-keys.js'
 export type {
   AuditPageQuery, AuditStatsQuery, AuditStatsRow, AuditWhere, NumericPath, QuarantineInsert, QuarantinedEvent, StatsDimension,
 } from './repositories/audit.js'
@@ -30,13 +32,19 @@ export { budgetLedgers, type BudgetLedgers, type LedgerKey, type LedgerSnapshot 
 export { workspaceLogs, type LogChunk, type LogRead, type WorkspaceLogs } from './workspace-logs.js'
 export { UidRangeExhaustedError, workspaceUids, type UidRange, type WorkspaceUids } from './workspace-uids.js'
 export { concurrencyPermits, replicaLeases, type ConcurrencyPermits, type LeaseResult, type LiveReplica, type ReplicaInfo, type ReplicaLeases } from './replica-leases.js'
-export { PROVIDER_KINDS, type Provider, type ProviderKind, type ProviderPatch } from './repositories/providers.js'
-export { PACK_ORIGINS, PACK_TIERS, PACK_VISIBILITIES, type PackOrigin, type PackRecord, type PackTier, type PackVisibility, type PackPatch } from './repositories/packs.js'
-export {
-  DESIRED_STATES, TASK_STATUSES, TERMINAL_TASK_STATUSES, WORKSPACE_STATES, type DesiredState, type RoleConfig, type TaskOptions,
-  type TaskRecord, type TaskStatus, type WorkspaceFilter, type WorkspaceRecord, type WorkspacesRepository, type WorkspaceState,
+export type { Provider, ProviderPatch } from './repositories/providers.js'
+export type { PackRecord, PackPatch } from './repositories/packs.js'
+export type {
+  RoleConfig, TaskOptions, TaskRecord, TaskStatus, WorkspaceFilter, WorkspaceRecord, WorkspacesRepository,
 } from './repositories/workspaces.js'
-export { ENVIRONMENTS, POOL_POLICIES, THINKING_EFFORTS, type AgentRole, type Environment, type PoolPolicy, type ThinkingEffort, type AgentRoleFields, type AgentRolePatch } from './repositories/agent-roles.js'
+export type { AgentRole, AgentRoleFields, AgentRolePatch } from './repositories/agent-roles.js'
+// The resources' vocabularies are the contract's; re-exported so a part that reads rows names them from the store it reads.
+export {
+  DESIRED_STATES, ENVIRONMENTS, MEMBERSHIP_ROLES, PACK_ORIGINS, PACK_TIERS, PACK_VISIBILITIES, PERMISSION_SETS, POOL_POLICIES, POSTURES,
+  PROVIDER_KINDS, TASK_STATUSES, TERMINAL_TASK_STATUSES, THINKING_EFFORTS, WORKSPACE_STATES, type DesiredState, type Environment,
+  type MembershipRole, type MembershipStatus, type PackOrigin, type PackTier, type PackVisibility, type PermissionSet, type PoolPolicy,
+  type Posture, type ProviderKind, type ThinkingEffort, type WorkspaceState,
+} from '../contract/index.js'
 
 /** Repositories bound to one transaction, plus a notify that fires only after it commits. */
 export type StoreTransaction = Repositories & {
@@ -91,12 +99,13 @@ export async function openStore(url: string, opts: OpenStoreOptions = {}): Promi
 }
 
 async function openDialect(url: string, opts: OpenStoreOptions): Promise<StoreDialect> {
-  if (url.startsWith('sqlite:')) {
-    const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '')
+  const kind = storeUrlDialect(url)
+  if (kind === 'sqlite') {
+    const path = sqlitePath(url)
     if (!path) throw new Error('store URL sqlite: needs a path, e.g. sqlite:./.corral/corral.db')
     return openSqlite(path)
   }
-  if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
+  if (kind === 'postgres') {
     return openPostgres(url, { schema: opts.schema, max: opts.poolSize })
   }
   throw new Error(`unsupported store URL (expected sqlite:<path> or postgres://…): ${url.replace(/\/\/[^@/]*@/, '//***@')}`)

@@ -142,6 +142,10 @@ function secretsTable(db: Kysely<ProxyTables>) {
     async all(orgId: string): Promise<{ name: string; ciphertext: string }[]> {
       return db.selectFrom('secrets').select(['name', 'ciphertext']).where('org_id', '=', orgId).execute()
     },
+    /** The oldest sealed secret of any org: serve's start-up check that its master key opens this database. */
+    async oldest(): Promise<{ org_id: string; name: string; ciphertext: string } | undefined> {
+      return db.selectFrom('secrets').select(['org_id', 'name', 'ciphertext']).orderBy('created_at').limit(1).executeTakeFirst()
+    },
     async delete(orgId: string, name: string): Promise<boolean> {
       const r = await db.deleteFrom('secrets').where('org_id', '=', orgId).where('name', '=', name).executeTakeFirst()
       return Number(r.numDeletedRows) > 0
@@ -193,6 +197,10 @@ function credentialsTable(db: Kysely<ProxyTables>) {
       if (!row) return undefined
       const r = await db.deleteFrom('credentials').where('org_id', '=', orgId).where('id', '=', id).executeTakeFirst()
       return Number(r.numDeletedRows) > 0 ? metaOf(row) : undefined
+    },
+    /** The oldest sealed credential of any org (the master-key check, when no org has a secret). */
+    async oldest(): Promise<{ org_id: string; name: string; owner_user_id: string | null; ciphertext: string } | undefined> {
+      return db.selectFrom('credentials').select(['org_id', 'name', 'owner_user_id', 'ciphertext']).orderBy('created_at').limit(1).executeTakeFirst()
     },
     /** Deletes every personal credential of one member (membership removal); returns what was deleted. */
     async reap(orgId: string, owner: string): Promise<CredentialMeta[]> {

@@ -5,7 +5,7 @@
 // every other field open, because `detail` is otherwise opaque and other agents may add their own.
 // Documented in docs/workspaces.md ("Agent events").
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
-import { AGENT_EVENT_TYPES, type AgentEventType } from '../contract/index.js'
+import { AGENT_EVENT_TYPES, TASK_OUTCOME_STATUSES, type AgentEventType } from '../contract/index.js'
 import { compileSchema } from '../policy/index.js'
 
 type Schema = Record<string, unknown>
@@ -21,7 +21,7 @@ const FIELDS: Record<AgentEventType, { properties?: Record<string, Schema>; requ
   session_wrap_up: { properties: { session_id: str } },
   task_start: { properties: { description: str, session_id: str } },
   task_end: {
-    properties: { status: { enum: ['completed', 'failed'] }, summary: str, reason: str, iterations: count },
+    properties: { status: { enum: TASK_OUTCOME_STATUSES }, summary: str, reason: str, iterations: count },
     required: ['status'],
   },
   iteration_start: { properties: { iteration }, required: ['iteration'] },

@@ -4,7 +4,7 @@
 // launcher, the disk quota, the hand-over to warm agents, the task runner, the reconcile loop and
 // the warm pools. Every change to one workspace runs under that workspace's lock.
 import { join } from 'node:path'
-import type { AgentTask } from '../contract/index.js'
+import type { AgentTask, TaskStatus as TaskOutcomeStatus } from '../contract/index.js'
 import { apiError } from '../contract/index.js'
 import type { SnapshotContent, SnapshotFileEntry } from '../runtime/index.js'
 import { workspaceLogs, workspaceUids, type RoleConfig, type TaskRecord, type WorkspaceFilter, type WorkspaceRecord, type WorkspacesRepository } from '../store/index.js'
@@ -333,7 +333,7 @@ export class WorkspaceService {
   }
 
   /** The agent reported `task_end`. First writer wins. */
-  async agentTaskEnded(workspaceId: string, taskId: string, status: 'completed' | 'failed', reason?: string, summary?: string): Promise<void> {
+  async agentTaskEnded(workspaceId: string, taskId: string, status: TaskOutcomeStatus, reason?: string, summary?: string): Promise<void> {
     await this.#locks.run(workspaceId, async () => {
       const ws = await this.#t.byId(workspaceId)
       if (ws) await this.#runner.agentEnded(ws, taskId, status, reason, summary)

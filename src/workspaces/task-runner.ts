@@ -5,6 +5,7 @@
 // the disk quota fails the task and stops its agent; the agent's exit settles the rest.
 import { rm } from 'node:fs/promises'
 import type { Logger } from 'pino'
+import type { TaskStatus as TaskOutcomeStatus } from '../contract/index.js'
 import type { AgentExit, AgentProcess, LimitHit, WorkspaceRuntime, WorkspaceVolume } from '../runtime/index.js'
 import type { RoleConfig, TaskRecord, WorkspaceRecord, WorkspacesRepository } from '../store/index.js'
 import { agentTask } from './agent-launch.js'
@@ -222,7 +223,7 @@ export class TaskRunner {
   }
 
   /** Called by the agent callback when the agent reports `task_end` (caller holds the lock). First writer wins. */
-  async agentEnded(ws: WorkspaceRecord, taskId: string, status: 'completed' | 'failed', reason?: string, summary?: string): Promise<void> {
+  async agentEnded(ws: WorkspaceRecord, taskId: string, status: TaskOutcomeStatus, reason?: string, summary?: string): Promise<void> {
     // A task that ends `completed` is measured first: over the quota it fails instead (the
     // agent's own summary kept after ours). A failure the agent reports keeps its reason.
     const run = this.#running.get(ws.id)

@@ -42,9 +42,9 @@ export default class AdminProxyToken extends ApiCommand<ProxyTokenResult> {
 
 async function mintFromStore(dataDir: string, db: string | undefined, workspaceId: string, taskId: string | undefined, ttl: number): Promise<ProxyTokenResult> {
   // Opening the default SQLite URL would create an empty store: outside serve's data dir, say so instead.
-  const [{ existsSync }, { join, resolve }, { openStoreFromFlags }] = await Promise.all([import('node:fs'), import('node:path'), import('../../cli/store-flags.js')])
-  const dbFile = join(resolve(dataDir), 'corral.db')
-  if (!db && !existsSync(dbFile)) {
+  const [{ existsSync }, { defaultStoreUrl, storeFiles }, { openStoreFromFlags }] = await Promise.all([import('node:fs'), import('../../store/index.js'), import('../../cli/store-flags.js')])
+  const [dbFile] = storeFiles(defaultStoreUrl(dataDir))
+  if (!db && dbFile && !existsSync(dbFile)) {
     throw new CliError(`no corral store at ${dbFile}: run this where serve runs, or pass its --data-dir or --db`, 'store_not_found')
   }
   const store = await openStoreFromFlags({ 'data-dir': dataDir, ...(db ? { db } : {}) })

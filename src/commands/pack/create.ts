@@ -1,5 +1,6 @@
 import * as Flags from '@oclif/core/flags'
 import { ApiCommand } from '../../cli/api-command.js'
+import { PACK_VISIBILITIES } from '../../contract/index.js'
 import { packDetails } from '../../cli/pack-output.js'
 import { packsApi, type PackRecord } from '../../client/index.js'
 
@@ -13,7 +14,7 @@ export default class PackCreate extends ApiCommand<PackRecord> {
   ]
   static override flags = {
     'image-ref': Flags.string({ summary: 'Image reference: host[:port]/repository[:tag|@sha256:…].', required: true }),
-    visibility: Flags.string({ summary: 'Who can see the pack: this org only, or every org (community).', options: ['org', 'community'] }),
+    visibility: Flags.string({ summary: 'Who can see the pack: this org only, or every org (community).', options: [...PACK_VISIBILITIES] }),
   }
 
   async execute(): Promise<PackRecord> {

@@ -1,6 +1,7 @@
 import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import { ApiCommand } from '../../cli/api-command.js'
+import { PACK_VISIBILITIES } from '../../contract/index.js'
 import { UsageError } from '../../cli/errors.js'
 import { packDetails } from '../../cli/pack-output.js'
 import { packsApi, type PackRecord, type PackUpdate as PackChanges } from '../../client/index.js'
@@ -19,7 +20,7 @@ export default class PackUpdate extends ApiCommand<PackRecord> {
     description: Flags.string({ summary: 'Free text.' }),
     category: Flags.string({ summary: 'Catalogue category.' }),
     'suggested-packs': Flags.string({ summary: 'Comma-separated names of related packs (a display hint).' }),
-    visibility: Flags.string({ summary: 'This org only, or every org (community).', options: ['org', 'community'] }),
+    visibility: Flags.string({ summary: 'This org only, or every org (community).', options: [...PACK_VISIBILITIES] }),
     'image-ref': Flags.string({ summary: 'Registry-origin packs: pull this image (host/repo:tag or @sha256:…) and replace the content.' }),
   }
 

@@ -1,6 +1,7 @@
 import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import { ApiCommand } from '../../cli/api-command.js'
+import { PACK_VISIBILITIES } from '../../contract/index.js'
 import { diag } from '../../cli/output.js'
 import { quietFlag, withUploadProgress } from '../../cli/progress.js'
 import { archiveArg, humanBytes, packDetails } from '../../cli/pack-output.js'
@@ -13,7 +14,7 @@ export default class PackUpload extends ApiCommand<PackRecord> {
   static override examples = ['<%= config.bin %> pack upload examples/packs/hello-pack', '<%= config.bin %> pack upload build/tools.tar.gz --visibility community --json']
   static override args = { path: Args.string({ required: true, description: 'Pack directory or .tar.gz archive.' }) }
   static override flags = {
-    visibility: Flags.string({ summary: 'Who can see the pack: this org only, or every org (community).', options: ['org', 'community'] }),
+    visibility: Flags.string({ summary: 'Who can see the pack: this org only, or every org (community).', options: [...PACK_VISIBILITIES] }),
     quiet: quietFlag,
   }
 

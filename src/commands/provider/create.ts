@@ -1,5 +1,6 @@
 import { Args, Flags } from '@oclif/core'
 import { ApiCommand } from '../../cli/api-command.js'
+import { PROVIDER_KINDS, type ProviderKind } from '../../contract/index.js'
 import { details, PROVIDER_FIELDS } from '../../cli/role-output.js'
 import { rolesApi, type ProviderRecord } from '../../client/index.js'
 
@@ -12,7 +13,7 @@ export default class ProviderCreate extends ApiCommand<ProviderRecord> {
   ]
   static override args = { name: Args.string({ required: true, description: 'Provider name (letter first; letters, digits, _ and -).' }) }
   static override flags = {
-    kind: Flags.string({ summary: 'Wire format of the provider API.', options: ['anthropic', 'openai'], required: true }),
+    kind: Flags.string({ summary: 'Wire format of the provider API.', options: [...PROVIDER_KINDS], required: true }),
     domain: Flags.string({ summary: 'Hostname the provider API lives on.' }),
     'base-url': Flags.string({ summary: 'https base URL of the provider API.' }),
     'default-model': Flags.string({ summary: 'Model used by roles that do not name one.' }),
@@ -24,7 +25,7 @@ export default class ProviderCreate extends ApiCommand<ProviderRecord> {
     const { args, flags } = await this.parse(ProviderCreate)
     return rolesApi(this.client).createProvider({
       name: args.name,
-      kind: flags.kind as 'anthropic' | 'openai',
+      kind: flags.kind as ProviderKind,
       domain: flags.domain,
       base_url: flags['base-url'],
       default_model: flags['default-model'],

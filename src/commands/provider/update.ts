@@ -1,5 +1,6 @@
 import { Args, Flags } from '@oclif/core'
 import { ApiCommand } from '../../cli/api-command.js'
+import { PROVIDER_KINDS } from '../../contract/index.js'
 import { UsageError } from '../../cli/errors.js'
 import { details, PROVIDER_FIELDS } from '../../cli/role-output.js'
 import { rolesApi, type ProviderInput, type ProviderRecord } from '../../client/index.js'
@@ -11,7 +12,7 @@ export default class ProviderUpdate extends ApiCommand<ProviderRecord> {
   static override args = { provider: Args.string({ required: true, description: 'Provider name or id.' }) }
   static override flags = {
     name: Flags.string({ summary: 'Rename the provider.' }),
-    kind: Flags.string({ summary: 'Wire format of the provider API.', options: ['anthropic', 'openai'] }),
+    kind: Flags.string({ summary: 'Wire format of the provider API.', options: [...PROVIDER_KINDS] }),
     domain: Flags.string({ summary: 'Hostname the provider API lives on.' }),
     'base-url': Flags.string({ summary: 'https base URL (moves the domain with it unless --domain is given).' }),
     'default-model': Flags.string({ summary: 'Model used by roles that do not name one.' }),

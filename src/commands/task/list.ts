@@ -3,8 +3,9 @@ import { ApiCommand } from '../../cli/api-command.js'
 import { UsageError } from '../../cli/errors.js'
 import { taskTable } from '../../cli/workspace-output.js'
 import { workspacesApi, type TaskRecord } from '../../client/index.js'
+import { TASK_STATUSES } from '../../contract/index.js'
 
-const STATUSES = ['submitted', 'running', 'completed', 'failed', 'cancelled'] as const
+const STATUSES = TASK_STATUSES
 
 export default class TaskList extends ApiCommand<TaskRecord[]> {
   static override summary = 'List tasks, newest first: of one workspace (--workspace), or of every workspace you can see.'

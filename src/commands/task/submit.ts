@@ -1,6 +1,7 @@
 import { Args } from '@oclif/core'
 import * as Flags from '@oclif/core/flags'
 import { ApiCommand } from '../../cli/api-command.js'
+import { THINKING_EFFORTS } from '../../contract/index.js'
 import { UsageError } from '../../cli/errors.js'
 import { followTaskToEnd } from '../../cli/task-follow.js'
 import { diag } from '../../cli/output.js'
@@ -22,7 +23,7 @@ export default class TaskSubmit extends ApiCommand<Result> {
     workspace: Flags.string({ char: 'w', helpValue: 'ID', summary: 'Submit a follow-up task to this workspace instead.' }),
     file: Flags.string({ char: 'f', multiple: true, helpValue: 'PATH', summary: 'Upload a file with the task (repeatable).' }),
     wait: Flags.boolean({ summary: 'Follow the agent live until the task ends.' }),
-    'thinking-effort': Flags.string({ options: ['high', 'medium', 'low', 'off'], summary: 'Override the role\'s thinking effort.' }),
+    'thinking-effort': Flags.string({ options: [...THINKING_EFFORTS], summary: 'Override the role\'s thinking effort.' }),
     'max-continuations': Flags.integer({ min: 0, summary: 'Override the role\'s max continuations.' }),
     'reset-session': Flags.boolean({ summary: 'Follow-up only: start with a fresh agent session.' }),
   }

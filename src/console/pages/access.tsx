@@ -1,6 +1,7 @@
 // Who may call the API: API keys (create shows the secret once; revoke) and the org's members
 // (invite, change role, remove). Writes need apikeys:write / auth:write.
 import type { ReactNode } from 'react'
+import { MEMBERSHIP_ROLES, PERMISSION_SETS } from '../../contract/resources.js'
 import { seg } from '../api.js'
 import { ResourceList } from '../resource.js'
 import { useSession } from '../session.js'
@@ -23,7 +24,8 @@ interface Membership {
   created_at: string
 }
 
-const ROLES = ['member', 'admin', 'owner']
+// Least privilege first: the first option is the form's default.
+const ROLES = [...MEMBERSHIP_ROLES].reverse()
 
 export function KeysPage(): ReactNode {
   const { api, holds } = useSession()
@@ -47,7 +49,7 @@ export function KeysPage(): ReactNode {
               title: 'Create API key',
               fields: [
                 { name: 'label', label: 'Label', required: true },
-                { name: 'permission_set', label: 'Permission set', type: 'select', options: ['read_only', 'submit_observe', 'full_access'], required: true },
+                { name: 'permission_set', label: 'Permission set', type: 'select', options: [...PERMISSION_SETS].reverse(), required: true },
               ],
               submit: async (v) => {
                 const created = await api.post<{ value: string }>('/api-keys', { label: v.label, permission_set: v.permission_set })

@@ -7,7 +7,7 @@ import type { Route } from '../router.js'
 import { useSession } from '../session.js'
 import { follow } from '../sse.js'
 import { ErrorBox, Status, useAction, useLoad } from '../ui.js'
-import type { AuditEvent } from '../wire.js'
+import type { AuditEvent, AuditOrder } from '../wire.js'
 import { ColumnPicker, FilterEditor, RowDrawer } from './audit-parts.js'
 
 const TAIL_KEEP = 500
@@ -61,7 +61,7 @@ export function AuditPage(props: { route: Route }): ReactNode {
         </label>
         <label>
           Order
-          <select value={q.order} onChange={(e) => setQuery({ order: e.target.value as 'asc' | 'desc' })}>
+          <select value={q.order} onChange={(e) => setQuery({ order: e.target.value as AuditOrder })}>
             <option value="desc">newest first</option>
             <option value="asc">oldest first</option>
           </select>

@@ -2,6 +2,7 @@
 // member; writes: caps:write. A role's caps.yaml is edited on the Policies page; here its other
 // fields (provider, model, environment, timeouts, agent knobs, warm pool, packs).
 import type { ReactNode } from 'react'
+import { ENVIRONMENTS, PROVIDER_KINDS, THINKING_EFFORTS } from '../../contract/resources.js'
 import { seg } from '../api.js'
 import { changedValues, filledValues, type Field, type Values } from '../form.js'
 import { ResourceList } from '../resource.js'
@@ -33,7 +34,7 @@ const str = (v: unknown): string => (v === undefined || v === null ? '' : String
 
 const PROVIDER_FIELDS: readonly Field[] = [
   { name: 'name', label: 'Name', required: true },
-  { name: 'kind', label: 'Kind', type: 'select', options: ['anthropic', 'openai'], required: true },
+  { name: 'kind', label: 'Kind', type: 'select', options: [...PROVIDER_KINDS], required: true },
   { name: 'display_name', label: 'Display name' },
   { name: 'description', label: 'Description' },
   { name: 'base_url', label: 'Base URL (https)', type: 'url' },
@@ -95,11 +96,11 @@ function roleFields(providers: readonly Provider[], packs: readonly { id: string
     { name: 'description', label: 'Description' },
     { name: 'provider_id', label: 'Provider', type: 'select', required: true, options: providers.filter((p) => !p.archived_at).map((p) => ({ value: p.id, label: p.name })) },
     { name: 'model', label: 'Model (empty: the provider default)' },
-    { name: 'environment', label: 'Environment', type: 'select', options: ['development', 'staging', 'production'] },
+    { name: 'environment', label: 'Environment', type: 'select', options: [...ENVIRONMENTS] },
     { name: 'environment_description', label: 'Environment description' },
     n('task_timeout_seconds', 'Task timeout (s)'),
     n('idle_timeout_seconds', 'Idle timeout (s)'),
-    { name: 'thinking_effort', label: 'Thinking effort', type: 'select', options: ['high', 'medium', 'low', 'off'] },
+    { name: 'thinking_effort', label: 'Thinking effort', type: 'select', options: [...THINKING_EFFORTS] },
     n('max_continuations', 'Max continuations'),
     n('max_context_tokens', 'Max context tokens'),
     { name: 'pool_policy', label: 'Warm pool', type: 'select', emptyIsValue: true, options: ['static', 'dynamic'] },

@@ -4,6 +4,7 @@
 // re-upload an upload-origin pack (PUT /v1/packs/{id}/upload) or re-pull an image-origin one
 // (`image_ref`), clone a visible pack into the org (with a name), delete an owned one.
 import type { ReactNode } from 'react'
+import { PACK_VISIBILITIES } from '../../contract/resources.js'
 import { seg } from '../api.js'
 import { changedValues, filledValues, type Field } from '../form.js'
 import { ResourceList } from '../resource.js'
@@ -26,7 +27,7 @@ interface Pack {
   size_bytes?: number
 }
 
-const VISIBILITY: Field = { name: 'visibility', label: 'Visibility', type: 'select', options: ['org', 'community'] }
+const VISIBILITY: Field = { name: 'visibility', label: 'Visibility', type: 'select', options: [...PACK_VISIBILITIES] }
 const UPLOAD_FIELDS: readonly Field[] = [{ name: 'archive', label: 'Pack archive (.tar.gz of the pack directory)', type: 'file', required: true }, VISIBILITY]
 const IMAGE_FIELDS: readonly Field[] = [{ name: 'image_ref', label: 'Image reference (host[:port]/repository[:tag|@sha256:…])', required: true }, VISIBILITY]
 const META_FIELDS: readonly Field[] = [

@@ -6,12 +6,12 @@ import { seg } from '../api.js'
 import { href, navigate } from '../router.js'
 import { useSession } from '../session.js'
 import { ErrorBox, Status, useAction, useLoad, when } from '../ui.js'
-import type { TaskRecord, WorkspaceRecord } from '../wire.js'
+import type { TaskLifecycleStatus, TaskRecord, WorkspaceRecord, WorkspaceState } from '../wire.js'
 import { SnapshotFiles } from './workspace-files.js'
 import { WorkspaceTimeline } from './workspace-live.js'
 
-const ACTIVE = ['submitted', 'running']
-const TRANSIENT = ['provisioning', 'busy', 'stopping']
+const ACTIVE: readonly string[] = ['submitted', 'running'] satisfies readonly TaskLifecycleStatus[]
+const TRANSIENT: readonly string[] = ['provisioning', 'busy', 'stopping'] satisfies readonly WorkspaceState[]
 const POLL_MS = 2000
 
 export function WorkspacePage(props: { id: string }): ReactNode {

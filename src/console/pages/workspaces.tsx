@@ -1,12 +1,12 @@
 // Workspaces: every workspace of the org (GET /v1/workspaces), filterable by state and role, each
 // linking to its page.
 import { useState, type FormEvent, type ReactNode } from 'react'
+import { WORKSPACE_STATES as STATES } from '../../contract/resources.js'
 import type { AgentRoleRecord, WorkspaceRecord } from '../wire.js'
 import { href, navigate, type Route } from '../router.js'
 import { useSession } from '../session.js'
 import { ErrorBox, Status, useAction, useLoad, when } from '../ui.js'
 
-const STATES = ['provisioning', 'idle', 'busy', 'stopping', 'stopped', 'archived']
 /** The most the API lists at once (newest first; it has no cursor). */
 const LIMIT = 1000
 

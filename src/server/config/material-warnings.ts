@@ -6,9 +6,10 @@
 // workspace creator's personal credential is chosen first, docs/credentials.md).
 import { compilePolicyCached } from '../../policy/index.js'
 import type { Store } from '../../store/index.js'
+import type { RoleWarningCode } from '../../contract/index.js'
 
 export interface MaterialWarning {
-  code: 'missing_credential' | 'missing_secret'
+  code: RoleWarningCode
   name: string
   /** The capabilities whose transforms name it. */
   capabilities: string[]

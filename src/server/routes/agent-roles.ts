@@ -3,8 +3,8 @@
 // policy and attached packs. The routes parse and render; what a save must keep is the role
 // service in ../config/agent-roles.ts.
 import type { FastifyInstance } from 'fastify'
-import { QUANTITY_PATTERN, RESOURCE_NAMES } from '../../contract/index.js'
-import { ENVIRONMENTS, POOL_POLICIES, THINKING_EFFORTS, type AgentRoleFields, type AgentRolePatch } from '../../store/index.js'
+import { ENVIRONMENTS, POOL_POLICIES, THINKING_EFFORTS, agentRoleSchema as roleSchema, roleResourcesSchema as resourcesSchema } from '../../contract/index.js'
+import type { AgentRoleFields, AgentRolePatch } from '../../store/index.js'
 import {
   archiveAgentRole,
   configCaller,
@@ -18,58 +18,13 @@ import {
   updateAgentRole,
 } from '../config/index.js'
 import { ANY_MEMBER, CAPS_WRITE } from '../permissions.js'
-import { NAME_SCHEMA, dateTime, idParams, statusOnly } from '../schemas/common.js'
+import { NAME_SCHEMA, idParams, statusOnly } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
 
 // Integer columns are 32-bit on Postgres; nobody needs a timeout beyond 68 years.
 const nullableCount = { type: ['integer', 'null'], minimum: 0, maximum: 2147483647 } as const
 const nullableText = (maxLength: number) => ({ type: ['string', 'null'], maxLength }) as const
 const MAX_CAPABILITIES_BYTES = 256 * 1024
-/** Requests and limits, Kubernetes quantities (docs/roles.md "Resources"; a documented addition to the spec). */
-const resourceList = {
-  type: 'object', additionalProperties: false,
-  properties: Object.fromEntries(RESOURCE_NAMES.map((n) => [n, { type: 'string', maxLength: 32, pattern: QUANTITY_PATTERN }])),
-} as const
-const resourcesSchema = { type: 'object', additionalProperties: false, properties: { requests: resourceList, limits: resourceList } } as const
-
-const roleSchema = {
-  type: 'object',
-  required: ['id', 'org_id', 'name', 'provider_id', 'environment', 'pool_policy', 'pack_ids', 'created_at', 'updated_at'],
-  properties: {
-    id: { type: 'string' },
-    org_id: { type: 'string' },
-    name: { type: 'string' },
-    display_name: { type: 'string' },
-    description: { type: 'string' },
-    provider_id: { type: 'string' },
-    model: { type: 'string' },
-    capabilities: { type: 'string' },
-    environment: { type: 'string' },
-    environment_description: { type: 'string' },
-    task_timeout_seconds: { type: 'integer' },
-    idle_timeout_seconds: { type: 'integer' },
-    thinking_effort: { type: 'string' },
-    max_continuations: { type: 'integer' },
-    max_context_tokens: { type: 'integer' },
-    pool_policy: { type: 'string' },
-    pool_size: { type: 'integer' },
-    pool_max_size: { type: 'integer' },
-    pack_ids: { type: 'array', items: { type: 'string' } },
-    resources: resourcesSchema,
-    created_by: { type: 'string' },
-    created_at: dateTime,
-    updated_at: dateTime,
-    archived_at: dateTime,
-    // On create and update only, when the policy names credentials or secrets the org lacks (docs/roles.md).
-    warnings: {
-      type: 'array',
-      items: {
-        type: 'object', required: ['code', 'name', 'capabilities', 'message'],
-        properties: { code: { type: 'string' }, name: { type: 'string' }, capabilities: { type: 'array', items: { type: 'string' } }, message: { type: 'string' } },
-      },
-    },
-  },
-} as const
 
 /** Every writable field; create requires name and provider_id, PATCH requires at least one field. */
 const fieldProperties = {

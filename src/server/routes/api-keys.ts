@@ -4,33 +4,11 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { displayPrefix, hashApiKeySecret } from '../auth/api-key-secret.js'
 import { KEY_REVOKED_CHANNEL } from '../auth/key-cache.js'
-import { apiError, notFound } from '../../contract/index.js'
+import { apiError, apiKeySchema, createdApiKeySchema, notFound } from '../../contract/index.js'
 import { PERMISSION_SETS, type PermissionSet } from '../permissions.js'
-import { dateTime, idParams, statusOnly } from '../schemas/common.js'
+import { idParams, statusOnly } from '../schemas/common.js'
 import type { ApiKey } from '../../store/index.js'
 import type { Principal, ServerDeps } from '../types.js'
-
-const apiKeyProperties = {
-  id: { type: 'string' },
-  label: { type: 'string' },
-  prefix: { type: 'string' },
-  permission_set: { type: 'string', enum: PERMISSION_SETS },
-  created_by_user_id: { type: 'string' },
-  created_at: dateTime,
-  last_used_at: dateTime,
-} as const
-
-const apiKeySchema = {
-  type: 'object',
-  required: ['id', 'label', 'prefix', 'permission_set', 'created_at'],
-  properties: apiKeyProperties,
-} as const
-
-const createdKeySchema = {
-  type: 'object',
-  required: ['id', 'label', 'prefix', 'permission_set', 'created_at', 'value'],
-  properties: { ...apiKeyProperties, value: { type: 'string' } },
-} as const
 
 const createBody = {
   type: 'object',
@@ -67,7 +45,7 @@ function assertMayIssue(principal: Principal, set: PermissionSet): void {
 export async function apiKeyRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
   app.post<{ Body: { label: string; permission_set: PermissionSet } }>(
     '/api-keys',
-    { config: { permission: KEYS_WRITE }, schema: { body: createBody, response: { 201: createdKeySchema } } },
+    { config: { permission: KEYS_WRITE }, schema: { body: createBody, response: { 201: createdApiKeySchema } } },
     async (request, reply) => {
       const principal = request.principal!
       assertMayIssue(principal, request.body.permission_set)

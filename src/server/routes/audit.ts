@@ -4,7 +4,8 @@
 import type { FastifyInstance } from 'fastify'
 import { auditStats, queryAudit, type AuditQueryInput, type AuditStatsInput } from '../../audit/index.js'
 import { idParams } from '../schemas/common.js'
-import { auditPageSchema, auditQuerystring, statsQuerystring, statsSchema } from '../schemas/audit.js'
+import { auditPageSchema, statsSchema } from '../../contract/index.js'
+import { auditQuerystring, statsQuerystring } from '../schemas/audit.js'
 import type { ServerDeps } from '../types.js'
 import { requireWorkspace } from '../workspace-access.js'
 

@@ -4,7 +4,7 @@
 // reaps their personal credentials in the same transaction (credentials_reaped).
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { GuardedChange, Membership } from '../../store/index.js'
-import { apiError, notFound } from '../../contract/index.js'
+import { apiError, meSchema, membershipSchema, notFound } from '../../contract/index.js'
 import { auditReaped, reapPersonalCredentials } from '../../secrets/index.js'
 import { ROLES, type Role } from '../permissions.js'
 import { statusOnly } from '../schemas/common.js'
@@ -12,23 +12,6 @@ import type { Principal, ServerDeps } from '../types.js'
 
 const AUTH_WRITE = [['auth:write']] as const
 const AUTH_ANY = [['auth:write', 'auth:write:own']] as const
-
-export const membershipSchema = {
-  type: 'object',
-  required: ['org_id', 'user_id', 'email', 'role', 'status', 'created_at'],
-  properties: {
-    org_id: { type: 'string' },
-    user_id: { type: 'string' },
-    email: { type: 'string' },
-    role: { type: 'string', enum: ROLES },
-    status: { type: 'string', enum: ['pending', 'active'] },
-    invitation_id: { type: 'string' },
-    invited_by: { type: 'string' },
-    created_at: { type: 'string' },
-    accepted_at: { type: 'string' },
-    first_seen_at: { type: 'string' },
-  },
-} as const
 
 const orgParams = { type: 'object', required: ['id'], properties: { id: { type: 'string', minLength: 1, maxLength: 200 } } } as const
 const memberParams = {
@@ -73,20 +56,7 @@ function readRoutes(app: FastifyInstance, deps: ServerDeps): void {
       config: { permission: null },
       schema: {
         response: {
-          200: {
-            type: 'object',
-            required: ['org', 'kind', 'user_id', 'permissions'],
-            properties: {
-              org: { type: 'object', required: ['id', 'name', 'posture'], properties: { id: { type: 'string' }, name: { type: 'string' }, posture: { type: 'string' } } },
-              kind: { type: 'string', enum: ['api_key', 'session'] },
-              user_id: { type: 'string' },
-              email: { type: 'string' },
-              role: { type: 'string' },
-              key_id: { type: 'string' },
-              permission_set: { type: 'string' },
-              permissions: { type: 'array', items: { type: 'string' } },
-            },
-          },
+          200: meSchema,
         },
       },
     },

@@ -3,7 +3,8 @@
 // routes parse and render; what a change must keep (endpoint, names, the archive cascade) is the
 // provider service in ../config/ts.
 import type { FastifyInstance } from 'fastify'
-import { PROVIDER_KINDS, type ProviderPatch } from '../../store/index.js'
+import { PROVIDER_KINDS, providerSchema } from '../../contract/index.js'
+import type { ProviderPatch } from '../../store/index.js'
 import {
   type ProviderCreate,
   archiveProvider,
@@ -16,31 +17,11 @@ import {
   updateProvider,
 } from '../config/index.js'
 import { ANY_MEMBER, CAPS_WRITE } from '../permissions.js'
-import { NAME_SCHEMA, dateTime, idParams, statusOnly } from '../schemas/common.js'
+import { NAME_SCHEMA, idParams, statusOnly } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
 
 const text = (maxLength: number) => ({ type: 'string', maxLength }) as const
 const nullable = (maxLength: number) => ({ type: ['string', 'null'], maxLength }) as const
-
-const providerSchema = {
-  type: 'object',
-  required: ['id', 'org_id', 'name', 'created_at', 'updated_at'],
-  properties: {
-    id: { type: 'string' },
-    org_id: { type: 'string' },
-    name: { type: 'string' },
-    display_name: { type: 'string' },
-    description: { type: 'string' },
-    kind: { type: 'string' },
-    domain: { type: 'string' },
-    base_url: { type: 'string' },
-    default_model: { type: 'string' },
-    created_by: { type: 'string' },
-    created_at: dateTime,
-    updated_at: dateTime,
-    archived_at: dateTime,
-  },
-} as const
 
 const createBody = {
   type: 'object',

@@ -3,10 +3,10 @@
 // of a task is the ownership of its workspace.
 import multipart from '@fastify/multipart'
 import type { FastifyInstance } from 'fastify'
-import { apiError } from '../../contract/index.js'
+import { apiError, taskAcceptedSchema, taskSchema } from '../../contract/index.js'
 import { idParams } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
-import { acceptedSchema, actorOf, taskBodyDoc, controllerOf, readTaskInput, resolveRole, runnableController, taskSchema, taskView, withStagedUploads, type TaskLimiter } from '../task-input.js'
+import { actorOf, taskBodyDoc, controllerOf, readTaskInput, resolveRole, runnableController, taskView, withStagedUploads, type TaskLimiter } from '../task-input.js'
 import { ownedWorkspace } from '../workspace-access.js'
 
 const CREATE = [['workspace:write', 'workspace:write:own'], ['tasks:write', 'tasks:write:own']] as const
@@ -19,7 +19,7 @@ export async function taskRoutes(app: FastifyInstance, deps: ServerDeps, shared:
 
   app.post(
     '/tasks',
-    { config: { permission: CREATE, openapi: { body: taskBodyDoc(false) } }, schema: { response: { 202: acceptedSchema } } },
+    { config: { permission: CREATE, openapi: { body: taskBodyDoc(false) } }, schema: { response: { 202: taskAcceptedSchema } } },
     async (request, reply) => {
       const controller = runnableController(deps)
       const p = request.principal!

@@ -6,27 +6,15 @@
 import multipart from '@fastify/multipart'
 import type { FastifyInstance } from 'fastify'
 import { WORKSPACE_STATES, type WorkspaceRecord } from '../../store/index.js'
-import { apiError } from '../../contract/index.js'
-import { dateTime, idParams } from '../schemas/common.js'
+import { apiError, taskAcceptedSchema, taskSchema, workspaceSchema } from '../../contract/index.js'
+import { idParams } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
 import { ownedWorkspace } from '../workspace-access.js'
-import { acceptedSchema, actorOf, taskBodyDoc, controllerOf, readTaskInput, resolveRole, runnableController, taskSchema, taskView, withStagedUploads, type TaskBodyFields, type TaskLimiter } from '../task-input.js'
+import { actorOf, taskBodyDoc, controllerOf, readTaskInput, resolveRole, runnableController, taskView, withStagedUploads, type TaskBodyFields, type TaskLimiter } from '../task-input.js'
 
 const READ = [['workspace:read', 'workspace:read:own']] as const
 const WRITE = [['workspace:write', 'workspace:write:own']] as const
 const TASKS_WRITE = [['tasks:write', 'tasks:write:own']] as const
-
-export const workspaceSchema = {
-  type: 'object',
-  required: ['id', 'role_id', 'role_name', 'provider_id', 'provider_name', 'state', 'created_by', 'task_count', 'created_at', 'updated_at'],
-  properties: {
-    id: { type: 'string' }, org_id: { type: 'string' }, role_id: { type: 'string' }, role_name: { type: 'string' },
-    provider_id: { type: 'string' }, provider_name: { type: 'string' }, state: { type: 'string' }, desired_state: { type: 'string' },
-    created_by: { type: 'string' }, task_count: { type: 'integer' }, parent_workspace_id: { type: 'string' },
-    fork_point_task_count: { type: 'integer' }, fork_source_snapshot_ref: { type: 'string' }, has_snapshot: { type: 'boolean' }, pooled: { type: 'boolean' },
-    failure: { type: 'string' }, created_at: dateTime, updated_at: dateTime, last_activity_at: dateTime, archived_at: dateTime,
-  },
-} as const
 
 export function workspaceView(ws: WorkspaceRecord): Record<string, unknown> {
   const { created_by_user_id: _u, stopped_once: _s, last_snapshot_ref, environment: _e, ...rest } = ws
@@ -101,7 +89,7 @@ function workspaceReadWriteRoutes(app: FastifyInstance, deps: ServerDeps, limite
 
   app.post<{ Params: { id: string }; Body: TaskBodyFields }>(
     '/workspaces/:id/tasks',
-    { config: { permission: TASKS_WRITE, openapi: { body: taskBodyDoc(true) } }, schema: { params: idParams, response: { 202: acceptedSchema } } },
+    { config: { permission: TASKS_WRITE, openapi: { body: taskBodyDoc(true) } }, schema: { params: idParams, response: { 202: taskAcceptedSchema } } },
     async (request, reply) => {
       const controller = runnableController(deps)
       const p = request.principal!

@@ -34,7 +34,7 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
 
   return {
     name: 'postgres',
-    capabilities: { rowLocks: true, crossProcessNotify: true, maxBindParameters: 65_535 },
+    capabilities: { rowLocks: true, crossProcessNotify: true, sharedAcrossHosts: true, maxBindParameters: 65_535 },
     db,
     async notify(channel, payload) {
       assertChannel(channel)

@@ -51,7 +51,7 @@ export function openSqlite(path: string): StoreDialect {
 
   return {
     name: 'sqlite',
-    capabilities: { rowLocks: false, crossProcessNotify: false, maxBindParameters: 32_766 },
+    capabilities: { rowLocks: false, crossProcessNotify: false, sharedAcrossHosts: false, maxBindParameters: 32_766 },
     db,
     async notify(channel, payload) {
       assertChannel(channel)

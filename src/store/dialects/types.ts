@@ -11,6 +11,11 @@ export interface DialectCapabilities {
   readonly rowLocks: boolean
   /** notify() reaches other processes on the same database (Postgres LISTEN/NOTIFY). */
   readonly crossProcessNotify: boolean
+  /**
+   * Processes on other hosts can share this database (Postgres): replicas register, hold leases and
+   * take the start-up lock there. A SQLite file belongs to the one process that opened it.
+   */
+  readonly sharedAcrossHosts: boolean
   /** Bound parameters allowed in one statement (batch inserts are sized from it). */
   readonly maxBindParameters: number
 }

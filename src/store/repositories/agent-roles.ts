@@ -3,16 +3,8 @@
 // orgId first, so another org's id is "not found" by construction. `capabilities` is stored as the
 // caps.yaml text the caller sent; the routes compile it before it gets here.
 import type { Kysely } from 'kysely'
-import { newId, nowIso, type RoleResources } from '../../contract/index.js'
+import { newId, nowIso, type Environment, type PoolPolicy, type RoleResources, type ThinkingEffort } from '../../contract/index.js'
 import type { RepoContext } from './context.js'
-
-export const ENVIRONMENTS = ['development', 'staging', 'production'] as const
-export type Environment = (typeof ENVIRONMENTS)[number]
-export const THINKING_EFFORTS = ['high', 'medium', 'low', 'off'] as const
-export type ThinkingEffort = (typeof THINKING_EFFORTS)[number]
-/** The empty string means "no warm pool". */
-export const POOL_POLICIES = ['', 'static', 'dynamic'] as const
-export type PoolPolicy = (typeof POOL_POLICIES)[number]
 
 export interface AgentRolesTable {
   id: string

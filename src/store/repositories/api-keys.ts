@@ -1,11 +1,8 @@
 // API key mirror rows. The secret itself is never stored; `secret_hash` is only read by
 // findByHash (the auth lookup) and never leaves this file in any other record.
-import { newId, nowIso } from '../../contract/index.js'
+import { newId, nowIso, type PermissionSet } from '../../contract/index.js'
 import { compact, type RepoContext } from './context.js'
 import type { Org } from './orgs.js'
-
-export const PERMISSION_SETS = ['full_access', 'submit_observe', 'read_only'] as const
-export type PermissionSet = (typeof PERMISSION_SETS)[number]
 
 /** The public columns of a key: what the API returns (plus `value` once, added by the route). */
 export interface ApiKey {

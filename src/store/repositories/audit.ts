@@ -2,7 +2,7 @@
 // queries that src/audit parses and validates. Only SQL lives here; the query grammar, cursor
 // encoding and permissions narrowing are src/audit's.
 
-import type { AuditEvent, FilterColumn } from '../../contract/index.js'
+import type { AuditEvent, AuditOrder, FilterColumn } from '../../contract/index.js'
 import type { BulkColumn } from '../dialects/types.js'
 import type { AuditEventsTable } from '../schema.js'
 import type { RepoContext } from './context.js'
@@ -29,7 +29,7 @@ const BULK_COLUMNS: readonly BulkColumn[] = [
 ]
 
 export interface AuditPageQuery extends AuditWhere {
-  order: 'asc' | 'desc'
+  order: AuditOrder
   limit: number
   /** Keyset position: rows strictly after this (ts, id) in `order`. */
   after?: { ts: number; id: string }

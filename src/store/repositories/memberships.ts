@@ -3,14 +3,10 @@
 // serialises writers, and on Postgres the change runs in a transaction holding the org row lock.
 
 import { sql, type Kysely } from 'kysely'
-import { newId, nowIso } from '../../contract/index.js'
+import { newId, nowIso, type MembershipRole, type MembershipStatus } from '../../contract/index.js'
 import type { Database } from '../schema.js'
 import { compact, type RepoContext } from './context.js'
 import { normalizeEmail } from './users.js'
-
-export const MEMBERSHIP_ROLES = ['owner', 'admin', 'member'] as const
-export type MembershipRole = (typeof MEMBERSHIP_ROLES)[number]
-export type MembershipStatus = 'pending' | 'active'
 
 export interface Membership {
   org_id: string

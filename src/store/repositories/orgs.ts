@@ -1,8 +1,5 @@
-import { newId, nowIso } from '../../contract/index.js'
+import { newId, nowIso, POSTURES, type Posture } from '../../contract/index.js'
 import { compact, type RepoContext } from './context.js'
-
-export const POSTURES = ['active', 'past_due', 'decommissioning', 'trial_expired'] as const
-export type Posture = (typeof POSTURES)[number]
 
 export interface Org {
   id: string

@@ -3,15 +3,8 @@
 // may see (its own packs plus community ones); writes take orgId and touch only its own rows, so
 // another org's id is "not found" (or, for a visible community pack, refused by the route).
 import type { Kysely } from 'kysely'
-import { newId, nowIso, type PackManifest } from '../../contract/index.js'
+import { newId, nowIso, type PackManifest, type PackOrigin, type PackTier, type PackVisibility } from '../../contract/index.js'
 import type { RepoContext } from './context.js'
-
-export const PACK_TIERS = ['recommended', 'verified', 'community'] as const
-export type PackTier = (typeof PACK_TIERS)[number]
-export const PACK_VISIBILITIES = ['org', 'community'] as const
-export type PackVisibility = (typeof PACK_VISIBILITIES)[number]
-export const PACK_ORIGINS = ['upload', 'image_ref', 'clone'] as const
-export type PackOrigin = (typeof PACK_ORIGINS)[number]
 
 export interface PacksTable {
   id: string

@@ -3,11 +3,8 @@
 // keeps its own minimal view (proxy-tables.ts). Every method takes orgId first, so another org's
 // id is "not found" by construction.
 import type { Kysely } from 'kysely'
-import { newId, nowIso } from '../../contract/index.js'
+import { newId, nowIso, type ProviderKind } from '../../contract/index.js'
 import { compact, type RepoContext } from './context.js'
-
-export const PROVIDER_KINDS = ['anthropic', 'openai'] as const
-export type ProviderKind = (typeof PROVIDER_KINDS)[number]
 
 export interface ProvidersTable {
   id: string

@@ -3,17 +3,12 @@
 // controller's own scans (`pending`, `byId`), which run for every org. Roles and providers are read
 // with a plain join here so the controller does not depend on the role routes' repository shape.
 import type { Kysely } from 'kysely'
-import { newId, nowIso, type RoleResources } from '../../contract/index.js'
+import { newId, nowIso, TASK_STATUSES, type DesiredState, type RoleResources, type WorkspaceState } from '../../contract/index.js'
 import type { RepoContext } from './context.js'
 import { poolRows } from './workspace-pools.js'
 
-export const WORKSPACE_STATES = ['provisioning', 'idle', 'busy', 'stopping', 'stopped', 'archived'] as const
-export type WorkspaceState = (typeof WORKSPACE_STATES)[number]
-export const DESIRED_STATES = ['running', 'stopped', 'archived'] as const
-export type DesiredState = (typeof DESIRED_STATES)[number]
-export const TASK_STATUSES = ['submitted', 'running', 'completed', 'failed', 'cancelled'] as const
+export type { DesiredState, WorkspaceState }
 export type TaskStatus = (typeof TASK_STATUSES)[number]
-export const TERMINAL_TASK_STATUSES: readonly TaskStatus[] = ['completed', 'failed', 'cancelled']
 
 export interface WorkspaceRecord {
   id: string

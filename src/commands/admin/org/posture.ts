@@ -1,9 +1,8 @@
 import { Args } from '@oclif/core'
 import { CorralCommand } from '../../../cli/base-command.js'
+import { POSTURES } from '../../../contract/index.js'
 import { CliError } from '../../../cli/errors.js'
 import { openStoreFromFlags, storeFlags } from '../../../cli/store-flags.js'
-
-const POSTURES = ['active', 'past_due', 'decommissioning', 'trial_expired'] as const
 
 export interface AdminOrgPostureResult {
   org: { id: string; name: string; posture: string }

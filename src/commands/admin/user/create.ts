@@ -1,9 +1,10 @@
 import { Flags } from '@oclif/core'
 import { CorralCommand } from '../../../cli/base-command.js'
+import { MEMBERSHIP_ROLES } from '../../../contract/index.js'
 import { CliError } from '../../../cli/errors.js'
 import { openStoreFromFlags, storeFlags } from '../../../cli/store-flags.js'
 
-const ROLES = ['owner', 'admin', 'member'] as const
+const ROLES = MEMBERSHIP_ROLES
 
 export interface AdminUserCreateResult {
   user: { id: string; email: string; role: string }
