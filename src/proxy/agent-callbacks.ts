@@ -12,7 +12,6 @@ import { makeCounter, type CompiledCounter } from '../policy/index.js'
 import { PolicyDenial } from './decision.js'
 import type { Entry, ProxyCore } from './request-state.js'
 import { requestToken } from './token.js'
-import { ActiveWorkspace } from './workspaces.js'
 import type { AgentEventCharge, CapabilityClaims, ControlReply } from '../contract/index.js'
 
 /** The agent's task poll: the one endpoint a start-up token reaches. */
@@ -36,8 +35,8 @@ const DEFAULT_AGENT_EVENT_COUNTERS: readonly CompiledCounter[] = [makeCounter({
  */
 async function chargeAgentEvent(core: ProxyCore, claims: CapabilityClaims, bodyBytes: number): Promise<AgentEventCharge> {
   if (!core.budgets) return { ok: true, debits: {}, budget_state: {} }
-  const got = core.workspaces.get(claims.org_id, claims.workspace_id)
-  const active = got instanceof ActiveWorkspace ? got : await got.then((r) => (r.ok ? r.workspace : undefined))
+  const got = await core.workspaces.get(claims.org_id, claims.workspace_id)
+  const active = got.ok ? got.workspace : undefined
   if (!active) return { ok: false, status: 403, reason: 'workspace_not_activated', detail: {} }
   if (active.policy.kind === 'error') return { ok: false, status: 403, reason: 'policy_error', detail: { message: active.policy.message } }
   const declared = active.policy.kind === 'ok' ? active.policy.policy.counters(AGENT_EVENTS_CAPABILITY) : []

@@ -23,6 +23,7 @@ import type { CompiledCounter, CounterValue } from '../policy/index.js'
 import type { FlooredReason } from '../contract/index.js'
 import type { BudgetLedgers, LedgerKey } from '../store/index.js'
 import { deny, type PolicyDenial } from './decision.js'
+import { andThen, untilDenied, type MaybePromise } from './maybe.js'
 
 const LEASE_FRACTION = 0.05
 const FLUSH_MS = 100
@@ -145,132 +146,119 @@ export class Budgets {
   }
 
   /**
-   * `reserve` without a promise in the usual case: every hold fits in its lease and no permit
-   * must come from the database. Otherwise what was taken goes back and `reserve` decides (a
-   * refill, a permit, a refusal).
+   * Reserves, for each counter of the matched capability, its request amount plus
+   * reserve_per_request in every scope that applies (the workspace's, then the task's), and its
+   * max_concurrent slot. Refuses with concurrency_exhausted or budget_exhausted (detail.counter,
+   * detail.scope), giving back what it held. Without a promise while every hold fits in its lease
+   * and no permit must come from the database (the usual case); a promise when a lease must be
+   * refilled or a permit taken.
    */
-  reserveNow(orgId: string, workspaceId: string, taskId: string | undefined, counters: readonly CompiledCounter[], requestBytes: number): Reservation | Promise<Reservation | PolicyDenial> {
-    const holds: CounterHold[] = []
-    const reservation = new Reservation(holds)
-    for (const counter of counters) {
-      const amount = counter.requestAmount(requestBytes) + counter.reservePerRequest
-      const need = Math.max(amount, 1)
-      const ws = this.#wsSlot(orgId, workspaceId, counter)
-      const task = taskId && counter.task ? this.#slot(orgId, workspaceId, `task:${taskId}`, counter, counter.task.max, counter.task.ttlMs) : undefined
-      const permit = counter.maxConcurrent > 0 && this.#permits !== undefined
-      const wait = (counter.maxConcurrent > 0 && ws.inFlight >= counter.maxConcurrent) || (permit && ws.permits <= ws.permitUsers)
-      if (wait || (ws.max > 0 && ws.lease < need) || (task && task.max > 0 && task.lease < need)) {
-        this.#release(reservation)
-        return this.reserve(orgId, workspaceId, taskId, counters, requestBytes)
-      }
-      ws.inFlight++
-      if (permit) ws.permitUsers++
-      if (ws.max > 0) ws.lease -= amount
-      const hold: CounterHold = { counter, scopes: [{ scope: 'workspace', held: { slot: ws, amount } }], concurrencySlot: ws, permit }
-      if (task) {
-        if (task.max > 0) task.lease -= amount
-        hold.scopes.push({ scope: 'task', held: { slot: task, amount } })
-      }
-      holds.push(hold)
+  reserve(orgId: string, workspaceId: string, taskId: string | undefined, counters: readonly CompiledCounter[], requestBytes: number): MaybePromise<Reservation | PolicyDenial> {
+    const reservation = new Reservation([])
+    const refused = (d: PolicyDenial | undefined): Reservation | PolicyDenial => {
+      if (!d) return reservation
+      this.#release(reservation)
+      return d
     }
-    return reservation
+    const held = untilDenied(counters, (counter) => this.#hold(reservation, counter, orgId, workspaceId, taskId, requestBytes))
+    if (!(held instanceof Promise)) return refused(held)
+    return held.then(refused, (err: unknown) => {
+      this.#release(reservation)
+      throw err
+    })
   }
 
-  /**
-   * Reserves, for each counter of the matched capability, its request amount plus
-   * reserve_per_request, in every scope that applies. Refuses with budget_exhausted or
-   * concurrency_exhausted (detail.counter, detail.scope). Synchronous unless a lease must be refilled.
-   */
-  async reserve(orgId: string, workspaceId: string, taskId: string | undefined, counters: readonly CompiledCounter[], requestBytes: number): Promise<Reservation | PolicyDenial> {
-    const holds: CounterHold[] = []
-    const reservation = new Reservation(holds)
-    for (const counter of counters) {
-      const amount = counter.requestAmount(requestBytes) + counter.reservePerRequest
-      const concurrencySlot = this.#wsSlot(orgId, workspaceId, counter)
-      const taskSlot = taskId && counter.task ? this.#slot(orgId, workspaceId, `task:${taskId}`, counter, counter.task.max, counter.task.ttlMs) : undefined
-      if (counter.maxConcurrent > 0 && concurrencySlot.inFlight >= counter.maxConcurrent) {
-        this.#release(reservation)
-        return deny('concurrency_exhausted', { counter: counter.name, scope: 'workspace', max_concurrent: counter.maxConcurrent }, 429)
-      }
-      const hold: CounterHold = { counter, scopes: [], concurrencySlot, permit: false }
-      holds.push(hold)
-      concurrencySlot.inFlight++
-      if (counter.maxConcurrent > 0 && this.#permits && !(await this.#takePermit(concurrencySlot, counter.maxConcurrent))) {
-        this.#release(reservation)
-        return deny('concurrency_exhausted', { counter: counter.name, scope: 'workspace', max_concurrent: counter.maxConcurrent }, 429)
-      }
-      hold.permit = counter.maxConcurrent > 0 && this.#permits !== undefined
-      // The workspace scope first, then the task's (the order of the holds and of a refusal's scope).
-      for (let i = 0; i < 2; i++) {
-        const scope: ScopeName = i === 0 ? 'workspace' : 'task'
-        const slot = i === 0 ? concurrencySlot : taskSlot
-        if (!slot) continue
-        // Something must be left even when nothing is reserved up front (a response counter
-        // without reserve_per_request): a spent ceiling refuses the next request.
-        if (slot.max > 0 && !(await this.#take(slot, Math.max(amount, 1), amount))) {
-          this.#release(reservation)
-          return deny('budget_exhausted', { counter: counter.name, scope, max: slot.max, used: slot.used() }, 429)
-        }
-        hold.scopes.push({ scope, held: { slot, amount } })
-      }
+  /** One counter's holds: its max_concurrent slot (and database permit), then its scopes. */
+  #hold(r: Reservation, counter: CompiledCounter, orgId: string, workspaceId: string, taskId: string | undefined, requestBytes: number): MaybePromise<PolicyDenial | undefined> {
+    const amount = counter.requestAmount(requestBytes) + counter.reservePerRequest
+    const ws = this.#wsSlot(orgId, workspaceId, counter)
+    const task = taskId && counter.task ? this.#slot(orgId, workspaceId, `task:${taskId}`, counter, counter.task.max, counter.task.ttlMs) : undefined
+    if (counter.maxConcurrent > 0 && ws.inFlight >= counter.maxConcurrent) return concurrencyExhausted(counter)
+    const hold: CounterHold = { counter, scopes: [], concurrencySlot: ws, permit: false }
+    r.holds.push(hold)
+    ws.inFlight++
+    if (counter.maxConcurrent === 0 || !this.#permits) return this.#holdScopes(hold, ws, task, amount)
+    return andThen(this.#takePermit(ws, counter.maxConcurrent), (ok) => {
+      if (!ok) return concurrencyExhausted(counter)
+      hold.permit = true
+      return this.#holdScopes(hold, ws, task, amount)
+    })
+  }
+
+  #holdScopes(hold: CounterHold, ws: Slot, task: Slot | undefined, amount: number): MaybePromise<PolicyDenial | undefined> {
+    // Something must be left even when nothing is reserved up front (a response counter without
+    // reserve_per_request): a spent ceiling refuses the next request.
+    const need = Math.max(amount, 1)
+    return andThen(this.#holdScope(hold, 'workspace', ws, need, amount), (d) => d ?? (task ? this.#holdScope(hold, 'task', task, need, amount) : undefined))
+  }
+
+  #holdScope(hold: CounterHold, scope: ScopeName, slot: Slot, need: number, amount: number): MaybePromise<PolicyDenial | undefined> {
+    if (slot.max <= 0) {
+      hold.scopes.push({ scope, held: { slot, amount } })
+      return undefined
     }
-    return reservation
+    return andThen(this.#take(slot, need, amount), (ok) => {
+      if (!ok) return deny('budget_exhausted', { counter: hold.counter.name, scope, max: slot.max, used: slot.used() }, 429)
+      hold.scopes.push({ scope, held: { slot, amount } })
+      return undefined
+    })
   }
 
   /**
    * Takes `amount` from the slot's lease once at least `need` is there, refilling the lease from
-   * the ledger when short. The check and the take happen in one synchronous step: several waiters
-   * woken by one refill must not all see the same units.
+   * the ledger when short (a promise then). The check and the take happen in one synchronous step:
+   * several waiters woken by one refill must not all see the same units.
    */
-  async #take(slot: Slot, need: number, amount: number): Promise<boolean> {
-    for (;;) {
-      if (slot.lease >= need) {
-        slot.lease -= amount
-        return true
-      }
-      if (slot.acquiring) {
-        await slot.acquiring
-        continue
-      }
-      if (Date.now() < slot.exhaustedUntil) return false
-      // An owed debit goes into the ledger before the ledger grants anything more.
-      if (slot.pending > 0) {
-        await this.flush()
-        if (slot.pending > 0) throw new Error('budget ledger unreachable: an owed debit is not written yet')
-        continue
-      }
-      const want = Math.max(need - slot.lease, Math.ceil(slot.max * LEASE_FRACTION))
-      let granted = 0
-      slot.acquiring = this.#ledgers.acquire(slot.k, slot.max, want).then(({ granted: g, snapshot }) => {
-        granted = g
-        if (slot.windowStart && snapshot.windowStart !== slot.windowStart) slot.lease = 0
-        slot.lease += g
-        slot.dbUsed = snapshot.used
-        slot.windowStart = snapshot.windowStart
-      }).finally(() => {
-        slot.acquiring = undefined
-      })
-      await slot.acquiring
-      if (granted === 0 && slot.lease < need) {
-        slot.exhaustedUntil = Date.now() + EXHAUSTED_RECHECK_MS
-        return false
-      }
-    }
-  }
-
-  /** One of the slot's database permits for this request: a spare one, else one more from the database. */
-  async #takePermit(slot: Slot, max: number): Promise<boolean> {
-    if (slot.permits > slot.permitUsers) {
-      slot.permitUsers++
+  #take(slot: Slot, need: number, amount: number): MaybePromise<boolean> {
+    if (slot.lease >= need) {
+      slot.lease -= amount
       return true
     }
-    // Counted as a user before the await, so parallel requests each take their own permit.
+    return this.#refill(slot, need, amount)
+  }
+
+  async #refill(slot: Slot, need: number, amount: number): Promise<boolean> {
+    if (slot.acquiring) {
+      await slot.acquiring
+      return this.#take(slot, need, amount)
+    }
+    if (Date.now() < slot.exhaustedUntil) return false
+    // An owed debit goes into the ledger before the ledger grants anything more.
+    if (slot.pending > 0) {
+      await this.flush()
+      if (slot.pending > 0) throw new Error('budget ledger unreachable: an owed debit is not written yet')
+      return this.#take(slot, need, amount)
+    }
+    const want = Math.max(need - slot.lease, Math.ceil(slot.max * LEASE_FRACTION))
+    let granted = 0
+    slot.acquiring = this.#ledgers.acquire(slot.k, slot.max, want).then(({ granted: g, snapshot }) => {
+      granted = g
+      if (slot.windowStart && snapshot.windowStart !== slot.windowStart) slot.lease = 0
+      slot.lease += g
+      slot.dbUsed = snapshot.used
+      slot.windowStart = snapshot.windowStart
+    }).finally(() => {
+      slot.acquiring = undefined
+    })
+    await slot.acquiring
+    if (granted === 0 && slot.lease < need) {
+      slot.exhaustedUntil = Date.now() + EXHAUSTED_RECHECK_MS
+      return false
+    }
+    return this.#take(slot, need, amount)
+  }
+
+  /** One of the slot's database permits for this request: a spare one, else one more from the database (a promise then). */
+  #takePermit(slot: Slot, max: number): MaybePromise<boolean> {
+    // Counted as a user before any await, so parallel requests each take their own permit.
     slot.permitUsers++
-    const got = await this.#permits!.take(slot.k.key, max, 1).catch(() => 0)
-    slot.permits += got
-    if (got > 0) return true
-    slot.permitUsers--
-    return false
+    if (slot.permits >= slot.permitUsers) return true
+    return this.#permits!.take(slot.k.key, max, 1).catch(() => 0).then((got) => {
+      slot.permits += got
+      if (got > 0) return true
+      slot.permitUsers--
+      return false
+    })
   }
 
   /** Returns every held amount (the request was denied or failed before any debit). */
@@ -290,18 +278,11 @@ export class Budgets {
 
   /**
    * Commits the actual debits (by counter name) against the holds; returns the row's budget
-   * columns. Resolves once every debit against a ceiling is in the ledger (or owed, when the
-   * ledger is unreachable: see #take); never rejects.
+   * columns. Without a promise when no debit is owed to the ledger (the usual case); else a
+   * promise that resolves once every debit against a ceiling is in the ledger (or owed, when the
+   * ledger is unreachable: see #refill). Never rejects.
    */
-  async settle(r: Reservation, actual: ReadonlyMap<string, CounterValue>): Promise<Settlement> {
-    return this.settleNow(r, actual)
-  }
-
-  /**
-   * `settle` without a promise when no debit is owed to the ledger (the usual case): the
-   * Settlement itself, else a promise of it that resolves once the owed debits are written.
-   */
-  settleNow(r: Reservation, actual: ReadonlyMap<string, CounterValue>): Settlement | Promise<Settlement> {
+  settle(r: Reservation, actual: ReadonlyMap<string, CounterValue>): MaybePromise<Settlement> {
     const out: Settlement = { debits: {}, budgetState: {}, floored: {} }
     if (r.settled) return out
     r.settled = true
@@ -385,4 +366,8 @@ export class Budgets {
     }
     if (returns.length) await this.#ledgers.adjust(returns)
   }
+}
+
+function concurrencyExhausted(counter: CompiledCounter): PolicyDenial {
+  return deny('concurrency_exhausted', { counter: counter.name, scope: 'workspace', max_concurrent: counter.maxConcurrent }, 429)
 }

@@ -2,6 +2,7 @@
 // phases, closed by the terminal phase.
 import { EventEmitter } from 'node:events'
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Readable } from 'node:stream'
 import type { AuditSink } from '../contract/index.js'
 import type { AdmissionResult, AuthPlacement, PolicyContext, PolicyRequest, TransformOutput } from '../policy/index.js'
 import type { CredentialBroker, SecretsSource } from '../secrets/index.js'
@@ -13,7 +14,8 @@ import type { AuditGate } from './audit-gate.js'
 import type { ProxyLimits } from './limits.js'
 import type { TaskLiveness } from './task-liveness.js'
 import type { CapabilityTokens, TokenCheck } from '../secrets/index.js'
-import type { Upstream } from './upstream.js'
+import type { Upstream, UpstreamResponse } from './upstream.js'
+import type { BodyScan, Scrubber } from './scrub.js'
 import type { ActiveWorkspace, ActiveWorkspaces } from './workspaces.js'
 
 export class ClientGone extends EventEmitter {
@@ -95,11 +97,14 @@ export interface ProxyCore {
   auditGate: AuditGate
   /** The handler of agent callbacks to `corral.internal` (agent-callbacks.ts); none → that host takes the phases. */
   agentCallbacks?: AgentCallbacks
-  /**
-   * Test-only fault seam: called at the start of each phase; a throw there is a fault of the
-   * proxy (internal_error). Never set in production wiring.
-   */
-  faultHook?: (phase: string) => void
+}
+
+/** The body the response_body phase relays: the upstream's, or its scrubbed view. */
+export interface RelayedBody {
+  src: Readable
+  scrubber?: Scrubber
+  /** The scan the relay applies to each chunk of `src` itself (an identity body: no stream in between). */
+  scan?: BodyScan
 }
 
 export interface RequestState {
@@ -129,6 +134,10 @@ export interface RequestState {
   /** Response bytes relayed to the client. */
   responseBytes: number
   responseStatus?: number
+  /** The upstream's answer, set by the upstream phase; its body is relayed by the response phases. */
+  response?: UpstreamResponse
+  /** The body the response_body phase relays (the upstream's, or its scrubbed view), set by response_headers. */
+  relayed?: RelayedBody
   reservation?: Reservation
   meter?: ResponseMeter
   /** Set once the workspace slot and budgets were released (runner). */

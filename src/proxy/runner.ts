@@ -1,22 +1,42 @@
-// The phase runner: enforces the order of phases (STYLE.md §4), stops at the first denial, turns
-// thrown faults into `internal_error`, and always ends in the terminal phase, which writes the
-// request's one policy_decision row.
+// The phase runner: owns the order of the phases (phase.ts, STYLE.md §4), stops at the first
+// denial, turns thrown faults into `internal_error` (admission) or an upstream failure
+// (forwarding), and always ends in the terminal phase, which writes the request's one
+// policy_decision row.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { isStoreUnavailable } from '../store/index.js'
 import { CONTROL_HOST } from '../contract/index.js'
 import { serveAgentCallback } from './agent-callbacks.js'
-import { DecisionContext, PolicyDenial, attributeToken, deny, denyBody, type PhaseOutcome } from './decision.js'
+import { DecisionContext, attributeToken, deny, denyBody, type PolicyDenial } from './decision.js'
+import { andThen, type MaybePromise } from './maybe.js'
+import { runPhases, type PhaseStep } from './phase.js'
+import { forwardGate } from './phases/forward-gate.js'
 import { requestBody, reserveBudgets } from './phases/request-body.js'
-import { requestHeaders } from './phases/request-headers.js'
+import { requestHeaders, workspaceLimits } from './phases/request-headers.js'
 import { responseBody } from './phases/response-body.js'
 import { responseHeaders } from './phases/response-headers.js'
 import { terminal } from './phases/terminal.js'
 import { transforms } from './phases/transforms.js'
 import { upstream } from './phases/upstream.js'
-import type { Settlement } from './budgets.js'
 import { ClientGone, type Entry, type ProxyCore, type RequestState } from './request-state.js'
 import { requestToken } from './token.js'
 import { HOP_BY_HOP } from './upstream.js'
+
+/** Admission: each phase may deny with a local reply; nothing has left the proxy yet. */
+const ADMISSION: readonly PhaseStep[] = [
+  { phase: 'request_headers', name: 'request-headers', run: requestHeaders },
+  { phase: 'request_headers', name: 'workspace-limits', run: workspaceLimits },
+  { phase: 'request_body', name: 'request-body', run: requestBody },
+  { phase: 'request_body', name: 'budgets', run: reserveBudgets },
+  { phase: 'request_body', name: 'transforms', run: transforms },
+  { phase: 'request_body', name: 'forward-gate', run: forwardGate },
+]
+
+/** Forwarding: from the first byte sent upstream. A throw here is an upstream or client failure, not internal_error. */
+const FORWARDING: readonly PhaseStep[] = [
+  { phase: 'request_body', name: 'upstream', run: upstream },
+  { phase: 'response_headers', name: 'response-headers', run: responseHeaders },
+  { phase: 'response_body', name: 'response-body', run: responseBody },
+]
 
 /**
  * Runs one request through the phases. `preDenial` is the front's verdict for a request that did
@@ -36,11 +56,10 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
   })
   let denial: PolicyDenial | undefined
   try {
-    denial = preDenial ? await attributeOnly(core, st, preDenial) : await admitAndPrepare(core, st)
-    if (!denial) core.faultHook?.('forward')
+    denial = preDenial ? await attributeOnly(core, st, preDenial) : await runPhases(core, st, ADMISSION)
   } catch (err) {
-    // A throw that is not a policy outcome is a fault of the proxy: internal_error, never silence.
-    denial = err instanceof PolicyDenial ? err : internalError(core, err)
+    // A throw is a fault of the proxy: internal_error, never silence.
+    denial = internalError(core, err)
   }
   if (denial) {
     // The row first, then the answer: a client never holds a deny that the log does not.
@@ -51,29 +70,25 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
   // The allow's row is recorded when the upstream body has ended, before the client's response
   // is ended (response-body.ts); a refused row cuts the response instead of completing it.
   st.beforeEnd = async () => (await record(core, st)) === undefined
+  let failed = false
   try {
-    await forwardAndRelay(core, st)
-  } catch (err) {
-    // A PolicyDenial here is the address check refusing the upstream connection (destination_private, address-guard.ts).
-    if (err instanceof PolicyDenial) ctx.denial = err
-    else if (st.bodyLimitHit) ctx.denial = deny('limit_exceeded', { limit: 'body_bytes', max: core.limits.maxBodyBytes }, 413)
-    else noteUpstreamFailure(st, err)
-    const unrecorded = ctx.emitted ? undefined : await record(core, st)
-    if (st.res.headersSent || st.abort.aborted) st.res.destroy()
-    else if (unrecorded || ctx.denial) sendDeny(st, unrecorded ?? ctx.denial!)
-    else sendUpstreamUnavailable(st)
+    try {
+      // A denial here is the address check refusing the upstream connection (destination_private, address-guard.ts).
+      ctx.denial = await runPhases(core, st, FORWARDING)
+    } catch (err) {
+      failed = true
+      if (st.bodyLimitHit) ctx.denial = deny('limit_exceeded', { limit: 'body_bytes', max: core.limits.maxBodyBytes }, 413)
+      else noteUpstreamFailure(st, err)
+    }
+    if (failed || ctx.denial) {
+      const unrecorded = ctx.emitted ? undefined : await record(core, st)
+      if (st.res.headersSent || st.abort.aborted) st.res.destroy()
+      else if (unrecorded || ctx.denial) sendDeny(st, unrecorded ?? ctx.denial!)
+      else sendUpstreamUnavailable(st)
+    }
   } finally {
     if (!ctx.emitted) await record(core, st)
   }
-}
-
-/** The phases after admission, in order; only the runner moves `ctx.phase` (the row's phase). */
-async function forwardAndRelay(core: ProxyCore, st: RequestState): Promise<void> {
-  const response = await upstream(core, st)
-  st.ctx.phase = 'response_headers'
-  const body = responseHeaders(st, response, st.meter)
-  st.ctx.phase = 'response_body'
-  await responseBody(st, body, st.meter)
 }
 
 /**
@@ -82,8 +97,7 @@ async function forwardAndRelay(core: ProxyCore, st: RequestState): Promise<void>
  */
 async function record(core: ProxyCore, st: RequestState): Promise<PolicyDenial | undefined> {
   try {
-    const releasing = release(core, st)
-    if (releasing) await releasing
+    await release(core, st)
   } catch (err) {
     // The row is still written (exactly one per request); the budgets module reports its own state.
     core.log.error({ err: { message: (err as Error)?.message ?? String(err) } }, 'proxy: settling the request budgets failed')
@@ -105,7 +119,7 @@ function internalError(core: ProxyCore, err: unknown): PolicyDenial {
     return deny('internal_error', { store_unavailable: true, retry_after_s: STORE_RETRY_S }, 503)
   }
   const e = err as { message?: string; stack?: string }
-  if (!core.faultHook) core.log.error({ err: { message: e?.message ?? String(err), stack: e?.stack } }, 'proxy: a phase failed (internal_error)')
+  core.log.error({ err: { message: e?.message ?? String(err), stack: e?.stack } }, 'proxy: a phase failed (internal_error)')
   return deny('internal_error', {}, 500)
 }
 
@@ -116,71 +130,26 @@ const lastStoreWarn = new WeakMap<ProxyCore, number>()
  * Once per request: the workspace's in-flight slot and the budget holds or debits (durable before
  * the row). A promise only when a debit must reach the ledger first; may throw.
  */
-function release(core: ProxyCore, st: RequestState): Promise<void> | undefined {
+function release(core: ProxyCore, st: RequestState): MaybePromise<void> {
   if (st.released) return undefined
   st.released = true
   if (st.workspace) st.workspace.inFlight--
   return settleBudgets(core, st)
 }
 
-async function admitAndPrepare(core: ProxyCore, st: RequestState): Promise<PhaseOutcome> {
-  const { ctx } = st
-  ctx.phase = 'request_headers'
-  core.faultHook?.('request_headers')
-  let d = await requestHeaders(core, st)
-  if (d) return d
-  d = perWorkspaceLimits(core, st)
-  if (d) return d
-  ctx.phase = 'request_body'
-  core.faultHook?.('request_body')
-  // The phases below answer without a promise when they need not wait (no await then).
-  let p = requestBody(core, st)
-  d = p instanceof Promise ? await p : p
-  if (d) return d
-  p = reserveBudgets(core, st)
-  d = p instanceof Promise ? await p : p
-  if (d) return d
-  core.faultHook?.('transforms')
-  p = transforms(core, st)
-  d = p instanceof Promise ? await p : p
-  if (d) return d
-  // Last look before bytes leave: a workspace stopped while we worked must not send anything.
-  if (!st.workspace!.active) return deny('workspace_gone')
-  // Fail closed: while the audit log refuses rows, nothing is forwarded (audit-gate.ts).
-  const retryAfterS = core.auditGate.closedFor()
-  if (retryAfterS !== undefined) return deny('audit_unavailable', { retry_after_s: retryAfterS }, 503)
-  return undefined
-}
-
 /** Commits debits of an allowed request (durable before its row: budgets.ts), or returns the holds of a denied one. */
-function settleBudgets(core: ProxyCore, st: RequestState): Promise<void> | undefined {
+function settleBudgets(core: ProxyCore, st: RequestState): MaybePromise<void> {
   const r = st.reservation
   if (!r || !core.budgets) return undefined
   if (st.ctx.denial) {
     core.budgets.release(r)
     return undefined
   }
-  const settled = core.budgets.settleNow(r, st.meter!.values(st.requestBytes))
-  if (settled instanceof Promise) return settled.then((s) => noteSettlement(st, s))
-  noteSettlement(st, settled)
-  return undefined
-}
-
-function noteSettlement(st: RequestState, s: Settlement): void {
-  st.ctx.debits = s.debits
-  st.ctx.budgetState = s.budgetState
-  st.ctx.floored = s.floored
-}
-
-/** The proxy's own limits for an attributed request (docs/reliability.md, "Limits"). */
-function perWorkspaceLimits(core: ProxyCore, st: RequestState): PhaseOutcome {
-  const L = core.limits
-  if (st.workspace && st.workspace.inFlight > L.maxInFlightPerWorkspace) {
-    return deny('limit_exceeded', { limit: 'inflight_per_workspace', max: L.maxInFlightPerWorkspace }, 429)
-  }
-  const declared = Number(st.req.headers['content-length'])
-  if (Number.isFinite(declared) && declared > L.maxBodyBytes) return deny('limit_exceeded', { limit: 'body_bytes', max: L.maxBodyBytes }, 413)
-  return undefined
+  return andThen(core.budgets.settle(r, st.meter!.values(st.requestBytes)), (s) => {
+    st.ctx.debits = s.debits
+    st.ctx.budgetState = s.budgetState
+    st.ctx.floored = s.floored
+  })
 }
 
 async function attributeOnly(core: ProxyCore, st: RequestState, denial: PolicyDenial): Promise<PolicyDenial> {

@@ -52,8 +52,6 @@ export interface ProxyServiceOptions {
   ownEndpoints?: () => readonly Endpoint[]
   /** Resolver of upstream names (tests: a rebinding resolver); default dns.lookup. */
   resolve?: (hostname: string) => Promise<LookupAddress[]>
-  /** Test-only fault seam, see ProxyCore.faultHook. */
-  faultHook?: (phase: string) => void
   /** Resource limits: defaults, then `env` (CORRAL_PROXY_*, limits.ts), then these values. */
   limits?: Partial<ProxyLimits>
   env?: Record<string, string | undefined>
@@ -150,7 +148,6 @@ export class ProxyService {
       placements: providerPlacement,
       secrets,
       credentials,
-      ...(o.faultHook ? { faultHook: o.faultHook } : {}),
       ...(o.agentCallbacks ? { agentCallbacks: o.agentCallbacks } : {}),
     }
     this.#core = core

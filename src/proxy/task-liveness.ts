@@ -26,20 +26,17 @@ export class TaskLiveness {
     this.#lookup = lookup
   }
 
-  /** True while the task exists in `workspaceId` and has not ended. */
-  async live(workspaceId: string, taskId: string): Promise<boolean> {
-    const cached = this.#known.get(`${workspaceId}/${taskId}`)
+  /** True while the task exists in `workspaceId` and has not ended; a promise only when not cached yet. */
+  live(workspaceId: string, taskId: string): boolean | Promise<boolean> {
+    const key = `${workspaceId}/${taskId}`
+    const cached = this.#known.get(key)
     if (cached !== undefined) return cached
-    const row = await this.#lookup.taskStatus(taskId)
-    const live = row !== undefined && row.workspace_id === workspaceId && !ENDED.has(row.status)
-    if (this.#known.size >= MAX_CACHED) this.#known.clear()
-    this.#known.set(`${workspaceId}/${taskId}`, live)
-    return live
-  }
-
-  /** `live` without a promise when the answer is cached; undefined when it must be looked up. */
-  liveNow(workspaceId: string, taskId: string): boolean | undefined {
-    return this.#known.get(`${workspaceId}/${taskId}`)
+    return this.#lookup.taskStatus(taskId).then((row) => {
+      const live = row !== undefined && row.workspace_id === workspaceId && !ENDED.has(row.status)
+      if (this.#known.size >= MAX_CACHED) this.#known.clear()
+      this.#known.set(key, live)
+      return live
+    })
   }
 
   /** The payload of TASK_ENDED_CHANNEL: `<workspace id>/<task id>`. */

@@ -38,11 +38,15 @@ export class ActiveWorkspace {
   lastUsed = Date.now()
   /** Requests currently inside the pipeline; eviction waits for zero. */
   inFlight = 0
+  /** What `get` answers for this workspace while it is active (one object, not one per request). */
+  readonly activation: ActivationResult
 
   constructor(
     readonly record: WorkspaceRecord,
     readonly policy: PolicyState,
-  ) {}
+  ) {
+    this.activation = { ok: true, workspace: this }
+  }
 
   get active(): boolean {
     return this.#active
@@ -57,6 +61,8 @@ export class ActiveWorkspace {
 export type ActivationResult =
   | { ok: true; workspace: ActiveWorkspace }
   | { ok: false; reason: 'workspace_not_activated' }
+
+const NOT_ACTIVATED: ActivationResult = Object.freeze({ ok: false, reason: 'workspace_not_activated' })
 
 export interface ActiveWorkspacesOptions {
   directory: WorkspaceDirectory
@@ -84,14 +90,14 @@ export class ActiveWorkspaces {
     this.#sweeper.unref()
   }
 
-  /** The active state for the token's workspace, activating it on first use. */
-  get(orgId: string, workspaceId: string): ActiveWorkspace | Promise<ActivationResult> {
+  /** The active state for the token's workspace, activating it on first use (a promise only then). */
+  get(orgId: string, workspaceId: string): ActivationResult | Promise<ActivationResult> {
     const ws = this.#byId.get(workspaceId)
     if (ws && !ws.stale && ws.record.org_id === orgId) {
       ws.lastUsed = Date.now()
-      return ws
+      return ws.activation
     }
-    if (ws && !ws.stale) return Promise.resolve({ ok: false, reason: 'workspace_not_activated' })
+    if (ws && !ws.stale) return NOT_ACTIVATED
     return this.#activate(orgId, workspaceId)
   }
 

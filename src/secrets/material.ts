@@ -37,6 +37,6 @@ export type SecretLookup = (name: string) => string | undefined
 /** Secrets of an org, readable synchronously by transforms. */
 export interface SecretsSource {
   lookupFor(orgId: string): SecretLookup
-  /** Warm the org's secrets before its first request (activation), so lookups stay synchronous. */
-  load(orgId: string): Promise<void>
+  /** Warm the org's secrets before its first request (activation), so lookups stay synchronous; no promise when they are warm. */
+  load(orgId: string): Promise<void> | undefined
 }

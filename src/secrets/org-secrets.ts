@@ -17,14 +17,14 @@ export class OrgSecrets implements SecretsSource {
     return (name) => entry?.values.get(name)
   }
 
-  load(orgId: string): Promise<void> {
+  load(orgId: string): Promise<void> | undefined {
     const entry = this.#cache.get(orgId)
-    if (entry && Date.now() - entry.at < REFRESH_MS) return Promise.resolve()
+    if (entry && Date.now() - entry.at < REFRESH_MS) return undefined
     if (entry) {
       entry.loading ??= this.#read(orgId).catch(() => {}).finally(() => {
         entry.loading = undefined // a failed refresh is retried on a later request
       })
-      return Promise.resolve() // stale-while-revalidate: never block a request on a refresh
+      return undefined // stale-while-revalidate: never block a request on a refresh
     }
     return this.#read(orgId)
   }

@@ -174,9 +174,11 @@ describe('ProxyFront (real sockets, no policy needed)', () => {
   })
 })
 
-describe('internal_error (fault seam)', () => {
+describe('internal_error (a fault injected through a dependency)', () => {
   it('a throw inside a phase is a 500 internal_error with exactly one row', async () => {
-    const h = await startHarness({ faultHook: (phase) => { if (phase === 'request_headers') throw new Error('boom') } })
+    // The workspace directory the request_headers phase activates through fails with a plain error.
+    const quiet = { error: () => {}, warn: () => {} }
+    const h = await startHarness({ directory: { lookup: async () => { throw new Error('boom') } }, logger: quiet })
     try {
       const { token } = await h.workspace(null)
       const res = await h.fetch(`https://127.0.0.1:${h.up.httpsPort}/x`, { token })

@@ -7,11 +7,13 @@ import type { IncomingMessage } from 'node:http'
 import type { BodyResult, CompiledCounter } from '../../policy/index.js'
 import { Reservation } from '../budgets.js'
 import { deny, type PhaseOutcome, type PolicyDenial } from '../decision.js'
+import { andThen } from '../maybe.js'
+import type { PhaseResult } from '../phase.js'
 import { ResponseMeter } from '../metering.js'
 import type { ProxyCore, RequestState } from '../request-state.js'
 
 /** Undefined at once when nobody needs the body; else the body is read, then checked. */
-export function requestBody(core: ProxyCore, st: RequestState): PhaseOutcome | Promise<PhaseOutcome> {
+export function requestBody(core: ProxyCore, st: RequestState): PhaseResult {
   const admission = st.admission!
   if (admission.decision === 'allow' && !admission.needsBody) return undefined
   return readBody(st.req, core.maxInspectBytes).then((read) => checkBody(core, st, read))
@@ -67,16 +69,15 @@ function checkBody(core: ProxyCore, st: RequestState, read: Buffer | 'too_large'
  * Budget reservations (still the request_body phase): request amounts plus reserve_per_request
  * for every counter of the matched capability, and max_concurrent. Also arms response metering.
  */
-export function reserveBudgets(core: ProxyCore, st: RequestState): PhaseOutcome | Promise<PhaseOutcome> {
+export function reserveBudgets(core: ProxyCore, st: RequestState): PhaseResult {
   const ws = st.workspace!
   if (!core.budgets || ws.policy.kind !== 'ok' || st.admission?.decision !== 'allow') return undefined
   const counters = ws.policy.policy.counters(st.admission.match.capability)
   if (counters.length === 0) return undefined
   const declared = Number(st.req.headers['content-length'])
   const bytes = st.body ? st.body.length : Number.isFinite(declared) ? declared : 0
-  // Without a promise while the leases cover the request (budgets.ts reserveNow), the usual case.
-  const got = core.budgets.reserveNow(ws.record.org_id, ws.record.id, st.ctx.attribution.task_id, counters, bytes)
-  return got instanceof Promise ? got.then((r) => hold(core, st, counters, r)) : hold(core, st, counters, got)
+  // Without a promise while the leases cover the request (budgets.ts), the usual case.
+  return andThen(core.budgets.reserve(ws.record.org_id, ws.record.id, st.ctx.attribution.task_id, counters, bytes), (r) => hold(core, st, counters, r))
 }
 
 function hold(core: ProxyCore, st: RequestState, counters: readonly CompiledCounter[], r: Reservation | PolicyDenial): PhaseOutcome {

@@ -2,18 +2,26 @@
 // match and admission CEL (through CompiledPolicy.admit; this module never evaluates CEL itself).
 import { canonicalPath } from '../../policy/index.js'
 import type { AdmissionResult, CompiledPolicy, PolicyContext, PolicyRequest } from '../../policy/index.js'
+import type { CapabilityClaims } from '../../contract/index.js'
+import type { TokenCheck } from '../../secrets/index.js'
 import { attributeToken, deny, withFields, type PhaseOutcome } from '../decision.js'
+import { andThen } from '../maybe.js'
+import type { PhaseResult } from '../phase.js'
 import type { ProxyCore, RequestState } from '../request-state.js'
 import { outboundScopeDenial } from '../token-scope.js'
-import { requestTokenNow } from '../token.js'
+import { requestToken } from '../token.js'
+import type { ActivationResult, ActiveWorkspace } from '../workspaces.js'
 
 const ADMISSION_DECISIONS = new Set(['allow', 'pending', 'deny'])
 const TOKEN_CLOCK_TOLERANCE_MS = 5_000
 
-export async function requestHeaders(core: ProxyCore, st: RequestState): Promise<PhaseOutcome> {
+/** Verifies the token, activates the workspace and admits the request; a promise only when one of them must wait. */
+export function requestHeaders(core: ProxyCore, st: RequestState): PhaseResult {
+  return andThen(requestToken(core.tokens, st.req, st.entry.tunnel), (check) => verified(core, st, check))
+}
+
+function verified(core: ProxyCore, st: RequestState, check: TokenCheck): PhaseResult {
   const { ctx, entry } = st
-  const token = requestTokenNow(core.tokens, st.req, entry.tunnel)
-  const check = token instanceof Promise ? await token : token
   const refused = attributeToken(ctx, check)
   if (refused || !check.ok) return refused
   const { claims } = check
@@ -22,22 +30,25 @@ export async function requestHeaders(core: ProxyCore, st: RequestState): Promise
     return attributeToken(ctx, { ok: false, reason: 'invalid_token', expired: { org_id: claims.org_id, workspace_id: claims.workspace_id } })
   }
   // A start-up token or an ended task's token reaches nothing outbound (token-scope.ts).
-  const scoped = outboundScopeDenial(core, claims)
-  const outOfScope = scoped instanceof Promise ? await scoped : scoped
-  if (outOfScope) return outOfScope
+  return andThen(outboundScopeDenial(core, claims), (outOfScope) => outOfScope
+    ?? andThen(core.workspaces.get(claims.org_id, claims.workspace_id), (activation) => activated(core, st, claims, activation)))
+}
 
-  const got = core.workspaces.get(claims.org_id, claims.workspace_id)
-  const activation = 'then' in got ? await got : { ok: true as const, workspace: got }
+function activated(core: ProxyCore, st: RequestState, claims: CapabilityClaims, activation: ActivationResult): PhaseResult {
   if (!activation.ok) return deny(activation.reason)
   const ws = activation.workspace
   st.workspace = ws
   ws.inFlight++
   const r = ws.record
-  ctx.attribution = withFields(ctx.attribution, ctx.attribution.org_id, r.creator_user_id, undefined, undefined, r.role, r.provider)
-
+  st.ctx.attribution = withFields(st.ctx.attribution, st.ctx.attribution.org_id, r.creator_user_id, undefined, undefined, r.role, r.provider)
   // Warm the org's secrets once (cached; transforms read them synchronously).
-  if (core.secrets) await core.secrets.load(r.org_id)
+  const warming = core.secrets?.load(r.org_id)
+  return warming ? warming.then(() => admitWith(st, ws, claims)) : admitWith(st, ws, claims)
+}
 
+function admitWith(st: RequestState, ws: ActiveWorkspace, claims: CapabilityClaims): PhaseOutcome {
+  const { ctx, entry } = st
+  const r = ws.record
   if (ws.policy.kind === 'none') return deny('no_policy')
   if (ws.policy.kind === 'error') return deny('policy_error', { message: ws.policy.message })
   const policy = ws.policy.policy
@@ -64,6 +75,17 @@ export async function requestHeaders(core: ProxyCore, st: RequestState): Promise
   if (claims.task_id) policyContext.task = { id: claims.task_id }
   st.policyContext = policyContext
   return admit(policy, st)
+}
+
+/** The proxy's own limits for an attributed request (docs/reliability.md, "Limits"). */
+export function workspaceLimits(core: ProxyCore, st: RequestState): PhaseOutcome {
+  const L = core.limits
+  if (st.workspace && st.workspace.inFlight > L.maxInFlightPerWorkspace) {
+    return deny('limit_exceeded', { limit: 'inflight_per_workspace', max: L.maxInFlightPerWorkspace }, 429)
+  }
+  const declared = Number(st.req.headers['content-length'])
+  if (Number.isFinite(declared) && declared > L.maxBodyBytes) return deny('limit_exceeded', { limit: 'body_bytes', max: L.maxBodyBytes }, 413)
+  return undefined
 }
 
 function admit(policy: CompiledPolicy, st: RequestState): PhaseOutcome {

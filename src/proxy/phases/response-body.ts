@@ -3,14 +3,15 @@
 // has ended, the runner records the row before the client's response is ended (st.beforeEnd); a
 // row the audit log refused cuts the response instead of completing it.
 import type { Readable } from 'node:stream'
-import type { RequestState } from '../request-state.js'
-import type { ResponseObserver } from '../response-observer.js'
+import type { PhaseOutcome } from '../decision.js'
+import type { ProxyCore, RequestState } from '../request-state.js'
 import type { BodyScan } from '../scrub.js'
-import type { RelayedBody } from './response-headers.js'
 
-export async function responseBody(st: RequestState, body: RelayedBody, observer?: ResponseObserver): Promise<void> {
+/** Relays `st.relayed` to the client; a break on either side is thrown (a fault, not a denial). */
+export async function responseBody(_core: ProxyCore, st: RequestState): Promise<PhaseOutcome> {
   const { ctx, res } = st
-  const { src, scrubber, scan } = body
+  const observer = st.meter
+  const { src, scrubber, scan } = st.relayed!
   let metered = false
   const beforeEnd = async (): Promise<boolean> => {
     metered = true
@@ -30,6 +31,7 @@ export async function responseBody(st: RequestState, body: RelayedBody, observer
   } finally {
     if (scrubber?.count) ctx.detail.scrubbed = scrubber.count
   }
+  return undefined
 }
 
 /**

@@ -4,20 +4,15 @@
 // (scrub.ts); a body the scan cannot read is refused before anything is written.
 import { pipeline, type Readable, type Transform } from 'node:stream'
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib'
-import type { RequestState } from '../request-state.js'
-import type { ResponseObserver } from '../response-observer.js'
-import { Scrubber, type BodyScan } from '../scrub.js'
-import { HOP_BY_HOP, type UpstreamResponse } from '../upstream.js'
+import type { PhaseOutcome } from '../decision.js'
+import type { ProxyCore, RelayedBody, RequestState } from '../request-state.js'
+import { Scrubber } from '../scrub.js'
+import { HOP_BY_HOP } from '../upstream.js'
 
-/** The body the response_body phase relays: the upstream's, or its scrubbed view. */
-export interface RelayedBody {
-  src: Readable
-  scrubber?: Scrubber
-  /** The scan the relay applies to each chunk of `src` itself (an identity body: no stream in between). */
-  scan?: BodyScan
-}
-
-export function responseHeaders(st: RequestState, upstream: UpstreamResponse, observer?: ResponseObserver): RelayedBody {
+/** Writes the head of `st.response` to the client and sets `st.relayed`, the body to relay. */
+export function responseHeaders(_core: ProxyCore, st: RequestState): PhaseOutcome {
+  const upstream = st.response!
+  const observer = st.meter
   st.responseStatus = upstream.status
   st.ctx.upstreamStatus = upstream.status
   let headers: Record<string, string | string[]> = {}
@@ -29,7 +24,8 @@ export function responseHeaders(st: RequestState, upstream: UpstreamResponse, ob
   if (scrubber) headers = scrubber.headers(headers)
   observer?.onHeaders(upstream.status, headers)
   st.res.writeHead(upstream.status, headers)
-  return body
+  st.relayed = body
+  return undefined
 }
 
 /**

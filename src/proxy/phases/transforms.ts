@@ -3,13 +3,14 @@
 // `transforms_failed` (and `auth_failures` for auth) while the request still goes through: the
 // spec treats mutations as observation, not policy.
 import type { PhaseOutcome } from '../decision.js'
+import type { PhaseResult } from '../phase.js'
 import { hostAgreesWithSni, injectCredentials } from '../credential-injection.js'
 import type { ProxyCore, RequestState } from '../request-state.js'
 
 const NO_SECRETS = (): undefined => undefined
 
 /** Synchronous unless a credential is minted (auth transforms). */
-export function transforms(core: ProxyCore, st: RequestState): PhaseOutcome | Promise<PhaseOutcome> {
+export function transforms(core: ProxyCore, st: RequestState): PhaseResult {
   const ws = st.workspace!
   if (ws.policy.kind !== 'ok') return undefined
   const { ctx } = st

@@ -1,13 +1,14 @@
 // Phase upstream: the (possibly transformed) request goes to its upstream through the pooled
 // client (upstream.ts), its body streamed unless an earlier phase buffered it. The address check
-// refusing the connection is a policy outcome (destination_private), not an upstream failure.
+// refusing the connection is a policy outcome (destination_private), not an upstream failure; any
+// other failure to get an answer is thrown (the runner answers 502 or cuts the response).
 import type { Readable } from 'node:stream'
 import { destinationRefusal } from '../address-guard.js'
-import { deny } from '../decision.js'
+import { deny, type PhaseOutcome } from '../decision.js'
 import type { ProxyCore, RequestState } from '../request-state.js'
-import type { UpstreamResponse } from '../upstream.js'
 
-export async function upstream(core: ProxyCore, st: RequestState): Promise<UpstreamResponse> {
+/** Sets `st.response` to the upstream's answer (status and headers; its body not yet read). */
+export async function upstream(core: ProxyCore, st: RequestState): Promise<PhaseOutcome> {
   const { ctx, entry, req } = st
   const out = st.transformed
   const path = out ? out.path : ctx.path
@@ -34,7 +35,7 @@ export async function upstream(core: ProxyCore, st: RequestState): Promise<Upstr
   st.headers.host = hostHeader
 
   try {
-    return await core.upstream.send({
+    st.response = await core.upstream.send({
       origin,
       method: out?.method ?? ctx.method,
       path: rawQuery ? `${path}?${rawQuery}` : path,
@@ -44,9 +45,10 @@ export async function upstream(core: ProxyCore, st: RequestState): Promise<Upstr
       signal: st.abort,
       ...(ctx.match?.allowPrivate ? { allowPrivate: ctx.match.allowPrivate } : {}),
     })
+    return undefined
   } catch (err) {
     const refused = destinationRefusal(err)
-    if (refused) throw deny('destination_private', { address: refused.address, port: refused.port, ...(refused.own ? { listener: 'corral' } : {}) })
+    if (refused) return deny('destination_private', { address: refused.address, port: refused.port, ...(refused.own ? { listener: 'corral' } : {}) })
     throw err
   }
 }
