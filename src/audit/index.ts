@@ -5,7 +5,8 @@ export {
   AuditDrainTimeoutError, collectAuditEmits, createAuditWriter, openAuditWriter, stamp,
   type AuditWriter, type AuditWriterLogger, type AuditWriterOptions, type AuditWriterStats,
 } from './writer.js'
-export { journalSettingsFromEnv, type JournalDurability } from './journal.js'
+export type { JournalDurability } from './journal.js'
+export { journalSettingsFromEnv } from './journal-files.js'
 export { AuditUnavailableError, type AuditUnavailableCause } from './unavailable.js'
 export { MAX_EVENT_CHARS, MAX_JSON_DEPTH, MAX_TEXT_CHARS, wellFormedJson } from './encode.js'
 export { createAuditBus, type AuditBus, type AuditBusFilter, type AuditBusHandler, type AuditBusOptions } from './bus.js'

@@ -16,13 +16,21 @@
 // whose lines are all in the database is deleted. At open, directories of writers that are gone (same host,
 // pid not alive — gone, a zombie, or reused by another process since — or our own pid from a
 // previous life in a container) are handed back for replay.
+// Disk full (docs/reliability.md "A full disk"): the journal keeps a *standby* segment, written
+// with zeros ahead of need and synced, so the rows of requests that were already forwarded when the
+// disk filled still have allocated space to go to. A write that fails for lack of space moves to
+// the standby (positional writes into its allocated blocks), and from the first failed write until
+// a new standby could be written the journal reports itself not `healthy`, which closes the
+// proxy's gate before anything more is forwarded (src/proxy/audit-gate.ts). A failed background
+// fdatasync does the same. Replay reads a segment up to its first NUL (no line has one).
 
 import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
 import { constants, writeSync } from 'node:fs'
-import { mkdir, open, readFile, readdir, rename, rm, rmdir, unlink, writeFile, type FileHandle } from 'node:fs/promises'
+import { mkdir, open, readFile, readdir, rename, unlink, writeFile, type FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
-import { ownStartTicks, processGone } from '../proc/index.js'
+import { ownStartTicks } from '../proc/index.js'
+import { LOCK, isStale, removeDir, safeHost, syncDir, type JournalDurability } from './journal-files.js'
 
 export interface Segment {
   readonly path: string
@@ -31,6 +39,8 @@ export interface Segment {
   outstanding: number
   sealed: boolean
   fh?: FileHandle
+  /** A standby segment: allocated ahead to this many bytes; written at `bytes`, never past it. */
+  capacity?: number
 }
 
 /** A segment of a writer that is gone: its lines are replayed, then it is discarded. */
@@ -42,15 +52,15 @@ export interface RecoveredSegment {
   readonly tornTail: boolean
 }
 
-const LOCK = 'LOCK'
 /** Characters written per group at most (the writer bounds its groups with it). */
 export const MAX_GROUP_CHARS = 1 << 20
 // Append; with `host` durability each write is on disk before it returns (data and the size needed to read it back).
 const DSYNC = constants.O_DSYNC as number | undefined
 const APPEND_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND
+// A standby segment is written at explicit offsets into blocks allocated ahead (no O_APPEND).
+const STANDBY_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL
 
-/** What an acknowledged journal write survives: a crash of this process, or of the whole host. */
-export type JournalDurability = 'process' | 'host'
+export type { JournalDurability } from './journal-files.js'
 
 export interface JournalOptions {
   /** Segment size before rotation (default 8 MiB). */
@@ -59,7 +69,15 @@ export interface JournalOptions {
   durability?: JournalDurability
   /** With `process`: how often written data is flushed to disk in the background (default 100 ms). */
   syncIntervalMs?: number
+  /** Bytes of the standby segment kept allocated for a full disk (default 4 MiB; 0: none). */
+  reserveBytes?: number
 }
+
+/** Default size of the standby segment: the rows of a few thousand requests in flight. */
+export const DEFAULT_RESERVE_BYTES = 4 << 20
+/** While the journal is not healthy, how often it tries to write a new standby. */
+const RESTORE_MS = 500
+const NO_SPACE = new Set(['ENOSPC', 'EDQUOT', 'EFBIG'])
 
 export class Journal {
   readonly dir: string
@@ -75,12 +93,20 @@ export class Journal {
   readonly #dirty = new Set<Segment>()
   #syncTimer: NodeJS.Timeout | undefined
   #syncing: Promise<void> | undefined
+  readonly #reserveBytes: number
+  #standby: Segment | undefined
+  /** Why the journal is not healthy (a failed write or sync, the standby in use); undefined: healthy. */
+  #degraded: string | undefined
+  #degradedSince = -Infinity
+  #restoreTimer: NodeJS.Timeout | undefined
+  #restoring: Promise<boolean> | undefined
 
   private constructor(dir: string, opts: JournalOptions) {
     this.dir = dir
     this.#segmentBytes = opts.segmentBytes ?? 8 << 20
     this.#durability = opts.durability ?? 'process'
     this.#flags = APPEND_FLAGS | (this.#durability === 'host' ? (DSYNC ?? 0) : 0)
+    this.#reserveBytes = Math.max(0, opts.reserveBytes ?? DEFAULT_RESERVE_BYTES)
     if (this.#durability === 'process') {
       this.#syncTimer = setInterval(() => void this.#syncDirty(), Math.max(1, opts.syncIntervalMs ?? 100))
       this.#syncTimer.unref()
@@ -89,6 +115,24 @@ export class Journal {
 
   get durability(): JournalDurability {
     return this.#durability
+  }
+
+  /**
+   * Whether a row written now is known to fit: the last write and background sync succeeded and
+   * the standby is in place (when one is kept). Read on every proxied request: a field, no I/O.
+   */
+  get healthy(): boolean {
+    return this.#degraded === undefined
+  }
+
+  /** Why the journal is not healthy, for /healthz and logs; undefined when it is. */
+  get degraded(): string | undefined {
+    return this.#degraded
+  }
+
+  /** performance.now() when the journal last became unhealthy. */
+  get degradedSince(): number {
+    return this.#degradedSince
   }
 
   /** Claims a fresh directory under `root` and returns the segments left by writers that are gone. */
@@ -101,7 +145,10 @@ export class Journal {
       if (!(await isStale(dir))) continue
       for (const file of (await readdir(dir).catch(() => [] as string[])).filter((f) => f.endsWith('.jsonl')).sort()) {
         const path = join(dir, file)
-        const text = await readFile(path, 'utf8')
+        const raw = await readFile(path, 'utf8')
+        // A standby segment's allocated tail is zeros: its lines end at the first NUL.
+        const nul = raw.indexOf('\0')
+        const text = nul < 0 ? raw : raw.slice(0, nul)
         const tornTail = text.length > 0 && !text.endsWith('\n')
         const lines = text.split('\n')
         lines.pop() // the text after the last newline: empty, or the torn tail
@@ -117,7 +164,10 @@ export class Journal {
     await writeFile(join(tmp, LOCK), JSON.stringify({ pid: process.pid, host: hostname(), started: new Date().toISOString(), ...(start !== undefined ? { start } : {}) }))
     await rename(tmp, join(root, name))
     await syncDir(root)
-    return { journal: new Journal(join(root, name), opts), recovered }
+    const journal = new Journal(join(root, name), opts)
+    // Without room for its standby the journal starts unhealthy and keeps trying.
+    if (journal.#reserveBytes > 0 && !(await journal.#prepareStandby())) journal.#degrade('no space for the standby segment')
+    return { journal, recovered }
   }
 
   /**
@@ -138,28 +188,105 @@ export class Journal {
   }
 
   async #write(text: string, lines: number): Promise<Segment> {
-    const seg = this.#reusable() ?? (await this.#rotate())
     const buf = Buffer.from(text, 'utf8')
+    let seg: Segment | undefined
     try {
-      let off = 0
-      if (this.#durability === 'process') {
-        // Synchronous on purpose: a page-cache write costs a syscall, a threadpool round trip costs
-        // two thread wakeups and delays the answer by a turn; the kernel owns the bytes on return.
-        const fd = seg.fh!.fd
-        while (off < buf.length) off += writeSync(fd, buf, off, buf.length - off)
-        this.#dirty.add(seg)
-      } else {
-        while (off < buf.length) off += (await seg.fh!.write(buf, off, buf.length - off)).bytesWritten
-        if (DSYNC === undefined) await seg.fh!.datasync()
-      }
+      seg = this.#reusable(buf.length) ?? (await this.#rotate())
+      await this.#put(seg, buf)
     } catch (err) {
       // A half-written group must not sit in front of the next one: start a new segment.
-      await this.#seal(seg)
-      throw err
+      if (seg) await this.#seal(seg)
+      const standby = this.#standby
+      const code = (err as { code?: string })?.code
+      this.#degrade(code ?? 'write failed')
+      if (!standby || !NO_SPACE.has(code ?? '') || buf.length > standby.capacity!) throw err
+      // The disk is full: this group goes into the space allocated ahead for it.
+      this.#standby = undefined
+      this.#segments.add(standby)
+      this.#active = seg = standby
+      await this.#put(seg, buf)
     }
     seg.bytes += buf.length
     seg.outstanding += lines
     return seg
+  }
+
+  /** Writes `buf` at the end of `seg` (at its `bytes` in a standby segment, whose blocks are allocated). */
+  async #put(seg: Segment, buf: Buffer): Promise<void> {
+    const at = seg.capacity === undefined ? null : seg.bytes
+    let off = 0
+    if (this.#durability === 'process') {
+      // Synchronous on purpose: a page-cache write costs a syscall, a threadpool round trip costs
+      // two thread wakeups and delays the answer by a turn; the kernel owns the bytes on return.
+      const fd = seg.fh!.fd
+      while (off < buf.length) off += writeSync(fd, buf, off, buf.length - off, at === null ? null : at + off)
+      this.#dirty.add(seg)
+    } else {
+      while (off < buf.length) off += (await seg.fh!.write(buf, off, buf.length - off, at === null ? null : at + off)).bytesWritten
+      if (DSYNC === undefined) await seg.fh!.datasync()
+    }
+  }
+
+  /** Not healthy until a new standby is written (tried every RESTORE_MS). */
+  #degrade(reason: string): void {
+    if (this.#degraded === undefined) {
+      this.#degraded = reason
+      this.#degradedSince = performance.now()
+    }
+    if (this.#restoreTimer || this.#closed) return
+    this.#restoreTimer = setInterval(() => void this.#restore(), RESTORE_MS)
+    this.#restoreTimer.unref()
+  }
+
+  #restore(): Promise<boolean> {
+    this.#restoring ??= (async () => {
+      const ok = this.#reserveBytes > 0 ? (this.#standby !== undefined || (await this.#prepareStandby())) : await this.#probe()
+      if (ok && !this.#closed) {
+        this.#degraded = undefined
+        clearInterval(this.#restoreTimer)
+        this.#restoreTimer = undefined
+      }
+      return ok
+    })().finally(() => {
+      this.#restoring = undefined
+    })
+    return this.#restoring
+  }
+
+  /**
+   * Writes the standby segment: `reserveBytes` of zeros, synced, so its blocks are allocated
+   * before they are needed. False when the disk has no room for it (nothing is left behind).
+   */
+  async #prepareStandby(): Promise<boolean> {
+    if (this.#closed) return false
+    const path = join(this.dir, `${String(++this.#seq).padStart(12, '0')}.jsonl`)
+    let fh: FileHandle | undefined
+    try {
+      fh = await open(path, STANDBY_FLAGS | (this.#durability === 'host' ? (DSYNC ?? 0) : 0), 0o600)
+      const zeros = Buffer.alloc(Math.min(1 << 20, this.#reserveBytes))
+      for (let off = 0; off < this.#reserveBytes;) off += (await fh.write(zeros, 0, Math.min(zeros.length, this.#reserveBytes - off), off)).bytesWritten
+      await fh.datasync()
+      await syncDir(this.dir)
+      this.#standby = { path, bytes: 0, outstanding: 0, sealed: false, fh, capacity: this.#reserveBytes }
+      return true
+    } catch {
+      await fh?.close().catch(() => {})
+      await unlink(path).catch(() => {})
+      return false
+    }
+  }
+
+  /** Without a standby: whether a small synced write succeeds in the journal's directory. */
+  async #probe(): Promise<boolean> {
+    const path = join(this.dir, 'PROBE')
+    try {
+      await writeFile(path, 'probe\n', { flush: true })
+      return true
+    } catch {
+      return false
+    } finally {
+      await unlink(path).catch(() => {})
+    }
   }
 
   /** The events of `n` lines of `seg` are in the database. */
@@ -169,10 +296,10 @@ export class Journal {
   }
 
   /** Bytes in live segments and their count. */
-  stats(): { segments: number; bytes: number } {
+  stats(): { segments: number; bytes: number; degraded?: string } {
     let bytes = 0
     for (const s of this.#segments) bytes += s.bytes
-    return { segments: this.#segments.size, bytes }
+    return { segments: this.#segments.size, bytes, ...(this.#degraded !== undefined ? { degraded: this.#degraded } : {}) }
   }
 
   /** Deletes a replayed segment (and its directory once empty). */
@@ -187,7 +314,8 @@ export class Journal {
     if (this.#syncing || this.#dirty.size === 0) return this.#syncing ?? Promise.resolve()
     const segs = [...this.#dirty]
     this.#dirty.clear()
-    const p = Promise.all(segs.map((s) => s.fh?.datasync().catch(() => {}))).then(() => {})
+    // A failed flush may have lost acknowledged pages: nothing more is forwarded until the disk takes a write again.
+    const p = Promise.all(segs.map((s) => s.fh?.datasync().catch((err: { code?: string }) => this.#degrade(`fdatasync ${err?.code ?? 'failed'}`)))).then(() => {})
     this.#syncing = p.finally(() => {
       this.#syncing = undefined
     })
@@ -198,7 +326,15 @@ export class Journal {
   async close(): Promise<{ kept: number }> {
     this.#closed = true
     clearInterval(this.#syncTimer)
+    clearInterval(this.#restoreTimer)
+    await this.#restoring
     await this.#writing?.catch(() => {})
+    const standby = this.#standby
+    this.#standby = undefined
+    if (standby) {
+      await standby.fh?.close().catch(() => {})
+      await unlink(standby.path).catch(() => {})
+    }
     await this.#syncing
     await this.#syncDirty()
     let kept = 0
@@ -214,9 +350,10 @@ export class Journal {
     return { kept }
   }
 
-  /** The active segment when the next group may go into it (no await: the common case). */
-  #reusable(): Segment | undefined {
+  /** The active segment when the next group (`size` bytes) may go into it (no await: the common case). */
+  #reusable(size: number): Segment | undefined {
     const cur = this.#active
+    if (cur?.capacity !== undefined && cur.bytes + size > cur.capacity) return undefined
     // Rotate when full, or when the database has caught up on a segment past 1 MiB: a new segment
     // costs an open and a directory fsync, so a caught-up segment is not recycled per group.
     const recycle = Math.min(1 << 20, this.#segmentBytes)
@@ -250,44 +387,3 @@ export class Journal {
   }
 }
 
-async function isStale(dir: string): Promise<boolean> {
-  let owner: { pid?: unknown; host?: unknown; start?: unknown }
-  try {
-    owner = JSON.parse(await readFile(join(dir, LOCK), 'utf8'))
-  } catch {
-    return true // closed cleanly with segments left, or never finished creating
-  }
-  if (owner.host !== hostname() || typeof owner.pid !== 'number') return false
-  if (owner.pid === process.pid) return true
-  // Gone, a zombie, or the pid reused since (src/proc): none of them will write this journal again.
-  return processGone(owner.pid, typeof owner.start === 'number' ? owner.start : undefined)
-}
-
-async function removeDir(dir: string): Promise<void> {
-  await rm(join(dir, LOCK), { force: true }).catch(() => {})
-  await rmdir(dir).catch(() => {})
-}
-
-/** Makes a created or renamed directory entry durable. */
-async function syncDir(dir: string): Promise<void> {
-  const fh = await open(dir, 'r').catch(() => undefined)
-  await fh?.sync().catch(() => {})
-  await fh?.close().catch(() => {})
-}
-
-function safeHost(): string {
-  return hostname().replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 64) || 'host'
-}
-
-/**
- * CORRAL_AUDIT_DURABILITY (`process` | `host`) and CORRAL_AUDIT_SYNC_INTERVAL_MS (1..10000), read
- * once at start; a bad value stops the start with a message naming the variable.
- */
-export function journalSettingsFromEnv(env: NodeJS.ProcessEnv): { journalDurability: JournalDurability; journalSyncIntervalMs: number } {
-  const d = env.CORRAL_AUDIT_DURABILITY ?? 'process'
-  if (d !== 'process' && d !== 'host') throw new Error(`CORRAL_AUDIT_DURABILITY must be "process" or "host", got ${JSON.stringify(d)}`)
-  const raw = env.CORRAL_AUDIT_SYNC_INTERVAL_MS ?? '100'
-  const ms = Number(raw)
-  if (!/^\d+$/.test(raw) || ms < 1 || ms > 10_000) throw new Error(`CORRAL_AUDIT_SYNC_INTERVAL_MS must be an integer from 1 to 10000 (milliseconds), got ${JSON.stringify(raw)}`)
-  return { journalDurability: d, journalSyncIntervalMs: ms }
-}

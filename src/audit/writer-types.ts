@@ -44,6 +44,8 @@ export interface AuditWriterOptions {
   journalIntervalMs?: number
   /** Journal segment size before rotation (default 8 MiB). */
   journalSegmentBytes?: number
+  /** With a journal: bytes of its standby segment, kept allocated for a full disk (default 4 MiB; journal.ts). */
+  journalReserveBytes?: number
   /**
    * How long emit() waits for durability before it rejects with AuditUnavailableError (default
    * 5 s; only reached when the database is away and there is no working journal). The event
@@ -85,7 +87,7 @@ export interface AuditWriterStats {
   pendingBytes: number
   /** Events replayed from the journal at start. */
   replayed: number
-  journal?: { segments: number; bytes: number }
+  journal?: { segments: number; bytes: number; degraded?: string }
   /** The last database failure, while the writer is retrying. */
   failing?: string
 }
@@ -96,4 +98,6 @@ export interface AuditWriter extends AuditSink {
   /** Refuses further events, flushes within drainTimeoutMs (see the file comment). */
   close(): Promise<void>
   stats(): AuditWriterStats
+  /** Whether a row emitted now can be made durable (journal healthy, or the database taking rows); a field read, no I/O. */
+  writable(): boolean
 }

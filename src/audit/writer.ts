@@ -85,7 +85,7 @@ export function createAuditWriter(store: Store, opts: AuditWriterOptions = {}): 
  * waiting at most drainTimeoutMs before the rest continues in the background.
  */
 export async function openAuditWriter(store: Store, opts: AuditWriterOptions & { journalDir: string }): Promise<AuditWriter> {
-  const { journal, recovered } = await Journal.open(opts.journalDir, { segmentBytes: opts.journalSegmentBytes, durability: opts.journalDurability, syncIntervalMs: opts.journalSyncIntervalMs })
+  const { journal, recovered } = await Journal.open(opts.journalDir, { segmentBytes: opts.journalSegmentBytes, durability: opts.journalDurability, syncIntervalMs: opts.journalSyncIntervalMs, reserveBytes: opts.journalReserveBytes })
   const writer = buildWriter(store, opts, journal)
   await writer.replay(recovered)
   return writer
@@ -107,6 +107,8 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
 
   let seq = 0
   let doneSeq = 0
+  /** performance.now() of the last database commit. */
+  let committedAt = -Infinity
   let flushWaiters: Array<{ target: number; resolve: () => void }> = []
   let closed = false
   let abandoned: AuditDrainTimeoutError | undefined
@@ -146,6 +148,7 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
       }
     }
     if (seg) journal?.release(seg, n)
+    committedAt = performance.now()
     doneSeq = Math.max(doneSeq, batch[batch.length - 1].seq)
     if (flushWaiters.length === 0) return
     const ready = flushWaiters.filter((w) => w.target <= doneSeq)
@@ -260,6 +263,14 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
       flushWaiters = []
       logger.error({ pending, drainTimeoutMs }, abandoned.message)
       throw abandoned
+    },
+    writable(): boolean {
+      if (closed) return false
+      if (!journal) return stats.failing === undefined
+      if (journal.healthy) return true
+      // Without a working journal a row is durable once the database has it: only while the
+      // database takes rows, proven by a commit since the journal failed.
+      return stats.failing === undefined && committedAt > journal.degradedSince
     },
     stats(): AuditWriterStats {
       return { ...stats, ...(journal ? { journal: journal.stats() } : {}) }

@@ -131,6 +131,12 @@ export interface AuditSink {
    * AuditUnavailableError (src/audit/unavailable.ts), at once, when the log cannot take it.
    */
   emit(event: NewAuditEvent): Promise<AuditEvent>
+  /**
+   * Whether an event emitted now can be made durable (the audit writer's journal has room and its
+   * last write and sync succeeded, or the database is taking rows). Read before a side effect that
+   * must not happen unrecorded (the proxy forwarding a request); absent: assumed writable.
+   */
+  writable?(): boolean
 }
 
 /** Columns `filter` accepts on audit queries and stats (spec, GET /v1/audit). `counter` is virtual. */

@@ -5,15 +5,28 @@
 // until the hint has passed, or until a later row is accepted, the runner denies new requests
 // `audit_unavailable` (503, Retry-After) before anything leaves. Every deny still tries its own
 // row, so the first one the log takes again reopens the gate.
+// Before that, the gate asks the sink whether a row written now can be made durable at all
+// (`AuditSink.writable`: the journal's disk full or failing, and the database not taking rows):
+// a request is not forwarded on the hope that its row, written after the upstream answered, will fit.
 import { AuditUnavailableError } from '../audit/index.js'
+import type { AuditSink } from '../contract/index.js'
+
+/** Retry-After while the sink says it cannot make a row durable (it checks again every request). */
+const UNWRITABLE_RETRY_S = 1
 
 export class AuditGate {
   #closedUntil = 0
   #retryAfterS = 1
+  readonly #sink: Pick<AuditSink, 'writable'> | undefined
+
+  constructor(sink?: Pick<AuditSink, 'writable'>) {
+    this.#sink = sink
+  }
 
   /** Seconds to tell a client to wait when the gate is closed now; undefined when it is open. */
   closedFor(now = Date.now()): number | undefined {
-    return now < this.#closedUntil ? this.#retryAfterS : undefined
+    if (now < this.#closedUntil) return this.#retryAfterS
+    return this.#sink?.writable?.() === false ? UNWRITABLE_RETRY_S : undefined
   }
 
   accepted(): void {

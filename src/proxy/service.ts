@@ -144,7 +144,7 @@ export class ProxyService {
       limits,
       log,
       counters,
-      auditGate: new AuditGate(),
+      auditGate: new AuditGate(o.audit),
       placements: providerPlacement,
       secrets,
       credentials,

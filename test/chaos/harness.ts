@@ -19,14 +19,16 @@ import { startServe, type RunningServe } from '../helpers/serve.js'
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
 
 /** An HTTPS upstream with its own CA; counts requests per path prefix and answers a small JSON document. */
-export interface Upstream { port: number; caFile: string; served: Map<string, number>; close(): Promise<void> }
+export interface Upstream { port: number; caFile: string; served: Map<string, number>; /** Every path it received, in order. */ paths: string[]; close(): Promise<void> }
 
 export async function startUpstream(dir: string): Promise<Upstream> {
   const ca = await loadOrCreateCa(join(dir, 'upstream-ca'))
   const caFile = join(dir, 'upstream-ca.pem')
   writeFileSync(caFile, ca.certPem)
   const served = new Map<string, number>()
+  const paths: string[] = []
   const server: Server = createServer(await new LeafMinter(ca).pemFor('127.0.0.1'), (req, res) => {
+    paths.push(req.url ?? '/')
     const prefix = (req.url ?? '/').split('/')[1] ?? ''
     req.resume()
     req.on('end', () => {
@@ -40,6 +42,7 @@ export async function startUpstream(dir: string): Promise<Upstream> {
     port: (server.address() as AddressInfo).port,
     caFile,
     served,
+    paths,
     close: async () => {
       server.closeAllConnections()
       await new Promise((r) => server.close(r))
@@ -64,10 +67,10 @@ export interface Chaos {
   close(): Promise<void>
 }
 
-/** `db` default: the SQLite file in the data dir. */
-export async function startChaos(opts: { db?: string; env?: Record<string, string> } = {}): Promise<Chaos> {
+/** `db` default: the SQLite file in the data dir; `dataDir` default: a directory of its own (not removed by close() when given). */
+export async function startChaos(opts: { db?: string; env?: Record<string, string>; dataDir?: string } = {}): Promise<Chaos> {
   const dir = mkdtempSync(join(tmpdir(), 'corral-chaos-'))
-  const dataDir = join(dir, 'data')
+  const dataDir = opts.dataDir ?? join(dir, 'data')
   const db = opts.db ?? `sqlite:${join(dataDir, 'corral.db')}`
   const upstream = await startUpstream(dir)
   const env = { CORRAL_UPSTREAM_CA: upstream.caFile, ...opts.env }
