@@ -58,7 +58,10 @@ export const MAX_GROUP_CHARS = 1 << 20
 const DSYNC = constants.O_DSYNC as number | undefined
 const APPEND_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND
 // A standby segment is written at explicit offsets into blocks allocated ahead (no O_APPEND).
-const STANDBY_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL
+const STANDBY_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | (DSYNC ?? 0)
+/** A standby segment's name ends so; replayed like any segment (its lines end at the first NUL). */
+const STANDBY_SUFFIX = '.jsonl.standby'
+const isSegmentFile = (f: string): boolean => f.endsWith('.jsonl') || f.endsWith(STANDBY_SUFFIX)
 
 export type { JournalDurability } from './journal-files.js'
 
@@ -143,7 +146,7 @@ export class Journal {
       if (name.startsWith('.')) continue
       const dir = join(root, name)
       if (!(await isStale(dir))) continue
-      for (const file of (await readdir(dir).catch(() => [] as string[])).filter((f) => f.endsWith('.jsonl')).sort()) {
+      for (const file of (await readdir(dir).catch(() => [] as string[])).filter(isSegmentFile).sort()) {
         const path = join(dir, file)
         const raw = await readFile(path, 'utf8')
         // A standby segment's allocated tail is zeros: its lines end at the first NUL.
@@ -220,7 +223,7 @@ export class Journal {
       // two thread wakeups and delays the answer by a turn; the kernel owns the bytes on return.
       const fd = seg.fh!.fd
       while (off < buf.length) off += writeSync(fd, buf, off, buf.length - off, at === null ? null : at + off)
-      this.#dirty.add(seg)
+      if (at === null || DSYNC === undefined) this.#dirty.add(seg)
     } else {
       while (off < buf.length) off += (await seg.fh!.write(buf, off, buf.length - off, at === null ? null : at + off)).bytesWritten
       if (DSYNC === undefined) await seg.fh!.datasync()
@@ -259,13 +262,14 @@ export class Journal {
    */
   async #prepareStandby(): Promise<boolean> {
     if (this.#closed) return false
-    const path = join(this.dir, `${String(++this.#seq).padStart(12, '0')}.jsonl`)
+    const path = join(this.dir, `${String(++this.#seq).padStart(12, '0')}${STANDBY_SUFFIX}`)
     let fh: FileHandle | undefined
     try {
-      fh = await open(path, STANDBY_FLAGS | (this.#durability === 'host' ? (DSYNC ?? 0) : 0), 0o600)
+      // Synced on every write (O_DSYNC): it is only written to when the disk is already in trouble.
+      fh = await open(path, STANDBY_FLAGS, 0o600)
       const zeros = Buffer.alloc(Math.min(1 << 20, this.#reserveBytes))
       for (let off = 0; off < this.#reserveBytes;) off += (await fh.write(zeros, 0, Math.min(zeros.length, this.#reserveBytes - off), off)).bytesWritten
-      await fh.datasync()
+      if (DSYNC === undefined) await fh.datasync()
       await syncDir(this.dir)
       this.#standby = { path, bytes: 0, outstanding: 0, sealed: false, fh, capacity: this.#reserveBytes }
       return true
@@ -305,7 +309,7 @@ export class Journal {
   /** Deletes a replayed segment (and its directory once empty). */
   async discard(seg: RecoveredSegment): Promise<void> {
     await unlink(seg.path).catch(() => {})
-    const left = (await readdir(seg.dir).catch(() => [] as string[])).filter((f) => f.endsWith('.jsonl'))
+    const left = (await readdir(seg.dir).catch(() => [] as string[])).filter(isSegmentFile)
     if (left.length === 0) await removeDir(seg.dir)
   }
 
