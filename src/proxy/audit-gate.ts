@@ -49,3 +49,11 @@ export function unavailableRetry(err: unknown): number | undefined {
   const s = err.retryAfterSeconds
   return Number.isFinite(s) && s > 0 && s <= 3_600 ? Math.ceil(s) : 1
 }
+
+/**
+ * Whether a refused row is still kept by the log and written once it can (its durability deadline
+ * passed with the event queued), as opposed to refused outright (queue full, writer closed).
+ */
+export function rowKept(err: unknown): boolean {
+  return err instanceof AuditUnavailableError && err.condition === 'timeout'
+}

@@ -64,12 +64,14 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
   if (denial) {
     // The row first, then the answer: a client never holds a deny that the log does not.
     ctx.denial = denial
-    sendDeny(st, (await record(core, st)) ?? denial)
+    sendDeny(st, refusal(await record(core, st)) ?? denial)
     return
   }
   // The allow's row is recorded when the upstream body has ended, before the client's response
-  // is ended (response-body.ts); a refused row cuts the response instead of completing it.
-  st.beforeEnd = async () => (await record(core, st)) === undefined
+  // is ended (response-body.ts). A row the log refused outright cuts the response; one it could
+  // not make durable in time but keeps (written when the disk or database is back) completes it:
+  // the upstream has answered, and the client must not be told otherwise and retry a side effect.
+  st.beforeEnd = async () => refusal(await record(core, st)) === undefined
   let failed = false
   try {
     try {
@@ -81,7 +83,7 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
       else noteUpstreamFailure(st, err)
     }
     if (failed || ctx.denial) {
-      const unrecorded = ctx.emitted ? undefined : await record(core, st)
+      const unrecorded = ctx.emitted ? undefined : refusal(await record(core, st))
       if (st.res.headersSent || st.abort.aborted) st.res.destroy()
       else if (unrecorded || ctx.denial) sendDeny(st, unrecorded ?? ctx.denial!)
       else sendUpstreamUnavailable(st)
@@ -103,7 +105,12 @@ async function record(core: ProxyCore, st: RequestState): Promise<PolicyDenial |
     core.log.error({ err: { message: (err as Error)?.message ?? String(err) } }, 'proxy: settling the request budgets failed')
   }
   const out = await terminal(core, st.ctx)
-  return out.recorded ? undefined : deny('audit_unavailable', { retry_after_s: out.retryAfterS }, 503)
+  return out.recorded ? undefined : deny('audit_unavailable', { retry_after_s: out.retryAfterS, ...(out.kept ? { kept: true } : {}) }, 503)
+}
+
+/** The answer a row's refusal imposes: none when it was recorded or is kept to be written later. */
+function refusal(unrecorded: PolicyDenial | undefined): PolicyDenial | undefined {
+  return unrecorded?.detail.kept === true ? undefined : unrecorded
 }
 
 function internalError(core: ProxyCore, err: unknown): PolicyDenial {

@@ -3,6 +3,7 @@
 // call is a lifecycle bug, like undici's handler asserts; it is reported, never written).
 import type { NewAuditEvent } from '../../contract/index.js'
 import type { DecisionContext } from '../decision.js'
+import { rowKept } from '../audit-gate.js'
 import type { ProxyCore } from '../request-state.js'
 
 const ALLOWRULE_EVAL_REASONS = new Set(['no_match', 'schema_violation', 'format_mismatch', 'no_scheme'])
@@ -58,7 +59,7 @@ function upstreamOutcome(ctx: DecisionContext): { upstream_status?: number; resp
 }
 
 /** Whether the request's row is recorded (durable, with the audit log's writer) or was refused. */
-export type TerminalOutcome = { recorded: true } | { recorded: false; retryAfterS: number }
+export type TerminalOutcome = { recorded: true } | { recorded: false; retryAfterS: number; /** Late, not lost: the log keeps the row and writes it when it can (audit-gate.ts rowKept). */ kept: boolean }
 
 /**
  * Emits the request's one row and waits until the sink has it (durable with the audit log's
@@ -84,6 +85,6 @@ export async function terminal(core: ProxyCore, ctx: DecisionContext): Promise<T
       { err: { message: e?.message ?? String(err), code: e?.code }, reason: ctx.denial?.reason, decision: ctx.denial ? 'deny' : 'allow', org_id: ctx.attribution.org_id },
       'proxy: the audit sink refused a policy_decision row',
     )
-    return { recorded: false, retryAfterS: retryAfterS ?? 1 }
+    return { recorded: false, retryAfterS: retryAfterS ?? 1, kept: rowKept(err) }
   }
 }
