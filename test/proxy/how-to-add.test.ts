@@ -1,5 +1,5 @@
-// docs/design.md "How to add a phase" and "How to add a deny reason" name files a newcomer edits:
-// each must still exist, and the runner's chains must hold only phases of the one contract.
+// docs/design.md "How to add" names the files a newcomer edits to add a proxy phase or a deny
+// reason: each must still exist, and the runner's chains must hold only phases of the one contract.
 import { existsSync, readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import { PHASES } from '../../src/contract/index.js'
@@ -7,16 +7,18 @@ import { PHASES } from '../../src/contract/index.js'
 const root = new URL('../../', import.meta.url)
 const design = readFileSync(new URL('docs/design.md', root), 'utf8')
 
-function section(title: string): string {
-  const start = design.indexOf(`## ${title}`)
+/** The entry `**title**` of the "How to add" section, up to the next entry or section. */
+function entry(title: string): string {
+  const section = design.slice(design.indexOf('\n## How to add\n'))
+  const start = section.indexOf(`**${title}**`)
   expect(start).toBeGreaterThanOrEqual(0)
-  const end = design.indexOf('\n## ', start + 3)
-  return design.slice(start, end < 0 ? undefined : end)
+  const next = section.slice(start + 4).search(/\n\*\*|\n## /)
+  return section.slice(start, next < 0 ? undefined : start + 4 + next)
 }
 
 describe('docs/design.md how-to lists', () => {
-  it.each(['How to add a phase', 'How to add a deny reason'])('every file "%s" names exists', (title) => {
-    const files = [...section(title).matchAll(/`((?:src|test|docs)\/[\w./-]+\.(?:ts|md))`/g)].map((m) => m[1]!)
+  it.each(['A proxy phase', 'A deny reason'])('every file "%s" names exists', (title) => {
+    const files = [...entry(title).matchAll(/`((?:src|test|docs)\/[\w./-]+\.(?:ts|md))`/g)].map((m) => m[1]!)
     expect(files.length).toBeGreaterThan(2)
     for (const f of files) expect(existsSync(new URL(f, root)), f).toBe(true)
   })
