@@ -19,8 +19,8 @@ export interface RegistrySettings {
  * CORRAL_REGISTRY_ALLOW_PRIVATE and CORRAL_REGISTRY_AUTH_FILE (a Docker-style config.json
  * `{"auths": {"host": {"auth": "<base64 user:password>"}}}` or with `username`/`password`).
  * Throws a plain Error naming the variable. The registries named here may be at any address; a
- * redirect, token realm or upload Location elsewhere is address-checked (registry-transport.ts);
- * under `CORRAL_REGISTRY_ALLOW=*` the registry a reference names counts as named.
+ * redirect, token realm or upload Location elsewhere is address-checked (registry-transport.ts),
+ * and so is the registry a reference names under `CORRAL_REGISTRY_ALLOW=*`: `*` opens public hosts.
  */
 export function registrySettingsFromEnv(env: NodeJS.ProcessEnv = process.env): RegistrySettings {
   const list = (v: string | undefined) => (v ?? '').split(',').map((s) => s.trim().toLowerCase()).filter(Boolean)
@@ -54,7 +54,7 @@ export function registrySettingsFromEnv(env: NodeJS.ProcessEnv = process.env): R
     }
   }
   const transport = new RegistryTransport({
-    trusted: [...allowed.filter((h) => h !== '*'), ...(push ? [push.registry] : [])], trustNamed: allow === '*', allowPrivate: registryAllowPrivate(env),
+    trusted: [...allowed.filter((h) => h !== '*'), ...(push ? [push.registry] : [])], trustNamed: false, allowPrivate: registryAllowPrivate(env),
   })
   return { ...(push ? { push } : {}), allow, client: new RegistryClient({ insecure: list(env.CORRAL_REGISTRY_INSECURE), credentials, transport }) }
 }

@@ -8,7 +8,8 @@
 // (`CORRAL_PACK_REGISTRY`, the hosts listed in `CORRAL_REGISTRY_ALLOW`) may be at any address —
 // tests and on-premises registries are on loopback and private networks — except serve's own
 // listeners, which no connection reaches. Anywhere else, loopback, private, link-local and other
-// special ranges are refused unless the operator opens a range with CORRAL_REGISTRY_ALLOW_PRIVATE.
+// special ranges are refused unless the operator opens a range with CORRAL_REGISTRY_ALLOW_PRIVATE;
+// `*` is not a name, so a registry a member names under it is held to the same ranges.
 import { Agent, type Dispatcher } from 'undici'
 import { AddressGuard, allowList, cidrList, destinationRefusal, guardedConnector, type Endpoint } from '../net/index.js'
 

@@ -7,6 +7,8 @@
 // naming CORRAL_REGISTRY_ALLOW_PRIVATE, and nothing reaches the other server; with the opt-in the
 // same pull goes through (that server reached); serve's own listener stays refused under it. And
 // serve's credentials for the registry never go along to an upload Location on another host.
+// `CORRAL_REGISTRY_ALLOW=*` opens public hosts only: a registry a member names at a special address
+// is refused unless the operator lists it or opens its range.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { tmpdir } from 'node:os'
@@ -183,6 +185,41 @@ describe.runIf(available)('pack registry fetches go through the address guard', 
     trick = undefined
     const named = { host: '127.0.0.1', port: Number(front.host.split(':')[1]) }
     expect(await refusal(pull({}, named))).toMatch(new RegExp(`${front.host} is a listener of corral serve`))
+  })
+
+  it.each([
+    ['`*` alone', '*', /127\.0\.0\.1 is a loopback.*CORRAL_REGISTRY_ALLOW_PRIVATE/],
+    ['`*` beside another named registry', 'NAMED', /127\.0\.0\.1 is a loopback/],
+  ])('under CORRAL_REGISTRY_ALLOW=%s a registry a reference names on loopback is refused before any connection', async (_what, allow, message) => {
+    trick = undefined
+    reached.length = 0
+    // The other server forwards to the real registry: a pull through it would succeed if it were reached.
+    const ref = imageRef.replace(front.host, other.host)
+    const s = registrySettingsFromEnv({ CORRAL_REGISTRY_ALLOW: allow === 'NAMED' ? `*,${front.host}` : allow })
+    try {
+      expect(await refusal(pullPackImage(s, store(), ref))).toMatch(message)
+    } finally {
+      await s.client.transport.close()
+    }
+    expect(reached).toEqual([])
+  })
+
+  it.each([
+    ['the operator opens its range', { CORRAL_REGISTRY_ALLOW: '*', CORRAL_REGISTRY_ALLOW_PRIVATE: '127.0.0.1' }],
+    ['the operator lists it beside `*`', { CORRAL_REGISTRY_ALLOW: 'OTHER,*' }],
+  ])('under CORRAL_REGISTRY_ALLOW=* a registry on loopback is reached when %s', async (_what, env) => {
+    trick = undefined
+    reached.length = 0
+    const ref = imageRef.replace(front.host, other.host)
+    const s = registrySettingsFromEnv({ ...env, CORRAL_REGISTRY_ALLOW: env.CORRAL_REGISTRY_ALLOW.replace('OTHER', other.host) })
+    try {
+      const pulled = await pullPackImage(s, store(), ref)
+      pulled.ingested.release()
+      expect(pulled.imageRef).toBe(ref)
+    } finally {
+      await s.client.transport.close()
+    }
+    expect(reached.length).toBeGreaterThan(0)
   })
 
   it('a bad CORRAL_REGISTRY_ALLOW_PRIVATE entry is one error naming the variable', () => {

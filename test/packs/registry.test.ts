@@ -239,7 +239,7 @@ describe.runIf(available)('packs on a real registry', () => {
 
   it('reports an unreachable registry as unreachable', async () => {
     const port = await freePort()
-    const open = registrySettingsFromEnv({ CORRAL_REGISTRY_ALLOW: '*' })
+    const open = registrySettingsFromEnv({ CORRAL_REGISTRY_ALLOW: `127.0.0.1:${port}` })
     const err = await failure(pullPackImage(open, store(), `127.0.0.1:${port}/x/y:1`))
     expect(err).toBeInstanceOf(RegistryError)
     expect(err.kind).toBe('unreachable')
@@ -253,9 +253,9 @@ describe.runIf(available)('packs on a real registry', () => {
     await new Promise<void>((r) => plain.listen(0, ip, r))
     try {
       const host = `${ip}:${(plain.address() as { port: number }).port}`
-      const tls = await failure(pullPackImage(registrySettingsFromEnv({ CORRAL_REGISTRY_ALLOW: '*' }), store(), `${host}/x/y:1`))
+      const tls = await failure(pullPackImage(registrySettingsFromEnv({ CORRAL_REGISTRY_ALLOW: host }), store(), `${host}/x/y:1`))
       expect(tls.kind).toBe('unreachable')
-      const insecure = await failure(pullPackImage(registrySettingsFromEnv({ CORRAL_REGISTRY_ALLOW: '*', CORRAL_REGISTRY_INSECURE: host }), store(), `${host}/x/y:1`))
+      const insecure = await failure(pullPackImage(registrySettingsFromEnv({ CORRAL_REGISTRY_ALLOW: host, CORRAL_REGISTRY_INSECURE: host }), store(), `${host}/x/y:1`))
       expect(insecure.kind).toBe('not_found')
     } finally {
       plain.close()
