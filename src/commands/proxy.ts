@@ -35,7 +35,7 @@ export default class Proxy extends CorralCommand<void> {
       const running = worker || workers === 1 ? await startProxyAlone(options) : await startProxyWorkers({ ...options, workers })
       await untilSignalled(running, () => {
         // A worker reports to its primary, which prints the one ready line.
-        if (worker) announceProxyWorker(running.url)
+        if (worker) announceProxyWorker(running.url, running.replicaId)
         else process.stdout.write(`corral proxy ready: ${running.url}${workers > 1 ? ` (${workers} workers)` : ''}\n`)
       })
     } finally {

@@ -32,6 +32,8 @@ export interface RunningProxyAlone {
   readonly logger: Logger
   /** `http://host:port`. */
   readonly url: string
+  /** Its replica row's id where it takes `max_concurrent` permits from the database (PostgreSQL). */
+  readonly replicaId?: string
   stop(): Promise<void>
 }
 
@@ -57,7 +59,7 @@ export async function startProxyAlone(options: ProxyAloneOptions): Promise<Runni
     })
     teardown.add('proxy', () => proxy.stop())
     await replica.listening({ proxyUrl: proxy.url })
-    return { logger, url: proxy.url, stop: () => teardown.run() }
+    return { logger, url: proxy.url, ...(replica.leases ? { replicaId: replica.id } : {}), stop: () => teardown.run() }
   } catch (err) {
     await teardown.run().catch(() => {})
     throw err

@@ -7,7 +7,9 @@
 //
 // The primary prepares what the workers would otherwise race to create (the schema, the CA, the
 // master and token keys), forks them, reports ready once every worker listens, replaces a worker
-// that dies (its replacement replays the journal the dead one left: its pid is gone), and on stop
+// that dies (its replacement replays the journal the dead one left: its pid is gone; its
+// `max_concurrent` permits go back to the database at once, as its replica row names them, rather
+// than one lease TTL later: a dead process holds nothing in flight), and on stop
 // sends each worker SIGTERM and waits for it (each drains its requests and flushes its audit log).
 // A worker whose primary goes away (kill -9) exits at once when the IPC channel closes (Node's
 // cluster does that for a worker); what it journaled is replayed by the next start.
@@ -17,7 +19,7 @@ import type { Logger } from 'pino'
 import { loadOrCreateCa } from '../proxy/index.js'
 import { loadMasterKey, loadTokenKey } from '../secrets/index.js'
 import { createLogger } from '../server/index.js'
-import { defaultStoreUrl, openStore } from '../store/index.js'
+import { defaultStoreUrl, openStore, replicaLeases } from '../store/index.js'
 import type { ProxyAloneOptions, RunningProxyAlone } from './proxy-alone.js'
 
 /** The message a worker sends its primary once it listens. */
@@ -51,9 +53,9 @@ export function releaseProxyWorker(): void {
   if (cluster.worker && process.connected) cluster.worker.disconnect()
 }
 
-/** Tells the primary this worker listens on `url`. */
-export function announceProxyWorker(url: string): void {
-  process.send?.({ type: READY, url })
+/** Tells the primary this worker listens on `url`, and which replica row holds its permits (PostgreSQL). */
+export function announceProxyWorker(url: string, replicaId?: string): void {
+  process.send?.({ type: READY, url, ...(replicaId ? { replicaId } : {}) })
 }
 
 /** The schema, the CA and the keys, made once before any worker starts (they would race). */
@@ -73,7 +75,7 @@ export async function startProxyWorkers(options: ProxyAloneOptions & { workers: 
   const env = options.env ?? process.env
   const logger = createLogger()
   await prepareShared(options, env)
-  const pool = new WorkerPool(options.workers, logger)
+  const pool = new WorkerPool(options.workers, logger, options.dbUrl ?? defaultStoreUrl(resolve(options.dataDir)))
   const url = await pool.start()
   return { logger, url, stop: () => pool.stop() }
 }
@@ -81,13 +83,17 @@ export async function startProxyWorkers(options: ProxyAloneOptions & { workers: 
 class WorkerPool {
   readonly #want: number
   readonly #logger: Logger
+  readonly #dbUrl: string
   readonly #workers = new Set<Worker>()
+  /** Releases of dead workers' permits still running (stop waits for them). */
+  readonly #releases = new Set<Promise<void>>()
   #stopping = false
   #backoff = RESTART_MIN_MS
 
-  constructor(want: number, logger: Logger) {
+  constructor(want: number, logger: Logger, dbUrl: string) {
     this.#want = want
     this.#logger = logger
+    this.#dbUrl = dbUrl
   }
 
   /** Forks every worker; resolves with the shared address once all listen, rejects if one exits first. */
@@ -115,14 +121,19 @@ class WorkerPool {
     const w = cluster.fork()
     this.#workers.add(w)
     let listening = false
+    let replicaId: string | undefined
     w.on('message', (m: unknown) => {
       if (typeof m !== 'object' || m === null || (m as { type?: unknown }).type !== READY) return
       listening = true
+      const id = (m as { replicaId?: unknown }).replicaId
+      if (typeof id === 'string') replicaId = id
       this.#backoff = RESTART_MIN_MS
       onReady(String((m as { url?: unknown }).url))
     })
     w.on('exit', (code, signal) => {
       this.#workers.delete(w)
+      // A worker that exits 0 stopped cleanly and deregistered itself.
+      if (replicaId && (code !== 0 || signal)) this.#release(replicaId)
       if (!listening && onStartExit) return onStartExit(w, code, signal)
       if (this.#stopping) return
       this.#logger.error({ pid: w.process.pid, code, signal }, 'proxy worker died; starting a replacement (its journal is replayed)')
@@ -134,9 +145,31 @@ class WorkerPool {
     })
   }
 
+  /**
+   * Deletes a dead worker's replica row and its permits. The process is gone ('exit' came after
+   * it), so nothing it held is in flight; a worker that stopped cleanly already did the same.
+   * Failing, the permits expire one TTL after its last heartbeat, as without a supervisor.
+   */
+  #release(replicaId: string): void {
+    const done = (async () => {
+      const store = await openStore(this.#dbUrl)
+      try {
+        await replicaLeases(store).deregister(replicaId)
+      } finally {
+        await store.close()
+      }
+    })().catch((err: unknown) => this.#logger.warn({ err, replica: replicaId }, "a dead proxy worker's permits could not be released; they expire after the lease TTL"))
+      .finally(() => this.#releases.delete(done))
+    this.#releases.add(done)
+  }
+
   async stop(): Promise<void> {
     this.#stopping = true
-    await this.#stopAll()
+    try {
+      await this.#stopAll()
+    } finally {
+      await Promise.all(this.#releases)
+    }
   }
 
   async #stopAll(): Promise<void> {

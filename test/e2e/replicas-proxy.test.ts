@@ -2,9 +2,12 @@
 // (src/serve/proxy-alone.ts; docs/proxy.md "Budgets", docs/reliability.md "Replicas"): two
 // `corral proxy` processes on one database, 40 parallel requests (20 through each) against a
 // `max_concurrent: 3` counter never hold more than 3 at the upstream; each process is a replica row
-// of kind `proxy` while it runs and its row goes on SIGTERM. Needs CORRAL_TEST_PG_URL.
+// of kind `proxy` while it runs and its row goes on SIGTERM. Workers of `corral proxy --workers 2`
+// killed with SIGKILL while they hold every permit: their supervisor gives the permits back at once
+// (the lease TTL is 300 s here, so waiting it out cannot pass). Needs CORRAL_TEST_PG_URL.
 import type { ChildProcess } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import type { ServerResponse } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { ProxyAgent, request } from 'undici'
@@ -33,6 +36,26 @@ const CAPS = `
 
 interface Proxy { child: ChildProcess; url: string; dataDir: string; exited: Promise<number | null> }
 
+function children(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number)
+  } catch {
+    return []
+  }
+}
+
+const alive = (pid: number): boolean => existsSync(`/proc/${pid}`) && !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, 'utf8'))
+
+async function until<T>(what: string, probe: () => T | Promise<T>, ms = 60_000): Promise<T> {
+  const end = Date.now() + ms
+  for (;;) {
+    const v = await probe()
+    if (v) return v
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}
+
 describePostgres('corral proxy takes max_concurrent permits from the database', (baseUrl) => {
   let tmp: string
   let upstreams: Upstreams
@@ -40,10 +63,10 @@ describePostgres('corral proxy takes max_concurrent permits from the database', 
   let token: string
   const started: ChildProcess[] = []
 
-  const startProxy = async (name: string): Promise<Proxy> => {
+  const startProxy = async (name: string, workers = 1, env: Record<string, string> = {}): Promise<Proxy> => {
     const dataDir = join(tmp, name)
     const proxy = await startCorralProxy({
-      workers: 1, dataDir, db: db.url, upstreamCa: join(tmp, 'upstream-ca/ca.pem'), env: { CORRAL_MASTER_KEY: 'b2'.repeat(32) }, readyTimeoutMs: 60_000, started,
+      workers, dataDir, db: db.url, upstreamCa: join(tmp, 'upstream-ca/ca.pem'), env: { CORRAL_MASTER_KEY: 'b2'.repeat(32), ...env }, readyTimeoutMs: 60_000, started,
     })
     return { child: proxy.child, url: proxy.url, dataDir, exited: proxy.exited }
   }
@@ -133,4 +156,54 @@ describePostgres('corral proxy takes max_concurrent permits from the database', 
       await after.close()
     }
   }, 180_000)
+
+  it("a worker killed with SIGKILL gives its permits back at once: its supervisor releases them, no TTL is waited out", async () => {
+    const held: ServerResponse[] = []
+    upstreams.handler.current = (_req, res) => void held.push(res)
+    const proxy = await startProxy('workers', 2, { CORRAL_LEASE_TTL: '300' })
+    const store = await openStore(db.url)
+    const permits = async () => (await store.db.selectFrom('concurrency_permits' as never).select(['holder', 'count'] as never[]).execute()) as unknown as Array<{ holder: string; count: number }>
+    const ca = readFileSync(join(tmp, 'workers', 'ca.pem'), 'utf8')
+    // The held requests keep their three connections busy: probes go through an agent of their own.
+    const agent = new ProxyAgent({ uri: proxy.url, token: `Bearer ${token}`, requestTls: { ca }, connections: 3 })
+    const probes = new ProxyAgent({ uri: proxy.url, token: `Bearer ${token}`, requestTls: { ca } })
+    const get = async (path: string, dispatcher = probes) => {
+      const r = await request(`https://127.0.0.1:${upstreams.httpsPort}${path}`, { dispatcher })
+      await r.body.text()
+      return r.statusCode
+    }
+    try {
+      const before = await replicaLeases(store).liveReplicas()
+      expect(before.map((r) => r.kind)).toEqual(['proxy', 'proxy'])
+      // Every permit of max_concurrent 3 held by requests the upstream does not answer.
+      const stuck = Array.from({ length: 3 }, (_, i) => get(`/held/${i}`, agent).catch(() => 0))
+      await until('three requests held at the upstream', () => held.length === 3)
+      expect((await permits()).reduce((n, p) => n + Number(p.count), 0)).toBe(3)
+      expect(await get('/refused')).toBe(429)
+
+      // One worker at a time, each replacement listening (its row names its URL) before the next kill:
+      // with both gone at once the shared port-0 listener would be made anew on another port.
+      const dead = new Set(before.map((r) => r.id))
+      const workers = children(proxy.child.pid!)
+      expect(workers).toHaveLength(2)
+      for (const [i, pid] of workers.entries()) {
+        process.kill(pid, 'SIGKILL')
+        await until('the worker replaced', async () => !alive(pid) && (await replicaLeases(store).liveReplicas()).filter((r) => !dead.has(r.id) && r.proxyUrl).length === i + 1)
+      }
+      await Promise.all(stuck)
+      // Released by the supervisor: within seconds, where the TTL would hold them for 300 s.
+      await until('the dead workers\' permits to be released', async () => (await permits()).every((p) => !dead.has(p.holder)))
+      upstreams.handler.current = (_req, res) => res.end('ok')
+      expect(await until('a request admitted through the replacements', async () => (await get('/after').catch(() => 0)) === 200)).toBe(true)
+      const after = await replicaLeases(store).liveReplicas()
+      expect(after.map((r) => r.kind)).toEqual(['proxy', 'proxy'])
+      expect(after.filter((r) => dead.has(r.id))).toEqual([])
+    } finally {
+      for (const res of held) res.destroy()
+      await Promise.all([agent.destroy(), probes.destroy()])
+      await store.close()
+    }
+    proxy.child.kill('SIGTERM')
+    expect(await proxy.exited).toBe(0)
+  }, 240_000)
 })
