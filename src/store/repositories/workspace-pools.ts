@@ -70,8 +70,11 @@ export function poolRows(db: Kysely<any>, rowLocks: boolean) {
      * Claims the oldest idle pool member of the role for a caller; undefined when none is ready.
      * Members made in the same millisecond are told apart by id (UUIDv7: creation order in this
      * process), so the pick is deterministic and matches the shrink's "oldest first". The
-     * `pooled = 1` guard makes a concurrent second claim of the same row update nothing; on
-     * PostgreSQL a member locked by a concurrent claim is skipped, not waited for.
+     * `pooled = 1` guard makes a concurrent second claim of the same row update nothing. On
+     * PostgreSQL a locked member is first skipped; when every idle member is locked the guarded
+     * claims below wait for the locks, since a row can be held by a writer that is not a claim (a
+     * reconcile or a warm-up updating the member): skipping those would make a new workspace while
+     * a ready member is there. A member a concurrent claim took fails the guard after the wait.
      */
     async claimPooled(orgId: string, roleId: string, owner: PoolClaimer): Promise<string | undefined> {
       const idle = () => db.selectFrom('workspaces').select('id').where('org_id', '=', orgId).where('role_id', '=', roleId)
@@ -80,7 +83,7 @@ export function poolRows(db: Kysely<any>, rowLocks: boolean) {
         const r = await db.updateTable('workspaces').set(claimSet(owner))
           .where('id', '=', (eb: any) => idle().limit(1).forUpdate().skipLocked())
           .where('pooled', '=', 1).where('state', '=', 'idle').returning('id').executeTakeFirst()
-        return (r as Row | undefined)?.id as string | undefined
+        if (r) return (r as Row).id as string
       }
       for (const { id } of (await idle().limit(3).execute()) as Row[]) {
         if (await this.claimPooledId(id as string, owner)) return id as string
