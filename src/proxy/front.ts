@@ -16,7 +16,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { isIP, type AddressInfo, type Socket } from 'node:net'
 import { TLSSocket } from 'node:tls'
 import { targetPath } from '../policy/index.js'
-import { canonicalHost } from './address-guard.js'
+import { canonicalHost } from '../net/index.js'
 import { LeafMinter, normalizeHost } from './ca.js'
 import { DecisionContext, attributeToken, deny, type PolicyDenial } from './decision.js'
 import type { Entry, ProxyCore, ProxyCounters, TunnelContext } from './request-state.js'
@@ -123,8 +123,8 @@ export class ProxyFront {
     await Promise.race([closed, deadline])
     await closed
     // Handlers of cut connections finish quickly (their streams error); bounded all the same. The
-    // bound's timer keeps the process alive: an unreferenced one let a handler that waited on
-    // nothing alive end serve's event loop mid-shutdown (Node's exit 13; CI, SQLite chaos run).
+    // bound's timer keeps the process alive: unreferenced, a handler waiting on nothing would let
+    // serve's event loop end mid-shutdown (Node's exit 13, unsettled top-level await).
     let bound: NodeJS.Timeout | undefined
     const rows = new Promise<'expired'>((r) => (bound = setTimeout(() => r('expired'), drainMs)))
     const out = await Promise.race([Promise.allSettled([...this.#pending]).then(() => 'settled' as const), rows])

@@ -75,7 +75,7 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
   let failed = false
   try {
     try {
-      // A denial here is the address check refusing the upstream connection (destination_private, address-guard.ts).
+      // A denial here is the address check refusing the upstream connection (destination_private, src/net/).
       ctx.denial = await runPhases(core, st, FORWARDING)
     } catch (err) {
       failed = true

@@ -17,7 +17,7 @@ import { CREDENTIALS_CHANNEL, OAuthHttp, OAuthMinter, oauthAllowPrivate, OrgSecr
 import { Budgets, type ConcurrencyPermitSource } from './budgets.js'
 import { CapabilityTokens, loadTokenKey } from '../secrets/index.js'
 import { Upstream } from './upstream.js'
-import { AddressGuard, type Endpoint } from './address-guard.js'
+import { AddressGuard, type Endpoint } from '../net/index.js'
 import type { LookupAddress } from 'node:dns'
 import { ActiveWorkspaces, type WorkspaceDirectory } from './workspaces.js'
 

@@ -1,14 +1,14 @@
 // The upstream client: one pooled undici Agent for every upstream, built at start, keep-alive on,
 // normal certificate verification against the system roots plus `--upstream-ca` extras. Request
 // bodies stream through unless a phase buffered them; response bodies come back as a stream.
-// Every connection is made through the AddressGuard (address-guard.ts). A pooled connection was
+// Every connection is made through the AddressGuard (src/net/). A pooled connection was
 // checked against the allowance of the agent that made it, so requests whose rule names private
 // ranges (`allow_private`) get an agent of their own per distinct list: a connection opened for
 // one allowance is never reused under a narrower one.
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls'
 import type { Readable } from 'node:stream'
 import { Agent, type buildConnector, type Dispatcher } from 'undici'
-import { AddressGuard, allowList, guardedConnector } from './address-guard.js'
+import { AddressGuard, allowList, guardedConnector } from '../net/index.js'
 
 /** Connection-level headers that never cross a proxy (RFC 9110 §7.6.1), plus the proxy's own. */
 export const HOP_BY_HOP = new Set([

@@ -5,7 +5,7 @@ import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { AddressGuard } from '../../src/proxy/address-guard.js'
+import { AddressGuard } from '../../src/net/index.js'
 import { databaseEndpoint, endpointOf } from '../../src/serve/index.js'
 import { openStore } from '../../src/store/index.js'
 import { proxyTables } from '../../src/store/proxy-tables.js'
@@ -77,7 +77,7 @@ describe('listener endpoints', () => {
   it('a listener named by host name is refused under every address the name resolves to', async () => {
     const guard = new AddressGuard(() => [{ host: 'db.internal', port: 6543 }], async (name) =>
       name === 'db.internal' || name === 'alias.example' ? [{ address: '10.9.8.7', family: 4 }] : [])
-    const allow = (await import('../../src/proxy/address-guard.js')).allowList(['10.0.0.0/8'])
+    const allow = (await import('../../src/net/index.js')).allowList(['10.0.0.0/8'])
     await expect(guard.resolve('db.internal', 6543, allow)).rejects.toMatchObject({ own: true })
     await expect(guard.resolve('alias.example', 6543, allow)).rejects.toMatchObject({ own: true })
     await expect(guard.resolve('alias.example', 6544, allow)).resolves.toBe('10.9.8.7')

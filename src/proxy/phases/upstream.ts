@@ -3,7 +3,7 @@
 // refusing the connection is a policy outcome (destination_private), not an upstream failure; any
 // other failure to get an answer is thrown (the runner answers 502 or cuts the response).
 import type { Readable } from 'node:stream'
-import { destinationRefusal } from '../address-guard.js'
+import { destinationRefusal } from '../../net/index.js'
 import { deny, type PhaseOutcome } from '../decision.js'
 import type { ProxyCore, RequestState } from '../request-state.js'
 
