@@ -1,4 +1,4 @@
-// The per-request DecisionContext (STYLE.md §4, after smokescreen's canonical decision): every
+// The per-request DecisionContext (after smokescreen's canonical decision): every
 // phase fills it, the runner records which phase is current, and the terminal phase turns it into
 // exactly one `policy_decision` audit row. Field names are the spec's audit columns, defined once
 // in src/contract/audit-vocabulary.ts.
@@ -96,7 +96,7 @@ export function attributeToken(ctx: DecisionContext, check: TokenCheck): PolicyD
 
 /**
  * A copy of `a` with the given fields set (undefined keeps a's), written out instead of a spread:
- * attributions take several shapes, and spreading them showed in the profile as a runtime copy.
+ * attributions take several shapes, and a spread of them costs a generic runtime copy per request.
  */
 export function withFields(a: Attribution, orgId: string, userId: string, workspaceId?: string, taskId?: string, role?: string, provider?: string): Attribution {
   const out: Attribution = { org_id: orgId, user_id: userId }

@@ -1,4 +1,4 @@
-// The one contract of a proxy phase (STYLE.md §4, after Envoy's filter chain): a phase is a
+// The one contract of a proxy phase (after Envoy's filter chain): a phase is a
 // function of the process-wide core and the request's state that returns continue (undefined) or
 // a denial (the local reply), and a promise of that only when it must wait. A phase never throws a
 // denial and never calls the next phase; a throw is a fault of the proxy. The runner (runner.ts)

@@ -1,4 +1,4 @@
-// The phase runner: owns the order of the phases (phase.ts, STYLE.md §4), stops at the first
+// The phase runner: owns the order of the phases (phase.ts), stops at the first
 // denial, turns thrown faults into `internal_error` (admission) or an upstream failure
 // (forwarding), and always ends in the terminal phase, which writes the request's one
 // policy_decision row.
