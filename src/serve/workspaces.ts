@@ -14,7 +14,7 @@ import { caCertPath } from '../proxy/index.js'
 import type { AgentCallbackHandler } from '../contract/index.js'
 import type { CapabilityTokens } from '../secrets/index.js'
 import {
-  RegistrySnapshotStore, createKubernetesRuntime, createRuntime, type LocalRuntimeOptions, type SnapshotStore, type WorkspaceLimits, type WorkspaceRuntime,
+  RegistrySnapshotStore, createRuntime, type LocalRuntimeOptions, type SnapshotStore, type WorkspaceLimits, type WorkspaceRuntime,
 } from '../runtime/index.js'
 import type { WorkspaceDirectory, WorkspaceLifecycle } from '../server/index.js'
 import { storeFiles, type Store } from '../store/index.js'
@@ -31,21 +31,17 @@ export interface RuntimeDriver {
 /** Builds the configured driver and checks it can run here (limits it cannot enforce refuse the start). */
 export async function openRuntime(config: ServeConfig, proxyUrl: URL, logger: Logger): Promise<RuntimeDriver> {
   const base = runtimeOptions(config, config.limits, proxyUrl, (line) => logger.warn(line))
-  const runtime = config.runtime === 'kubernetes'
-    // Limits become the pod's requests and limits (kubernetesSettingsFromEnv), enforced by the kubelet.
-    ? await createKubernetesRuntime({
-      root: base.root, proxy: base.proxy, caCertPath: base.caCertPath!, warn: base.warn!, settings: config.kubernetes!, ...snapshotStoreOf(config),
-    })
-    : createRuntime(config.runtime, {
-      ...base,
-      ...snapshotStoreOf(config),
-      sandboxUid: config.sandboxUid,
-      allowUnenforcedLimits: config.allowUnenforcedLimits,
-    })
+  const runtime = await createRuntime(config.runtime, {
+    ...base,
+    ...snapshotStoreOf(config),
+    sandboxUid: config.sandboxUid,
+    allowUnenforcedLimits: config.allowUnenforcedLimits,
+    settings: config.runtimeSettings,
+  })
   try {
     const check = await runtime.check()
     const fatal = [...(check.fatal ?? [])]
-    if (config.runtime !== 'kubernetes' && config.limits.diskMb > 0 && !(await duAvailable())) {
+    if (runtime.capabilities.dataOnHost && config.limits.diskMb > 0 && !(await duAvailable())) {
       const line = 'du (GNU coreutils) is not installed: the workspace disk quota (CORRAL_WORKSPACE_DISK_MB) cannot be measured on the host'
       if (config.allowUnenforcedLimits) logger.warn(`${line} (started anyway: --allow-unenforced-limits)`)
       else fatal.push(`${line}; install coreutils, set CORRAL_WORKSPACE_DISK_MB=0, or pass --allow-unenforced-limits (CORRAL_ALLOW_UNENFORCED_LIMITS=1)`)

@@ -225,7 +225,8 @@ export class Reconciler {
     this.#o.logger?.warn({ workspace_id: ws.id, previous_owner: previousOwner, state: ws.state }, 'taking over a workspace from a replica that stopped heartbeating')
     // A driver whose agents outlive their replica (Kubernetes) keeps the running task going here.
     const running = ws.state === 'busy' ? (await this.#t.tasks.running(ws.id))[0] : undefined
-    const agent = running && this.#o.runtime.adopt ? (await this.#o.runtime.adopt([ws.id]))[0] : undefined
+    const adoption = this.#o.runtime.capabilities.adoption
+    const agent = running && adoption ? (await adoption.adopt([ws.id]))[0] : undefined
     if (running && agent) {
       const handle = await this.#o.runtime.provision(await this.#spec(ws)) // re-adopts its /data
       this.#o.disk.remember(ws.id, handle.volume)
