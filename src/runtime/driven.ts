@@ -92,6 +92,10 @@ export class DrivenRuntime<D extends WorkspaceDriver = WorkspaceDriver> implemen
     return this.driver.volume(workspaceId).placeFiles(into, from, names)
   }
 
+  release(workspaceId: string): Promise<void> {
+    return this.driver.release(workspaceId)
+  }
+
   async remove(workspaceId: string): Promise<void> {
     await this.driver.remove(workspaceId)
     await this.store.remove(workspaceId)

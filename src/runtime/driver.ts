@@ -34,7 +34,9 @@ export interface WorkspaceDriver<H extends WorkspaceHandle = WorkspaceHandle> {
   teardown(workspaceId: string, record: SnapshotRecord): Promise<void>
   /** Where the workspace is now, and its agent's host pid when there is one. */
   phase(workspaceId: string): Promise<{ phase: WorkspacePhase; pid?: number }>
-  /** Deletes the workspace's /data and whatever else the driver made for it (not its snapshots). */
+  /** Stops the agent and deletes the workspace's /data and what holds it (a claim, its pods), never its snapshots. */
+  release(workspaceId: string): Promise<void>
+  /** Deletes the workspace's /data and whatever else the driver made for it (the snapshot store's files aside). */
   remove(workspaceId: string): Promise<void>
   /** Stops following agents (the local drivers stop them, without snapshots) and closes bridges. */
   close(): Promise<void>

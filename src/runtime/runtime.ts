@@ -328,6 +328,11 @@ export interface WorkspaceRuntime {
   status(workspaceId: string): Promise<WorkspaceStatus>
   /** WorkspaceVolume.placeFiles for the workspace's /data (the volume of its provision). */
   placeFiles(workspaceId: string, into: readonly string[], from: string, names: readonly string[]): Promise<void>
+  /**
+   * Deletes the workspace's /data and what holds it (a claim, pods), keeping its snapshots: the
+   * next provision restores /data from them. An archived workspace's storage (docs/workspaces.md).
+   */
+  release(workspaceId: string): Promise<void>
   /** Deletes the workspace's /data, whatever the driver made for it, and its snapshots. */
   remove(workspaceId: string): Promise<void>
   /** Closes the driver (docs/runtime.md: local agents are stopped, Kubernetes pods keep running). */

@@ -119,10 +119,7 @@ export class Reconciler {
       // The stop or archive may have been asked on another replica: its caller is named, not the creator.
       const by = (await this.#t.desiredBy(ws.id)) ?? ws.created_by_user_id
       await this.stopNow(ws, by)
-      if (ws.desired_state === 'archived') {
-        await this.#t.update(ws.id, { state: 'archived', archived_at: new Date().toISOString() })
-        await this.#o.records.emit(ws, 'workspace_archived', by)
-      }
+      if (ws.desired_state === 'archived') await this.archived(ws, by)
       return
     }
     if (ws.state === 'busy' && !this.#o.runner.isRunning(ws.id)) {
@@ -206,6 +203,24 @@ export class Reconciler {
       await this.#t.update(ws.id, { state: 'stopped', task_count: count, failure: `stop snapshot failed: ${message}`.slice(0, 500) })
     }
     await this.#stopped(ws, actorUserId)
+  }
+
+  /**
+   * A stopped workspace becomes archived: its /data (a directory, a PersistentVolumeClaim) is
+   * released once the stop snapshot holds all of it, so an archived workspace keeps only its
+   * snapshots; a task after unarchive restores /data from them like a restart on another replica
+   * (docs/workspaces.md "Archive retention"). Without that snapshot /data stays.
+   */
+  async archived(ws: WorkspaceRecord, actorUserId: string): Promise<void> {
+    await this.#t.update(ws.id, { state: 'archived', archived_at: new Date().toISOString() })
+    await this.#o.records.emit(ws, 'workspace_archived', actorUserId)
+    try {
+      const fresh = await this.#t.byId(ws.id)
+      const last = (await this.#o.runtime.snapshots(ws.id)).at(-1)
+      if (fresh?.state === 'archived' && last?.reason === 'stop' && last.ref === fresh.last_snapshot_ref) await this.#o.runtime.release(ws.id)
+    } catch (err) {
+      this.#o.logger?.warn({ err, workspace_id: ws.id }, 'archived workspace: /data not released (it is kept)')
+    }
   }
 
   async #stopped(ws: WorkspaceRecord, actorUserId: string | undefined): Promise<void> {

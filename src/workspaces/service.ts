@@ -255,8 +255,7 @@ export class WorkspaceService {
       const ws = await this.#reconciler.own(found)
       if (!ws) return undefined
       if (ws.state !== 'stopped') await this.#reconciler.stopNow(ws, actorUserId)
-      await this.#t.update(ws.id, { state: 'archived', archived_at: new Date().toISOString() })
-      await this.#records.emit(ws, 'workspace_archived', actorUserId)
+      await this.#reconciler.archived(ws, actorUserId)
       return (await this.#t.byId(ws.id))!
     })
     if (here) return here

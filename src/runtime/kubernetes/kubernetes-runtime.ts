@@ -299,10 +299,15 @@ export class KubernetesRuntime implements WorkspaceDriver {
     return { phase: this.#podsOf(workspaceId).length > 0 ? 'ready' : 'stopped' }
   }
 
-  async remove(workspaceId: string): Promise<void> {
+  /** The agent, the keeper and the claim go (docs/kubernetes.md "Runtime: storage retention"). */
+  async release(workspaceId: string): Promise<void> {
     await this.stopAgent(workspaceId)
     await this.#deletePods(workspaceId)
     await tolerate([404], () => this.#client.core.deleteNamespacedPersistentVolumeClaim({ name: claimName(workspaceId), namespace: this.#s.namespace }))
+  }
+
+  async remove(workspaceId: string): Promise<void> {
+    await this.release(workspaceId)
     this.#owners.delete(workspaceId)
   }
 

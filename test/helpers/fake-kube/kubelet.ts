@@ -135,7 +135,7 @@ export class Kubelet {
         const dir = join(this.root, 'pods', pod.name, v.name)
         mkdirSync(dir, { recursive: true })
         const data = (secret.data ?? {}) as Record<string, string>
-        const items = v.secret.items ?? Object.keys(data).map((key) => ({ key, path: key }))
+        const items: { key: string; path: string; mode?: number }[] = v.secret.items ?? Object.keys(data).map((key) => ({ key, path: key }))
         for (const item of items) {
           if (!Object.hasOwn(data, item.key)) throw new Error(`secret ${v.secret.secretName} has no key ${item.key}`)
           // The kubelet's modes: the item's, else defaultMode, else 0644; with an fsGroup the file
