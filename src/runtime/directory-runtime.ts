@@ -62,7 +62,7 @@ export interface HostWorkspaceHandle extends WorkspaceHandle {
 export abstract class DirectoryRuntime implements WorkspaceDriver<HostWorkspaceHandle> {
   abstract readonly kind: string
   abstract readonly isolated: boolean
-  readonly capabilities: DriverCapabilities = { adoption: null, warmClaims: null, hostLogs: this, dataOnHost: true }
+  readonly capabilities: DriverCapabilities = { adoption: null, warmClaims: null, hostLogs: this, dataOnHost: true, uidPerWorkspace: this.ownsUids() }
   protected readonly layout: RuntimeLayout
   protected readonly options: Readonly<RuntimeOptions>
   protected readonly warn: (line: string) => void
@@ -134,6 +134,11 @@ export abstract class DirectoryRuntime implements WorkspaceDriver<HostWorkspaceH
     if (!images) throw new RuntimeError('runtime_unavailable', `the /data of workspace ${workspaceId} is a disk image, and images cannot be mounted here (the disk quota is not held by the kernel)`)
     await images.mount(image, dataDir)
     return true
+  }
+
+  /** Whether agents can be given host uids of their own: only a driver that drops them from root. */
+  protected ownsUids(): boolean {
+    return false
   }
 
   /** Per-launch confinement (the local driver's cgroups); none by default. */

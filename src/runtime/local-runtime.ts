@@ -87,6 +87,11 @@ export class LocalRuntime extends DirectoryRuntime {
     this.#detect = options.detectCgroups ?? (() => detectCgroups())
   }
 
+  /** As root, agents are dropped to uids of their own (read at construction, before any field). */
+  protected override ownsUids(): boolean {
+    return process.getuid?.() === 0
+  }
+
   /** As root, /data and what serve places there belong to the workspace's own unprivileged uid. */
   protected override owner(workspaceId?: string): Owner | null {
     if (!this.#root) return null

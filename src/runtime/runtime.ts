@@ -295,6 +295,8 @@ export interface DriverCapabilities {
   readonly hostLogs: HostLogs | null
   /** /data is a directory on serve's host: serve measures the disk quota there with `du`. */
   readonly dataOnHost: boolean
+  /** Each workspace's agent can run as a host uid of its own (ProvisionSpec.agentUid; docs/runtime.md "One uid per workspace"). */
+  readonly uidPerWorkspace: boolean
 }
 
 /**

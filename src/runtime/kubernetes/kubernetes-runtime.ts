@@ -40,7 +40,7 @@ export class KubernetesRuntime implements WorkspaceDriver {
   readonly kind = 'kubernetes' as const
   readonly isolated = true
   /** Pods outlive serve (adopt), warm members are labelled objects (claimWarm), /data is a claim. */
-  readonly capabilities: DriverCapabilities = { adoption: this, warmClaims: this, hostLogs: null, dataOnHost: false }
+  readonly capabilities: DriverCapabilities = { adoption: this, warmClaims: this, hostLogs: null, dataOnHost: false, uidPerWorkspace: true }
   readonly #o: KubernetesRuntimeOptions
   readonly #s: KubernetesSettings
   readonly #client: KubeClient
