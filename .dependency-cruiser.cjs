@@ -136,6 +136,13 @@ module.exports = {
       to: { path: parts('server', 'workspaces', 'serve', 'proxy') },
     },
     {
+      name: 'drivers-register-through-the-registry',
+      severity: 'error',
+      comment: "A runtime driver (a *-runtime.ts file under src/runtime/, or the kubernetes/ folder's face) is built by its registration in src/runtime/registry.ts and by nothing else; drivers may extend a shared base. Types may be named anywhere (docs/design.md \"How to add a runtime\").",
+      from: { path: '^src/', pathNot: ['^src/runtime/registry\\.ts$', '^src/runtime/.*-runtime\\.ts$', '^src/runtime/kubernetes/index\\.ts$'] },
+      to: { path: ['^src/runtime/.*-runtime\\.ts$', '^src/runtime/kubernetes/index\\.ts$'], dependencyTypesNot: ['type-only'] },
+    },
+    {
       name: 'secrets-below-server-and-proxy',
       comment: 'src/secrets/ (sealing, org material, minting) is used by the API and the proxy; it imports only contract, store and audit, never its users.',
       severity: 'error',

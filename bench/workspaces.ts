@@ -22,11 +22,10 @@ import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { defaultAgentCommand, packageRoot } from '../src/runtime/layout.js'
-import { LocalRuntime } from '../src/runtime/local-runtime.js'
-import { ProcessRuntime } from '../src/runtime/process-runtime.js'
-import type { DirectoryRuntime } from '../src/runtime/index.js'
+
 import { startStack } from '../test/helpers/serve.js'
 import { startStandInProxy } from '../test/runtime/stand-ins.js'
+import { localRuntime, processRuntime, type DirectoryRuntimeUnderTest } from '../test/runtime/drivers.js'
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 10)
 const HEAVY_RUNS = Number(process.env.BENCH_HEAVY_RUNS ?? 3)
@@ -70,7 +69,7 @@ http.request({ host: p.hostname, port: p.port, path: process.env.READY_URL + '/r
   headers: { 'proxy-authorization': 'Bearer ' + process.env.CORRAL_PROXY_TOKEN } }, (r) => r.resume()).end()
 setInterval(() => {}, 1 << 30)`
 
-async function coldStarts(runtime: DirectoryRuntime, ready: Awaited<ReturnType<typeof startReadyServer>>, command: (id: string) => { command: string[]; env: Record<string, string>; files?: Record<string, string> }, runs: number) {
+async function coldStarts(runtime: DirectoryRuntimeUnderTest, ready: Awaited<ReturnType<typeof startReadyServer>>, command: (id: string) => { command: string[]; env: Record<string, string>; files?: Record<string, string> }, runs: number) {
   const times: number[] = []
   for (let i = 0; i < runs + 1; i++) {
     const id = `ws_bench_${randomUUID().slice(0, 8)}`
@@ -87,7 +86,7 @@ async function coldStarts(runtime: DirectoryRuntime, ready: Awaited<ReturnType<t
   return times
 }
 
-async function heavy(runtime: DirectoryRuntime) {
+async function heavy(runtime: DirectoryRuntimeUnderTest) {
   const stops: number[] = []
   const forks: number[] = []
   const listings: number[] = []
@@ -198,7 +197,7 @@ const scratch = await mkdtemp(join(tmpdir(), 'corral-bench-ws-'))
 const proxy = await startStandInProxy()
 const ready = await startReadyServer()
 const options = { root: scratch, proxy: { host: '127.0.0.1', port: proxy.port }, stopGraceMs: 1000, warn: () => {} }
-const runtime: DirectoryRuntime = kind === 'local' ? new LocalRuntime(options) : new ProcessRuntime(options)
+const runtime: DirectoryRuntimeUnderTest = kind === 'local' ? localRuntime(options) : processRuntime(options)
 const check = await runtime.check()
 if (!check.ok) {
   console.error(`cannot run the ${kind} runtime here: ${check.problems.join('; ')}`)

@@ -151,10 +151,11 @@ async function startDevModel(dataDir: string, host: string, port: number, dev: t
 
 /** `local` when bubblewrap can sandbox here (the driver's own trial run), else `process`. */
 async function pickRuntime(): Promise<'local' | 'process'> {
-  const { LocalRuntime } = await import('../runtime/index.js')
+  const { createRuntime } = await import('../runtime/index.js')
   const scratch = await mkdtemp(join(tmpdir(), 'corral-dev-check-'))
   try {
-    const check = await new LocalRuntime({ root: scratch, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, allowUnenforcedLimits: true }).check()
+    const local = await createRuntime('local', { root: scratch, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, allowUnenforcedLimits: true, settings: undefined })
+    const check = await local.check()
     return check.ok ? 'local' : 'process'
   } finally {
     await rm(scratch, { recursive: true, force: true })

@@ -3,6 +3,7 @@ import { resolve } from 'node:path'
 import { CorralCommand } from '../cli/base-command.js'
 import { explainStartError } from '../cli/start-errors.js'
 import { storeFlags } from '../cli/store-flags.js'
+import { RUNTIME_KINDS, runtimeKindsHelp } from '../runtime/index.js'
 
 /** How long SIGTERM's drain (requests, streams, proxied requests, audit flush) may take. */
 export const DRAIN_TIMEOUT_MS = 20_000
@@ -23,7 +24,7 @@ export default class Serve extends CorralCommand<void> {
     'proxy-port': Flags.integer({ summary: 'Outbound policy proxy port (default 7071; a free one when --port is 0).', env: 'CORRAL_PROXY_PORT', min: 0, max: 65535 }),
     'allow-unenforced-limits': Flags.boolean({ summary: 'Start even when a configured workspace limit cannot be enforced on this host (it is logged as a warning instead of refusing to start).', env: 'CORRAL_ALLOW_UNENFORCED_LIMITS', default: false }),
     'lease-ttl': Flags.string({ summary: 'Seconds a replica\'s workspace leases outlive its last heartbeat (PostgreSQL replicas; 0.5 to 300, default 15): another replica takes a dead one\'s workspaces over after this.', env: 'CORRAL_LEASE_TTL' }),
-    runtime: Flags.string({ summary: 'Workspace runtime: local (bubblewrap sandbox), process (no isolation, development only) or kubernetes (a pod per workspace, docs/kubernetes.md).', env: 'CORRAL_RUNTIME', options: ['local', 'process', 'kubernetes'], default: 'local' }),
+    runtime: Flags.string({ summary: `Workspace runtime: ${runtimeKindsHelp()}.`, env: 'CORRAL_RUNTIME', options: [...RUNTIME_KINDS], default: 'local' }),
     'public-url': Flags.string({ summary: 'Base URL browsers reach this server at (https://corral.example.com); OAuth consent redirects to <public-url>/v1/oauth/callback. Unset: OAuth consent is refused (oauth_unavailable).', env: 'CORRAL_PUBLIC_URL' }),
     // Human-readable lines on a terminal, JSON otherwise (CORRAL_LOG_FORMAT=json|pretty overrides).
     'log-level': Flags.string({ summary: 'Log level.', env: 'CORRAL_LOG_LEVEL', options: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info' }),

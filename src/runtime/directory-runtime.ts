@@ -12,14 +12,13 @@ import { HostVolume } from './host-volume.js'
 import { RuntimeLayout } from './layout.js'
 import { checkPackMounts, packLaunch } from './pack-mounts.js'
 import { ProxyBridge } from './proxy-bridge.js'
+import type { ForkSource, WorkspaceDriver } from './driver.js'
 import type {
-  AgentExit, AgentLaunch, AgentProcess, LimitHit, PackMount, ProvisionSpec, RuntimeCheck, RuntimeKind, RuntimeOptions, SnapshotContent, SnapshotFileEntry,
-  SnapshotReason, SnapshotRecord, WorkspaceHandle, WorkspaceRuntime, WorkspaceStatus,
+  AgentExit, AgentLaunch, AgentProcess, DriverCapabilities, LimitHit, PackMount, ProvisionSpec, RuntimeCheck, RuntimeOptions, SnapshotRecord, WorkspaceHandle,
+  WorkspacePhase,
 } from './runtime.js'
 import { SANDBOX_UID } from './sandbox-args.js'
 import { type SharedFiles, writeIdentity, writeSharedFiles } from './shared-files.js'
-import { LocalSnapshotStore } from './local-snapshot-store.js'
-import { WorkspaceSnapshots } from './workspace-snapshots.js'
 
 /** What a driver runs on the host to start a workspace's init (bwrap …, or node directly). */
 export interface LaunchPlan {
@@ -60,9 +59,10 @@ export interface HostWorkspaceHandle extends WorkspaceHandle {
  * agent's lifecycle and logs). A driver says how to start the init process (`plan`) and whether
  * the workspace reaches the proxy through the unix-socket bridge.
  */
-export abstract class DirectoryRuntime implements WorkspaceRuntime {
-  abstract readonly kind: RuntimeKind
+export abstract class DirectoryRuntime implements WorkspaceDriver<HostWorkspaceHandle> {
+  abstract readonly kind: string
   abstract readonly isolated: boolean
+  readonly capabilities: DriverCapabilities = { adoption: null, warmClaims: null, hostLogs: this, dataOnHost: true, uidPerWorkspace: this.ownsUids() }
   protected readonly layout: RuntimeLayout
   protected readonly options: Readonly<RuntimeOptions>
   protected readonly warn: (line: string) => void
@@ -70,13 +70,10 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
   /** Workspaces between the start request and their entry in #running (closes the check-then-act gap). */
   readonly #starting = new Set<string>()
   #shared: Promise<SharedFiles> | null = null
-  readonly #snapshots: WorkspaceSnapshots
 
   constructor(options: RuntimeOptions) {
     this.options = Object.freeze({ ...options })
     this.layout = new RuntimeLayout(options.root)
-    const store = options.snapshots ?? new LocalSnapshotStore((id) => this.layout.snapshots(id), options.archiver)
-    this.#snapshots = new WorkspaceSnapshots(store, { provisioned: (id) => this.#mountData(id), volume: (id) => this.#volume(id) })
     this.warn = options.warn ?? ((line) => process.stderr.write(`${line}\n`))
   }
 
@@ -139,12 +136,17 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     return true
   }
 
+  /** Whether agents can be given host uids of their own: only a driver that drops them from root. */
+  protected ownsUids(): boolean {
+    return false
+  }
+
   /** Per-launch confinement (the local driver's cgroups); none by default. */
   protected async confine(_workspaceId: string): Promise<Confinement | undefined> {
     return undefined
   }
 
-  async provision(spec: ProvisionSpec): Promise<HostWorkspaceHandle> {
+  async provision(spec: ProvisionSpec, fork: ForkSource): Promise<HostWorkspaceHandle> {
     const dir = this.layout.workspace(spec.workspaceId)
     const dataDir = this.layout.data(spec.workspaceId)
     const provisionFile = join(dir, 'provision.json')
@@ -174,7 +176,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     // The quota in the kernel: /data is a filesystem of the quota's size (a fork's restore included).
     if (images) await images.create(join(dir, 'data.img.partial'), partial, owner)
     if (spec.forkFrom && spec.forkFrom.taskCount > 0) {
-      restoredFrom = await this.#snapshots.at(spec.forkFrom.workspaceId, spec.forkFrom.taskCount)
+      restoredFrom = await fork.at(spec.forkFrom.workspaceId, spec.forkFrom.taskCount)
       if (!restoredFrom) {
         await images?.unmount(partial)
         await removeIn(dir, 'data.partial')
@@ -184,7 +186,7 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
       }
       // Unpacked as the agent's user (GNU tar), then everything given to it: whatever the archive
       // holds, the restore cannot write where that user could not.
-      await this.#snapshots.store.restore(restoredFrom, new HostVolume(spec.workspaceId, partial, owner))
+      await fork.restore(restoredFrom, new HostVolume(spec.workspaceId, partial, owner))
       if (owner) await this.#chownData(partial, owner)
     }
     await writeFile(provisionFile, JSON.stringify({ restoredFrom, ...(spec.agentUid === undefined ? {} : { uid: spec.agentUid }) }))
@@ -200,11 +202,16 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
   }
 
   #handle(workspaceId: string, restoredFrom: SnapshotRecord | null): HostWorkspaceHandle {
-    const volume = this.#volume(workspaceId)
+    const volume = this.volume(workspaceId)
     return { workspaceId, volume, dataDir: volume.hostDir, restoredFrom }
   }
 
-  #volume(workspaceId: string): HostVolume {
+  /** Whether /data exists (its image mounted first, when it has one). */
+  provisioned(workspaceId: string): Promise<boolean> {
+    return this.#mountData(workspaceId)
+  }
+
+  volume(workspaceId: string): HostVolume {
     const dataDir = this.layout.data(workspaceId)
     const images = this.dataImages()
     const kernel = images && existsSync(join(this.layout.workspace(workspaceId), 'data.img'))
@@ -310,41 +317,27 @@ export abstract class DirectoryRuntime implements WorkspaceRuntime {
     await running.exited
   }
 
-  snapshot(workspaceId: string, taskCount: number, reason: SnapshotReason): Promise<SnapshotRecord> {
-    return this.#snapshots.take(workspaceId, taskCount, reason)
+  /** The stop snapshot is taken: a marker tells phase() the workspace is stopped, not ready. */
+  async teardown(workspaceId: string, record: SnapshotRecord): Promise<void> {
+    await writeFile(this.layout.stoppedMarker(workspaceId), record.ref)
   }
 
-  stop(workspaceId: string, taskCount: number): Promise<SnapshotRecord> {
-    return this.#snapshots.stop(workspaceId, taskCount, () => this.stopAgent(workspaceId), (record) => writeFile(this.layout.stoppedMarker(workspaceId), record.ref))
-  }
-
-  snapshotAt(workspaceId: string, taskCount: number): Promise<SnapshotRecord | null> {
-    return this.#snapshots.at(workspaceId, taskCount)
-  }
-
-  snapshots(workspaceId: string): Promise<SnapshotRecord[]> {
-    return this.#snapshots.list(workspaceId)
-  }
-
-  listSnapshotFiles(workspaceId: string, ref?: string): Promise<SnapshotFileEntry[]> {
-    return this.#snapshots.entries(workspaceId, ref)
-  }
-
-  readSnapshot(workspaceId: string, path: string, ref?: string): Promise<SnapshotContent> {
-    return this.#snapshots.content(workspaceId, path, ref)
-  }
-
-  async status(workspaceId: string): Promise<WorkspaceStatus> {
-    const snapshots = await this.#snapshots.count(workspaceId)
+  async phase(workspaceId: string): Promise<{ phase: WorkspacePhase; pid?: number }> {
     const running = this.#running.get(workspaceId)
-    if (running) return { workspaceId, phase: 'running', pid: running.child.pid, snapshots }
-    if (!(await exists(this.layout.data(workspaceId)))) return { workspaceId, phase: 'absent', snapshots }
-    const stopped = await exists(this.layout.stoppedMarker(workspaceId))
-    return { workspaceId, phase: stopped ? 'stopped' : 'ready', snapshots }
+    if (running) return { phase: 'running', ...(running.child.pid === undefined ? {} : { pid: running.child.pid }) }
+    if (!(await exists(this.layout.data(workspaceId)))) return { phase: 'absent' }
+    return { phase: (await exists(this.layout.stoppedMarker(workspaceId))) ? 'stopped' : 'ready' }
   }
 
-  placeFiles(workspaceId: string, into: readonly string[], from: string, names: readonly string[]): Promise<void> {
-    return this.#volume(workspaceId).placeFiles(into, from, names)
+  /** /data (and its image) and what says it exists go; the workspace's logs and local snapshots stay. */
+  async release(workspaceId: string): Promise<void> {
+    await this.stopAgent(workspaceId)
+    const dir = this.layout.workspace(workspaceId)
+    await this.dataImages()?.unmount(this.layout.data(workspaceId))
+    // Removed by descriptor, never through a link the agent made; provision.json last, so a crash
+    // midway leaves no /data that claims to be whole.
+    for (const name of ['data', 'data.partial', 'data.img', 'data.img.json', 'stopped']) await removeIn(dir, name)
+    await rm(join(dir, 'provision.json'), { force: true })
   }
 
   async remove(workspaceId: string): Promise<void> {

@@ -1,10 +1,9 @@
-// The runtime's public surface: the contract, the drivers and factories for `serve --runtime`.
-import { LocalRuntime, type LocalRuntimeOptions } from './local-runtime.js'
-import { ProcessRuntime } from './process-runtime.js'
-import type { RuntimeKind, WorkspaceRuntime } from './runtime.js'
-import type { KubernetesRuntime, KubernetesRuntimeOptions } from './kubernetes/index.js'
-
+// The runtime's public surface: the contract, the registry of drivers (`serve --runtime`) and the
+// snapshot stores. Drivers are reached only through their registration (registry.ts).
 export * from './runtime.js'
+export type { ForkSource, WorkspaceDriver } from './driver.js'
+export { DrivenRuntime } from './driven.js'
+export { createRuntime, isRuntimeKind, RUNTIME_KINDS, RUNTIMES, runtimeKindsHelp, runtimeSettings, type RuntimeKind, type RuntimeRegistration, type RuntimeSetup } from './registry.js'
 export { RuntimeError } from './errors.js'
 export { DEFAULT_MEASURE_TIMEOUT_MS, DiskMeasureError, measureDisk, type DiskUsage, type MeasureOptions } from './disk-usage.js'
 export { HostVolume } from './host-volume.js'
@@ -13,18 +12,8 @@ export { RegistrySnapshotStore, SNAPSHOT_MEDIA_TYPES, type OciClient, type OciDe
 export type { DirectoryRuntime, HostWorkspaceHandle } from './directory-runtime.js'
 export { defaultAgentCommand } from './layout.js'
 export { limitsFromEnv, type WorkspaceLimits } from './limits.js'
-export { DEFAULT_SANDBOX_UID, LocalRuntime, type LocalRuntimeOptions } from './local-runtime.js'
-export { NO_ISOLATION_WARNING, ProcessRuntime } from './process-runtime.js'
+export { DEFAULT_SANDBOX_UID } from './sandbox-args.js'
+export type { LocalRuntimeOptions } from './local-runtime.js'
 
 export { kubernetesSettingsFromEnv, type KubernetesSettings } from './kubernetes/options.js'
 export type { AdoptedAgent, KubernetesRuntime, KubernetesRuntimeOptions } from './kubernetes/index.js'
-
-export function createRuntime(kind: Exclude<RuntimeKind, 'kubernetes'>, options: LocalRuntimeOptions): WorkspaceRuntime {
-  return kind === 'local' ? new LocalRuntime(options) : new ProcessRuntime(options)
-}
-
-/** The Kubernetes driver, its client library loaded only now (docs/kubernetes.md "Runtime"). */
-export async function createKubernetesRuntime(options: KubernetesRuntimeOptions): Promise<KubernetesRuntime> {
-  const { KubernetesRuntime: Driver } = await import('./kubernetes/index.js')
-  return new Driver(options)
-}

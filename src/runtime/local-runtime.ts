@@ -17,7 +17,7 @@ import {
 import { SANDBOX_PACKS } from './sandbox-args.js'
 import type { AgentLaunch, RuntimeCheck, RuntimeOptions } from './runtime.js'
 import {
-  SANDBOX_UID, SETPRIV, bwrapArgs, nestedIn, nodePrefix, SANDBOX_CA, SANDBOX_CA_BUNDLE, SANDBOX_DATA, SANDBOX_INBOX, SANDBOX_INIT, SANDBOX_PROXY_PORT,
+  DEFAULT_SANDBOX_UID, SANDBOX_UID, SETPRIV, bwrapArgs, nestedIn, nodePrefix, SANDBOX_CA, SANDBOX_CA_BUNDLE, SANDBOX_DATA, SANDBOX_INBOX, SANDBOX_INIT, SANDBOX_PROXY_PORT,
   SANDBOX_PROXY_SOCKET, type SandboxMounts,
 } from './sandbox-args.js'
 
@@ -47,12 +47,7 @@ export interface LocalRuntimeOptions extends RuntimeOptions {
   detectCgroups?: () => Promise<CgroupDetection>
 }
 
-/**
- * The first uid of the agents' range (CORRAL_SANDBOX_UID), the driver's own: above every range a
- * distribution hands out (system and login users, systemd's dynamic, container and foreign ranges,
- * /etc/subuid's) and below 2^31, which some tools read as signed.
- */
-export const DEFAULT_SANDBOX_UID = 2_000_000_000
+export { DEFAULT_SANDBOX_UID }
 
 const MIB = 1024 * 1024
 
@@ -90,6 +85,11 @@ export class LocalRuntime extends DirectoryRuntime {
     this.#uid = options.sandboxUid ?? DEFAULT_SANDBOX_UID
     this.#allowUnenforced = options.allowUnenforcedLimits ?? false
     this.#detect = options.detectCgroups ?? (() => detectCgroups())
+  }
+
+  /** As root, agents are dropped to uids of their own (read at construction, before any field). */
+  protected override ownsUids(): boolean {
+    return process.getuid?.() === 0
   }
 
   /** As root, /data and what serve places there belong to the workspace's own unprivileged uid. */

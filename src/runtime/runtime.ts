@@ -9,9 +9,6 @@ import type { RoleResources } from '../contract/index.js'
 import type { Archiver } from './archiver.js'
 import type { DiskUsage, MeasureOptions } from './disk-usage.js'
 
-export const RUNTIME_KINDS = ['local', 'process', 'kubernetes'] as const
-export type RuntimeKind = (typeof RUNTIME_KINDS)[number]
-
 /** Where agents' outbound traffic goes: the policy proxy's TCP listener on the host. */
 export interface ProxyAddress {
   host: string
@@ -265,32 +262,56 @@ export interface WorkspaceStatus {
   snapshots: number
 }
 
+/** Agents that outlive the replica that started them (Kubernetes pods), found again by `adopt`. */
+export interface AgentAdoption {
+  /**
+   * The agents still running in these workspaces (all when unset), followed from now on by this
+   * process. A replica taking over a dead one's workspace (docs/workspaces.md "Takeover") lets such
+   * a task go on; without adoption (or with no agent found) the task fails `replica_lost` and /data
+   * is provisioned from the last snapshot.
+   */
+  adopt(workspaceIds?: readonly string[]): Promise<RunningAgent[]>
+}
+
+/** Warm pool members that are objects of the driver's own (Kubernetes: the claim and pods). */
+export interface WarmClaims {
+  /**
+   * Marks a warm member provisioned with `pooled` claimed by `claimant`, atomically against other
+   * claimers (docs/kubernetes.md "Runtime: warm pools and packs"). False when another claimant
+   * holds it or the member is gone; the database claim stays the authority, this is the cluster's copy.
+   */
+  claimWarm(workspaceId: string, claimant: string): Promise<boolean>
+}
+
+/** Agent output written to a host file (AgentProcess.logPath), known before the agent starts. */
+export interface HostLogs {
+  agentLogPath(workspaceId: string): string
+}
+
+/** What a driver can do beyond the contract: each null when it cannot, never an absent member. */
+export interface DriverCapabilities {
+  readonly adoption: AgentAdoption | null
+  readonly warmClaims: WarmClaims | null
+  readonly hostLogs: HostLogs | null
+  /** /data is a directory on serve's host: serve measures the disk quota there with `du`. */
+  readonly dataOnHost: boolean
+  /** Each workspace's agent can run as a host uid of its own (ProvisionSpec.agentUid; docs/runtime.md "One uid per workspace"). */
+  readonly uidPerWorkspace: boolean
+}
+
+/**
+ * A driver wrapped with its snapshot store (DrivenRuntime, driven-runtime.ts): what the lifecycle
+ * holds. Built by createRuntime (registry.ts) from the driver's registration.
+ */
 export interface WorkspaceRuntime {
-  readonly kind: RuntimeKind
+  readonly kind: string
   /** False for the `process` driver: agents there run with the privileges of `corral serve`. */
   readonly isolated: boolean
+  readonly capabilities: DriverCapabilities
   /** A real trial run of the driver's sandbox; call at start and refuse to serve when not ok. */
   check(): Promise<RuntimeCheck>
-  /** Creates (or, after a crash, re-adopts) the workspace directory; restores a fork's snapshot. */
+  /** Creates (or, after a crash, re-adopts) the workspace's /data; restores a fork's snapshot. */
   provision(spec: ProvisionSpec): Promise<WorkspaceHandle>
-  /**
-   * Optional, for drivers whose agents outlive the replica that started them (Kubernetes pods):
-   * the agents still running in these workspaces (all when unset), followed from now on by this
-   * process. A replica taking over a dead one's workspace (docs/workspaces.md "Takeover") lets
-   * such a task go on; without this hook (or with no agent found) the task fails `replica_lost`
-   * and /data is provisioned from the last snapshot.
-   */
-  adopt?(workspaceIds?: readonly string[]): Promise<RunningAgent[]>
-  /** Optional: the host file the next agent's output is appended to (AgentProcess.logPath), known before it starts. */
-  agentLogPath?(workspaceId: string): string
-  /**
-   * Optional, for drivers whose pool members are objects of their own (Kubernetes: the member's
-   * claim and pods, labelled `corral.dev/pool=warm`): marks a warm member provisioned with
-   * `pooled` claimed by `claimant`, atomically against other claimers (docs/kubernetes.md "Runtime:
-   * warm pools and packs"). Resolves false when another claimant holds it or the member is gone; the
-   * database claim (store.workspaces.claimPooled) stays the authority, this is the cluster's copy.
-   */
-  claimWarm?(workspaceId: string, claimant: string): Promise<boolean>
   /** Starts the agent inside the workspace; at most one agent per workspace at a time. */
   startAgent(workspaceId: string, launch: AgentLaunch): Promise<AgentProcess>
   /** Ends the running agent (grace period, then SIGKILL); resolves when it is gone. No-op when none runs. */
@@ -304,13 +325,18 @@ export interface WorkspaceRuntime {
   snapshots(workspaceId: string): Promise<SnapshotRecord[]>
   /** Reads the archive's headers only (no unpacking). Latest snapshot unless `ref` is given. */
   listSnapshotFiles(workspaceId: string, ref?: string): Promise<SnapshotFileEntry[]>
-  /** SnapshotStore.content of the latest snapshot, or of `ref`; optional (drivers whose store has no content read omit it). */
-  readSnapshot?(workspaceId: string, path: string, ref?: string): Promise<SnapshotContent>
+  /** SnapshotStore.content of the latest snapshot, or of `ref`; `runtime_unavailable` for a store without content(). */
+  readSnapshot(workspaceId: string, path: string, ref?: string): Promise<SnapshotContent>
   status(workspaceId: string): Promise<WorkspaceStatus>
   /** WorkspaceVolume.placeFiles for the workspace's /data (the volume of its provision). */
   placeFiles(workspaceId: string, into: readonly string[], from: string, names: readonly string[]): Promise<void>
-  /** Deletes the workspace directory and its snapshots (after archive retention, not on stop). */
+  /**
+   * Deletes the workspace's /data and what holds it (a claim, pods), keeping its snapshots: the
+   * next provision restores /data from them. An archived workspace's storage (docs/workspaces.md).
+   */
+  release(workspaceId: string): Promise<void>
+  /** Deletes the workspace's /data, whatever the driver made for it, and its snapshots. */
   remove(workspaceId: string): Promise<void>
-  /** Stops every running agent (without snapshots) and closes bridges. */
+  /** Closes the driver (docs/runtime.md: local agents are stopped, Kubernetes pods keep running). */
   close(): Promise<void>
 }

@@ -16,6 +16,13 @@ export const SANDBOX_PROXY_PORT = 3128
 /** The agent's uid/gid inside the user namespace: never root, so it holds no capability there either. */
 export const SANDBOX_UID = 1000
 
+/**
+ * The first uid of the agents' range (CORRAL_SANDBOX_UID), the driver's own: above every range a
+ * distribution hands out (system and login users, systemd's dynamic, container and foreign ranges,
+ * /etc/subuid's) and below 2^31, which some tools read as signed.
+ */
+export const DEFAULT_SANDBOX_UID = 2_000_000_000
+
 /** System directories bound read-only. Merged-/usr distributions have symlinks for the top-level ones. */
 const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib64', '/lib32', '/libx32', '/opt']
 /**

@@ -10,7 +10,7 @@ import { oidcConfigFromEnv, type OidcConfig } from '../server/index.js'
 import { oauthAllowPrivate } from '../secrets/index.js'
 import { defaultStoreUrl } from '../store/index.js'
 import {
-  DEFAULT_SANDBOX_UID, defaultAgentCommand, kubernetesSettingsFromEnv, limitsFromEnv, RUNTIME_KINDS, type KubernetesSettings, type RuntimeKind, type WorkspaceLimits,
+  DEFAULT_SANDBOX_UID, defaultAgentCommand, isRuntimeKind, limitsFromEnv, RUNTIME_KINDS, runtimeSettings, type RuntimeKind, type WorkspaceLimits,
 } from '../runtime/index.js'
 
 /** What `corral serve` was asked for: its flags (oclif already folded in their env variables). */
@@ -52,8 +52,8 @@ export interface ServeConfig {
    */
   readonly sandboxUid: number
   readonly sandboxUidCount: number
-  /** With `--runtime kubernetes`: CORRAL_K8S_* and CORRAL_AGENT_IMAGE (docs/kubernetes.md "Runtime: configuration"). */
-  readonly kubernetes: KubernetesSettings | undefined
+  /** The runtime registration's own settings (kubernetes: CORRAL_K8S_* and CORRAL_AGENT_IMAGE, docs/kubernetes.md "Runtime: configuration"). */
+  readonly runtimeSettings: unknown
   /** CORRAL_AGENT_COMMAND (a JSON array), else the reference agent. */
   readonly agentCommand: readonly string[]
   /** Extra environment for every agent (CORRAL_AGENT_MAX_ITERATIONS). */
@@ -85,8 +85,8 @@ export const DEFAULT_LEASE_TTL_SECONDS = 15
 export function serveConfig(options: ServeOptions): ServeConfig {
   const env = options.env ?? process.env
   const dataDir = resolve(options.dataDir)
-  const runtime = String(options.runtime ?? env.CORRAL_RUNTIME ?? 'local') as RuntimeKind
-  if (!RUNTIME_KINDS.includes(runtime)) throw new Error(`--runtime must be one of ${RUNTIME_KINDS.join(', ')} (got ${runtime})`)
+  const runtime = String(options.runtime ?? env.CORRAL_RUNTIME ?? 'local')
+  if (!isRuntimeKind(runtime)) throw new Error(`--runtime must be one of ${RUNTIME_KINDS.join(', ')} (got ${runtime})`)
   const limits = limitsFromEnv(env)
   const explicitProxyPort = options.proxyPort ?? (env.CORRAL_PROXY_PORT ? Number(env.CORRAL_PROXY_PORT) : undefined)
   return Object.freeze({
@@ -101,7 +101,7 @@ export function serveConfig(options: ServeOptions): ServeConfig {
     allowUnenforcedLimits: options.allowUnenforcedLimits === true || env.CORRAL_ALLOW_UNENFORCED_LIMITS === '1',
     limits,
     ...sandboxUidFromEnv(env),
-    kubernetes: runtime === 'kubernetes' ? kubernetesSettingsFromEnv(env, limits) : undefined,
+    runtimeSettings: runtimeSettings(runtime, env, limits),
     agentCommand: env.CORRAL_AGENT_COMMAND ? agentCommandFromEnv(env.CORRAL_AGENT_COMMAND) : defaultAgentCommand(),
     agentEnv: env.CORRAL_AGENT_MAX_ITERATIONS ? { CORRAL_MAX_ITERATIONS: env.CORRAL_AGENT_MAX_ITERATIONS } : undefined,
     taskRateLimit: taskRateFromEnv(env),

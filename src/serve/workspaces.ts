@@ -14,7 +14,7 @@ import { caCertPath } from '../proxy/index.js'
 import type { AgentCallbackHandler } from '../contract/index.js'
 import type { CapabilityTokens } from '../secrets/index.js'
 import {
-  RegistrySnapshotStore, createKubernetesRuntime, createRuntime, type LocalRuntimeOptions, type SnapshotStore, type WorkspaceLimits, type WorkspaceRuntime,
+  RegistrySnapshotStore, createRuntime, type LocalRuntimeOptions, type SnapshotStore, type WorkspaceLimits, type WorkspaceRuntime,
 } from '../runtime/index.js'
 import type { WorkspaceDirectory, WorkspaceLifecycle } from '../server/index.js'
 import { storeFiles, type Store } from '../store/index.js'
@@ -31,21 +31,17 @@ export interface RuntimeDriver {
 /** Builds the configured driver and checks it can run here (limits it cannot enforce refuse the start). */
 export async function openRuntime(config: ServeConfig, proxyUrl: URL, logger: Logger): Promise<RuntimeDriver> {
   const base = runtimeOptions(config, config.limits, proxyUrl, (line) => logger.warn(line))
-  const runtime = config.runtime === 'kubernetes'
-    // Limits become the pod's requests and limits (kubernetesSettingsFromEnv), enforced by the kubelet.
-    ? await createKubernetesRuntime({
-      root: base.root, proxy: base.proxy, caCertPath: base.caCertPath!, warn: base.warn!, settings: config.kubernetes!, ...snapshotStoreOf(config),
-    })
-    : createRuntime(config.runtime, {
-      ...base,
-      ...snapshotStoreOf(config),
-      sandboxUid: config.sandboxUid,
-      allowUnenforcedLimits: config.allowUnenforcedLimits,
-    })
+  const runtime = await createRuntime(config.runtime, {
+    ...base,
+    ...snapshotStoreOf(config),
+    sandboxUid: config.sandboxUid,
+    allowUnenforcedLimits: config.allowUnenforcedLimits,
+    settings: config.runtimeSettings,
+  })
   try {
     const check = await runtime.check()
     const fatal = [...(check.fatal ?? [])]
-    if (config.runtime !== 'kubernetes' && config.limits.diskMb > 0 && !(await duAvailable())) {
+    if (runtime.capabilities.dataOnHost && config.limits.diskMb > 0 && !(await duAvailable())) {
       const line = 'du (GNU coreutils) is not installed: the workspace disk quota (CORRAL_WORKSPACE_DISK_MB) cannot be measured on the host'
       if (config.allowUnenforcedLimits) logger.warn(`${line} (started anyway: --allow-unenforced-limits)`)
       else fatal.push(`${line}; install coreutils, set CORRAL_WORKSPACE_DISK_MB=0, or pass --allow-unenforced-limits (CORRAL_ALLOW_UNENFORCED_LIMITS=1)`)
@@ -54,7 +50,7 @@ export async function openRuntime(config: ServeConfig, proxyUrl: URL, logger: Lo
     const unavailable = check.ok ? undefined : `the ${config.runtime} workspace runtime cannot run here: ${check.problems.join('; ')}`
     if (unavailable) logger.warn(unavailable)
     for (const w of check.warnings) logger.warn(w)
-    logDiskQuota(config, check.diskQuota, logger)
+    if (runtime.capabilities.dataOnHost) logDiskQuota(config, check.diskQuota, logger)
     return { runtime, unavailable }
   } catch (err) {
     await runtime.close().catch(() => {})
@@ -93,7 +89,7 @@ export function buildWorkspaces(config: ServeConfig, parts: WorkspaceParts): Run
     ...(leases ? { ownership: new LeaseOwnership(store, { id: replica.id, ttlMs: replica.ttlMs, leases, onBeat: (cb) => replica.onBeat(cb) }, parts.logger) } : {}),
     store, audit, runtime: driver.runtime, tokens: parts.tokens, logger: parts.logger,
     agentCommand: config.agentCommand,
-    ...(ownUids(config) ? { sandboxUids: { first: config.sandboxUid + 1, count: config.sandboxUidCount - 1 } } : {}),
+    ...(driver.runtime.capabilities.uidPerWorkspace ? { sandboxUids: { first: config.sandboxUid + 1, count: config.sandboxUidCount - 1 } } : {}),
     packs: {
       // A tree another replica stored is pulled from the registry by digest before it is mounted.
       findVisible: async (orgId, ids) => {
@@ -169,18 +165,9 @@ async function duAvailable(): Promise<boolean> {
   return execa('du', ['--version'], { reject: false, timeout: 5000 }).then((r) => r.exitCode === 0)
 }
 
-/**
- * Whether each workspace's agent gets a host uid of its own (docs/runtime.md "One uid per
- * workspace"): Kubernetes pods always, the local driver as root. Unprivileged, the local sandbox's
- * user namespace maps every agent to serve's own uid and there is none to give.
- */
-function ownUids(config: ServeConfig): boolean {
-  return config.runtime === 'kubernetes' || (config.runtime === 'local' && process.getuid?.() === 0)
-}
-
 /** Says once how the workspace disk quota is held: by the kernel, or only by the scan fallback. */
 function logDiskQuota(config: ServeConfig, held: 'kernel' | 'scan' | undefined, logger: Logger): void {
-  if (config.limits.diskMb <= 0 || config.runtime === 'kubernetes') return
+  if (config.limits.diskMb <= 0) return
   const quota = { disk_quota_mb: config.limits.diskMb }
   if (held === 'kernel') logger.info({ ...quota, disk_quota: 'kernel' }, 'workspace disk quota held by the kernel (an ext4 image of the quota\'s size per workspace)')
   else logger.warn({ ...quota, disk_quota: 'scan' }, 'workspace disk quota held only by the scan fallback (du of /data every 2 s): an agent can write past it between two scans')

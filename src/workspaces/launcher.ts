@@ -53,7 +53,7 @@ export class AgentLauncher {
     const release = (): void => unpins.forEach((unpin) => unpin())
     try {
       const logs = this.#o.logs
-      const from = logs ? await logOffset(this.#o.runtime.agentLogPath?.(ws.id) ?? '') : 0
+      const from = logs ? await logOffset(this.#o.runtime.capabilities.hostLogs?.agentLogPath(ws.id) ?? '') : 0
       const proc = await this.#o.runtime.startAgent(ws.id, launch)
       void proc.exited.finally(release)
       if (logs) {

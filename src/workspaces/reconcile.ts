@@ -119,10 +119,7 @@ export class Reconciler {
       // The stop or archive may have been asked on another replica: its caller is named, not the creator.
       const by = (await this.#t.desiredBy(ws.id)) ?? ws.created_by_user_id
       await this.stopNow(ws, by)
-      if (ws.desired_state === 'archived') {
-        await this.#t.update(ws.id, { state: 'archived', archived_at: new Date().toISOString() })
-        await this.#o.records.emit(ws, 'workspace_archived', by)
-      }
+      if (ws.desired_state === 'archived') await this.archived(ws, by)
       return
     }
     if (ws.state === 'busy' && !this.#o.runner.isRunning(ws.id)) {
@@ -208,6 +205,24 @@ export class Reconciler {
     await this.#stopped(ws, actorUserId)
   }
 
+  /**
+   * A stopped workspace becomes archived: its /data (a directory, a PersistentVolumeClaim) is
+   * released once the stop snapshot holds all of it, so an archived workspace keeps only its
+   * snapshots; a task after unarchive restores /data from them like a restart on another replica
+   * (docs/workspaces.md "Archive retention"). Without that snapshot /data stays.
+   */
+  async archived(ws: WorkspaceRecord, actorUserId: string): Promise<void> {
+    await this.#t.update(ws.id, { state: 'archived', archived_at: new Date().toISOString() })
+    await this.#o.records.emit(ws, 'workspace_archived', actorUserId)
+    try {
+      const fresh = await this.#t.byId(ws.id)
+      const last = (await this.#o.runtime.snapshots(ws.id)).at(-1)
+      if (fresh?.state === 'archived' && last?.reason === 'stop' && last.ref === fresh.last_snapshot_ref) await this.#o.runtime.release(ws.id)
+    } catch (err) {
+      this.#o.logger?.warn({ err, workspace_id: ws.id }, 'archived workspace: /data not released (it is kept)')
+    }
+  }
+
   async #stopped(ws: WorkspaceRecord, actorUserId: string | undefined): Promise<void> {
     await this.#o.records.emit(ws, 'workspace_stopped', actorUserId ?? ws.created_by_user_id)
     await this.#o.store.notify(WORKSPACE_STOPPED_CHANNEL, ws.id)
@@ -225,7 +240,8 @@ export class Reconciler {
     this.#o.logger?.warn({ workspace_id: ws.id, previous_owner: previousOwner, state: ws.state }, 'taking over a workspace from a replica that stopped heartbeating')
     // A driver whose agents outlive their replica (Kubernetes) keeps the running task going here.
     const running = ws.state === 'busy' ? (await this.#t.tasks.running(ws.id))[0] : undefined
-    const agent = running && this.#o.runtime.adopt ? (await this.#o.runtime.adopt([ws.id]))[0] : undefined
+    const adoption = this.#o.runtime.capabilities.adoption
+    const agent = running && adoption ? (await adoption.adopt([ws.id]))[0] : undefined
     if (running && agent) {
       const handle = await this.#o.runtime.provision(await this.#spec(ws)) // re-adopts its /data
       this.#o.disk.remember(ws.id, handle.volume)

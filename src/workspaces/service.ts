@@ -174,7 +174,7 @@ export class WorkspaceService {
     if (out.claimed && out.task && (await this.#handOver.handTokenAhead(out.workspace, out.task, this.#runner.timeoutSeconds(role) + 300))) await ioPass()
     // The cluster's copy of the claim (a Kubernetes member's claim and pods relabelled `claimed`),
     // before the kick below may start a cold member's agent pod (docs/kubernetes.md "Runtime: warm pools and packs").
-    if (out.claimed && this.#o.runtime.claimWarm) await this.#claimWarm(out.workspace.id, out.task?.id ?? `creator:${actor.creatorId}`)
+    if (out.claimed && this.#o.runtime.capabilities.warmClaims) await this.#claimWarm(out.workspace.id, out.task?.id ?? `creator:${actor.creatorId}`)
     // A claimed pool member had its workspace_created (user `system`) when the pool made it.
     if (!out.claimed) await this.#records.emit(out.workspace, 'workspace_created', actor.userId, { forked: false })
     if (out.task) await this.#records.emit(out.workspace, 'task_submitted', actor.userId, { description: out.task.description }, out.task.id)
@@ -188,7 +188,7 @@ export class WorkspaceService {
   /** The driver's claim of a member the database gave this create; the database stays the authority. */
   async #claimWarm(workspaceId: string, claimant: string): Promise<void> {
     try {
-      if (!(await this.#o.runtime.claimWarm!(workspaceId, claimant))) this.#o.logger?.warn({ workspaceId, claimant }, 'warm pool member claimed in the database but held by another claimant in the runtime')
+      if (!(await this.#o.runtime.capabilities.warmClaims?.claimWarm(workspaceId, claimant))) this.#o.logger?.warn({ workspaceId, claimant }, 'warm pool member claimed in the database but held by another claimant in the runtime')
     } catch (err) {
       this.#o.logger?.warn({ err, workspaceId }, 'marking the warm pool member claimed in the runtime failed')
     }
@@ -255,8 +255,7 @@ export class WorkspaceService {
       const ws = await this.#reconciler.own(found)
       if (!ws) return undefined
       if (ws.state !== 'stopped') await this.#reconciler.stopNow(ws, actorUserId)
-      await this.#t.update(ws.id, { state: 'archived', archived_at: new Date().toISOString() })
-      await this.#records.emit(ws, 'workspace_archived', actorUserId)
+      await this.#reconciler.archived(ws, actorUserId)
       return (await this.#t.byId(ws.id))!
     })
     if (here) return here
@@ -317,8 +316,7 @@ export class WorkspaceService {
    */
   async snapshotContent(orgId: string, workspaceId: string, path: string, taskCount?: number): Promise<SnapshotContent> {
     const ws = await this.#records.mustGet(orgId, workspaceId)
-    const read = this.#o.runtime.readSnapshot?.bind(this.#o.runtime)
-    if (!read) throw apiError('service_unavailable', `the ${this.#o.runtime.kind} runtime cannot read snapshot files`)
+    const read = this.#o.runtime.readSnapshot.bind(this.#o.runtime)
     if (taskCount === undefined) return read(ws.id, path)
     const snap = await this.#o.runtime.snapshotAt(ws.id, taskCount)
     if (!snap) throw apiError('not_found', `workspace ${ws.id} has no snapshot after ${taskCount} tasks`)

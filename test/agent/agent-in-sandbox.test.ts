@@ -6,11 +6,12 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LeafMinter, loadOrCreateCa } from '../../src/proxy/ca.js'
 import { defaultAgentCommand, packageRoot } from '../../src/runtime/layout.js'
-import { DEFAULT_SANDBOX_UID, LocalRuntime } from '../../src/runtime/local-runtime.js'
+import { DEFAULT_SANDBOX_UID } from '../../src/runtime/local-runtime.js'
 import { SANDBOX_UID } from '../../src/runtime/sandbox-args.js'
 import { bwrapAvailable } from '../runtime/helpers.js'
 import { startStandInProxy } from '../runtime/stand-ins.js'
 import { type FakeProvider, startFakeAnthropic } from './fake-model.js'
+import { localRuntime, type LocalRuntimeUnderTest } from '../runtime/drivers.js'
 
 const available = await bwrapAvailable()
 
@@ -42,7 +43,7 @@ describe.skipIf(!available)('corral agent inside the local runtime', () => {
   let proxy: Awaited<ReturnType<typeof startStandInProxy>>
   let callback: Awaited<ReturnType<typeof startCallback>>
   let provider: FakeProvider
-  let runtime: LocalRuntime
+  let runtime: LocalRuntimeUnderTest
 
   beforeAll(async () => {
     await mkdir(join(packageRoot(), '.corral'), { recursive: true })
@@ -57,7 +58,7 @@ describe.skipIf(!available)('corral agent inside the local runtime', () => {
       : { tools: [{ name: 'finish', input: { summary: 'Report written.' } }] }, await new LeafMinter(ca).pemFor('127.0.0.1'))
     proxy = await startStandInProxy()
     callback = await startCallback()
-    runtime = new LocalRuntime({ root: join(root, 'runtime'), proxy: { host: '127.0.0.1', port: proxy.port }, caCertPath: join(root, 'ca.pem'), stopGraceMs: 1000, warn: () => {} })
+    runtime = localRuntime({ root: join(root, 'runtime'), proxy: { host: '127.0.0.1', port: proxy.port }, caCertPath: join(root, 'ca.pem'), stopGraceMs: 1000, warn: () => {} })
   })
   afterAll(async () => {
     await runtime?.close()

@@ -1,13 +1,13 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { networkInterfaces, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { LocalRuntime } from '../../src/runtime/local-runtime.js'
+import { localRuntime } from './drivers.js'
 
 /** Whether bubblewrap can sandbox on this machine, decided once by the driver's own trial run. */
 export async function bwrapAvailable(): Promise<boolean> {
   const scratch = await mkdtemp(join(tmpdir(), 'corral-rt-check-'))
   try {
-    const check = await new LocalRuntime({ root: scratch, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {} }).check()
+    const check = await localRuntime({ root: scratch, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {} }).check()
     // CI installs bubblewrap and sets CORRAL_TEST_REQUIRE_BWRAP=1: there a missing sandbox is a
     // failure, never a silent skip of the isolation suites.
     if (!check.ok && process.env.CORRAL_TEST_REQUIRE_BWRAP === '1') {

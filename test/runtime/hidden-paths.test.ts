@@ -10,8 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { runtimeOptions } from '../../src/serve/index.js'
 import { storeFiles as sqliteFiles } from '../../src/store/index.js'
 import { limitsFromEnv } from '../../src/runtime/limits.js'
-import { LocalRuntime } from '../../src/runtime/local-runtime.js'
 import { bwrapAvailable } from './helpers.js'
+import { localRuntime, type LocalRuntimeUnderTest } from './drivers.js'
 
 const available = await bwrapAvailable()
 
@@ -60,7 +60,7 @@ describe.skipIf(!available)('paths hidden from the sandbox', () => {
   })
 
   // Reads each path from inside a sandbox: its content, or "-" when it cannot be read.
-  async function readInside(runtime: LocalRuntime): Promise<Record<string, string>> {
+  async function readInside(runtime: LocalRuntimeUnderTest): Promise<Record<string, string>> {
     const paths = [join(pkg, 'package-file.txt'), join(dataDir, 'admin.key'), join(dataDir, 'corral.db'), join(dataDir, 'packs', 'sha256-abc', 'x'),
       otherDb, `${otherDb}-wal`, join(dataDir, 'runtime', 'shared', 'init.mjs')]
     const script = paths.map((p) => `printf '%s\\t%s\\n' '${p}' "$(cat '${p}' 2>/dev/null | head -c 20 || true)"`).join('; ')
@@ -77,7 +77,7 @@ describe.skipIf(!available)('paths hidden from the sandbox', () => {
     }
   }
 
-  const make = (hidden?: string[]) => new LocalRuntime({
+  const make = (hidden?: string[]) => localRuntime({
     root: join(dataDir, 'runtime'), proxy: { host: '127.0.0.1', port: 9 }, warn: () => {}, stopGraceMs: 500,
     readOnlyPaths: [pkg], ...(hidden ? { hidden } : {}),
   })

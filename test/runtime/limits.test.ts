@@ -9,9 +9,9 @@ import { packageRoot } from '../../src/runtime/layout.js'
 import {
   DEFAULT_LIMITS, findPrlimit, LIMIT_ENV, limitsEnv, limitsFromEnv, prlimitArgs, withLimits, type WorkspaceLimits,
 } from '../../src/runtime/limits.js'
-import { LocalRuntime } from '../../src/runtime/local-runtime.js'
 import { bwrapArgs, nodePrefix } from '../../src/runtime/sandbox-args.js'
 import { bwrapAvailable } from './helpers.js'
+import { localRuntime, type LocalRuntimeUnderTest } from './drivers.js'
 
 describe('workspace limits configuration', () => {
   it('defaults when unset or empty, 0 for none, fractional CPUs', () => {
@@ -54,10 +54,10 @@ describe.skipIf(!available)('workspace limits in the bubblewrap sandbox', () => 
     await rm(root, { recursive: true, force: true })
   })
 
-  const runtimeWith = (limits: WorkspaceLimits): LocalRuntime =>
-    new LocalRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, stopGraceMs: 1000, warn: () => {}, limits })
+  const runtimeWith = (limits: WorkspaceLimits): LocalRuntimeUnderTest =>
+    localRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, stopGraceMs: 1000, warn: () => {}, limits })
 
-  async function runIn(runtime: LocalRuntime, command: string[]) {
+  async function runIn(runtime: LocalRuntimeUnderTest, command: string[]) {
     const ws = await runtime.provision({ workspaceId: `ws_lim_${randomUUID().slice(0, 8)}` })
     const agent = await runtime.startAgent(ws.workspaceId, { command, proxyToken: 't' })
     const exit = await agent.exited
@@ -70,7 +70,7 @@ describe.skipIf(!available)('workspace limits in the bubblewrap sandbox', () => 
 
   it('without cgroups, the whole-workspace limits refuse the start (fatal), unless the operator opts out', async () => {
     const detectCgroups = async () => ({ driver: null, reason: 'no cgroups in this test' })
-    const make = (allowUnenforcedLimits: boolean) => new LocalRuntime({
+    const make = (allowUnenforcedLimits: boolean) => localRuntime({
       root, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, limits: { ...DEFAULT_LIMITS, cpus: 1 }, detectCgroups, allowUnenforcedLimits,
     })
     const refused = await make(false).check()

@@ -10,6 +10,7 @@ import { DEFAULT_SANDBOX_UID, LocalRuntime } from '../../src/runtime/local-runti
 import { bwrapAvailable, hostAddress } from './helpers.js'
 import { PROBE_SCRIPT } from './probe-script.js'
 import { startStandInProxy, startTarget } from './stand-ins.js'
+import { localRuntime, type LocalRuntimeUnderTest } from './drivers.js'
 
 const available = await bwrapAvailable()
 
@@ -17,7 +18,7 @@ describe.skipIf(!available)(LocalRuntime.name, () => {
   // The runtime root lies inside the (read-only bound) corral package on purpose: the sandbox must
   // still not see other workspaces there.
   let root: string
-  let runtime: LocalRuntime
+  let runtime: LocalRuntimeUnderTest
   let proxy: Awaited<ReturnType<typeof startStandInProxy>>
   let target: Awaited<ReturnType<typeof startTarget>>
 
@@ -26,7 +27,7 @@ describe.skipIf(!available)(LocalRuntime.name, () => {
     root = await mkdtemp(join(packageRoot(), '.corral', 'test-runtime-'))
     proxy = await startStandInProxy()
     target = await startTarget()
-    runtime = new LocalRuntime({ root, proxy: { host: '127.0.0.1', port: proxy.port }, stopGraceMs: 1000, warn: () => {} })
+    runtime = localRuntime({ root, proxy: { host: '127.0.0.1', port: proxy.port }, stopGraceMs: 1000, warn: () => {} })
   })
 
   afterAll(async () => {
@@ -46,7 +47,7 @@ describe.skipIf(!available)(LocalRuntime.name, () => {
     const ws = await runtime.provision({ workspaceId: `ws_probe_${randomUUID().slice(0, 8)}` })
     const repoFile = join(packageRoot(), 'package.json')
     // A runtime on which check() was never called must sandbox just as tightly.
-    const fresh = new LocalRuntime({ root, proxy: { host: '127.0.0.1', port: proxy.port }, stopGraceMs: 1000, warn: () => {} })
+    const fresh = localRuntime({ root, proxy: { host: '127.0.0.1', port: proxy.port }, stopGraceMs: 1000, warn: () => {} })
     const agent = await fresh.startAgent(ws.workspaceId, {
       command: [process.execPath, '-e', PROBE_SCRIPT],
       proxyToken: 'cap_test_token',
@@ -98,7 +99,7 @@ describe.skipIf(!available)(LocalRuntime.name, () => {
     const server = https.createServer(leaf, (_req, res) => res.end('tls ok'))
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
     const port = (server.address() as AddressInfo).port
-    const trusting = new LocalRuntime({ root, proxy: { host: '127.0.0.1', port: proxy.port }, caCertPath: join(root, 'corral-ca.pem'), warn: () => {} })
+    const trusting = localRuntime({ root, proxy: { host: '127.0.0.1', port: proxy.port }, caCertPath: join(root, 'corral-ca.pem'), warn: () => {} })
     try {
       const ws = await trusting.provision({ workspaceId: `ws_curl_${randomUUID().slice(0, 8)}` })
       const agent = await trusting.startAgent(ws.workspaceId, {
@@ -134,7 +135,7 @@ describe.skipIf(!available)(LocalRuntime.name, () => {
   })
 
   it('says plainly what is missing when bubblewrap is not installed', async () => {
-    const broken = new LocalRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, bwrap: 'bwrap-not-installed-here', warn: () => {} })
+    const broken = localRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, bwrap: 'bwrap-not-installed-here', warn: () => {} })
     const check = await broken.check()
     expect(check.ok).toBe(false)
     expect(check.problems[0]).toMatch(/bubblewrap is not installed .*apt-get install bubblewrap.*--runtime process/)

@@ -7,11 +7,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { LocalRuntime } from '../../src/runtime/local-runtime.js'
+
 import { resolvePackCommand } from '../../src/runtime/pack-mounts.js'
-import { ProcessRuntime } from '../../src/runtime/process-runtime.js'
-import type { DirectoryRuntime, PackMount } from '../../src/runtime/index.js'
+
+import type { PackMount } from '../../src/runtime/index.js'
 import { bwrapAvailable } from './helpers.js'
+import { localRuntime, processRuntime, type DirectoryRuntimeUnderTest } from './drivers.js'
 
 const available = await bwrapAvailable()
 
@@ -52,15 +53,15 @@ describe('resolvePackCommand', () => {
   })
 })
 
-const drivers: Array<[string, boolean, (root: string) => DirectoryRuntime]> = [
-  ['process', true, (root) => new ProcessRuntime({ root, proxy: { host: '127.0.0.1', port: 9 }, warn: () => {}, stopGraceMs: 500 })],
-  ['local', available, (root) => new LocalRuntime({ root, proxy: { host: '127.0.0.1', port: 9 }, warn: () => {}, stopGraceMs: 500 })],
+const drivers: Array<[string, boolean, (root: string) => DirectoryRuntimeUnderTest]> = [
+  ['process', true, (root) => processRuntime({ root, proxy: { host: '127.0.0.1', port: 9 }, warn: () => {}, stopGraceMs: 500 })],
+  ['local', available, (root) => localRuntime({ root, proxy: { host: '127.0.0.1', port: 9 }, warn: () => {}, stopGraceMs: 500 })],
 ]
 
 for (const [kind, usable, make] of drivers) {
   describe.skipIf(!usable)(`packs in a workspace (${kind} runtime)`, () => {
     let root: string
-    let runtime: DirectoryRuntime
+    let runtime: DirectoryRuntimeUnderTest
     let packs: PackMount[]
 
     beforeAll(async () => {

@@ -3,15 +3,16 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { NO_ISOLATION_WARNING, ProcessRuntime } from '../../src/runtime/process-runtime.js'
+import { processRuntime, type ProcessRuntimeUnderTest } from './drivers.js'
 
 describe(ProcessRuntime.name, () => {
   let root: string
   const warnings: string[] = []
-  let runtime: ProcessRuntime
+  let runtime: ProcessRuntimeUnderTest
 
   beforeAll(async () => {
     root = await mkdtemp(join(tmpdir(), 'corral-proc-'))
-    runtime = new ProcessRuntime({ root, proxy: { host: '127.0.0.1', port: 4567 }, stopGraceMs: 500, warn: (l) => warnings.push(l) })
+    runtime = processRuntime({ root, proxy: { host: '127.0.0.1', port: 4567 }, stopGraceMs: 500, warn: (l) => warnings.push(l) })
   })
   afterAll(async () => {
     await runtime.close()

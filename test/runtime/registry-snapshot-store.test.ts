@@ -13,10 +13,10 @@ import { join } from 'node:path'
 import { create as tarCreate, extract as tarExtract } from 'tar'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { registrySettingsFromEnv } from '../../src/packs/index.js'
-import { ProcessRuntime } from '../../src/runtime/process-runtime.js'
 import { RegistrySnapshotStore, type ArchivableVolume } from '../../src/runtime/index.js'
 import { snapshotStoreOf } from '../../src/serve/workspaces.js'
 import { registryAvailable, startRegistry, type TestRegistry } from '../helpers/registry.js'
+import { processRuntime, type ProcessRuntimeUnderTest } from './drivers.js'
 
 const available = registryAvailable()
 
@@ -70,7 +70,7 @@ describe.skipIf(!available)('the registry snapshot store', () => {
   let proxy: HostileProxy
   let host: string
   let root: string
-  const replicas: ProcessRuntime[] = []
+  const replicas: ProcessRuntimeUnderTest[] = []
 
   beforeAll(async () => {
     registry = await startRegistry()
@@ -90,7 +90,7 @@ describe.skipIf(!available)('the registry snapshot store', () => {
     const store = new RegistrySnapshotStore({
       client: registrySettingsFromEnv({ CORRAL_PACK_REGISTRY: `${host}/corral` }).client, registry: host, namespace: 'corral', scratchDir: join(root, name, 'scratch'), ownScratch: true,
     })
-    const runtime = new ProcessRuntime({ root: join(root, name, 'rt'), proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, snapshots: store })
+    const runtime = processRuntime({ root: join(root, name, 'rt'), proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, snapshots: store })
     replicas.push(runtime)
     return { store, runtime }
   }

@@ -13,8 +13,8 @@ import { Parser } from 'tar'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { registrySettingsFromEnv } from '../../src/packs/index.js'
 import { LocalSnapshotStore, RegistrySnapshotStore, type SnapshotContent, type SnapshotStore } from '../../src/runtime/index.js'
-import { ProcessRuntime } from '../../src/runtime/process-runtime.js'
 import { registryAvailable, startRegistry, type TestRegistry } from '../helpers/registry.js'
+import { processRuntime, type ProcessRuntimeUnderTest } from './drivers.js'
 
 async function tarPaths(c: SnapshotContent): Promise<Record<string, string>> {
   const out: Record<string, string> = {}
@@ -31,14 +31,14 @@ async function tarPaths(c: SnapshotContent): Promise<Record<string, string>> {
 function suite(name: string, make: (root: string) => Promise<{ store: SnapshotStore; scratch?: string }>, skip = false) {
   describe.skipIf(skip)(`snapshot content: ${name}`, () => {
     let root: string
-    let runtime: ProcessRuntime
+    let runtime: ProcessRuntimeUnderTest
     let store: SnapshotStore
     let scratch: string | undefined
     const ws = `ws_content_${randomUUID().slice(0, 8)}`
     beforeAll(async () => {
       root = await mkdtemp(join(tmpdir(), 'corral-content-'))
       ;({ store, scratch } = await make(root))
-      runtime = new ProcessRuntime({ root: join(root, 'rt'), proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, snapshots: store })
+      runtime = processRuntime({ root: join(root, 'rt'), proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, snapshots: store })
       const h = await runtime.provision({ workspaceId: ws })
       writeFileSync(join(h.dataDir, 'first.txt'), 'one\n')
       await runtime.snapshot(ws, 1, 'task')

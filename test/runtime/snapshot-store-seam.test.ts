@@ -7,8 +7,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
-  HostVolume, LocalSnapshotStore, ProcessRuntime, type SnapshotReason, type SnapshotRecord, type SnapshotStore, type WorkspaceVolume,
+  HostVolume, LocalSnapshotStore, type SnapshotReason, type SnapshotRecord, type SnapshotStore, type WorkspaceVolume,
 } from '../../src/runtime/index.js'
+import { processRuntime } from './drivers.js'
 
 /** The local store, recording each call and the kind of volume it was handed. */
 class RecordingStore implements SnapshotStore {
@@ -51,7 +52,7 @@ describe('SnapshotStore seam', () => {
 
   it('a driver built with a store snapshots, lists and restores a fork through it', async () => {
     const store = new RecordingStore(new LocalSnapshotStore((id) => join(root, 'snaps', id)))
-    const runtime = new ProcessRuntime({ root: join(root, 'rt'), proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, snapshots: store })
+    const runtime = processRuntime({ root: join(root, 'rt'), proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, snapshots: store })
     const parent = `ws_p_${randomUUID().slice(0, 8)}`
     const child = `ws_c_${randomUUID().slice(0, 8)}`
     const ws = await runtime.provision({ workspaceId: parent })

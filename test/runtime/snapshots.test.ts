@@ -4,18 +4,18 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { gnuTar, nodeTar } from '../../src/runtime/archiver.js'
-import { ProcessRuntime } from '../../src/runtime/process-runtime.js'
 import { readTarIndex } from '../../src/runtime/snapshot-store.js'
+import { processRuntime, type DirectoryRuntimeUnderTest, type ProcessRuntimeUnderTest } from './drivers.js'
 
-// Snapshots are driver-independent (DirectoryRuntime); the process driver exercises them without
+// Snapshots are driver-independent (DirectoryRuntimeUnderTest); the process driver exercises them without
 // needing bubblewrap. Both tar implementations run the same round-trips.
 describe.each([gnuTar, nodeTar])('snapshots and forks with $name', (archiver) => {
   let root: string
-  let runtime: ProcessRuntime
+  let runtime: ProcessRuntimeUnderTest
 
   beforeAll(async () => {
     root = await mkdtemp(join(tmpdir(), 'corral-snap-'))
-    runtime = new ProcessRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, archiver })
+    runtime = processRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, archiver })
   })
   afterAll(async () => {
     await runtime.close()
@@ -104,7 +104,7 @@ describe.each([gnuTar, nodeTar])('snapshots and forks with $name', (archiver) =>
   it('re-adopts a provisioned workspace after a restart and rejects ids that could escape the root', async () => {
     const ws = await runtime.provision({ workspaceId: id('adopt') })
     await writeFile(join(ws.dataDir, 'kept'), 'yes')
-    const again = await new ProcessRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, archiver }).provision({ workspaceId: ws.workspaceId })
+    const again = await processRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, archiver }).provision({ workspaceId: ws.workspaceId })
     expect(again.dataDir).toBe(ws.dataDir)
     expect(await readFile(join(again.dataDir, 'kept'), 'utf8')).toBe('yes')
     await expect(runtime.provision({ workspaceId: '../etc' })).rejects.toMatchObject({ code: 'workspace_not_found' })

@@ -11,7 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { isMountPoint } from '../../src/runtime/data-image.js'
 import { measureDisk } from '../../src/runtime/disk-usage.js'
 import { DEFAULT_LIMITS } from '../../src/runtime/limits.js'
-import { LocalRuntime } from '../../src/runtime/local-runtime.js'
+import { localRuntime, type LocalRuntimeUnderTest } from '../runtime/drivers.js'
 import { testDialects } from '../helpers/dialects.js'
 import { bwrapAvailable } from '../runtime/helpers.js'
 import { startServe } from '../helpers/serve.js'
@@ -26,11 +26,11 @@ const MIB = 1024 * 1024
 const QUOTA_MB = 16
 const QUOTA = QUOTA_MB * MIB
 const limits = { ...DEFAULT_LIMITS, memoryMb: 512, diskMb: QUOTA_MB }
-const runtimeAt = (root: string) => new LocalRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, stopGraceMs: 300, limits })
+const runtimeAt = (root: string) => localRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, stopGraceMs: 300, limits })
 
 describe.skipIf(!available)('the disk quota in the kernel: writes past it are refused at it (bubblewrap as root, ext4 images)', () => {
   let root: string
-  let runtime: LocalRuntime
+  let runtime: LocalRuntimeUnderTest
   beforeAll(async () => {
     root = mkdtempSync(join(tmpdir(), 'corral-disk-kernel-'))
     runtime = runtimeAt(root)
@@ -197,7 +197,7 @@ for (const d of testDialects()) {
     })
 
     it('one dd burst is refused at the quota, the task fails with the quota\'s outcome, and each workspace\'s agent is a uid of its own', async () => {
-      let local: LocalRuntime | undefined
+      let local: LocalRuntimeUnderTest | undefined
       // The agent runs the task's description as a shell command in /data, then exits.
       const agent = [process.execPath, '-e', "const t = JSON.parse(require('fs').readFileSync(process.env.CORRAL_INBOX + '/tasks.json', 'utf8'))[0]; require('child_process').spawnSync('/bin/sh', ['-c', t.description], { stdio: 'inherit' })"]
       rig = await controllerRig(await d.open(), {

@@ -11,10 +11,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { gnuTar, nodeTar } from '../../src/runtime/archiver.js'
-import { ProcessRuntime } from '../../src/runtime/index.js'
 import { TarSnapshots } from '../../src/runtime/snapshot-store.js'
 import { testDialects } from '../helpers/dialects.js'
 import { controllerRig, waitFor, type ControllerRig } from '../workspaces/harness.js'
+import { processRuntime, type ProcessRuntimeUnderTest } from '../runtime/drivers.js'
 
 let scratch: string
 let outside: string
@@ -65,10 +65,10 @@ const fileLinks: Plant[] = [
 ]
 
 describe('task uploads are placed without following a workspace link', () => {
-  let runtime: ProcessRuntime
+  let runtime: ProcessRuntimeUnderTest
   let staging: string
   beforeEach(async () => {
-    runtime = new ProcessRuntime({ root: join(scratch, `rt-${randomUUID().slice(0, 8)}`), proxy: { host: '127.0.0.1', port: 9 }, warn: () => {} })
+    runtime = processRuntime({ root: join(scratch, `rt-${randomUUID().slice(0, 8)}`), proxy: { host: '127.0.0.1', port: 9 }, warn: () => {} })
     staging = join(scratch, `staging-${randomUUID().slice(0, 8)}`)
     mkdirSync(staging)
     writeFileSync(join(staging, 'notes.txt'), 'uploaded\n')
@@ -110,9 +110,9 @@ describe('task uploads are placed without following a workspace link', () => {
 })
 
 describe('snapshots, fork restores and removal never reach through a workspace link', () => {
-  let runtime: ProcessRuntime
+  let runtime: ProcessRuntimeUnderTest
   beforeEach(() => {
-    runtime = new ProcessRuntime({ root: join(scratch, `rt-${randomUUID().slice(0, 8)}`), proxy: { host: '127.0.0.1', port: 9 }, warn: () => {} })
+    runtime = processRuntime({ root: join(scratch, `rt-${randomUUID().slice(0, 8)}`), proxy: { host: '127.0.0.1', port: 9 }, warn: () => {} })
   })
 
   function plantAll(data: string): void {

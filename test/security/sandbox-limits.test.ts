@@ -12,11 +12,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { detectCgroups } from '../../src/runtime/cgroups.js'
-import { DEFAULT_SANDBOX_UID, LocalRuntime } from '../../src/runtime/local-runtime.js'
+import { DEFAULT_SANDBOX_UID } from '../../src/runtime/local-runtime.js'
 import type { WorkspaceLimits } from '../../src/runtime/limits.js'
 import { testDialects } from '../helpers/dialects.js'
 import { controllerRig, waitFor, type ControllerRig } from '../workspaces/harness.js'
 import { bwrapAvailable } from '../runtime/helpers.js'
+import { localRuntime, type LocalRuntimeUnderTest } from '../runtime/drivers.js'
 
 const available = (await bwrapAvailable()) && (await detectCgroups()).driver !== null
 const asRoot = process.getuid?.() === 0
@@ -38,10 +39,10 @@ function processesOf(uid: number): number {
 
 describe.skipIf(!available)('workspace limits as the kernel enforces them (bubblewrap + cgroups)', () => {
   let root: string
-  let runtime: LocalRuntime
+  let runtime: LocalRuntimeUnderTest
   beforeAll(async () => {
     root = await mkdtemp(join(tmpdir(), 'corral-sandbox-limits-'))
-    runtime = new LocalRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, stopGraceMs: 500, limits: LIMITS })
+    runtime = localRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, stopGraceMs: 500, limits: LIMITS })
     expect(await runtime.check()).toEqual({ ok: true, problems: [], warnings: [], fatal: [] })
   })
   afterAll(async () => {
@@ -132,7 +133,7 @@ for (const dialect of testDialects()) {
         esac`
       rig = await controllerRig(await dialect.open(), {
         agentCommand: ['/bin/sh', '-c', agent],
-        runtime: (dir) => new LocalRuntime({ root: dir, proxy: { host: '127.0.0.1', port: 9 }, warn: () => {}, stopGraceMs: 500, limits: LIMITS }),
+        runtime: (dir) => localRuntime({ root: dir, proxy: { host: '127.0.0.1', port: 9 }, warn: () => {}, stopGraceMs: 500, limits: LIMITS }),
       })
       const r = rig
       const { workspace, task } = await r.controller.createWorkspace(r.orgId, r.actor, r.role, { description: 'forkbomb', options: {} })

@@ -12,9 +12,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { kubernetesSettingsFromEnv } from '../../src/runtime/index.js'
-import { claimName, KubernetesRuntime, openKubeClient } from '../../src/runtime/kubernetes/index.js'
+import { claimName, openKubeClient } from '../../src/runtime/kubernetes/index.js'
 import { DEFAULT_LIMITS } from '../../src/runtime/limits.js'
-import { LocalRuntime } from '../../src/runtime/local-runtime.js'
+import { kubernetesRuntime, localRuntime, type KubernetesRuntimeUnderTest, type LocalRuntimeUnderTest } from '../runtime/drivers.js'
 import { UidRangeExhaustedError, workspaceUids } from '../../src/store/index.js'
 import { openSibling, testDialects } from '../helpers/dialects.js'
 import { FakeKube } from '../helpers/fake-kube/index.js'
@@ -84,7 +84,7 @@ async function until(check: () => boolean): Promise<void> {
 
 describe.skipIf(!available)('two workspaces of a root serve (bubblewrap): nothing of one is the other\'s', () => {
   let root: string
-  let runtime: LocalRuntime
+  let runtime: LocalRuntimeUnderTest
   const ws = { a: { id: `ws_uid_a_${randomUUID().slice(0, 8)}`, uid: 2_000_000_101, dataDir: '' }, b: { id: `ws_uid_b_${randomUUID().slice(0, 8)}`, uid: 2_000_000_102, dataDir: '' } }
   // Each agent leaves its files, directories and IPC objects as open as an agent can make them
   // (0666, 0777), then waits: only its uid and namespaces stand between it and the other.
@@ -104,7 +104,7 @@ describe.skipIf(!available)('two workspaces of a root serve (bubblewrap): nothin
     root = mkdtempSync(join(tmpdir(), 'corral-ws-uids-'))
     // Every directory above /data open to all: only /data's own owner and mode keep B's out of A's reach.
     chmodSync(root, 0o755)
-    runtime = new LocalRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, stopGraceMs: 200, limits: { ...DEFAULT_LIMITS, diskMb: 0 }, allowUnenforcedLimits: true })
+    runtime = localRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, stopGraceMs: 200, limits: { ...DEFAULT_LIMITS, diskMb: 0 }, allowUnenforcedLimits: true })
     expect((await runtime.check()).ok).toBe(true)
     for (const [tag, w] of [['01', ws.a], ['02', ws.b]] as const) {
       const handle = await runtime.provision({ workspaceId: w.id, agentUid: w.uid })
@@ -170,7 +170,7 @@ describe.skipIf(!available)('two workspaces of a root serve (bubblewrap): nothin
   })
 
   it('a workspace re-adopted after a restart keeps its uid; one written under the old shared uid is given to its own', async () => {
-    const again = new LocalRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, limits: { ...DEFAULT_LIMITS, diskMb: 0 } })
+    const again = localRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, limits: { ...DEFAULT_LIMITS, diskMb: 0 } })
     const id = `ws_uid_c_${randomUUID().slice(0, 8)}`
     const old = await again.provision({ workspaceId: id })
     writeFileSync(join(old.dataDir, 'kept'), 'x')
@@ -179,7 +179,7 @@ describe.skipIf(!available)('two workspaces of a root serve (bubblewrap): nothin
     expect(statSync(join(readopted.dataDir, 'kept')).uid).toBe(2_000_000_103)
     expect(statSync(readopted.dataDir).mode & 0o777).toBe(0o700)
     // A restarted driver, told nothing, finds the uid the workspace was given.
-    const restarted = new LocalRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, limits: { ...DEFAULT_LIMITS, diskMb: 0 } })
+    const restarted = localRuntime({ root, proxy: { host: '127.0.0.1', port: 1 }, warn: () => {}, limits: { ...DEFAULT_LIMITS, diskMb: 0 } })
     const agent = await restarted.startAgent(id, { command: ['/bin/sh', '-c', 'id -u > /data/uid'], proxyToken: 't' })
     await agent.exited
     expect(readFileSync(join(readopted.dataDir, 'uid'), 'utf8').trim()).toBe('2000000103')
@@ -189,10 +189,10 @@ describe.skipIf(!available)('two workspaces of a root serve (bubblewrap): nothin
 describe.skipIf(!asRoot)('two Kubernetes workspaces: each pod runs as its workspace\'s uid (fake API server, kubelet as runAsUser)', () => {
   let fake: FakeKube
   let dir: string
-  const runtimes: KubernetesRuntime[] = []
-  function runtime(): KubernetesRuntime {
+  const runtimes: KubernetesRuntimeUnderTest[] = []
+  function runtime(): KubernetesRuntimeUnderTest {
     const settings = kubernetesSettingsFromEnv({ CORRAL_AGENT_IMAGE: 'corral-agent:test', CORRAL_K8S_KUBECONFIG: join(dir, 'kubeconfig') }, { ...DEFAULT_LIMITS, diskMb: 0 })
-    const r = new KubernetesRuntime({ root: join(dir, `rt-${runtimes.length}`), proxy: { host: '127.0.0.1', port: 1 }, caCertPath: join(dir, 'ca.pem'), settings, stopGraceMs: 500, warn: () => {}, client: openKubeClient(settings) })
+    const r = kubernetesRuntime({ root: join(dir, `rt-${runtimes.length}`), proxy: { host: '127.0.0.1', port: 1 }, caCertPath: join(dir, 'ca.pem'), settings, stopGraceMs: 500, warn: () => {}, client: openKubeClient(settings) })
     runtimes.push(r)
     return r
   }

@@ -8,18 +8,18 @@ import { createAuditWriter, type AuditWriter } from '../../src/audit/index.js'
 import type { CapabilityClaims } from '../../src/contract/index.js'
 import { CapabilityTokens } from '../../src/secrets/index.js'
 import { AgentEvents, WorkspaceService, type Actor } from '../../src/workspaces/index.js'
-import { ProcessRuntime, type DirectoryRuntime } from '../../src/runtime/index.js'
 import type { Store } from '../../src/store/index.js'
 import { proxyTables } from '../../src/store/proxy-tables.js'
 import type { PackSource } from '../../src/workspaces/index.js'
 import type { RoleConfig } from '../../src/store/index.js'
+import { processRuntime, type DirectoryRuntimeUnderTest } from '../runtime/drivers.js'
 
 export const STAND_IN_AGENT = resolve(import.meta.dirname, 'stand-in-agent.mjs')
 
 export interface ControllerRig {
   store: Store
   audit: AuditWriter
-  runtime: DirectoryRuntime
+  runtime: DirectoryRuntimeUnderTest
   tokens: CapabilityTokens
   controller: WorkspaceService
   events: AgentEvents
@@ -48,7 +48,7 @@ export interface RigOptions {
   /** ControllerOptions.diskQuotaMb and diskCheckIntervalMs. */
   disk?: { quotaMb: number; intervalMs: number }
   /** The runtime under the controller, given its root (the process runtime unless set). */
-  runtime?: (root: string) => DirectoryRuntime
+  runtime?: (root: string) => DirectoryRuntimeUnderTest
   /** ControllerOptions.sandboxUids: each workspace's agent a uid of its own from this range. */
   sandboxUids?: { first: number; count: number }
 }
@@ -56,7 +56,7 @@ export interface RigOptions {
 export async function controllerRig(store: Store, opts: RigOptions = {}): Promise<ControllerRig> {
   const root = mkdtempSync(join(tmpdir(), 'corral-ctl-'))
   const audit = createAuditWriter(store, { flushIntervalMs: 1 })
-  const runtime = opts.runtime?.(join(root, 'runtime')) ?? new ProcessRuntime({ root: join(root, 'runtime'), proxy: { host: '127.0.0.1', port: 9 }, warn: () => {}, stopGraceMs: 500 })
+  const runtime = opts.runtime?.(join(root, 'runtime')) ?? processRuntime({ root: join(root, 'runtime'), proxy: { host: '127.0.0.1', port: 9 }, warn: () => {}, stopGraceMs: 500 })
   const tokens = new CapabilityTokens(new Uint8Array(randomBytes(32)))
   const make = () => new WorkspaceService({
     store, audit, runtime, tokens, agentCommand: opts.agentCommand ?? [process.execPath, STAND_IN_AGENT], stagingRoot: join(root, 'uploads'), reconcileIntervalMs: 60_000,

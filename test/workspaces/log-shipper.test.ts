@@ -55,7 +55,7 @@ describe('agent output shipper', () => {
     }
     const proc = { workspaceId: 'ws_1', pid: 0, logPath: 'pod/corral/p/agent', exited, output } as unknown as AgentProcess
     const { logs, chunks } = collecting()
-    const runtime = { agentLogPath: () => proc.logPath, startAgent: async () => proc } as never
+    const runtime = { capabilities: { hostLogs: { agentLogPath: () => proc.logPath } }, startAgent: async () => proc } as never
     const launcher = new AgentLauncher({ runtime, workspaces: {} as never, agentCommand: ['agent'], logs })
     await launcher.start({ id: 'ws_1', org_id: 'org_1' } as never, undefined, 'tok')
     launcher.follow(proc)

@@ -12,13 +12,14 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, expect, it } from 'vitest'
 import { createAuditWriter, type AuditWriter } from '../../src/audit/index.js'
-import { ProcessRuntime } from '../../src/runtime/index.js'
+
 import { CapabilityTokens } from '../../src/secrets/index.js'
 import { replicaLeases, type Store } from '../../src/store/index.js'
 import { proxyTables } from '../../src/store/proxy-tables.js'
 import { LeaseOwnership, WorkspaceService, type ReplicaSeat } from '../../src/workspaces/index.js'
 import { describePostgres, openSibling, testDialects } from '../helpers/dialects.js'
 import { STAND_IN_AGENT, waitFor } from './harness.js'
+import { processRuntime } from '../runtime/drivers.js'
 
 const TTL_MS = 1500
 
@@ -50,7 +51,7 @@ describePostgres('workspaces across two replicas (PostgreSQL)', () => {
     const root = mkdtempSync(join(tmpdir(), `corral-rep-${name}-`))
     const s = await seat(store, `rep_${name}_${randomBytes(3).toString('hex')}`)
     const audit = createAuditWriter(store, { flushIntervalMs: 1 })
-    const runtime = new ProcessRuntime({ root: join(root, 'runtime'), proxy: { host: '127.0.0.1', port: 9 }, warn: () => {}, stopGraceMs: 500 })
+    const runtime = processRuntime({ root: join(root, 'runtime'), proxy: { host: '127.0.0.1', port: 9 }, warn: () => {}, stopGraceMs: 500 })
     const service = new WorkspaceService({
       store, audit, runtime, tokens, agentCommand: [process.execPath, STAND_IN_AGENT], stagingRoot: join(root, 'uploads'),
       reconcileIntervalMs: 60_000, warmAgents: false, ownership: new LeaseOwnership(store, s), remoteWaitMs: 20_000,

@@ -1,6 +1,6 @@
-// The Kubernetes driver's face (docs/kubernetes.md "Runtime"). Loaded on demand by
-// createKubernetesRuntime (src/runtime/index.ts): @kubernetes/client-node costs about half a
-// second to load, which no other runtime should pay.
+// The Kubernetes driver's face (docs/kubernetes.md "Runtime"). Loaded on demand by its
+// registration (src/runtime/registry.ts): @kubernetes/client-node costs about half a second to
+// load, which no other runtime should pay.
 export { KubernetesRuntime, type AdoptedAgent, type KubernetesRuntimeOptions } from './kubernetes-runtime.js'
 export { openKubeClient, type KubeClient } from './kube-client.js'
 export {

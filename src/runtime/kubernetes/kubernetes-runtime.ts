@@ -9,12 +9,9 @@ import { readFile } from 'node:fs/promises'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { V1Pod } from '@kubernetes/client-node'
 import { RuntimeError } from '../errors.js'
-import { LocalSnapshotStore } from '../local-snapshot-store.js'
-import { WorkspaceSnapshots } from '../workspace-snapshots.js'
-import { RuntimeLayout } from '../layout.js'
+import type { ForkSource, WorkspaceDriver } from '../driver.js'
 import type {
-  AgentLaunch, AgentProcess, ProvisionSpec, RunningAgent, RuntimeCheck, RuntimeOptions, SnapshotContent, SnapshotFileEntry, SnapshotReason, SnapshotRecord,
-  WorkspaceHandle, WorkspaceRuntime, WorkspaceStatus,
+  AgentLaunch, AgentProcess, DriverCapabilities, ProvisionSpec, RunningAgent, RuntimeCheck, RuntimeOptions, SnapshotRecord, WorkspaceHandle, WorkspacePhase,
 } from '../runtime.js'
 import { AgentTable, agentEnd, agentRunning, workspaceOf } from './agents.js'
 import { apiMessage, openKubeClient, statusCode, tolerate, type KubeClient } from './kube-client.js'
@@ -39,13 +36,14 @@ export interface KubernetesRuntimeOptions extends RuntimeOptions {
 /** A workspace's agent found running in the cluster by adopt() (the contract's RunningAgent). */
 export type AdoptedAgent = RunningAgent
 
-export class KubernetesRuntime implements WorkspaceRuntime {
+export class KubernetesRuntime implements WorkspaceDriver {
   readonly kind = 'kubernetes' as const
   readonly isolated = true
+  /** Pods outlive serve (adopt), warm members are labelled objects (claimWarm), /data is a claim. */
+  readonly capabilities: DriverCapabilities = { adoption: this, warmClaims: this, hostLogs: null, dataOnHost: false, uidPerWorkspace: true }
   readonly #o: KubernetesRuntimeOptions
   readonly #s: KubernetesSettings
   readonly #client: KubeClient
-  readonly #snapshots: WorkspaceSnapshots
   readonly #agents = new AgentTable((pod, over, since) => followPodLog(this.#client, { namespace: this.#s.namespace, pod, container: AGENT_CONTAINER }, { over, signal: this.#closing.signal, warn: (line) => this.#warn(line), ...(since ? { since } : {}) }))
   readonly #closing = new AbortController()
   readonly #owners = new Map<string, WorkspaceOwner>()
@@ -58,9 +56,6 @@ export class KubernetesRuntime implements WorkspaceRuntime {
     this.#o = options
     this.#s = options.settings
     this.#client = options.client ?? openKubeClient(options.settings)
-    const layout = new RuntimeLayout(options.root)
-    const store = options.snapshots ?? new LocalSnapshotStore((id) => layout.snapshots(id))
-    this.#snapshots = new WorkspaceSnapshots(store, { provisioned: (id) => this.#claimExists(id), volume: (id) => this.#volume(id) })
     this.#proxy = new ProxyService(this.#client, this.#s, options.proxy.port)
     this.#watch = new PodWatch(this.#client, {
       namespace: this.#s.namespace, selector: WORKSPACE_SELECTOR, warn: (line) => this.#warn(line),
@@ -120,24 +115,24 @@ export class KubernetesRuntime implements WorkspaceRuntime {
     throw new RuntimeError('runtime_unavailable', 'the NetworkPolicy corral-workspaces kept changing under corral (409 Conflict five times)')
   }
 
-  async provision(spec: ProvisionSpec): Promise<WorkspaceHandle> {
+  async provision(spec: ProvisionSpec, fork: ForkSource): Promise<WorkspaceHandle> {
     await this.#watch.start()
     const id = spec.workspaceId
     const uid = spec.agentUid === undefined ? {} : { uid: spec.agentUid }
     if (spec.owner) this.#owners.set(id, { ...spec.owner, ...(spec.pooled ? { pool: POOL.warm } : {}), ...uid })
     const owner = await this.#owner(id)
     const created = await tolerate([409], () => this.#client.core.createNamespacedPersistentVolumeClaim({ namespace: this.#s.namespace, body: dataClaim(this.#s, id, owner) }))
-    const volume = this.#volume(id)
+    const volume = this.volume(id)
     let restoredFrom: SnapshotRecord | null = null
     if (spec.forkFrom) {
-      restoredFrom = await this.#snapshots.at(spec.forkFrom.workspaceId, spec.forkFrom.taskCount)
+      restoredFrom = await fork.at(spec.forkFrom.workspaceId, spec.forkFrom.taskCount)
       // Restored once, into the claim this call made: a re-provision after a crash keeps /data.
-      if (restoredFrom && created) await this.#snapshots.store.restore(restoredFrom, volume)
+      if (restoredFrom && created) await fork.restore(restoredFrom, volume)
     }
     return { workspaceId: id, volume, restoredFrom }
   }
 
-  #volume(workspaceId: string): KubeVolume {
+  volume(workspaceId: string): KubeVolume {
     return new KubeVolume(this.#client, workspaceId, claimName(workspaceId), async () => ({ namespace: this.#s.namespace, pod: await this.#holder(workspaceId) }))
   }
 
@@ -172,6 +167,10 @@ export class KubernetesRuntime implements WorkspaceRuntime {
     const owner = await this.#owner(workspaceId)
     this.#owners.set(workspaceId, { ...owner, pool: POOL.claimed })
     return true
+  }
+
+  provisioned(workspaceId: string): Promise<boolean> {
+    return this.#claimExists(workspaceId)
   }
 
   async #claimExists(workspaceId: string): Promise<boolean> {
@@ -289,46 +288,26 @@ export class KubernetesRuntime implements WorkspaceRuntime {
     await tolerate([404], () => this.#client.core.deleteNamespacedSecret({ name: agent.podName, namespace: this.#s.namespace }))
   }
 
-  snapshot(workspaceId: string, taskCount: number, reason: SnapshotReason): Promise<SnapshotRecord> {
-    return this.#snapshots.take(workspaceId, taskCount, reason)
+  /** The stop snapshot is taken: the keeper goes too; the claim holds /data for a restart. */
+  async teardown(workspaceId: string): Promise<void> {
+    await this.#deletePods(workspaceId)
   }
 
-  stop(workspaceId: string, taskCount: number): Promise<SnapshotRecord> {
-    return this.#snapshots.stop(workspaceId, taskCount, () => this.stopAgent(workspaceId), () => this.#deletePods(workspaceId))
+  async phase(workspaceId: string): Promise<{ phase: WorkspacePhase }> {
+    if (this.#agents.get(workspaceId)) return { phase: 'running' }
+    if (!(await this.#claimExists(workspaceId))) return { phase: 'absent' }
+    return { phase: this.#podsOf(workspaceId).length > 0 ? 'ready' : 'stopped' }
   }
 
-  snapshotAt(workspaceId: string, taskCount: number): Promise<SnapshotRecord | null> {
-    return this.#snapshots.at(workspaceId, taskCount)
-  }
-
-  snapshots(workspaceId: string): Promise<SnapshotRecord[]> {
-    return this.#snapshots.list(workspaceId)
-  }
-
-  listSnapshotFiles(workspaceId: string, ref?: string): Promise<SnapshotFileEntry[]> {
-    return this.#snapshots.entries(workspaceId, ref)
-  }
-
-  readSnapshot(workspaceId: string, path: string, ref?: string): Promise<SnapshotContent> {
-    return this.#snapshots.content(workspaceId, path, ref)
-  }
-
-  async status(workspaceId: string): Promise<WorkspaceStatus> {
-    const snapshots = await this.#snapshots.count(workspaceId)
-    if (this.#agents.get(workspaceId)) return { workspaceId, phase: 'running', snapshots }
-    if (!(await this.#claimExists(workspaceId))) return { workspaceId, phase: 'absent', snapshots }
-    return { workspaceId, phase: this.#podsOf(workspaceId).length > 0 ? 'ready' : 'stopped', snapshots }
-  }
-
-  placeFiles(workspaceId: string, into: readonly string[], from: string, names: readonly string[]): Promise<void> {
-    return this.#volume(workspaceId).placeFiles(into, from, names)
-  }
-
-  async remove(workspaceId: string): Promise<void> {
+  /** The agent, the keeper and the claim go (docs/kubernetes.md "Runtime: storage retention"). */
+  async release(workspaceId: string): Promise<void> {
     await this.stopAgent(workspaceId)
     await this.#deletePods(workspaceId)
     await tolerate([404], () => this.#client.core.deleteNamespacedPersistentVolumeClaim({ name: claimName(workspaceId), namespace: this.#s.namespace }))
-    await this.#snapshots.store.remove(workspaceId)
+  }
+
+  async remove(workspaceId: string): Promise<void> {
+    await this.release(workspaceId)
     this.#owners.delete(workspaceId)
   }
 

@@ -151,7 +151,8 @@ function keeperContainer(s: KubernetesSettings) {
   return {
     name: KEEPER_CONTAINER, image: s.agentImage, imagePullPolicy: s.imagePullPolicy,
     command: ['sleep', 'infinity'], workingDir: POD_PATHS.data,
-    resources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { memory: '64Mi', 'ephemeral-storage': '64Mi' } },
+    // Bounded like every container; a snapshot's tar and an upload run here (exec), hence the CPU headroom.
+    resources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { cpu: '500m', memory: '64Mi', 'ephemeral-storage': '64Mi' } },
     securityContext: CONTAINER_SECURITY,
     volumeMounts: dataMounts,
   }
@@ -225,8 +226,10 @@ export function agentPod(s: KubernetesSettings, name: string, workspaceId: strin
       ],
       volumes: [
         ...volumeBase(workspaceId),
-        { name: 'inbox', secret: { secretName: name, defaultMode: 0o444, items: inboxItems } },
-        ...(spec.caPem ? [{ name: 'ca', secret: { secretName: name, defaultMode: 0o444, items: [{ key: KEY.ca, path: 'ca.crt' }] } }] : []),
+        // Readable by the pod's user alone: the kubelet gives the files to fsGroup (podSecurity), which
+        // the agent's user is in, adding the group read bit; nobody else reads the inbox or the CA.
+        { name: 'inbox', secret: { secretName: name, defaultMode: SECRET_FILE_MODE, items: inboxItems } },
+        ...(spec.caPem ? [{ name: 'ca', secret: { secretName: name, defaultMode: SECRET_FILE_MODE, items: [{ key: KEY.ca, path: 'ca.crt' }] } }] : []),
         // An image volume (Kubernetes ≥ 1.33, feature ImageVolume): the kubelet pulls the pack's
         // image by digest and mounts its filesystem read-only (docs/kubernetes.md "Runtime: warm pools and packs").
         ...(spec.packs ?? []).map((p, i) => ({ name: `pack-${i}`, image: { reference: p.imageRef, pullPolicy: 'IfNotPresent' } })),
@@ -234,6 +237,9 @@ export function agentPod(s: KubernetesSettings, name: string, workspaceId: strin
     },
   }
 }
+
+/** The mode of every file corral mounts from a Secret. */
+export const SECRET_FILE_MODE = 0o400
 
 const PROXY_VARS = ['HTTPS_PROXY', 'HTTP_PROXY', 'https_proxy', 'http_proxy']
 

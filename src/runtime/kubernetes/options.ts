@@ -12,7 +12,7 @@ export type NetworkPolicyCheck = (typeof NETWORK_POLICY_CHECKS)[number]
 /** Requests and limits of a workspace's agent container, Kubernetes quantities (`500m`, `2Gi`). */
 export interface PodResources {
   requests: { cpu: string; memory: string; 'ephemeral-storage': string }
-  limits: { cpu?: string; memory?: string; 'ephemeral-storage': string }
+  limits: { cpu: string; memory: string; 'ephemeral-storage': string }
 }
 
 export interface KubernetesSettings {
@@ -94,8 +94,10 @@ export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv, limits: Worksp
   if (!['Always', 'IfNotPresent', 'Never'].includes(pull)) problems.push(`CORRAL_K8S_IMAGE_PULL_POLICY must be Always, IfNotPresent or Never, got ${JSON.stringify(pull)}`)
   const policyCheck = text('CORRAL_K8S_NETWORK_POLICY_CHECK') ?? 'warn'
   if (!(NETWORK_POLICY_CHECKS as readonly string[]).includes(policyCheck)) problems.push(`CORRAL_K8S_NETWORK_POLICY_CHECK must be warn, require or off, got ${JSON.stringify(policyCheck)}`)
-  const memoryLimit = limits.memoryMb > 0 ? `${limits.memoryMb}Mi` : undefined
-  const cpuLimit = limits.cpus > 0 ? String(limits.cpus) : undefined
+  // A container without a CPU or memory limit can starve its node's other pods: where the
+  // workspace limits say "unlimited" (0), the cluster still gets a bound (docs/kubernetes.md).
+  const memoryLimit = limits.memoryMb > 0 ? `${limits.memoryMb}Mi` : quantity('CORRAL_K8S_MEMORY_LIMIT', '4Gi')!
+  const cpuLimit = limits.cpus > 0 ? String(limits.cpus) : quantity('CORRAL_K8S_CPU_LIMIT', '2')!
   const resources: PodResources = {
     requests: {
       cpu: quantity('CORRAL_K8S_CPU_REQUEST', '100m')!,
@@ -103,8 +105,8 @@ export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv, limits: Worksp
       'ephemeral-storage': quantity('CORRAL_K8S_EPHEMERAL_REQUEST', '256Mi')!,
     },
     limits: {
-      ...(cpuLimit ? { cpu: cpuLimit } : {}),
-      ...(memoryLimit ? { memory: memoryLimit } : {}),
+      cpu: cpuLimit,
+      memory: memoryLimit,
       'ephemeral-storage': quantity('CORRAL_K8S_EPHEMERAL_LIMIT', '1Gi')!,
     },
   }

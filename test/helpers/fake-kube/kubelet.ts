@@ -7,7 +7,7 @@
 // flattened into a directory nobody may write. What it does not do: container images, the
 // security context (users only with runAsPodUser), resource limits, NetworkPolicy.
 import { type ChildProcess, spawn } from 'node:child_process'
-import { chownSync, mkdirSync, writeFileSync, rmSync } from 'node:fs'
+import { chmodSync, chownSync, mkdirSync, writeFileSync, rmSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { pullImageVolume } from './image-volume.js'
 import { ContainerLog } from './logs.js'
@@ -34,7 +34,7 @@ export interface KubeletOptions {
 }
 
 interface Container { name: string; command?: string[]; args?: string[]; workingDir?: string; env?: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[]; volumeMounts?: { name: string; mountPath: string }[] }
-interface Volume { name: string; persistentVolumeClaim?: { claimName: string }; secret?: { secretName: string; items?: { key: string; path: string }[] }; emptyDir?: object; image?: { reference: string } }
+interface Volume { name: string; persistentVolumeClaim?: { claimName: string }; secret?: { secretName: string; defaultMode?: number; items?: { key: string; path: string; mode?: number }[] }; emptyDir?: object; image?: { reference: string } }
 
 interface RunningPod {
   namespace: string
@@ -135,10 +135,16 @@ export class Kubelet {
         const dir = join(this.root, 'pods', pod.name, v.name)
         mkdirSync(dir, { recursive: true })
         const data = (secret.data ?? {}) as Record<string, string>
-        const items = v.secret.items ?? Object.keys(data).map((key) => ({ key, path: key }))
+        const items: { key: string; path: string; mode?: number }[] = v.secret.items ?? Object.keys(data).map((key) => ({ key, path: key }))
         for (const item of items) {
           if (!Object.hasOwn(data, item.key)) throw new Error(`secret ${v.secret.secretName} has no key ${item.key}`)
-          writeFileSync(join(dir, item.path), Buffer.from(data[item.key]!, 'base64'), { mode: 0o444 })
+          // The kubelet's modes: the item's, else defaultMode, else 0644; with an fsGroup the file
+          // goes to root:fsGroup with the group read bit added (a Secret volume is read-only).
+          const file = join(dir, item.path)
+          writeFileSync(file, Buffer.from(data[item.key]!, 'base64'))
+          const mode = item.mode ?? v.secret.defaultMode ?? 0o644
+          chmodSync(file, owner?.fsGroup === undefined ? mode : mode | 0o440)
+          if (owner?.fsGroup !== undefined) chownSync(file, 0, owner.fsGroup)
         }
         volumes.set(v.name, dir)
       } else {
@@ -160,11 +166,11 @@ export class Kubelet {
   }
 
   /** The pod's user and group when this kubelet runs agents as them (runAsPodUser). */
-  #podUser(obj: KubeObject): { uid: number; gid: number } | undefined {
+  #podUser(obj: KubeObject): { uid: number; gid: number; fsGroup?: number } | undefined {
     if (!this.runAsPodUser) return undefined
     const sc = (obj.spec?.securityContext ?? {}) as { runAsUser?: number; runAsGroup?: number; fsGroup?: number }
     if (sc.runAsUser === undefined) return undefined
-    return { uid: sc.runAsUser, gid: sc.fsGroup ?? sc.runAsGroup ?? sc.runAsUser }
+    return { uid: sc.runAsUser, gid: sc.fsGroup ?? sc.runAsGroup ?? sc.runAsUser, ...(sc.fsGroup === undefined ? {} : { fsGroup: sc.fsGroup }) }
   }
 
   /** A container path as the host sees it (the longest mount prefix wins); other strings unchanged. */

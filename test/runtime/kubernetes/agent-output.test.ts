@@ -11,15 +11,16 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { kubernetesSettingsFromEnv, type AgentProcess } from '../../../src/runtime/index.js'
-import { claimName, KubernetesRuntime, openKubeClient } from '../../../src/runtime/kubernetes/index.js'
+import { claimName, openKubeClient } from '../../../src/runtime/kubernetes/index.js'
 import { DEFAULT_LIMITS } from '../../../src/runtime/limits.js'
 import type { WorkspaceLogs } from '../../../src/store/index.js'
 import { shipAgentLog } from '../../../src/workspaces/log-shipper.js'
 import { FakeKube } from '../../helpers/fake-kube/index.js'
+import { kubernetesRuntime, type KubernetesRuntimeUnderTest } from '../drivers.js'
 
 let fake: FakeKube
 let dir: string
-let r: KubernetesRuntime
+let r: KubernetesRuntimeUnderTest
 let seq = 0
 const warnings: string[] = []
 
@@ -53,7 +54,7 @@ beforeAll(async () => {
     spec: { clusterIP: '127.0.0.1', selector: { 'app.kubernetes.io/name': 'corral' }, ports: [{ name: 'proxy', port: 7071, targetPort: 7071 }] },
   })
   const settings = kubernetesSettingsFromEnv({ CORRAL_AGENT_IMAGE: 'corral-agent:test', CORRAL_K8S_KUBECONFIG: kubeconfig }, DEFAULT_LIMITS)
-  r = new KubernetesRuntime({ root: join(dir, 'runtime'), proxy: { host: '127.0.0.1', port: 1 }, settings, stopGraceMs: 1000, warn: (line) => void warnings.push(line), client: openKubeClient(settings) })
+  r = kubernetesRuntime({ root: join(dir, 'runtime'), proxy: { host: '127.0.0.1', port: 1 }, settings, stopGraceMs: 1000, warn: (line) => void warnings.push(line), client: openKubeClient(settings) })
 })
 
 afterEach(() => {
@@ -131,9 +132,9 @@ describe('agent output on kubernetes', () => {
     // The agent writes a line, then waits (bounded) for a file the test creates after the adoption.
     const { id } = await started('echo before; for i in $(seq 1 400); do [ -e go ] && break; sleep 0.05; done; echo after')
     const settings = kubernetesSettingsFromEnv({ CORRAL_AGENT_IMAGE: 'corral-agent:test', CORRAL_K8S_KUBECONFIG: join(dir, 'kubeconfig') }, DEFAULT_LIMITS)
-    const second = new KubernetesRuntime({ root: join(dir, 'runtime-2'), proxy: { host: '127.0.0.1', port: 1 }, settings, stopGraceMs: 1000, warn: () => {}, client: openKubeClient(settings) })
+    const second = kubernetesRuntime({ root: join(dir, 'runtime-2'), proxy: { host: '127.0.0.1', port: 1 }, settings, stopGraceMs: 1000, warn: () => {}, client: openKubeClient(settings) })
     try {
-      const [adopted] = await second.adopt([id])
+      const [adopted] = await second.driver.adopt([id])
       const following = collect(adopted!.process)
       writeFileSync(join(fake.kubelet.claimDir(claimName(id)), 'go'), '')
       expect(await following).toBe('after\n')

@@ -7,18 +7,19 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { kubernetesSettingsFromEnv } from '../../../src/runtime/index.js'
-import { KubernetesRuntime, openKubeClient } from '../../../src/runtime/kubernetes/index.js'
+import { openKubeClient } from '../../../src/runtime/kubernetes/index.js'
 import { DEFAULT_LIMITS } from '../../../src/runtime/limits.js'
 import { FakeKube } from '../../helpers/fake-kube/index.js'
+import { kubernetesRuntime, type KubernetesRuntimeUnderTest } from '../drivers.js'
 
 let fake: FakeKube
 let dir: string
 let kubeconfig: string
-const runtimes: KubernetesRuntime[] = []
+const runtimes: KubernetesRuntimeUnderTest[] = []
 
-function runtime(env: Record<string, string> = {}): KubernetesRuntime {
+function runtime(env: Record<string, string> = {}): KubernetesRuntimeUnderTest {
   const settings = kubernetesSettingsFromEnv({ CORRAL_AGENT_IMAGE: 'corral-agent:test', CORRAL_K8S_KUBECONFIG: kubeconfig, ...env }, DEFAULT_LIMITS)
-  const r = new KubernetesRuntime({ root: join(dir, `runtime-${runtimes.length}`), proxy: { host: '127.0.0.1', port: 1 }, settings, warn: () => {}, client: openKubeClient(settings) })
+  const r = kubernetesRuntime({ root: join(dir, `runtime-${runtimes.length}`), proxy: { host: '127.0.0.1', port: 1 }, settings, warn: () => {}, client: openKubeClient(settings) })
   runtimes.push(r)
   return r
 }

@@ -8,20 +8,21 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { kubernetesSettingsFromEnv, type AgentExit } from '../../../src/runtime/index.js'
-import { claimName, KubernetesRuntime, openKubeClient } from '../../../src/runtime/kubernetes/index.js'
+import { claimName, openKubeClient } from '../../../src/runtime/kubernetes/index.js'
 import { DEFAULT_LIMITS } from '../../../src/runtime/limits.js'
 import { FakeKube } from '../../helpers/fake-kube/index.js'
+import { kubernetesRuntime, type KubernetesRuntimeUnderTest } from '../drivers.js'
 
 let fake: FakeKube
 let dir: string
 let kubeconfig: string
-const runtimes: KubernetesRuntime[] = []
+const runtimes: KubernetesRuntimeUnderTest[] = []
 let seq = 0
 
-function runtime(env: Record<string, string> = {}): KubernetesRuntime {
+function runtime(env: Record<string, string> = {}): KubernetesRuntimeUnderTest {
   const settings = kubernetesSettingsFromEnv({ CORRAL_AGENT_IMAGE: 'corral-agent:test', CORRAL_K8S_KUBECONFIG: kubeconfig, ...env }, DEFAULT_LIMITS)
   const caCertPath = join(dir, 'ca.pem')
-  const r = new KubernetesRuntime({ root: join(dir, `runtime-${seq++}`), proxy: { host: '127.0.0.1', port: 1 }, caCertPath, settings, stopGraceMs: 1000, warn: () => {}, client: openKubeClient(settings) })
+  const r = kubernetesRuntime({ root: join(dir, `runtime-${seq++}`), proxy: { host: '127.0.0.1', port: 1 }, caCertPath, settings, stopGraceMs: 1000, warn: () => {}, client: openKubeClient(settings) })
   runtimes.push(r)
   return r
 }
@@ -170,14 +171,14 @@ describe('kubernetes runtime against the fake API server', () => {
     const id = wsId()
     await r.provision({ workspaceId: id })
     const proc = await r.startAgent(id, launch(sh('exec sleep 60')))
-    const lists = r.watchStats.lists
+    const lists = r.driver.watchStats.lists
     const pod = fake.store.list('pods', 'corral', `corral.dev/workspace=${id}`)[0]!
     fake.dropWatches()
     fake.kubelet.delete('corral', pod.metadata.name, 0)
     fake.compact()
     const exit = await within(5000, proc.exited)
     expect(exit).toEqual({ code: null, signal: 'SIGKILL' })
-    expect(r.watchStats.lists).toBeGreaterThan(lists)
+    expect(r.driver.watchStats.lists).toBeGreaterThan(lists)
   })
 
   it('a slow pod start is waited for; one slower than the start timeout fails clearly and leaves no pod', async () => {
@@ -199,7 +200,7 @@ describe('kubernetes runtime against the fake API server', () => {
     await first.startAgent(id, launch(sh('sleep 1; echo done > done')))
     await first.close()
     const second = runtime()
-    const adopted = await second.adopt([id])
+    const adopted = await second.driver.adopt([id])
     expect(adopted.map((a) => a.workspaceId)).toEqual([id])
     expect(await within(10_000, adopted[0]!.process.exited)).toEqual({ code: 0, signal: null })
     expect(existsSync(join(fake.kubelet.claimDir(claimName(id)), 'done'))).toBe(true)

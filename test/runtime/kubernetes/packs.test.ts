@@ -11,10 +11,11 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Pod } from 'kubernetes-models/v1'
 import { kubernetesSettingsFromEnv } from '../../../src/runtime/index.js'
-import { agentPod, claimName, KubernetesRuntime, openKubeClient, podName } from '../../../src/runtime/kubernetes/index.js'
+import { agentPod, claimName, openKubeClient, podName } from '../../../src/runtime/kubernetes/index.js'
 import { DEFAULT_LIMITS } from '../../../src/runtime/limits.js'
 import { FakeKube } from '../../helpers/fake-kube/index.js'
 import { registryAvailable, startRegistry, type TestRegistry } from '../../helpers/registry.js'
+import { kubernetesRuntime, type KubernetesRuntimeUnderTest } from '../drivers.js'
 
 const AGENT = `#!/bin/sh
 {
@@ -62,7 +63,7 @@ describe.skipIf(!available)('packs in pods', () => {
   let fake: FakeKube
   let registry: TestRegistry
   let dir: string
-  let runtime: KubernetesRuntime
+  let runtime: KubernetesRuntimeUnderTest
   const settings = () => kubernetesSettingsFromEnv({ CORRAL_AGENT_IMAGE: 'corral-agent:test', CORRAL_K8S_KUBECONFIG: join(dir, 'kubeconfig') }, DEFAULT_LIMITS)
 
   beforeAll(async () => {
@@ -77,7 +78,7 @@ describe.skipIf(!available)('packs in pods', () => {
       spec: { clusterIP: '127.0.0.1', selector: { 'app.kubernetes.io/name': 'corral' }, ports: [{ name: 'proxy', port: 7071, targetPort: 7071 }] },
     })
     const s = settings()
-    runtime = new KubernetesRuntime({ root: join(dir, 'runtime'), proxy: { host: '127.0.0.1', port: 1 }, settings: s, stopGraceMs: 1000, warn: () => {}, client: openKubeClient(s) })
+    runtime = kubernetesRuntime({ root: join(dir, 'runtime'), proxy: { host: '127.0.0.1', port: 1 }, settings: s, stopGraceMs: 1000, warn: () => {}, client: openKubeClient(s) })
   })
 
   afterAll(async () => {

@@ -10,19 +10,20 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Pod } from 'kubernetes-models/v1'
 import { kubernetesSettingsFromEnv } from '../../../src/runtime/index.js'
-import { agentPod, claimName, KubernetesRuntime, openKubeClient, podName } from '../../../src/runtime/kubernetes/index.js'
+import { agentPod, claimName, openKubeClient, podName } from '../../../src/runtime/kubernetes/index.js'
 import { DEFAULT_LIMITS } from '../../../src/runtime/limits.js'
 import { FakeKube } from '../../helpers/fake-kube/index.js'
+import { kubernetesRuntime, type KubernetesRuntimeUnderTest } from '../drivers.js'
 
 let fake: FakeKube
 let dir: string
 let kubeconfig: string
-const runtimes: KubernetesRuntime[] = []
+const runtimes: KubernetesRuntimeUnderTest[] = []
 let seq = 0
 
-function runtime(): KubernetesRuntime {
+function runtime(): KubernetesRuntimeUnderTest {
   const settings = kubernetesSettingsFromEnv({ CORRAL_AGENT_IMAGE: 'corral-agent:test', CORRAL_K8S_KUBECONFIG: kubeconfig }, DEFAULT_LIMITS)
-  const r = new KubernetesRuntime({ root: join(dir, `runtime-${seq++}`), proxy: { host: '127.0.0.1', port: 1 }, settings, stopGraceMs: 1000, warn: () => {}, client: openKubeClient(settings) })
+  const r = kubernetesRuntime({ root: join(dir, `runtime-${seq++}`), proxy: { host: '127.0.0.1', port: 1 }, settings, stopGraceMs: 1000, warn: () => {}, client: openKubeClient(settings) })
   runtimes.push(r)
   return r
 }
@@ -34,7 +35,7 @@ const pool = (o: { metadata: { labels?: Record<string, string>; annotations?: Re
 const podsOf = (id: string) => fake.store.list('pods', 'corral', `corral.dev/workspace=${id}`)
 
 /** A warm member as the lifecycle makes one: provisioned `pooled`, its agent started ahead. */
-async function member(r: KubernetesRuntime): Promise<string> {
+async function member(r: KubernetesRuntimeUnderTest): Promise<string> {
   const id = wsId()
   await r.provision({ workspaceId: id, owner, pooled: true })
   await r.startAgent(id, waiting)
@@ -68,14 +69,14 @@ describe('warm pool members on kubernetes', () => {
     const manifest = agentPod(kubernetesSettingsFromEnv({ CORRAL_AGENT_IMAGE: 'corral-agent:test' }, DEFAULT_LIMITS), podName(id, 'abcde'), id, { ...owner, pool: 'warm' }, { ...waiting, proxyUrl: 'http://10.0.0.1:7071', baseEnv: {}, stopGraceSeconds: 5 })
     expect(() => new Pod(manifest as never).validate()).not.toThrow()
 
-    const results = await Promise.all([a.claimWarm(id, 'task_a'), b.claimWarm(id, 'task_b')])
+    const results = await Promise.all([a.driver.claimWarm(id, 'task_a'), b.driver.claimWarm(id, 'task_b')])
     expect(results.filter(Boolean)).toHaveLength(1)
     const winner = results[0] ? 'task_a' : 'task_b'
     expect(pool(fake.store.get('persistentvolumeclaims', 'corral', claimName(id)))).toEqual(['claimed', winner])
     expect(podsOf(id).map(pool)).toEqual([['claimed', winner]])
     // The claim is idempotent for its claimant and stays lost for the other.
-    expect(await b.claimWarm(id, winner)).toBe(true)
-    expect(await a.claimWarm(id, winner === 'task_a' ? 'task_b' : 'task_a')).toBe(false)
+    expect(await b.driver.claimWarm(id, winner)).toBe(true)
+    expect(await a.driver.claimWarm(id, winner === 'task_a' ? 'task_b' : 'task_a')).toBe(false)
     // A claimed member's pod kept running: the relabel is an update of the pod, not a new one.
     expect(podsOf(id)[0]!.status?.phase).toBe('Running')
   })
@@ -86,7 +87,7 @@ describe('warm pool members on kubernetes', () => {
     fake.conflictNext('persistentvolumeclaims', 3)
     const claimers = Array.from({ length: 6 }, (_, i) => ({ driver: drivers[i % 3]!, claimant: `task_${i}` }))
     const won = await Promise.all(claimers.map(async ({ driver, claimant }) => {
-      for (const id of members) if (await driver.claimWarm(id, claimant)) return { id, claimant }
+      for (const id of members) if (await driver.driver.claimWarm(id, claimant)) return { id, claimant }
       return undefined
     }))
     const winners = won.filter((w) => w !== undefined)
@@ -100,13 +101,13 @@ describe('warm pool members on kubernetes', () => {
     const id = wsId()
     await r.provision({ workspaceId: id, owner, pooled: true })
     const proc = await r.startAgent(id, waiting)
-    expect(await r.claimWarm(id, 'task_e')).toBe(true)
+    expect(await r.driver.claimWarm(id, 'task_e')).toBe(true)
     await new Promise((res) => setTimeout(res, 50))
     fake.kubelet.evict('corral', podsOf(id)[0]!.metadata.name)
     const exit = await Promise.race([proc.exited, new Promise<'late'>((res) => setTimeout(() => res('late'), 5000).unref())])
     expect(exit).toEqual({ code: null, signal: 'SIGKILL' })
     const gone = wsId()
-    expect(await r.claimWarm(gone, 'task_f')).toBe(false)
+    expect(await r.driver.claimWarm(gone, 'task_f')).toBe(false)
   })
 
   it('an ordinary workspace carries no pool label, and a pod update may not change the spec (the fake answers 422)', async () => {
