@@ -11,7 +11,9 @@ import { isStoreUnavailable } from '../store/index.js'
 import { ApiKeyCache, KEY_REVOKED_CHANNEL } from './auth/key-cache.js'
 import type { AuthState } from './auth/authenticate.js'
 import { createAuthHook } from './auth/hook.js'
+import { doorOptions, installDoor } from './door.js'
 import { edgeOptions, installEdge, sendError as send } from './edge.js'
+import { DEFAULT_API_LIMITS } from './limits.js'
 import { TokenBucketLimiter } from './rate-limit.js'
 import { REQUEST_ID_HEADER, mintRequestId } from './request-id.js'
 import { consoleRoutes } from './console.js'
@@ -23,6 +25,7 @@ import type { ServerDeps } from './types.js'
 import { fieldsOf, type ValidationIssue } from './validation.js'
 
 export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
+  const limits = deps.config.limits ?? DEFAULT_API_LIMITS
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
     genReqId: mintRequestId,
@@ -33,14 +36,15 @@ export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true } },
     // fastify's own 503-on-closing body is not our envelope; installDrain's hook answers instead.
     return503OnClosing: false,
-    // A whole request (headers and body, pack uploads included) must arrive within 5 minutes, its
-    // headers within Node's 1 minute: a slow-drip client holds a socket for a bounded time only.
-    requestTimeout: 300_000,
+    // Header, request and keep-alive timeouts (src/server/door.ts): a slow-drip or idle client
+    // holds a socket for a bounded time only.
+    ...doorOptions(limits),
     ...edgeOptions(),
   })
 
   app.decorateRequest('principal', null)
   app.decorateRequest('grants', null as never)
+  installDoor(app, limits)
   installDrain(app)
   installEdge(app)
   installDurableAnswers(app)
@@ -193,6 +197,9 @@ function errorHandler(this: FastifyInstance, err: FastifyError & { validationCon
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
       return send(reply, request, 400, 'validation_error', 'the request body is not valid JSON', { fields: { body: err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' ? 'is empty' : 'is not valid JSON' } })
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      // The rest of the body is not read: the connection closes after the answer (a lingering
+      // close, src/server/door.ts, so the client still sending can read it).
+      reply.header('connection', 'close')
       return send(reply, request, 413, 'payload_too_large', 'the request body is too large')
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return send(reply, request, 400, 'validation_error', 'the request body does not match its Content-Length', { fields: { body: 'does not match Content-Length' } })

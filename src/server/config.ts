@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto'
 import { readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { OidcConfig } from './identity/index.js'
+import { resolveApiLimits } from './limits.js'
 import type { ServerConfig } from './types.js'
 
 export const WEBHOOK_SECRET_FILE = 'idp-webhook.secret'
@@ -36,6 +37,7 @@ export async function serverConfigFromEnv(env: NodeJS.ProcessEnv, dataDir: strin
     rateLimit: capacity > 0 && refill > 0 ? { capacity, refillPerSecond: refill } : false,
     webhookSecret: await webhookSecret(env, dataDir),
     keyCacheTtlMs: int(env, 'CORRAL_KEY_CACHE_TTL_MS', 60_000),
+    limits: resolveApiLimits(env),
     stream: {
       ...(env.CORRAL_STREAM_HEARTBEAT_MS ? { heartbeatMs: int(env, 'CORRAL_STREAM_HEARTBEAT_MS', 15_000) } : {}),
       ...(env.CORRAL_STREAM_MAX_DURATION_MS ? { maxDurationMs: int(env, 'CORRAL_STREAM_MAX_DURATION_MS', 3_600_000) } : {}),

@@ -12,6 +12,7 @@ import type { CredentialType } from '../contract/index.js'
 import type { Identity } from './identity/index.js'
 import type { Grant, Permission, PermissionSet, Requirement, Role } from './permissions.js'
 import type { WorkspaceControl } from './workspace-control.js'
+import type { ApiLimits } from './limits.js'
 
 export interface ServerConfig {
   /** Per-credential token bucket on /v1; false disables it. */
@@ -26,6 +27,8 @@ export interface ServerConfig {
   stream?: { heartbeatMs?: number; maxDurationMs?: number }
   /** Largest accepted request body in bytes (default 1 MiB). */
   bodyLimit?: number
+  /** The API port's connection limits (src/server/limits.ts; defaults when absent). */
+  limits?: ApiLimits
   /** Per-org bucket on task create and follow-up; false disables it (default 30 tasks, refilling one per 2 s). */
   taskRateLimit?: { capacity: number; refillPerSecond: number } | false
 }
