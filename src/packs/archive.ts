@@ -163,18 +163,18 @@ class ExtractState {
           // A cheap lexical check first; packRoot() checks the real resolution of every link too.
           const lexical = posix.normalize(posix.join(posix.dirname(path), linkname))
           if (linkname === '' || posix.isAbsolute(linkname) || lexical === '..' || lexical.startsWith('../')) {
-            throw refuse(`symlink ${path} points outside the pack (${JSON.stringify(linkname)})`)
+            throw refuse(`symlink ${shown(path)} points outside the pack (${JSON.stringify(linkname)})`)
           }
           this.#links.push({ path, kind: 'symlink', target: linkname })
         } else {
-          this.#links.push({ path, kind: 'hardlink', target: safePath(linkname) })
+          this.#links.push({ path, kind: 'hardlink', target: safeLinkTarget(path, linkname) })
         }
         await drain(entry)
         return
       }
       default:
         entry.resume()
-        throw refuse(`entry ${path} has type ${type}; only files, directories and links are allowed`)
+        throw refuse(`entry ${shown(path)} has type ${type}; only files, directories and links are allowed`)
     }
   }
 
@@ -196,13 +196,13 @@ class ExtractState {
   #claim(path: string, kind: 'file' | 'directory' | 'link'): void {
     const previous = this.#seen.get(path)
     // Directories may be listed twice (tar tools do); anything else twice is ambiguous.
-    if (previous && !(previous === 'directory' && kind === 'directory')) throw refuse(`entry ${path} appears more than once`)
+    if (previous && !(previous === 'directory' && kind === 'directory')) throw refuse(`entry ${shown(path)} appears more than once`)
     this.#seen.set(path, kind)
     const parts = path.split('/')
     for (let i = 1; i < parts.length; i++) {
       const parent = parts.slice(0, i).join('/')
       const p = this.#seen.get(parent)
-      if (p && p !== 'directory') throw refuse(`entry ${path} is inside ${parent}, which is not a directory`)
+      if (p && p !== 'directory') throw refuse(`entry ${shown(path)} is inside ${shown(parent)}, which is not a directory`)
       if (!p) this.#seen.set(parent, 'directory')
     }
   }
@@ -213,7 +213,7 @@ class ExtractState {
       const at = join(this.target, link.path)
       await mkdir(dirname(at), { recursive: true, mode: 0o755 })
       if (link.kind === 'hardlink') {
-        if (this.#seen.get(link.target) !== 'file') throw refuse(`hardlink ${link.path} does not point to a file of the archive (${link.target})`)
+        if (this.#seen.get(link.target) !== 'file') throw refuse(`hardlink ${shown(link.path)} does not point to a file of the archive (${shown(link.target)})`)
         this.#count(this.#sizes.get(link.target) ?? 0)
         await copyFile(join(this.target, link.target), at, constants.COPYFILE_EXCL)
         this.files++
@@ -248,30 +248,51 @@ class ExtractState {
     for (const link of this.#links) {
       if (link.kind !== 'symlink') continue
       const at = join(this.target, link.path)
-      if (!at.startsWith(root + sep)) throw refuse(`symlink ${link.path} is outside the pack root`)
+      if (!at.startsWith(root + sep)) throw refuse(`symlink ${shown(link.path)} is outside the pack root`)
       let resolved: string
       try {
         resolved = await realpath(at)
       } catch (err) {
         const code = (err as { code?: string }).code
-        throw refuse(`symlink ${link.path} ${code === 'ELOOP' ? 'is part of a loop' : `points to nothing in the pack (${JSON.stringify(link.target)})`}`)
+        throw refuse(`symlink ${shown(link.path)} ${code === 'ELOOP' ? 'is part of a loop' : `points to nothing in the pack (${JSON.stringify(link.target)})`}`)
       }
-      if (resolved !== realRoot && !resolved.startsWith(realRoot + sep)) throw refuse(`symlink ${link.path} points outside the pack (${JSON.stringify(link.target)})`)
+      if (resolved !== realRoot && !resolved.startsWith(realRoot + sep)) throw refuse(`symlink ${shown(link.path)} points outside the pack (${JSON.stringify(link.target)})`)
     }
   }
 }
 
-/** The entry's normalised relative path; refuses absolute paths, `..`, NUL, over-long or too deep names. */
+/** The entry's normalised relative path; refuses absolute paths, `..`, NUL, over-long or too deep names, naming the entry. */
 function safePath(name: string): string {
-  if (name.includes('\0')) throw refuse('an entry name contains a NUL byte')
-  if (name.startsWith('/') || /^[A-Za-z]:[\\/]/.test(name)) throw refuse(`entry ${JSON.stringify(name)} has an absolute path`)
-  if (name.includes('\\')) throw refuse(`entry ${JSON.stringify(name)} contains a backslash`)
-  const parts = name.split('/').filter((p) => p !== '' && p !== '.')
-  if (parts.includes('..')) throw refuse(`entry ${JSON.stringify(name)} climbs out of the pack (..)`)
-  const path = parts.join('/')
-  if (Buffer.byteLength(path) > MAX_PATH_BYTES) throw refuse(`entry path is longer than ${MAX_PATH_BYTES} bytes`)
-  if (parts.length > MAX_DEPTH) throw refuse(`entry ${path.slice(0, 80)}… is nested deeper than ${MAX_DEPTH} levels`)
+  const { path, problem } = checkPath(name)
+  if (problem) throw refuse(`entry ${shown(name)} ${problem}`)
   return path
+}
+
+/**
+ * A hardlink's target, checked like an entry name; a refusal names the link entry first (the
+ * entry an archive's author must fix), then the target it points to.
+ */
+function safeLinkTarget(entry: string, linkname: string): string {
+  const { path, problem } = checkPath(linkname)
+  if (problem) throw refuse(`hardlink ${shown(entry)} points outside the pack: its target ${shown(linkname)} ${problem}`)
+  return path
+}
+
+function checkPath(name: string): { path: string; problem?: string } {
+  if (name.includes('\0')) return { path: '', problem: 'contains a NUL byte' }
+  if (name.startsWith('/') || /^[A-Za-z]:[\\/]/.test(name)) return { path: '', problem: 'has an absolute path' }
+  if (name.includes('\\')) return { path: '', problem: 'contains a backslash' }
+  const parts = name.split('/').filter((p) => p !== '' && p !== '.')
+  if (parts.includes('..')) return { path: '', problem: 'climbs out of the pack (..)' }
+  const path = parts.join('/')
+  if (Buffer.byteLength(path) > MAX_PATH_BYTES) return { path: '', problem: `is longer than ${MAX_PATH_BYTES} bytes` }
+  if (parts.length > MAX_DEPTH) return { path: '', problem: `is nested deeper than ${MAX_DEPTH} levels` }
+  return { path }
+}
+
+/** An entry name as it appears in a refusal: JSON-quoted (control bytes escaped), long names cut. */
+function shown(name: string): string {
+  return name.length > 120 ? `${JSON.stringify(name.slice(0, 120))}…` : JSON.stringify(name)
 }
 
 async function drain(entry: TarEntry): Promise<void> {

@@ -94,7 +94,7 @@ describe('extractPackArchive', () => {
     const sum = h.reduce((a, b) => a + b, 0)
     h.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148, 'latin1')
     const err = await refusal(gzipSync(tar))
-    expect(err.message).toMatch(/entry sparse has type unknown/)
+    expect(err.message).toMatch(/entry "sparse" has type unknown/)
   })
 
   it('refuses archives without pack.yaml, or with it two levels down', async () => {
