@@ -14,6 +14,14 @@ export function paint(color: Color, text: string, stream: NodeJS.WriteStream = p
   return colorEnabled(stream) ? `\u001B[${codes[color]}m${text}\u001B[0m` : text
 }
 
+/**
+ * One JSON object on one line of stdout: what the long-running commands (serve, dev, proxy) print
+ * under --json instead of their human lines (a supervisor reads it line by line).
+ */
+export function jsonLine(value: Record<string, unknown>): void {
+  process.stdout.write(`${JSON.stringify(value)}\n`)
+}
+
 /** Writes one diagnostic line to stderr (never silenced by --json, unlike oclif's logToStderr). */
 export function diag(line: string): void {
   process.stderr.write(line.endsWith('\n') ? line : `${line}\n`)

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { CorralCommand } from '../cli/base-command.js'
 import { CliError } from '../cli/errors.js'
-import { paint } from '../cli/output.js'
+import { jsonLine, paint } from '../cli/output.js'
 import { configPath, readConfig, writeConfig } from '../cli/profiles.js'
 import { explainStartError } from '../cli/start-errors.js'
 import { storeFlags } from '../cli/store-flags.js'
@@ -27,7 +27,6 @@ export default class Dev extends CorralCommand<void> {
   static override description =
     'Starts `corral serve` on the embedded SQLite store together with a fake model provider on loopback (HTTPS, Anthropic Messages and OpenAI Chat Completions streaming formats, scripted to make the reference agent write a file, run a command and finish). Seeds the default org through /v1, idempotently: provider demo-model, secret demo-model-key, credential demo-model, role demo (a policy that allows only the fake model and meters its output tokens). Saves the CLI profile "dev" (made current) and prints what to try next. Without a usable bubblewrap it uses the process runtime, with a warning: that is not a sandbox. See docs/dev.md.'
   static override examples = ['<%= config.bin %> dev', '<%= config.bin %> dev --port 0 --data-dir /tmp/corral-demo']
-  static override enableJsonFlag = false
   static override flags = {
     ...storeFlags,
     host: Flags.string({ summary: 'Interface to listen on.', env: 'CORRAL_HOST', default: '127.0.0.1' }),
@@ -59,7 +58,7 @@ export default class Dev extends CorralCommand<void> {
     }
     let session: DevSession
     try {
-      session = await startSession(flags, dataDir, ports, cleanups)
+      session = await startSession({ ...flags, json: this.jsonEnabled() }, dataDir, ports, cleanups)
     } catch (err) {
       await cleanup()
       throw explain(err)
@@ -67,17 +66,19 @@ export default class Dev extends CorralCommand<void> {
     await writeFile(join(dataDir, LOCK_FILE), JSON.stringify({ pid: process.pid, api: session.apiUrl }))
     // The summary says "ready": it is written once SIGTERM is handled, or a stop sent the moment it
     // is read would kill the process before its drain (as `serve`).
-    await untilSignal(session, cleanup, () => process.stdout.write(session.summary))
+    await untilSignal(session, cleanup, () => (this.jsonEnabled() ? jsonLine(session.ready) : process.stdout.write(session.summary)))
   }
 }
 
 interface DevSession {
   apiUrl: string
   summary: string
+  /** The summary as one JSON object (`--json`). */
+  ready: Record<string, unknown>
   logger: import('pino').Logger
 }
 
-type DevFlags = { db?: string; host: string; runtime: string; 'allow-unenforced-limits': boolean; 'log-level': string }
+type DevFlags = { db?: string; host: string; runtime: string; 'allow-unenforced-limits': boolean; 'log-level': string; json: boolean }
 
 /** Fake model, serve, seed, profile — each undone by `cleanups` (in reverse) when a later step fails. */
 async function startSession(flags: DevFlags, dataDir: string, ports: { api: number; proxy: number; model: number }, cleanups: Array<() => Promise<unknown>>): Promise<DevSession> {
@@ -85,7 +86,8 @@ async function startSession(flags: DevFlags, dataDir: string, ports: { api: numb
   const [{ startServe }, { createLogger }, dev, { CorralClient }] = await Promise.all([
     import('../serve/index.js'), import('../server/index.js'), import('../dev/index.js'), import('../client/index.js'),
   ])
-  const logger = createLogger({ level: flags['log-level'] })
+  // Under --json every stdout line is JSON, the log lines included.
+  const logger = createLogger({ level: flags['log-level'], ...(flags.json ? { format: 'json' as const } : {}) })
   const runtime = flags.runtime === 'auto' ? await pickRuntime() : flags.runtime
   if (runtime === 'process') process.stderr.write(`${paint('yellow', noSandboxBanner(flags.runtime === 'process'), process.stderr)}\n`)
 
@@ -99,7 +101,8 @@ async function startSession(flags: DevFlags, dataDir: string, ports: { api: numb
   })
   cleanups.push(() => running.stop())
   const created = running.bootstrap.adminKey
-  if (created) process.stdout.write(`Created org "default" with an owner API key (shown once; also saved to ${created.path}):\n  ${created.value}\n`)
+  if (created && flags.json) jsonLine({ event: 'admin_key_created', org: 'default', key: created.value, path: created.path })
+  else if (created) process.stdout.write(`Created org "default" with an owner API key (shown once; also saved to ${created.path}):\n  ${created.value}\n`)
 
   const keyPath = join(dataDir, 'admin.key')
   const adminKey = running.bootstrap.adminKey?.value ?? (await readFile(keyPath, 'utf8').catch(() => '')).trim()
@@ -135,7 +138,11 @@ async function startSession(flags: DevFlags, dataDir: string, ports: { api: numb
     'Ctrl-C stops corral dev.',
     '',
   ].join('\n')
-  return { apiUrl: running.url, summary, logger }
+  const ready = {
+    event: 'ready', api_url: `${running.url}/v1`, proxy_url: running.proxyUrl, console_url: `${running.url}/`, model_url: model.url,
+    runtime, sandboxed: runtime === 'local', profile: DEV_PROFILE, admin_key_path: keyPath, config_path: configPath(),
+  }
+  return { apiUrl: running.url, summary, ready, logger }
 }
 
 /** The fake model over HTTPS with a leaf of its own CA (in the data dir), which the proxy is told to trust. */

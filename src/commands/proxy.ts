@@ -1,5 +1,6 @@
 import { Flags } from '@oclif/core'
 import { CorralCommand } from '../cli/base-command.js'
+import { jsonLine } from '../cli/output.js'
 import { storeFlags } from '../cli/store-flags.js'
 
 export default class Proxy extends CorralCommand<void> {
@@ -7,7 +8,6 @@ export default class Proxy extends CorralCommand<void> {
   static override description =
     'Several proxy processes on one Postgres share the capability-token key, secrets, credentials and the audit log. Workspaces trust the CA in the data dir (`corral ca export`); give every process the same CA files. `--workers N` runs N processes on this port, each a complete proxy with its own audit journal; a worker that dies is replaced (docs/proxy.md "Worker processes").'
   static override examples = ['<%= config.bin %> proxy --db postgres://corral@db/corral --port 7071']
-  static override enableJsonFlag = false
   static override flags = {
     ...storeFlags,
     host: Flags.string({ summary: 'Interface to listen on.', env: 'CORRAL_PROXY_HOST', default: '127.0.0.1' }),
@@ -36,6 +36,7 @@ export default class Proxy extends CorralCommand<void> {
       await untilSignalled(running, () => {
         // A worker reports to its primary, which prints the one ready line.
         if (worker) announceProxyWorker(running.url, running.replicaId)
+        else if (this.jsonEnabled()) jsonLine({ event: 'ready', proxy_url: running.url, workers })
         else process.stdout.write(`corral proxy ready: ${running.url}${workers > 1 ? ` (${workers} workers)` : ''}\n`)
       })
     } finally {

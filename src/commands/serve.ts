@@ -1,6 +1,7 @@
 import { Flags } from '@oclif/core'
 import { resolve } from 'node:path'
 import { CorralCommand } from '../cli/base-command.js'
+import { jsonLine } from '../cli/output.js'
 import { explainStartError } from '../cli/start-errors.js'
 import { storeFlags } from '../cli/store-flags.js'
 import { RUNTIME_KINDS, runtimeKindsHelp } from '../runtime/index.js'
@@ -15,7 +16,6 @@ export default class Serve extends CorralCommand<void> {
   static override description =
     'On first start with an empty store, creates org `default`, an owner user and an owner API key; the key is printed once and written to <data-dir>/admin.key (mode 0600). SIGTERM first answers /readyz with 503 (for CORRAL_DRAIN_DELAY_MS, default 0, while still serving), then drains in-flight requests and streams (at most 20 s), flushes the audit log and exits 0; a second SIGTERM (or SIGINT) exits at once with status 1. Every answered request\'s audit row is in the local journal before its answer leaves: CORRAL_AUDIT_DURABILITY=process (default) survives a crash of serve, =host also a crash of the machine at the cost of a disk flush per answer (docs/reliability.md "Journal durability").'
   static override examples = ['<%= config.bin %> serve', '<%= config.bin %> serve --port 8080 --db postgres://corral@db/corral']
-  static override enableJsonFlag = false
   static override flags = {
     ...storeFlags,
     host: Flags.string({ summary: 'Interface to listen on.', env: 'CORRAL_HOST', default: '127.0.0.1' }),
@@ -36,7 +36,7 @@ export default class Serve extends CorralCommand<void> {
     const [{ startServe }, { createLogger }] = await Promise.all([import('../serve/index.js'), import('../server/index.js')])
     const running = await startServe({
       dataDir: flags['data-dir'], host: flags.host, port: flags.port, runtime: flags.runtime,
-      allowUnenforcedLimits: flags['allow-unenforced-limits'], logger: createLogger({ level: flags['log-level'] }),
+      allowUnenforcedLimits: flags['allow-unenforced-limits'], logger: createLogger({ level: flags['log-level'], ...(this.jsonEnabled() ? { format: 'json' as const } : {}) }),
       ...(flags.db !== undefined ? { dbUrl: flags.db } : {}),
       ...(flags['proxy-port'] !== undefined ? { proxyPort: flags['proxy-port'] } : {}),
       ...(flags['lease-ttl'] !== undefined ? { leaseTtl: flags['lease-ttl'] } : {}),
@@ -48,9 +48,8 @@ export default class Serve extends CorralCommand<void> {
       throw explainStartError(err, { ports, dataDir: resolve(flags['data-dir']), ...(flags.db ? { db: flags.db } : {}) }) ?? err
     })
     const key = running.bootstrap.adminKey
-    if (key) {
-      process.stdout.write(`Created org "default" with an owner API key (shown once; also saved to ${key.path}):\n  ${key.value}\n`)
-    }
+    if (key && this.jsonEnabled()) jsonLine({ event: 'admin_key_created', org: 'default', key: key.value, path: key.path })
+    else if (key) process.stdout.write(`Created org "default" with an owner API key (shown once; also saved to ${key.path}):\n  ${key.value}\n`)
 
     // Last line of defence: a promise rejected with nobody listening is a bug, logged loudly, but
     // it must not take down every workspace, stream and proxied request with it.
@@ -89,7 +88,8 @@ export default class Serve extends CorralCommand<void> {
       process.on('SIGINT', () => shutdown('SIGINT'))
       // "ready" only once SIGTERM is handled: a stop sent the moment the line is read (a test, a
       // supervisor) would otherwise kill the process by the signal's default, without its drain.
-      process.stdout.write(`${running.readyLine()}\n`)
+      if (this.jsonEnabled()) jsonLine({ event: 'ready', api_url: `${running.url}/v1`, proxy_url: running.proxyUrl })
+      else process.stdout.write(`${running.readyLine()}\n`)
       // This replica may no longer serve (its start-up lock went to a conflicting replica): drain, stop, exit 1.
       running.onFatal(() => {
         process.exitCode = 1
