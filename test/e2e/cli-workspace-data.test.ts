@@ -21,7 +21,15 @@ function script(body: any) {
   const last = body.messages.at(-1)
   const sawResults = Array.isArray(last?.content) && last.content.some((c: any) => c.type === 'tool_result')
   if (sawResults) return { text: 'Done.', tools: [{ name: 'finish', input: { summary: 'all done' } }], usage: { input: 50, output: 17 } }
-  return { text: 'Writing.', tools: [{ name: 'write_file', input: { path: 'out/report.md', content: '# Report\n' } }], usage: { input: 60, output: 23 } }
+  return {
+    text: 'Writing.',
+    tools: [
+      { name: 'write_file', input: { path: 'out/report.md', content: '# Report\n' } },
+      // Bytes that are not UTF-8, for `workspace cat --json`'s base64 form.
+      { name: 'run_command', input: { command: "mkdir -p bin && printf '\\211PNG\\000\\377' > bin/blob.bin" } },
+    ],
+    usage: { input: 60, output: 23 },
+  }
 }
 
 describe(`CLI: a workspace's output and files (${RUNTIME} runtime)`, () => {
@@ -92,6 +100,24 @@ describe(`CLI: a workspace's output and files (${RUNTIME} runtime)`, () => {
       expect(bad.code, path).toBe(1)
       expect(bad.stderr.trim().split('\n'), path).toHaveLength(1)
       expect(bad.stderr, path).toContain(said)
+    }
+  })
+
+  it('workspace cat --json: one object with the path and the content, UTF-8 as text and other bytes as base64; refusals are the JSON error', async () => {
+    const text = await stack.corral(['workspace', 'cat', wsId, 'out/report.md', '--json'])
+    expect(text.code, text.stderr).toBe(0)
+    expect(JSON.parse(text.stdout)).toEqual({ workspace_id: wsId, path: 'out/report.md', snapshot: null, size: 9, encoding: 'utf8', content: '# Report\n' })
+    const at1 = await stack.corral(['workspace', 'cat', wsId, 'out/report.md', '--snapshot', '1', '--json'])
+    expect(JSON.parse(at1.stdout)).toMatchObject({ snapshot: 1, content: '# Report\n' })
+    const blob = await stack.corral(['workspace', 'cat', wsId, 'bin/blob.bin', '--json'])
+    expect(blob.code, blob.stderr).toBe(0)
+    const parsed = JSON.parse(blob.stdout) as { encoding: string; content: string; size: number }
+    expect(parsed).toMatchObject({ encoding: 'base64', size: 6 })
+    expect(Buffer.from(parsed.content, 'base64')).toEqual(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x00, 0xff]))
+    for (const [path, code] of [['out', 'is_a_directory'], ['nope.txt', 'not_found']]) {
+      const bad = await stack.corral(['workspace', 'cat', wsId, path!, '--json'])
+      expect(bad.code, path).toBe(1)
+      expect(JSON.parse(bad.stdout), path).toMatchObject({ error: { code }, exit_code: 1 })
     }
   })
 
