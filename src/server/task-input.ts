@@ -99,8 +99,11 @@ export async function resolveRole(controller: WorkspaceService, orgId: string, r
   if (!ref.role_id && !ref.role_name) throw apiError('validation_error', 'role_id or role_name is required', { fields: { role_id: 'role_id or role_name is required' } })
   const role = await controller.role(orgId, ref.role_id ? { id: ref.role_id } : { name: ref.role_name! })
   if (!role) throw apiError('not_found', `agent role ${ref.role_id ?? ref.role_name} not found`)
+  // The provider first: archiving it archives its roles too (and a role cannot be unarchived while
+  // its provider is), so a role of an archived provider is always archived itself — the provider is
+  // the cause to name, and the one to unarchive first.
+  if (role.provider_archived) throw apiError('provider_archived', `provider ${role.provider_name} of role ${role.name} is archived; unarchive the provider, then the role`)
   if (role.role_archived) throw apiError('role_archived', `agent role ${role.name} is archived; unarchive it first`)
-  if (role.provider_archived) throw apiError('provider_archived', `provider ${role.provider_name} of role ${role.name} is archived`)
   if (role.capabilities?.trim()) {
     const compiled = compilePolicyCached(role.capabilities)
     if (!compiled.ok) {
