@@ -88,10 +88,10 @@ describe('usage errors and completion', () => {
     expect(bad.stderr.trim()).toMatch(/^Error: Parsing --limit: Expected an integer but received: x \(see --help\)$/)
   })
 
-  it('an unknown command exits 127 and points at help (the suggestion prompt is for terminals)', async () => {
+  it('an unknown command is a usage error: exit 2, one line suggesting the closest command and pointing at help', async () => {
     const r = await corral('wrokspace', 'list')
-    expect(r.code).toBe(127)
-    expect(r.stderr).toMatch(/wrokspace list is not a corral command/)
+    expect(r.code).toBe(2)
+    expect(r.stderr.trim()).toBe('Error: "wrokspace list" is not a corral command. Did you mean "workspace list"? Run `corral help` for a list of commands.')
   })
 
   it('shell completion: autocomplete prints setup instructions and a completion script naming the commands', async () => {
