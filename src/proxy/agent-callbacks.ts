@@ -4,8 +4,8 @@
 // (AgentCallbackHandler); the workspace lifecycle implements it (src/workspaces/agent-callbacks.ts)
 // and the composition root hands it to the proxy as the `agentCallbacks` option — no registry.
 // These requests are not outbound traffic: they write their own audit rows (agent events) instead
-// of a policy_decision. A missing or bad token takes the normal path and is denied there
-// (no_token / invalid_token) with its decision row.
+// of a policy_decision. A missing or bad token takes the normal path and is denied there with its
+// decision row (no credential: the 407 challenge; a bad one: invalid_token).
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { isStoreUnavailable } from '../store/index.js'
 import { makeCounter, type CompiledCounter } from '../policy/index.js'

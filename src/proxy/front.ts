@@ -4,7 +4,8 @@
 // never-listening HTTP server. Each request then runs the phases (runner.ts).
 //
 // A CONNECT with no credential the proxy can read is answered `407` (a Basic challenge) and
-// closed, not tunnelled: clients like git only send the token once challenged.
+// closed, not tunnelled: clients like git only send the token once challenged. A plain-HTTP
+// request without one gets its `407` from the request-headers phase.
 //
 // Fail closed: the token is verified once per tunnel at CONNECT and attached to that TLS socket;
 // a request on the inner server without that context did not come through the front and is
@@ -44,7 +45,7 @@ export class ProxyFront {
   /** Handler promises still running (their rows not yet handed to the sink). */
   readonly #pending = new Set<Promise<unknown>>()
   readonly #transport: TransportRows
-  /** Rows of CONNECTs answered 407: rate limited apart, so a burst of git clones cannot hide a transport violation. */
+  /** Rows of CONNECTs answered 407: the core's challenge allowance (shared with plain requests' 407s), apart from transport violations so a burst of git clones cannot hide one. */
   readonly #challenges: TransportRows
   #closing = false
 
@@ -52,7 +53,7 @@ export class ProxyFront {
     this.#core = core
     this.#minter = minter
     this.#transport = new TransportRows(core)
-    this.#challenges = new TransportRows(core)
+    this.#challenges = new TransportRows(core, core.challengeRows)
     const L = core.limits
     const headersTimeout = Math.min(L.headersTimeoutMs, L.requestTimeoutMs)
     const checkEvery = Math.min(1_000, Math.max(50, Math.floor(headersTimeout / 4)))

@@ -12,6 +12,7 @@ import type { ResponseMeter } from './metering.js'
 import type { DecisionContext } from './decision.js'
 import type { AuditGate } from './audit-gate.js'
 import type { ProxyLimits } from './limits.js'
+import type { RowAllowance } from './row-allowance.js'
 import type { TaskLiveness } from './task-liveness.js'
 import type { CapabilityTokens, TokenCheck } from '../secrets/index.js'
 import type { Upstream, UpstreamResponse } from './upstream.js'
@@ -95,6 +96,8 @@ export interface ProxyCore {
   counters: ProxyCounters
   /** Closed while the audit log refuses rows: nothing is forwarded then (audit-gate.ts). */
   auditGate: AuditGate
+  /** Rows of 407 challenges (CONNECT and plain HTTP): cheap to cause, so rate limited, apart from transport violations. */
+  challengeRows: RowAllowance
   /** The handler of agent callbacks to `corral.internal` (agent-callbacks.ts); none → that host takes the phases. */
   agentCallbacks?: AgentCallbacks
 }

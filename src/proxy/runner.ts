@@ -18,7 +18,7 @@ import { terminal } from './phases/terminal.js'
 import { transforms } from './phases/transforms.js'
 import { upstream } from './phases/upstream.js'
 import { ClientGone, type Entry, type ProxyCore, type RequestState } from './request-state.js'
-import { requestToken } from './token.js'
+import { PROXY_CHALLENGE, requestToken } from './token.js'
 import { HOP_BY_HOP } from './upstream.js'
 
 /** Admission: each phase may deny with a local reply; nothing has left the proxy yet. */
@@ -64,7 +64,7 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
   if (denial) {
     // The row first, then the answer: a client never holds a deny that the log does not.
     ctx.denial = denial
-    sendDeny(st, refusal(await record(core, st)) ?? denial)
+    sendDeny(st, refusal(await recordDeny(core, st)) ?? denial)
     return
   }
   // The allow's row is recorded when the upstream body has ended, before the client's response
@@ -106,6 +106,21 @@ async function record(core: ProxyCore, st: RequestState): Promise<PolicyDenial |
   }
   const out = await terminal(core, st.ctx)
   return out.recorded ? undefined : deny('audit_unavailable', { retry_after_s: out.retryAfterS, ...(out.kept ? { kept: true } : {}) }, 503)
+}
+
+/**
+ * A denial's row, like record(); a 407 challenge's row is rate limited like a bare CONNECT's
+ * (row-allowance.ts): when it is only counted, the challenge is answered without a row. A
+ * challenge comes from the token check, before a workspace slot or budget hold is taken.
+ */
+function recordDeny(core: ProxyCore, st: RequestState): Promise<PolicyDenial | undefined> {
+  const d = st.ctx.denial!
+  if (d.status === 407) {
+    const suppressed = core.challengeRows.take()
+    if (suppressed === undefined) return Promise.resolve(undefined)
+    if (suppressed) st.ctx.denial = deny(d.reason, { ...d.detail, suppressed }, d.status)
+  }
+  return record(core, st)
 }
 
 /** The answer a row's refusal imposes: none when it was recorded or is kept to be written later. */
@@ -204,6 +219,8 @@ function sendDeny(st: RequestState, denial: PolicyDenial): void {
   }
   // An unread request body cannot be skipped on a keep-alive connection without reading it all.
   if (!req.complete) headers.connection = 'close'
+  // A 407 carries its challenge (token.ts): clients such as git then retry with the token.
+  if (denial.status === 407) headers['proxy-authenticate'] = PROXY_CHALLENGE
   // Transient refusals (the audit log or the store away) tell the client when to come back.
   if (typeof denial.detail.retry_after_s === 'number') headers['retry-after'] = String(denial.detail.retry_after_s)
   res.writeHead(denial.status, headers)

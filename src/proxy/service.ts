@@ -16,6 +16,7 @@ import { TASK_ENDED_CHANNEL, TaskLiveness } from './task-liveness.js'
 import { CREDENTIALS_CHANNEL, OAuthHttp, OAuthMinter, oauthAllowPrivate, OrgSecrets, SECRETS_CHANNEL, Sealer, StaticCredentialBroker, loadMasterKey, type CredentialBroker, type SecretsSource } from '../secrets/index.js'
 import { Budgets, type ConcurrencyPermitSource } from './budgets.js'
 import { CapabilityTokens, loadTokenKey } from '../secrets/index.js'
+import { RowAllowance } from './row-allowance.js'
 import { Upstream } from './upstream.js'
 import { AddressGuard, type Endpoint } from '../net/index.js'
 import type { LookupAddress } from 'node:dns'
@@ -145,6 +146,7 @@ export class ProxyService {
       log,
       counters,
       auditGate: new AuditGate(o.audit),
+      challengeRows: new RowAllowance(limits.transportRowsPerSecond, () => counters.transportRowsSuppressed++),
       placements: providerPlacement,
       secrets,
       credentials,

@@ -2,6 +2,7 @@
 // the signing key) are src/secrets/'s.
 import type { IncomingMessage } from 'node:http'
 import type { CapabilityTokens, TokenCheck } from '../secrets/index.js'
+import { deny, type PolicyDenial } from './decision.js'
 import type { MaybePromise } from './maybe.js'
 import type { TunnelContext } from './request-state.js'
 
@@ -19,11 +20,12 @@ export function requestToken(tokens: CapabilityTokens, req: IncomingMessage, tun
 }
 
 /**
- * Whether a CONNECT's credentials call for a `407` challenge instead of a tunnel: none at all
- * (no header, an empty one), or a scheme the proxy does not read (only `Bearer` and `Basic` carry
- * a capability token). Clients such as git (libcurl's "any" proxy auth) send their first CONNECT
- * bare and supply the token only when challenged. A token that is present but fails
- * verification gets its tunnel and a readable `invalid_token` inside it, as before.
+ * Whether a request's own credentials call for a `407` challenge (a CONNECT: instead of a tunnel;
+ * a plain-HTTP request: instead of a 403): none at all (no header, an empty one), or a scheme the
+ * proxy does not read (only `Bearer` and `Basic` carry a capability token). Clients such as git
+ * (libcurl's "any" proxy auth) send their first request bare and supply the token only when
+ * challenged. A token that is present but fails verification is a readable `invalid_token` (inside
+ * the tunnel for a CONNECT). Never asked for a request inside a tunnel: its CONNECT was.
  */
 export function wantsProxyChallenge(req: IncomingMessage, check: TokenCheck): boolean {
   if (check.ok) return false
@@ -35,3 +37,8 @@ export function wantsProxyChallenge(req: IncomingMessage, check: TokenCheck): bo
 
 /** What the `407` offers: `Basic` with the token as password (`http://x:TOKEN@proxy`). */
 export const PROXY_CHALLENGE = 'Basic realm="corral"'
+
+/** The challenge's denial: `407`, its row in the platform scope (nothing presented could name an org). */
+export function proxyChallenge(check: TokenCheck): PolicyDenial {
+  return deny(check.ok ? 'no_token' : check.reason, { challenge: 'basic' }, 407)
+}

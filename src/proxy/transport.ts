@@ -11,7 +11,8 @@ import { DecisionContext, attributeToken, deny, denyBody, type PolicyDenial } fr
 import { terminal, type TerminalOutcome } from './phases/terminal.js'
 import type { ProxyCore } from './request-state.js'
 import type { TokenCheck } from '../secrets/index.js'
-import { PROXY_CHALLENGE } from './token.js'
+import { RowAllowance } from './row-allowance.js'
+import { PROXY_CHALLENGE, proxyChallenge } from './token.js'
 
 /** What the front does with one transport error: the status it answers (none: just close) and the row's denial. */
 export interface TransportVerdict {
@@ -54,16 +55,14 @@ export function endRaw(socket: Socket, status: RawStatus, body = '', contentType
   socket.setTimeout(5_000, () => socket.destroy())
 }
 
-/** Token-bucket limited writer of transport-violation rows. */
+/** Writer of rows that are cheap to cause, through a RowAllowance (row-allowance.ts). */
 export class TransportRows {
   readonly #core: ProxyCore
-  #tokens: number
-  #refilledAt = Date.now()
-  #suppressed = 0
+  readonly #allowance: RowAllowance
 
-  constructor(core: ProxyCore) {
+  constructor(core: ProxyCore, allowance = new RowAllowance(core.limits.transportRowsPerSecond, () => core.counters.transportRowsSuppressed++)) {
     this.#core = core
-    this.#tokens = core.limits.transportRowsPerSecond
+    this.#allowance = allowance
   }
 
   /**
@@ -71,21 +70,11 @@ export class TransportRows {
    * with the sink's outcome (undefined: only counted).
    */
   async record(denial: PolicyDenial, check: TokenCheck | undefined, where: { destination?: string; method?: string } = {}): Promise<TerminalOutcome | undefined> {
-    const rate = this.#core.limits.transportRowsPerSecond
-    const now = Date.now()
-    this.#tokens = Math.min(rate, this.#tokens + ((now - this.#refilledAt) / 1000) * rate)
-    this.#refilledAt = now
-    if (this.#tokens < 1) {
-      this.#suppressed++
-      this.#core.counters.transportRowsSuppressed++
-      return undefined
-    }
-    this.#tokens -= 1
+    const suppressed = this.#allowance.take()
+    if (suppressed === undefined) return undefined
     const ctx = new DecisionContext({ destination: where.destination ?? '', method: where.method ?? '', path: '' })
     if (check) attributeToken(ctx, check.ok ? check : { ok: false, reason: check.reason })
-    const detail = this.#suppressed ? { ...denial.detail, suppressed: this.#suppressed } : denial.detail
-    this.#suppressed = 0
-    ctx.denial = deny(denial.reason, detail, denial.status)
+    ctx.denial = deny(denial.reason, suppressed ? { ...denial.detail, suppressed } : denial.detail, denial.status)
     return terminal(this.#core, ctx)
   }
 }
@@ -107,12 +96,13 @@ export async function recordThenRefuse(core: ProxyCore, ctx: DecisionContext, so
  * Answers a CONNECT without a credential the proxy can read: `407` with a `Basic` challenge, so a
  * client that waits for one (git, curl's --proxy-anyauth) retries with its token on a new
  * connection. Its row names no org (nothing was presented that could) and is rate limited like a
- * transport violation, in `rows` (its own bucket): a bare CONNECT costs nothing to send
+ * transport violation, in `rows` (the challenges' own allowance, `core.challengeRows`, shared with
+ * the 407s to plain requests): a bare CONNECT costs nothing to send
  * (docs/proxy.md "Unattributed decisions"). A row the audit log refuses turns the answer into
  * audit_unavailable, as for every request.
  */
 export async function challenge(rows: TransportRows, check: TokenCheck, host: string, socket: Socket): Promise<void> {
-  let denial = deny(check.ok ? 'no_token' : check.reason, { challenge: 'basic' }, 407)
+  let denial = proxyChallenge(check)
   const out = await rows.record(denial, check, { destination: host, method: 'CONNECT' })
   const headers: Record<string, string> = { 'proxy-authenticate': PROXY_CHALLENGE }
   if (out && !out.recorded) {

@@ -85,11 +85,15 @@ export async function connectRequest(o: {
   return parse(await readAll(tls, o.timeoutMs ?? 10_000))
 }
 
-/** A plain-HTTP proxy request with the request target as written (absolute-form). */
-export async function plainRequest(o: { proxyPort: number; target: string; token: string; host?: string; timeoutMs?: number }): Promise<RawResponse> {
+/**
+ * A plain-HTTP proxy request with the request target as written (absolute-form). `proxyAuthorization`
+ * replaces the `Bearer` header line as written (null: no such line at all).
+ */
+export async function plainRequest(o: { proxyPort: number; target: string; token: string; host?: string; timeoutMs?: number; method?: string; proxyAuthorization?: string | null }): Promise<RawResponse> {
   const sock = netConnect(o.proxyPort, '127.0.0.1')
   await new Promise<void>((r, j) => sock.once('connect', r).once('error', j))
   const host = o.host ?? new URL(o.target).host
-  sock.write(`GET ${o.target} HTTP/1.1\r\nHost: ${host}\r\nProxy-Authorization: Bearer ${o.token}\r\nConnection: close\r\n\r\n`)
+  const auth = o.proxyAuthorization === undefined ? `Proxy-Authorization: Bearer ${o.token}\r\n` : o.proxyAuthorization === null ? '' : `${o.proxyAuthorization}\r\n`
+  sock.write(`${o.method ?? 'GET'} ${o.target} HTTP/1.1\r\nHost: ${host}\r\n${auth}Connection: close\r\n\r\n`)
   return parse(await readAll(sock, o.timeoutMs ?? 10_000))
 }

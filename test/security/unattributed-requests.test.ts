@@ -60,7 +60,7 @@ describe('unattributed proxy requests against the real serve', () => {
   })
 
   it('plain HTTP with no token, and a garbage token over CONNECT and plain HTTP', async () => {
-    expect((await curl(proxyPort, 'http://localhost:1234/plain')).status).toBe('403')
+    expect((await curl(proxyPort, 'http://localhost:1234/plain')).status).toBe('407')
     await alive()
     const bad = ['--proxy-header', 'Proxy-Authorization: Bearer not.a.token']
     const tunnelled = await curl(proxyPort, 'https://localhost:1234/garbage', bad)

@@ -1,4 +1,5 @@
-// Phase request_headers: capability token, workspace activation, policy presence, static rule
+// Phase request_headers: capability token (a plain-HTTP request without one readable is challenged,
+// 407), workspace activation, policy presence, static rule
 // match and admission CEL (through CompiledPolicy.admit; this module never evaluates CEL itself).
 import { canonicalPath } from '../../policy/index.js'
 import type { AdmissionResult, CompiledPolicy, PolicyContext, PolicyRequest } from '../../policy/index.js'
@@ -9,7 +10,7 @@ import { andThen } from '../maybe.js'
 import type { PhaseResult } from '../phase.js'
 import type { ProxyCore, RequestState } from '../request-state.js'
 import { outboundScopeDenial } from '../token-scope.js'
-import { requestToken } from '../token.js'
+import { proxyChallenge, requestToken, wantsProxyChallenge } from '../token.js'
 import type { ActivationResult, ActiveWorkspace } from '../workspaces.js'
 
 const ADMISSION_DECISIONS = new Set(['allow', 'pending', 'deny'])
@@ -23,6 +24,8 @@ export function requestHeaders(core: ProxyCore, st: RequestState): PhaseResult {
 function verified(core: ProxyCore, st: RequestState, check: TokenCheck): PhaseResult {
   const { ctx, entry } = st
   const refused = attributeToken(ctx, check)
+  // Plain HTTP with no credential the proxy can read: challenged, like a bare CONNECT (token.ts).
+  if (!entry.tunnel && wantsProxyChallenge(st.req, check)) return proxyChallenge(check)
   if (refused || !check.ok) return refused
   const { claims } = check
   // A keep-alive tunnel outlives its CONNECT: the token's expiry still applies to every request.
