@@ -52,7 +52,7 @@ export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
 
   const state: AuthState = { cache: new ApiKeyCache({ ttlMs: deps.config.keyCacheTtlMs }), lastTouched: new Map() }
   // A key revoked on another replica is evicted here too (Postgres NOTIFY; in-process on SQLite).
-  const unlisten = await deps.store.listen(KEY_REVOKED_CHANNEL, (keyId: string) => state.cache.evict(keyId))
+  const unlisten = await deps.store.listen(KEY_REVOKED_CHANNEL, (keyId: string) => state.cache.heard(keyId))
   app.addHook('onClose', async () => unlisten())
   app.decorate('keyCache', state.cache)
 

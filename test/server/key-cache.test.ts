@@ -47,4 +47,19 @@ describe('api key secrets', () => {
     expect(looksLikeApiKey(a)).toBe(true)
     expect(looksLikeApiKey('eyJhbGciOi')).toBe(false)
   })
+
+  it('a revoke waits for its own echo: heard() evicts and wakes the waiter, a missing echo times out', async () => {
+    const cache = new ApiKeyCache()
+    cache.set('h1', { id: 'key_1', org_id: 'org_1', label: 'k', prefix: 'crl_1', permission_set: 'read_only' })
+    let woke = false
+    const waiting = cache.echo('key_1', 60_000).then(() => { woke = true })
+    await Promise.resolve()
+    expect(woke).toBe(false)
+    cache.heard('key_1')
+    await waiting
+    expect(woke).toBe(true)
+    expect(cache.get('h1')).toBeUndefined()
+    // No echo ever comes for key_2: the wait ends on its own (a hang here fails the test).
+    await expect(cache.echo('key_2', 20)).resolves.toBeUndefined()
+  })
 })

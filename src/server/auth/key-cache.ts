@@ -49,6 +49,35 @@ export class ApiKeyCache {
     this.#hashById.set(key.id, hash)
   }
 
+  readonly #echoWaiters = new Map<string, Set<() => void>>()
+
+  /**
+   * Resolves once this replica's own listener hears the revocation of `keyId` (or after
+   * `timeoutMs`): the database delivers a notification to every listening replica at once, so a
+   * revoke answered after its own echo has already reached the other replicas' connections.
+   */
+  echo(keyId: string, timeoutMs: number): Promise<void> {
+    return new Promise((resolve) => {
+      const waiters = this.#echoWaiters.get(keyId) ?? new Set()
+      this.#echoWaiters.set(keyId, waiters)
+      const done = (): void => {
+        clearTimeout(timer)
+        waiters.delete(done)
+        if (waiters.size === 0 && this.#echoWaiters.get(keyId) === waiters) this.#echoWaiters.delete(keyId)
+        resolve()
+      }
+      const timer = setTimeout(done, timeoutMs)
+      timer.unref()
+      waiters.add(done)
+    })
+  }
+
+  /** The listener heard a revocation (here or on another replica): evicts it and wakes its echo waiters. */
+  heard(keyId: string): void {
+    this.evict(keyId)
+    for (const done of [...(this.#echoWaiters.get(keyId) ?? [])]) done()
+  }
+
   evict(keyId: string): void {
     this.#revoked.set(keyId, this.#now())
     const hash = this.#hashById.get(keyId)

@@ -82,14 +82,20 @@ export async function apiKeyRoutes(app: FastifyInstance, deps: ServerDeps): Prom
       await deps.identity.keys.revoke(orgId, request.params.id)
       const key = await deps.store.apiKeys.delete(orgId, request.params.id)
       if (!key) throw notFound('api key') // revoked concurrently by another request
-      // Evict before answering, then tell the other replicas; the next request with the secret is a 401.
+      // Evict before answering, then tell the other replicas and answer once this replica has heard
+      // its own notification (delivered to every listener together): the next request is a 401.
       app.keyCache.evict(key.id)
+      const echoed = app.keyCache.echo(key.id, REVOKE_ECHO_WAIT_MS)
       await deps.store.notify(KEY_REVOKED_CHANNEL, key.id)
+      await echoed
       await emitKeyEvent(deps, request, 'api_key_revoked', key)
       return { status: 'revoked' }
     },
   )
 }
+
+/** How long a revoke waits for its own notification before answering anyway. */
+const REVOKE_ECHO_WAIT_MS = 2_000
 
 async function emitKeyEvent(deps: ServerDeps, request: FastifyRequest, type: 'api_key_created' | 'api_key_revoked', key: ApiKey): Promise<void> {
   const principal = request.principal!
