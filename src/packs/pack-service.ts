@@ -336,7 +336,7 @@ export class PackService {
   async #event(actor: PackActor, type: EventType, pack: PackRecord, extra: Record<string, unknown> = {}): Promise<void> {
     const detail: Record<string, unknown> = { resource_id: pack.id, name: pack.name }
     if (type !== 'content_pack_cloned') detail.version = pack.version
-    await this.#deps.audit.emit({ org_id: actor.orgId, user_id: actor.userId, event_type: type, category: 'audit', actor: 'control-plane', detail: { ...detail, ...extra } })
+    await this.#deps.audit.emit({ org_id: actor.orgId, user_id: actor.userId, event_type: type, detail: { ...detail, ...extra } })
   }
 }
 

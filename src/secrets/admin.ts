@@ -41,7 +41,7 @@ export async function reapPersonalCredentials(tx: StoreTransaction, orgId: strin
 export async function auditReaped(audit: AuditSink, actor: Actor, reaped: readonly CredentialMeta[]): Promise<void> {
   for (const meta of reaped) {
     await audit.emit({
-      org_id: actor.orgId, user_id: actor.userId, event_type: 'credential_deleted', category: 'audit', actor: 'control-plane',
+      org_id: actor.orgId, user_id: actor.userId, event_type: 'credential_deleted',
       detail: { resource_id: meta.id, name: meta.name, provider: meta.provider, kind: meta.kind, ...ownerDetail(meta), reason: 'membership_removed' },
     })
   }
@@ -132,6 +132,6 @@ export class OrgMaterialAdmin {
   }
 
   async #event(actor: Actor, type: 'secret_created' | 'secret_deleted' | 'credential_created' | 'credential_deleted', detail: Record<string, unknown>): Promise<void> {
-    await this.audit.emit({ org_id: actor.orgId, user_id: actor.userId, event_type: type, category: 'audit', actor: 'control-plane', detail })
+    await this.audit.emit({ org_id: actor.orgId, user_id: actor.userId, event_type: type, detail })
   }
 }

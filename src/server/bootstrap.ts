@@ -47,8 +47,6 @@ export async function createOwnerKey(store: Store, audit: AuditSink, orgId: stri
     org_id: orgId,
     user_id: SYSTEM_USER,
     event_type: 'api_key_created',
-    category: 'audit',
-    actor: 'control-plane',
     detail: { resource_id: key.id, label: key.label, prefix: key.prefix, permission_set: key.permission_set },
   })
   return { key, value }

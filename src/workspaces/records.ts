@@ -1,8 +1,8 @@
-// What the lifecycle writes besides workspace state: its audit rows (category `activity` unless
-// said otherwise, actor `control-plane`) and a task's end, which is written once (first writer
+// What the lifecycle writes besides workspace state: its audit rows (category and actor from the
+// contract's EVENT_KINDS) and a task's end, which is written once (first writer
 // wins) and announced so every proxy stops taking the task's token.
 import type { Logger } from 'pino'
-import { apiError, type AuditSink, type Category, type EventType, type NewAuditEvent } from '../contract/index.js'
+import { apiError, type AuditSink, type EventType, type NewAuditEvent } from '../contract/index.js'
 import { TASK_ENDED_CHANNEL, type Store, type WorkspaceRecord } from '../store/index.js'
 
 export type TaskEnd = 'completed' | 'failed' | 'cancelled'
@@ -18,9 +18,9 @@ export class LifecycleRecords {
     this.#logger = logger
   }
 
-  async emit(ws: WorkspaceRecord, type: EventType, userId: string, detail?: Record<string, unknown>, taskId?: string, category: Category = 'activity'): Promise<void> {
+  async emit(ws: WorkspaceRecord, type: EventType, userId: string, detail?: Record<string, unknown>, taskId?: string): Promise<void> {
     const event: NewAuditEvent = {
-      org_id: ws.org_id, user_id: userId, event_type: type, category, actor: 'control-plane',
+      org_id: ws.org_id, user_id: userId, event_type: type,
       workspace_id: ws.id, agent_role: ws.role_name, agent_provider: ws.provider_name,
       ...(taskId ? { task_id: taskId } : {}), ...(detail ? { detail } : {}),
     }

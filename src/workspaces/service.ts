@@ -294,8 +294,8 @@ export class WorkspaceService {
       })
       const created = (await this.#t.byId(id))!
       const ref = snap?.ref ?? ''
-      await this.#records.emit(parent, 'workspace_forked', actor.userId, { resource_id: parent.id, child_workspace_id: id, fork_point_task_count: forkPoint, fork_source_snapshot_ref: ref }, undefined, 'audit')
-      await this.#records.emit(created, 'workspace_fork_created', actor.userId, { resource_id: id, parent_workspace_id: parent.id, fork_point_task_count: forkPoint, fork_source_snapshot_ref: ref }, undefined, 'audit')
+      await this.#records.emit(parent, 'workspace_forked', actor.userId, { resource_id: parent.id, child_workspace_id: id, fork_point_task_count: forkPoint, fork_source_snapshot_ref: ref })
+      await this.#records.emit(created, 'workspace_fork_created', actor.userId, { resource_id: id, parent_workspace_id: parent.id, fork_point_task_count: forkPoint, fork_source_snapshot_ref: ref })
       await this.#records.emit(created, 'workspace_created', actor.userId, { forked: true, parent_workspace_id: parent.id, fork_point_task_count: forkPoint, fork_source_snapshot_ref: ref })
       return created
     })

@@ -95,7 +95,7 @@ export class OAuthConsent {
       return { ...created, status: 'pending', scopes }
     })
     await this.o.audit.emit({
-      org_id: actor.orgId, user_id: actor.userId, event_type: 'credential_created', category: 'audit', actor: 'control-plane',
+      org_id: actor.orgId, user_id: actor.userId, event_type: 'credential_created',
       detail: {
         resource_id: meta.id, name: meta.name, provider: meta.provider, kind: meta.kind, scopes, status: meta.status,
         ...(meta.owner_user_id ? { owner_user_id: meta.owner_user_id } : {}),
@@ -287,7 +287,7 @@ export class OAuthConsent {
     })
     const base = { resource_id: cred.id, name: cred.name, provider: cred.provider, kind: cred.kind }
     const emit = (type: 'credential_authorized' | 'credential_status', detail: Record<string, unknown>) =>
-      this.o.audit.emit({ org_id: st.org_id, user_id: st.user_id || SYSTEM_USER, event_type: type, category: 'audit', actor: 'control-plane', detail: { ...base, ...detail } })
+      this.o.audit.emit({ org_id: st.org_id, user_id: st.user_id || SYSTEM_USER, event_type: type, detail: { ...base, ...detail } })
     await emit('credential_authorized', { scopes: row.scopes, status: 'active' })
     // Re-consent of a credential the proxy had flipped: the way back is audited like the way out.
     if (from !== 'active' && from !== 'pending') await emit('credential_status', { from_status: from, to_status: 'active', reason: 'reauthorized', terminal: false })

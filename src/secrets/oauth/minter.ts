@@ -161,7 +161,7 @@ export class OAuthMinter {
     if (!cred || cred.status !== 'active') return
     if (!(await this.o.tables.flipStatus(ref.orgId, ref.id, 'active', 'revoked'))) return // another process flipped it first
     await this.o.audit.emit({
-      org_id: ref.orgId, user_id: SYSTEM_USER, event_type: 'credential_status', category: 'audit', actor: 'policy-engine',
+      org_id: ref.orgId, user_id: SYSTEM_USER, event_type: 'credential_status', actor: 'policy-engine',
       detail: {
         resource_id: ref.id, name: cred.name, provider: cred.provider, kind: cred.kind,
         from_status: 'active', to_status: 'revoked', reason: failure.code, terminal: true,

@@ -92,8 +92,6 @@ async function recordFirstSeen(deps: ServerDeps, orgId: string, userId: string, 
     org_id: orgId,
     user_id: userId,
     event_type: 'membership_first_seen',
-    category: 'audit',
-    actor: 'control-plane',
     detail: { resource_id: userId, email, role, source: 'self_heal' },
   })
 }

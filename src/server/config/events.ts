@@ -24,7 +24,7 @@ export function configCaller(request: FastifyRequest): ConfigCaller {
 
 /** Configuration-mutation events (spec Events): category audit, actor control-plane, resource_id plus the spec's keys. */
 export async function emitConfigEvent(deps: Pick<ServerDeps, 'audit' | 'store'>, caller: ConfigCaller, type: EventType, detail: Record<string, unknown>): Promise<void> {
-  await deps.audit.emit({ org_id: caller.orgId, user_id: caller.userId, event_type: type, category: 'audit', actor: 'control-plane', detail })
+  await deps.audit.emit({ org_id: caller.orgId, user_id: caller.userId, event_type: type, detail })
   // Every proxy process (every replica) loads the org's workspace policies again on their next request.
   await deps.store.notify(ROLES_CHANGED_CHANNEL, caller.orgId).catch((err: unknown) => caller.log.warn({ err }, 'role change not announced to the proxies'))
 }

@@ -97,8 +97,6 @@ async function emitKeyEvent(deps: ServerDeps, request: FastifyRequest, type: 'ap
     org_id: principal.org.id,
     user_id: principal.userId,
     event_type: type,
-    category: 'audit',
-    actor: 'control-plane',
     detail: { resource_id: key.id, label: key.label, prefix: key.prefix, permission_set: key.permission_set },
   })
 }

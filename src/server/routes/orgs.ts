@@ -88,7 +88,7 @@ function readRoutes(app: FastifyInstance, deps: ServerDeps): void {
 /** Invite, change the role of, and remove a member; each change is a membership_* audit event. */
 function membershipChangeRoutes(app: FastifyInstance, deps: ServerDeps): void {
   const emit = (request: FastifyRequest, type: 'membership_invited' | 'membership_updated' | 'membership_removed', detail: Record<string, unknown>) =>
-    deps.audit.emit({ org_id: request.principal!.org.id, user_id: request.principal!.userId, event_type: type, category: 'audit', actor: 'control-plane', detail })
+    deps.audit.emit({ org_id: request.principal!.org.id, user_id: request.principal!.userId, event_type: type, detail })
 
   app.post<{ Params: { id: string }; Body: { email: string; role: Role } }>(
     '/orgs/:id/memberships',

@@ -68,8 +68,6 @@ export async function webhookRoutes(app: FastifyInstance, deps: ServerDeps): Pro
           org_id: m.org_id,
           user_id: SYSTEM_USER,
           event_type: 'membership_accepted',
-          category: 'audit',
-          actor: 'control-plane',
           detail: { resource_id: m.user_id, email: m.email, role: m.role, workos_user_id: request.body.user_id ?? m.user_id, invitation_id: m.invitation_id },
         })
       }
