@@ -14,7 +14,7 @@ import { v7 as uuidv7 } from 'uuid'
 import {
   AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS, AUDIT_ROW_COLUMNS, AUDIT_TEXT_COLUMNS, epochMs, isUuid,
 } from '../store/index.js'
-import { ACTORS, CATEGORIES, DECISIONS, DENY_REASONS, EVENT_TYPES, PHASES, POLICY_TYPES, type AuditEvent, type NewAuditEvent } from '../contract/index.js'
+import { ACTORS, CATEGORIES, DECISIONS, DENY_REASONS, EVENT_KINDS, EVENT_TYPES, PHASES, POLICY_TYPES, type AuditEvent, type EventKind, type EventType, type NewAuditEvent } from '../contract/index.js'
 
 // ES2024 string methods (Node >= 20); the project's lib setting predates them.
 declare global {
@@ -93,11 +93,13 @@ export function check(input: NewAuditEvent): { event: AuditEvent; fields?: Recor
   const fail = (name: string, message: string) => ((fields ??= {})[name] = message)
   if (typeof src.org_id !== 'string' || src.org_id === '') fail('org_id', 'must be a non-empty string')
   if (typeof src.user_id !== 'string' || src.user_id === '') fail('user_id', 'must be a non-empty string')
+  // Category and actor come from the event type's entry when the producer does not name them.
+  const kind = typeof src.event_type === 'string' && Object.hasOwn(EVENT_KINDS, src.event_type) ? EVENT_KINDS[src.event_type as EventType] as EventKind : undefined
   for (let i = 0; i < VOCABULARIES.length; i++) {
     const [name, allowed, required] = VOCABULARIES[i]
     const value = src[name]
     if (value === undefined || value === null) {
-      if (required) fail(name, 'is required')
+      if (required && !(kind && (name === 'category' || name === 'actor'))) fail(name, 'is required')
     } else if (typeof value !== 'string' || !allowed.has(value)) fail(name, `must be one of: ${[...allowed].join(', ')}`)
   }
   const idOk = src.id === undefined || src.id === null || (typeof src.id === 'string' && isUuid(src.id))
@@ -133,6 +135,10 @@ export function check(input: NewAuditEvent): { event: AuditEvent; fields?: Recor
   }
   const id = idOk && typeof src.id === 'string' ? src.id.toLowerCase() : uuidv7()
   const event = copyEvent(src, id, timestamp)
+  if (kind) {
+    event.category ??= kind.category
+    event.actor ??= kind.actor
+  }
   return fields ? { event: event as unknown as AuditEvent, fields } : { event: event as unknown as AuditEvent }
 }
 

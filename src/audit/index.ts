@@ -5,6 +5,7 @@ export {
   AuditDrainTimeoutError, collectAuditEmits, createAuditWriter, openAuditWriter, stamp,
   type AuditWriter, type AuditWriterLogger, type AuditWriterOptions, type AuditWriterStats,
 } from './writer.js'
+export { auditedMutation, type RecordAudit } from './mutation.js'
 export type { JournalDurability } from './journal.js'
 export { journalSettingsFromEnv } from './journal-files.js'
 export { AuditUnavailableError, type AuditUnavailableCause } from './unavailable.js'

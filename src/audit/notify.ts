@@ -8,7 +8,8 @@ import type { AuditEvent } from '../contract/index.js'
 export const AUDIT_CHANNEL = 'corral_audit'
 const MAX_PAYLOAD_BYTES = 7_500
 
-export async function publishCommitted(store: Store, batch: readonly AuditEvent[], newIds: readonly string[]): Promise<void> {
+/** Announces the new ids of a committed batch through `store.notify` (a Store, or a transaction's after-commit queue). */
+export async function publishCommitted(store: Pick<Store, 'notify'>, batch: readonly AuditEvent[], newIds: readonly string[]): Promise<void> {
   if (newIds.length === 0) return
   const fresh = new Set(newIds)
   const byOrg = new Map<string, string[]>()

@@ -93,6 +93,7 @@ export interface AuditWriterStats {
 }
 
 export interface AuditWriter extends AuditSink {
+  admit(): void
   /** Resolves when every event emitted before the call is in the database (or quarantined). */
   flush(): Promise<void>
   /** Refuses further events, flushes within drainTimeoutMs (see the file comment). */

@@ -209,13 +209,28 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
     return done
   }
 
+  /** Why an event emitted now would be refused, if it would. */
+  const refusal = (): AuditUnavailableError | undefined => {
+    if (closed) return new AuditUnavailableError('closed', 5, 'audit writer is closed (the server is shutting down); retry')
+    if (stats.pending >= maxQueue || stats.pendingBytes >= maxQueueBytes) {
+      return new AuditUnavailableError('queue_full', 1, `the audit log is not keeping up (${stats.pending} events not yet stored); retry shortly`)
+    }
+    return undefined
+  }
+
   const writer = {
+    admit(): void {
+      const err = refusal()
+      if (!err) return
+      if (!closed) stats.rejected++
+      throw err
+    },
     emit(input: NewAuditEvent): Promise<AuditEvent> {
       let p: Promise<AuditEvent>
-      if (closed) p = refuse(new AuditUnavailableError('closed', 5, 'audit writer is closed (the server is shutting down); retry'))
-      else if (stats.pending >= maxQueue || stats.pendingBytes >= maxQueueBytes) {
-        stats.rejected++
-        p = refuse(new AuditUnavailableError('queue_full', 1, `the audit log is not keeping up (${stats.pending} events not yet stored); retry shortly`))
+      const refused = refusal()
+      if (refused) {
+        if (!closed) stats.rejected++
+        p = refuse(refused)
       } else {
         stats.emitted++
         try {

@@ -2,30 +2,57 @@
 // defines for it (control-plane.md, "Audit event" and "Events"). Every producer (server routes,
 // proxy, runtime, agent callback) builds rows with these types; wire names are defined here once.
 
-export const EVENT_TYPES = [
-  // configuration mutations (category audit, actor control-plane)
-  'provider_created', 'provider_updated', 'provider_deleted', 'provider_archived', 'provider_unarchived',
-  'agent_role_created', 'agent_role_updated', 'agent_role_deleted', 'agent_role_archived', 'agent_role_unarchived',
-  'content_pack_created', 'content_pack_updated', 'content_pack_deleted', 'content_pack_cloned',
-  'credential_created', 'credential_deleted', 'credential_authorized', 'credential_status',
-  'secret_created', 'secret_deleted',
-  'api_key_created', 'api_key_revoked',
-  'membership_invited', 'membership_accepted', 'membership_updated', 'membership_removed', 'membership_first_seen',
-  'workspace_forked', 'workspace_fork_created',
+export const CATEGORIES = ['audit', 'activity'] as const
+export type Category = (typeof CATEGORIES)[number]
+
+export const ACTORS = ['control-plane', 'policy-engine', 'agent'] as const
+export type Actor = (typeof ACTORS)[number]
+
+/** What the vocabulary fixes for one event type: its category and who records it. */
+export interface EventKind {
+  readonly category: Category
+  /** The actor of the spec's Events section; emitting fills it in. */
+  readonly actor: Actor
+  /** Other actors that may record this type, named at the emit that does (see `credential_status`). */
+  readonly alsoBy?: readonly Actor[]
+}
+
+const config: EventKind = { category: 'audit', actor: 'control-plane' }
+const lifecycle: EventKind = { category: 'activity', actor: 'control-plane' }
+const proxied: EventKind = { category: 'activity', actor: 'policy-engine' }
+const agent: EventKind = { category: 'activity', actor: 'agent' }
+
+/**
+ * Every event type with its category and actor (control-plane.md "Events"): the one table a
+ * producer relies on, so an emit names only what varies (type, org, user, ids, detail).
+ */
+export const EVENT_KINDS = {
+  // configuration mutations
+  provider_created: config, provider_updated: config, provider_deleted: config, provider_archived: config, provider_unarchived: config,
+  agent_role_created: config, agent_role_updated: config, agent_role_deleted: config, agent_role_archived: config, agent_role_unarchived: config,
+  content_pack_created: config, content_pack_updated: config, content_pack_deleted: config, content_pack_cloned: config,
+  credential_created: config, credential_deleted: config, credential_authorized: config,
+  // a status flip made by the control plane (re-consent) or by the proxy's refresh (docs/credentials.md)
+  credential_status: { ...config, alsoBy: ['policy-engine'] },
+  secret_created: config, secret_deleted: config,
+  api_key_created: config, api_key_revoked: config,
+  membership_invited: config, membership_accepted: config, membership_updated: config, membership_removed: config, membership_first_seen: config,
+  workspace_forked: config, workspace_fork_created: config,
   // not in the spec's catalog: a capability token handed to an operator (POST /v1/workspaces/{id}/proxy-token)
-  'proxy_token_minted',
-  // workspace and task lifecycle (category activity)
-  'workspace_created', 'workspace_provisioned', 'workspace_activated', 'workspace_deactivated', 'workspace_evicted',
-  'workspace_restarted', 'workspace_stopped', 'workspace_archived', 'workspace_unarchived',
-  'task_submitted', 'task_completed',
-  // proxy decisions (category audit, actor policy-engine)
-  'policy_decision',
-  // agent events (category activity, actor agent)
-  'session_start', 'session_end', 'session_wrap_up', 'task_start', 'task_end', 'iteration_start', 'iteration_end',
-  'agent_thinking', 'agent_response', 'current_status', 'tool_call', 'tool_result', 'compaction_start',
-  'compaction_end', 'step_status', 'progress_status', 'file_change',
-] as const
-export type EventType = (typeof EVENT_TYPES)[number]
+  proxy_token_minted: config,
+  // workspace and task lifecycle
+  workspace_created: lifecycle, workspace_provisioned: lifecycle, workspace_activated: proxied, workspace_deactivated: proxied,
+  workspace_evicted: proxied, workspace_restarted: lifecycle, workspace_stopped: lifecycle, workspace_archived: lifecycle,
+  workspace_unarchived: lifecycle, task_submitted: lifecycle, task_completed: lifecycle,
+  // proxy decisions
+  policy_decision: { category: 'audit', actor: 'policy-engine' },
+  // agent events
+  session_start: agent, session_end: agent, session_wrap_up: agent, task_start: agent, task_end: agent, iteration_start: agent,
+  iteration_end: agent, agent_thinking: agent, agent_response: agent, current_status: agent, tool_call: agent, tool_result: agent,
+  compaction_start: agent, compaction_end: agent, step_status: agent, progress_status: agent, file_change: agent,
+} as const satisfies Record<string, EventKind>
+export type EventType = keyof typeof EVENT_KINDS
+export const EVENT_TYPES = Object.keys(EVENT_KINDS) as readonly EventType[]
 
 export const AGENT_EVENT_TYPES = [
   'session_start', 'session_end', 'session_wrap_up', 'task_start', 'task_end', 'iteration_start', 'iteration_end',
@@ -33,12 +60,6 @@ export const AGENT_EVENT_TYPES = [
   'compaction_end', 'step_status', 'progress_status', 'file_change',
 ] as const satisfies readonly EventType[]
 export type AgentEventType = (typeof AGENT_EVENT_TYPES)[number]
-
-export const CATEGORIES = ['audit', 'activity'] as const
-export type Category = (typeof CATEGORIES)[number]
-
-export const ACTORS = ['control-plane', 'policy-engine', 'agent'] as const
-export type Actor = (typeof ACTORS)[number]
 
 export const PHASES = ['request_headers', 'request_body', 'response_headers', 'response_body', 'dns'] as const
 export type Phase = (typeof PHASES)[number]
@@ -120,8 +141,17 @@ export interface AuditEvent {
   auth_failures?: Record<string, TransformFailure>
 }
 
-/** What a producer hands to the audit writer: id and timestamp are filled at the source when omitted. */
-export type NewAuditEvent = Omit<AuditEvent, 'id' | 'timestamp'> & { id?: string; timestamp?: string }
+/**
+ * What a producer hands to the audit writer: id and timestamp are filled at the source when
+ * omitted, category and actor from EVENT_KINDS (an actor is named only where the type lists it in
+ * `alsoBy`).
+ */
+export type NewAuditEvent = Omit<AuditEvent, 'id' | 'timestamp' | 'category' | 'actor'> & {
+  id?: string
+  timestamp?: string
+  category?: Category
+  actor?: Actor
+}
 
 /** The one way every part of corral records an event. Implemented by src/audit's batched writer. */
 export interface AuditSink {
@@ -137,6 +167,8 @@ export interface AuditSink {
    * must not happen unrecorded (the proxy forwarding a request); absent: assumed writable.
    */
   writable?(): boolean
+  /** Throws AuditUnavailableError when an event emitted now would be refused (a full queue, a closed writer). */
+  admit?(): void
 }
 
 /** Columns `filter` accepts on audit queries and stats (spec, GET /v1/audit). `counter` is virtual. */

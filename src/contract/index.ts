@@ -6,9 +6,9 @@ export {
   CorralError, ERROR_CATALOGUE, apiError, notFound, envelopeSchema, type ErrorCode, type ErrorEnvelope, type ErrorBody,
 } from './errors.js'
 export {
-  EVENT_TYPES, AGENT_EVENT_TYPES, CATEGORIES, ACTORS, PHASES, POLICY_TYPES, DECISIONS, DENY_REASONS,
+  EVENT_KINDS, EVENT_TYPES, AGENT_EVENT_TYPES, CATEGORIES, ACTORS, PHASES, POLICY_TYPES, DECISIONS, DENY_REASONS,
   TRANSFORM_FAILURES, FLOORED_REASONS, SYSTEM_USER, PLATFORM_ORG, FILTER_COLUMNS,
-  type EventType, type AgentEventType, type Category, type Actor, type Phase, type PolicyType, type Decision,
+  type EventKind, type EventType, type AgentEventType, type Category, type Actor, type Phase, type PolicyType, type Decision,
   type DenyReason, type TransformFailure, type FlooredReason, type AuditEvent, type NewAuditEvent, type AuditSink,
   type FilterColumn,
 } from './audit-vocabulary.js'

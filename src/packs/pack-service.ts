@@ -5,8 +5,9 @@
 // registry-image.ts; with CORRAL_PACK_REGISTRY set, uploads, re-uploads and clones push the pack's
 // image and record its `image_ref`. The HTTP side (schemas, multipart, the Pack view) is
 // src/server/routes/packs.ts. Decisions: docs/packs.md.
+import { auditedMutation } from '../audit/index.js'
 import { apiError, notFound, type AuditSink, type EventType, type PackManifest } from '../contract/index.js'
-import { isUniqueViolation, type PackPatch, type PackRecord, type PackVisibility, type Store } from '../store/index.js'
+import { isUniqueViolation, type PackPatch, type PackRecord, type PackVisibility, type Store, type StoreTransaction } from '../store/index.js'
 import type { IngestedPack, PackContent } from './content.js'
 import { NO_REGISTRY, pullAccess, pullFailure, pushImage, type PushLogger } from './pack-images.js'
 import { checkAgentChange, fieldError, manifestFields, nameTaken, normaliseSuggested } from './pack-rules.js'
@@ -124,24 +125,20 @@ export class PackService {
         if (await store.packs.getByName(actor.orgId, m.name)) throw nameTaken(m.name)
         imageRef = await this.#push(content, actor.orgId, m.name, m.version, ingested.digest)
       }
-      const pack = await store
-        .transaction(async (tx) => {
-          if (await tx.packs.getByName(actor.orgId, m.name)) throw nameTaken(m.name)
-          return tx.packs.create(actor.orgId, {
-            ...manifestFields(ingested),
-            name: m.name,
-            tier: 'community',
-            visibility: origin.visibility ?? 'org',
-            image_origin: origin.image_origin,
-            ...(imageRef ? { image_ref: imageRef } : {}),
-            created_by: actor.userId,
-          })
+      return this.#mutate(actor, async (tx, record) => {
+        if (await tx.packs.getByName(actor.orgId, m.name)) throw nameTaken(m.name)
+        const pack = await tx.packs.create(actor.orgId, {
+          ...manifestFields(ingested),
+          name: m.name,
+          tier: 'community',
+          visibility: origin.visibility ?? 'org',
+          image_origin: origin.image_origin,
+          ...(imageRef ? { image_ref: imageRef } : {}),
+          created_by: actor.userId,
         })
-        .catch(duplicateName(m.name))
-      await this.#event(actor, 'content_pack_created', pack, {
-        display_name: pack.display_name, visibility: pack.visibility, tier: pack.tier, image_origin: pack.image_origin,
-      })
-      return pack
+        record('content_pack_created', pack, { display_name: pack.display_name, visibility: pack.visibility, tier: pack.tier, image_origin: pack.image_origin })
+        return pack
+      }).catch(duplicateName(m.name))
     })
   }
 
@@ -155,10 +152,9 @@ export class PackService {
       await checkAgentChange(this.#deps.store, actor.orgId, current, ingested.manifest)
       // Without a push registry the old image_ref (if one was pushed before) no longer matches the content.
       const imageRef = await this.#push(content, actor.orgId, current.name, ingested.manifest.version, ingested.digest)
-      return this.#replaceContent(actor.orgId, current.id, { ...manifestFields(ingested), image_ref: imageRef ?? null })
+      return this.#replaceContent(actor, current.id, { ...manifestFields(ingested), image_ref: imageRef ?? null }, { kind: 'reupload' })
     })
     if (replaced && replaced !== pack.image_digest) await this.collect(content, replaced)
-    await this.#event(actor, 'content_pack_updated', pack, { image_ref: pack.image_ref ?? '', kind: 'reupload' })
     // Workspaces of every role attaching the pack (community packs: other orgs' too) respawn to mount the new content.
     await this.#restartAttaching(pack.id)
     return pack
@@ -184,9 +180,11 @@ export class PackService {
       }
     }
     if (body.image_ref === undefined) {
-      const pack = (await store.packs.update(orgId, current.id, patch)) ?? throwNotFound()
-      await this.#event(actor, 'content_pack_updated', pack, { image_ref: pack.image_ref ?? '', kind: flipsVisibility ? 'visibility' : 'metadata', patched_fields: Object.keys(body).sort() })
-      return pack
+      return this.#mutate(actor, async (tx, record) => {
+        const pack = (await tx.packs.update(orgId, current.id, patch)) ?? throwNotFound()
+        record('content_pack_updated', pack, { image_ref: pack.image_ref ?? '', kind: flipsVisibility ? 'visibility' : 'metadata', patched_fields: Object.keys(body).sort() })
+        return pack
+      })
     }
     // A new image: pulled and ingested like POST /v1/packs; the image's pack.yaml replaces the
     // manifest fields (as a re-upload does), then the body's own label fields apply on top.
@@ -196,10 +194,9 @@ export class PackService {
       if (ingested.manifest.name !== current.name) {
         throw fieldError('image_ref', `the image's pack.yaml names ${ingested.manifest.name}, but this pack is ${current.name}`)
       }
-      return this.#replaceContent(orgId, current.id, { ...manifestFields(ingested), ...patch, image_ref: imageRef })
+      return this.#replaceContent(actor, current.id, { ...manifestFields(ingested), ...patch, image_ref: imageRef }, { kind: 'image_ref', patched_fields: Object.keys(body).sort() })
     })
     if (replaced && replaced !== pack.image_digest) await this.collect(content, replaced)
-    await this.#event(actor, 'content_pack_updated', pack, { image_ref: pack.image_ref ?? '', kind: 'image_ref', patched_fields: Object.keys(body).sort() })
     await this.#restartAttaching(pack.id)
     return pack
   }
@@ -218,10 +215,13 @@ export class PackService {
         other_org_roles: attaching.length - own.length,
       })
     }
-    const deleted = (await store.packs.delete(orgId, current.id)) ?? throwNotFound()
+    const deleted = await this.#mutate(actor, async (tx, record) => {
+      const deleted = (await tx.packs.delete(orgId, current.id)) ?? throwNotFound()
+      record('content_pack_deleted', deleted)
+      return deleted
+    })
     const content = this.#deps.packContent
     if (deleted.image_digest && content) await this.collect(content, deleted.image_digest)
-    await this.#event(actor, 'content_pack_deleted', deleted)
   }
 
   /** `POST /v1/packs/{id}/clone`: a copy owned by the caller's org, sharing the content tree. */
@@ -239,10 +239,9 @@ export class PackService {
       const pushed = source.image_digest && content && (await content.has(source.image_digest))
         ? await this.#push(content, orgId, name, source.version, source.image_digest)
         : undefined
-      const pack = await store
-        .transaction(async (tx) => {
+      return await this.#mutate(actor, async (tx, record) => {
           if (await tx.packs.getByName(orgId, name)) throw nameTaken(name)
-          return tx.packs.create(orgId, {
+          const pack = await tx.packs.create(orgId, {
             name,
             display_name: source.display_name,
             description: source.description ?? null,
@@ -259,10 +258,9 @@ export class PackService {
             manifest: source.manifest,
             created_by: actor.userId,
           })
-        })
-        .catch(duplicateName(name))
-      await this.#event(actor, 'content_pack_cloned', pack, { source_pack_id: source.id, source_name: source.name })
-      return pack
+          record('content_pack_cloned', pack, { source_pack_id: source.id, source_name: source.name })
+          return pack
+        }).catch(duplicateName(name))
     } finally {
       unpin()
     }
@@ -306,11 +304,13 @@ export class PackService {
    * replaced, and no tree is left behind). The agent rule is checked again inside, against the
    * row as it is now.
    */
-  #replaceContent(orgId: string, packId: string, patch: PackPatch & { manifest: PackManifest }): Promise<{ pack: PackRecord; replaced?: string }> {
-    return this.#deps.store.transaction(async (tx) => {
+  #replaceContent(actor: PackActor, packId: string, patch: PackPatch & { manifest: PackManifest }, extra: Record<string, unknown>): Promise<{ pack: PackRecord; replaced?: string }> {
+    const { orgId } = actor
+    return this.#mutate(actor, async (tx, record) => {
       const before = (await tx.packs.update(orgId, packId, {})) ?? throwNotFound()
       await checkAgentChange(tx, orgId, before, patch.manifest)
       const pack = (await tx.packs.update(orgId, packId, patch)) ?? throwNotFound()
+      record('content_pack_updated', pack, { image_ref: pack.image_ref ?? '', ...extra })
       return { pack, ...(before.image_digest ? { replaced: before.image_digest } : {}) }
     })
   }
@@ -332,11 +332,16 @@ export class PackService {
     }
   }
 
-  /** content_pack_* events (spec Events): category audit, actor control-plane; resource_id, name and version, plus the type's own keys. */
-  async #event(actor: PackActor, type: EventType, pack: PackRecord, extra: Record<string, unknown> = {}): Promise<void> {
-    const detail: Record<string, unknown> = { resource_id: pack.id, name: pack.name }
-    if (type !== 'content_pack_cloned') detail.version = pack.version
-    await this.#deps.audit.emit({ org_id: actor.orgId, user_id: actor.userId, event_type: type, category: 'audit', actor: 'control-plane', detail: { ...detail, ...extra } })
+  /**
+   * A pack change and its content_pack_* event (spec Events: resource_id, name and version, plus
+   * the type's own keys) in one transaction (src/audit/mutation.ts).
+   */
+  #mutate<T>(actor: PackActor, fn: (tx: StoreTransaction, record: (type: EventType, pack: PackRecord, extra?: Record<string, unknown>) => void) => Promise<T>): Promise<T> {
+    return auditedMutation(this.#deps.store, this.#deps.audit, (tx, record) => fn(tx, (type, pack, extra = {}) => {
+      const detail: Record<string, unknown> = { resource_id: pack.id, name: pack.name }
+      if (type !== 'content_pack_cloned') detail.version = pack.version
+      record({ org_id: actor.orgId, user_id: actor.userId, event_type: type, detail: { ...detail, ...extra } })
+    }))
   }
 }
 

@@ -116,7 +116,7 @@ export class ProxyService {
     const oauthHttp = new OAuthHttp({ ...(o.upstreamCaPem ? { extraCaPem: o.upstreamCaPem } : {}), guard: this.#guard(), allowPrivate: oauthAllowPrivate(o.env ?? {}) })
     this.#unlisten.push(() => oauthHttp.close())
     const credentials = o.credentials ?? new StaticCredentialBroker(tables, sealer, new OAuthMinter({
-      tables: o.store.oauth, sealer, audit: o.audit, http: oauthHttp, notify: (channel, payload) => o.store.notify(channel, payload),
+      tables: o.store.oauth, store: o.store, sealer, audit: o.audit, http: oauthHttp, notify: (channel, payload) => o.store.notify(channel, payload),
     }))
     // The control plane announces changes (payload: org id); every proxy process drops its copy.
     if (secrets instanceof OrgSecrets) this.#unlisten.push(await o.store.listen(SECRETS_CHANNEL, (orgId) => secrets.invalidate(orgId)))

@@ -176,8 +176,6 @@ export class ActiveWorkspaces {
       org_id: r.org_id,
       user_id: r.creator_user_id,
       event_type: type,
-      category: 'activity',
-      actor: 'policy-engine',
       workspace_id: r.id,
       agent_role: r.role,
       agent_provider: r.provider,

@@ -1,7 +1,8 @@
 // Creating and deleting secrets and credentials: sealed at rest, announced on the store's bus so
 // every proxy drops its cached copy, and audited (secret_* / credential_* events, metadata only).
 // Used by the /v1 routes; never returns a value once stored.
-import type { AuditSink } from '../contract/index.js'
+import { auditedMutation, type RecordAudit } from '../audit/index.js'
+import type { AuditSink, NewAuditEvent } from '../contract/index.js'
 import type { CredentialMeta, SecretMeta, Store, StoreTransaction } from '../store/index.js'
 import { CREDENTIALS_CHANNEL, CREDENTIAL_KINDS, SECRETS_CHANNEL, type CredentialKind, type CredentialMaterial } from './material.js'
 import { credentialBinding, secretBinding, type Sealer } from './sealer.js'
@@ -27,24 +28,20 @@ export interface CredentialInput {
 const ownerDetail = (meta: CredentialMeta): Record<string, string> => (meta.owner_user_id ? { owner_user_id: meta.owner_user_id } : {})
 
 /**
- * Deletes a member's personal credentials inside the transaction that removes their membership and
- * queues the change announcement for after commit. The caller audits what it returns with
- * `auditReaped` once the transaction committed.
+ * Deletes a member's personal credentials inside the transaction that removes their membership,
+ * queues the change announcement for after commit, and records one `credential_deleted` per
+ * reaped credential (detail `reason: membership_removed`, attributed to the remover) in it.
  */
-export async function reapPersonalCredentials(tx: StoreTransaction, orgId: string, userId: string): Promise<CredentialMeta[]> {
-  const reaped = await tx.proxy.credentials.reap(orgId, userId)
-  if (reaped.length > 0) tx.notify(CREDENTIALS_CHANNEL, orgId)
-  return reaped
-}
-
-/** One `credential_deleted` per reaped credential (detail `reason: membership_removed`), attributed to the remover. */
-export async function auditReaped(audit: AuditSink, actor: Actor, reaped: readonly CredentialMeta[]): Promise<void> {
+export async function reapPersonalCredentials(tx: StoreTransaction, record: RecordAudit, actor: Actor, userId: string): Promise<CredentialMeta[]> {
+  const reaped = await tx.proxy.credentials.reap(actor.orgId, userId)
+  if (reaped.length > 0) tx.notify(CREDENTIALS_CHANNEL, actor.orgId)
   for (const meta of reaped) {
-    await audit.emit({
-      org_id: actor.orgId, user_id: actor.userId, event_type: 'credential_deleted', category: 'audit', actor: 'control-plane',
+    record({
+      org_id: actor.orgId, user_id: actor.userId, event_type: 'credential_deleted',
       detail: { resource_id: meta.id, name: meta.name, provider: meta.provider, kind: meta.kind, ...ownerDetail(meta), reason: 'membership_removed' },
     })
   }
+  return reaped
 }
 
 /**
@@ -60,13 +57,21 @@ export class OrgMaterialAdmin {
     this.#tables = store.proxy
   }
 
+  /** The change and its audit event in one transaction; the proxies drop their cached copies after commit. */
+  #mutate<T>(fn: (tx: StoreTransaction, record: RecordAudit) => Promise<T>): Promise<T> {
+    return auditedMutation(this.store, this.audit, fn)
+  }
+
   async setSecret(actor: Actor, name: string, value: string): Promise<SecretMeta> {
     if (!NAME_PATTERN.test(name)) throw new MaterialInputError('name', 'must match [A-Za-z][A-Za-z0-9_.-]{0,63}')
     if (typeof value !== 'string' || value.length === 0) throw new MaterialInputError('value', 'must be a non-empty string')
-    const { meta } = await this.#tables.secrets.put(actor.orgId, name, this.sealer.seal(value, secretBinding(actor.orgId, name)), actor.userId)
-    await this.#event(actor, 'secret_created', { resource_id: name, name })
-    await this.store.notify(SECRETS_CHANNEL, actor.orgId)
-    return meta
+    const sealed = this.sealer.seal(value, secretBinding(actor.orgId, name))
+    return this.#mutate(async (tx, record) => {
+      const { meta } = await tx.proxy.secrets.put(actor.orgId, name, sealed, actor.userId)
+      record(event(actor, 'secret_created', { resource_id: name, name }))
+      tx.notify(SECRETS_CHANNEL, actor.orgId)
+      return meta
+    })
   }
 
   listSecrets(actor: Actor): Promise<SecretMeta[]> {
@@ -74,11 +79,12 @@ export class OrgMaterialAdmin {
   }
 
   async deleteSecret(actor: Actor, name: string): Promise<boolean> {
-    const ok = await this.#tables.secrets.delete(actor.orgId, name)
-    if (!ok) return false
-    await this.#event(actor, 'secret_deleted', { resource_id: name, name })
-    await this.store.notify(SECRETS_CHANNEL, actor.orgId)
-    return true
+    return this.#mutate(async (tx, record) => {
+      if (!(await tx.proxy.secrets.delete(actor.orgId, name))) return false
+      record(event(actor, 'secret_deleted', { resource_id: name, name }))
+      tx.notify(SECRETS_CHANNEL, actor.orgId)
+      return true
+    })
   }
 
   /**
@@ -103,15 +109,17 @@ export class OrgMaterialAdmin {
     if (await this.#tables.credentials.exists(actor.orgId, input.name, owner ?? null)) {
       throw new MaterialInputError('name', owner ? 'you already have a personal credential with this name' : 'a credential with this name exists', 'conflict')
     }
-    const meta = await this.#tables.credentials.create(actor.orgId, {
-      name: input.name, provider: input.provider, kind, created_by_user_id: actor.userId, ...(owner ? { owner_user_id: owner } : {}),
-      ciphertext: this.sealer.seal(JSON.stringify(material), credentialBinding(actor.orgId, input.name, owner)),
+    const ciphertext = this.sealer.seal(JSON.stringify(material), credentialBinding(actor.orgId, input.name, owner))
+    return this.#mutate(async (tx, record) => {
+      const meta = await tx.proxy.credentials.create(actor.orgId, {
+        name: input.name, provider: input.provider, kind, created_by_user_id: actor.userId, ...(owner ? { owner_user_id: owner } : {}), ciphertext,
+      })
+      record(event(actor, 'credential_created', {
+        resource_id: meta.id, name: meta.name, provider: meta.provider, kind: meta.kind, scopes: [], status: meta.status, ...ownerDetail(meta),
+      }))
+      tx.notify(CREDENTIALS_CHANNEL, actor.orgId)
+      return meta
     })
-    await this.#event(actor, 'credential_created', {
-      resource_id: meta.id, name: meta.name, provider: meta.provider, kind: meta.kind, scopes: [], status: meta.status, ...ownerDetail(meta),
-    })
-    await this.store.notify(CREDENTIALS_CHANNEL, actor.orgId)
-    return meta
   }
 
   /** Every credential of the org (org-wide and personal), or with `owner` only that member's personal ones. */
@@ -124,14 +132,16 @@ export class OrgMaterialAdmin {
   }
 
   async deleteCredential(actor: Actor, id: string): Promise<CredentialMeta | undefined> {
-    const meta = await this.#tables.credentials.delete(actor.orgId, id)
-    if (!meta) return undefined
-    await this.#event(actor, 'credential_deleted', { resource_id: meta.id, name: meta.name, provider: meta.provider, kind: meta.kind, ...ownerDetail(meta) })
-    await this.store.notify(CREDENTIALS_CHANNEL, actor.orgId)
-    return meta
+    return this.#mutate(async (tx, record) => {
+      const meta = await tx.proxy.credentials.delete(actor.orgId, id)
+      if (!meta) return undefined
+      record(event(actor, 'credential_deleted', { resource_id: meta.id, name: meta.name, provider: meta.provider, kind: meta.kind, ...ownerDetail(meta) }))
+      tx.notify(CREDENTIALS_CHANNEL, actor.orgId)
+      return meta
+    })
   }
+}
 
-  async #event(actor: Actor, type: 'secret_created' | 'secret_deleted' | 'credential_created' | 'credential_deleted', detail: Record<string, unknown>): Promise<void> {
-    await this.audit.emit({ org_id: actor.orgId, user_id: actor.userId, event_type: type, category: 'audit', actor: 'control-plane', detail })
-  }
+function event(actor: Actor, type: 'secret_created' | 'secret_deleted' | 'credential_created' | 'credential_deleted', detail: Record<string, unknown>): NewAuditEvent {
+  return { org_id: actor.orgId, user_id: actor.userId, event_type: type, detail }
 }

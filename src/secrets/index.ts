@@ -5,7 +5,7 @@
 // vocabulary (material.ts).
 // Arrows: secrets → store, audit (types), net (the address guard OAuth calls go through). Never server or proxy.
 export { Sealer, loadMasterKey, secretBinding, credentialBinding } from './sealer.js'
-export { OrgMaterialAdmin, MaterialInputError, NAME_PATTERN, auditReaped, reapPersonalCredentials, type Actor, type CredentialInput, type StaticProviderCheck } from './admin.js'
+export { OrgMaterialAdmin, MaterialInputError, NAME_PATTERN, reapPersonalCredentials, type Actor, type CredentialInput, type StaticProviderCheck } from './admin.js'
 export { OrgSecrets } from './org-secrets.js'
 export { StaticCredentialBroker } from './credential-broker.js'
 export {

@@ -5,6 +5,7 @@
 import { randomUUID } from 'node:crypto'
 import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { auditedMutation } from '../audit/index.js'
 import { SYSTEM_USER, type AuditSink } from '../contract/index.js'
 import type { Org, Store } from '../store/index.js'
 import { displayPrefix, generateApiKeySecret, hashApiKeySecret } from './auth/api-key-secret.js'
@@ -36,20 +37,21 @@ export async function bootstrap(store: Store, audit: AuditSink, opts: { dataDir:
 /** A full_access key for an org, recorded as `api_key_created` by `system` (operator action). */
 export async function createOwnerKey(store: Store, audit: AuditSink, orgId: string, label: string, createdBy?: string) {
   const value = generateApiKeySecret()
-  const key = await store.apiKeys.create(orgId, {
-    label,
-    permission_set: 'full_access',
-    secret_hash: hashApiKeySecret(value),
-    prefix: displayPrefix(value),
-    ...(createdBy ? { created_by_user_id: createdBy } : {}),
-  })
-  await audit.emit({
-    org_id: orgId,
-    user_id: SYSTEM_USER,
-    event_type: 'api_key_created',
-    category: 'audit',
-    actor: 'control-plane',
-    detail: { resource_id: key.id, label: key.label, prefix: key.prefix, permission_set: key.permission_set },
+  const key = await auditedMutation(store, audit, async (tx, record) => {
+    const key = await tx.apiKeys.create(orgId, {
+      label,
+      permission_set: 'full_access',
+      secret_hash: hashApiKeySecret(value),
+      prefix: displayPrefix(value),
+      ...(createdBy ? { created_by_user_id: createdBy } : {}),
+    })
+    record({
+      org_id: orgId,
+      user_id: SYSTEM_USER,
+      event_type: 'api_key_created',
+      detail: { resource_id: key.id, label: key.label, prefix: key.prefix, permission_set: key.permission_set },
+    })
+    return key
   })
   return { key, value }
 }

@@ -92,7 +92,7 @@ export class AgentEvents implements AgentCallbackHandler {
     const charged = charge ? await charge() : undefined
     if (charged && !charged.ok) return refuse(charged.status, charged.reason, `agent event refused by the workspace policy (${charged.reason})`, charged.detail)
     await this.#audit.emit({
-      org_id: ws.org_id, user_id: ws.created_by_user_id, event_type: event.type as AgentEventType, category: 'activity', actor: 'agent',
+      org_id: ws.org_id, user_id: ws.created_by_user_id, event_type: event.type as AgentEventType,
       workspace_id: ws.id, task_id: taskId, agent_role: ws.role_name, agent_provider: ws.provider_name, detail: event,
       ...(charged?.ok ? { debits: charged.debits, budget_state: charged.budget_state } : {}),
     })

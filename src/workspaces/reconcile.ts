@@ -159,9 +159,9 @@ export class Reconciler {
       await this.#finishQueued(ws, 'failed', 'provision_failed')
       return false
     }
-    if (await this.#t.transition(ws.id, ['provisioning'], 'idle', { failure: null })) {
-      await this.#o.records.emit(ws, 'workspace_provisioned', ws.created_by_user_id)
-    }
+    await this.#o.records.mutate(async (tx, record) => {
+      if (await tx.workspaces.transition(ws.id, ['provisioning'], 'idle', { failure: null })) record(ws, 'workspace_provisioned', ws.created_by_user_id)
+    })
     return true
   }
 
@@ -178,8 +178,7 @@ export class Reconciler {
     if (ws.state === 'provisioning') {
       // Nothing ran yet: no snapshot to take.
       await this.#finishQueued(ws, 'cancelled', 'workspace_stopped')
-      await this.#t.update(ws.id, { state: 'stopped' })
-      await this.#stopped(ws, actorUserId)
+      await this.#stopped(ws, actorUserId, { state: 'stopped' })
       return
     }
     let count = ws.task_count
@@ -191,18 +190,19 @@ export class Reconciler {
     }
     for (const t of await this.#t.tasks.running(ws.id)) await this.#o.records.finishTask(ws, t.id, 'failed', 'interrupted')
     await this.#finishQueued(ws, 'cancelled', 'workspace_stopped')
+    let patch: Parameters<WorkspacesRepository['update']>[1]
     try {
       const snap = await this.#o.runtime.stop(ws.id, count)
-      await this.#t.update(ws.id, { state: 'stopped', task_count: count, last_snapshot_ref: snap.ref, stopped_once: 1 })
+      patch = { state: 'stopped', task_count: count, last_snapshot_ref: snap.ref, stopped_once: 1 }
     } catch (err) {
       // A stop must end: without the snapshot the workspace is still stopped (and says why),
       // rather than retried by every reconcile.
       this.#o.logger?.error({ err, workspace_id: ws.id }, 'stop snapshot failed')
       await this.#o.runtime.stopAgent(ws.id).catch(() => {})
       const message = err instanceof Error ? err.message : String(err)
-      await this.#t.update(ws.id, { state: 'stopped', task_count: count, failure: `stop snapshot failed: ${message}`.slice(0, 500) })
+      patch = { state: 'stopped', task_count: count, failure: `stop snapshot failed: ${message}`.slice(0, 500) }
     }
-    await this.#stopped(ws, actorUserId)
+    await this.#stopped(ws, actorUserId, patch)
   }
 
   /**
@@ -212,8 +212,10 @@ export class Reconciler {
    * (docs/workspaces.md "Archive retention"). Without that snapshot /data stays.
    */
   async archived(ws: WorkspaceRecord, actorUserId: string): Promise<void> {
-    await this.#t.update(ws.id, { state: 'archived', archived_at: new Date().toISOString() })
-    await this.#o.records.emit(ws, 'workspace_archived', actorUserId)
+    await this.#o.records.mutate(async (tx, record) => {
+      await tx.workspaces.update(ws.id, { state: 'archived', archived_at: new Date().toISOString() })
+      record(ws, 'workspace_archived', actorUserId)
+    })
     try {
       const fresh = await this.#t.byId(ws.id)
       const last = (await this.#o.runtime.snapshots(ws.id)).at(-1)
@@ -223,8 +225,12 @@ export class Reconciler {
     }
   }
 
-  async #stopped(ws: WorkspaceRecord, actorUserId: string | undefined): Promise<void> {
-    await this.#o.records.emit(ws, 'workspace_stopped', actorUserId ?? ws.created_by_user_id)
+  /** Writes the stopped state (`patch`, when not written already) with its `workspace_stopped`, then lets the workspace go. */
+  async #stopped(ws: WorkspaceRecord, actorUserId: string | undefined, patch: Parameters<WorkspacesRepository['update']>[1]): Promise<void> {
+    await this.#o.records.mutate(async (tx, record) => {
+      if (Object.keys(patch).length > 0) await tx.workspaces.update(ws.id, patch)
+      record(ws, 'workspace_stopped', actorUserId ?? ws.created_by_user_id)
+    })
     await this.#o.store.notify(WORKSPACE_STOPPED_CHANNEL, ws.id)
     // A stopped workspace runs nowhere: no replica needs to own it (a task restarts it anywhere).
     await this.#o.ownership.release(ws.id).catch((err: unknown) => this.#o.logger?.warn({ err, workspace_id: ws.id }, 'workspace lease not released'))
@@ -258,7 +264,7 @@ export class Reconciler {
       this.#o.logger?.error({ err, workspace_id: ws.id }, 'takeover: /data could not be restored')
       await this.#t.update(ws.id, { state: 'stopped', desired_state: 'stopped', failure: `taken over from replica ${previousOwner}; /data could not be restored: ${message}`.slice(0, 500) })
       await this.#finishQueued(ws, 'failed', 'provision_failed')
-      await this.#stopped(ws, undefined)
+      await this.#stopped(ws, undefined, {})
       return undefined
     }
     await this.#t.transition(ws.id, ['busy'], 'idle')

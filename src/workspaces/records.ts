@@ -1,11 +1,23 @@
-// What the lifecycle writes besides workspace state: its audit rows (category `activity` unless
-// said otherwise, actor `control-plane`) and a task's end, which is written once (first writer
+// What the lifecycle writes besides workspace state: its audit rows (category and actor from the
+// contract's EVENT_KINDS) and a task's end, which is written once (first writer
 // wins) and announced so every proxy stops taking the task's token.
 import type { Logger } from 'pino'
-import { apiError, type AuditSink, type Category, type EventType, type NewAuditEvent } from '../contract/index.js'
-import { TASK_ENDED_CHANNEL, type Store, type WorkspaceRecord } from '../store/index.js'
+import { auditedMutation } from '../audit/index.js'
+import { apiError, type AuditSink, type EventType, type NewAuditEvent } from '../contract/index.js'
+import { TASK_ENDED_CHANNEL, type Store, type StoreTransaction, type WorkspaceRecord } from '../store/index.js'
 
 export type TaskEnd = 'completed' | 'failed' | 'cancelled'
+
+/** Records one lifecycle event of a workspace (and task) in the mutation's transaction. */
+export type RecordLifecycle = (ws: WorkspaceRecord, type: EventType, userId: string, detail?: Record<string, unknown>, taskId?: string) => void
+
+function lifecycleEvent(ws: WorkspaceRecord, type: EventType, userId: string, detail?: Record<string, unknown>, taskId?: string): NewAuditEvent {
+  return {
+    org_id: ws.org_id, user_id: userId, event_type: type,
+    workspace_id: ws.id, agent_role: ws.role_name, agent_provider: ws.provider_name,
+    ...(taskId ? { task_id: taskId } : {}), ...(detail ? { detail } : {}),
+  }
+}
 
 export class LifecycleRecords {
   readonly #store: Store
@@ -18,21 +30,26 @@ export class LifecycleRecords {
     this.#logger = logger
   }
 
-  async emit(ws: WorkspaceRecord, type: EventType, userId: string, detail?: Record<string, unknown>, taskId?: string, category: Category = 'activity'): Promise<void> {
-    const event: NewAuditEvent = {
-      org_id: ws.org_id, user_id: userId, event_type: type, category, actor: 'control-plane',
-      workspace_id: ws.id, agent_role: ws.role_name, agent_provider: ws.provider_name,
-      ...(taskId ? { task_id: taskId } : {}), ...(detail ? { detail } : {}),
-    }
-    await this.#audit.emit(event)
+  /** An event with no state change of its own (a respawn of the agent). */
+  async emit(ws: WorkspaceRecord, type: EventType, userId: string, detail?: Record<string, unknown>, taskId?: string): Promise<void> {
+    await this.#audit.emit(lifecycleEvent(ws, type, userId, detail, taskId))
+  }
+
+  /** A state change and its lifecycle events in one transaction (src/audit/mutation.ts). */
+  mutate<T>(fn: (tx: StoreTransaction, record: RecordLifecycle) => Promise<T>): Promise<T> {
+    return auditedMutation(this.#store, this.#audit, (tx, record) => fn(tx, (...args) => record(lifecycleEvent(...args))))
   }
 
   /** Ends a task once (first writer wins) and records `task_completed`; false when it had ended. */
   async finishTask(ws: WorkspaceRecord, taskId: string, status: TaskEnd, reason?: string, summary?: string): Promise<boolean> {
-    if (!(await this.#store.workspaces.tasks.finish(taskId, status, reason, summary))) return false
+    const ended = await this.mutate(async (tx, record) => {
+      if (!(await tx.workspaces.tasks.finish(taskId, status, reason, summary))) return false
+      record(ws, 'task_completed', ws.created_by_user_id, { status, ...(reason ? { reason } : {}) }, taskId)
+      return true
+    })
+    if (!ended) return false
     // Every proxy stops taking the task's token for outbound traffic (task-liveness.ts).
     await this.#store.notify(TASK_ENDED_CHANNEL, `${ws.id}/${taskId}`).catch((err: unknown) => this.#logger?.warn({ err, task_id: taskId }, 'task end not announced'))
-    await this.emit(ws, 'task_completed', ws.created_by_user_id, { status, ...(reason ? { reason } : {}) }, taskId)
     return true
   }
 

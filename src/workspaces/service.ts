@@ -158,7 +158,7 @@ export class WorkspaceService {
 
   /** POST /v1/tasks and POST /v1/workspaces: a new workspace (and its first task, atomically). */
   async createWorkspace(orgId: string, actor: Actor, role: RoleConfig, first?: TaskInput): Promise<{ workspace: WorkspaceRecord; task?: TaskRecord }> {
-    const out = await this.#o.store.transaction(async (tx) => {
+    const out = await this.#records.mutate(async (tx, record) => {
       const t = tx.workspaces
       const env = first?.options.environment
       const owner = { created_by: actor.creatorId, created_by_user_id: actor.userId, ...(env ? { environment: env } : {}) }
@@ -166,7 +166,11 @@ export class WorkspaceService {
       const claimed = await t.claimPooled(orgId, role.id, owner)
       const id = claimed ?? (await t.create(orgId, { role_id: role.id, ...owner }))
       const task = first ? await t.tasks.create(orgId, { ...first, workspace_id: id, created_by: actor.creatorId }) : undefined
-      return { workspace: (await t.get(orgId, id))!, task, claimed: claimed !== undefined }
+      const workspace = (await t.get(orgId, id))!
+      // A claimed pool member had its workspace_created (user `system`) when the pool made it.
+      if (claimed === undefined) record(workspace, 'workspace_created', actor.userId, { forked: false })
+      if (task) record(workspace, 'task_submitted', actor.userId, { description: task.description }, task.id)
+      return { workspace, task, claimed: claimed !== undefined }
     })
     // The token's answer is relayed to the agent by the bridge in this process: one I/O pass lets
     // it through now rather than after the rest of the claim's store work (SQLite calls are
@@ -175,9 +179,6 @@ export class WorkspaceService {
     // The cluster's copy of the claim (a Kubernetes member's claim and pods relabelled `claimed`),
     // before the kick below may start a cold member's agent pod (docs/kubernetes.md "Runtime: warm pools and packs").
     if (out.claimed && this.#o.runtime.capabilities.warmClaims) await this.#claimWarm(out.workspace.id, out.task?.id ?? `creator:${actor.creatorId}`)
-    // A claimed pool member had its workspace_created (user `system`) when the pool made it.
-    if (!out.claimed) await this.#records.emit(out.workspace, 'workspace_created', actor.userId, { forked: false })
-    if (out.task) await this.#records.emit(out.workspace, 'task_submitted', actor.userId, { description: out.task.description }, out.task.id)
     void this.kick(out.workspace.id)
     // Every create of a dynamic role counts, also with pool_size 0: such a pool grows from zero.
     if (role.pool_policy === 'dynamic') await this.#pools.noteDemand(orgId, role.id, out.claimed)
@@ -205,13 +206,15 @@ export class WorkspaceService {
       if (active || ws.state === 'busy') {
         throw apiError('task_already_running', `${active ? `task ${active.id}` : 'a task'} is active on workspace ${ws.id}; cancel it first`, active ? { task_id: active.id } : undefined)
       }
-      const created = await this.#t.tasks.create(orgId, { ...input, workspace_id: ws.id, created_by: actor.creatorId })
-      // A stopped workspace restarts for the task: provisioning re-adopts its /data.
-      if (ws.state === 'stopped') {
-        await this.#t.transition(ws.id, ['stopped'], 'provisioning', { desired_state: 'running', desired_by: null })
-      }
-      await this.#records.emit(ws, 'task_submitted', actor.userId, { description: created.description }, created.id)
-      return created
+      return this.#records.mutate(async (tx, record) => {
+        const created = await tx.workspaces.tasks.create(orgId, { ...input, workspace_id: ws.id, created_by: actor.creatorId })
+        // A stopped workspace restarts for the task: provisioning re-adopts its /data.
+        if (ws.state === 'stopped') {
+          await tx.workspaces.transition(ws.id, ['stopped'], 'provisioning', { desired_state: 'running', desired_by: null })
+        }
+        record(ws, 'task_submitted', actor.userId, { description: created.description }, created.id)
+        return created
+      })
     })
     void this.kick(workspaceId)
     return task
@@ -268,8 +271,10 @@ export class WorkspaceService {
     return this.#locks.run(workspaceId, async () => {
       const ws = await this.#records.mustGet(orgId, workspaceId)
       if (ws.state !== 'archived') throw apiError('not_archived', `workspace ${ws.id} is not archived`)
-      await this.#t.update(ws.id, { state: 'stopped', desired_state: 'stopped', archived_at: null })
-      await this.#records.emit(ws, 'workspace_unarchived', actorUserId)
+      await this.#records.mutate(async (tx, record) => {
+        await tx.workspaces.update(ws.id, { state: 'stopped', desired_state: 'stopped', archived_at: null })
+        record(ws, 'workspace_unarchived', actorUserId)
+      })
       return (await this.#t.byId(ws.id))!
     })
   }
@@ -288,16 +293,18 @@ export class WorkspaceService {
       if (forkPoint > 0 && !snap) {
         throw apiError('validation_error', `workspace ${parent.id} has no snapshot after ${forkPoint} tasks`, { fields: { fork_point_task_count: 'no snapshot at this point' } })
       }
-      const id = await this.#t.create(orgId, {
-        role_id: role.id, created_by: actor.creatorId, created_by_user_id: actor.userId, parent_workspace_id: parent.id,
-        fork_point_task_count: forkPoint, ...(snap ? { fork_source_snapshot_ref: snap.ref } : {}),
+      return this.#records.mutate(async (tx, record) => {
+        const id = await tx.workspaces.create(orgId, {
+          role_id: role.id, created_by: actor.creatorId, created_by_user_id: actor.userId, parent_workspace_id: parent.id,
+          fork_point_task_count: forkPoint, ...(snap ? { fork_source_snapshot_ref: snap.ref } : {}),
+        })
+        const created = (await tx.workspaces.byId(id))!
+        const ref = snap?.ref ?? ''
+        record(parent, 'workspace_forked', actor.userId, { resource_id: parent.id, child_workspace_id: id, fork_point_task_count: forkPoint, fork_source_snapshot_ref: ref })
+        record(created, 'workspace_fork_created', actor.userId, { resource_id: id, parent_workspace_id: parent.id, fork_point_task_count: forkPoint, fork_source_snapshot_ref: ref })
+        record(created, 'workspace_created', actor.userId, { forked: true, parent_workspace_id: parent.id, fork_point_task_count: forkPoint, fork_source_snapshot_ref: ref })
+        return created
       })
-      const created = (await this.#t.byId(id))!
-      const ref = snap?.ref ?? ''
-      await this.#records.emit(parent, 'workspace_forked', actor.userId, { resource_id: parent.id, child_workspace_id: id, fork_point_task_count: forkPoint, fork_source_snapshot_ref: ref }, undefined, 'audit')
-      await this.#records.emit(created, 'workspace_fork_created', actor.userId, { resource_id: id, parent_workspace_id: parent.id, fork_point_task_count: forkPoint, fork_source_snapshot_ref: ref }, undefined, 'audit')
-      await this.#records.emit(created, 'workspace_created', actor.userId, { forked: true, parent_workspace_id: parent.id, fork_point_task_count: forkPoint, fork_source_snapshot_ref: ref })
-      return created
     })
     void this.kick(child.id)
     return child

@@ -122,7 +122,7 @@ export class WarmPools {
       if (role?.pool_policy === 'dynamic') await this.#refreshPressure(role.id)
       const target = role ? this.target(role) : pool.pool_size
       // Count, retire and create as one step for every replica: the target is global.
-      const { created, retired } = await this.#o.store.transaction(async (tx) => {
+      const { created, retired } = await this.#o.records.mutate(async (tx, record) => {
         await tx.workspaces.lockPool(pool.role_id)
         const have = await tx.workspaces.poolCount(pool.role_id)
         const retired = role?.pool_policy === 'dynamic' && have > target
@@ -130,15 +130,15 @@ export class WarmPools {
           : []
         const created: string[] = []
         for (let i = have; i < target; i++) {
-          created.push(await tx.workspaces.create(pool.org_id, { role_id: pool.role_id, created_by: SYSTEM_USER, created_by_user_id: SYSTEM_USER, pooled: true }))
+          const id = await tx.workspaces.create(pool.org_id, { role_id: pool.role_id, created_by: SYSTEM_USER, created_by_user_id: SYSTEM_USER, pooled: true })
+          record((await tx.workspaces.byId(id))!, 'workspace_created', SYSTEM_USER, { forked: false, pooled: true })
+          created.push(id)
         }
         return { created, retired }
       })
       for (const id of created) {
         // The member's lease: this replica provisions it and warms its agent.
         await this.#o.ownership.claim(id)
-        const ws = (await this.#t.byId(id))!
-        await this.#o.records.emit(ws, 'workspace_created', SYSTEM_USER, { forked: false, pooled: true })
         this.#o.kick(id)
       }
       for (const id of retired) await this.#o.reconcileNow(id)

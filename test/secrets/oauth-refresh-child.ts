@@ -11,7 +11,7 @@ const [url, schema] = process.argv.slice(2)
 const c = JSON.parse(process.env.CORRAL_TEST_OAUTH_CHILD!) as { key: string; ca: string; orgId: string; credId: string; clientSecret: string }
 const store = await openStore(url!, schema === '-' ? {} : { schema, poolSize: 2 })
 const http = new OAuthHttp({ extraCaPem: [c.ca], allowPrivate: ['127.0.0.1/32'] })
-const minter = new OAuthMinter({ tables: store.oauth, sealer: new Sealer(Buffer.from(c.key, 'hex')), audit: { emit: async () => {} } as never, http })
+const minter = new OAuthMinter({ tables: store.oauth, store, sealer: new Sealer(Buffer.from(c.key, 'hex')), audit: { emit: async () => {} } as never, http })
 const ref = { id: c.credId, orgId: c.orgId, name: 'gmail', provider: 'google', clientSecret: c.clientSecret }
 process.stdout.write('ready\n')
 for await (const line of createInterface({ input: process.stdin })) {

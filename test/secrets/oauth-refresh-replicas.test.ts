@@ -96,7 +96,7 @@ for (const d of testDialects()) describe(`OAuth refresh across two replicas shar
 
     // The grant is alive at the provider: the stored (rotated) refresh token refreshes again.
     await store.db.updateTable('credential_oauth' as never).set({ access_ciphertext: null, access_refresh_at: null } as never).execute()
-    const third = new OAuthMinter({ tables: store.oauth, sealer, audit, http })
+    const third = new OAuthMinter({ tables: store.oauth, store, sealer, audit, http })
     const token = await third.mint({ id: cred.id, orgId: org.id, name: 'gmail', provider: 'google', clientSecret: idp.clientSecret })
     expect(third.refreshes).toBe(1)
     expect(await idp.accessTokenValid(token)).toBe(true)

@@ -15,8 +15,6 @@ export function decisionRow(ctx: DecisionContext): NewAuditEvent {
     org_id: a.org_id,
     user_id: a.user_id,
     event_type: 'policy_decision',
-    category: 'audit',
-    actor: 'policy-engine',
     ...(a.workspace_id ? { workspace_id: a.workspace_id } : {}),
     ...(a.task_id ? { task_id: a.task_id } : {}),
     agent_role: a.agent_role ?? '',

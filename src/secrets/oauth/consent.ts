@@ -9,6 +9,7 @@
 // OAuthCallbackError with a reason and changes no credential. Provider text never leaves here.
 import { createHash, randomBytes } from 'node:crypto'
 import * as client from 'openid-client'
+import { auditedMutation } from '../../audit/index.js'
 import { SYSTEM_USER, apiError, type AuditSink } from '../../contract/index.js'
 import type { CredentialMeta, OAuthClientRow, OAuthStateRow, Store } from '../../store/index.js'
 import { MaterialInputError, NAME_PATTERN, type Actor } from '../admin.js'
@@ -80,7 +81,7 @@ export class OAuthConsent {
       throw new MaterialInputError('name', owner ? 'you already have a personal credential with this name' : 'a credential with this name exists', 'conflict')
     }
     const material: OAuthMaterial = { client_secret: input.client_secret }
-    const meta = await this.o.store.transaction(async (tx) => {
+    return auditedMutation(this.o.store, this.o.audit, async (tx, record) => {
       const created = await tx.proxy.credentials.create(actor.orgId, {
         name: input.name, provider: input.provider, kind: OAUTH_KIND, created_by_user_id: actor.userId, ...(owner ? { owner_user_id: owner } : {}),
         ciphertext: this.o.sealer.seal(JSON.stringify(material), credentialBinding(actor.orgId, input.name, owner)),
@@ -92,16 +93,16 @@ export class OAuthConsent {
         token_endpoint: endpoints.token_endpoint, metadata: endpoints.metadata ?? null, client_id: input.client_id!, scopes,
       })
       tx.notify(CREDENTIALS_CHANNEL, actor.orgId)
-      return { ...created, status: 'pending', scopes }
+      const meta = { ...created, status: 'pending', scopes }
+      record({
+        org_id: actor.orgId, user_id: actor.userId, event_type: 'credential_created',
+        detail: {
+          resource_id: meta.id, name: meta.name, provider: meta.provider, kind: meta.kind, scopes, status: meta.status,
+          ...(meta.owner_user_id ? { owner_user_id: meta.owner_user_id } : {}),
+        },
+      })
+      return meta
     })
-    await this.o.audit.emit({
-      org_id: actor.orgId, user_id: actor.userId, event_type: 'credential_created', category: 'audit', actor: 'control-plane',
-      detail: {
-        resource_id: meta.id, name: meta.name, provider: meta.provider, kind: meta.kind, scopes, status: meta.status,
-        ...(meta.owner_user_id ? { owner_user_id: meta.owner_user_id } : {}),
-      },
-    })
-    return meta
   }
 
   async #endpoints(input: CreateOAuthInput, clientId: string, secret: string): Promise<OAuthEndpoints> {
@@ -276,21 +277,20 @@ export class OAuthConsent {
   }
 
   async #activate(st: { org_id: string; user_id: string }, cred: { id: string; name: string; provider: string; kind: string; status: string }, row: OAuthClientRow, refresh: string): Promise<CredentialMeta> {
-    const from = await this.o.store.transaction(async (tx) => {
+    const base = { resource_id: cred.id, name: cred.name, provider: cred.provider, kind: cred.kind }
+    await auditedMutation(this.o.store, this.o.audit, async (tx, record) => {
       const now = await tx.oauth.credential(st.org_id, cred.id)
       if (!now) throw new OAuthCallbackError('state_unknown', 'the credential of this consent no longer exists')
       await tx.oauth.authorize(st.org_id, cred.id, this.o.sealer.seal(refresh, refreshBinding(st.org_id, cred.id)), st.user_id)
       // Also from active to active: the record's updated_at shows a completed re-consent (the CLI waits on it).
       await tx.oauth.flipStatus(st.org_id, cred.id, now.status, 'active')
       tx.notify(CREDENTIALS_CHANNEL, st.org_id)
-      return now.status
+      const event = (type: 'credential_authorized' | 'credential_status', detail: Record<string, unknown>) =>
+        record({ org_id: st.org_id, user_id: st.user_id || SYSTEM_USER, event_type: type, detail: { ...base, ...detail } })
+      event('credential_authorized', { scopes: row.scopes, status: 'active' })
+      // Re-consent of a credential the proxy had flipped: the way back is audited like the way out.
+      if (now.status !== 'active' && now.status !== 'pending') event('credential_status', { from_status: now.status, to_status: 'active', reason: 'reauthorized', terminal: false })
     })
-    const base = { resource_id: cred.id, name: cred.name, provider: cred.provider, kind: cred.kind }
-    const emit = (type: 'credential_authorized' | 'credential_status', detail: Record<string, unknown>) =>
-      this.o.audit.emit({ org_id: st.org_id, user_id: st.user_id || SYSTEM_USER, event_type: type, category: 'audit', actor: 'control-plane', detail: { ...base, ...detail } })
-    await emit('credential_authorized', { scopes: row.scopes, status: 'active' })
-    // Re-consent of a credential the proxy had flipped: the way back is audited like the way out.
-    if (from !== 'active' && from !== 'pending') await emit('credential_status', { from_status: from, to_status: 'active', reason: 'reauthorized', terminal: false })
     const meta = await this.o.store.proxy.credentials.get(st.org_id, cred.id)
     return meta!
   }

@@ -9,6 +9,7 @@
 // the row's generation. A terminal refusal (invalid_grant, …) flips the credential
 // `active → revoked` once and emits `credential_status`; a transient one (timeout, 5xx) only
 // fails the request that asked. Errors leaving here carry no provider text.
+import { auditedMutation } from '../../audit/index.js'
 import { SYSTEM_USER, type AuditSink } from '../../contract/index.js'
 import type { OAuthClientRow, OAuthTablesRepo, Store } from '../../store/index.js'
 import { CREDENTIALS_CHANNEL } from '../material.js'
@@ -34,7 +35,9 @@ export interface OAuthCredentialRef { id: string; orgId: string; name: string; p
 interface Cached { orgId: string; token: string; refreshAt: number; generation: number }
 
 export interface OAuthMinterOptions {
-  tables: Pick<OAuthTablesRepo, 'client' | 'flipStatus' | 'credential' | 'claimRefresh' | 'storeRefreshed' | 'releaseRefresh'>
+  tables: Pick<OAuthTablesRepo, 'client' | 'credential' | 'claimRefresh' | 'storeRefreshed' | 'releaseRefresh'>
+  /** A status flip and its credential_status event commit in one transaction. */
+  store: Pick<Store, 'transaction'>
   sealer: Sealer
   audit: AuditSink
   http: OAuthHttp
@@ -159,14 +162,18 @@ export class OAuthMinter {
     this.#cache.delete(ref.id)
     const cred = await this.o.tables.credential(ref.orgId, ref.id)
     if (!cred || cred.status !== 'active') return
-    if (!(await this.o.tables.flipStatus(ref.orgId, ref.id, 'active', 'revoked'))) return // another process flipped it first
-    await this.o.audit.emit({
-      org_id: ref.orgId, user_id: SYSTEM_USER, event_type: 'credential_status', category: 'audit', actor: 'policy-engine',
-      detail: {
-        resource_id: ref.id, name: cred.name, provider: cred.provider, kind: cred.kind,
-        from_status: 'active', to_status: 'revoked', reason: failure.code, terminal: true,
-      },
+    const flipped = await auditedMutation(this.o.store, this.o.audit, async (tx, record) => {
+      if (!(await tx.oauth.flipStatus(ref.orgId, ref.id, 'active', 'revoked'))) return false // another process flipped it first
+      record({
+        org_id: ref.orgId, user_id: SYSTEM_USER, event_type: 'credential_status', actor: 'policy-engine',
+        detail: {
+          resource_id: ref.id, name: cred.name, provider: cred.provider, kind: cred.kind,
+          from_status: 'active', to_status: 'revoked', reason: failure.code, terminal: true,
+        },
+      })
+      return true
     })
+    if (!flipped) return
     await this.o.notify?.(CREDENTIALS_CHANNEL, ref.orgId).catch(() => {})
   }
 }

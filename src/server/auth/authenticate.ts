@@ -2,6 +2,7 @@
 // cache) or a session JWT (through the identity provider named by its issuer), mapped onto the
 // org and, for sessions, the caller's active membership. Every failure is the same 401: the
 // response never tells a prober whether a key existed, expired or was revoked.
+import { auditedMutation } from '../../audit/index.js'
 import { SYSTEM_USER, apiError } from '../../contract/index.js'
 import { isPermissionSet, isRole, permissionsOfRole, permissionsOfSet } from '../permissions.js'
 import type { Principal, ServerDeps } from '../types.js'
@@ -87,13 +88,8 @@ async function authenticateSession(deps: ServerDeps, token: string): Promise<Pri
 
 /** `membership_first_seen` fires once, on the first /v1 request after acceptance (atomic in the store). */
 async function recordFirstSeen(deps: ServerDeps, orgId: string, userId: string, email: string, role: string): Promise<void> {
-  if (!(await deps.store.memberships.markFirstSeen(orgId, userId))) return
-  await deps.audit.emit({
-    org_id: orgId,
-    user_id: userId,
-    event_type: 'membership_first_seen',
-    category: 'audit',
-    actor: 'control-plane',
-    detail: { resource_id: userId, email, role, source: 'self_heal' },
+  await auditedMutation(deps.store, deps.audit, async (tx, record) => {
+    if (!(await tx.memberships.markFirstSeen(orgId, userId))) return
+    record({ org_id: orgId, user_id: userId, event_type: 'membership_first_seen', detail: { resource_id: userId, email, role, source: 'self_heal' } })
   })
 }

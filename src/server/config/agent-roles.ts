@@ -8,7 +8,7 @@ import { checkPackIds } from '../../packs/index.js'
 import { compilePolicy } from '../../policy/index.js'
 import type { AgentRole, AgentRoleFields, AgentRolePatch, StoreTransaction } from '../../store/index.js'
 import { duplicateName, fieldError } from '../validation.js'
-import { type ConfigCaller, type ConfigDeps, emitConfigEvent, restartIdleWorkspaces } from './events.js'
+import { type ConfigCaller, type ConfigDeps, type RecordConfig, configMutation, restartIdleWorkspaces } from './events.js'
 import { type MaterialWarning, missingMaterial } from './material-warnings.js'
 
 const LABEL_FIELDS = new Set(['display_name', 'description'])
@@ -21,15 +21,14 @@ export async function createAgentRole(deps: ConfigDeps, caller: ConfigCaller, bo
   checkPool(body)
   checkResources(body.resources)
   checkCapabilities(body.capabilities)
-  const role = await deps.store
-    .transaction(async (tx) => {
-      await assertProviderUsable(tx, orgId, body.provider_id)
-      await checkPackIds(tx, orgId, body.pack_ids ?? [])
-      if (await tx.agentRoles.getByName(orgId, body.name)) throw apiError('conflict', `an agent role named ${body.name} already exists`, { fields: { name: 'already exists' } })
-      return tx.agentRoles.create(orgId, { ...body, created_by: caller.userId })
-    })
-    .catch(duplicateName(body.name, 'agent role'))
-  await emitRoleEvent(deps, caller, 'agent_role_created', role)
+  const role = await configMutation(deps, caller, async (tx, record) => {
+    await assertProviderUsable(tx, orgId, body.provider_id)
+    await checkPackIds(tx, orgId, body.pack_ids ?? [])
+    if (await tx.agentRoles.getByName(orgId, body.name)) throw apiError('conflict', `an agent role named ${body.name} already exists`, { fields: { name: 'already exists' } })
+    const role = await tx.agentRoles.create(orgId, { ...body, created_by: caller.userId })
+    recordRole(record, 'agent_role_created', role)
+    return role
+  }).catch(duplicateName(body.name, 'agent role'))
   return withWarnings(deps, role)
 }
 
@@ -51,8 +50,7 @@ export async function getAgentRole(deps: ConfigDeps, orgId: string, id: string):
 export async function updateAgentRole(deps: ConfigDeps, caller: ConfigCaller, id: string, body: AgentRolePatch): Promise<SavedAgentRole> {
   const orgId = caller.orgId
   if (body.capabilities !== undefined) checkCapabilities(body.capabilities)
-  const role = await deps.store
-    .transaction(async (tx) => {
+  const role = await configMutation(deps, caller, async (tx, record) => {
       const current = (await tx.agentRoles.get(orgId, id)) ?? throwNotFound()
       if (current.archived_at) throw apiError('role_archived', `agent role ${current.name} is archived; unarchive it first`)
       if (body.provider_id !== undefined && body.provider_id !== current.provider_id) await assertProviderUsable(tx, orgId, body.provider_id)
@@ -62,10 +60,10 @@ export async function updateAgentRole(deps: ConfigDeps, caller: ConfigCaller, id
       if (body.name !== undefined && body.name !== current.name && (await tx.agentRoles.getByName(orgId, body.name))) {
         throw apiError('conflict', `an agent role named ${body.name} already exists`, { fields: { name: 'already exists' } })
       }
-      return (await tx.agentRoles.update(orgId, current.id, body)) ?? throwNotFound()
-    })
-    .catch(duplicateName(body.name ?? '', 'agent role'))
-  await emitRoleEvent(deps, caller, 'agent_role_updated', role, { patched_fields: Object.keys(body).sort() })
+      const role = (await tx.agentRoles.update(orgId, current.id, body)) ?? throwNotFound()
+      recordRole(record, 'agent_role_updated', role, { patched_fields: Object.keys(body).sort() })
+      return role
+    }).catch(duplicateName(body.name ?? '', 'agent role'))
   // Labels do not reach the agent; anything else does, so idle workspaces respawn to pick it up.
   if (Object.keys(body).some((k) => !LABEL_FIELDS.has(k))) await restartIdleWorkspaces(deps, caller, [role.id])
   return withWarnings(deps, role)
@@ -85,30 +83,33 @@ export async function deleteAgentRole(deps: ConfigDeps, caller: ConfigCaller, id
   if (workspaces > 0) {
     throw apiError('role_in_use', `agent role ${current.name} is used by ${workspaces} workspace(s); archive it instead`, { workspaces })
   }
-  const deleted = (await store.agentRoles.delete(caller.orgId, current.id)) ?? throwNotFound()
-  await emitRoleEvent(deps, caller, 'agent_role_deleted', deleted)
+  await configMutation(deps, caller, async (tx, record) => {
+    const deleted = (await tx.agentRoles.delete(caller.orgId, current.id)) ?? throwNotFound()
+    recordRole(record, 'agent_role_deleted', deleted)
+  })
 }
 
 export async function archiveAgentRole(deps: ConfigDeps, caller: ConfigCaller, id: string): Promise<void> {
   const current = (await deps.store.agentRoles.get(caller.orgId, id)) ?? throwNotFound()
   // Already archived: nothing changes, so no second event (docs/roles.md).
   if (current.archived_at) return
-  await deps.store.agentRoles.setArchived(caller.orgId, current.id, true)
-  await emitRoleEvent(deps, caller, 'agent_role_archived', current)
+  await configMutation(deps, caller, async (tx, record) => {
+    await tx.agentRoles.setArchived(caller.orgId, current.id, true)
+    recordRole(record, 'agent_role_archived', current)
+  })
 }
 
 export async function unarchiveAgentRole(deps: ConfigDeps, caller: ConfigCaller, id: string): Promise<void> {
   const orgId = caller.orgId
-  const current = await deps.store.transaction(async (tx) => {
+  await configMutation(deps, caller, async (tx, record) => {
     const role = (await tx.agentRoles.get(orgId, id)) ?? throwNotFound()
     if (!role.archived_at) throw apiError('not_archived', `agent role ${role.name} is not archived`)
     // A role whose provider is archived could not run a task anyway; unarchive the provider first.
     const provider = await tx.providers.getForUse(orgId, role.provider_id)
     if (provider?.archived_at) throw apiError('provider_archived', `provider ${provider.name} is archived; unarchive it first`)
     await tx.agentRoles.setArchived(orgId, role.id, false)
-    return role
+    recordRole(record, 'agent_role_unarchived', role)
   })
-  await emitRoleEvent(deps, caller, 'agent_role_unarchived', current)
 }
 
 /** Stops every workspace of the role; returns how many are stopping. */
@@ -152,10 +153,10 @@ function checkCapabilities(source: string | null | undefined): void {
   }
 }
 
-function emitRoleEvent(deps: ConfigDeps, caller: ConfigCaller, type: EventType, role: AgentRole, extra: Record<string, unknown> = {}): Promise<void> {
+function recordRole(record: RecordConfig, type: EventType, role: AgentRole, extra: Record<string, unknown> = {}): void {
   const detail: Record<string, unknown> = { resource_id: role.id, name: role.name }
   if (type === 'agent_role_created' || type === 'agent_role_updated') {
     Object.assign(detail, { display_name: role.display_name ?? '', provider_id: role.provider_id, model: role.model ?? '' })
   }
-  return emitConfigEvent(deps, caller, type, { ...detail, ...extra })
+  record(type, { ...detail, ...extra })
 }

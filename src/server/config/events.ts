@@ -2,7 +2,8 @@
 // audit event recording it, and the respawn of idle workspaces that must pick it up.
 import type { FastifyRequest } from 'fastify'
 import type { EventType } from '../../contract/index.js'
-import { ROLES_CHANGED_CHANNEL } from '../../store/index.js'
+import { auditedMutation } from '../../audit/index.js'
+import { ROLES_CHANGED_CHANNEL, type StoreTransaction } from '../../store/index.js'
 import type { ServerDeps } from '../types.js'
 
 /** Who changes the configuration: the caller's org and user, and where a non-fatal failure is logged. */
@@ -22,11 +23,25 @@ export function configCaller(request: FastifyRequest): ConfigCaller {
   return { orgId: p.org.id, userId: p.userId, log: request.log }
 }
 
-/** Configuration-mutation events (spec Events): category audit, actor control-plane, resource_id plus the spec's keys. */
-export async function emitConfigEvent(deps: Pick<ServerDeps, 'audit' | 'store'>, caller: ConfigCaller, type: EventType, detail: Record<string, unknown>): Promise<void> {
-  await deps.audit.emit({ org_id: caller.orgId, user_id: caller.userId, event_type: type, category: 'audit', actor: 'control-plane', detail })
-  // Every proxy process (every replica) loads the org's workspace policies again on their next request.
-  await deps.store.notify(ROLES_CHANGED_CHANNEL, caller.orgId).catch((err: unknown) => caller.log.warn({ err }, 'role change not announced to the proxies'))
+/** Records one configuration-mutation event (spec Events): resource_id plus the spec's keys. */
+export type RecordConfig = (type: EventType, detail: Record<string, unknown>) => void
+
+/**
+ * A configuration change and its audit events in one transaction (src/audit/mutation.ts); once it
+ * committed with an event, every proxy process (every replica) loads the org's workspace policies
+ * again on their next request.
+ */
+export async function configMutation<T>(deps: Pick<ServerDeps, 'audit' | 'store'>, caller: ConfigCaller, fn: (tx: StoreTransaction, record: RecordConfig) => Promise<T>): Promise<T> {
+  let changed = false
+  const out = await auditedMutation(deps.store, deps.audit, (tx, record) => {
+    changed = false
+    return fn(tx, (type, detail) => {
+      changed = true
+      record({ org_id: caller.orgId, user_id: caller.userId, event_type: type, detail })
+    })
+  })
+  if (changed) await deps.store.notify(ROLES_CHANGED_CHANNEL, caller.orgId).catch((err: unknown) => caller.log.warn({ err }, 'role change not announced to the proxies'))
+  return out
 }
 
 /** Respawns idle workspaces of the roles after a change; a failure is logged, the change stands. */

@@ -13,7 +13,7 @@ export {
   type SavedAgentRole,
 } from './agent-roles.js'
 export { type MaterialWarning, missingMaterial, namedMaterial } from './material-warnings.js'
-export { type ConfigCaller, type ConfigDeps, configCaller, emitConfigEvent, restartIdleWorkspaces } from './events.js'
+export { type ConfigCaller, type ConfigDeps, configCaller, configMutation, restartIdleWorkspaces } from './events.js'
 export {
   type ProviderCreate,
   archiveProvider,

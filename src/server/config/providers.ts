@@ -6,7 +6,7 @@
 import { type EventType, apiError, notFound } from '../../contract/index.js'
 import type { Provider, ProviderKind, ProviderPatch } from '../../store/index.js'
 import { duplicateName, fieldError } from '../validation.js'
-import { type ConfigCaller, type ConfigDeps, emitConfigEvent, restartIdleWorkspaces } from './events.js'
+import { type ConfigCaller, type ConfigDeps, type RecordConfig, configMutation, restartIdleWorkspaces } from './events.js'
 
 const LABEL_FIELDS = new Set(['display_name', 'description', 'name'])
 const HOSTNAME_RE = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/
@@ -24,11 +24,11 @@ export interface ProviderCreate {
 export async function createProvider(deps: ConfigDeps, caller: ConfigCaller, body: ProviderCreate): Promise<Provider> {
   const { domain, base_url } = resolveEndpoint(body.domain, body.base_url ?? null, false)
   await assertNameFree(deps, caller.orgId, body.name)
-  const provider = await deps.store.providers
-    .create(caller.orgId, { ...body, domain, base_url, created_by: caller.userId })
-    .catch(duplicateName(body.name))
-  await emitProviderEvent(deps, caller, 'provider_created', provider)
-  return provider
+  return configMutation(deps, caller, async (tx, record) => {
+    const provider = await tx.providers.create(caller.orgId, { ...body, domain, base_url, created_by: caller.userId })
+    recordProvider(record, 'provider_created', provider)
+    return provider
+  }).catch(duplicateName(body.name))
 }
 
 /** One by exact name (archived only when asked), or the org's list. */
@@ -59,8 +59,11 @@ export async function updateProvider(deps: ConfigDeps, caller: ConfigCaller, id:
     if (body.base_url !== undefined) patch.base_url = resolved.base_url
   }
   if (body.name !== undefined && body.name !== current.name) await assertNameFree(deps, orgId, body.name)
-  const provider = (await store.providers.update(orgId, current.id, patch).catch(duplicateName(body.name ?? ''))) ?? throwNotFound()
-  await emitProviderEvent(deps, caller, 'provider_updated', provider, { patched_fields: Object.keys(body).sort() })
+  const provider = await configMutation(deps, caller, async (tx, record) => {
+    const provider = (await tx.providers.update(orgId, current.id, patch)) ?? throwNotFound()
+    recordProvider(record, 'provider_updated', provider, { patched_fields: Object.keys(body).sort() })
+    return provider
+  }).catch(duplicateName(body.name ?? ''))
   // Roles read the provider's endpoint and default model at provisioning: respawn idle workspaces
   // (labels do not reach the agent).
   if (Object.keys(body).some((k) => !LABEL_FIELDS.has(k))) {
@@ -76,8 +79,10 @@ export async function deleteProvider(deps: ConfigDeps, caller: ConfigCaller, id:
   if (roleIds.length > 0) {
     throw apiError('provider_in_use', `provider ${current.name} is referenced by ${roleIds.length} agent role(s); delete them or archive the provider`, { roles: roleIds.length })
   }
-  const deleted = (await store.providers.delete(caller.orgId, current.id)) ?? throwNotFound()
-  await emitProviderEvent(deps, caller, 'provider_deleted', deleted)
+  await configMutation(deps, caller, async (tx, record) => {
+    const deleted = (await tx.providers.delete(caller.orgId, current.id)) ?? throwNotFound()
+    recordProvider(record, 'provider_deleted', deleted)
+  })
 }
 
 /** Archives the provider and every role that references it; returns how many roles the cascade archived. */
@@ -94,23 +99,24 @@ export async function archiveProvider(deps: ConfigDeps, caller: ConfigCaller, id
     throw apiError('workspaces_active', `${active} workspace(s) using a role of provider ${current.name} still run; stop them first (corral role stop-workspaces)`, { active_workspaces: active })
   }
   // The row lock orders this against role creates and unarchives on the same provider.
-  const cascaded = await store.transaction(async (tx) => {
+  return configMutation(deps, caller, async (tx, record) => {
     const locked = await tx.providers.getForUse(orgId, current.id)
-    if (!locked || locked.archived_at) return undefined // a concurrent archive won
+    if (!locked || locked.archived_at) return 0 // a concurrent archive won
     await tx.providers.setArchived(orgId, current.id, true)
-    return tx.agentRoles.archiveByProvider(orgId, current.id)
+    const cascaded = await tx.agentRoles.archiveByProvider(orgId, current.id)
+    recordProvider(record, 'provider_archived', current, { cascaded_roles: cascaded })
+    return cascaded
   })
-  if (cascaded === undefined) return 0
-  await emitProviderEvent(deps, caller, 'provider_archived', current, { cascaded_roles: cascaded })
-  return cascaded
 }
 
 export async function unarchiveProvider(deps: ConfigDeps, caller: ConfigCaller, id: string): Promise<void> {
   const current = (await deps.store.providers.get(caller.orgId, id)) ?? throwNotFound()
   if (!current.archived_at) throw apiError('not_archived', `provider ${current.name} is not archived`)
   // Only the provider: roles archived by the cascade stay archived (spec).
-  await deps.store.providers.setArchived(caller.orgId, current.id, false)
-  await emitProviderEvent(deps, caller, 'provider_unarchived', current)
+  await configMutation(deps, caller, async (tx, record) => {
+    await tx.providers.setArchived(caller.orgId, current.id, false)
+    recordProvider(record, 'provider_unarchived', current)
+  })
 }
 
 function throwNotFound(): never {
@@ -147,10 +153,10 @@ async function assertNameFree(deps: ConfigDeps, orgId: string, name: string): Pr
   if (await deps.store.providers.getByName(orgId, name)) throw apiError('conflict', `a provider named ${name} already exists`, { fields: { name: 'already exists' } })
 }
 
-function emitProviderEvent(deps: ConfigDeps, caller: ConfigCaller, type: EventType, provider: Provider, extra: Record<string, unknown> = {}): Promise<void> {
+function recordProvider(record: RecordConfig, type: EventType, provider: Provider, extra: Record<string, unknown> = {}): void {
   const detail: Record<string, unknown> = { resource_id: provider.id, name: provider.name }
   if (type === 'provider_created' || type === 'provider_updated') {
     Object.assign(detail, { display_name: provider.display_name ?? '', kind: provider.kind ?? '', domain: provider.domain ?? '' })
   }
-  return emitConfigEvent(deps, caller, type, { ...detail, ...extra })
+  record(type, { ...detail, ...extra })
 }

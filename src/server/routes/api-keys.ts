@@ -4,7 +4,8 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { displayPrefix, hashApiKeySecret } from '../auth/api-key-secret.js'
 import { KEY_REVOKED_CHANNEL } from '../auth/key-cache.js'
-import { apiError, apiKeySchema, createdApiKeySchema, notFound } from '../../contract/index.js'
+import { auditedMutation } from '../../audit/index.js'
+import { apiError, apiKeySchema, createdApiKeySchema, notFound, type NewAuditEvent } from '../../contract/index.js'
 import { PERMISSION_SETS, type PermissionSet } from '../permissions.js'
 import { idParams, statusOnly } from '../schemas/common.js'
 import type { ApiKey } from '../../store/index.js'
@@ -50,14 +51,17 @@ export async function apiKeyRoutes(app: FastifyInstance, deps: ServerDeps): Prom
       const principal = request.principal!
       assertMayIssue(principal, request.body.permission_set)
       const { value } = await deps.identity.keys.mint(principal.org.id, request.body)
-      const key = await deps.store.apiKeys.create(principal.org.id, {
-        label: request.body.label,
-        permission_set: request.body.permission_set,
-        ...(principal.kind === 'session' ? { created_by_user_id: principal.userId } : {}),
-        secret_hash: hashApiKeySecret(value),
-        prefix: displayPrefix(value),
+      const key = await auditedMutation(deps.store, deps.audit, async (tx, record) => {
+        const key = await tx.apiKeys.create(principal.org.id, {
+          label: request.body.label,
+          permission_set: request.body.permission_set,
+          ...(principal.kind === 'session' ? { created_by_user_id: principal.userId } : {}),
+          secret_hash: hashApiKeySecret(value),
+          prefix: displayPrefix(value),
+        })
+        record(keyEvent(request, 'api_key_created', key))
+        return key
       })
-      await emitKeyEvent(deps, request, 'api_key_created', key)
       reply.code(201)
       return { ...publicKey(key), value }
     },
@@ -80,7 +84,11 @@ export async function apiKeyRoutes(app: FastifyInstance, deps: ServerDeps): Prom
       if (!(await deps.store.apiKeys.get(orgId, request.params.id))) throw notFound('api key')
       // Spec order: the provider's delete (not-found there is success), the local mirror, the cache.
       await deps.identity.keys.revoke(orgId, request.params.id)
-      const key = await deps.store.apiKeys.delete(orgId, request.params.id)
+      const key = await auditedMutation(deps.store, deps.audit, async (tx, record) => {
+        const key = await tx.apiKeys.delete(orgId, request.params.id)
+        if (key) record(keyEvent(request, 'api_key_revoked', key))
+        return key
+      })
       if (!key) throw notFound('api key') // revoked concurrently by another request
       // Evict before answering, then tell the other replicas and answer once this replica has heard
       // its own notification (delivered to every listener together): the next request is a 401.
@@ -88,7 +96,6 @@ export async function apiKeyRoutes(app: FastifyInstance, deps: ServerDeps): Prom
       const echoed = app.keyCache.echo(key.id, REVOKE_ECHO_WAIT_MS)
       await deps.store.notify(KEY_REVOKED_CHANNEL, key.id)
       await echoed
-      await emitKeyEvent(deps, request, 'api_key_revoked', key)
       return { status: 'revoked' }
     },
   )
@@ -97,14 +104,12 @@ export async function apiKeyRoutes(app: FastifyInstance, deps: ServerDeps): Prom
 /** How long a revoke waits for its own notification before answering anyway. */
 const REVOKE_ECHO_WAIT_MS = 2_000
 
-async function emitKeyEvent(deps: ServerDeps, request: FastifyRequest, type: 'api_key_created' | 'api_key_revoked', key: ApiKey): Promise<void> {
+function keyEvent(request: FastifyRequest, type: 'api_key_created' | 'api_key_revoked', key: ApiKey): NewAuditEvent {
   const principal = request.principal!
-  await deps.audit.emit({
+  return {
     org_id: principal.org.id,
     user_id: principal.userId,
     event_type: type,
-    category: 'audit',
-    actor: 'control-plane',
     detail: { resource_id: key.id, label: key.label, prefix: key.prefix, permission_set: key.permission_set },
-  })
+  }
 }

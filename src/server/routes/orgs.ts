@@ -5,7 +5,8 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { GuardedChange, Membership } from '../../store/index.js'
 import { apiError, meSchema, membershipSchema, notFound } from '../../contract/index.js'
-import { auditReaped, reapPersonalCredentials } from '../../secrets/index.js'
+import { auditedMutation } from '../../audit/index.js'
+import { reapPersonalCredentials } from '../../secrets/index.js'
 import { ROLES, type Role } from '../permissions.js'
 import { statusOnly } from '../schemas/common.js'
 import type { Principal, ServerDeps } from '../types.js'
@@ -87,8 +88,8 @@ function readRoutes(app: FastifyInstance, deps: ServerDeps): void {
 
 /** Invite, change the role of, and remove a member; each change is a membership_* audit event. */
 function membershipChangeRoutes(app: FastifyInstance, deps: ServerDeps): void {
-  const emit = (request: FastifyRequest, type: 'membership_invited' | 'membership_updated' | 'membership_removed', detail: Record<string, unknown>) =>
-    deps.audit.emit({ org_id: request.principal!.org.id, user_id: request.principal!.userId, event_type: type, category: 'audit', actor: 'control-plane', detail })
+  const event = (request: FastifyRequest, type: 'membership_invited' | 'membership_updated' | 'membership_removed', detail: Record<string, unknown>) =>
+    ({ org_id: request.principal!.org.id, user_id: request.principal!.userId, event_type: type, detail })
 
   app.post<{ Params: { id: string }; Body: { email: string; role: Role } }>(
     '/orgs/:id/memberships',
@@ -98,14 +99,17 @@ function membershipChangeRoutes(app: FastifyInstance, deps: ServerDeps): void {
       const p = request.principal!
       if (request.body.role === 'owner') assertOwnerFor(p, 'invite owners')
       const user = await deps.store.users.create({ email: request.body.email })
-      const membership = await deps.store.memberships.invite(orgId, {
-        user_id: user.id,
-        email: user.email,
-        role: request.body.role,
-        invited_by: p.kind === 'session' ? p.userId : undefined,
+      const membership = await auditedMutation(deps.store, deps.audit, async (tx, record) => {
+        const invited = await tx.memberships.invite(orgId, {
+          user_id: user.id,
+          email: user.email,
+          role: request.body.role,
+          invited_by: p.kind === 'session' ? p.userId : undefined,
+        })
+        if (invited) record(event(request, 'membership_invited', { resource_id: user.id, email: invited.email, role: invited.role, invitation_id: invited.invitation_id }))
+        return invited
       })
       if (!membership) throw apiError('conflict', `${user.email} already has a membership in this org`, { fields: { email: 'already a member or invited' } })
-      await emit(request, 'membership_invited', { resource_id: user.id, email: membership.email, role: membership.role, invitation_id: membership.invitation_id })
       reply.code(201)
       return membership
     },
@@ -119,12 +123,15 @@ function membershipChangeRoutes(app: FastifyInstance, deps: ServerDeps): void {
       const current = await deps.store.memberships.get(orgId, request.params.user_id)
       if (!current) throw notFound('membership')
       if (current.role === 'owner' || request.body.role === 'owner') assertOwnerFor(request.principal!, 'grant or change the owner role')
-      const change = await deps.store.memberships.updateRoleUnlessLastOwner(orgId, current.user_id, request.body.role)
-      const membership = guarded(change)
-      if (change.ok && change.from_role !== membership.role) {
-        await emit(request, 'membership_updated', { resource_id: membership.user_id, email: membership.email, from_role: change.from_role, to_role: membership.role })
-      }
-      return membership
+      const change = await auditedMutation(deps.store, deps.audit, async (tx, record) => {
+        const change = await tx.memberships.updateRoleUnlessLastOwner(orgId, current.user_id, request.body.role)
+        if (change.ok && change.from_role !== change.membership.role) {
+          const m = change.membership
+          record(event(request, 'membership_updated', { resource_id: m.user_id, email: m.email, from_role: change.from_role, to_role: m.role }))
+        }
+        return change
+      })
+      return guarded(change)
     },
   )
 
@@ -137,19 +144,18 @@ function membershipChangeRoutes(app: FastifyInstance, deps: ServerDeps): void {
       if (!current) throw notFound('membership')
       if (current.role === 'owner') assertOwnerFor(request.principal!, 'remove an owner')
       // The membership and the member's personal credentials go in one transaction (docs/credentials.md "Reaping").
-      const { change, reaped } = await deps.store.transaction(async (tx) => {
-        const change = await tx.memberships.removeUnlessLastOwner(orgId, current.user_id)
-        return { change, reaped: change.ok ? await reapPersonalCredentials(tx, orgId, current.user_id) : [] }
-      })
-      const membership = guarded(change)
       const p = request.principal!
-      await auditReaped(deps.audit, { orgId, userId: p.userId }, reaped)
-      await emit(request, 'membership_removed', {
-        resource_id: membership.user_id,
-        email: membership.email,
-        role: membership.role,
-        was_pending: membership.status === 'pending',
-        credentials_reaped: reaped.length,
+      await auditedMutation(deps.store, deps.audit, async (tx, record) => {
+        const change = await tx.memberships.removeUnlessLastOwner(orgId, current.user_id)
+        const membership = guarded(change)
+        const reaped = await reapPersonalCredentials(tx, record, { orgId, userId: p.userId }, current.user_id)
+        record(event(request, 'membership_removed', {
+          resource_id: membership.user_id,
+          email: membership.email,
+          role: membership.role,
+          was_pending: membership.status === 'pending',
+          credentials_reaped: reaped.length,
+        }))
       })
       return { status: 'removed' }
     },

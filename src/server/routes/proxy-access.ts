@@ -66,7 +66,7 @@ export async function proxyAccessRoutes(app: FastifyInstance, deps: ServerDeps):
       const minted = await a.tokens.mint({ org_id: p.org.id, workspace_id: ws.id, ...(taskId ? { task_id: taskId } : {}) }, ttl)
       await deps.audit.emit({
         org_id: p.org.id, user_id: p.userId, workspace_id: ws.id, ...(taskId ? { task_id: taskId } : {}),
-        event_type: 'proxy_token_minted', category: 'audit', actor: 'control-plane',
+        event_type: 'proxy_token_minted',
         detail: { resource_id: ws.id, ttl_seconds: ttl, expires_at: minted.expires_at },
       })
       reply.code(201)

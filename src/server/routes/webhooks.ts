@@ -4,6 +4,7 @@
 // attributed to `system` (spec: webhook-driven events). The raw body is kept by a JSON parser
 // registered in this plugin only, so the signature is checked over the exact bytes received.
 import type { FastifyInstance } from 'fastify'
+import { auditedMutation } from '../../audit/index.js'
 import { SYSTEM_USER, apiError, notFound } from '../../contract/index.js'
 import { statusOnly } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
@@ -60,19 +61,20 @@ export async function webhookRoutes(app: FastifyInstance, deps: ServerDeps): Pro
       const fresh = await deps.store.webhookNonces.remember(`idp:${deliveryId}`, new Date(Date.now() + 2 * WEBHOOK_TOLERANCE_SECONDS * 1000).toISOString())
       if (!fresh) throw apiError('invalid_signature', 'webhook rejected: delivery id already seen (replay)')
 
-      const result = await deps.store.memberships.accept(request.body.invitation_id)
+      const result = await auditedMutation(deps.store, deps.audit, async (tx, record) => {
+        const result = await tx.memberships.accept(request.body.invitation_id)
+        const m = result?.membership
+        if (m && result.accepted) {
+          record({
+            org_id: m.org_id,
+            user_id: SYSTEM_USER,
+            event_type: 'membership_accepted',
+            detail: { resource_id: m.user_id, email: m.email, role: m.role, workos_user_id: request.body.user_id ?? m.user_id, invitation_id: m.invitation_id },
+          })
+        }
+        return result
+      })
       if (!result) throw notFound('invitation')
-      const m = result.membership
-      if (result.accepted) {
-        await deps.audit.emit({
-          org_id: m.org_id,
-          user_id: SYSTEM_USER,
-          event_type: 'membership_accepted',
-          category: 'audit',
-          actor: 'control-plane',
-          detail: { resource_id: m.user_id, email: m.email, role: m.role, workos_user_id: request.body.user_id ?? m.user_id, invitation_id: m.invitation_id },
-        })
-      }
       return { status: 'accepted' }
     },
   )
