@@ -19,9 +19,11 @@ describe('docs/design.md "How to add"', () => {
   const section = howToAdd()
   const paths = [...new Set([...section.matchAll(/`(src\/[^`\s]+)`/g)].map((m) => m[1]!))]
 
-  it('names the files for a wire field and an enum value', () => {
-    expect(section).toContain('**A field on a wire type**')
-    expect(section).toContain('**An enum value**')
+  it('names the files for a wire field, an enum value, a phase, a deny reason, a runtime and an audit event type', () => {
+    for (const entry of ['**A field on a wire type**', '**An enum value**', '**A proxy phase**', '**A deny reason**', '**A runtime**', '**An audit event type**']) {
+      expect(section).toContain(entry)
+    }
+    expect(paths).toEqual(expect.arrayContaining(['src/proxy/phase.ts', 'src/proxy/runner.ts', 'src/runtime/registry.ts', 'src/audit/mutation.ts']))
     expect(paths).toEqual(expect.arrayContaining(['src/contract/wire.ts', 'src/contract/resources.ts']))
   })
 
