@@ -3,9 +3,9 @@
 // write, one promise, one pass that settles its callers. Groups are bounded in size.
 //
 // Writes start at most every `intervalMs`: a durable write costs about the same CPU whatever its
-// size (the flush, and waking a threadpool thread and then the event loop: on a virtual machine
-// each wakeup alone measured 50-150 us of CPU), so at a few thousand events per second a write per
-// event or two was the largest single cost of the durable path. A write that takes longer than the
+// size (the flush, and waking a threadpool thread and then the event loop), so at a few thousand
+// events per second a write per event or two would be the largest single cost of the durable path
+// (docs/reliability.md has the figures). A write that takes longer than the
 // interval adds no wait; below 1/intervalMs events per second nothing waits at all.
 
 import { MAX_GROUP_CHARS, type Journal, type Segment } from './journal.js'

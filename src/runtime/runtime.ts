@@ -1,4 +1,4 @@
-// The workspace runtime contract (DESIGN.md "Workspaces"; docs/runtime.md "The driver interface").
+// The workspace runtime contract (docs/design.md "How to add a runtime"; docs/runtime.md "The driver interface").
 // The control plane owns workspace and task state; a driver only owns what lives where workspaces
 // run: the workspace's /data (behind a WorkspaceVolume: a host directory for the local drivers, a
 // PersistentVolumeClaim for a Kubernetes one), the agent process and its sandbox, the bridge to the

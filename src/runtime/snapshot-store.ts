@@ -149,8 +149,8 @@ export interface TarRecord {
 /**
  * Walks a tar's 512-byte headers, applying pax and GNU long-name records to the entry they precede.
  * Synchronous preads on purpose: one small read per entry, and under load the thread pool's round
- * trip dominated (≈10× slower measured for 1,000 entries). The cost is about 10 µs per entry of
- * event-loop time, i.e. ~10 ms for a 1,000-file workspace. `visit` returning false stops the walk.
+ * trip would dominate (docs/runtime.md has the figures); the event loop pays a few microseconds per
+ * entry instead. `visit` returning false stops the walk.
  */
 // long-function: one header loop with its pax, global and long-name cases, kept together as tar defines them
 export function walkTar(file: string, visit: (r: TarRecord) => boolean | void): void {
