@@ -97,6 +97,19 @@ export function packsApi(client: CorralClient) {
     /** A pack from a registry image (`POST /v1/packs`): the server pulls `image_ref`. */
     createPack: (body: { image_ref: string; visibility?: PackVisibility }) => client.request<PackRecord>('POST', '/packs', { body }),
     reuploadPack: (id: string, source: ArchiveSource, opts: { progress?: UploadProgress } = {}) => sendArchive('PUT', `/packs/${seg(id)}/upload`, source, {}, opts.progress),
+    /** One file's new content (`PUT /v1/packs/{id}/files/{path}`); `path` is sent as one segment. */
+    async editPackFile(id: string, path: string, content: Uint8Array): Promise<PackRecord> {
+      let res: Response
+      try {
+        res = await client.fetchImpl(client.url(`/packs/${seg(id)}/files/${encodeURIComponent(path)}`), {
+          method: 'PUT', headers: { ...client.headers(), 'content-type': 'application/octet-stream' }, body: content,
+        })
+      } catch (err) {
+        throw new ApiConnectionError(client.apiUrl, err)
+      }
+      if (!res.ok) throw await apiErrorFrom(res)
+      return (await res.json()) as PackRecord
+    },
     updatePack: (id: string, body: PackUpdate) => client.request<PackRecord>('PUT', `/packs/${seg(id)}`, { body }),
     deletePack: (id: string) => client.request<{ status: 'deleted' }>('DELETE', `/packs/${seg(id)}`),
     clonePack: (id: string, opts: { name?: string } = {}) =>

@@ -278,7 +278,8 @@ function safeLinkTarget(entry: string, linkname: string): string {
   return path
 }
 
-function checkPath(name: string): { path: string; problem?: string } {
+/** A pack-relative path checked as an archive entry's name is: the normalised path, or why it is refused. */
+export function checkPath(name: string): { path: string; problem?: string } {
   if (name.includes('\0')) return { path: '', problem: 'contains a NUL byte' }
   if (name.startsWith('/') || /^[A-Za-z]:[\\/]/.test(name)) return { path: '', problem: 'has an absolute path' }
   if (name.includes('\\')) return { path: '', problem: 'contains a backslash' }

@@ -7,13 +7,13 @@
 // atomically; identical content already there is simply reused. Layout and rules: docs/packs.md.
 import { createHash } from 'node:crypto'
 import { createReadStream } from 'node:fs'
-import { chmod, lstat, mkdir, mkdtemp, readdir, readFile, readlink, rename, rm, stat } from 'node:fs/promises'
+import { chmod, cp, lstat, mkdir, mkdtemp, readdir, readFile, readlink, rename, rm, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { Readable } from 'node:stream'
 import tarStream from 'tar-stream'
 import { compilePolicy } from '../policy/index.js'
 import { apiError, type PackManifest } from '../contract/index.js'
-import { DEFAULT_ARCHIVE_LIMITS, extractPackArchive, type ArchiveFormat, type ArchiveLimits } from './archive.js'
+import { checkPath, DEFAULT_ARCHIVE_LIMITS, extractPackArchive, type ArchiveFormat, type ArchiveLimits } from './archive.js'
 import { MAX_MANIFEST_BYTES, parsePackManifest } from './manifest.js'
 
 export const DIGEST_RE = /^sha256:([0-9a-f]{64})$/
@@ -81,23 +81,67 @@ export class PackContent {
     const tmp = await mkdtemp(join(this.root, '.ingest-'))
     try {
       const { root } = await extractPackArchive(archive, join(tmp, 'tree'), this.#limits, format)
-      const manifest = parsePackManifest(await readSmallFile(root, 'pack.yaml', MAX_MANIFEST_BYTES, 'pack.yaml'))
-      const capabilities = manifest.capabilities_file === undefined ? undefined : await readCapabilities(root, manifest.capabilities_file)
-      const { digest, sizeBytes } = await normaliseAndHash(root)
-      const final = this.dir(digest)
-      const release = await this.#exclusive(async () => {
-        if (!(await this.has(digest))) {
-          await rename(root, final).catch(async (err: { code?: string }) => {
-            // Another process sharing the data dir placed the same content first: same bytes.
-            if (!((err.code === 'ENOTEMPTY' || err.code === 'EEXIST') && (await this.has(digest)))) throw err
-          })
-        }
-        return this.pin(digest)
-      })
-      return { manifest, digest, sizeBytes, ...(capabilities !== undefined ? { capabilities } : {}), release }
+      return await this.#store(root)
     } finally {
       await rm(tmp, { recursive: true, force: true })
     }
+  }
+
+  /**
+   * A stored tree with one file's content replaced (or the file added): the edited copy is
+   * checked, normalised and stored exactly as an upload of it would be. `path` is checked as an
+   * archive entry's name; it may not pass through or land on a symbolic link or a directory.
+   * Throws `validation_error` (field `path` or the pack.yaml problem), `payload_too_large`.
+   */
+  async ingestEdit(digest: string, path: string, data: Buffer): Promise<IngestedPack> {
+    const checked = checkPath(path)
+    if (checked.problem || checked.path === '') throw pathError( `${JSON.stringify(path)} ${checked.problem ?? 'names no file'}`)
+    if (data.length > this.#limits.maxUncompressedBytes) throw apiError('payload_too_large', `the file is larger than ${this.#limits.maxUncompressedBytes} bytes`)
+    await mkdir(this.root, { recursive: true, mode: 0o755 })
+    const tmp = await mkdtemp(join(this.root, '.ingest-'))
+    const unpin = this.pin(digest)
+    try {
+      const root = join(tmp, 'tree')
+      await cp(this.dir(digest), root, { recursive: true, verbatimSymlinks: true })
+      await chmod(root, 0o755)
+      const parts = checked.path.split('/')
+      for (let i = 1; i <= parts.length; i++) {
+        const at = join(root, ...parts.slice(0, i))
+        const info = await lstat(at).catch(() => undefined)
+        if (!info) break
+        const last = i === parts.length
+        if (info.isSymbolicLink() || (last ? !info.isFile() : !info.isDirectory())) {
+          throw pathError( `${JSON.stringify(checked.path)} passes through ${JSON.stringify(parts.slice(0, i).join('/'))}, which is ${info.isSymbolicLink() ? 'a symbolic link' : last ? 'not a regular file' : 'not a directory'}`)
+        }
+        if (!last) await chmod(at, 0o755)
+      }
+      await mkdir(join(root, ...parts.slice(0, -1)), { recursive: true, mode: 0o755 })
+      const file = join(root, ...parts)
+      await chmod(file, 0o644).catch(() => {})
+      await writeFile(file, data, { mode: 0o644 })
+      return await this.#store(root)
+    } finally {
+      unpin()
+      await rm(tmp, { recursive: true, force: true })
+    }
+  }
+
+  /** Checks an extracted tree's pack.yaml and capabilities, normalises and hashes it, and places it. */
+  async #store(root: string): Promise<IngestedPack> {
+    const manifest = parsePackManifest(await readSmallFile(root, 'pack.yaml', MAX_MANIFEST_BYTES, 'pack.yaml'))
+    const capabilities = manifest.capabilities_file === undefined ? undefined : await readCapabilities(root, manifest.capabilities_file)
+    const { digest, sizeBytes } = await normaliseAndHash(root)
+    const final = this.dir(digest)
+    const release = await this.#exclusive(async () => {
+      if (!(await this.has(digest))) {
+        await rename(root, final).catch(async (err: { code?: string }) => {
+          // Another process sharing the data dir placed the same content first: same bytes.
+          if (!((err.code === 'ENOTEMPTY' || err.code === 'EEXIST') && (await this.has(digest)))) throw err
+        })
+      }
+      return this.pin(digest)
+    })
+    return { manifest, digest, sizeBytes, ...(capabilities !== undefined ? { capabilities } : {}), release }
   }
 
   /**
@@ -279,4 +323,9 @@ function addEntry(pack: TarPack, header: TarHeader, file?: string | Buffer): Pro
     })
     source.on('end', () => sink.end(undefined))
   })
+}
+
+/** 400 validation_error on the edited file's path, named as schema validation errors name a field. */
+function pathError(message: string) {
+  return apiError('validation_error', `path ${message}`, { fields: { path: message } })
 }

@@ -143,7 +143,7 @@ export class PackService {
   }
 
   /** `PUT /v1/packs/{id}/upload`: new content for an uploaded pack (from reuploadTarget) of the same name. */
-  async reupload(actor: PackActor, current: PackRecord, content: PackContent, ingested: IngestedPack): Promise<PackRecord> {
+  async reupload(actor: PackActor, current: PackRecord, content: PackContent, ingested: IngestedPack, change: Record<string, unknown> = { kind: 'reupload' }): Promise<PackRecord> {
     const { pack, replaced } = await this.#holding(content, ingested, async () => {
       if (ingested.manifest.name !== current.name) {
         throw fieldError('name', `pack.yaml names ${ingested.manifest.name}, but this pack is ${current.name}`)
@@ -152,7 +152,7 @@ export class PackService {
       await checkAgentChange(this.#deps.store, actor.orgId, current, ingested.manifest)
       // Without a push registry the old image_ref (if one was pushed before) no longer matches the content.
       const imageRef = await this.#push(content, actor.orgId, current.name, ingested.manifest.version, ingested.digest)
-      return this.#replaceContent(actor, current.id, { ...manifestFields(ingested), image_ref: imageRef ?? null }, { kind: 'reupload' })
+      return this.#replaceContent(actor, current.id, { ...manifestFields(ingested), image_ref: imageRef ?? null }, change)
     })
     if (replaced && replaced !== pack.image_digest) await this.collect(content, replaced)
     // Workspaces of every role attaching the pack (community packs: other orgs' too) respawn to mount the new content.
@@ -161,6 +161,18 @@ export class PackService {
   }
 
   /** `PUT /v1/packs/{id}`: label fields and visibility; on registry-origin packs, a new image_ref too. */
+  /**
+   * `PUT /v1/packs/{id}/files/{path}`: one file of an uploaded pack replaced (or added), stored and
+   * applied exactly as a re-upload of the edited tree (`content_pack_updated`, kind `file_edit`).
+   */
+  async editFile(actor: PackActor, id: string, path: string, data: Buffer): Promise<PackRecord> {
+    const current = await this.reuploadTarget(actor.orgId, id)
+    const content = this.uploadContent()
+    if (!current.image_digest) throw apiError('pack_not_reuploadable', `pack ${current.name} has no stored content to edit`, { image_origin: current.image_origin })
+    const ingested = await content.ingestEdit(current.image_digest, path, data)
+    return this.reupload(actor, current, content, ingested, { kind: 'file_edit', edited: path.split('/').filter((p) => p !== '' && p !== '.').join('/') })
+  }
+
   async update(actor: PackActor, id: string, body: PackUpdate): Promise<PackRecord> {
     const { store } = this.#deps
     const { orgId } = actor

@@ -88,6 +88,17 @@ const uploadDoc = (withVisibility: boolean) => ({
   },
 })
 
+/** Largest file a file edit takes (docs/packs.md "Editing one file"); a larger body is 413. */
+const FILE_EDIT_MAX_BYTES = 8 * 1024 * 1024
+
+const fileEditDoc = {
+  params: {
+    type: 'object', required: ['id', 'path'],
+    properties: { id: { type: 'string' }, path: { type: 'string', description: 'the file\'s path inside the pack, one URL segment (`/` sent as `%2F`); created when absent' } },
+  },
+  body: { content: { 'application/octet-stream': { schema: { type: 'string', contentEncoding: 'binary', description: 'the file\'s new content' } } } },
+}
+
 const cloneBody = { type: ['object', 'null'], additionalProperties: false, properties: { name: NAME_SCHEMA } } as const
 
 /** The spec's Pack object: `owned` for the caller, and `org_id` only on the caller's own packs. */
@@ -147,6 +158,19 @@ function contentRoutes(app: FastifyInstance, packs: PackService): void {
       }))
       const { ingested } = await readUpload(packs, request, content, { visibility: false })
       return packView(await packs.reupload(actor, current, content, ingested), actor.orgId)
+    },
+  )
+
+  // One file's new content as the raw body; anything but application/octet-stream is 415.
+  app.addContentTypeParser('application/octet-stream', { parseAs: 'buffer', bodyLimit: FILE_EDIT_MAX_BYTES }, (_request, body, done) => done(null, body))
+  app.put<{ Params: { id: string; path: string }; Body: Buffer | undefined }>(
+    '/packs/:id/files/:path',
+    { config: { permission: CAPS_WRITE, openapi: fileEditDoc }, schema: { response: { 200: packSchema } } },
+    async (request) => {
+      const actor = actorOf(request)
+      if (request.body !== undefined && !Buffer.isBuffer(request.body)) throw apiError('unsupported_media_type', 'send the file\'s content as application/octet-stream')
+      const data = request.body ?? Buffer.alloc(0)
+      return packView(await packs.editFile(actor, request.params.id, request.params.path, data), actor.orgId)
     },
   )
 
