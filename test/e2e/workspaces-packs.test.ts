@@ -77,7 +77,12 @@ describe(`packs in workspaces end to end (${RUNTIME} runtime)`, () => {
     expect(done.summary).toBe('wrote shell-agent.txt; progress_status without percent answered 400')
     expect(agentLog(wsId)).toMatch(/event refused \(400\).*does not match the schema of pack shell-agent/)
 
-    const events = await stack.audit(wsId, 'actor=agent')
+    // The task's end commits with its lifecycle rows; the agent's own task_end row is durable in the
+    // journal by then and reaches the database with the writer's next batch.
+    const events = await stack.until(async () => {
+      const rows = await stack.audit(wsId, 'actor=agent')
+      return rows.some((e) => e.event_type === 'task_end') && rows
+    }, 'the agent\'s task_end row in the audit log')
     expect(events.map((e) => e.event_type)).toEqual(['session_start', 'task_start', 'progress_status', 'file_change', 'progress_status', 'task_end'])
     expect(events.every((e) => e.category === 'activity' && e.task_id === taskId && e.agent_role === 'shell')).toBe(true)
     expect(events.find((e) => e.event_type === 'task_start').detail).toMatchObject({ description: 'hello from the pack test; break-schema' })
