@@ -83,6 +83,8 @@ function debitsFor(policy: CompiledPolicy, capability: string, c: CaseSpec, requ
   const view = { status: resp?.status ?? 200, headers: lowerHeaders(resp?.headers) as HeaderMap, size: Buffer.byteLength(body) }
   for (const counter of policy.counters(capability)) {
     let v: CounterValue | undefined
+    // WebSocket messages are not part of a case: those counters debit nothing here.
+    if (counter.phase === 'websocket') continue
     if (counter.phase === 'request') v = { value: counter.requestAmount(requestBytes) }
     else if (!resp || !counter.matchesStatus(view.status)) continue
     else if (counter.phase === 'response_headers') v = counter.fromResponseHeaders(view)

@@ -28,6 +28,7 @@ export type CelSite =
   | 'counter_headers'
   | 'counter_document'
   | 'counter_sse'
+  | 'counter_websocket'
   | 'terminal_cel'
 
 export type CelResultKind = 'bool' | 'string' | 'map' | 'number'
@@ -69,6 +70,7 @@ const SITE_VARS: Record<CelSite, { request?: 'plain' | 'body'; response?: 'plain
   counter_headers: { response: 'plain' },
   counter_document: { response: 'body' },
   counter_sse: { response: 'plain', event: true },
+  counter_websocket: { event: true },
   terminal_cel: { response: 'plain', event: true },
 }
 
@@ -82,6 +84,7 @@ const SITE_LABEL: Record<CelSite, string> = {
   counter_headers: 'counter value',
   counter_document: 'counter value',
   counter_sse: 'counter value',
+  counter_websocket: 'counter value',
   terminal_cel: 'terminal_cel',
 }
 

@@ -182,7 +182,17 @@ export interface TransformOutput {
 // ---------------------------------------------------------------------------------------------
 // Counters
 
-export type CounterSource = 'request.count' | 'request.bytes' | 'response.bytes' | 'response'
+export type CounterSource = 'request.count' | 'request.bytes' | 'response.bytes' | 'response' | 'websocket.messages' | 'websocket.bytes' | 'websocket.message'
+/** Which WebSocket messages a websocket counter meters: the agent's, the upstream's, or both. */
+export type MessageDirection = 'to_upstream' | 'to_agent' | 'both'
+
+/** One WebSocket message as a counter sees it (whole, after reassembly of its fragments). */
+export interface MessageView {
+  direction: 'to_upstream' | 'to_agent'
+  /** Text (UTF-8) or binary. */
+  text: boolean
+  data: Buffer
+}
 export type Accumulator = 'max' | 'sum' | 'last'
 
 export interface BudgetScope {
@@ -223,7 +233,9 @@ export interface CompiledCounter {
   readonly capability: string
   readonly source: CounterSource
   /** 'headers' for source response without body, 'body' for body counters, 'request' for request.*, 'bytes' for response.bytes. */
-  readonly phase: 'request' | 'response_headers' | 'response_body'
+  readonly phase: 'request' | 'response_headers' | 'response_body' | 'websocket'
+  /** websocket.* counters: which messages they meter. */
+  readonly direction?: MessageDirection
   readonly framing?: 'single_document' | 'sse'
   readonly accumulator?: Accumulator
   readonly workspace?: BudgetScope
@@ -242,6 +254,8 @@ export interface CompiledCounter {
   fromDocument(response: ResponseView, body: Uint8Array | string): CounterValue
   /** SSE body counters: an incremental meter; framing/format/encoding are checked from the response headers. */
   meter(response: ResponseView): SseMeter
+  /** websocket.* counters: the amount one relayed message adds (0 when its direction is not metered), or why its `value` could not be evaluated. */
+  fromMessage(message: MessageView): number | 'parse_failed' | 'cel_eval_error'
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -270,6 +270,28 @@ export class Budgets {
     }
   }
 
+  /**
+   * Adds `amount` to what a reservation holds for one counter, while its request is still open (a
+   * WebSocket message metered mid-connection): taken from each ceiling scope's lease like a
+   * reservation, the lease refilled from the ledger when short (a promise then). budget_exhausted
+   * when a scope cannot cover it; what an earlier scope took stays held and is returned at settle.
+   */
+  grow(r: Reservation, counterName: string, amount: number): MaybePromise<PolicyDenial | undefined> {
+    const h = r.holds.find((x) => x.counter.name === counterName)
+    if (!h || amount <= 0 || r.settled) return undefined
+    return untilDenied(h.scopes, ({ scope, held }) => {
+      if (held.slot.max <= 0) {
+        held.amount += amount
+        return undefined
+      }
+      return andThen(this.#take(held.slot, amount, amount), (ok) => {
+        if (!ok) return deny('budget_exhausted', { counter: counterName, scope, max: held.slot.max, used: held.slot.used() }, 429)
+        held.amount += amount
+        return undefined
+      })
+    })
+  }
+
   release(r: Reservation): void {
     if (r.settled) return
     r.settled = true

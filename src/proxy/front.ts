@@ -24,6 +24,7 @@ import type { Entry, ProxyCore, ProxyCounters, TunnelContext } from './request-s
 import { runRequest } from './runner.js'
 import { requestToken, wantsProxyChallenge } from './token.js'
 import { TransportRows, challenge, classifyClientError, endRaw, recordThenRefuse } from './transport.js'
+import { WebSockets, isWebSocketUpgrade } from './websocket/upgrade.js'
 
 const HOSTNAME = /^(?=.{1,253}$)[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*$/
 /** Methods the proxy never forwards: TRACE/TRACK echo the request (injected credentials included). */
@@ -47,6 +48,8 @@ export class ProxyFront {
   readonly #transport: TransportRows
   /** Rows of CONNECTs answered 407: the core's challenge allowance (shared with plain requests' 407s), apart from transport violations so a burst of git clones cannot hide one. */
   readonly #challenges: TransportRows
+  /** Open WebSocket relays (websocket/upgrade.ts). */
+  readonly #websockets: WebSockets
   #closing = false
 
   constructor(core: ProxyCore, minter: LeafMinter) {
@@ -54,6 +57,7 @@ export class ProxyFront {
     this.#minter = minter
     this.#transport = new TransportRows(core)
     this.#challenges = new TransportRows(core, core.challengeRows)
+    this.#websockets = new WebSockets(core)
     const L = core.limits
     const headersTimeout = Math.min(L.headersTimeoutMs, L.requestTimeoutMs)
     const checkEvery = Math.min(1_000, Math.max(50, Math.floor(headersTimeout / 4)))
@@ -74,10 +78,9 @@ export class ProxyFront {
     this.#outer.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => this.#guard(this.#connect(req, socket, head), socket))
     // A CONNECT inside an intercepted tunnel would be a tunnel the phases cannot see: refused, with its row.
     this.#inner.on('connect', (req: IncomingMessage, socket: Socket) => this.#guard(this.#refuse(req, socket, this.#tunnels.get(socket), 'CONNECT inside an intercepted tunnel is not supported'), socket))
-    // Protocol upgrades (WebSocket) cannot be inspected by the phases: refused, with their row.
-    const upgrade = 'protocol upgrades (WebSocket) are not supported through the proxy'
-    this.#outer.on('upgrade', (req: IncomingMessage, socket: Socket) => this.#guard(this.#refuse(req, socket, undefined, upgrade), socket))
-    this.#inner.on('upgrade', (req: IncomingMessage, socket: Socket) => this.#guard(this.#refuse(req, socket, this.#tunnels.get(socket), upgrade), socket))
+    // WebSocket upgrades are requests under policy (websocket/upgrade.ts); other upgrades (h2c) are refused, with their row.
+    this.#outer.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => this.#guard(this.#upgrade(req, socket, head, undefined), socket))
+    this.#inner.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => this.#guard(this.#upgrade(req, socket, head, this.#tunnels.get(socket)), socket))
     this.#outer.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => this.#guard(this.#clientError(err, socket, undefined), socket))
     this.#inner.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => this.#guard(this.#clientError(err, socket, this.#tunnels.get(socket)), socket))
     this.#outer.on('connection', (s: Socket) => {
@@ -110,6 +113,7 @@ export class ProxyFront {
    */
   async close(drainMs = this.#core.limits.drainMs): Promise<void> {
     this.#closing = true
+    this.#websockets.closeAll()
     const closed = new Promise<void>((r) => this.#outer.close(() => r()))
     this.#outer.closeIdleConnections()
     for (const t of this.#tunnelSockets) if (!this.#busy.get(t)) t.destroy()
@@ -293,6 +297,12 @@ export class ProxyFront {
     }
     if (verdict.status) endRaw(socket, verdict.status)
     else socket.destroy()
+  }
+
+  #upgrade(req: IncomingMessage, socket: Socket, head: Buffer, tunnel: TunnelContext | undefined): Promise<void> {
+    // An upgrade inside a tunnel that did not come through the front has no context: no_scheme, like any request.
+    if (isWebSocketUpgrade(req) && !this.#closing && (tunnel || !(socket instanceof TLSSocket))) return this.#websockets.handle(req, socket, head, tunnel)
+    return this.#refuse(req, socket, tunnel, 'protocol upgrades other than WebSocket are not supported through the proxy')
   }
 
   /** Refuses a request the phases cannot handle (upgrade, CONNECT in a tunnel) with a 403 and its row. */
