@@ -225,6 +225,8 @@ export class WebSocketRelay {
   #closeLeg(leg: Leg, code: number, reason: string): void {
     const ws = this.#legs[leg]
     if (ws.readyState === 3) return
+    // A leg paused for back-pressure or a ledger wait must read the peer's close frame.
+    ws.resume()
     try {
       if (ws.readyState === 1) ws.close(code, reason)
       else ws.terminate()
