@@ -1,6 +1,7 @@
 // WebSocket pieces for the proxy tests: a real `ws` upstream on the harness's HTTPS and HTTP
 // servers (behaviour chosen by path), and `ws` clients that reach it through the proxy the way an
 // agent does: inside a CONNECT tunnel with the corral CA, or as a plain absolute-URI upgrade.
+import { createHash } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import { connect, type Socket } from 'node:net'
 import { WebSocket, WebSocketServer } from 'ws'
@@ -19,13 +20,22 @@ export interface WsUpstream {
 /**
  * Paths: /echo (every message back, same type), /headers (first message: the upgrade's headers as
  * JSON), /usage (each message answered with a Responses `response.completed` event of 40 tokens),
- * /vanish (the socket destroyed after the first message), /refuse (HTTP 403 with a body, no 101).
+ * /vanish (the socket destroyed after the first message), /refuse (HTTP 403 with a body, no 101),
+ * /deflate and /badproto (a 101 naming compression or a subprotocol nobody offered), /big (a
+ * 4 KiB message on open).
  */
 export function wsUpstream(h: Harness): WsUpstream {
   const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false })
   const state: WsUpstream = { last: { headers: {}, url: '' }, closes: [], close: () => wss.close() }
   const onUpgrade = (req: IncomingMessage, socket: Socket, head: Buffer): void => {
     const path = (req.url ?? '').split('?')[0]
+    if (path === '/deflate' || path === '/badproto') {
+      // A 101 that agrees to what the proxy never offered: compression, or a subprotocol.
+      const accept = createHash('sha1').update(`${String(req.headers['sec-websocket-key'])}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64')
+      const extra = path === '/deflate' ? 'sec-websocket-extensions: permessage-deflate\r\n' : 'sec-websocket-protocol: admin\r\n'
+      socket.write(`HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-accept: ${accept}\r\n${extra}\r\n`)
+      return
+    }
     if (path === '/refuse') {
       const body = `refused: ${String(req.headers['x-api-key'] ?? '')}`
       socket.end(`HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
@@ -36,6 +46,7 @@ export function wsUpstream(h: Harness): WsUpstream {
       ws.on('close', (code) => state.closes.push(code))
       ws.on('error', () => {})
       if (path === '/headers') ws.send(JSON.stringify(req.headers))
+      if (path === '/big') ws.send(Buffer.alloc(4096, 0x61).toString())
       ws.on('message', (data, isBinary) => {
         if (path === '/echo') ws.send(data, { binary: isBinary })
         else if (path === '/usage') ws.send(JSON.stringify({ type: 'response.completed', response: { usage: { total_tokens: 40 } } }))
@@ -50,15 +61,15 @@ export function wsUpstream(h: Harness): WsUpstream {
 }
 
 /** A `ws` client inside a CONNECT tunnel (the corral CA trusted), to the harness's HTTPS upstream. */
-export async function wsTunnel(h: Harness, token: string, path: string, opts: { headers?: Record<string, string>; protocols?: string[] } = {}): Promise<WebSocket> {
-  const target = `127.0.0.1:${h.up.httpsPort}`
+export async function wsTunnel(h: Harness, token: string, path: string, opts: { headers?: Record<string, string>; protocols?: string[]; deflate?: boolean; target?: string } = {}): Promise<WebSocket> {
+  const target = opts.target ?? `127.0.0.1:${h.up.httpsPort}`
   const { socket } = await openTunnel(Number(new URL(h.proxyUrl).port), target, token)
-  // No SNI (an IP target): the leaf is the CONNECT target's, and Host agrees with it.
+  // No SNI for an IP target: the leaf is the CONNECT target's, and Host agrees with it.
   const tls = await new Promise<TLSSocket>((resolve, reject) => {
-    const t = tlsConnect({ socket, host: '127.0.0.1', ca: h.proxy.ca.certPem, ALPNProtocols: ['http/1.1'] }, () => resolve(t))
+    const t = tlsConnect({ socket, host: target.replace(/:\d+$/, ''), ca: h.proxy.ca.certPem, ALPNProtocols: ['http/1.1'] }, () => resolve(t))
     t.once('error', reject)
   })
-  return new WebSocket(`wss://${target}${path}`, opts.protocols ?? [], { createConnection: () => tls, headers: opts.headers ?? {}, perMessageDeflate: false })
+  return new WebSocket(`wss://${target}${path}`, opts.protocols ?? [], { createConnection: () => tls, headers: opts.headers ?? {}, perMessageDeflate: opts.deflate ?? false })
 }
 
 /** A `ws` client sending a plain absolute-URI upgrade (`GET http://host/path`) to the proxy. */

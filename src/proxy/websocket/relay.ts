@@ -72,6 +72,8 @@ export class WebSocketRelay {
   #reason: string | undefined
   #error: string | undefined
   #counter: string | undefined
+  /** The close code `ws` sent on a leg after a violation there (it reads no close frame back, so its 'close' says 1006). */
+  readonly #violation: Partial<Record<Leg, number>> = {}
   #grace: NodeJS.Timeout | undefined
   #done!: (s: RelaySummary) => void
   /** Resolves once both legs are closed, with what the row records. */
@@ -112,6 +114,7 @@ export class WebSocketRelay {
     src.on('pong', () => this.#idle.refresh())
     src.on('error', (err: Error & { code?: string }) => {
       this.#error ??= `${from}:${err.code ?? 'error'}`
+      this.#violation[from] ??= violationCode(err.code)
       // `ws` has sent its close frame (1002, 1007, 1009); a peer that never answers it is cut.
       setTimeout(() => src.terminate(), 1_000).unref()
     })
@@ -206,8 +209,9 @@ export class WebSocketRelay {
     })
   }
 
-  #onClose(from: Leg, to: Leg, code: number, src: WebSocket): void {
+  #onClose(from: Leg, to: Leg, received: number, src: WebSocket): void {
     this.#closed[from] = true
+    const code = this.#violation[from] ?? received
     if (from === 'agent') this.#agentCode ??= code
     else this.#upstreamCode ??= code
     if (!this.#closedBy) {
@@ -263,6 +267,13 @@ function scrub(scrubber: Scrubber, data: Buffer): Buffer {
   const head = scan.push(data)
   const tail = scan.end()
   return tail && tail.length ? Buffer.concat([head, tail]) : head
+}
+
+/** The close code `ws` sends for each of its protocol errors (RFC 6455 7.4.1). */
+function violationCode(code: string | undefined): number {
+  if (code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') return 1009
+  if (code === 'WS_ERR_INVALID_UTF8') return 1007
+  return 1002
 }
 
 function toBuffer(data: RawData): Buffer {
