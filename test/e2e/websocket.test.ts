@@ -80,7 +80,7 @@ describe(`a WebSocket from inside a workspace (${RUNTIME} runtime)`, () => {
     counters:
       - {name: ws_messages, source: websocket.messages, workspace: {max: 100}}
 `
-    const script = (body: any): unknown => {
+    const script = (body: any): any => {
       const last = body.messages.at(-1)
       const sawResults = Array.isArray(last?.content) && last.content.some((c: any) => c.type === 'tool_result')
       if (sawResults) return { text: 'Done.', tools: [{ name: 'finish', input: { summary: 'socket done' } }], usage: { input: 5, output: 3 } }
