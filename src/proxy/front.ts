@@ -300,9 +300,9 @@ export class ProxyFront {
   }
 
   #upgrade(req: IncomingMessage, socket: Socket, head: Buffer, tunnel: TunnelContext | undefined): Promise<void> {
-    // An upgrade inside a tunnel that did not come through the front has no context: no_scheme, like any request.
-    if (isWebSocketUpgrade(req) && !this.#closing && (tunnel || !(socket instanceof TLSSocket))) return this.#websockets.handle(req, socket, head, tunnel)
-    return this.#refuse(req, socket, tunnel, 'protocol upgrades other than WebSocket are not supported through the proxy')
+    // A TLS socket without its tunnel's context did not come through the front: refused, like #tunneled's no_scheme.
+    if (isWebSocketUpgrade(req) && (tunnel || !(socket instanceof TLSSocket))) return this.#websockets.handle(req, socket, head, tunnel)
+    return this.#refuse(req, socket, tunnel, tunnel || !isWebSocketUpgrade(req) ? 'protocol upgrades other than WebSocket are not supported through the proxy' : 'no tunnel context')
   }
 
   /** Refuses a request the phases cannot handle (upgrade, CONNECT in a tunnel) with a 403 and its row. */

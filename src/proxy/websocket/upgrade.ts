@@ -32,6 +32,7 @@ import { CLOSE_GOING_AWAY, WebSocketRelay, type RelaySummary } from './relay.js'
 /** Handshake headers the proxy's own upstream WebSocket writes itself. */
 const HANDSHAKE = new Set(['sec-websocket-key', 'sec-websocket-version', 'sec-websocket-extensions', 'sec-websocket-protocol'])
 const KEY = /^[A-Za-z0-9+/]{22}==$/
+const EARLY_DATA = deny('no_match', { message: 'bytes were sent after the WebSocket handshake before its 101 answer', websocket: 'early_data' }, 400)
 /** An upstream's refusal body relayed to the agent, at most. */
 const REFUSAL_BODY_MAX = 64 * 1024
 
@@ -95,7 +96,7 @@ export class WebSockets {
       core.log.error({ err: { message: (err as Error)?.message ?? String(err) } }, 'proxy: a phase failed on a WebSocket upgrade (internal_error)')
       denial = deny('internal_error', {}, 500)
     }
-    if (!denial && early > 0) denial = deny('no_match', { message: 'bytes were sent after the WebSocket handshake before its 101 answer', websocket: 'early_data' }, 400)
+    if (!denial && early > 0) denial = EARLY_DATA
     if (denial) {
       ctx.denial = denial
       await refuse(core, st, socket, denial)
@@ -104,7 +105,7 @@ export class WebSockets {
     const ws = st.workspace!.record.id
     this.#perWorkspace.set(ws, (this.#perWorkspace.get(ws) ?? 0) + 1)
     try {
-      await this.#forward(st, socket, onEarly)
+      await this.#forward(st, socket, onEarly, () => early)
     } finally {
       const n = (this.#perWorkspace.get(ws) ?? 1) - 1
       if (n > 0) this.#perWorkspace.set(ws, n)
@@ -120,7 +121,7 @@ export class WebSockets {
   }
 
   /** Opens the upstream WebSocket; on its 101 answers the agent and relays until both legs close. */
-  async #forward(st: RequestState, socket: Socket, onEarly: (b: Buffer) => void): Promise<void> {
+  async #forward(st: RequestState, socket: Socket, onEarly: (b: Buffer) => void, early: () => number): Promise<void> {
     const core = this.#core
     const { ctx } = st
     st.ctx.phase = 'response_headers'
@@ -130,6 +131,12 @@ export class WebSockets {
       return
     }
     socket.off('data', onEarly)
+    if (early() > 0) {
+      // Bytes arrived while the upstream was being opened: refused like those before it.
+      upstream.terminate()
+      await refuse(core, st, socket, EARLY_DATA)
+      return
+    }
     if (socket.destroyed) {
       upstream.terminate()
       ctx.detail.client_closed = true
