@@ -37,6 +37,7 @@ import { openStore } from '../src/store/index.js'
 import { proxyTables } from '../src/store/proxy-tables.js'
 import { CERTGEN, has, startMitmproxy, startSquidBump, startSquidTunnel } from './proxy-peers.js'
 import { fixedRate, processTree, treeCpu, type RateResult } from './proxy-rate.js'
+import { measureWebSocket } from './proxy-websocket.js'
 
 /** CPU in ms of a process and its children (`corral proxy --workers N`: the primary and its workers). */
 const procCpuMs = (pid: number): number => treeCpu(processTree(pid)).total
@@ -70,6 +71,11 @@ const CAPS = `
       allow_private: ["127.0.0.0/8"]
       methods: [GET]
       paths: ["/v1/stream", "/v1/hold"]
+    - name: socket
+      domains: ["127.0.0.1:UPSTREAM_PORT"]
+      allow_private: ["127.0.0.0/8"]
+      methods: [GET]
+      paths: ["/v1/ws"]
   transforms:
     - name: version
       header: { name: anthropic-version, action: set, value: '"2023-06-01"' }
@@ -93,6 +99,9 @@ const CAPS = `
         accumulator: max
         terminal_event_type: message_stop
         status_codes: ["2xx"]
+        workspace: { max: 0 }
+      - name: ws_messages
+        source: websocket.messages
         workspace: { max: 0 }
 `
 
@@ -396,6 +405,10 @@ async function main(): Promise<void> {
       process.stderr.write(`measuring ${target.name} …\n`)
       results[target.name] = await measure(target, origin)
     }
+    // WebSocket: one socket, direct and through this build (a metered websocket.messages counter).
+    process.stderr.write('measuring WebSocket direct and through corral …\n')
+    const wsDirect = await measureWebSocket(upPort, { upstreamCaPem: upCa }, SECONDS)
+    const wsCorral = await measureWebSocket(upPort, { upstreamCaPem: upCa, proxy: { url: corralUrl, token, caPem: corralCa } }, SECONDS)
     process.stderr.write(`opening ${STREAMS} streams through corral …\n`)
     results.corral!.rss_mb_streams = await rssAtStreams(targets[1]!, origin)
 
@@ -409,6 +422,7 @@ async function main(): Promise<void> {
       corral_vs_mitmproxy_throughput: results.mitmproxy ? round(c.throughput_rps / results.mitmproxy.throughput_rps) : null,
       added_latency_ms: { p50: round(c.p50_ms - d.p50_ms), p99: round(c.p99_ms - d.p99_ms) },
       ttfe_extra_ms: round(c.ttfe_ms - d.ttfe_ms),
+      websocket: { direct: wsDirect, corral: wsCorral, added_round_trip_p50_ms: round(wsCorral.round_trip_p50_ms - wsDirect.round_trip_p50_ms, 3), added_round_trip_p99_ms: round(wsCorral.round_trip_p99_ms - wsDirect.round_trip_p99_ms, 3) },
       targets: TARGETS,
     }
     const met = {
@@ -423,6 +437,7 @@ async function main(): Promise<void> {
     const rows = Object.entries(results).map(([name, r]) => `${name.padEnd(10)} ${String(r.throughput_rps).padStart(8)} req/s  p50 ${String(r.p50_ms).padStart(6)} ms  p99 ${String(r.p99_ms).padStart(6)} ms  first event ${String(r.ttfe_ms).padStart(6)} ms  errors ${r.errors}${r.cpu_ms_per_req !== undefined ? `  cpu ${r.cpu_ms_per_req} ms/req (POST at ${RATE}/s: ${r.post_cpu_ms_per_req})` : ''}`)
     process.stdout.write(`${rows.join('\n')}\n`)
     process.stdout.write(`corral/squid ${summary.corral_vs_squid_throughput}  corral/mitmproxy ${summary.corral_vs_mitmproxy_throughput}  added p50 ${summary.added_latency_ms.p50} ms  p99 ${summary.added_latency_ms.p99} ms  first-event extra ${summary.ttfe_extra_ms} ms  RSS@${STREAMS} streams ${c.rss_mb_streams} MB\n`)
+    process.stdout.write(`websocket  direct ${wsDirect.messages_per_s} msg/s rtt p50 ${wsDirect.round_trip_p50_ms} ms  corral ${wsCorral.messages_per_s} msg/s rtt p50 ${wsCorral.round_trip_p50_ms} ms p99 ${wsCorral.round_trip_p99_ms} ms (added p50 ${summary.websocket.added_round_trip_p50_ms} ms)\n`)
     process.stdout.write(`targets met: ${JSON.stringify(met)}\nwrote bench/results/proxy.json\n`)
   } finally {
     cleanup()
