@@ -21,7 +21,8 @@ export interface WsUpstream {
  * Paths: /echo (every message back, same type), /headers (first message: the upgrade's headers as
  * JSON), /usage (each message answered with a Responses `response.completed` event of 40 tokens),
  * /vanish (the socket destroyed after the first message), /refuse (HTTP 403 with a body, no 101),
- * /deflate and /badproto (a 101 naming compression or a subprotocol nobody offered), /big (a
+ * /deflate and /badproto (a 101 naming compression or a subprotocol nobody offered), /masked (a
+ * server that masks its frames), /big (a
  * 4 KiB message on open).
  */
 export function wsUpstream(h: Harness): WsUpstream {
@@ -29,11 +30,24 @@ export function wsUpstream(h: Harness): WsUpstream {
   const state: WsUpstream = { last: { headers: {}, url: '' }, closes: [], close: () => wss.close() }
   const onUpgrade = (req: IncomingMessage, socket: Socket, head: Buffer): void => {
     const path = (req.url ?? '').split('?')[0]
+    if (path === '/masked') {
+      // A server that masks its frames (RFC 6455 5.1: a client must close on that).
+      const accept = createHash('sha1').update(`${String(req.headers['sec-websocket-key'])}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64')
+      const payload = Buffer.from('masked by the server')
+      const mask = Buffer.from([1, 2, 3, 4])
+      const frame = Buffer.concat([Buffer.from([0x81, 0x80 | payload.length]), mask, Buffer.from(payload.map((b, i) => b ^ mask[i % 4]!))])
+      socket.write(`HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-accept: ${accept}\r\n\r\n`)
+      setTimeout(() => socket.write(frame), 50)
+      // Read (and drop) what comes back, so the proxy's close ends this socket and the server can close.
+      socket.on('error', () => {}).resume()
+      return
+    }
     if (path === '/deflate' || path === '/badproto') {
       // A 101 that agrees to what the proxy never offered: compression, or a subprotocol.
       const accept = createHash('sha1').update(`${String(req.headers['sec-websocket-key'])}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64')
       const extra = path === '/deflate' ? 'sec-websocket-extensions: permessage-deflate\r\n' : 'sec-websocket-protocol: admin\r\n'
       socket.write(`HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-accept: ${accept}\r\n${extra}\r\n`)
+      socket.on('error', () => {}).resume()
       return
     }
     if (path === '/refuse') {

@@ -4,7 +4,7 @@
 // real `ws` upstream: an HTTP request smuggled behind the upgrade (pipelined before the 101, or
 // after an upstream refused the upgrade), a 101 from an upstream to a request that never asked
 // for one, a 101 agreeing to compression or a subprotocol nobody offered, messages over the size
-// limit either way, unmasked client frames, an upgrade to a host or path the policy never named,
+// limit either way, unmasked client frames and masked server frames, an upgrade to a host or path the policy never named,
 // and an agent offering permessage-deflate (refused: the proxy must read every payload).
 import { randomBytes } from 'node:crypto'
 import { connect as tlsConnect, type TLSSocket } from 'node:tls'
@@ -20,7 +20,7 @@ const CAPS = `
   allow:
     - domains: ["127.0.0.1"]
       methods: [GET]
-      paths: ["/echo", "/refuse", "/deflate", "/badproto", "/big", "/sneaky"]
+      paths: ["/echo", "/refuse", "/deflate", "/badproto", "/big", "/sneaky", "/masked"]
       allow_insecure: true
 `
 
@@ -151,6 +151,18 @@ describe('WebSocket attacks', () => {
     expect(r.text).not.toContain('unmasked')
     const [row] = await newRows(1)
     expect(row!.detail).toMatchObject({ websocket: { close_code: 1002, to_upstream: { messages: 0 }, error: 'agent:WS_ERR_EXPECTED_MASK' } })
+  })
+
+  it('a masked frame from the upstream is a protocol error on its leg: the agent is closed 1002 and never sees it', async () => {
+    const c = await wsTunnel(h, token, '/masked')
+    let got = 0
+    c.on('message', () => got++)
+    const end = closed(c)
+    expect(await opened(c)).toEqual({ open: true })
+    expect((await end).code).toBe(1002)
+    expect(got).toBe(0)
+    const [row] = await newRows(1)
+    expect(row!.detail).toMatchObject({ websocket: { closed_by: 'upstream', close_code: 1002, error: 'upstream:WS_ERR_UNEXPECTED_MASK', to_agent: { messages: 0 } } })
   })
 
   it('an upgrade to a host or a path the policy does not name is denied with a row, never opened upstream', async () => {
