@@ -80,6 +80,24 @@ describe('WebSocket limits', () => {
     expect(row!.detail).toMatchObject({ websocket: { close_code: 1008, close_reason: 'workspace_gone', to_upstream: { messages: 1 } } })
   })
 
+  it('a socket outlives its upgrade, not its token: the first message after the token expired closes it 1008', async () => {
+    const a = await h.workspace(CAPS)
+    const token = await h.token(a.workspaceId, { ttl: 1 })
+    const c = await wsTunnel(h, token, '/echo')
+    expect(await opened(c)).toEqual({ open: true })
+    c.send('in time')
+    await nextMessage(c)
+    // Past exp and the 5 s clock tolerance; pings keep the socket from the idle timeout meanwhile.
+    const keepAlive = setInterval(() => c.ping(), 500)
+    await new Promise((r) => setTimeout(r, 6_500))
+    clearInterval(keepAlive)
+    const end = closed(c)
+    c.send('too late')
+    expect(await end).toEqual({ code: 1008, reason: 'token_expired' })
+    const [row] = await newRows(1)
+    expect(row!.detail).toMatchObject({ websocket: { close_code: 1008, close_reason: 'token_expired', to_upstream: { messages: 1 } } })
+  }, 20_000)
+
   it('the proxy shutting down closes open sockets 1001 and writes their rows before it stops', async () => {
     const a = await h.workspace(CAPS)
     const c = await wsTunnel(h, a.token, '/echo')

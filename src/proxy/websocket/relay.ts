@@ -6,7 +6,7 @@
 // direction even while a budget refill waits on the ledger (the source leg is paused meanwhile).
 //
 // Close codes the proxy sends (docs/proxy.md "WebSocket"): 4008 a budget ran out, 1008 the
-// workspace was stopped, 1001 idle timeout or shutdown, 1009 a message over the size limit,
+// workspace was stopped or the token expired, 1001 idle timeout or shutdown, 1009 a message over the size limit,
 // 1002/1007 a protocol or UTF-8 violation, 1014 the upstream vanished without a close frame;
 // otherwise a close is passed on with the code the other side sent.
 import type { WebSocket, RawData } from 'ws'
@@ -79,8 +79,12 @@ export class WebSocketRelay {
   /** Resolves once both legs are closed, with what the row records. */
   readonly finished: Promise<RelaySummary>
 
-  constructor(core: ProxyCore, st: RequestState, agent: WebSocket, upstream: WebSocket, meter: MessageMeter | undefined, scrubber: Scrubber | undefined) {
+  /** When the capability token stops being honoured (ms since the epoch); the next message after it closes the socket. */
+  readonly #expiresAt: number
+
+  constructor(core: ProxyCore, st: RequestState, agent: WebSocket, upstream: WebSocket, meter: MessageMeter | undefined, scrubber: Scrubber | undefined, expiresAt = Infinity) {
     this.#core = core
+    this.#expiresAt = expiresAt
     this.#st = st
     this.#legs = { agent, upstream }
     this.#meter = meter?.meters ? meter : undefined
@@ -135,6 +139,11 @@ export class WebSocketRelay {
   #process(dir: Direction, data: Buffer, binary: boolean): void {
     if (!this.#st.workspace!.active) {
       this.close(CLOSE_POLICY, 'workspace_gone')
+      return
+    }
+    // A socket outlives its upgrade, not its token (as a keep-alive tunnel does not).
+    if (Date.now() > this.#expiresAt) {
+      this.close(CLOSE_POLICY, 'token_expired')
       return
     }
     const amounts = this.#meter ? this.#meter.measure({ direction: dir, text: !binary, data }) : []

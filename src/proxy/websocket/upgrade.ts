@@ -19,7 +19,7 @@ import type { MaybePromise } from '../maybe.js'
 import { runPhases, type PhaseStep } from '../phase.js'
 import { forwardGate } from '../phases/forward-gate.js'
 import { checkBody, reserveBudgets } from '../phases/request-body.js'
-import { requestHeaders, workspaceLimits } from '../phases/request-headers.js'
+import { TOKEN_CLOCK_TOLERANCE_MS, requestHeaders, workspaceLimits } from '../phases/request-headers.js'
 import { terminal } from '../phases/terminal.js'
 import { transforms } from '../phases/transforms.js'
 import { ClientGone, type Entry, type ProxyCore, type RequestState, type TunnelContext } from '../request-state.js'
@@ -154,7 +154,9 @@ export class WebSockets {
     })
     st.ctx.phase = 'response_body'
     const meter = st.reservation ? new MessageMeter(st.workspace!.policy.kind === 'ok' ? st.workspace!.policy.policy.counters(ctx.capability!) : []) : undefined
-    const relay = new WebSocketRelay(core, st, agent, upstream, meter, st.injected?.length ? new Scrubber(st.injected) : undefined)
+    const check = await requestToken(core.tokens, st.req, st.entry.tunnel)
+    const expiresAt = check.ok ? check.claims.exp * 1000 + TOKEN_CLOCK_TOLERANCE_MS : 0
+    const relay = new WebSocketRelay(core, st, agent, upstream, meter, st.injected?.length ? new Scrubber(st.injected) : undefined, expiresAt)
     this.#open.add(relay)
     const summary = await relay.finished
     this.#open.delete(relay)
