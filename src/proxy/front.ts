@@ -24,7 +24,7 @@ import type { Entry, ProxyCore, ProxyCounters, TunnelContext } from './request-s
 import { runRequest } from './runner.js'
 import { requestToken, wantsProxyChallenge } from './token.js'
 import { TransportRows, challenge, classifyClientError, endRaw, recordThenRefuse } from './transport.js'
-import { WebSockets, isWebSocketUpgrade } from './websocket/upgrade.js'
+import { WebSockets, isWebSocketUpgrade } from './transports/websocket/upgrade.js'
 
 const HOSTNAME = /^(?=.{1,253}$)[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*$/
 /** Methods the proxy never forwards: TRACE/TRACK echo the request (injected credentials included). */
@@ -48,7 +48,7 @@ export class ProxyFront {
   readonly #transport: TransportRows
   /** Rows of CONNECTs answered 407: the core's challenge allowance (shared with plain requests' 407s), apart from transport violations so a burst of git clones cannot hide one. */
   readonly #challenges: TransportRows
-  /** Open WebSocket relays (websocket/upgrade.ts). */
+  /** Open WebSocket relays (transports/websocket/upgrade.ts). */
   readonly #websockets: WebSockets
   #closing = false
 
@@ -78,7 +78,7 @@ export class ProxyFront {
     this.#outer.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => this.#guard(this.#connect(req, socket, head), socket))
     // A CONNECT inside an intercepted tunnel would be a tunnel the phases cannot see: refused, with its row.
     this.#inner.on('connect', (req: IncomingMessage, socket: Socket) => this.#guard(this.#refuse(req, socket, this.#tunnels.get(socket), 'CONNECT inside an intercepted tunnel is not supported'), socket))
-    // WebSocket upgrades are requests under policy (websocket/upgrade.ts); other upgrades (h2c) are refused, with their row.
+    // WebSocket upgrades are requests under policy (transports/websocket/upgrade.ts); other upgrades (h2c) are refused, with their row.
     this.#outer.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => this.#guard(this.#upgrade(req, socket, head, undefined), socket))
     this.#inner.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => this.#guard(this.#upgrade(req, socket, head, this.#tunnels.get(socket)), socket))
     this.#outer.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => this.#guard(this.#clientError(err, socket, undefined), socket))

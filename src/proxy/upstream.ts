@@ -129,7 +129,7 @@ export class Upstream {
 
   /**
    * One connection of its own (not pooled) to `host:port`, through the same address guard and TLS
-   * verification as the pool: a WebSocket's upstream leg (websocket/upgrade.ts), which outlives
+   * verification as the pool: a WebSocket's upstream leg (transports/websocket/upgrade.ts), which outlives
    * any request and so cannot borrow a pooled connection.
    */
   connect(host: string, port: number, secure: boolean, allowPrivate?: readonly string[]): Promise<Socket> {

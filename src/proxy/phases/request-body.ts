@@ -19,7 +19,7 @@ export function requestBody(core: ProxyCore, st: RequestState): PhaseResult {
   return readBody(st.req, core.maxInspectBytes).then((read) => checkBody(core, st, read))
 }
 
-/** Checks a read body against the admission (exported for upgrades, whose body is empty: websocket/upgrade.ts). */
+/** Checks a read body against the admission (exported for upgrades, whose body is empty: transports/websocket/upgrade.ts). */
 export function checkBody(core: ProxyCore, st: RequestState, read: Buffer | 'too_large'): PhaseOutcome {
   const admission = st.admission!
   const { ctx } = st

@@ -10,9 +10,9 @@
 // 1002/1007 a protocol or UTF-8 violation, 1014 the upstream vanished without a close frame;
 // otherwise a close is passed on with the code the other side sent.
 import type { WebSocket, RawData } from 'ws'
-import type { PolicyDenial } from '../decision.js'
-import type { ProxyCore, RequestState } from '../request-state.js'
-import type { Scrubber } from '../scrub.js'
+import type { PolicyDenial } from '../../decision.js'
+import type { ProxyCore, RequestState } from '../../request-state.js'
+import type { Scrubber } from '../../scrub.js'
 import type { MessageAmount, MessageMeter } from './meter.js'
 
 type Leg = 'agent' | 'upstream'

@@ -3,8 +3,8 @@
 // the budget can refuse the message that would pass a ceiling. Totals are what the ledger is
 // debited at close; request.* counters of the same capability debit their request amount once,
 // for the upgrade; response counters have no HTTP response to read and debit 0.
-import type { FlooredReason } from '../../contract/index.js'
-import type { CompiledCounter, CounterValue, MessageView } from '../../policy/index.js'
+import type { FlooredReason } from '../../../contract/index.js'
+import type { CompiledCounter, CounterValue, MessageView } from '../../../policy/index.js'
 
 export interface MessageAmount {
   counter: CompiledCounter
