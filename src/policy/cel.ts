@@ -29,12 +29,22 @@ export type CelSite =
   | 'counter_document'
   | 'counter_sse'
   | 'terminal_cel'
+  | 'mcp_call'
 
 export type CelResultKind = 'bool' | 'string' | 'map' | 'number'
 
 export interface CelSiteOptions {
   /** Transforms (header/query/path) opted into the body with requires_body plus a schema. */
   withBody?: boolean
+  /** Extra object types and variables (an MCP call's `args`, typed from the tool's inputSchema); `key` identifies them. */
+  declare?: CelDeclarations
+}
+
+/** Object types (name → field → CEL type) and variables (name → CEL type) added to a site's environment. */
+export interface CelDeclarations {
+  readonly key: string
+  readonly types: readonly { readonly name: string; readonly fields: Readonly<Record<string, string>> }[]
+  readonly vars: Readonly<Record<string, string>>
 }
 
 export interface CelIssue {
@@ -70,6 +80,7 @@ const SITE_VARS: Record<CelSite, { request?: 'plain' | 'body'; response?: 'plain
   counter_document: { response: 'body' },
   counter_sse: { response: 'plain', event: true },
   terminal_cel: { response: 'plain', event: true },
+  mcp_call: { ctx: true },
 }
 
 const SITE_LABEL: Record<CelSite, string> = {
@@ -83,6 +94,7 @@ const SITE_LABEL: Record<CelSite, string> = {
   counter_document: 'counter value',
   counter_sse: 'counter value',
   terminal_cel: 'terminal_cel',
+  mcp_call: 'MCP call condition',
 }
 
 const REQUEST_FIELDS = {
@@ -107,7 +119,7 @@ const envCache = new Map<string, Environment>()
 function envFor(site: CelSite, opts: CelSiteOptions): Environment {
   const vars = SITE_VARS[site]
   const requestKind = vars.request === 'plain' && opts.withBody ? 'body' : vars.request
-  const key = `${site}:${requestKind}`
+  const key = `${site}:${requestKind}:${opts.declare?.key ?? ''}`
   const cached = envCache.get(key)
   if (cached) return cached
   const env = baseEnv()
@@ -127,6 +139,9 @@ function envFor(site: CelSite, opts: CelSiteOptions): Environment {
   }
   if (vars.secrets) env.registerVariable('secrets', 'map<string, string>')
   if (vars.event) env.registerVariable('event', 'map<string, dyn>')
+  for (const t of opts.declare?.types ?? []) env.registerType(t.name, { fields: { ...t.fields } })
+  for (const [name, type] of Object.entries(opts.declare?.vars ?? {})) env.registerVariable(name, type)
+  if (envCache.size >= PROGRAM_CACHE_MAX) envCache.delete(envCache.keys().next().value as string)
   envCache.set(key, env)
   return env
 }
@@ -170,7 +185,7 @@ function dottedName(node: ASTNode): string | undefined {
   return undefined
 }
 
-const TYPED_ROOTS = new Set(['request', 'response', 'workspace', 'task'])
+const TYPED_ROOTS = new Set(['request', 'response', 'workspace', 'task', 'args'])
 
 function firstLine(message: string): string {
   return message.split('\n')[0].trim()
@@ -199,7 +214,7 @@ const PROGRAM_CACHE_MAX = 5000
 
 /** Parses and type-checks an expression for a site; returns a runnable program or issues. */
 export function compileCel(source: string, site: CelSite, expected: CelResultKind, opts: CelSiteOptions = {}): CelCompileResult {
-  const key = `${site}\u0000${expected}\u0000${opts.withBody ? 1 : 0}\u0000${source}`
+  const key = `${site}\u0000${expected}\u0000${opts.withBody ? 1 : 0}\u0000${opts.declare?.key ?? ''}\u0000${source}`
   const hit = programCache.get(key)
   if (hit) return hit
   const res = compileCelUncached(source, site, expected, opts)

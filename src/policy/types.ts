@@ -4,6 +4,7 @@
 // failures come back as data (deny reasons, transforms_failed values, floored reasons), never throws.
 
 import type { DenyReason, FlooredReason, TransformFailure } from '../contract/index.js'
+import type { McpServerPolicy } from './mcp/types.js'
 
 export type Severity = 'error' | 'warning'
 
@@ -269,4 +270,6 @@ export interface CompiledPolicy {
   applyTransforms(input: TransformInput): TransformOutput
   /** Budget counters of a capability (empty when none). */
   counters(capability: string): readonly CompiledCounter[]
+  /** The MCP server policy of a matched rule (its `mcp` block), when it has one. */
+  mcp(match: RuleMatch): McpServerPolicy | undefined
 }

@@ -13,7 +13,16 @@ export class PolicyDenial {
     readonly detail: Record<string, unknown> = {},
     /** HTTP status of the local reply; 403 unless the reason calls for another. */
     readonly status = 403,
+    /** A reply in the protocol's own terms (an MCP call's JSON-RPC error) instead of the policy_denied envelope. */
+    readonly reply?: LocalReply,
   ) {}
+}
+
+/** A local reply's status, content type and body, sent as given. */
+export interface LocalReply {
+  status: number
+  contentType: string
+  body: string
 }
 
 export function deny(reason: DenyReason, detail: Record<string, unknown> = {}, status = 403): PolicyDenial {

@@ -1,0 +1,157 @@
+// MCP tool calls under typed policy: the official SDK client against the SDK's McpServer over
+// streamable HTTP (sessions; SSE answers and JSON answers), through the proxy with the corral CA.
+// Every JSON-RPC message is decided by the rule's `mcp` block and has its decision row.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { McpError } from '@modelcontextprotocol/sdk/types.js'
+import type { AuditEvent } from '../../src/contract/index.js'
+import { startHarness, type Harness } from './harness.js'
+import { mcpClient, mcpUpstream, type McpUpstream } from './mcp-upstream.js'
+
+export const MCP_CAPS = `- name: tools
+  type: http
+  allow:
+    - name: mcp
+      domains: ["127.0.0.1"]
+      methods: [POST, GET, DELETE]
+      paths: [/mcp]
+      mcp:
+        server: test-mcp
+        tools:
+          - name: echo
+            input_schema: {type: object, properties: {message: {type: string}, times: {type: integer}}, required: [message], additionalProperties: false}
+            when: 'args.message.startsWith("hi") && (!has(args.times) || args.times < 3)'
+          - name: add
+        resources:
+          - uri: docs://readme
+        prompts:
+          - name: greet
+            when: 'args.who == "corral"'
+`
+
+/** The decision rows that name an MCP method. */
+export function mcpRows(rows: AuditEvent[], method?: string): AuditEvent[] {
+  return rows.filter((r) => r.detail?.mcp_method !== undefined && (method === undefined || r.detail.mcp_method === method))
+}
+
+async function rejection(p: Promise<unknown>): Promise<McpError> {
+  try {
+    await p
+  } catch (err) {
+    return err as McpError
+  }
+  throw new Error('the call was not refused')
+}
+
+describe.each([
+  { answer: 'SSE', json: false },
+  { answer: 'JSON', json: true },
+])('MCP through the proxy, answers as $answer', ({ json }) => {
+  let h: Harness
+  let server: McpUpstream
+  let token: string
+  let url: string
+  beforeAll(async () => {
+    h = await startHarness()
+    server = mcpUpstream({ json })
+    h.up.handler.current = server.handle
+    token = (await h.workspace(MCP_CAPS)).token
+    url = `https://127.0.0.1:${h.up.httpsPort}/mcp`
+  })
+  afterAll(async () => {
+    await server?.close()
+    await h?.close()
+  })
+
+  it('an allowed tool call reaches the server and its row names server, method, tool and rule', async () => {
+    const c = await mcpClient(h, token, url)
+    try {
+      const out = await c.client.callTool({ name: 'echo', arguments: { message: 'hi there' } })
+      expect(out.content).toEqual([{ type: 'text', text: 'echo: hi there' }])
+    } finally {
+      await c.close()
+    }
+    const rows = await h.audit.waitForDecisions(1)
+    const row = mcpRows(rows, 'tools/call').find((r) => r.detail?.mcp_tool === 'echo')!
+    expect(row).toMatchObject({ decision: 'allow', capability_name: 'tools', method: 'POST', path: '/mcp' })
+    expect(row.detail).toMatchObject({ mcp_server: 'test-mcp', mcp_kind: 'request', mcp_rule: 'tools/echo', rule: 'mcp', upstream_status: 200 })
+    // The lifecycle went through too, each message with its row.
+    expect(mcpRows(h.audit.decisions(), 'initialize')[0]).toMatchObject({ decision: 'allow', detail: { mcp_rule: 'lifecycle' } })
+    expect(mcpRows(h.audit.decisions(), 'notifications/initialized')[0]).toMatchObject({ decision: 'allow', detail: { mcp_kind: 'notification' } })
+  })
+
+  it('a tool the policy does not name is refused with a JSON-RPC error the client shows; the server never sees it', async () => {
+    const c = await mcpClient(h, token, url)
+    try {
+      const err = await rejection(c.client.callTool({ name: 'delete_repo', arguments: { repo: 'acme/app' } }))
+      expect(err).toBeInstanceOf(McpError)
+      expect(err.code).toBe(-32001)
+      expect(err.message).toMatch(/Denied by corral policy \(no_match\): tool "delete_repo" is not allowed on MCP server "test-mcp"/)
+      // The session goes on: the next allowed call works.
+      expect((await c.client.callTool({ name: 'add', arguments: { a: 2, b: 3 } })).content).toEqual([{ type: 'text', text: '5' }])
+    } finally {
+      await c.close()
+    }
+    expect(server.received.some((m) => m.name === 'delete_repo')).toBe(false)
+    const row = mcpRows(h.audit.decisions(), 'tools/call').find((r) => r.detail?.mcp_tool === 'delete_repo')!
+    expect(row).toMatchObject({ decision: 'deny', reason: 'no_match', phase: 'request_body', detail: { mcp_server: 'test-mcp', mcp_rule: 'tools' } })
+  })
+
+  it('arguments decide: the CEL condition over typed arguments allows some calls and refuses others', async () => {
+    const c = await mcpClient(h, token, url)
+    try {
+      expect((await c.client.callTool({ name: 'echo', arguments: { message: 'hi', times: 2 } })).content).toEqual([{ type: 'text', text: 'echo: hi' }])
+      const tooMany = await rejection(c.client.callTool({ name: 'echo', arguments: { message: 'hi', times: 5 } }))
+      expect(tooMany.message).toMatch(/do not satisfy its condition/)
+      const wrongPrefix = await rejection(c.client.callTool({ name: 'echo', arguments: { message: 'bye' } }))
+      expect(wrongPrefix.code).toBe(-32001)
+      // Not matching the declared input_schema: invalid params, with the schema's complaint.
+      const extra = await rejection(c.client.callTool({ name: 'echo', arguments: { message: 'hi', extra: true } }))
+      expect(extra.code).toBe(-32602)
+      expect(extra.message).toMatch(/do not match its input_schema/)
+      const wrongType = await rejection(c.client.callTool({ name: 'echo', arguments: { message: 'hi', times: 1.5 } }))
+      expect(wrongType.code).toBe(-32602)
+    } finally {
+      await c.close()
+    }
+    expect(server.received.filter((m) => m.name === 'echo').map((m) => m.args)).not.toContainEqual({ message: 'bye' })
+    const denied = mcpRows(h.audit.decisions(), 'tools/call').filter((r) => r.decision === 'deny' && r.detail?.mcp_tool === 'echo')
+    expect(denied.map((r) => r.reason).sort()).toEqual(['no_match', 'no_match', 'schema_violation', 'schema_violation'])
+  })
+
+  it('tools/list, resources/list and prompts/list show only what the policy allows', async () => {
+    const c = await mcpClient(h, token, url)
+    try {
+      expect((await c.client.listTools()).tools.map((t) => t.name).sort()).toEqual(['add', 'echo'])
+      expect((await c.client.listResources()).resources.map((r) => r.uri)).toEqual(['docs://readme'])
+      expect((await c.client.listPrompts()).prompts.map((p) => p.name)).toEqual(['greet'])
+    } finally {
+      await c.close()
+    }
+    const row = mcpRows(h.audit.decisions(), 'tools/list').at(-1)!
+    expect(row).toMatchObject({ decision: 'allow', detail: { mcp_rule: 'list', mcp_filtered: 3 } })
+  })
+
+  it('resources/read by URI and prompts/get by name and arguments', async () => {
+    const c = await mcpClient(h, token, url)
+    try {
+      expect((await c.client.readResource({ uri: 'docs://readme' })).contents[0]).toMatchObject({ text: 'read me' })
+      expect((await rejection(c.client.readResource({ uri: 'docs://secret' }))).message).toMatch(/resource "docs:\/\/secret" is not allowed/)
+      expect((await c.client.getPrompt({ name: 'greet', arguments: { who: 'corral' } })).messages).toHaveLength(1)
+      expect((await rejection(c.client.getPrompt({ name: 'greet', arguments: { who: 'mallory' } }))).code).toBe(-32001)
+    } finally {
+      await c.close()
+    }
+    expect(mcpRows(h.audit.decisions(), 'resources/read').map((r) => [r.decision, r.detail?.mcp_resource])).toEqual(expect.arrayContaining([['allow', 'docs://readme'], ['deny', 'docs://secret']]))
+    expect(mcpRows(h.audit.decisions(), 'prompts/get').map((r) => [r.decision, r.detail?.mcp_prompt])).toEqual(expect.arrayContaining([['allow', 'greet'], ['deny', 'greet']]))
+  })
+
+  it('a method the policy does not name is refused by the default (deny)', async () => {
+    const c = await mcpClient(h, token, url)
+    try {
+      const err = await rejection(c.client.setLoggingLevel('debug'))
+      expect(err.message).toMatch(/method "logging\/setLevel" is not allowed/)
+    } finally {
+      await c.close()
+    }
+  })
+})
