@@ -9,6 +9,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
 import { ProxyAgent, fetch as undiciFetch } from 'undici'
 import { z } from 'zod'
+import type { AuditEvent } from '../../src/contract/index.js'
 import type { Harness } from './harness.js'
 
 export interface McpUpstream {
@@ -96,3 +97,31 @@ export async function mcpClient(h: Harness, token: string, url: string): Promise
     },
   }
 }
+
+/** A policy for the server above (and the stand-ins in test/security/mcp-calls.test.ts). */
+export const MCP_CAPS = `- name: tools
+  type: http
+  allow:
+    - name: mcp
+      domains: ["127.0.0.1"]
+      methods: [POST, GET, DELETE]
+      paths: [/mcp]
+      mcp:
+        server: test-mcp
+        tools:
+          - name: echo
+            input_schema: {type: object, properties: {message: {type: string}, times: {type: integer}}, required: [message], additionalProperties: false}
+            when: 'args.message.startsWith("hi") && (!has(args.times) || args.times < 3)'
+          - name: add
+        resources:
+          - uri: docs://readme
+        prompts:
+          - name: greet
+            when: 'args.who == "corral"'
+`
+
+/** The decision rows that name an MCP method. */
+export function mcpRows(rows: AuditEvent[], method?: string): AuditEvent[] {
+  return rows.filter((r) => r.detail?.mcp_method !== undefined && (method === undefined || r.detail.mcp_method === method))
+}
+

@@ -3,35 +3,8 @@
 // Every JSON-RPC message is decided by the rule's `mcp` block and has its decision row.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { McpError } from '@modelcontextprotocol/sdk/types.js'
-import type { AuditEvent } from '../../src/contract/index.js'
 import { startHarness, type Harness } from './harness.js'
-import { mcpClient, mcpUpstream, type McpUpstream } from './mcp-upstream.js'
-
-export const MCP_CAPS = `- name: tools
-  type: http
-  allow:
-    - name: mcp
-      domains: ["127.0.0.1"]
-      methods: [POST, GET, DELETE]
-      paths: [/mcp]
-      mcp:
-        server: test-mcp
-        tools:
-          - name: echo
-            input_schema: {type: object, properties: {message: {type: string}, times: {type: integer}}, required: [message], additionalProperties: false}
-            when: 'args.message.startsWith("hi") && (!has(args.times) || args.times < 3)'
-          - name: add
-        resources:
-          - uri: docs://readme
-        prompts:
-          - name: greet
-            when: 'args.who == "corral"'
-`
-
-/** The decision rows that name an MCP method. */
-export function mcpRows(rows: AuditEvent[], method?: string): AuditEvent[] {
-  return rows.filter((r) => r.detail?.mcp_method !== undefined && (method === undefined || r.detail.mcp_method === method))
-}
+import { MCP_CAPS, mcpClient, mcpRows, mcpUpstream, type McpUpstream } from './mcp-upstream.js'
 
 async function rejection(p: Promise<unknown>): Promise<McpError> {
   try {
