@@ -6,6 +6,8 @@ import { canonicalPath, targetPath } from './path.js'
 import { isDeepStrictEqual } from 'node:util'
 import { parse } from 'yaml'
 import type { CompiledPolicy, CounterValue, HeaderMap, PolicyContext, PolicyRequest, RuleMatch } from './types.js'
+import { parseRpcBody } from './mcp/jsonrpc.js'
+import type { McpVerdict } from './mcp/types.js'
 
 export interface CaseFailure {
   field: string
@@ -34,7 +36,7 @@ interface CaseSpec {
   expect: Record<string, unknown>
 }
 
-const EXPECT_KEYS = ['decision', 'reason', 'capability', 'rule', 'headers', 'path', 'query', 'body', 'transforms_failed', 'transforms_applied', 'auth', 'debits', 'floored'] as const
+const EXPECT_KEYS = ['decision', 'reason', 'capability', 'rule', 'mcp_rule', 'headers', 'path', 'query', 'body', 'transforms_failed', 'transforms_applied', 'auth', 'debits', 'floored'] as const
 
 export class CasesFileError extends Error {}
 
@@ -129,7 +131,9 @@ export function runCase(policy: CompiledPolicy, c: CaseSpec, index: number): Cas
       json = b.json
     }
   }
-  if (match) {
+  const mcp = match ? mcpCase(policy, match, request, context, body) : undefined
+  if (mcp) Object.assign(actual, mcp)
+  if (match && actual.decision !== 'deny') {
     Object.assign(actual, { decision: 'allow', capability: match.capability, rule: match.ruleKey })
     const secrets = c.secrets ?? {}
     const t = policy.applyTransforms({ match, request, context, json, hasBody: body !== undefined, secrets: (k) => (Object.hasOwn(secrets, k) ? secrets[k] : undefined) })
@@ -162,6 +166,25 @@ export function runCase(policy: CompiledPolicy, c: CaseSpec, index: number): Cas
     }
   }
   return { name: c.name ?? `case ${index}`, passed: failures.length === 0, failures }
+}
+
+/**
+ * A POST to a rule with an `mcp` block: its body's JSON-RPC messages decided as the proxy decides
+ * them (the first refusal decides the case); `mcp_rule` is the part of the server policy that did.
+ */
+function mcpCase(policy: CompiledPolicy, match: RuleMatch, request: PolicyRequest, context: PolicyContext, body: string | undefined): Record<string, unknown> | undefined {
+  const server = policy.mcp(match)
+  if (!server || request.method !== 'POST') return undefined
+  const parsed = parseRpcBody(body ?? '')
+  if (!parsed.ok) return { decision: 'deny', reason: parsed.reason, capability: match.capability, rule: match.ruleKey }
+  let first: McpVerdict | undefined
+  for (const m of parsed.messages) {
+    if (m.kind === 'response') continue
+    const v = server.decide(m, context)
+    first ??= v
+    if (!v.allow) return { decision: 'deny', reason: v.reason ?? 'no_match', capability: match.capability, rule: match.ruleKey, mcp_rule: v.rule }
+  }
+  return first ? { mcp_rule: first.rule } : undefined
 }
 
 export function runCases(policy: CompiledPolicy, cases: CaseSpec[]): CasesReport {

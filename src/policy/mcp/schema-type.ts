@@ -74,14 +74,14 @@ function objectType(s: Record<string, unknown>, name: string, types: { name: str
   }
   const fields: Record<string, string> = {}
   const converts: [string, Convert][] = []
-  const decl = { name, fields }
-  types.push(decl)
   let i = 0
   for (const [field, sub] of Object.entries(props as Record<string, unknown>)) {
     const t = typeOf(sub, `${name}_${i++}`, types, depth + 1)
     fields[field] = t.type
     if (t.convert) converts.push([field, t.convert])
   }
+  // After the types of its fields: the engine resolves a field's type when the object type is registered.
+  types.push({ name, fields })
   if (converts.length === 0) return { type: name }
   return {
     type: name,

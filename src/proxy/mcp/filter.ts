@@ -4,8 +4,7 @@
 // held past its end). A body or event the filter cannot read cuts the response (fail closed).
 import { StringDecoder } from 'node:string_decoder'
 import { Transform, type TransformCallback } from 'node:stream'
-import type { McpListKind, McpServerPolicy } from '../../policy/index.js'
-import { parseStrictJson } from './jsonrpc.js'
+import { parseStrictJson, type McpListKind, type McpServerPolicy } from '../../policy/index.js'
 
 const LIST_KEYS: readonly McpListKind[] = ['tools', 'resources', 'resourceTemplates', 'prompts']
 

@@ -9,7 +9,7 @@
 import type { McpServerPolicy, McpVerdict } from '../../policy/index.js'
 import { PolicyDenial, type PhaseOutcome } from '../decision.js'
 import { andThen } from '../maybe.js'
-import { parseRpcBody, rpcError, type RpcMessage } from '../mcp/jsonrpc.js'
+import { parseRpcBody, rpcError, type RpcMessage } from '../../policy/index.js'
 import { emitBatchRows } from '../mcp/rows.js'
 import type { PhaseResult } from '../phase.js'
 import type { ProxyCore, RequestState } from '../request-state.js'
