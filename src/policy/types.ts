@@ -183,7 +183,7 @@ export interface TransformOutput {
 // ---------------------------------------------------------------------------------------------
 // Counters
 
-export type CounterSource = 'request.count' | 'request.bytes' | 'response.bytes' | 'response'
+export type CounterSource = 'request.count' | 'request.bytes' | 'response.bytes' | 'response' | 'mcp.calls'
 export type Accumulator = 'max' | 'sum' | 'last'
 
 export interface BudgetScope {
@@ -235,8 +235,8 @@ export interface CompiledCounter {
   readonly statusCodes: readonly string[]
   /** Whether this counter counts a response with this status. request.* counters always do. */
   matchesStatus(status: number): boolean
-  /** request.count → 1, request.bytes → bodyBytes; 0 for response sources. */
-  requestAmount(bodyBytes: number): number
+  /** request.count → 1, request.bytes → bodyBytes, mcp.calls → the request's tools/call messages (of its `tools`); 0 for response sources. */
+  requestAmount(bodyBytes: number, mcpTools?: readonly string[]): number
   /** response.bytes → size; response headers counter → its CEL value (floored on error). */
   fromResponseHeaders(response: ResponseView): CounterValue
   /** single_document body counters: checks framing/format/encoding, parses JSON, evaluates value. */

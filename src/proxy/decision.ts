@@ -67,6 +67,8 @@ export class DecisionContext {
   denial?: PolicyDenial
   /** Extra detail for allows (e.g. an upstream failure after admission). */
   detail: Record<string, unknown> = {}
+  /** What the request calls inside its protocol (an MCP message: server, method, tool), on its row whatever the decision. */
+  callDetail?: Record<string, unknown>
   /** The upstream's response status, once its head arrived (the row's `detail.upstream_status`). */
   upstreamStatus?: number
   /** The upstream's body ended and was handed to the client whole (`detail.response_complete`). */

@@ -172,7 +172,7 @@ function settleBudgets(core: ProxyCore, st: RequestState): MaybePromise<void> {
     core.budgets.release(r)
     return undefined
   }
-  return andThen(core.budgets.settle(r, st.meter!.values(st.requestBytes)), (s) => {
+  return andThen(core.budgets.settle(r, st.meter!.values(st.requestBytes, st.mcp?.tools)), (s) => {
     st.ctx.debits = s.debits
     st.ctx.budgetState = s.budgetState
     st.ctx.floored = s.floored
@@ -215,9 +215,10 @@ function sendDeny(st: RequestState, denial: PolicyDenial): void {
     res.destroy()
     return
   }
-  const body = denial.reply?.body ?? denyBody(st.ctx, denial)
+  const reply = denial.reply ?? st.mcp?.replyFor?.(denial)
+  const body = reply?.body ?? denyBody(st.ctx, denial)
   const headers: Record<string, string | number> = {
-    'content-type': denial.reply?.contentType ?? 'application/json',
+    'content-type': reply?.contentType ?? 'application/json',
     'content-length': Buffer.byteLength(body),
     'x-corral-deny-reason': denial.reason,
     'cache-control': 'no-store',
@@ -228,7 +229,7 @@ function sendDeny(st: RequestState, denial: PolicyDenial): void {
   if (denial.status === 407) headers['proxy-authenticate'] = PROXY_CHALLENGE
   // Transient refusals (the audit log or the store away) tell the client when to come back.
   if (typeof denial.detail.retry_after_s === 'number') headers['retry-after'] = String(denial.detail.retry_after_s)
-  res.writeHead(denial.reply?.status ?? denial.status, headers)
+  res.writeHead(reply?.status ?? denial.status, headers)
   res.end(body)
 }
 

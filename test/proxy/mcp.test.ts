@@ -1,8 +1,11 @@
 // MCP tool calls under typed policy: the official SDK client against the SDK's McpServer over
 // streamable HTTP (sessions; SSE answers and JSON answers), through the proxy with the corral CA.
 // Every JSON-RPC message is decided by the rule's `mcp` block and has its decision row.
+import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { McpError } from '@modelcontextprotocol/sdk/types.js'
+import { isStaticAuthProvider } from '../../src/policy/index.js'
+import { OrgMaterialAdmin, Sealer, loadMasterKey } from '../../src/secrets/index.js'
 import { startHarness, type Harness } from './harness.js'
 import { MCP_CAPS, mcpClient, mcpRows, mcpUpstream, type McpUpstream } from './mcp-upstream.js'
 
@@ -126,5 +129,72 @@ describe.each([
     } finally {
       await c.close()
     }
+  })
+})
+
+describe('MCP credentials and per-tool budgets', () => {
+  let h: Harness
+  let server: McpUpstream
+  let url: string
+  const TOKEN = 'ghp_mcp_server_token_0123456789'
+  const CAPS = `${MCP_CAPS}  transforms:
+    - auth: {credential: mcp-bot, provider: github}
+  budgets:
+    counters:
+      - {name: echo-calls, source: mcp.calls, tools: [echo], workspace: {max: 2}}
+      - {name: all-calls, source: mcp.calls, workspace: {max: 100}}
+`
+  beforeAll(async () => {
+    h = await startHarness()
+    server = mcpUpstream({ json: false })
+    h.up.handler.current = server.handle
+    const admin = new OrgMaterialAdmin(h.store, new Sealer(await loadMasterKey(join(h.dir, 'data'))), h.audit, isStaticAuthProvider)
+    await admin.createCredential({ orgId: h.orgId, userId: h.userId }, { name: 'mcp-bot', provider: 'github', kind: 'static_token', token: TOKEN })
+    url = `https://127.0.0.1:${h.up.httpsPort}/mcp`
+  })
+  afterAll(async () => {
+    await server?.close()
+    await h?.close()
+  })
+
+  it('the server gets the credential the proxy injects; the agent never holds it', async () => {
+    const { token } = await h.workspace(CAPS)
+    const c = await mcpClient(h, token, url)
+    try {
+      const out = await c.client.callTool({ name: 'echo', arguments: { message: `hi ${'x'}` } })
+      expect(JSON.stringify(out)).not.toContain(TOKEN)
+    } finally {
+      await c.close()
+    }
+    expect(server.authorizations.length).toBeGreaterThan(0)
+    expect(server.authorizations.every((a) => a === `Bearer ${TOKEN}`)).toBe(true)
+    expect(mcpRows(h.audit.decisions(), 'tools/call').at(-1)).toMatchObject({ decision: 'allow', auth_used: ['mcp-bot'] })
+  })
+
+  it('a counter of one tool debits its calls only, and refuses the call past its max as a JSON-RPC error', async () => {
+    const { token, workspaceId } = await h.workspace(CAPS)
+    const c = await mcpClient(h, token, url)
+    try {
+      await c.client.callTool({ name: 'add', arguments: { a: 1, b: 1 } })
+      await c.client.callTool({ name: 'echo', arguments: { message: 'hi 1' } })
+      await c.client.callTool({ name: 'echo', arguments: { message: 'hi 2' } })
+      const err = await rejection(c.client.callTool({ name: 'echo', arguments: { message: 'hi 3' } }))
+      expect(err.code).toBe(-32001)
+      expect(err.message).toMatch(/budget_exhausted/)
+      // Other tools are not counted against echo's budget.
+      expect((await c.client.callTool({ name: 'add', arguments: { a: 2, b: 2 } })).content).toEqual([{ type: 'text', text: '4' }])
+    } finally {
+      await c.close()
+    }
+    const calls = mcpRows(await h.audit.waitForDecisions(0), 'tools/call').filter((r) => r.workspace_id === workspaceId)
+    expect(calls.map((r) => [r.detail?.mcp_tool, r.decision, r.debits?.['echo-calls'] ?? null, r.debits?.['all-calls'] ?? null]).sort()).toEqual([
+      ['add', 'allow', 0, 1],
+      ['add', 'allow', 0, 1],
+      ['echo', 'allow', 1, 1],
+      ['echo', 'allow', 1, 1],
+      ['echo', 'deny', null, null],
+    ])
+    expect(calls.find((r) => r.decision === 'deny')).toMatchObject({ reason: 'budget_exhausted', detail: { counter: 'echo-calls' } })
+    expect(server.received.filter((m) => m.name === 'echo').map((m) => m.args)).not.toContainEqual({ message: 'hi 3' })
   })
 })

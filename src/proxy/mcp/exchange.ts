@@ -1,5 +1,6 @@
 // The state of one MCP exchange (one HTTP request to an MCP server) that the MCP phases share.
 import type { McpServerPolicy } from '../../policy/index.js'
+import type { LocalReply, PolicyDenial } from '../decision.js'
 
 export interface McpExchange {
   server: McpServerPolicy
@@ -7,4 +8,6 @@ export interface McpExchange {
   batchRows: Record<string, unknown>[]
   /** The tools the body calls (allowed), once per call: per-tool budget counting. */
   tools: string[]
+  /** A later phase's refusal (a budget, a limit) in JSON-RPC terms, once the body's requests are known. */
+  replyFor?: (denial: PolicyDenial) => LocalReply | undefined
 }

@@ -7,7 +7,7 @@
 // HTTP transport). GET (the server's event stream) and DELETE (the end of a session) carry no
 // message and pass; their responses are still filtered (mcp-response.ts). docs/proxy.md "MCP".
 import type { McpServerPolicy, McpVerdict } from '../../policy/index.js'
-import { PolicyDenial, type PhaseOutcome } from '../decision.js'
+import { DENY_MESSAGES, PolicyDenial, type PhaseOutcome } from '../decision.js'
 import { andThen } from '../maybe.js'
 import { parseRpcBody, rpcError, type RpcMessage } from '../../policy/index.js'
 import { emitBatchRows } from '../mcp/rows.js'
@@ -58,8 +58,9 @@ function decide(core: ProxyCore, st: RequestState, server: McpServerPolicy, body
   const fields = messages.map((m, i) => rowFields(server, m, verdicts[i], batch ? { n: messages.length, i } : undefined, st.ctx.match?.ruleKey))
   const refusedAt = verdicts.findIndex((v) => v !== undefined && !v.allow)
   if (refusedAt < 0) {
-    Object.assign(st.ctx.detail, fields[0])
+    st.ctx.callDetail = fields[0]
     st.mcp!.batchRows = fields.slice(1)
+    st.mcp!.replyFor = (d) => laterReply(messages, batch, d)
     for (const v of verdicts) if (v?.tool !== undefined) st.mcp!.tools.push(v.tool)
     return undefined
   }
@@ -81,6 +82,19 @@ function reply(messages: RpcMessage[], verdicts: (McpVerdict | undefined)[], bat
     errors.push(v.allow ? rpcError(m.id, POLICY_DENIED, 'Not forwarded: another message in this batch was refused by the corral policy.') : errorFor(m.id, v))
   })
   if (errors.length === 0) return { status: 400, contentType: 'application/json', body: JSON.stringify(errorFor(null, first)) }
+  return { status: 200, contentType: 'application/json', body: JSON.stringify(batch ? errors : errors[0]) }
+}
+
+/**
+ * A refusal after the messages were allowed (a budget, the proxy's limits, an unreachable
+ * destination) answered to each request as a JSON-RPC error; transient refusals (the audit log or
+ * the store away, a fault) keep their HTTP status so that a client retries.
+ */
+function laterReply(messages: RpcMessage[], batch: boolean, d: PolicyDenial): PolicyDenial['reply'] {
+  if (d.status >= 500 || d.status === 407) return undefined
+  const ids = messages.flatMap((m) => (m.kind === 'request' ? [m.id] : []))
+  if (ids.length === 0) return undefined
+  const errors = ids.map((id) => rpcError(id, POLICY_DENIED, `Denied by corral policy (${d.reason}): ${DENY_MESSAGES[d.reason]}`, { reason: d.reason, ...(typeof d.detail.counter === 'string' ? { counter: d.detail.counter } : {}) }))
   return { status: 200, contentType: 'application/json', body: JSON.stringify(batch ? errors : errors[0]) }
 }
 
