@@ -16,7 +16,6 @@ import { startHarness, type Harness } from './harness.js'
 import { mcpRows } from './mcp-upstream.js'
 
 const available = await bwrapAvailable()
-if (!available) console.warn('bubblewrap unavailable: the MCP-from-a-workspace suite is skipped')
 
 const CAPS = `- name: everything
   type: http
