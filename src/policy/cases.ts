@@ -5,9 +5,8 @@
 import { canonicalPath, targetPath } from './path.js'
 import { isDeepStrictEqual } from 'node:util'
 import { parse } from 'yaml'
-import type { CompiledPolicy, CounterValue, HeaderMap, PolicyContext, PolicyRequest, RuleMatch } from './types.js'
+import type { CompiledPolicy, CounterValue, HeaderMap, McpVerdict, PolicyContext, PolicyRequest, RuleMatch } from './types.js'
 import { parseRpcBody } from './mcp/jsonrpc.js'
-import type { McpVerdict } from './mcp/types.js'
 
 export interface CaseFailure {
   field: string

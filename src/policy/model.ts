@@ -4,8 +4,7 @@
 import type { ValidateFunction } from 'ajv'
 import type { CelProgram } from './cel.js'
 import type { Matcher } from './glob.js'
-import type { CompiledCounter } from './types.js'
-import type { McpServerPolicy } from './mcp/types.js'
+import type { CompiledCounter, McpServerPolicy } from './types.js'
 
 export interface CRule {
   index: number

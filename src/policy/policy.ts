@@ -11,9 +11,8 @@ import { summarizeErrors } from './json-schema.js'
 import { bodyText, celVars, isJsonType, mediaType } from './request-vars.js'
 import { placeValue, secretsFor } from './transform-apply.js'
 import type { CCapability, CRule, CTransform } from './model.js'
-import type { McpServerPolicy } from './mcp/types.js'
 import type {
-  AdmissionResult, AllowRuleEval, BodyInput, BodyResult, CompiledCounter, CompiledPolicy, Deny, PolicyContext,
+  McpServerPolicy, AdmissionResult, AllowRuleEval, BodyInput, BodyResult, CompiledCounter, CompiledPolicy, Deny, PolicyContext,
   PolicyRequest, RuleMatch, TransformInput, TransformOutput,
 } from './types.js'
 

@@ -7,8 +7,7 @@ import { CEL_CALL_BUDGET } from '../cel-cost.js'
 import { withCelBudget } from '../cel-meter.js'
 import type { CelProgram } from '../cel.js'
 import { summarizeErrors } from '../json-schema.js'
-import type { PolicyContext } from '../types.js'
-import type { McpCall, McpListKind, McpServerPolicy, McpVerdict } from './types.js'
+import type { McpCall, McpListKind, McpServerPolicy, McpVerdict, PolicyContext } from '../types.js'
 
 export interface CMcpTool {
   name: string

@@ -8,7 +8,7 @@ import { compileDomain, compilePath, domainPatternError, normalizeDomainPattern,
 import type { CelProgram } from '../cel.js'
 import type { CRule } from '../model.js'
 import { MapReader, pointer, type Reader } from '../yaml-reader.js'
-import { checkMcpServer } from '../mcp/rules.js'
+import { checkMcpServer } from './mcp.js'
 import { celOf, enumOf, readSchemaValue } from './shared.js'
 
 export const METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'HEAD', 'OPTIONS'] as const

@@ -4,11 +4,11 @@
 // by name, other methods by name, and a default for methods not named (deny).
 import { isMap, type Node } from 'yaml'
 import { compileSchema } from '../json-schema.js'
-import { celOf, readSchemaValue } from '../rules/shared.js'
+import { argsTyping } from '../mcp/schema-type.js'
+import { McpServer, type CMcpPrompt, type CMcpResource, type CMcpTool } from '../mcp/server.js'
+import type { McpServerPolicy } from '../types.js'
 import { MapReader, type Reader } from '../yaml-reader.js'
-import { argsTyping } from './schema-type.js'
-import { McpServer, type CMcpPrompt, type CMcpResource, type CMcpTool } from './server.js'
-import type { McpServerPolicy } from './types.js'
+import { celOf, readSchemaValue } from './shared.js'
 
 const KEYS = ['server', 'tools', 'resources', 'prompts', 'methods', 'default'] as const
 /** Methods the server policy decides itself (lifecycle, lists, tools, resources, prompts); naming them in `methods` would mean nothing. */
@@ -43,7 +43,6 @@ function checkMcpName(r: Reader, value: string, path: string, node: Node | null,
     r.error('mcp_name_not_canonical', `${what} ${JSON.stringify(value)} must be non-empty and in NFKC form (names are matched exactly, code point by code point)`, path, node)
     return false
   }
-  // eslint-disable-next-line no-control-regex
   if (!/^[\x21-\x7e]+$/.test(value)) r.warn('mcp_name_not_ascii', `${what} ${JSON.stringify(value)} has characters outside printable ASCII; a look-alike spelling of it will not match`, path, node)
   return true
 }

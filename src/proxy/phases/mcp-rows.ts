@@ -3,7 +3,7 @@
 // before the batch is forwarded or its refusal answered, like the request's own row.
 import type { DenyReason } from '../../contract/index.js'
 import { deny, type DecisionContext, type PolicyDenial } from '../decision.js'
-import { decisionRow } from '../phases/terminal.js'
+import { decisionRow } from './terminal.js'
 import type { ProxyCore } from '../request-state.js'
 
 export async function emitBatchRows(core: ProxyCore, ctx: DecisionContext, rows: { fields: Record<string, unknown>; reason?: DenyReason }[]): Promise<PolicyDenial | undefined> {
