@@ -285,6 +285,41 @@ export const CODES = {
           - name: search
 `,
   },
+  mcp_rule_shadowed: {
+    severity: 'warning',
+    title: 'An earlier allow rule without `mcp` admits POSTs to an MCP rule\'s host and path: the first matching rule decides, so those MCP messages would pass undecided.',
+    bad: `- name: api
+  type: http
+  allow:
+    - domains: [mcp.example.com]
+      methods: [GET, POST]
+- name: tools
+  type: http
+  allow:
+    - domains: [mcp.example.com]
+      methods: [POST]
+      paths: [/mcp]
+      mcp:
+        tools:
+          - name: search
+`,
+    good: `- name: api
+  type: http
+  allow:
+    - domains: [mcp.example.com]
+      methods: [GET, POST]
+      paths: [/v1/*]
+- name: tools
+  type: http
+  allow:
+    - domains: [mcp.example.com]
+      methods: [POST]
+      paths: [/mcp]
+      mcp:
+        tools:
+          - name: search
+`,
+  },
   mcp_name_not_ascii: {
     severity: 'warning',
     title: 'An MCP tool, prompt or resource name has characters outside printable ASCII: an exact match only, so a look-alike spelling on the wire is another name.',

@@ -6,6 +6,7 @@ import { isMap, type Node } from 'yaml'
 import { compileSchema } from '../json-schema.js'
 import { argsTyping } from '../mcp/schema-type.js'
 import { McpServer, type CMcpPrompt, type CMcpResource, type CMcpTool } from '../mcp/server.js'
+import type { CCapability } from '../model.js'
 import type { McpServerPolicy } from '../types.js'
 import { MapReader, type Reader } from '../yaml-reader.js'
 import { celOf, readSchemaValue } from './shared.js'
@@ -118,4 +119,34 @@ function checkPrompts(r: Reader, m: MapReader): Map<string, CMcpPrompt> {
     out.set(name.value, { name: name.value, ...(when ? { when } : {}) })
   })
   return out
+}
+
+/**
+ * The first allow rule that matches decides a request: an earlier rule without `mcp` that admits a
+ * POST to an MCP rule's host and path lets that MCP traffic through undecided. A warning (the
+ * earlier rule may be meant, e.g. narrowed by its own match), at the MCP rule.
+ */
+export function checkMcpShadowing(r: Reader, caps: readonly CCapability[]): void {
+  const earlier: { cap: CCapability; rule: CCapability['rules'][number] }[] = []
+  for (const cap of caps) {
+    for (const rule of cap.rules) {
+      if (rule.mcp && rule.methods.has('POST')) {
+        const by = earlier.find((e) => !e.rule.mcp && e.rule.methods.has('POST') && overlaps(e.rule, rule))
+        if (by) {
+          const path = `/${cap.index}/allow/${rule.index}/mcp`
+          const node = r.doc.getIn([cap.index, 'allow', rule.index, 'mcp'], true) as Node | undefined
+          r.warn('mcp_rule_shadowed', `allow rule "${by.rule.key}" of capability "${by.cap.name}" comes first and admits POSTs to this MCP server's host and path without deciding its messages; put this rule first or narrow that one`, path, node ?? null)
+        }
+      }
+      earlier.push({ cap, rule })
+    }
+  }
+}
+
+/** Whether `e` admits some host and path that the MCP rule `m` names (literal patterns of `m` only, and equal patterns). */
+function overlaps(e: CCapability['rules'][number], m: CCapability['rules'][number]): boolean {
+  const hostOverlap = m.domainPatterns.some((p) => e.domainPatterns.includes(p) || (!p.includes('*') && e.domains.some((d) => d(p))))
+  if (!hostOverlap) return false
+  if (!e.paths || !m.paths) return true
+  return m.pathPatterns.some((p) => e.pathPatterns.includes(p) || (!p.includes('*') && e.paths!.some((x) => x(p))))
 }
