@@ -241,7 +241,7 @@ function compileCelUncached(source: string, site: CelSite, expected: CelResultKi
   }
   if (issues.length > 0) return { ok: false, issues: dedupe(issues) }
 
-  const checked = typeCheck(parsed)
+  const checked = typeCheck(parsed, opts.declare !== undefined)
   if ('issue' in checked) return { ok: false, issues: [checked.issue] }
   const type = checked.type
   if (!resultAccepted(expected, type)) {
@@ -309,7 +309,7 @@ function secretReferences(ast: ASTNode, site: CelSite): { issues: CelIssue[]; se
 }
 
 /** The library's type check, its errors in our codes. */
-function typeCheck(parsed: Parsed): { type: string } | { issue: CelIssue } {
+function typeCheck(parsed: Parsed, nameFields = false): { type: string } | { issue: CelIssue } {
   let checked: ReturnType<Parsed['check']>
   try {
     checked = parsed.check()
@@ -327,7 +327,10 @@ function typeCheck(parsed: Parsed): { type: string } | { issue: CelIssue } {
     const name = dottedName(err.node)
     if (name && TYPED_ROOTS.has(name.split('.')[0])) return { issue: { code: 'cel_undeclared', message: `undeclared reference: ${name}` } }
   }
-  return { issue: { code: 'cel_type', message: `CEL type error: ${firstLine(err?.message ?? 'invalid expression')}` } }
+  // Declared object types (an MCP tool's arguments): say which fields the failing operation reads.
+  const fields = nameFields && err?.node ? [err.node, ...children(err.node)].map(dottedName).filter((n): n is string => n !== undefined && n.includes('.')) : []
+  const at = fields.length ? ` (${[...new Set(fields)].join(', ')})` : ''
+  return { issue: { code: 'cel_type', message: `CEL type error: ${firstLine(err?.message ?? 'invalid expression')}${at}` } }
 }
 
 /** The program with every matches() call rewritten to the RE2-backed functions; undefined when a call cannot be rewritten. */

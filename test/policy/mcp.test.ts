@@ -49,9 +49,10 @@ describe('caps lint types a tool condition by its input_schema', () => {
   it.each([
     ['args.titel == "x"', 'cel_undeclared', /tool "create_issue": undeclared reference: args\.titel \(not a property in its input_schema\)/],
     ['args.owner.name == "x"', 'cel_undeclared', /tool "create_issue": undeclared reference: args\.owner\.name/],
-    ['args.count == "ten"', 'cel_type', /tool "create_issue": CEL type error: .*int == string/],
-    ['args.repo > 3', 'cel_type', /tool "create_issue": CEL type error: .*string > int/],
-    ['args.draft == "yes"', 'cel_type', /tool "create_issue": CEL type error: .*bool == string/],
+    ['args.count == "ten"', 'cel_type', /tool "create_issue": CEL type error: .*int == string \(args\.count\)/],
+    ['args.repo > 3', 'cel_type', /tool "create_issue": CEL type error: .*string > int \(args\.repo\)/],
+    ['args.draft == "yes"', 'cel_type', /tool "create_issue": CEL type error: .*bool == string \(args\.draft\)/],
+    ['args.owner.id == "x"', 'cel_type', /tool "create_issue": CEL type error: .*int == string \(args\.owner\.id\)/],
     ['args.labels.exists(l, l == 1)', 'cel_type', /tool "create_issue": CEL type error/],
     ['args.repo', 'cel_result_type', /tool "create_issue": expression must produce bool/],
     ['request.path == "/mcp"', 'cel_undeclared', /tool "create_issue": undeclared reference: request/],

@@ -66,7 +66,7 @@ function decide(core: ProxyCore, st: RequestState, server: McpServerPolicy, body
   }
   const first = verdicts[refusedAt]!
   const reason = first.reason ?? 'no_match'
-  const denial = new PolicyDenial(reason, { ...fields[0], ...(refusedAt > 0 ? { mcp_refused_index: refusedAt } : {}) }, 403, reply(messages, verdicts, batch, first))
+  const denial = new PolicyDenial(reason, { ...fields[0], ...(refusedAt > 0 ? { mcp_refused_index: refusedAt, mcp_batch_refused: true } : {}) }, 403, reply(messages, verdicts, batch, first))
   // Every message of a refused body gets its row (deny: none was forwarded); the first's is the request's own.
   const others = fields.slice(1).map((f, j) => ({ fields: { ...f, ...(verdicts[j + 1]?.allow !== false && j + 1 !== refusedAt ? { mcp_batch_refused: true } : {}) }, reason: verdicts[j + 1]?.reason ?? reason }))
   if (others.length === 0) return denial
