@@ -14,7 +14,7 @@ import type { Harness } from './harness.js'
 
 export interface McpUpstream {
   /** Every JSON-RPC method the server received (what got past the proxy). */
-  received: { method: string; name?: string; args?: unknown }[]
+  received: { method: string; name?: string; args?: unknown; session?: string }[]
   /** Authorization headers the server saw. */
   authorizations: string[]
   handle(req: IncomingMessage, res: ServerResponse): void
@@ -45,10 +45,10 @@ export function mcpUpstream(opts: { json?: boolean } = {}): McpUpstream {
     server.registerPrompt('greet', { description: 'greet', argsSchema: { who: z.string() } }, async ({ who }) => ({ messages: [{ role: 'user', content: { type: 'text', text: `hello ${who}` } }] }))
     return server
   }
-  const note = (body: unknown): void => {
+  const note = (body: unknown, session: string | undefined): void => {
     for (const m of Array.isArray(body) ? body : [body]) {
       const o = m as { method?: string; params?: { name?: string; arguments?: unknown } }
-      if (typeof o?.method === 'string') received.push({ method: o.method, ...(o.params?.name ? { name: o.params.name } : {}), ...(o.params?.arguments ? { args: o.params.arguments } : {}) })
+      if (typeof o?.method === 'string') received.push({ method: o.method, ...(o.params?.name ? { name: o.params.name } : {}), ...(o.params?.arguments ? { args: o.params.arguments } : {}), ...(session ? { session } : {}) })
     }
   }
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
@@ -58,7 +58,7 @@ export function mcpUpstream(opts: { json?: boolean } = {}): McpUpstream {
       const chunks: Buffer[] = []
       for await (const c of req) chunks.push(c as Buffer)
       body = JSON.parse(Buffer.concat(chunks).toString('utf8'))
-      note(body)
+      note(body, typeof req.headers['mcp-session-id'] === 'string' ? req.headers['mcp-session-id'] : undefined)
     }
     const sid = req.headers['mcp-session-id']
     let transport = typeof sid === 'string' ? sessions.get(sid) : undefined

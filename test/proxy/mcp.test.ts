@@ -50,6 +50,8 @@ describe.each([
     const row = mcpRows(rows, 'tools/call').find((r) => r.detail?.mcp_tool === 'echo')!
     expect(row).toMatchObject({ decision: 'allow', capability_name: 'tools', method: 'POST', path: '/mcp' })
     expect(row.detail).toMatchObject({ mcp_server: 'test-mcp', mcp_kind: 'request', mcp_rule: 'tools/echo', rule: 'mcp', upstream_status: 200 })
+    // The session the server opened at initialize came back on the call (Mcp-Session-Id relayed both ways).
+    expect(server.received.find((m) => m.method === 'tools/call' && m.name === 'echo')?.session).toMatch(/^[0-9a-f-]{36}$/)
     // The lifecycle went through too, each message with its row.
     expect(mcpRows(h.audit.decisions(), 'initialize')[0]).toMatchObject({ decision: 'allow', detail: { mcp_rule: 'lifecycle' } })
     expect(mcpRows(h.audit.decisions(), 'notifications/initialized')[0]).toMatchObject({ decision: 'allow', detail: { mcp_kind: 'notification' } })
