@@ -7,11 +7,13 @@
 // params); content types the proxy does not read (request and answer, and a compressed answer);
 // bodies over the inspection limit; a tools/call sent as a notification; an SSE answer that hides
 // a tool in a list (event split across writes, CRLF framing, a GET stream's replay) or carries an
-// event that is not JSON. Every attempt is refused before the server sees it, or cut (fail closed).
+// event that is not JSON; a message in the body of a GET or DELETE. Every attempt is refused before the server sees it, or cut (fail closed).
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { gzipSync } from 'node:zlib'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { compilePolicy } from '../../src/policy/index.js'
 import { startHarness, type Harness } from '../proxy/harness.js'
+import { connectRequest } from './raw.js'
 import { MCP_CAPS, mcpRows } from '../proxy/mcp-upstream.js'
 
 interface Seen {
@@ -240,5 +242,53 @@ describe('MCP calls past the typed policy', () => {
       expect(out.t).not.toMatch(/delete_repo/)
       expect(out.ok).toBe(false)
     })
+  })
+})
+
+describe('MCP traffic outside the transport', () => {
+  let h: Harness
+  let token: string
+  let url: string
+  let seen = 0
+  beforeAll(async () => {
+    h = await startHarness()
+    h.up.handler.current = (req, res) => {
+      seen++
+      req.resume()
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.end()
+    }
+    token = (await h.workspace(MCP_CAPS)).token
+    url = `https://127.0.0.1:${h.up.httpsPort}/mcp`
+  })
+  afterAll(() => h?.close())
+
+  it.each([
+    ['a DELETE', 'DELETE'],
+    ['a GET', 'GET'],
+  ])('%s with a tools/call in its body is refused, not forwarded', async (_shape, method) => {
+    const before = seen
+    // Raw bytes: fetch will not send a body with a GET.
+    const authority = `127.0.0.1:${h.up.httpsPort}`
+    const res = await connectRequest({
+      proxyPort: Number(new URL(h.proxyUrl).port), authority, token, caPem: h.proxy.ca.certPem, target: '/mcp', method,
+      headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'delete_repo', arguments: { repo: 'x' } } }),
+    })
+    expect(res.status).toBe(400)
+    expect(seen).toBe(before)
+    expect(h.audit.decisions().at(-1)).toMatchObject({ decision: 'deny', reason: 'format_mismatch' })
+  })
+
+  it('caps lint refuses an MCP rule that admits a method outside the transport', () => {
+    const res = compilePolicy(MCP_CAPS.replace('methods: [POST, GET, DELETE]', 'methods: [POST, GET, DELETE, PUT]'))
+    expect(res.ok).toBe(false)
+    expect(res.diagnostics.map((d) => d.code)).toContain('field_rejected')
+  })
+
+  it('a GET event stream without a body passes', async () => {
+    const before = seen
+    const res = await h.fetch(url, { token, method: 'GET', headers: { accept: 'text/event-stream' } })
+    expect(res.status).toBe(200)
+    expect(seen).toBe(before + 1)
   })
 })

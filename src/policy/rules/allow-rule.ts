@@ -44,6 +44,8 @@ export function checkAllowRule(r: Reader, node: Node | null, path: string, index
   const schema = sf ? checkRequestSchema(r, sf) : undefined
   const mcpField = m.map('mcp')
   const mcp = mcpField ? checkMcpServer(r, mcpField.node, mcpField.field.path, name?.value || `allow[${index}]`) : undefined
+  const offTransport = [...methodSet].filter((x) => x !== 'POST' && x !== 'GET' && x !== 'DELETE')
+  if (mcpField && offTransport.length) r.error('field_rejected', `an allow rule with "mcp" admits only POST, GET and DELETE (MCP's streamable HTTP transport); ${offTransport.join(', ')} would reach the server undecided`, mcpField.field.path, mcpField.field.keyNode)
   if (mcpField && (sf || m.has('match') || format)) r.error('field_rejected', 'an allow rule with "mcp" reads its body as JSON-RPC: request_schema, request_format and match do not apply (conditions go on the tools, resources and prompts)', mcpField.field.path, mcpField.field.keyNode)
 
   const bodyReaders: string[] = []

@@ -19,6 +19,12 @@ import { readBody } from './request-body.js'
 const POLICY_DENIED = -32001
 const INVALID_PARAMS = -32602
 const NAME_MAX = 256
+const BODYLESS = new Set(['GET', 'DELETE'])
+
+function hasBody(st: RequestState): boolean {
+  const h = st.req.headers
+  return (h['content-length'] !== undefined && h['content-length'] !== '0') || h['transfer-encoding'] !== undefined
+}
 
 export function mcpRequest(core: ProxyCore, st: RequestState): PhaseResult {
   const admission = st.admission
@@ -29,7 +35,13 @@ export function mcpRequest(core: ProxyCore, st: RequestState): PhaseResult {
   st.ctx.detail.mcp_server = server.server
   // The response is read by the filter: it must come unencoded.
   st.headers['accept-encoding'] = 'identity'
-  if (st.ctx.method !== 'POST') return undefined
+  if (st.ctx.method !== 'POST') {
+    // GET (the event stream) and DELETE (the session's end) carry no message: a body on one, or
+    // another method, would reach the server unread.
+    if (!BODYLESS.has(st.ctx.method)) return refuseBody(st, 'format_mismatch', 405, -32600, `${st.ctx.method} is not a method of MCP's streamable HTTP transport (POST, GET, DELETE)`)
+    if (hasBody(st)) return refuseBody(st, 'format_mismatch', 400, -32600, `an MCP ${st.ctx.method} carries no body`)
+    return undefined
+  }
   const type = contentType(st.req.headers['content-type'])
   if (type !== 'application/json') {
     return refuseBody(st, 'format_mismatch', 415, -32600, `an MCP message must be sent as application/json (charset utf-8), not ${JSON.stringify((type ?? 'none').slice(0, 80))}`)
