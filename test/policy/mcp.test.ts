@@ -128,6 +128,7 @@ describe('the server policy decides a call', () => {
     expect(d('resources/read', { uri: 'docs://readme2' })).toMatchObject({ allow: false })
     expect(d('prompts/get', { name: 'greet' })).toMatchObject({ allow: true })
     expect(d('prompts/get', { name: 'Greet' })).toMatchObject({ allow: false })
+    expect(d('prompts/get', { name: 'greet', arguments: { who: 3 } })).toMatchObject({ allow: false, reason: 'schema_violation' })
     expect(d('completion/complete', {})).toMatchObject({ allow: true, rule: 'methods/completion/complete' })
     expect(d('sampling/createMessage', {})).toMatchObject({ allow: false, rule: 'default' })
     expect(d('tools/call', { name: 'create_issue', arguments: { repo: 'acme/x' } }, 'notification')).toMatchObject({ allow: false, rule: 'notification' })
@@ -141,5 +142,19 @@ describe('the server policy decides a call', () => {
     expect(s.listed('resources', { uri: 'docs://other' })).toBe(false)
     expect(s.listed('prompts', { name: 'greet' })).toBe(true)
     expect(s.listed('tools', 'create_issue')).toBe(false)
+  })
+})
+
+describe('prompt and resource conditions are typed too', () => {
+  const prompts = (when: string) => doc(`          - name: t\n`, `        prompts:\n          - name: p\n            when: '${when}'\n`)
+  const resources = (when: string) => doc(`          - name: t\n`, `        resources:\n          - uri: "docs://x/*"\n            when: '${when}'\n`)
+  it('prompt arguments are a map of strings', () => {
+    expect(errors(prompts('args.who == "corral" && prompt == "p"'))).toEqual([])
+    expect(errors(prompts('args.who == 3'))[0]).toMatchObject({ code: 'cel_type' })
+  })
+  it('a resource condition sees the URI as a string, and nothing of a tool', () => {
+    expect(errors(resources('uri.startsWith("docs://x/public/")'))).toEqual([])
+    expect(errors(resources('uri > 3'))[0]).toMatchObject({ code: 'cel_type' })
+    expect(errors(resources('args.x == 1'))[0]).toMatchObject({ code: 'cel_undeclared' })
   })
 })

@@ -126,7 +126,9 @@ export class McpServer implements McpServerPolicy {
     if (!prompt) return { ...refuse('prompts', `prompt ${JSON.stringify(name.slice(0, 128))} is not allowed on MCP server "${this.server}"`), prompt: name }
     const rule = `prompts/${name}`
     const args = p.arguments === undefined ? {} : p.arguments
-    if (!asObject(args)) return { ...refuse(rule, 'params.arguments must be an object', 'schema_violation'), prompt: name }
+    // MCP's prompt arguments are strings (GetPromptRequest); the condition sees them as map<string, string>.
+    const o = asObject(args)
+    if (!o || Object.values(o).some((v) => typeof v !== 'string')) return { ...refuse(rule, 'params.arguments must be an object of strings', 'schema_violation'), prompt: name }
     if (!prompt.when) return { allow: true, rule, prompt: name }
     return { ...runWhen(prompt.when, { args, prompt: name, ...ctxVars(context) }, rule, `the arguments of prompt "${name}" do not satisfy its condition`), prompt: name }
   }

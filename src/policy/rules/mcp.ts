@@ -101,7 +101,7 @@ function checkResources(r: Reader, m: MapReader): CMcpResource[] {
 
 function checkPrompts(r: Reader, m: MapReader): Map<string, CMcpPrompt> {
   const out = new Map<string, CMcpPrompt>()
-  const declarations = { key: 'prompt', types: [], vars: { args: 'map<string, dyn>', prompt: 'string' } }
+  const declarations = { key: 'prompt', types: [], vars: { args: 'map<string, string>', prompt: 'string' } }
   m.list('prompts')?.items.forEach((it) => {
     if (!it.node || !isMap(it.node)) {
       r.error('invalid_type', 'a prompt must be a mapping with a name', it.path, it.node)
