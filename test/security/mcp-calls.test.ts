@@ -162,6 +162,23 @@ describe('MCP calls past the typed policy', () => {
     expect(h.audit.decisions().at(-1)).toMatchObject({ decision: 'deny', reason: 'format_mismatch' })
   })
 
+  it('a compressed POST is refused (415), not forwarded', async () => {
+    const before = seen.length
+    const res = await h.fetch(url, { token, method: 'POST', body: gzipSync(JSON.stringify(call(1, 'delete_repo', { repo: 'x' }))) as unknown as string, headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' } })
+    expect(res.status).toBe(415)
+    expect(seen.length).toBe(before)
+  })
+
+  it('a batch of more than 100 messages is refused, not forwarded, with one row', async () => {
+    const before = seen.length
+    const rowsBefore = h.audit.decisions().length
+    const res = await post(JSON.stringify(Array.from({ length: 101 }, () => ({ jsonrpc: '2.0', method: 'notifications/initialized' }))))
+    expect(res.status).toBe(400)
+    expect(JSON.parse(res.body)).toMatchObject({ id: null, error: { code: -32600 } })
+    expect(seen.length).toBe(before)
+    expect((await h.audit.waitForDecisions(rowsBefore + 1)).length).toBe(rowsBefore + 1)
+  })
+
   it.each([
     ['text/html', (res: ServerResponse) => (res.writeHead(200, { 'content-type': 'text/html' }), res.end('{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"delete_repo"}]}}'))],
     ['no content type', (res: ServerResponse) => (res.writeHead(200), res.end('{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"delete_repo"}]}}'))],

@@ -11,6 +11,9 @@ export type RpcMessage =
 
 export type ParsedBody = { ok: true; batch: boolean; messages: RpcMessage[] } | { ok: false; code: number; message: string; reason: 'invalid_json' | 'schema_violation' }
 
+/** The most messages one batch may hold. */
+export const MAX_BATCH = 100
+
 /** Parses a POST body into JSON-RPC messages, or says why it cannot be forwarded. */
 export function parseRpcBody(text: string): ParsedBody {
   const value = parseStrictJson(text)
@@ -18,6 +21,8 @@ export function parseRpcBody(text: string): ParsedBody {
   const batch = Array.isArray(value.value)
   const items: unknown[] = batch ? (value.value as unknown[]) : [value.value]
   if (items.length === 0) return { ok: false, code: -32600, message: 'Invalid Request: an empty batch', reason: 'schema_violation' }
+  // Each message has its decision row: a batch is bounded like any other per-request work.
+  if (items.length > MAX_BATCH) return { ok: false, code: -32600, message: `Invalid Request: a batch of more than ${MAX_BATCH} messages`, reason: 'schema_violation' }
   const messages: RpcMessage[] = []
   const ids = new Set<string>()
   for (const item of items) {

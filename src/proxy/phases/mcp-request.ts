@@ -46,6 +46,9 @@ export function mcpRequest(core: ProxyCore, st: RequestState): PhaseResult {
   if (type !== 'application/json') {
     return refuseBody(st, 'format_mismatch', 415, -32600, `an MCP message must be sent as application/json (charset utf-8), not ${JSON.stringify((type ?? 'none').slice(0, 80))}`)
   }
+  // The proxy reads the bytes as they are: an encoded body would be decided as one thing and run as another.
+  const encoding = (st.req.headers['content-encoding'] ?? '').trim().toLowerCase()
+  if (encoding !== '' && encoding !== 'identity') return refuseBody(st, 'format_mismatch', 415, -32600, `an MCP message must not be sent with Content-Encoding ${JSON.stringify(encoding.slice(0, 40))}`)
   if (st.body) return decide(core, st, server, st.body)
   return andThen(readBody(st.req, core.maxInspectBytes), (read) => {
     if (read === 'too_large') return refuseBody(st, 'limit_exceeded', 413, -32600, `an MCP message body over ${core.maxInspectBytes} bytes cannot be inspected`, { limit: 'mcp_body_bytes', max: core.maxInspectBytes })
