@@ -1,8 +1,9 @@
 // The `mcp` block of an allow rule at save time: conditions over a tool's arguments type-checked
 // against its declared input_schema (errors name the tool and the field), names in canonical form,
 // and the evaluators the proxy calls (exact names, schema before condition, the default).
+import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { compilePolicy, type CompiledPolicy, type McpServerPolicy } from '../../src/policy/index.js'
+import { compilePolicy, parseStrictJson, type CompiledPolicy, type McpServerPolicy } from '../../src/policy/index.js'
 
 const SCHEMA = `{type: object, properties: {repo: {type: string}, count: {type: integer}, ratio: {type: number}, draft: {type: boolean}, labels: {type: array, items: {type: string}}, owner: {type: object, properties: {login: {type: string}, id: {type: integer}}}, meta: {type: object}}, required: [repo]}`
 
@@ -156,5 +157,26 @@ describe('prompt and resource conditions are typed too', () => {
     expect(errors(resources('uri.startsWith("docs://x/public/")'))).toEqual([])
     expect(errors(resources('uri > 3'))[0]).toMatchObject({ code: 'cel_type' })
     expect(errors(resources('args.x == 1'))[0]).toMatchObject({ code: 'cel_undeclared' })
+  })
+})
+
+describe('the strict JSON reader', () => {
+  it('reads every JSON text without duplicate keys as JSON.parse does', () => {
+    fc.assert(fc.property(fc.jsonValue({ maxDepth: 5 }), (v) => {
+      const text = JSON.stringify(v)
+      const r = parseStrictJson(text)
+      expect(r.ok).toBe(true)
+      if (r.ok) expect(r.value).toEqual(JSON.parse(text))
+    }), { numRuns: 300 })
+  })
+
+  it('finds a key written twice in any object at any depth, in any spelling of its characters', () => {
+    const escaped = (k: string) => `"${[...k].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join('')}"`
+    fc.assert(fc.property(fc.string({ minLength: 1, maxLength: 8 }), fc.jsonValue({ maxDepth: 2 }), fc.nat({ max: 3 }), fc.boolean(), (key, other, depth, escape) => {
+      let inner = `{${JSON.stringify(key)}:1,"pad":${JSON.stringify(other)},${escape ? escaped(key) : JSON.stringify(key)}:2}`
+      for (let i = 0; i < depth; i++) inner = i % 2 ? `[${inner}]` : `{"k${i}":${inner}}`
+      const r = parseStrictJson(inner)
+      expect(r.ok).toBe(false)
+    }), { numRuns: 300 })
   })
 })
