@@ -247,6 +247,41 @@ describe('MCP calls past the typed policy', () => {
       expect(res.body).toMatch(/"echo"/)
     })
 
+    // An SSE event read whole in one chunk is still filtered; one the filter would have to hold past
+    // the limit cuts the stream. Either way nothing unfiltered reaches the agent.
+    it.each([
+      ['an SSE event', 'text/event-stream', (big: string) => `data: ${big}\n\n`, undefined],
+      ['a JSON answer', 'application/json', (big: string) => big, false],
+    ])('%s over the inspection limit never reaches the agent unfiltered', async (_shape, type, frame, ok) => {
+      const big = JSON.stringify({ jsonrpc: '2.0', id: 1, result: { tools: [{ name: 'delete_repo', description: 'x'.repeat(70 * 1024) }] } })
+      answer = (_req, res) => {
+        res.writeHead(200, { 'content-type': type })
+        res.end(frame(big))
+      }
+      const out = await h.open(url, { token, method: 'POST', body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }), headers: { 'content-type': 'application/json' } }).then(
+        async (r) => r.text().then((t) => ({ ok: r.status === 200, t }), () => ({ ok: false, t: '' })),
+        () => ({ ok: false, t: '' }),
+      )
+      expect(out.t).not.toMatch(/delete_repo/)
+      if (ok !== undefined) expect(out.ok).toBe(ok)
+    })
+
+    it('an SSE event that grows past the inspection limit across writes cuts the stream', async () => {
+      const big = JSON.stringify({ jsonrpc: '2.0', id: 1, result: { tools: [{ name: 'delete_repo', description: 'x'.repeat(90 * 1024) }] } })
+      answer = (_req, res) => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' })
+        res.write(`data: ${big.slice(0, 40 * 1024)}`)
+        setTimeout(() => res.write(big.slice(40 * 1024, 80 * 1024)), 30)
+        setTimeout(() => res.end(`${big.slice(80 * 1024)}\n\n`), 60)
+      }
+      const out = await h.open(url, { token, method: 'POST', body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }), headers: { 'content-type': 'application/json' } }).then(
+        async (r) => r.text().then((t) => ({ ok: true, t }), () => ({ ok: false, t: '' })),
+        () => ({ ok: false, t: '' }),
+      )
+      expect(out.t).not.toMatch(/delete_repo/)
+      expect(out.ok).toBe(false)
+    })
+
     it('an event whose data is not JSON cuts the stream', async () => {
       answer = (_req, res) => {
         res.writeHead(200, { 'content-type': 'text/event-stream' })
