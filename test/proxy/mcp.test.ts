@@ -6,7 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { McpError } from '@modelcontextprotocol/sdk/types.js'
 import { isStaticAuthProvider } from '../../src/policy/index.js'
 import { OrgMaterialAdmin, Sealer, loadMasterKey } from '../../src/secrets/index.js'
-import { startHarness, type Harness } from './harness.js'
+import { AuditUnavailableError } from '../../src/audit/index.js'
+import type { AuditEvent, NewAuditEvent } from '../../src/contract/index.js'
+import { RecordingAudit, startHarness, type Harness } from './harness.js'
 import { MCP_CAPS, mcpClient, mcpRows, mcpUpstream, type McpUpstream } from './mcp-upstream.js'
 
 async function rejection(p: Promise<unknown>): Promise<McpError> {
@@ -198,5 +200,44 @@ describe('MCP credentials and per-tool budgets', () => {
     ])
     expect(calls.find((r) => r.decision === 'deny')).toMatchObject({ reason: 'budget_exhausted', detail: { counter: 'echo-calls' } })
     expect(server.received.filter((m) => m.name === 'echo').map((m) => m.args)).not.toContainEqual({ message: 'hi 3' })
+  })
+})
+
+describe("a batch's rows are durable before it leaves", () => {
+  /** Refuses the rows of a batch's second message, the way the audit writer refuses when it cannot keep up. */
+  class RefusingAudit extends RecordingAudit {
+    override async emit(event: NewAuditEvent): Promise<AuditEvent> {
+      if (event.detail?.mcp_batch_index === 1) throw new AuditUnavailableError('queue_full', 2, 'the audit log is not keeping up')
+      return super.emit(event)
+    }
+  }
+  const audit = new RefusingAudit()
+  let h: Harness
+  let hits = 0
+  beforeAll(async () => {
+    h = await startHarness({ audit })
+    h.up.handler.current = (req, res) => {
+      hits++
+      req.resume()
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end('[]')
+    }
+  })
+  afterAll(() => h?.close())
+
+  it.each([
+    ['an allowed batch', [1, 'echo'], 503],
+    ['a refused batch', [1, 'delete_repo'], 503],
+  ] as const)('%s whose other rows cannot be written is answered audit_unavailable and not forwarded', async (_shape, [id, second], status) => {
+    const { token } = await h.workspace(MCP_CAPS)
+    const body = JSON.stringify([
+      { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'echo', arguments: { message: 'hi' } } },
+      { jsonrpc: '2.0', id: id + 1, method: 'tools/call', params: { name: second, arguments: { message: 'hi', repo: 'x' } } },
+    ])
+    const before = hits
+    const res = await h.fetch(`https://127.0.0.1:${h.up.httpsPort}/mcp`, { token, method: 'POST', body, headers: { 'content-type': 'application/json' } })
+    expect(res.status).toBe(status)
+    expect(res.headers.get('x-corral-deny-reason')).toBe('audit_unavailable')
+    expect(hits).toBe(before)
   })
 })
