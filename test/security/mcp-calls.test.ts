@@ -149,6 +149,15 @@ describe('MCP calls past the typed policy', () => {
     expect(h.audit.decisions().at(-1)).toMatchObject({ decision: 'deny', reason: 'invalid_json' })
   })
 
+  it('a body that is not valid UTF-8 is refused as a parse error, not forwarded', async () => {
+    const before = seen.length
+    const bytes = Buffer.concat([Buffer.from('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ech'), Buffer.from([0xc3, 0x28]), Buffer.from('o","arguments":{"message":"hi"}}}')])
+    const res = await h.fetch(url, { token, method: 'POST', body: bytes as unknown as string, headers: { 'content-type': 'application/json' } })
+    expect(res.status).toBe(400)
+    expect(JSON.parse(res.body)).toMatchObject({ id: null, error: { code: -32700 } })
+    expect(seen.length).toBe(before)
+  })
+
   it.each([
     ['text/plain', 'text/plain'],
     ['no content type', ''],

@@ -6,10 +6,9 @@
 // answers a request it will not run), or HTTP 400 when the body holds no request (MCP's streamable
 // HTTP transport). GET (the server's event stream) and DELETE (the end of a session) carry no
 // message and pass; their responses are still filtered (mcp-response.ts). docs/proxy.md "MCP".
-import type { McpServerPolicy, McpVerdict } from '../../policy/index.js'
+import { parseRpcBody, rpcError, type McpServerPolicy, type McpVerdict, type RpcMessage } from '../../policy/index.js'
 import { DENY_MESSAGES, PolicyDenial, type PhaseOutcome } from '../decision.js'
 import { andThen } from '../maybe.js'
-import { parseRpcBody, rpcError, type RpcMessage } from '../../policy/index.js'
 import { emitBatchRows } from './mcp-rows.js'
 import type { PhaseResult } from '../phase.js'
 import type { ProxyCore, RequestState } from '../request-state.js'
@@ -20,6 +19,7 @@ const POLICY_DENIED = -32001
 const INVALID_PARAMS = -32602
 const NAME_MAX = 256
 const BODYLESS = new Set(['GET', 'DELETE'])
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
 function hasBody(st: RequestState): boolean {
   const h = st.req.headers
@@ -66,7 +66,14 @@ export function mcpBatchRows(core: ProxyCore, st: RequestState): PhaseResult {
 }
 
 function decide(core: ProxyCore, st: RequestState, server: McpServerPolicy, body: Buffer): PhaseResult {
-  const parsed = parseRpcBody(body.toString('utf8'))
+  // Bytes that are not UTF-8 could read as one name here (with U+FFFD) and as another on the server.
+  let text: string
+  try {
+    text = UTF8.decode(body)
+  } catch {
+    return refuseBody(st, 'invalid_json', 400, -32700, 'Parse error: the body is not valid UTF-8')
+  }
+  const parsed = parseRpcBody(text)
   if (!parsed.ok) return refuseBody(st, parsed.reason, 400, parsed.code, parsed.message)
   const { messages, batch } = parsed
   const verdicts = messages.map((m): McpVerdict | undefined => (m.kind === 'response' ? undefined : server.decide(m, st.policyContext!)))
