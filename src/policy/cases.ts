@@ -76,7 +76,7 @@ function rawBody(body: unknown): string | undefined {
   return typeof body === 'string' ? body : JSON.stringify(body)
 }
 
-function debitsFor(policy: CompiledPolicy, capability: string, c: CaseSpec, requestBytes: number): { debits: Record<string, number>; floored: Record<string, string> } {
+function debitsFor(policy: CompiledPolicy, capability: string, c: CaseSpec, requestBytes: number, mcpTools?: readonly string[]): { debits: Record<string, number>; floored: Record<string, string> } {
   const debits: Record<string, number> = {}
   const floored: Record<string, string> = {}
   const resp = c.response
@@ -84,7 +84,7 @@ function debitsFor(policy: CompiledPolicy, capability: string, c: CaseSpec, requ
   const view = { status: resp?.status ?? 200, headers: lowerHeaders(resp?.headers) as HeaderMap, size: Buffer.byteLength(body) }
   for (const counter of policy.counters(capability)) {
     let v: CounterValue | undefined
-    if (counter.phase === 'request') v = { value: counter.requestAmount(requestBytes) }
+    if (counter.phase === 'request') v = { value: counter.requestAmount(requestBytes, mcpTools) }
     else if (!resp || !counter.matchesStatus(view.status)) continue
     else if (counter.phase === 'response_headers') v = counter.fromResponseHeaders(view)
     else if (counter.framing === 'single_document') v = counter.fromDocument(view, body)
@@ -131,7 +131,7 @@ export function runCase(policy: CompiledPolicy, c: CaseSpec, index: number): Cas
     }
   }
   const mcp = match ? mcpCase(policy, match, request, context, body) : undefined
-  if (mcp) Object.assign(actual, mcp)
+  if (mcp) Object.assign(actual, mcp.actual)
   if (match && actual.decision !== 'deny') {
     Object.assign(actual, { decision: 'allow', capability: match.capability, rule: match.ruleKey })
     const secrets = c.secrets ?? {}
@@ -146,7 +146,7 @@ export function runCase(policy: CompiledPolicy, c: CaseSpec, index: number): Cas
       transforms_failed: t.failed,
       transforms_applied: t.applied,
       auth: t.auth.map((a) => ({ credential: a.credential, provider: a.provider })),
-      ...debitsFor(policy, match.capability, c, body === undefined ? 0 : Buffer.byteLength(body)),
+      ...debitsFor(policy, match.capability, c, body === undefined ? 0 : Buffer.byteLength(body), mcp?.tools),
     })
   }
 
@@ -171,19 +171,22 @@ export function runCase(policy: CompiledPolicy, c: CaseSpec, index: number): Cas
  * A POST to a rule with an `mcp` block: its body's JSON-RPC messages decided as the proxy decides
  * them (the first refusal decides the case); `mcp_rule` is the part of the server policy that did.
  */
-function mcpCase(policy: CompiledPolicy, match: RuleMatch, request: PolicyRequest, context: PolicyContext, body: string | undefined): Record<string, unknown> | undefined {
+function mcpCase(policy: CompiledPolicy, match: RuleMatch, request: PolicyRequest, context: PolicyContext, body: string | undefined): { actual: Record<string, unknown>; tools: string[] } | undefined {
   const server = policy.mcp(match)
   if (!server || request.method !== 'POST') return undefined
   const parsed = parseRpcBody(body ?? '')
-  if (!parsed.ok) return { decision: 'deny', reason: parsed.reason, capability: match.capability, rule: match.ruleKey }
+  if (!parsed.ok) return { actual: { decision: 'deny', reason: parsed.reason, capability: match.capability, rule: match.ruleKey }, tools: [] }
   let first: McpVerdict | undefined
+  const tools: string[] = []
   for (const m of parsed.messages) {
     if (m.kind === 'response') continue
     const v = server.decide(m, context)
     first ??= v
-    if (!v.allow) return { decision: 'deny', reason: v.reason ?? 'no_match', capability: match.capability, rule: match.ruleKey, mcp_rule: v.rule }
+    if (!v.allow) return { actual: { decision: 'deny', reason: v.reason ?? 'no_match', capability: match.capability, rule: match.ruleKey, mcp_rule: v.rule }, tools: [] }
+    if (v.tool !== undefined) tools.push(v.tool)
   }
-  return first ? { mcp_rule: first.rule } : undefined
+  // The tools called feed `mcp.calls` counters, as in the proxy.
+  return { actual: first ? { mcp_rule: first.rule } : {}, tools }
 }
 
 export function runCases(policy: CompiledPolicy, cases: CaseSpec[]): CasesReport {
