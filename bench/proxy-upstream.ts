@@ -3,6 +3,7 @@
 //   GET  /v1/stream    → SSE, ~2 KB in 20 events (Anthropic-style usage in message_delta), 1 ms apart
 //   GET  /v1/hold      → SSE that sends one event and stays open until the client leaves
 //   GET  /v1/ws        → WebSocket upgrade: every message echoed
+//   POST /mcp          → a JSON-RPC tools/call result for id 1 (the MCP phase)
 // Prints `READY <port>` once listening. Argument: directory for the CA.
 import { createServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
@@ -20,7 +21,9 @@ const server = createServer({ ...pem, keepAlive: true }, (req, res) => {
     let n = 0
     req.on('data', (c: Buffer) => (n += c.length))
     req.on('end', () => {
-      const body = JSON.stringify({ id: 'msg_1', received: n, usage: { input_tokens: 12, output_tokens: 3 } })
+      const body = req.url === '/mcp'
+        ? JSON.stringify({ jsonrpc: '2.0', id: 1, result: { content: [{ type: 'text', text: `issue opened (${n} bytes)` }] } })
+        : JSON.stringify({ id: 'msg_1', received: n, usage: { input_tokens: 12, output_tokens: 3 } })
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) })
       res.end(body)
     })

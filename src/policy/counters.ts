@@ -34,6 +34,8 @@ export interface CounterSpec {
   terminalEventType?: string
   terminalSentinel?: string
   terminalCel?: CelProgram
+  /** mcp.calls: the tool names counted (exact); undefined counts every tools/call. */
+  tools?: readonly string[]
 }
 
 type Range = [number, number]
@@ -129,8 +131,9 @@ export function makeCounter(spec: CounterSpec): CompiledCounter {
       return false
     },
 
-    requestAmount(bodyBytes: number): number {
+    requestAmount(bodyBytes: number, mcpTools?: readonly string[]): number {
       if (spec.source === 'request.count') return 1
+      if (spec.source === 'mcp.calls') return (mcpTools ?? []).filter((t) => spec.tools === undefined || spec.tools.includes(t)).length
       if (spec.source === 'request.bytes') return Math.max(0, Math.floor(bodyBytes))
       return 0
     },

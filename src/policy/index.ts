@@ -12,3 +12,4 @@ export { CasesFileError, parseCases, runCases, type CasesReport } from './cases.
 export { MAX_SOURCE_BYTES } from './yaml-reader.js'
 export { makeCounter, type CounterSpec } from './counters.js'
 export type * from './types.js'
+export { idKey, parseRpcBody, parseStrictJson, rpcError, type ParsedBody, type RpcMessage } from './mcp/jsonrpc.js'

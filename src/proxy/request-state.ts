@@ -17,6 +17,7 @@ import type { TaskLiveness } from './task-liveness.js'
 import type { CapabilityTokens, TokenCheck } from '../secrets/index.js'
 import type { Upstream, UpstreamResponse } from './upstream.js'
 import type { BodyScan, Scrubber } from './scrub.js'
+import type { McpExchange } from './mcp/exchange.js'
 import type { ActiveWorkspace, ActiveWorkspaces } from './workspaces.js'
 
 export class ClientGone extends EventEmitter {
@@ -143,6 +144,8 @@ export interface RequestState {
   relayed?: RelayedBody
   reservation?: Reservation
   meter?: ResponseMeter
+  /** The MCP exchange, when the matched rule's destination is an MCP server (phases/mcp-request.ts). */
+  mcp?: McpExchange
   /** Set once the workspace slot and budgets were released (runner). */
   released?: boolean
   /** Set by the forward phase when a streamed body went past limits.maxBodyBytes. */

@@ -9,10 +9,10 @@ import { celOf, checkName, enumOf } from './shared.js'
 
 const KEYS = [
   'name', 'source', 'value', 'requires_body', 'framing', 'format', 'encoding', 'sse_event', 'status_codes', 'accumulator',
-  'reserve_per_request', 'failure_charge', 'max_concurrent', 'workspace', 'task', 'terminal_event_type', 'terminal_sentinel', 'terminal_cel', 'direction',
+  'reserve_per_request', 'failure_charge', 'max_concurrent', 'workspace', 'task', 'terminal_event_type', 'terminal_sentinel', 'terminal_cel', 'direction', 'tools',
 ] as const
 const TERMINATORS = ['terminal_event_type', 'terminal_sentinel', 'terminal_cel'] as const
-const SOURCES = ['request.count', 'request.bytes', 'response.bytes', 'response', 'websocket.messages', 'websocket.bytes', 'websocket.message'] as const
+const SOURCES = ['request.count', 'request.bytes', 'response.bytes', 'response', 'websocket.messages', 'websocket.bytes', 'websocket.message', 'mcp.calls'] as const
 const DIRECTIONS = ['both', 'to_upstream', 'to_agent'] as const
 
 export interface CounterResult {
@@ -90,6 +90,8 @@ export function checkCounter(r: Reader, node: Node | null, path: string, capabil
   const terminalSentinel = m.str('terminal_sentinel')
   const workspace = checkScope(r, m, 'workspace')
   const task = checkScope(r, m, 'task')
+  // mcp.calls: which tools a call of counts (names as the MCP policy spells them; exact).
+  const tools = source === 'mcp.calls' ? m.strList('tools')?.items.map((t) => t.value) : (m.reject('tools', 'unless source is mcp.calls'), undefined)
 
   checkScopeOrder(r, m, workspace, task, failureCharge)
 
@@ -106,7 +108,7 @@ export function checkCounter(r: Reader, node: Node | null, path: string, capabil
     name: name.value,
     capability,
     source: source as CounterSource,
-    phase: source.startsWith('request.') ? 'request' : websocket ? 'websocket' : bodyPhase ? 'response_body' : 'response_headers',
+    phase: source.startsWith('request.') || source === 'mcp.calls' ? 'request' : websocket ? 'websocket' : bodyPhase ? 'response_body' : 'response_headers',
     ...(framing ? { framing } : {}),
     ...(direction ? { direction } : {}),
     ...(accumulator ? { accumulator } : {}),
@@ -121,6 +123,7 @@ export function checkCounter(r: Reader, node: Node | null, path: string, capabil
     ...(terminalEventType ? { terminalEventType: terminalEventType.value } : {}),
     ...(terminalSentinel ? { terminalSentinel: terminalSentinel.value } : {}),
     ...(terminalCel ? { terminalCel } : {}),
+    ...(tools ? { tools: Object.freeze(tools) } : {}),
   }
   result.counter = makeCounter(spec)
   return result
@@ -141,7 +144,7 @@ function checkSourceFields(r: Reader, m: MapReader, source: Source | '' | undefi
     m.require('value', 'a websocket.message counter')
     reject(['requires_body', 'sse_event', 'framing', 'format', 'encoding', 'status_codes', 'accumulator', ...TERMINATORS], 'on a websocket.message counter')
     if (m.has('value')) value = celOf(m, 'value', 'counter_websocket', 'number')
-  } else if (source === 'request.count' || source === 'request.bytes') {
+  } else if (source === 'request.count' || source === 'request.bytes' || source === 'mcp.calls') {
     reject(['value', 'requires_body', 'sse_event', 'reserve_per_request', 'failure_charge', 'framing', 'format', 'encoding', ...TERMINATORS], `on a ${source} counter`)
   } else if (source === 'response.bytes') {
     m.require('status_codes', 'a response.bytes counter')

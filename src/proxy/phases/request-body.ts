@@ -78,7 +78,7 @@ export function reserveBudgets(core: ProxyCore, st: RequestState): PhaseResult {
   const declared = Number(st.req.headers['content-length'])
   const bytes = st.body ? st.body.length : Number.isFinite(declared) ? declared : 0
   // Without a promise while the leases cover the request (budgets.ts), the usual case.
-  return andThen(core.budgets.reserve(ws.record.org_id, ws.record.id, st.ctx.attribution.task_id, counters, bytes), (r) => hold(core, st, counters, r))
+  return andThen(core.budgets.reserve(ws.record.org_id, ws.record.id, st.ctx.attribution.task_id, counters, bytes, st.mcp?.tools), (r) => hold(core, st, counters, r))
 }
 
 function hold(core: ProxyCore, st: RequestState, counters: readonly CompiledCounter[], r: Reservation | PolicyDenial): PhaseOutcome {
