@@ -39,6 +39,8 @@ export interface TunnelContext {
   token: Promise<TokenCheck>
   /** The same check once `token` has settled, read without a promise per request. */
   checked?: TokenCheck
+  /** Plain HTTP intercepted by the sandbox (transparent.ts): requests name `host` in their Host header. */
+  plain?: boolean
 }
 
 /** Where a request entered: plain HTTP (absolute URI) or inside an intercepted tunnel. */

@@ -132,7 +132,10 @@ export class ProxyService {
       tasks,
       budgets,
       workspaces: new ActiveWorkspaces({
-        directory, compile: o.compile ?? compilePolicyCached, audit: o.audit, onTeardown: (id) => budgets.close(id).catch(() => {}),
+        directory, compile: o.compile ?? compilePolicyCached, audit: o.audit, onTeardown: (id) => {
+          this.#front?.egress.forget(id)
+          return budgets.close(id).catch(() => {})
+        },
         onAuditError: (err, type) => {
           counters.auditFailures++
           log.error({ err: { message: (err as Error)?.message ?? String(err) }, type }, 'proxy: the audit sink refused a workspace lifecycle row')
