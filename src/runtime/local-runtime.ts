@@ -45,6 +45,11 @@ export interface LocalRuntimeOptions extends RuntimeOptions {
   allowUnenforcedLimits?: boolean
   /** Where workspace cgroups can be made; default detectCgroups() (a seam for embedding and tests). */
   detectCgroups?: () => Promise<CgroupDetection>
+  /**
+   * Transparent egress (egress.ts, as root only): every TCP connection and lookup reaches the proxy
+   * without HTTPS_PROXY. Default on; off with false or CORRAL_TRANSPARENT_EGRESS=off (docs/runtime.md).
+   */
+  transparentEgress?: boolean
 }
 
 export { DEFAULT_SANDBOX_UID }
@@ -66,6 +71,7 @@ export class LocalRuntime extends DirectoryRuntime {
   readonly #limits: WorkspaceLimits
   readonly #hidden: readonly string[]
   #prlimit: string | null = null
+  readonly #egressOption: boolean | undefined
   #disableUserns = false
   #probed = false
   /** Where workspace cgroups are made; null without (then memory and pids are not enforced). */
@@ -79,6 +85,7 @@ export class LocalRuntime extends DirectoryRuntime {
   constructor(options: LocalRuntimeOptions) {
     super(options)
     this.#bwrap = options.bwrap ?? 'bwrap'
+    this.#egressOption = options.transparentEgress
     this.#readOnly = [packageRoot(), ...linkedModules(packageRoot()), nodePrefix(), ...(options.readOnlyPaths ?? [])]
     this.#limits = options.limits ?? limitsFromEnv()
     this.#hidden = options.hidden ?? []
@@ -325,6 +332,10 @@ export class LocalRuntime extends DirectoryRuntime {
     return SANDBOX_PACKS
   }
 
+  #transparentEgress(): boolean {
+    return this.#egressOption ?? process.env.CORRAL_TRANSPARENT_EGRESS !== 'off'
+  }
+
   #mounts(dataDir: string, init: string, proxySocket: string, shared: SharedFiles | null, uid: number): SandboxMounts {
     return {
       dataDir,
@@ -341,6 +352,7 @@ export class LocalRuntime extends DirectoryRuntime {
       hide: nestedIn([...this.#hidden, this.layout.root, this.layout.sockets], this.#readOnly),
       disableUserns: this.#disableUserns,
       ...(this.#root ? { dropTo: { uid, gid: uid } } : {}),
+      ...(this.#root && shared?.egress && this.#transparentEgress() ? { egress: shared.egress } : {}),
       ...(this.#root && userNamespaceFilter() ? { seccompFd: SECCOMP_FD } : {}),
       tmpBytes: this.#limits.memoryMb * MIB,
     }

@@ -66,18 +66,21 @@ export function egressConnect(proxyPort: number, target: string, token: string, 
   })
 }
 
+/** A decoded answer (dns-packet decodes the rcode; its types leave it out). */
+export type Answer = dnsPacket.DecodedPacket & { rcode: string }
+
 /** DNS queries over one stream to the proxy's resolver; each call sends one query and reads its answer. */
-export async function dnsStream(proxyPort: number, token: string): Promise<{ query(name: string, type?: string, klass?: string): Promise<dnsPacket.DecodedPacket>; close(): void }> {
+export async function dnsStream(proxyPort: number, token: string): Promise<{ query(name: string, type?: string, klass?: string): Promise<Answer>; close(): void }> {
   const { socket, status } = await egressConnect(proxyPort, 'resolver.corral.internal:53', token)
   if (!status.startsWith('HTTP/1.1 200')) throw new Error(`resolver refused: ${status}`)
   let buf = Buffer.alloc(0)
-  const waiting: Array<(p: dnsPacket.DecodedPacket) => void> = []
+  const waiting: Array<(p: Answer) => void> = []
   socket.on('data', (c: Buffer) => {
     buf = Buffer.concat([buf, c])
     while (buf.length >= 2 && buf.length >= 2 + buf.readUInt16BE(0)) {
       const msg = buf.subarray(2, 2 + buf.readUInt16BE(0))
       buf = buf.subarray(2 + msg.length)
-      waiting.shift()?.(dnsPacket.decode(msg))
+      waiting.shift()?.(dnsPacket.decode(msg) as Answer)
     }
   })
   socket.resume()
