@@ -116,4 +116,24 @@ describe.skipIf(!available)('transparent egress from a bubblewrap workspace', ()
     expect(http('/curl-denied')).toEqual([expect.objectContaining({ decision: 'deny', reason: 'no_match', phase: 'request_headers', destination: 'denied.elsewhere.dev' })])
     expect(rows.find((r) => r.detail?.protocol === 'ssh')).toMatchObject({ decision: 'deny', destination: 'api.allowed.dev', detail: { port: 22 } })
   })
+
+  it('opted out (transparentEgress: false): no resolver and no route, only HTTPS_PROXY', async () => {
+    const optedOut = localRuntime({ root, proxy: { host: '127.0.0.1', port: Number(new URL(h.proxyUrl).port) }, caCertPath: join(root, 'corral-ca.pem'), stopGraceMs: 1000, warn: () => {}, transparentEgress: false })
+    const other = await h.workspace(caps(up.httpsPort, up.httpPort), 'idle', { raw: true })
+    const ws = await optedOut.provision({ workspaceId: other.workspaceId })
+    const script = String.raw`
+cd /data
+getent hosts api.allowed.dev > getent.txt 2>&1; echo "exit $?" >> getent.txt
+node -e "require('net').connect(443, '100.64.0.7').on('error', (e) => console.log(e.code)).on('connect', () => console.log('connected'))" > direct.txt 2>&1
+curl -sS --max-time 10 https://api.allowed.dev:$HTTPS_PORT/via-proxy > curl.txt 2>&1
+`
+    const agent = await optedOut.startAgent(other.workspaceId, { command: ['/bin/bash', '-c', script], proxyToken: other.token, env: { HTTPS_PORT: String(up.httpsPort) } })
+    expect(await agent.exited).toEqual({ code: 0, signal: null })
+    const out = async (f: string) => (await readFile(join(ws.dataDir, f), 'utf8')).trim()
+    expect(await out('getent.txt')).toBe('exit 2')
+    expect(await out('direct.txt')).toBe('ENETUNREACH')
+    expect(await out('curl.txt')).toBe('hello api.allowed.dev')
+    expect(h.audit.decisions().filter((r) => r.workspace_id === other.workspaceId && r.policy_type === 'dns')).toEqual([])
+    await optedOut.close()
+  })
 })
