@@ -24,12 +24,12 @@ export type LookupVerdict = { allowed: true; capability: string } | { allowed: f
 
 export interface LookupHooks {
   decide(name: string): LookupVerdict
-  /** One allowed A lookup was answered (the caller's `dns` row); awaited before the answer leaves. */
+  /** One allowed A lookup is being answered (the caller's `dns` row); awaited before the answer leaves, a throw answers SERVFAIL. */
   allowed(name: string, capability: string): Promise<void>
 }
 
 /** How a query was answered, for the caller's counters and the tests. */
-export type Outcome = 'answered' | 'allowed' | 'nodata' | 'nxdomain' | 'refused' | 'rate_limited' | 'names_exhausted' | 'formerr' | 'notimp' | 'dropped'
+export type Outcome = 'answered' | 'allowed' | 'nodata' | 'nxdomain' | 'refused' | 'rate_limited' | 'names_exhausted' | 'formerr' | 'notimp' | 'dropped' | 'row_refused'
 
 const RCODE = { NOERROR: 0, FORMERR: 1, SERVFAIL: 2, NXDOMAIN: 3, NOTIMP: 4, REFUSED: 5 } as const
 const LABEL = /^[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?$/
@@ -89,7 +89,14 @@ export class WorkspaceResolver {
     // happy-eyeballs client goes straight to the IPv4 address instead of waiting on IPv6.
     if (q.type !== 'A') return { reply: reply(packet, questions, RCODE.NOERROR, [], [this.#soa(name)]), outcome: 'nodata', name }
     const verdict = hooks.decide(name)
-    if (verdict.allowed) await hooks.allowed(name, verdict.capability)
+    if (verdict.allowed) {
+      // No answer without its row: a row the audit log refused turns the answer into SERVFAIL.
+      try {
+        await hooks.allowed(name, verdict.capability)
+      } catch {
+        return { reply: reply(packet, questions, RCODE.SERVFAIL), outcome: 'row_refused', name }
+      }
+    }
     const answers: Packet['answers'] = [{ type: 'A', name: q.name, class: 'IN', ttl: this.#limits.ttlS, data: address }]
     return { reply: reply(packet, questions, RCODE.NOERROR, answers), outcome: verdict.allowed ? 'allowed' : 'answered', name }
   }

@@ -2,6 +2,7 @@
 // `corral proxy` runs alone. Everything shared (CA, token key, pooled upstream agent, active
 // workspaces) is built once here.
 import type { AuditSink } from '../contract/index.js'
+import type { ResolverLimits } from '../dns/index.js'
 import { compilePolicyCached } from '../policy/index.js'
 import type { CompileResult } from '../policy/index.js'
 import { budgetLedgers, type Store } from '../store/index.js'
@@ -51,6 +52,8 @@ export interface ProxyServiceOptions {
   tokens?: CapabilityTokens
   /** serve's other listeners (API, database, …), never reachable through the proxy; read at each connect. */
   ownEndpoints?: () => readonly Endpoint[]
+  /** Limits of each workspace's resolver (src/dns/); default DEFAULT_RESOLVER_LIMITS. */
+  resolverLimits?: Partial<ResolverLimits>
   /** Resolver of upstream names (tests: a rebinding resolver); default dns.lookup. */
   resolve?: (hostname: string) => Promise<LookupAddress[]>
   /** Resource limits: defaults, then `env` (CORRAL_PROXY_*, limits.ts), then these values. */
@@ -154,6 +157,7 @@ export class ProxyService {
       secrets,
       credentials,
       ...(o.agentCallbacks ? { agentCallbacks: o.agentCallbacks } : {}),
+      ...(o.resolverLimits ? { resolverLimits: o.resolverLimits } : {}),
     }
     this.#core = core
     this.#front = new ProxyFront(core, new LeafMinter(this.#ca))

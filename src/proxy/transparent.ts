@@ -44,9 +44,9 @@ export class TransparentEgress {
   readonly #limits: ResolverLimits
   readonly #resolvers = new Map<string, WorkspaceResolver>()
 
-  constructor(core: ProxyCore, limits: Partial<ResolverLimits> = {}) {
+  constructor(core: ProxyCore) {
     this.#core = core
-    this.#limits = { ...DEFAULT_RESOLVER_LIMITS, ...limits }
+    this.#limits = { ...DEFAULT_RESOLVER_LIMITS, ...core.resolverLimits }
   }
 
   /** Drops a workspace's synthetic names (it was torn down in this proxy). */
@@ -117,19 +117,23 @@ export class TransparentEgress {
         await this.#emit(row)
       },
     }
-    socket.setTimeout(0)
+    socket.setTimeout(this.#core.limits.idleTimeoutMs, () => socket.destroy())
     socket.write('HTTP/1.1 200 Connection Established\r\n\r\n')
     if (head.length) socket.unshift(head)
     serveDnsStream(socket, this.resolver(claims.workspace_id), hooks)
     return 'handled'
   }
 
+  /** Writes a dns row and waits until the sink has it; a refusal is counted, logged and thrown (the lookup fails). */
   async #emit(row: ReturnType<typeof decisionRow>): Promise<void> {
     try {
       await this.#core.audit.emit(row)
+      this.#core.auditGate.accepted()
     } catch (err) {
       this.#core.counters.auditFailures++
+      this.#core.auditGate.refused(err)
       this.#core.log.error({ err: { message: (err as Error)?.message } }, 'proxy: the audit sink refused a dns policy_decision row')
+      throw err
     }
   }
 

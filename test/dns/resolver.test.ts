@@ -59,6 +59,14 @@ describe('WorkspaceResolver', () => {
     expect((await r.answer(response, hooks())).outcome).toBe('dropped')
   })
 
+  it('gives no answer without its row: a refused row turns an allowed lookup into SERVFAIL', async () => {
+    const r = new WorkspaceResolver()
+    const failing: LookupHooks = { decide: () => ({ allowed: true, capability: 'cap' }), allowed: async () => { throw new Error('audit down') } }
+    const out = await r.answer(query('api.example.com'), failing)
+    expect(out.outcome).toBe('row_refused')
+    expect(decode(out.reply)).toMatchObject({ rcode: 'SERVFAIL', answers: [] })
+  })
+
   it('names that cannot exist', () => {
     for (const n of ['', 'intranet', 'a..b', '-x.dev', 'x.invalid', 'printer.local', 'app.localhost', '1.2.3.4', `${'a'.repeat(64)}.dev`]) expect(lookupName(n), n).toBeUndefined()
     expect(lookupName('API.Example.COM.')).toBe('api.example.com')
