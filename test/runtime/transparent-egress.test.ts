@@ -8,6 +8,7 @@ import { packageRoot } from '../../src/runtime/layout.js'
 import { startHarness, type Harness } from '../proxy/harness.js'
 import { startNamedUpstreams, type NamedUpstreams } from '../proxy/transparent-harness.js'
 import { bwrapAvailable } from './helpers.js'
+import { startGitServer, type GitServer } from './git-http-server.js'
 import { localRuntime, type LocalRuntimeUnderTest } from './drivers.js'
 
 const available = (await bwrapAvailable()) && process.getuid?.() === 0
@@ -60,9 +61,12 @@ describe.skipIf(!available)('transparent egress from a bubblewrap workspace', ()
   let runtime: LocalRuntimeUnderTest
   let workspaceId: string
   let token: string
+  let gitServer: GitServer
 
   beforeAll(async () => {
-    up = await startNamedUpstreams(await mkdtemp(join(tmpdir(), 'corral-named-')))
+    const upDir = await mkdtemp(join(tmpdir(), 'corral-named-'))
+    up = await startNamedUpstreams(upDir)
+    gitServer = await startGitServer('cloned through corral\n', join(upDir, 'named-upstream-ca'))
     h = await startHarness({ resolve: async () => [{ address: '127.0.0.1', family: 4 }], upstreamCaPem: [up.caPem] })
     ;({ workspaceId, token } = await h.workspace(caps(up.httpsPort, up.httpPort), 'idle', { raw: true }))
     await mkdir(join(packageRoot(), '.corral'), { recursive: true })
@@ -74,6 +78,7 @@ describe.skipIf(!available)('transparent egress from a bubblewrap workspace', ()
     await runtime?.close()
     await h?.close()
     await up?.close()
+    await gitServer?.close()
     if (root) await rm(root, { recursive: true, force: true })
   })
 
@@ -135,5 +140,34 @@ curl -sS --max-time 10 https://api.allowed.dev:$HTTPS_PORT/via-proxy > curl.txt 
     expect(await out('curl.txt')).toBe('hello api.allowed.dev')
     expect(h.audit.decisions().filter((r) => r.workspace_id === other.workspaceId && r.policy_type === 'dns')).toEqual([])
     await optedOut.close()
+  })
+
+  it('git clone over https with HTTPS_PROXY unset: the dns row, then one allowed http row per request', async () => {
+    const gitCaps = `
+- name: git
+  type: http
+  allow:
+    - domains: ["git.allowed.dev:${gitServer.port}"]
+      methods: [GET, POST]
+      allow_private: ["127.0.0.0/8"]
+`
+    const w = await h.workspace(gitCaps, 'idle', { raw: true })
+    const ws = await runtime.provision({ workspaceId: w.workspaceId })
+    const script = String.raw`
+unset HTTPS_PROXY https_proxy HTTP_PROXY http_proxy
+cd /data
+git clone -q https://git.allowed.dev:$GIT_PORT/repo.git cloned > clone.txt 2>&1; echo "exit $?" >> clone.txt
+`
+    const agent = await runtime.startAgent(w.workspaceId, { command: ['/bin/bash', '-c', script], proxyToken: w.token, env: { GIT_PORT: String(gitServer.port) } })
+    expect(await agent.exited).toEqual({ code: 0, signal: null })
+    const rowsNow = h.audit.decisions().filter((r) => r.workspace_id === w.workspaceId)
+    expect((await readFile(join(ws.dataDir, 'clone.txt'), 'utf8')).trim(), JSON.stringify(rowsNow.map((r) => [r.path, r.decision, r.reason, r.detail]))).toBe('exit 0')
+    expect(await readFile(join(ws.dataDir, 'cloned', 'README.md'), 'utf8')).toBe('cloned through corral\n')
+    const rows = h.audit.decisions().filter((r) => r.workspace_id === w.workspaceId)
+    expect(rows.some((r) => r.policy_type === 'dns' && r.destination === 'git.allowed.dev' && r.capability_name === 'git')).toBe(true)
+    const http = rows.filter((r) => r.policy_type === 'http')
+    expect(http.length).toBeGreaterThanOrEqual(2)
+    for (const r of http) expect(r).toMatchObject({ decision: 'allow', destination: 'git.allowed.dev', capability_name: 'git' })
+    expect(http.map((r) => r.path)).toContain('/repo.git/git-upload-pack')
   })
 })
