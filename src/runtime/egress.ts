@@ -12,6 +12,7 @@
 // ask for: a few lines of perl (perl-base is part of every Debian and most other systems) make the
 // three sockets as root and hand them to the init as inherited descriptors, then exec setpriv,
 // which drops to the agent's uid with no capability left.
+import { existsSync } from 'node:fs'
 import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 
@@ -87,4 +88,12 @@ export async function writeEgressFiles(dir: string): Promise<EgressFiles> {
 /** The command that sets the namespace up as root and then runs `inner` (setpriv …). */
 export function egressCommand(inner: readonly string[]): string[] {
   return ['/bin/sh', `${SANDBOX_EGRESS_DIR}/setup.sh`, ...inner]
+}
+
+const TOOLS = ['ip', 'nft', 'perl']
+const TOOL_DIRS = ['/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin']
+
+/** The setup's tools that this host lacks (iproute2, nftables, perl): transparent egress needs all three. */
+export function missingEgressTools(): string[] {
+  return TOOLS.filter((t) => !TOOL_DIRS.some((d) => existsSync(join(d, t))))
 }

@@ -15,6 +15,7 @@ import {
   ALLOW_UNENFORCED, LIMIT_ENV, checkLimits, findPrlimit, limitsEnv, limitsFromEnv, prlimitArgs, runForOutput, withLimits, type WorkspaceLimits,
 } from './limits.js'
 import { SANDBOX_PACKS } from './sandbox-args.js'
+import { missingEgressTools } from './egress.js'
 import type { AgentLaunch, RuntimeCheck, RuntimeOptions } from './runtime.js'
 import {
   DEFAULT_SANDBOX_UID, SANDBOX_UID, SETPRIV, bwrapArgs, nestedIn, nodePrefix, SANDBOX_CA, SANDBOX_CA_BUNDLE, SANDBOX_DATA, SANDBOX_INBOX, SANDBOX_INIT, SANDBOX_PROXY_PORT,
@@ -72,6 +73,8 @@ export class LocalRuntime extends DirectoryRuntime {
   readonly #hidden: readonly string[]
   #prlimit: string | null = null
   readonly #egressOption: boolean | undefined
+  /** Tools transparent egress needs that the host lacks (then it is off, with a warning). */
+  #egressMissing: string[] = []
   #disableUserns = false
   #probed = false
   /** Where workspace cgroups are made; null without (then memory and pids are not enforced). */
@@ -223,12 +226,16 @@ export class LocalRuntime extends DirectoryRuntime {
     this.#disableUserns = help.includes('--disable-userns')
     this.#prlimit = await findPrlimit()
     await this.#detectCgroups()
+    this.#probeEgress()
     this.#probed = true
     if (this.#root && !existsSync(SETPRIV)) {
       problems.push(`${SETPRIV} (util-linux) is not installed: when corral serve runs as root, agents are dropped to an unprivileged uid with it; install util-linux`)
       return { ok: false, problems, warnings: [] }
     }
     const warnings: string[] = []
+    if (this.#egressMissing.length > 0) {
+      warnings.push(`transparent egress is off: ${this.#egressMissing.join(', ')} not installed (iproute2, nftables, perl); workspaces reach the proxy through HTTPS_PROXY only`)
+    }
     const unenforced: string[] = []
     const scratch = await mkdtemp(join(tmpdir(), 'corral-bwrap-check-'))
     // A trial sandbox, started as a workspace's is (its cgroup, the agent's uid), with /dev/null
@@ -281,6 +288,7 @@ export class LocalRuntime extends DirectoryRuntime {
     if (!this.#prlimit && prlimitArgs(this.#limits, { nproc: this.#cgroups === null }).length > 0) {
       throw new RuntimeError('runtime_unavailable', 'prlimit (util-linux) is not installed, so the workspace limits cannot be applied')
     }
+    this.#probeEgress()
     this.#probed = true
   }
 
@@ -333,7 +341,12 @@ export class LocalRuntime extends DirectoryRuntime {
   }
 
   #transparentEgress(): boolean {
-    return this.#egressOption ?? process.env.CORRAL_TRANSPARENT_EGRESS !== 'off'
+    return (this.#egressOption ?? process.env.CORRAL_TRANSPARENT_EGRESS !== 'off') && this.#egressMissing.length === 0
+  }
+
+  #probeEgress(): void {
+    const wanted = this.#egressOption ?? process.env.CORRAL_TRANSPARENT_EGRESS !== 'off'
+    this.#egressMissing = this.#root && wanted ? missingEgressTools() : []
   }
 
   #mounts(dataDir: string, init: string, proxySocket: string, shared: SharedFiles | null, uid: number): SandboxMounts {
