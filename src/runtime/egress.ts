@@ -20,6 +20,8 @@ import { join } from 'node:path'
 export const SANDBOX_EGRESS_DIR = '/run/corral/egress'
 /** The resolver address in the sandbox (what /etc/resolv.conf names). */
 export const SANDBOX_RESOLVER = '127.0.0.53'
+/** `off` turns transparent egress off: for serve (all workspaces) or in a workspace's pack `agent.env` (that one). */
+export const EGRESS_OPT_OUT = 'CORRAL_TRANSPARENT_EGRESS'
 /** The port the TPROXY listener takes inside the namespace (never dialled by anyone). */
 export const SANDBOX_EGRESS_PORT = 15001
 

@@ -15,7 +15,7 @@ import {
   ALLOW_UNENFORCED, LIMIT_ENV, checkLimits, findPrlimit, limitsEnv, limitsFromEnv, prlimitArgs, runForOutput, withLimits, type WorkspaceLimits,
 } from './limits.js'
 import { SANDBOX_PACKS } from './sandbox-args.js'
-import { missingEgressTools } from './egress.js'
+import { EGRESS_OPT_OUT, missingEgressTools } from './egress.js'
 import type { AgentLaunch, RuntimeCheck, RuntimeOptions } from './runtime.js'
 import {
   DEFAULT_SANDBOX_UID, SANDBOX_UID, SETPRIV, bwrapArgs, nestedIn, nodePrefix, SANDBOX_CA, SANDBOX_CA_BUNDLE, SANDBOX_DATA, SANDBOX_INBOX, SANDBOX_INIT, SANDBOX_PROXY_PORT,
@@ -294,6 +294,8 @@ export class LocalRuntime extends DirectoryRuntime {
 
   protected plan(workspaceId: string, launch: AgentLaunch, shared: SharedFiles, inbox: string): LaunchPlan {
     const mounts = { ...this.#mounts(this.layout.data(workspaceId), shared.init, this.layout.socket(workspaceId), shared, this.#uidOf(workspaceId)), inbox, packs: launch.packs ?? [] }
+    // A workspace may opt out (its pack's agent.env, handed on by DirectoryRuntime): it only gives up a way out.
+    if (launch.env?.[EGRESS_OPT_OUT] === 'off') delete mounts.egress
     const proxyUrl = `http://127.0.0.1:${SANDBOX_PROXY_PORT}`
     // Tools that only know the proxy variables (curl, pip, git, Python requests) send the userinfo
     // as `Proxy-Authorization: Basic`, which the proxy accepts with the token as password.
@@ -341,11 +343,11 @@ export class LocalRuntime extends DirectoryRuntime {
   }
 
   #transparentEgress(): boolean {
-    return (this.#egressOption ?? process.env.CORRAL_TRANSPARENT_EGRESS !== 'off') && this.#egressMissing.length === 0
+    return (this.#egressOption ?? process.env[EGRESS_OPT_OUT] !== 'off') && this.#egressMissing.length === 0
   }
 
   #probeEgress(): void {
-    const wanted = this.#egressOption ?? process.env.CORRAL_TRANSPARENT_EGRESS !== 'off'
+    const wanted = this.#egressOption ?? process.env[EGRESS_OPT_OUT] !== 'off'
     this.#egressMissing = this.#root && wanted ? missingEgressTools() : []
   }
 

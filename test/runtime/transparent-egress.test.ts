@@ -170,4 +170,18 @@ git clone -q https://git.allowed.dev:$GIT_PORT/repo.git cloned > clone.txt 2>&1;
     for (const r of http) expect(r).toMatchObject({ decision: 'allow', destination: 'git.allowed.dev', capability_name: 'git' })
     expect(http.map((r) => r.path)).toContain('/repo.git/git-upload-pack')
   })
+
+  it('one workspace opts out through its pack environment; the runtime keeps it for the others', async () => {
+    const w = await h.workspace(caps(up.httpsPort, up.httpPort), 'idle', { raw: true })
+    const ws = await runtime.provision({ workspaceId: w.workspaceId })
+    const script = String.raw`
+cd /data
+getent hosts api.allowed.dev > getent.txt 2>&1; echo "exit $?" >> getent.txt
+[ -e /etc/resolv.conf ] && echo present > resolv.txt || echo absent > resolv.txt
+`
+    const agent = await runtime.startAgent(w.workspaceId, { command: ['/bin/bash', '-c', script], proxyToken: w.token, baseEnv: { CORRAL_TRANSPARENT_EGRESS: 'off' } })
+    expect(await agent.exited).toEqual({ code: 0, signal: null })
+    expect((await readFile(join(ws.dataDir, 'getent.txt'), 'utf8')).trim()).toBe('exit 2')
+    expect((await readFile(join(ws.dataDir, 'resolv.txt'), 'utf8')).trim()).toBe('absent')
+  })
 })
