@@ -44,6 +44,8 @@ cd /data
 getent hosts api.allowed.dev > getent.txt 2>&1
 dig +short +time=3 +tries=1 api.allowed.dev > dig.txt 2>&1
 dig +time=3 +tries=1 api.allowed.dev AAAA > dig-aaaa.txt 2>&1
+dig +tcp +short +time=3 +tries=1 api.allowed.dev > dig-tcp.txt 2>&1
+dig +time=3 +tries=1 allowed.dev AXFR > dig-axfr.txt 2>&1
 curl -sS --max-time 10 https://api.allowed.dev:$HTTPS_PORT/curl > curl.txt 2>&1
 curl -sS --max-time 10 -o /dev/null -w '%{http_code}' https://denied.elsewhere.dev:$HTTPS_PORT/curl-denied > curl-denied.txt 2>&1
 curl -sS --max-time 10 http://plain.allowed.dev:$HTTP_PORT/curl-plain > curl-plain.txt 2>&1
@@ -98,6 +100,9 @@ describe.skipIf(!available)('transparent egress from a bubblewrap workspace', ()
     expect(await out('getent.txt')).toMatch(new RegExp(`^${address.replace(/\./g, '\\.')}\\s+api\\.allowed\\.dev`))
     expect(await out('dig-aaaa.txt')).toMatch(/status: NOERROR/)
     expect(await out('dig-aaaa.txt')).toMatch(/ANSWER: 0/)
+    // The same over TCP (the resolver's fallback); a zone transfer is refused.
+    expect(await out('dig-tcp.txt')).toBe(address)
+    expect(await out('dig-axfr.txt')).toMatch(/Transfer failed|REFUSED/)
     // Allowed: curl (TLS and plain HTTP), Python's urllib, a client that dials the address itself.
     expect(await out('curl.txt')).toBe('hello api.allowed.dev')
     expect(await out('curl-plain.txt')).toBe('hello plain.allowed.dev')
