@@ -7,7 +7,7 @@
 import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
-import { createAuditBus, openAuditWriter } from '../audit/index.js'
+import { LogSigner, ProvableLog, WitnessDir, createAuditBus, openAuditWriter } from '../audit/index.js'
 import type { AgentCallbackHandler } from '../contract/index.js'
 import { AddressGuard } from '../net/index.js'
 import { caFingerprint, loadOrCreateCa, type Endpoint } from '../proxy/index.js'
@@ -81,6 +81,14 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
   const bus = createAuditBus(store, { logger })
   teardown.add('audit', () => audit.close().then(() => bus.close()), { mustSucceed: true })
   await bus.ready
+  // The provable log: rows into each org's Merkle tree, signed checkpoints to the witness (docs/audit.md).
+  const auditLog = new ProvableLog({
+    store, logger, signer: await LogSigner.open(config.dataDir),
+    ...(config.auditLog.witnessDir ? { witness: new WitnessDir(config.auditLog.witnessDir) } : {}),
+    appendIntervalMs: config.auditLog.appendIntervalMs, checkpointIntervalMs: config.auditLog.checkpointIntervalMs,
+  })
+  auditLog.start()
+  teardown.add('audit log', () => auditLog.stop())
   const boot = await bootstrap(store, audit, { dataDir: config.dataDir, ownerEmail: config.ownerEmail })
 
   // One CA (the proxy signs with it, the sandboxes trust it) and one token key (the controller
@@ -119,7 +127,7 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
   await workspaces.start()
 
   const deps: ServerDeps = {
-    store, audit, bus, logger,
+    store, audit, bus, logger, auditLog,
     config: { ...(await serverConfigFromEnv(config.env, config.dataDir)), taskRateLimit: config.taskRateLimit },
     identity: new Identity(await BuiltinIdentityProvider.open(store.settings), config.oidc ? [new OidcIdentityProvider(config.oidc)] : []),
     workspaces: workspaces.directory,

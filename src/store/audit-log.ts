@@ -107,6 +107,15 @@ export function auditLog(handle: Kysely<Database>, pg: boolean) {
       return rows.map((r) => ({ idx: Number(r.idx), eventId: String(r.event_id), leafHash: r.leaf_hash }))
     },
 
+    /** Which of `ids` already have a leaf (a row queued twice is appended once). */
+    async leafed(ids: readonly string[]): Promise<Set<string>> {
+      const out = new Set<string>()
+      for (let i = 0; i < ids.length; i += CHUNK) {
+        for (const r of await db.selectFrom('audit_log_leaves').select('event_id').where('event_id', 'in', ids.slice(i, i + CHUNK)).execute()) out.add(r.event_id)
+      }
+      return out
+    },
+
     async leafOf(orgId: string, eventId: string): Promise<LogLeaf | undefined> {
       const r = await db.selectFrom('audit_log_leaves').select(['idx', 'event_id', 'leaf_hash'])
         .where('org_id', '=', orgId).where('event_id', '=', eventId).executeTakeFirst()

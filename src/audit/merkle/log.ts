@@ -112,13 +112,17 @@ export class ProvableLog {
   async #appendOrg(orgId: string, queued: PendingRow[]): Promise<number> {
     return this.#o.store.transaction(async (tx) => {
       const tree = await tx.auditLog.tree(orgId)
-      const rows = await tx.auditLog.rows(queued.map((p) => p.eventId))
+      const ids = queued.map((p) => p.eventId)
+      const rows = await tx.auditLog.rows(ids)
+      // A row queued twice (by hand, or a replay) is appended once: a repeat must not stall the queue.
+      const seen = await tx.auditLog.leafed(ids)
       const range = new CompactRange(tree?.size ?? 0, (tree?.edge ?? []).map((h) => Buffer.from(h, 'hex')))
       const leaves: LogLeaf[] = []
       for (const p of queued) {
         const row = rows.get(p.eventId)
         // A queued row that is gone (removed behind the database's back) has no leaf; verify names it.
-        if (!row || row.org_id !== orgId) continue
+        if (!row || row.org_id !== orgId || seen.has(p.eventId)) continue
+        seen.add(p.eventId)
         const h = rowLeafHash(row)
         leaves.push({ idx: range.size, eventId: p.eventId, leafHash: h.toString('hex') })
         range.append(h)

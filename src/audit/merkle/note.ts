@@ -48,8 +48,12 @@ export function verifierKey(name: string, publicKey: Buffer): VerifierKey {
 
 /** Parses `<name>+<hex hash>+<base64 key>`; undefined when it is not an Ed25519 vkey whose hash matches. */
 export function parseVerifierKey(text: string): VerifierKey | undefined {
-  const parts = text.trim().split('+')
-  if (parts.length !== 3 || !parts[0] || /\s/.test(parts[0])) return undefined
+  // The key's base64 may itself hold '+': split at the first two only.
+  const t = text.trim()
+  const a = t.indexOf('+')
+  const b = t.indexOf('+', a + 1)
+  const parts = [t.slice(0, a), t.slice(a + 1, b), t.slice(b + 1)]
+  if (a <= 0 || b < 0 || /\s/.test(parts[0])) return undefined
   const raw = Buffer.from(parts[2], 'base64')
   if (raw.length !== 33 || raw[0] !== ED25519) return undefined
   const publicKey = raw.subarray(1)
