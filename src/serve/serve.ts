@@ -16,7 +16,7 @@ import {
   BuiltinIdentityProvider, Identity, OidcIdentityProvider, bootstrap, createLogger, serverConfigFromEnv,
   type BootstrapResult, type ServerDeps,
 } from '../server/index.js'
-import { openStore } from '../store/index.js'
+import { openStore, type Store } from '../store/index.js'
 import { startApi } from './api.js'
 import { serveConfig, type ServeConfig, type ServeOptions } from './config.js'
 import { lockDataDir } from './data-dir-lock.js'
@@ -81,14 +81,6 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
   const bus = createAuditBus(store, { logger })
   teardown.add('audit', () => audit.close().then(() => bus.close()), { mustSucceed: true })
   await bus.ready
-  // The provable log: rows into each org's Merkle tree, signed checkpoints to the witness (docs/audit.md).
-  const auditLog = new ProvableLog({
-    store, logger, signer: await LogSigner.open(config.dataDir),
-    ...(config.auditLog.witnessDir ? { witness: new WitnessDir(config.auditLog.witnessDir) } : {}),
-    appendIntervalMs: config.auditLog.appendIntervalMs, checkpointIntervalMs: config.auditLog.checkpointIntervalMs,
-  })
-  auditLog.start()
-  teardown.add('audit log', () => auditLog.stop())
   const boot = await bootstrap(store, audit, { dataDir: config.dataDir, ownerEmail: config.ownerEmail })
 
   // One CA (the proxy signs with it, the sandboxes trust it) and one token key (the controller
@@ -127,7 +119,7 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
   await workspaces.start()
 
   const deps: ServerDeps = {
-    store, audit, bus, logger, auditLog,
+    store, audit, bus, logger, auditLog: await startAuditLog(config, store, logger, teardown),
     config: { ...(await serverConfigFromEnv(config.env, config.dataDir)), taskRateLimit: config.taskRateLimit },
     identity: new Identity(await BuiltinIdentityProvider.open(store.settings), config.oidc ? [new OidcIdentityProvider(config.oidc)] : []),
     workspaces: workspaces.directory,
@@ -151,6 +143,18 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
     stop: () => teardown.run(),
     onFatal: (cb) => replica.onFatal(cb),
   }
+}
+
+/** The provable log (docs/audit.md): appender and checkpointer, signing with this data dir's key, stopped before the audit writer closes. */
+async function startAuditLog(config: ServeConfig, store: Store, logger: Logger, teardown: Teardown): Promise<ProvableLog> {
+  const auditLog = new ProvableLog({
+    store, logger, signer: await LogSigner.open(config.dataDir),
+    ...(config.auditLog.witnessDir ? { witness: new WitnessDir(config.auditLog.witnessDir) } : {}),
+    appendIntervalMs: config.auditLog.appendIntervalMs, checkpointIntervalMs: config.auditLog.checkpointIntervalMs,
+  })
+  auditLog.start()
+  teardown.add('audit log', () => auditLog.stop())
+  return auditLog
 }
 
 /**
