@@ -31,6 +31,10 @@ export class AppendConflictError extends Error {
 }
 
 const CHUNK = 500
+/** Single-column lists: well under both dialects' bind limits. */
+const BIG_CHUNK = 10_000
+/** Four columns a leaf. */
+const LEAF_CHUNK = 5_000
 
 // long-function: one object literal of short methods over the log's tables, sharing `db`
 export function auditLog(handle: Kysely<Database>, pg: boolean) {
@@ -42,9 +46,22 @@ export function auditLog(handle: Kysely<Database>, pg: boolean) {
       return (await q.execute()).map((r) => ({ seq: Number(r.seq), eventId: String(r.event_id), orgId: r.org_id }))
     },
 
+    /** The queue's head with each queued row as stored (absent when the row is gone), in one read. */
+    async pendingRows(limit: number): Promise<Array<PendingRow & { row?: AuditEvent }>> {
+      const rows = await db.selectFrom('audit_log_pending as p')
+        .leftJoin('audit_events as e', (j) => j.onRef(pg ? sql`e.id::text` as never : 'e.id', '=', 'p.event_id'))
+        .selectAll('e').select(['p.seq as p_seq', 'p.event_id as p_event_id', 'p.org_id as p_org_id'])
+        .orderBy('p.seq').limit(limit).execute()
+      return rows.map((r) => {
+        const { p_seq, p_event_id, p_org_id, ...row } = r as typeof r & { p_seq: Num; p_event_id: string; p_org_id: string }
+        const base = { seq: Number(p_seq), eventId: String(p_event_id), orgId: p_org_id }
+        return row.id === null || row.id === undefined ? base : { ...base, row: fromRow(row) }
+      })
+    },
+
     async dropPending(seqs: readonly number[]): Promise<void> {
-      for (let i = 0; i < seqs.length; i += CHUNK) {
-        await db.deleteFrom('audit_log_pending').where('seq', 'in', seqs.slice(i, i + CHUNK)).execute()
+      for (let i = 0; i < seqs.length; i += BIG_CHUNK) {
+        await db.deleteFrom('audit_log_pending').where('seq', 'in', seqs.slice(i, i + BIG_CHUNK)).execute()
       }
     },
 
@@ -87,8 +104,8 @@ export function auditLog(handle: Kysely<Database>, pg: boolean) {
     /** Stores `leaves` after `from` and moves the tree from `from.size` to `next` (AppendConflictError when it moved). */
     async append(from: LogTree | undefined, next: LogTree, leaves: readonly LogLeaf[]): Promise<void> {
       const base = from?.size ?? 0
-      for (let i = 0; i < leaves.length; i += CHUNK) {
-        await db.insertInto('audit_log_leaves').values(leaves.slice(i, i + CHUNK).map((l) => ({
+      for (let i = 0; i < leaves.length; i += LEAF_CHUNK) {
+        await db.insertInto('audit_log_leaves').values(leaves.slice(i, i + LEAF_CHUNK).map((l) => ({
           org_id: next.orgId, idx: l.idx, event_id: l.eventId, leaf_hash: l.leafHash,
         }))).execute()
       }
@@ -110,8 +127,8 @@ export function auditLog(handle: Kysely<Database>, pg: boolean) {
     /** Which of `ids` already have a leaf (a row queued twice is appended once). */
     async leafed(ids: readonly string[]): Promise<Set<string>> {
       const out = new Set<string>()
-      for (let i = 0; i < ids.length; i += CHUNK) {
-        for (const r of await db.selectFrom('audit_log_leaves').select('event_id').where('event_id', 'in', ids.slice(i, i + CHUNK)).execute()) out.add(r.event_id)
+      for (let i = 0; i < ids.length; i += BIG_CHUNK) {
+        for (const r of await db.selectFrom('audit_log_leaves').select('event_id').where('event_id', 'in', ids.slice(i, i + BIG_CHUNK)).execute()) out.add(r.event_id)
       }
       return out
     },

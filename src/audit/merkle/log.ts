@@ -6,7 +6,7 @@
 // conditional transaction (the loser retries, src/store/audit-log.ts) and one checkpoint per
 // (org, size) is stored whichever replica signed it, so every org has one sequence of checkpoints.
 import { randomUUID } from 'node:crypto'
-import { nowIso } from '../../contract/index.js'
+import { nowIso, type AuditEvent } from '../../contract/index.js'
 import { AppendConflictError, isUniqueViolation, type LogLeaf, type LogTree, type PendingRow, type Store, type StoredCheckpoint } from '../../store/index.js'
 import type { AuditWriterLogger } from '../writer-types.js'
 import { rowLeafHash } from './canonical.js'
@@ -16,6 +16,8 @@ import { CompactRange } from './tree.js'
 import type { WitnessDir } from './witness.js'
 
 export const LOG_ID_SETTING = 'audit_log_id'
+
+type Queued = PendingRow & { row?: AuditEvent }
 
 export interface ProvableLogOptions {
   store: Store
@@ -93,10 +95,14 @@ export class ProvableLog {
   async #appendAll(): Promise<number> {
     let added = 0
     for (;;) {
-      const pending = await this.#o.store.auditLog.pending(this.#batch)
+      const pending = await this.#o.store.auditLog.pendingRows(this.#batch)
       if (pending.length === 0 || this.#stopped) return added
-      const byOrg = new Map<string, PendingRow[]>()
-      for (const p of pending) byOrg.set(p.orgId, [...(byOrg.get(p.orgId) ?? []), p])
+      const byOrg = new Map<string, Queued[]>()
+      for (const p of pending) {
+        const list = byOrg.get(p.orgId)
+        if (list) list.push(p)
+        else byOrg.set(p.orgId, [p])
+      }
       for (const [orgId, rows] of byOrg) {
         try {
           added += await this.#appendOrg(orgId, rows)
@@ -109,17 +115,15 @@ export class ProvableLog {
     }
   }
 
-  async #appendOrg(orgId: string, queued: PendingRow[]): Promise<number> {
+  async #appendOrg(orgId: string, queued: Queued[]): Promise<number> {
     return this.#o.store.transaction(async (tx) => {
       const tree = await tx.auditLog.tree(orgId)
-      const ids = queued.map((p) => p.eventId)
-      const rows = await tx.auditLog.rows(ids)
       // A row queued twice (by hand, or a replay) is appended once: a repeat must not stall the queue.
-      const seen = await tx.auditLog.leafed(ids)
+      const seen = await tx.auditLog.leafed(queued.map((p) => p.eventId))
       const range = new CompactRange(tree?.size ?? 0, (tree?.edge ?? []).map((h) => Buffer.from(h, 'hex')))
       const leaves: LogLeaf[] = []
       for (const p of queued) {
-        const row = rows.get(p.eventId)
+        const row = p.row
         // A queued row that is gone (removed behind the database's back) has no leaf; verify names it.
         if (!row || row.org_id !== orgId || seen.has(p.eventId)) continue
         seen.add(p.eventId)
