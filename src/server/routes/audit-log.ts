@@ -40,7 +40,7 @@ export async function auditLogRoutes(app: FastifyInstance, deps: ServerDeps): Pr
 
   app.post(
     '/audit/checkpoints',
-    { config: { permission: ORG_LOG }, schema: { response: { 200: checkpointSchema } } },
+    { config: { permission: ORG_LOG, openapi: { noBody: true } }, schema: { response: { 200: checkpointSchema } } },
     async (request) => {
       const org = request.principal!.org.id
       if (!deps.auditLog) throw apiError('service_unavailable', 'this server does not sign audit checkpoints')
