@@ -26,6 +26,6 @@ export {
 export { AUDIT_CHANNEL } from './notify.js'
 export {
   ProvableLog, LogSigner, WitnessDir, bundleInput, consistencyFor, databaseInput, inclusionFor, logId, logOrigin, rotateLogKey,
-  verifyLog, writeBundle,
-  type ConsistencyAnswer, type Finding, type InclusionAnswer, type TrustOptions, type VerifyReport,
+  remoteInput, verifyLog, writeBundle,
+  type ConsistencyAnswer, type RemoteLog, type Finding, type InclusionAnswer, type TrustOptions, type VerifyReport,
 } from './merkle/index.js'

@@ -3,7 +3,8 @@
 // trusted (a witness directory, verifier keys given as text or files), and how findings print.
 import { readFile } from 'node:fs/promises'
 import { Flags } from '@oclif/core'
-import type { VerifyReport } from '../audit/index.js'
+import type { RemoteLog, VerifyReport } from '../audit/index.js'
+import type { CorralClient } from '../client/index.js'
 import { UsageError } from './errors.js'
 import { openStoreFromFlags } from './store-flags.js'
 
@@ -22,11 +23,15 @@ export async function keyTexts(keys: readonly string[] | undefined): Promise<str
   return out
 }
 
-export async function verifyFrom(flags: { dir?: string; org?: string; witness?: string; key?: string[]; 'data-dir': string; db?: string }): Promise<VerifyReport> {
-  const { bundleInput, databaseInput, verifyLog } = await import('../audit/index.js')
+/**
+ * Where `audit verify` reads: `--dir` an export; `--org` the store (`--db` / `--data-dir`, an
+ * operator's view of any org); else the API, the caller's own org.
+ */
+export async function verifyFrom(flags: { dir?: string; org?: string; witness?: string; key?: string[]; 'data-dir': string; db?: string }, api: () => Promise<RemoteLog>): Promise<VerifyReport> {
+  const { bundleInput, databaseInput, remoteInput, verifyLog } = await import('../audit/index.js')
   const trust = { ...(flags.witness ? { witness: flags.witness } : {}), keys: await keyTexts(flags.key) }
   if (flags.dir) return verifyLog(await bundleInput(flags.dir, trust))
-  if (!flags.org) throw new UsageError('--org is required to verify the log in the database (or --dir for an export)')
+  if (!flags.org) return verifyLog(await remoteInput(await api(), trust))
   const store = await openStoreFromFlags(flags)
   try {
     return await verifyLog(await databaseInput(store, flags.org, trust))
@@ -54,4 +59,30 @@ export function renderReport(r: VerifyReport): string {
     ? `ok: ${r.org_id}: ${r.tree_size} rows verified against ${r.checkpoints_verified} signed checkpoint(s) (latest ${r.latest_checkpoint ?? 'none'})`
     : `FAILED: ${r.org_id}: ${r.findings.filter((f) => f.error).length} finding(s) in a log of ${r.tree_size} rows`)
   return `${lines.join('\n')}\n`
+}
+
+type Row = Awaited<ReturnType<RemoteLog['unlogged']>>[number]['row']
+
+/** The caller's org's log through the API (GET /v1/audit/log, …/unlogged, /audit/checkpoints). */
+export async function remoteLog(client: CorralClient): Promise<RemoteLog> {
+  const me = await client.request<{ org: { id: string } }>('GET', '/me')
+  const listing = async () => {
+    const notes: string[] = []
+    let keys: string[] = []
+    for (let after: number | undefined; ;) {
+      const page = await client.request<{ checkpoints: Array<{ size: number; note: string }>; keys: Array<{ vkey: string }> }>('GET', `/audit/checkpoints?limit=1000${after === undefined ? '' : `&after_size=${after}`}`)
+      keys = page.keys.map((k) => k.vkey)
+      notes.push(...page.checkpoints.map((c) => c.note))
+      if (page.checkpoints.length < 1000) return { notes, keys }
+      after = page.checkpoints[page.checkpoints.length - 1].size
+    }
+  }
+  let cached: Promise<{ notes: string[]; keys: string[] }> | undefined
+  return {
+    orgId: me.org.id,
+    leaves: async (from, limit) => (await client.request<{ leaves: Array<{ index: number; id: string; leaf_hash: string; row: Row | null }> }>('GET', `/audit/log?from=${from}&limit=${limit}`)).leaves,
+    unlogged: async () => (await client.request<{ rows: Array<{ row: Row; pending: boolean }> }>('GET', '/audit/log/unlogged')).rows,
+    checkpoints: async () => (await (cached ??= listing())).notes,
+    keys: async () => (await (cached ??= listing())).keys,
+  }
 }

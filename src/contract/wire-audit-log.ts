@@ -1,3 +1,5 @@
+import { auditEventSchema } from './wire-audit.js'
+
 // The provable log's responses (docs/audit.md "API"): checkpoints with the keys that signed them,
 // an inclusion proof of one row, a consistency proof between two checkpoints. Hashes are hex;
 // `note` is the signed checkpoint exactly as published to the witness.
@@ -39,4 +41,31 @@ export const consistencyProofSchema = {
   required: ['from_size', 'to_size', 'from_root', 'to_root', 'proof'],
   additionalProperties: false,
   properties: { from_size: { type: 'integer' }, to_size: { type: 'integer' }, from_root: hex, to_root: hex, proof: { type: 'array', items: hex } },
+} as const
+
+/** A page of the org's tree: each leaf with its row as stored now (null when the row is gone). */
+export const logPageSchema = {
+  type: 'object',
+  required: ['tree_size', 'leaves'],
+  additionalProperties: false,
+  properties: {
+    tree_size: { type: 'integer' },
+    leaves: {
+      type: 'array',
+      items: {
+        type: 'object', required: ['index', 'id', 'leaf_hash', 'row'], additionalProperties: false,
+        properties: { index: { type: 'integer' }, id: { type: 'string' }, leaf_hash: hex, row: { anyOf: [auditEventSchema, { type: 'null' }] } },
+      },
+    },
+  },
+} as const
+
+/** The org's rows in no leaf (first 10,000), each with whether it waits in the queue. */
+export const unloggedSchema = {
+  type: 'object',
+  required: ['rows'],
+  additionalProperties: false,
+  properties: {
+    rows: { type: 'array', items: { type: 'object', required: ['row', 'pending'], additionalProperties: false, properties: { row: auditEventSchema, pending: { type: 'boolean' } } } },
+  },
 } as const

@@ -1,8 +1,8 @@
 // A replica killed with SIGKILL while its appender runs and before its next checkpoint: the
 // append is one transaction, so the restarted serve finds each row either in the tree or still in
 // the queue, appends the rest, signs the next checkpoint consistent with the one before, and
-// `corral audit verify` (the built binary, against the database and the witness) exits 0. Both
-// dialects.
+// `corral audit verify` (the built binary: through the API, against the database, and from an
+// export, each with the witness) exits 0. Both dialects.
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -54,6 +54,11 @@ for (const d of dbs) {
       const proof = await api(serve, 'GET', `/audit/proofs/consistency?from=${first.body.size}&to=${second.body.size}`)
       const hex = (h: string) => Buffer.from(h, 'hex')
       expect(verifyConsistency(first.body.size, second.body.size, proof.body.proof.map(hex), hex(first.body.root_hash), hex(second.body.root_hash))).toBe(true)
+      // Online through the API, as the org's own auditor (the caller's org, audit:read).
+      const viaApi = await runCorral(['audit', 'verify', '--witness', witness], { env: { CORRAL_API_URL: serve.url, CORRAL_TOKEN: serve.adminKey } })
+      expect(viaApi.stderr).toBe('')
+      expect(viaApi.code).toBe(0)
+      expect(viaApi.stdout).toMatch(new RegExp(`^ok: ${org}: `, 'm'))
       await serve.stop({ keepDataDir: true })
 
       const dbArgs = ['--data-dir', dataDir, ...(db ? ['--db', db] : [])]

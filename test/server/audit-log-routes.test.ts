@@ -7,7 +7,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LogSigner, ProvableLog } from '../../src/audit/index.js'
-import { openCheckpoint, parseVerifierKey, verifyConsistency, verifyInclusion } from '../../src/audit/merkle/index.js'
+import { openCheckpoint, parseVerifierKey, remoteInput, rowLeafHash, verifyConsistency, verifyInclusion, verifyLog } from '../../src/audit/merkle/index.js'
+import { remoteLog } from '../../src/cli/audit-bundle.js'
 import { createHarness, type Harness } from './harness.js'
 
 const hex = (h: string) => Buffer.from(h, 'hex')
@@ -55,6 +56,24 @@ describe('audit log routes', () => {
     const c = await h.inject('GET', `/v1/audit/proofs/consistency?from=${first.body.size}&to=${second.body.size}`, { token: ownerKey })
     expect(c.status).toBe(200)
     expect(verifyConsistency(first.body.size, second.body.size, c.body.proof.map(hex), hex(first.body.root_hash), hex(second.body.root_hash))).toBe(true)
+  })
+
+  it('serves the tree with its rows, which verify online against the signed checkpoints', async () => {
+    const { orgId, ownerKey } = await h.newOrg()
+    await seed(orgId, 'system', 7)
+    await h.inject('POST', '/v1/audit/checkpoints', { token: ownerKey })
+    await seed(orgId, 'system', 2)
+    const page = await h.inject('GET', '/v1/audit/log?from=2&limit=3', { token: ownerKey })
+    expect(page.status).toBe(200)
+    expect(page.body.leaves.map((l: { index: number }) => l.index)).toEqual([2, 3, 4])
+    for (const l of page.body.leaves) expect(rowLeafHash(l.row).toString('hex')).toBe(l.leaf_hash)
+    const unlogged = await h.inject('GET', '/v1/audit/log/unlogged', { token: ownerKey })
+    expect(unlogged.body.rows.every((r: { pending: boolean }) => r.pending)).toBe(true)
+    const client = { request: async (method: string, path: string) => (await h.inject(method as 'GET', `/v1${path}`, { token: ownerKey })).body }
+    const report = await verifyLog(await remoteInput(await remoteLog(client as never), {}))
+    expect(report.findings.filter((f) => f.error)).toEqual([])
+    expect(report.org_id).toBe(orgId)
+    expect((await h.inject('GET', '/v1/audit/log', { token: (await h.member(orgId, 'member')).token })).status).toBe(403)
   })
 
   it('answers in the envelope for what does not exist or is malformed', async () => {

@@ -13,5 +13,5 @@ export { LOG_KEY_FILE, LogSigner, loadOrCreateLogKey, logKeyPath, rotateLogKey, 
 export { WitnessDir, checkpointFileName } from './witness.js'
 export { LOG_ID_SETTING, ProvableLog, logId, logOrigin, type ProvableLogOptions } from './log.js'
 export { verifyLog, type Finding, type FindingKind, type LeafEntry, type VerifyInput, type VerifyReport } from './verify.js'
-export { BUNDLE_FORMAT, bundleInput, databaseInput, databaseLeaves, writeBundle, type TrustOptions } from './sources.js'
+export { BUNDLE_FORMAT, bundleInput, databaseInput, databaseLeaves, remoteInput, writeBundle, type RemoteLog, type TrustOptions } from './sources.js'
 export { inclusionFor, consistencyFor, type InclusionAnswer, type ConsistencyAnswer } from './proofs.js'

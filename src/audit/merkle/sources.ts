@@ -37,6 +37,32 @@ export async function* databaseLeaves(store: Store, orgId: string): AsyncGenerat
   }
 }
 
+/** The log as the API serves it (GET /v1/audit/log, …/unlogged, /audit/checkpoints): what `corral audit verify` reads online. */
+export interface RemoteLog {
+  orgId: string
+  /** Up to `limit` leaves from index `from`, each with its row as stored now (null when gone). */
+  leaves(from: number, limit: number): Promise<Array<{ index: number; id: string; leaf_hash: string; row: AuditEvent | null }>>
+  unlogged(): Promise<Array<{ row: AuditEvent; pending: boolean }>>
+  checkpoints(): Promise<string[]>
+  keys(): Promise<string[]>
+}
+
+async function* remoteLeaves(log: RemoteLog): AsyncGenerator<LeafEntry> {
+  for (let from = 0; ; from += PAGE) {
+    const page = await log.leaves(from, PAGE)
+    for (const l of page) yield { leaf: { idx: l.index, eventId: l.id, leafHash: l.leaf_hash }, ...(l.row ? { row: l.row } : {}) }
+    if (page.length < PAGE) return
+  }
+}
+
+/** Verification input over the API. */
+export async function remoteInput(log: RemoteLog, trust: TrustOptions): Promise<VerifyInput> {
+  return {
+    orgId: log.orgId, leaves: remoteLeaves(log), unlogged: await log.unlogged(), checkpoints: await log.checkpoints(),
+    ...(await trusted(trust, await log.keys(), log.orgId)),
+  }
+}
+
 export interface TrustOptions {
   /** The witness directory (checkpoints and keys/ published by serve). */
   witness?: string

@@ -5,7 +5,7 @@
 // its own rows' proofs.
 import type { FastifyInstance } from 'fastify'
 import { consistencyFor, inclusionFor } from '../../audit/index.js'
-import { apiError, checkpointListSchema, checkpointSchema, consistencyProofSchema, inclusionProofSchema, notFound } from '../../contract/index.js'
+import { apiError, checkpointListSchema, logPageSchema, unloggedSchema, checkpointSchema, consistencyProofSchema, inclusionProofSchema, notFound } from '../../contract/index.js'
 import type { StoredCheckpoint } from '../../store/index.js'
 import type { ServerDeps } from '../types.js'
 
@@ -36,6 +36,36 @@ export async function auditLogRoutes(app: FastifyInstance, deps: ServerDeps): Pr
       ])
       return { tree_size: tree?.size ?? 0, checkpoints: cps.map(wire), keys: keys.map((k) => ({ name: k.name, vkey: k.vkey, created_at: k.createdAt })) }
     },
+  )
+
+  app.get<{ Querystring: { from?: string; limit?: string } }>(
+    '/audit/log',
+    {
+      config: { permission: ORG_LOG },
+      schema: {
+        querystring: { type: 'object', additionalProperties: false, properties: { from: size, limit: { type: 'string', pattern: '^([1-9][0-9]{0,3}|10000)$' } } },
+        response: { 200: logPageSchema },
+      },
+    },
+    async (request) => {
+      const org = request.principal!.org.id
+      const from = num(request.query.from) ?? 0
+      const [tree, leaves] = await Promise.all([deps.store.auditLog.tree(org), deps.store.auditLog.leaves(org, from, from + (num(request.query.limit) ?? 1000))])
+      const rows = await deps.store.auditLog.rows(leaves.map((l) => l.eventId))
+      return {
+        tree_size: tree?.size ?? 0,
+        leaves: leaves.map((l) => {
+          const row = rows.get(l.eventId)
+          return { index: l.idx, id: l.eventId, leaf_hash: l.leafHash, row: row && row.org_id === org ? row : null }
+        }),
+      }
+    },
+  )
+
+  app.get(
+    '/audit/log/unlogged',
+    { config: { permission: ORG_LOG }, schema: { response: { 200: unloggedSchema } } },
+    async (request) => ({ rows: (await deps.store.auditLog.unlogged(request.principal!.org.id)).slice(0, 10_000) }),
   )
 
   app.post(
