@@ -49,7 +49,7 @@ export function auditLog(handle: Kysely<Database>, pg: boolean) {
     /** The queue's head with each queued row as stored (absent when the row is gone), in one read. */
     async pendingRows(limit: number): Promise<Array<PendingRow & { row?: AuditEvent }>> {
       const rows = await db.selectFrom('audit_log_pending as p')
-        .leftJoin('audit_events as e', (j) => j.onRef(pg ? sql`e.id::text` as never : 'e.id', '=', 'p.event_id'))
+        .leftJoin('audit_events as e', 'e.id', 'p.event_id')
         .selectAll('e').select(['p.seq as p_seq', 'p.event_id as p_event_id', 'p.org_id as p_org_id'])
         .orderBy('p.seq').limit(limit).execute()
       return rows.map((r) => {
@@ -88,7 +88,7 @@ export function auditLog(handle: Kysely<Database>, pg: boolean) {
         .where(({ not, exists, selectFrom }) => not(exists(selectFrom('audit_log_leaves as l').select('l.idx')
           .where('l.event_id', '=', pg ? sql<string>`e.id::text` : sql<string>`e.id`))))
         .orderBy('e.ts').orderBy('e.id').execute()
-      const queued = new Set((await db.selectFrom('audit_log_pending').select('event_id').where('org_id', '=', orgId).execute()).map((r) => r.event_id))
+      const queued = new Set((await db.selectFrom('audit_log_pending').select('event_id').where('org_id', '=', orgId).execute()).map((r) => String(r.event_id)))
       return rows.map((r) => ({ row: fromRow(r), pending: queued.has(String(r.id)) }))
     },
 

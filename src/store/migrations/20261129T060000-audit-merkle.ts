@@ -20,7 +20,8 @@ export const auditMerkle: StoreMigration = {
     pending = pg
       ? pending.addColumn('seq', 'bigserial', (c) => c.primaryKey())
       : pending.addColumn('seq', 'integer', (c) => c.primaryKey().autoIncrement())
-    await pending.addColumn('event_id', 'text', (c) => c.notNull()).addColumn('org_id', 'text', (c) => c.notNull()).execute()
+    // uuid on PostgreSQL, as audit_events.id: the appender's join reaches each row through its key.
+    await pending.addColumn('event_id', pg ? 'uuid' : 'text', (c) => c.notNull()).addColumn('org_id', 'text', (c) => c.notNull()).execute()
 
     await db.schema
       .createTable('audit_log_leaves')
@@ -62,7 +63,7 @@ export const auditMerkle: StoreMigration = {
     if (pg) {
       await sql`CREATE FUNCTION audit_log_enqueue() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
-          INSERT INTO audit_log_pending (event_id, org_id) SELECT id::text, org_id FROM new_rows ORDER BY ts, id;
+          INSERT INTO audit_log_pending (event_id, org_id) SELECT id, org_id FROM new_rows;
           RETURN NULL;
         END $$`.execute(db)
       await sql`CREATE TRIGGER audit_events_enqueue AFTER INSERT ON audit_events
@@ -71,6 +72,6 @@ export const auditMerkle: StoreMigration = {
       await sql`CREATE TRIGGER audit_events_enqueue AFTER INSERT ON audit_events
         BEGIN INSERT INTO audit_log_pending (event_id, org_id) VALUES (NEW.id, NEW.org_id); END`.execute(db)
     }
-    await sql`INSERT INTO audit_log_pending (event_id, org_id) SELECT ${sql.raw(pg ? 'id::text' : 'id')}, org_id FROM audit_events ORDER BY ts, id`.execute(db)
+    await sql`INSERT INTO audit_log_pending (event_id, org_id) SELECT id, org_id FROM audit_events ORDER BY ts, id`.execute(db)
   },
 }
