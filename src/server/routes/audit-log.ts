@@ -18,6 +18,12 @@ const num = (s: string | undefined) => (s === undefined ? undefined : Number(s))
 const wire = (c: StoredCheckpoint) => ({ size: c.size, root_hash: c.root, time: c.time, key_name: c.keyName, note: c.note })
 
 export async function auditLogRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
+  checkpointRoutes(app, deps)
+  logRoutes(app, deps)
+  proofRoutes(app, deps)
+}
+
+function checkpointRoutes(app: FastifyInstance, deps: ServerDeps): void {
   app.get<{ Querystring: { after_size?: string; limit?: string } }>(
     '/audit/checkpoints',
     {
@@ -38,6 +44,20 @@ export async function auditLogRoutes(app: FastifyInstance, deps: ServerDeps): Pr
     },
   )
 
+  app.post(
+    '/audit/checkpoints',
+    { config: { permission: ORG_LOG, openapi: { noBody: true } }, schema: { response: { 200: checkpointSchema } } },
+    async (request) => {
+      const org = request.principal!.org.id
+      if (!deps.auditLog) throw apiError('service_unavailable', 'this server does not sign audit checkpoints')
+      const [cp] = await deps.auditLog.checkpoint(org)
+      if (!cp) throw apiError('not_found', 'the org\'s audit log has no rows to checkpoint yet')
+      return wire(cp)
+    },
+  )
+}
+
+function logRoutes(app: FastifyInstance, deps: ServerDeps): void {
   app.get<{ Querystring: { from?: string; limit?: string } }>(
     '/audit/log',
     {
@@ -68,18 +88,9 @@ export async function auditLogRoutes(app: FastifyInstance, deps: ServerDeps): Pr
     async (request) => ({ rows: (await deps.store.auditLog.unlogged(request.principal!.org.id)).slice(0, 10_000) }),
   )
 
-  app.post(
-    '/audit/checkpoints',
-    { config: { permission: ORG_LOG, openapi: { noBody: true } }, schema: { response: { 200: checkpointSchema } } },
-    async (request) => {
-      const org = request.principal!.org.id
-      if (!deps.auditLog) throw apiError('service_unavailable', 'this server does not sign audit checkpoints')
-      const [cp] = await deps.auditLog.checkpoint(org)
-      if (!cp) throw apiError('not_found', 'the org\'s audit log has no rows to checkpoint yet')
-      return wire(cp)
-    },
-  )
+}
 
+function proofRoutes(app: FastifyInstance, deps: ServerDeps): void {
   app.get<{ Querystring: { id: string; tree_size?: string } }>(
     '/audit/proofs/inclusion',
     {
