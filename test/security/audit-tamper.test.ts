@@ -9,7 +9,8 @@ import { v7 as uuidv7 } from 'uuid'
 import { describe, expect, it } from 'vitest'
 import { createAuditWriter, LogSigner, ProvableLog } from '../../src/audit/index.js'
 import { decision } from '../audit/fixtures.js'
-import { testDialects } from '../helpers/dialects.js'
+import { storeTarget, testDialects } from '../helpers/dialects.js'
+import { runCorral } from '../helpers/serve.js'
 import { errors, logFixture, type LogFixture } from '../audit/merkle/log-harness.js'
 import { quietLogger } from '../audit/writer-helpers.js'
 
@@ -114,3 +115,33 @@ for (const d of testDialects()) {
     })
   })
 }
+
+// The binary's report (SQLite: the CLI opens the file the test tampered with; PostgreSQL schemas
+// of the test stores are not reachable by URL alone).
+describe('corral audit verify reports tampering, one line per finding', () => {
+  const [sqlite] = testDialects()
+  it('prints FAIL lines naming each row and exits 1; --json carries the same findings', async () => {
+    const f = await logFixture(await sqlite.open())
+    await f.write(12)
+    await f.log.checkpoint()
+    const ids = await f.ids()
+    await f.tamper([
+      ['UPDATE audit_events SET decision = ? WHERE id = ?', ['allow', ids[0]]],
+      ['DELETE FROM audit_events WHERE id = ?', [ids[5]]],
+    ])
+    const db = storeTarget(f.store)!.url
+    const run = await runCorral(['audit', 'verify', '--org', f.org, '--db', db, '--witness', f.witnessDir])
+    expect(run.code).toBe(1)
+    const fails = run.stdout.split('\n').filter((l) => l.startsWith('FAIL '))
+    expect(fails).toEqual([
+      `FAIL removed: row ${ids[5]} (leaf 5) was removed`,
+      `FAIL changed: row ${ids[0]} (leaf 0) was changed after it was appended`,
+    ])
+    expect(run.stdout).toMatch(new RegExp(`^FAILED: ${f.org}: 2 finding\\(s\\) in a log of 12 rows$`, 'm'))
+    const json = await runCorral(['audit', 'verify', '--org', f.org, '--db', db, '--witness', f.witnessDir, '--json'])
+    expect(json.code).toBe(1)
+    const report = JSON.parse(json.stdout)
+    expect(report.ok).toBe(false)
+    expect(report.findings.filter((x: { error: boolean }) => x.error).map((x: { kind: string; id: string }) => `${x.kind} ${x.id}`).sort()).toEqual([`changed ${ids[0]}`, `removed ${ids[5]}`].sort())
+  })
+})
