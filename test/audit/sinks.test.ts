@@ -4,10 +4,10 @@
 // accepting loses nothing; the cursor and the lease live in the store (both dialects).
 import pino from 'pino'
 import { afterEach, describe, expect, it } from 'vitest'
-import { AuditShipper, createAuditWriter, type AuditSinkConfig } from '../../src/audit/index.js'
+import { AuditShipper, createAuditWriter, stamp, type AuditSinkConfig } from '../../src/audit/index.js'
 import type { AuditEvent } from '../../src/contract/index.js'
-import { auditSinkCursors, type Store } from '../../src/store/index.js'
-import { testDialects } from '../helpers/dialects.js'
+import { auditSinkCursors, openStore, type Store } from '../../src/store/index.js'
+import { describePostgres, testDialects } from '../helpers/dialects.js'
 import { decision, mutation, orgId } from './fixtures.js'
 import { OtlpReceiver } from './otlp-receiver.js'
 
@@ -184,3 +184,39 @@ for (const d of testDialects()) {
     })
   })
 }
+
+describePostgres('audit sinks: commit order on PostgreSQL', (url) => {
+  it('a row committed after a later-numbered one is still shipped: the cursor never passes a transaction that is still open', async () => {
+    const store = await openStore(url, { schema: `sinks_${Math.random().toString(36).slice(2, 10)}` })
+    const receiver = await OtlpReceiver.start()
+    const s = new AuditShipper({ store, sink: sinkConfig(receiver.url), holder: 'rep_a', logger, resource: { instanceId: 'rep_a' }, pollMs: 20 })
+    try {
+      s.start()
+      const org = orgId()
+      let release!: () => void
+      const gate = new Promise<void>((r) => (release = r))
+      let inserted!: () => void
+      const insertedP = new Promise<void>((r) => (inserted = r))
+      const a = stamp(decision(org, { path: '/a' }))
+      const open = store.transaction(async (tx) => {
+        await tx.audit.insertBatchReturningIds([a])
+        inserted()
+        await gate
+      })
+      await insertedP
+      const [b] = await emitRows(store, 1, org)
+      // B is committed and numbered after A, but A's transaction is still open: B must wait for it.
+      await until(() => s.stats().leader, 'the lease')
+      await new Promise((r) => setTimeout(r, 300))
+      expect(receiver.ids()).toEqual([])
+      release()
+      await open
+      await until(() => receiver.ids().length === 2, 'both rows')
+      expect(receiver.ids()).toEqual([a.id, b!.id])
+    } finally {
+      await s.stop()
+      await receiver.close()
+      await store.close()
+    }
+  })
+})
