@@ -2,6 +2,9 @@
 // protobufjs and the OTLP .proto files): every row arrives once, in commit order, with its
 // resource and attributes; a receiver that is down, failing, throttling, stalling or partially
 // accepting loses nothing; the cursor and the lease live in the store (both dialects).
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { Ajv } from 'ajv'
 import pino from 'pino'
 import { afterEach, describe, expect, it } from 'vitest'
 import { AuditShipper, createAuditWriter, stamp, type AuditSinkConfig } from '../../src/audit/index.js'
@@ -9,9 +12,11 @@ import type { AuditEvent } from '../../src/contract/index.js'
 import { auditSinkCursors, openStore, type Store } from '../../src/store/index.js'
 import { describePostgres, testDialects } from '../helpers/dialects.js'
 import { decision, mutation, orgId } from './fixtures.js'
+import { OCSF_EVENT_SCHEMA } from './ocsf-schema.js'
 import { OtlpReceiver } from './otlp-receiver.js'
 
 const logger = pino({ level: 'silent' })
+const validateOcsf = new Ajv({ strict: false }).compile(OCSF_EVENT_SCHEMA)
 
 function sinkConfig(url: string, over: Partial<AuditSinkConfig> = {}): AuditSinkConfig {
   return { name: 'otlp', kind: 'otlp', url, headers: { authorization: 'Bearer t0k' }, encoding: 'protobuf', batchSize: 7, timeoutMs: 2_000, ...over }
@@ -169,6 +174,32 @@ for (const d of testDialects()) {
       await until(() => receiver.ids().length === 18, '18 records')
       expect(b.stats().leader).toBe(true)
       expect(receiver.records.map((r) => r.attributes['corral.audit.event_id'])).toEqual([...rows, ...more].map((r) => r.id))
+    })
+
+    it('the OCSF sink posts each row as one OCSF event line (valid against the class schema), once, in order, after a 503', async () => {
+      const { store } = await setup()
+      const lines: Array<Record<string, unknown>> = []
+      let fail = 1
+      const server = createServer((req, res) => {
+        const chunks: Buffer[] = []
+        req.on('data', (c: Buffer) => chunks.push(c)).on('end', () => {
+          if (fail-- > 0) return void res.writeHead(503).end()
+          expect(req.headers['content-type']).toBe('application/x-ndjson')
+          for (const l of Buffer.concat(chunks).toString('utf8').split('\n').filter(Boolean)) lines.push(JSON.parse(l) as Record<string, unknown>)
+          res.writeHead(204).end()
+        })
+      })
+      await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok))
+      cleanup.push(() => new Promise((ok) => server.close(ok)))
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/ingest`
+      const rows = await emitRows(store, 9)
+      const s = new AuditShipper({ store, sink: sinkConfig(url, { kind: 'ocsf', name: 'ocsf', encoding: 'json' }), holder: 'rep_a', logger, resource: { instanceId: 'rep_a' }, pollMs: 20 })
+      cleanup.push(() => s.stop())
+      s.start()
+      await until(async () => (await auditSinkCursors(store).get('ocsf'))?.shipped === 9, 'the OCSF cursor at 9')
+      expect(lines.map((l) => (l.metadata as { uid: string }).uid)).toEqual(rows.map((r) => r.id))
+      for (const l of lines) expect(validateOcsf(l)).toBe(true)
+      expect((await auditSinkCursors(store).get('otlp'))).toBeUndefined()
     })
 
     it('a lease taken over while a request is in flight: the old holder cannot move the cursor', async () => {
