@@ -47,7 +47,10 @@ describe('OCSF mapping', () => {
     expect(deny.http_request).toEqual({ http_method: 'DELETE', url: { hostname: 'api.example.com', path: '/v1/chat' } })
     const dns = toOcsf(stamp(decision('org_1', { policy_type: 'dns', phase: 'dns', method: undefined, path: undefined })))
     expect(dns).toMatchObject({ class_uid: 4003, activity_id: 1, query: { hostname: 'api.example.com' }, action_id: 1 })
-    for (const e of [deny, dns]) expect(validate(e)).toBe(true)
+    const odd = toOcsf(stamp(decision('org_1', { method: 'PROPFIND' })))
+    expect(odd).toMatchObject({ class_uid: 4002, activity_id: 99, type_uid: 400299, http_request: { url: { hostname: 'api.example.com' } } })
+    expect(odd.http_request).not.toHaveProperty('http_method')
+    for (const e of [deny, dns, odd]) expect(validate(e)).toBe(true)
   })
 
   it('the schema is not vacuous: a wrong class uid, a missing required attribute or an unknown attribute fails', () => {

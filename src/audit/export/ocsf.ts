@@ -83,10 +83,12 @@ function decisionFields(e: AuditEvent): { cls: OcsfClass; activity: Activity; fi
   if (e.policy_type === 'dns') {
     return { cls: DNS_ACTIVITY, activity: [1, 'Query'], fields: { ...verdict, ...dst, query: { hostname: e.destination ?? '' } } }
   }
+  // http_method is one of OCSF's methods; any other method (the row keeps it, under unmapped) is activity Other.
   const method = (e.method ?? '').toUpperCase()
-  const activity = HTTP_METHODS[method] ?? [99, 'Other']
+  const known = Object.hasOwn(HTTP_METHODS, method)
+  const activity = known ? HTTP_METHODS[method]! : ([99, 'Other'] as const)
   const url = { ...(e.destination ? { hostname: e.destination } : {}), ...(e.path ? { path: e.path } : {}) }
-  const http = { http_request: { ...(method ? { http_method: method } : {}), url } }
+  const http = { http_request: { ...(known ? { http_method: method } : {}), url } }
   const upstream = typeof e.detail?.upstream_status === 'number' ? { http_response: { code: e.detail.upstream_status } } : {}
   return { cls: HTTP_ACTIVITY, activity, fields: { ...verdict, ...dst, ...http, ...upstream } }
 }
