@@ -11,9 +11,11 @@ export interface AuditSinkSettings {
   deployment: string | undefined
 }
 
-export function startAuditSinks(settings: AuditSinkSettings, store: Store, replicaId: string, logger: Logger, teardown: Teardown): AuditShipper[] {
+/** The lease TTL is the replicas' (CORRAL_LEASE_TTL): how long a sink waits for a replica that died holding it. */
+export function startAuditSinks(settings: AuditSinkSettings, store: Store, replica: { id: string; ttlMs: number }, logger: Logger, teardown: Teardown): AuditShipper[] {
+  const replicaId = replica.id
   const shippers = settings.sinks.map((sink) => new AuditShipper({
-    store, sink, holder: replicaId, logger,
+    store, sink, holder: replicaId, logger, leaseTtlMs: replica.ttlMs,
     resource: { instanceId: replicaId, ...(settings.deployment ? { deployment: settings.deployment } : {}) },
   }))
   for (const s of shippers) s.start()

@@ -83,7 +83,7 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
   teardown.add('audit', () => audit.close().then(() => bus.close()), { mustSucceed: true })
   await bus.ready
   const boot = await bootstrap(store, audit, { dataDir: config.dataDir, ownerEmail: config.ownerEmail })
-  startAuditSinks(config.auditSinks, store, replica.id, logger, teardown)
+  startAuditSinks(config.auditSinks, store, replica, logger, teardown)
 
   // One CA (the proxy signs with it, the sandboxes trust it) and one token key (the controller mints, the proxy verifies).
   const ca = await loadOrCreateCa(config.dataDir)
