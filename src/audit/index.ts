@@ -29,3 +29,8 @@ export {
   remoteInput, verifyLog, writeBundle,
   type ConsistencyAnswer, type RemoteLog, type Finding, type InclusionAnswer, type TrustOptions, type VerifyReport,
 } from './merkle/index.js'
+export {
+  EXPORT_FORMATS, OCSF_VERSION, csvCell, decodeOtlpResponse, encodeOtlpLogs, lineFormat, otlpAttributes, toOcsf,
+  type ExportFormat, type OtlpEncoding, type OtlpResource,
+} from './export/index.js'
+export { AuditShipper, AuditSinkConfigError, auditSinksFromEnv, type AuditSinkConfig, type ShipperStats } from './sinks/index.js'

@@ -3,7 +3,8 @@
 // (the parts still receive `env` where their own documented variables are read, e.g. the proxy's
 // CORRAL_PROXY_* limits).
 import { resolve } from 'node:path'
-import { journalSettingsFromEnv, type JournalDurability } from '../audit/index.js'
+import { auditSinksFromEnv, journalSettingsFromEnv, type JournalDurability } from '../audit/index.js'
+import type { AuditSinkSettings } from './audit-sinks.js'
 import { archiveLimitsFromEnv, registrySettingsFromEnv, type ArchiveLimits, type RegistrySettings } from '../packs/index.js'
 import { DEFAULT_PROXY_PORT } from '../proxy/index.js'
 import { oidcConfigFromEnv, type OidcConfig } from '../server/index.js'
@@ -79,6 +80,8 @@ export interface ServeConfig {
   readonly oauthAllowPrivate: readonly string[]
   /** CORRAL_AUDIT_WITNESS_DIR, CORRAL_AUDIT_APPEND_INTERVAL_MS, CORRAL_AUDIT_CHECKPOINT_INTERVAL_MS (docs/audit.md "The provable log"). */
   readonly auditLog: { witnessDir: string | undefined; appendIntervalMs: number; checkpointIntervalMs: number }
+  /** CORRAL_AUDIT_OTLP_* / CORRAL_AUDIT_OCSF_* and CORRAL_DEPLOYMENT: where the audit log is shipped (docs/audit.md "OTLP streaming"). */
+  readonly auditSinks: AuditSinkSettings
 }
 
 /** The default lease TTL: a dead replica's workspaces are taken over within this (plus one reconcile pass). */
@@ -122,6 +125,7 @@ export function serveConfig(options: ServeOptions): ServeConfig {
       appendIntervalMs: positiveMs(env, 'CORRAL_AUDIT_APPEND_INTERVAL_MS', 1_000),
       checkpointIntervalMs: positiveMs(env, 'CORRAL_AUDIT_CHECKPOINT_INTERVAL_MS', 60_000),
     },
+    auditSinks: { sinks: auditSinksFromEnv(env), deployment: env.CORRAL_DEPLOYMENT || undefined },
   })
 }
 

@@ -18,6 +18,7 @@ import {
 } from '../server/index.js'
 import { openStore, type Store } from '../store/index.js'
 import { startApi } from './api.js'
+import { startAuditSinks } from './audit-sinks.js'
 import { serveConfig, type ServeConfig, type ServeOptions } from './config.js'
 import { lockDataDir } from './data-dir-lock.js'
 import { checkMasterKey } from './master-key.js'
@@ -82,9 +83,9 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
   teardown.add('audit', () => audit.close().then(() => bus.close()), { mustSucceed: true })
   await bus.ready
   const boot = await bootstrap(store, audit, { dataDir: config.dataDir, ownerEmail: config.ownerEmail })
+  startAuditSinks(config.auditSinks, store, replica, logger, teardown)
 
-  // One CA (the proxy signs with it, the sandboxes trust it) and one token key (the controller
-  // mints, the proxy verifies).
+  // One CA (the proxy signs with it, the sandboxes trust it) and one token key (the controller mints, the proxy verifies).
   const ca = await loadOrCreateCa(config.dataDir)
   const tokens = new CapabilityTokens(await loadTokenKey(store.settings))
 

@@ -29,6 +29,7 @@ export { AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS, AUDIT_ROW_COLUMNS, AUDIT_TEXT_CO
 export { AppendConflictError, type AuditLogRepository, type LogLeaf, type LogTree, type PendingRow, type StoredCheckpoint } from './audit-log.js'
 export type { CredentialMeta, ProxyTablesRepo, SecretMeta, WorkspaceRow } from './proxy-tables.js'
 export type { OAuthClientRow, OAuthStateRow, OAuthTablesRepo, RefreshedTokens } from './oauth-tables.js'
+export { auditSinkCursors, type AuditSinkCursors, type ExportPosition, type ExportedRow, type SinkCursor } from './audit-sinks.js'
 export { budgetLedgers, type BudgetLedgers, type LedgerKey, type LedgerSnapshot } from './budget-ledgers.js'
 export { workspaceLogs, type LogChunk, type LogRead, type WorkspaceLogs } from './workspace-logs.js'
 export { UidRangeExhaustedError, workspaceUids, type UidRange, type WorkspaceUids } from './workspace-uids.js'
