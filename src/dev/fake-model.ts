@@ -7,7 +7,7 @@
 import http from 'node:http'
 import https from 'node:https'
 import type { AddressInfo } from 'node:net'
-import { PROVIDER_KINDS, type ProviderKind } from '../contract/index.js'
+import type { ProviderKind } from '../contract/index.js'
 
 export interface ScriptedReply {
   thinking?: string
@@ -29,8 +29,9 @@ export interface SeenModelRequest {
 /** The model's side of a conversation: the request body (either wire format) and its index → a reply. */
 export type Script = (body: any, index: number) => ScriptedReply
 
-/** A provider kind's streaming wire format. */
-export type WireFormat = ProviderKind
+/** A provider kind's streaming wire format (those the fake model speaks). */
+export type WireFormat = Extract<ProviderKind, 'anthropic' | 'openai'>
+const WIRE_FORMATS: readonly WireFormat[] = ['anthropic', 'openai']
 
 export const WIRE_PATHS: Readonly<Record<WireFormat, string>> = { anthropic: '/v1/messages', openai: '/v1/chat/completions' }
 
@@ -63,7 +64,7 @@ export interface FakeModel {
 const MAX_BODY = 8 * 1024 * 1024
 
 export async function startFakeModel(opts: FakeModelOptions): Promise<FakeModel> {
-  const formats = opts.formats ?? PROVIDER_KINDS
+  const formats = opts.formats ?? WIRE_FORMATS
   const requests: SeenModelRequest[] = []
   let count = 0
   const handler = (req: http.IncomingMessage, res: http.ServerResponse): void => {
@@ -75,7 +76,8 @@ export async function startFakeModel(opts: FakeModelOptions): Promise<FakeModel>
       else chunks.push(c)
     })
     req.on('end', () => {
-      const format = formats.find((f) => WIRE_PATHS[f] === req.url)
+      // The path alone: Claude Code adds `?beta=true` to its Messages calls.
+      const format = formats.find((f) => WIRE_PATHS[f] === (req.url ?? '').split('?')[0])
       if (req.method !== 'POST' || !format) return reply(res, 404, { type: 'error', error: { type: 'not_found_error', message: `the fake model answers POST ${formats.map((f) => WIRE_PATHS[f]).join(' and ')}` } })
       if (opts.apiKey !== undefined && !carriesKey(req.headers, opts.apiKey)) {
         return reply(res, 401, { type: 'error', error: { type: 'authentication_error', message: 'missing or wrong API key (the proxy injects it from the credential)' } })
