@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto'
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
-import type { AgentTask, TaskOutcome } from '../../contract/index.js'
+import { DENY_MESSAGES, denyReasonIn, type AgentTask, type TaskOutcome } from '../../contract/index.js'
 import type { AgentEvent, EventSink } from '../event-sink.js'
 import { capChanges, FileWatch } from '../file-watch.js'
 import type { TaskSource } from '../task-source.js'
@@ -191,12 +191,16 @@ export function outcome(kind: string, exit: { code: number | null; signal: NodeJ
   return ['failed', `${kind} ${how}: ${last}`.slice(0, 2000), failedResult && result?.error && /api|model|status|overloaded|rate/i.test(result.error) ? 'model_error' : 'agent_error']
 }
 
-/** The proxy's deny, when `text` carries its JSON body (possibly inside the CLI's own message). */
+/**
+ * The proxy's deny, when `text` carries it: its JSON body (`"code":"policy_denied"`), or — as most
+ * CLIs print only the body's `error.message` — one of the proxy's deny messages (DENY_MESSAGES).
+ */
 export function policyDeny(text: string): { reason: string; message?: string } | undefined {
+  const known = denyReasonIn(text)
+  if (known) return { reason: known, message: DENY_MESSAGES[known] }
   if (!text.includes('policy_denied')) return undefined
   const reason = /"reason"\s*:\s*"([a-z_]+)"/.exec(text)?.[1]
-  const message = /"message"\s*:\s*"((?:[^"\\]|\\.)*)"/.exec(text)?.[1]
-  return { reason: reason ?? 'denied', ...(message ? { message: message.replace(/\\"/g, '"') } : {}) }
+  return { reason: reason ?? 'denied' }
 }
 
 function killGroup(pid: number | undefined, sig: NodeJS.Signals): void {

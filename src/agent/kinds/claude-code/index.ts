@@ -83,7 +83,9 @@ function translator(): CliTranslator {
   const assistant = (msg: Record<string, unknown>): AgentEvent[] => {
     const out: AgentEvent[] = []
     const id = typeof msg.id === 'string' ? msg.id : undefined
-    if (id === undefined || id !== lastMessage) {
+    // Claude Code writes one line per content block; the blocks of one model turn share its id.
+    const newTurn = id === undefined || id !== lastMessage
+    if (newTurn) {
       iteration++
       lastMessage = id
       out.push({ type: 'iteration_start', iteration })
@@ -99,8 +101,10 @@ function translator(): CliTranslator {
         out.push({ type: 'tool_call', iteration, tool_use_id: useId, tool: name, input: cutInput(block.input) })
       }
     }
-    const u = usage()
-    out.push({ type: 'progress_status', iteration, input_tokens: u.input_tokens, output_tokens: u.output_tokens })
+    if (newTurn) {
+      const u = usage()
+      out.push({ type: 'progress_status', iteration, input_tokens: u.input_tokens, output_tokens: u.output_tokens })
+    }
     return out
   }
 
