@@ -5,6 +5,7 @@ import { Agent as UndiciAgent, Dispatcher, ProxyAgent } from 'undici'
 import { PROVIDER_KINDS, type ProviderKind } from './model.js'
 // The task's words straight from their file, not the contract's face: the face loads uuid (~15 ms),
 // and the agent's start-up is every task's (bench:workspaces "agent cold start").
+import { AGENT_KIND_PROVIDERS } from '../contract/agent-kinds.js'
 import { type AgentDefaults, ENVIRONMENTS, type Environment, THINKING_EFFORTS, type ThinkingEffort } from '../contract/agent-task.js'
 
 /**
@@ -36,7 +37,7 @@ const DEFAULT_BASE_URLS: Readonly<Record<ProviderKind, string>> = {
   gemini: 'https://generativelanguage.googleapis.com',
 }
 
-const REFERENCE_PROVIDER_KINDS: readonly ProviderKind[] = ['anthropic', 'openai']
+const REFERENCE_PROVIDER_KINDS: readonly ProviderKind[] = AGENT_KIND_PROVIDERS.corral
 
 export const DEFAULT_EVENTS_URL = 'https://corral.internal'
 /** The task file the runtime hands over in the agent's inbox (CORRAL_INBOX) when CORRAL_TASK_FILE is not set. */

@@ -17,13 +17,13 @@ export function isCliAgentKind(kind: string | null | undefined): kind is CliAgen
 }
 
 /** The provider kinds (wire formats) each agent kind can talk to; a role pairing others is refused. */
-export const AGENT_KIND_PROVIDERS: Readonly<Record<AgentKind, readonly ProviderKind[]>> = {
+export const AGENT_KIND_PROVIDERS = {
   corral: ['anthropic', 'openai'],
   'claude-code': ['anthropic'],
   codex: ['openai'],
   'gemini-cli': ['gemini'],
   opencode: ['anthropic', 'openai'],
-}
+} as const satisfies Readonly<Record<AgentKind, readonly ProviderKind[]>>
 
 export interface AgentCliPackage {
   /** The npm package whose directory is mounted (its version is pinned in corral's package.json). */

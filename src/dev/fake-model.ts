@@ -7,7 +7,7 @@
 import http from 'node:http'
 import https from 'node:https'
 import type { AddressInfo } from 'node:net'
-import type { ProviderKind } from '../contract/index.js'
+import { AGENT_KIND_PROVIDERS } from '../contract/index.js'
 
 export interface ScriptedReply {
   thinking?: string
@@ -30,8 +30,8 @@ export interface SeenModelRequest {
 export type Script = (body: any, index: number) => ScriptedReply
 
 /** A provider kind's streaming wire format (those the fake model speaks). */
-export type WireFormat = Extract<ProviderKind, 'anthropic' | 'openai'>
-const WIRE_FORMATS: readonly WireFormat[] = ['anthropic', 'openai']
+export type WireFormat = (typeof AGENT_KIND_PROVIDERS.corral)[number]
+const WIRE_FORMATS: readonly WireFormat[] = AGENT_KIND_PROVIDERS.corral
 
 export const WIRE_PATHS: Readonly<Record<WireFormat, string>> = { anthropic: '/v1/messages', openai: '/v1/chat/completions' }
 

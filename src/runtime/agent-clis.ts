@@ -4,7 +4,7 @@
 // dependencies out can name another node_modules folder holding them (CORRAL_AGENT_CLI_DIR).
 import { existsSync, realpathSync } from 'node:fs'
 import { join } from 'node:path'
-import { AGENT_CLIS, type CliAgentKind } from '../contract/index.js'
+import { AGENT_CLIS, type AgentCliPackage, type CliAgentKind } from '../contract/index.js'
 import { RuntimeError } from './errors.js'
 import { packageRoot } from './layout.js'
 
@@ -16,7 +16,7 @@ export interface AgentCliMount {
   /** The executable, relative to `dir`. */
   entry: string
   /** `node`: run with corral's node; `native`: executed directly. */
-  run: 'native' | 'node'
+  run: AgentCliPackage['run']
 }
 
 /**

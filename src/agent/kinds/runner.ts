@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto'
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
-import { DENY_MESSAGES, denyReasonIn, type AgentTask, type TaskOutcome } from '../../contract/index.js'
+import { DENY_MESSAGES, denyReasonIn, type AgentTask, type TaskOutcome, type TaskStatus } from '../../contract/index.js'
 import type { AgentEvent, EventSink } from '../event-sink.js'
 import { capChanges, FileWatch } from '../file-watch.js'
 import type { TaskSource } from '../task-source.js'
@@ -81,7 +81,7 @@ export class CliAgentRunner {
     }
     await this.#emit(task.id, { type: 'task_start', description: task.description, session_id: session.id, agent_kind: adapter.kind, uploads: task.uploads ?? [] })
     const translator = adapter.translator(ctx)
-    const end = async (status: 'completed' | 'failed', summary: string, reason?: string): Promise<TaskOutcome> => {
+    const end = async (status: TaskStatus, summary: string, reason?: string): Promise<TaskOutcome> => {
       const iterations = translator.iterations()
       const usage = translator.usage()
       const sid = translator.sessionId() ?? session.id
@@ -179,7 +179,7 @@ export class CliAgentRunner {
  * named as such (the proxy's 403 body carries `"code":"policy_denied"` and the reason), wherever
  * the CLI printed it; any other failure gives the exit code and the CLI's last error line.
  */
-export function outcome(kind: string, exit: { code: number | null; signal: NodeJS.Signals | null; error?: Error }, result: CliResult | undefined, stderr: readonly string[]): [status: 'completed' | 'failed', summary: string, reason?: string] {
+export function outcome(kind: string, exit: { code: number | null; signal: NodeJS.Signals | null; error?: Error }, result: CliResult | undefined, stderr: readonly string[]): [status: TaskStatus, summary: string, reason?: string] {
   if (exit.error) return ['failed', `${kind} could not be started: ${exit.error.message}`, 'agent_error']
   const failedResult = result?.status === 'failed'
   if (exit.code === 0 && result && !failedResult) return ['completed', result.summary]

@@ -3,7 +3,7 @@
 // structured output into corral's agent events. Everything else — taking tasks, the session
 // file, spawning and stopping the CLI and its children, file changes, task_start/task_end,
 // failure reasons — is the shared runner's (runner.ts), so every kind keeps the same contract.
-import type { AgentTask, CliAgentKind } from '../../contract/index.js'
+import type { AgentTask, CliAgentKind, TaskStatus } from '../../contract/index.js'
 import type { AgentEvent } from '../event-sink.js'
 import type { ProviderKind } from '../model.js'
 
@@ -46,7 +46,7 @@ export interface CliInvocation {
 
 /** What a translator read from the CLI's output about how the task went. */
 export interface CliResult {
-  status: 'completed' | 'failed'
+  status: TaskStatus
   /** The CLI's final answer, or its error. */
   summary: string
   /** A failure's message as the CLI gave it (the runner adds the exit code and names a proxy deny). */
