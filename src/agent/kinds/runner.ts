@@ -5,7 +5,7 @@
 import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { DENY_MESSAGES, denyReasonIn, type AgentTask, type TaskOutcome, type TaskStatus } from '../../contract/index.js'
 import type { AgentEvent, EventSink } from '../event-sink.js'
@@ -97,6 +97,10 @@ export class CliAgentRunner {
     this.#watch.reset()
     await this.#watch.baseline()
     const inv = adapter.invocation(ctx)
+    for (const [path, content] of Object.entries(inv.files ?? {})) {
+      mkdirSync(dirname(path), { recursive: true })
+      writeFileSync(path, content)
+    }
     const child = spawn(inv.argv[0]!, inv.argv.slice(1), {
       cwd: this.#o.workspaceDir, env: inv.env, detached: true, stdio: [inv.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
     })

@@ -42,6 +42,8 @@ export interface CliInvocation {
   env: Record<string, string>
   /** Written to the CLI's stdin, which is then closed; stdin is /dev/null without it. */
   stdin?: string
+  /** Files written before the CLI starts (absolute paths under `ctx.stateDir`: its settings). */
+  files?: Record<string, string>
 }
 
 /** What a translator read from the CLI's output about how the task went. */
