@@ -11,6 +11,7 @@ import { join, resolve } from 'node:path'
 import pg from 'pg'
 import { LeafMinter, loadOrCreateCa } from '../../src/proxy/ca.js'
 import { startFakeAnthropic, type FakeProvider, type Script } from '../agent/fake-model.js'
+import { startFakeModel, type WireFormat } from '../../src/dev/index.js'
 import { onLoopback, portOf } from './loopback-caps.js'
 import { unmountUnder } from './mounts.js'
 
@@ -131,6 +132,8 @@ export interface StackOptions extends Omit<ServeOptions, 'db'> {
   db?: string | { postgres: string }
   /** A fake Anthropic API (test/agent/fake-model.ts) on HTTPS loopback answering with this script. */
   model?: Script
+  /** The APIs the fake model answers (default Anthropic Messages only). */
+  modelFormats?: readonly WireFormat[]
   /**
    * Also make a test CA whose certificates serve trusts as upstreams (CORRAL_UPSTREAM_CA), for a
    * suite's own HTTPS upstream (`stack.upstreamTls`). Implied by `model`.
@@ -207,7 +210,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
 }
 
 async function build(opts: StackOptions, dir: string, cleanups: Array<() => Promise<unknown>>, close: () => Promise<void>): Promise<Stack> {
-  const { runtime, db, model: script, upstreamCa, provider: providerOpts, role: roleOpts, ...serveOpts } = opts
+  const { runtime, db, model: script, modelFormats, upstreamCa, provider: providerOpts, role: roleOpts, ...serveOpts } = opts
   const env: Record<string, string> = { ...serveOpts.env }
   let minter: LeafMinter | undefined
   if (upstreamCa || script) {
@@ -216,7 +219,8 @@ async function build(opts: StackOptions, dir: string, cleanups: Array<() => Prom
     env.CORRAL_UPSTREAM_CA = join(dir, 'upstream-ca.pem')
     minter = new LeafMinter(ca)
   }
-  const model = script ? await startFakeAnthropic(script, await minter!.pemFor('127.0.0.1')) : undefined
+  const tls = script ? await minter!.pemFor('127.0.0.1') : undefined
+  const model = script ? await (modelFormats ? startFakeModel({ script, formats: modelFormats, record: true, tls }) : startFakeAnthropic(script, tls)) : undefined
   if (model) cleanups.push(() => model.close())
   let dbUrl = typeof db === 'string' ? db : undefined
   if (db && typeof db === 'object') {
