@@ -2,8 +2,8 @@
 // (and any client of the four APIs), steered by words in the task's prompt. It reads the
 // conversation in the request's own format, finds the prompt (the last user message that is not a
 // tool result) and counts the tool results since:
-//   0 → write `hello.md` with the CLI's own file tool (Write, write, write_file; Codex: an
-//       `apply_patch` through its command tool),
+//   0 → write `hello.md` with the CLI's own file tool (Write, write, write_file, an apply_patch
+//       tool; Codex: an `apply_patch` invocation through its command tool),
 //   1 → run a command with its shell tool (Bash, bash, run_shell_command, exec_command, shell),
 //   2 → a final answer naming how many tool results came before the prompt (a resumed session
 //       has some, a fresh one none).
@@ -69,10 +69,17 @@ function work(conv: Conversation, body: any, ctx: ScriptContext, sleep: boolean)
       const file = cwd ? `${cwd}/${CLI_FILE}` : CLI_FILE
       return { text: `I will write ${CLI_FILE}.`, tools: [{ name: writeTool.name, input: argsFor(writeTool, { path: file, content }) }], usage: USAGE[0] }
     }
+    const patch = `*** Begin Patch\n*** Add File: ${CLI_FILE}\n${content.split('\n').slice(0, -1).map((l) => `+${l}`).join('\n')}\n*** End Patch`
+    const patchTool = conv.tools.find((t) => t.name === 'apply_patch')
+    if (patchTool) {
+      const props = patchTool.schema?.properties ?? {}
+      const key = ['patchText', 'patch', 'input'].find((k) => k in props) ?? 'input'
+      return { text: `I will write ${CLI_FILE}.`, tools: [{ name: patchTool.name, input: { [key]: patch } }], usage: USAGE[0] }
+    }
     if (shellTool) {
-      // Codex edits files with apply_patch, which it runs itself when a command invokes it.
-      const patch = `apply_patch <<'PATCH'\n*** Begin Patch\n*** Add File: ${CLI_FILE}\n${content.split('\n').slice(0, -1).map((l) => `+${l}`).join('\n')}\n*** End Patch\nPATCH`
-      return { text: `I will write ${CLI_FILE}.`, tools: [{ name: shellTool.name, input: argsFor(shellTool, { command: patch, cwd }) }], usage: USAGE[0] }
+      // Codex applies a patch itself when a command invokes apply_patch.
+      const command = `apply_patch <<'PATCH'\n${patch}\nPATCH`
+      return { text: `I will write ${CLI_FILE}.`, tools: [{ name: shellTool.name, input: argsFor(shellTool, { command, cwd }) }], usage: USAGE[0] }
     }
   }
   if (conv.after <= 1 && shellTool) {
