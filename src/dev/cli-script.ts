@@ -10,7 +10,7 @@
 // Tool arguments follow the schema the request declares for the tool. A request that offers no
 // tools (a title, a routing check) gets a short text, or a value of the JSON schema it asks for.
 // `fake:<word>` in the prompt steers it (docs/dev.md "The fake model"):
-//   fake:text  answer in text, no tools     fake:sleep  the command is `sleep 300` (to cancel)
+//   fake:text  answer in text, no tools     fake:sleep[-N]  the command is `sleep N` (300; to cancel)
 //   fake:429   429 with Retry-After: 1      fake:500    500            fake:cut  a stream cut part-way
 //   fake:429-once, fake:500-once, fake:cut-once: that failure for the prompt's first request only.
 import { requestedSchema, valueFor } from './fake-model/gemini.js'
@@ -55,11 +55,12 @@ export function cliScript(): Script {
       }
     }
     if (word === 'text') return { text: `A text answer from the fake model (${conv.before} tool results before this prompt).`, usage: USAGE[2] }
-    return work(conv, body, ctx, word === 'sleep')
+    const sleep = /^sleep(?:-(\d{1,5}))?$/.exec(word)
+    return work(conv, body, ctx, sleep ? `sleep ${sleep[1] ?? '300'}` : undefined)
   }
 }
 
-function work(conv: Conversation, body: any, ctx: ScriptContext, sleep: boolean): ScriptedReply {
+function work(conv: Conversation, body: any, ctx: ScriptContext, sleep: string | undefined): ScriptedReply {
   const cwd = workingDirectory(body)
   const writeTool = conv.tools.find((t) => WRITE_TOOLS.includes(t.name))
   const shellTool = conv.tools.find((t) => SHELL_TOOLS.includes(t.name))
@@ -83,7 +84,7 @@ function work(conv: Conversation, body: any, ctx: ScriptContext, sleep: boolean)
     }
   }
   if (conv.after <= 1 && shellTool) {
-    const command = sleep ? 'sleep 300' : `ls && wc -w ${CLI_FILE}`
+    const command = sleep ?? `ls && wc -w ${CLI_FILE}`
     return { text: 'Now I check the workspace.', tools: [{ name: shellTool.name, input: argsFor(shellTool, { command, cwd }) }], usage: USAGE[1] }
   }
   return { text: `Done: wrote ${CLI_FILE} and ran a command. Tool results before this prompt: ${conv.before}.`, usage: USAGE[2] }
