@@ -31,7 +31,7 @@ const kinds: AgentKind[] = ['corral', ...(Object.keys(ADAPTERS) as CliAgentKind[
 const cliDirs = agentCliDirsFromEnv()
 
 const stack = await startStack({
-  runtime: RUNTIME, model: devScript(), modelFormats: ['anthropic', 'openai', 'openai-responses', 'gemini'],
+  runtime: RUNTIME, model: devScript(), modelApis: ['anthropic', 'openai', 'openai-responses', 'gemini'],
   ...(cliDirs.length ? { env: { CORRAL_AGENT_CLI_DIR: cliDirs.join(':') } } : {}),
 })
 const port = portOf(stack.model!.url)

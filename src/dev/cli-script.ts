@@ -2,15 +2,15 @@
 // (and any client of the four APIs), steered by words in the task's prompt. It reads the
 // conversation in the request's own format, finds the prompt (the last user message that is not a
 // tool result) and counts the tool results since:
-//   0 → write `hello.md` with the CLI's own file tool (Write, write, write_file; Codex: an
-//       `apply_patch` through its command tool),
+//   0 → write `hello.md` with the CLI's own file tool (Write, write, write_file, an apply_patch
+//       tool; Codex: an `apply_patch` invocation through its command tool),
 //   1 → run a command with its shell tool (Bash, bash, run_shell_command, exec_command, shell),
 //   2 → a final answer naming how many tool results came before the prompt (a resumed session
 //       has some, a fresh one none).
 // Tool arguments follow the schema the request declares for the tool. A request that offers no
 // tools (a title, a routing check) gets a short text, or a value of the JSON schema it asks for.
 // `fake:<word>` in the prompt steers it (docs/dev.md "The fake model"):
-//   fake:text  answer in text, no tools     fake:sleep  the command is `sleep 300` (to cancel)
+//   fake:text  answer in text, no tools     fake:sleep[-N]  the command is `sleep N` (300; to cancel)
 //   fake:429   429 with Retry-After: 1      fake:500    500            fake:cut  a stream cut part-way
 //   fake:429-once, fake:500-once, fake:cut-once: that failure for the prompt's first request only.
 import { requestedSchema, valueFor } from './fake-model/gemini.js'
@@ -55,11 +55,12 @@ export function cliScript(): Script {
       }
     }
     if (word === 'text') return { text: `A text answer from the fake model (${conv.before} tool results before this prompt).`, usage: USAGE[2] }
-    return work(conv, body, ctx, word === 'sleep')
+    const sleep = /^sleep(?:-(\d{1,5}))?$/.exec(word)
+    return work(conv, body, ctx, sleep ? `sleep ${sleep[1] ?? '300'}` : undefined)
   }
 }
 
-function work(conv: Conversation, body: any, ctx: ScriptContext, sleep: boolean): ScriptedReply {
+function work(conv: Conversation, body: any, ctx: ScriptContext, sleep: string | undefined): ScriptedReply {
   const cwd = workingDirectory(body)
   const writeTool = conv.tools.find((t) => WRITE_TOOLS.includes(t.name))
   const shellTool = conv.tools.find((t) => SHELL_TOOLS.includes(t.name))
@@ -69,14 +70,21 @@ function work(conv: Conversation, body: any, ctx: ScriptContext, sleep: boolean)
       const file = cwd ? `${cwd}/${CLI_FILE}` : CLI_FILE
       return { text: `I will write ${CLI_FILE}.`, tools: [{ name: writeTool.name, input: argsFor(writeTool, { path: file, content }) }], usage: USAGE[0] }
     }
+    const patch = `*** Begin Patch\n*** Add File: ${CLI_FILE}\n${content.split('\n').slice(0, -1).map((l) => `+${l}`).join('\n')}\n*** End Patch`
+    const patchTool = conv.tools.find((t) => t.name === 'apply_patch')
+    if (patchTool) {
+      const props = patchTool.schema?.properties ?? {}
+      const key = ['patchText', 'patch', 'input'].find((k) => k in props) ?? 'input'
+      return { text: `I will write ${CLI_FILE}.`, tools: [{ name: patchTool.name, input: { [key]: patch } }], usage: USAGE[0] }
+    }
     if (shellTool) {
-      // Codex edits files with apply_patch, which it runs itself when a command invokes it.
-      const patch = `apply_patch <<'PATCH'\n*** Begin Patch\n*** Add File: ${CLI_FILE}\n${content.split('\n').slice(0, -1).map((l) => `+${l}`).join('\n')}\n*** End Patch\nPATCH`
-      return { text: `I will write ${CLI_FILE}.`, tools: [{ name: shellTool.name, input: argsFor(shellTool, { command: patch, cwd }) }], usage: USAGE[0] }
+      // Codex applies a patch itself when a command invokes apply_patch.
+      const command = `apply_patch <<'PATCH'\n${patch}\nPATCH`
+      return { text: `I will write ${CLI_FILE}.`, tools: [{ name: shellTool.name, input: argsFor(shellTool, { command, cwd }) }], usage: USAGE[0] }
     }
   }
   if (conv.after <= 1 && shellTool) {
-    const command = sleep ? 'sleep 300' : `ls && wc -w ${CLI_FILE}`
+    const command = sleep ?? `ls && wc -w ${CLI_FILE}`
     return { text: 'Now I check the workspace.', tools: [{ name: shellTool.name, input: argsFor(shellTool, { command, cwd }) }], usage: USAGE[1] }
   }
   return { text: `Done: wrote ${CLI_FILE} and ran a command. Tool results before this prompt: ${conv.before}.`, usage: USAGE[2] }

@@ -82,7 +82,7 @@ describe(`gemini-cli agent kind end to end (${RUNTIME} runtime)`, { timeout: 180
 
   beforeAll(async () => {
     stack = await startStack({
-      runtime: RUNTIME, model: script, modelFormats: ['gemini'],
+      runtime: RUNTIME, model: script, modelApis: ['gemini'],
       provider: { name: 'fake-gemini', kind: 'gemini', default_model: 'gemini-test' },
       role: { name: 'gemini', agent_kind: 'gemini-cli', capabilities: CAPS },
       ...(CLI_DIR ? { env: { CORRAL_AGENT_CLI_DIR: CLI_DIR } } : {}),

@@ -5,6 +5,7 @@ import type { AgentConfig } from '../config.js'
 import type { EventSink } from '../event-sink.js'
 import type { TaskSource } from '../task-source.js'
 import { claudeCode } from './claude-code/index.js'
+import { codex } from './codex/index.js'
 import { geminiCli } from './gemini-cli/index.js'
 import { CliAgentRunner } from './runner.js'
 import type { AgentAdapter } from './types.js'
@@ -15,6 +16,7 @@ export { CliAgentRunner, outcome, policyDeny, type CliRunnerOptions } from './ru
 /** Every adapter, by kind; a kind without one fails its tasks with a clear reason. */
 export const ADAPTERS: Partial<Record<CliAgentKind, AgentAdapter>> = {
   'claude-code': claudeCode,
+  codex,
   'gemini-cli': geminiCli,
 }
 
