@@ -3,7 +3,7 @@
 import type { StoreMigration } from './types.js'
 
 export const agentsRoleAgentKind: StoreMigration = {
-  name: '20261129T053000-agents-role-agent-kind',
+  name: '20261129T064500-agents-role-agent-kind',
   async up(db) {
     await db.schema.alterTable('agent_roles').addColumn('agent_kind', 'text').execute()
   },
