@@ -5,7 +5,7 @@ import { Agent as UndiciAgent, Dispatcher, ProxyAgent } from 'undici'
 import { PROVIDER_KINDS, type ProviderKind } from './model.js'
 // The task's words straight from their file, not the contract's face: the face loads uuid (~15 ms),
 // and the agent's start-up is every task's (bench:workspaces "agent cold start").
-import { AGENT_KIND_PROVIDERS } from '../contract/agent-kinds.js'
+import { AGENT_KIND_PROVIDERS } from '../contract/resources.js'
 import { type AgentDefaults, ENVIRONMENTS, type Environment, THINKING_EFFORTS, type ThinkingEffort } from '../contract/agent-task.js'
 
 /**

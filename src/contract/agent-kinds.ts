@@ -4,9 +4,9 @@
 // sandbox. Each CLI is a pinned npm package installed with corral (optional dependencies) and
 // mounted read-only into the workspace; `AGENT_CLIS` says where its executable lies in it.
 
-import { AGENT_KINDS, type AgentKind, type ProviderKind } from './resources.js'
+import { AGENT_KIND_PROVIDERS, AGENT_KINDS, type AgentKind } from './resources.js'
 
-export { AGENT_KINDS, type AgentKind }
+export { AGENT_KIND_PROVIDERS, AGENT_KINDS, type AgentKind }
 
 /** The kinds that run a third-party CLI through an adapter. */
 export type CliAgentKind = Exclude<AgentKind, 'corral'>
@@ -16,14 +16,6 @@ export function isCliAgentKind(kind: string | null | undefined): kind is CliAgen
   return (CLI_AGENT_KINDS as readonly string[]).includes(kind ?? '')
 }
 
-/** The provider kinds (wire formats) each agent kind can talk to; a role pairing others is refused. */
-export const AGENT_KIND_PROVIDERS = {
-  corral: ['anthropic', 'openai'],
-  'claude-code': ['anthropic'],
-  codex: ['openai'],
-  'gemini-cli': ['gemini'],
-  opencode: ['anthropic', 'openai'],
-} as const satisfies Readonly<Record<AgentKind, readonly ProviderKind[]>>
 
 export interface AgentCliPackage {
   /** The npm package whose directory is mounted (its version is pinned in corral's package.json). */

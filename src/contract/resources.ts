@@ -52,6 +52,15 @@ export type ProviderKind = (typeof PROVIDER_KINDS)[number]
 export const AGENT_KINDS = ['corral', 'claude-code', 'codex', 'gemini-cli', 'opencode'] as const
 export type AgentKind = (typeof AGENT_KINDS)[number]
 
+/** The provider kinds (wire formats) each agent kind can talk to; a role pairing others is refused. */
+export const AGENT_KIND_PROVIDERS = {
+  corral: ['anthropic', 'openai'],
+  'claude-code': ['anthropic'],
+  codex: ['openai'],
+  'gemini-cli': ['gemini'],
+  opencode: ['anthropic', 'openai'],
+} as const satisfies Readonly<Record<AgentKind, readonly ProviderKind[]>>
+
 /** A role's warm pool; the empty string means "no warm pool". */
 export const POOL_POLICIES = ['', 'static', 'dynamic'] as const
 export type PoolPolicy = (typeof POOL_POLICIES)[number]
