@@ -5,6 +5,7 @@ import { Agent as UndiciAgent, Dispatcher, ProxyAgent } from 'undici'
 import { PROVIDER_KINDS, type ProviderKind } from './model.js'
 // The task's words straight from their file, not the contract's face: the face loads uuid (~15 ms),
 // and the agent's start-up is every task's (bench:workspaces "agent cold start").
+import { AGENT_KIND_PROVIDERS } from '../contract/resources.js'
 import { type AgentDefaults, ENVIRONMENTS, type Environment, THINKING_EFFORTS, type ThinkingEffort } from '../contract/agent-task.js'
 
 /**
@@ -30,6 +31,14 @@ export interface AgentConfig {
   maxIterations?: number
 }
 
+const DEFAULT_BASE_URLS: Readonly<Record<ProviderKind, string>> = {
+  anthropic: 'https://api.anthropic.com',
+  openai: 'https://api.openai.com/v1',
+  gemini: 'https://generativelanguage.googleapis.com',
+}
+
+const REFERENCE_PROVIDER_KINDS: readonly ProviderKind[] = AGENT_KIND_PROVIDERS.corral
+
 export const DEFAULT_EVENTS_URL = 'https://corral.internal'
 /** The task file the runtime hands over in the agent's inbox (CORRAL_INBOX) when CORRAL_TASK_FILE is not set. */
 export const TASKS_FILE = 'tasks.json'
@@ -38,8 +47,10 @@ export const TASKS_FILE = 'tasks.json'
 export function configFromEnv(env: NodeJS.ProcessEnv = process.env): AgentConfig {
   const problems: string[] = []
   const provider = (env.CORRAL_PROVIDER_KIND ?? 'anthropic') as ProviderKind
-  if (!PROVIDER_KINDS.includes(provider)) problems.push(`CORRAL_PROVIDER_KIND must be one of ${PROVIDER_KINDS.join(', ')}`)
-  const baseUrl = env.CORRAL_PROVIDER_BASE_URL ?? (provider === 'openai' ? 'https://api.openai.com/v1' : 'https://api.anthropic.com')
+  // The reference agent speaks Anthropic Messages and OpenAI Chat; a CLI's adapter checks its own (kinds/).
+  const kinds = env.CORRAL_AGENT_KIND ? PROVIDER_KINDS : REFERENCE_PROVIDER_KINDS
+  if (!kinds.includes(provider)) problems.push(`CORRAL_PROVIDER_KIND must be one of ${kinds.join(', ')}`)
+  const baseUrl = env.CORRAL_PROVIDER_BASE_URL ?? DEFAULT_BASE_URLS[provider] ?? 'https://api.anthropic.com'
   const model = env.CORRAL_MODEL ?? ''
   if (model === '') problems.push('CORRAL_MODEL is not set (the role\'s model, or the provider\'s default)')
   const int = (name: string): number | undefined => {

@@ -10,6 +10,7 @@ import { OpenAiClient } from './openai.js'
 import type { TaskOutcome } from '../contract/index.js'
 import { FileTaskSource, HttpTaskSource, type TaskSource } from './task-source.js'
 import { Toolbox, toolboxOptionsFromEnv } from './tools.js'
+import { agentKindFromEnv, runCliAgent } from './kinds/index.js'
 
 export { Agent, type AgentOptions } from './agent-loop.js'
 export { agentEnvironment, configFromEnv, createDispatcher, DEFAULT_EVENTS_URL, TASKS_FILE, type AgentConfig, type AgentLaunchSettings } from './config.js'
@@ -20,17 +21,22 @@ export { FileTaskSource, HttpTaskSource, ListTaskSource, type TaskSource } from 
 /** The conversation file inside the workspace: it survives stop and restart, and a fork inherits it. */
 export const SESSION_FILE = '.corral/session.json'
 
+export { ADAPTERS, CliAgentRunner, type AgentAdapter, type CliInvocation, type CliResult, type CliTaskContext, type CliTranslator } from './kinds/index.js'
+
 /**
- * Runs the agent until its task source is empty. Without an explicit source: the task file
+ * Runs the agent until its task source is empty. With CORRAL_AGENT_KIND naming a CLI, the tasks
+ * are run by that CLI through its adapter (kinds/), with the same task source and event sink. Without an explicit source: the task file
  * (CORRAL_TASK_FILE, or tasks.json in CORRAL_INBOX) when configured, else the control plane's
  * `GET <events url>/tasks/next` through the proxy.
  */
 export async function runAgent(config: AgentConfig, source?: TaskSource, sink?: EventSink, signal?: AbortSignal): Promise<TaskOutcome[]> {
   const dispatcher = createDispatcher(config)
+  const kind = agentKindFromEnv()
   source = adoptTaskTokens(source ?? (config.taskFile
     ? new FileTaskSource(config.taskFile)
     : new HttpTaskSource(config.eventsUrl, dispatcher, signal ? { signal } : {})), dispatcher)
   try {
+    if (kind) return await runCliAgent(kind, config, source, sink ?? new HttpEventSink(config.eventsUrl, dispatcher), signal)
     const common = { baseUrl: config.baseUrl, model: config.model, dispatcher, ...(config.apiKey ? { apiKey: config.apiKey } : {}) }
     const model: ModelClient = config.provider === 'openai' ? new OpenAiClient(common) : new AnthropicClient(common)
     const agent = new Agent({

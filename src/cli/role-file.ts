@@ -29,7 +29,7 @@ export interface RoleFile {
   capabilities?: { file: string; source: string }
 }
 
-const STRING_KEYS = ['name', 'display_name', 'description', 'provider_id', 'model', 'environment', 'environment_description', 'thinking_effort', 'pool_policy'] as const
+const STRING_KEYS = ['name', 'display_name', 'description', 'provider_id', 'model', 'environment', 'environment_description', 'thinking_effort', 'pool_policy', 'agent_kind'] as const
 const INT_KEYS = ['task_timeout_seconds', 'idle_timeout_seconds', 'max_continuations', 'max_context_tokens', 'pool_size', 'pool_max_size'] as const
 const OTHER_KEYS = ['provider', 'capabilities', 'capabilities_file', 'pack_ids', 'packs', 'resources'] as const
 const KNOWN = new Set<string>([...STRING_KEYS, ...INT_KEYS, ...OTHER_KEYS])

@@ -24,6 +24,7 @@ export function roleTable(rows: readonly AgentRoleRecord[], providers: ReadonlyM
     { header: 'provider', get: (r) => providers.get(r.provider_id) ?? r.provider_id },
     { header: 'model', get: (r) => r.model },
     { header: 'environment', get: (r) => r.environment },
+    { header: 'agent', get: (r) => r.agent_kind ?? '' },
     { header: 'pool', get: (r) => (r.pool_policy ? `${r.pool_policy} ${r.pool_size ?? 0}/${r.pool_max_size ?? '-'}` : '') },
     { header: 'archived', get: (r) => (r.archived_at ? 'yes' : '') },
     { header: 'id', get: (r) => r.id },
@@ -48,7 +49,7 @@ export const PROVIDER_FIELDS = ['id', 'name', 'display_name', 'description', 'ki
 export const ROLE_FIELDS = [
   'id', 'name', 'display_name', 'description', 'provider_id', 'model', 'environment', 'environment_description', 'task_timeout_seconds',
   'idle_timeout_seconds', 'thinking_effort', 'max_continuations', 'max_context_tokens', 'pool_policy', 'pool_size', 'pool_max_size',
-  'pack_ids', 'created_by', 'created_at', 'updated_at', 'archived_at', 'capabilities',
+  'pack_ids', 'agent_kind', 'created_by', 'created_at', 'updated_at', 'archived_at', 'capabilities',
 ] as const
 
 /**

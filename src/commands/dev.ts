@@ -127,12 +127,13 @@ async function startSession(flags: DevFlags, dataDir: string, ports: { api: numb
     paint('bold', 'corral dev is running'),
     `  console     ${running.url}/   (sign in with the owner key)`,
     `  API         ${running.url}/v1   (owner key in ${keyPath})`,
-    `  fake model  ${model.url}   (scripted; Anthropic and OpenAI streaming formats)`,
+    `  fake model  ${model.url}   (scripted; Anthropic, OpenAI Chat Completions and Responses, Gemini)`,
     `  runtime     ${runtime === 'local' ? 'local (bubblewrap sandbox)' : 'process (NOT a sandbox; see the warning above)'}`,
     `  CLI profile "${DEV_PROFILE}" saved to ${configPath()} and made current${previous && previous !== DEV_PROFILE ? ` (back: corral profile use ${previous})` : ''}`,
     '',
     'Try, in another terminal (from this checkout: alias corral="$PWD/bin/run.js"):',
     '  corral task submit --role demo "say hello" --wait',
+    '  corral task submit --role claude-code "say hello" --wait   (also gemini-cli: the real CLIs)',
     '  corral audit query --filter event_type=policy_decision',
     '  corral audit tail',
     'Ctrl-C stops corral dev.',
@@ -152,7 +153,7 @@ async function startDevModel(dataDir: string, host: string, port: number, dev: t
   const ca = await loadOrCreateCa(caDir)
   const caFile = join(caDir, 'ca.pem')
   await writeFile(caFile, ca.certPem)
-  const model = await dev.startFakeModel({ script: dev.demoScript, tls: await new LeafMinter(ca).pemFor(host), host, port, apiKey: dev.DEMO.apiKey })
+  const model = await dev.startFakeModel({ script: dev.devScript(), tls: await new LeafMinter(ca).pemFor(host), host, port, apiKey: dev.DEMO.apiKey })
   return { url: model.url, caFile, close: () => model.close() }
 }
 

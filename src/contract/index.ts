@@ -25,6 +25,8 @@ export {
 export {
   THINKING_EFFORTS, ENVIRONMENTS, TASK_OUTCOME_STATUSES, type ThinkingEffort, type Environment, type AgentTask, type TaskStatus, type TaskOutcome, type AgentDefaults,
 } from './agent-task.js'
+export { AGENT_KINDS, AGENT_KIND_PROVIDERS, AGENT_CLIS, CLI_AGENT_KINDS, SANDBOX_AGENT_CLI_DIR, isCliAgentKind, type AgentKind, type AgentCliPackage, type CliAgentKind } from './agent-kinds.js'
+export { DENY_MESSAGES, denyReasonIn } from './deny-messages.js'
 export { QUANTITY_PATTERN, RESOURCE_NAMES, quantityValue, requestOverLimit, type ResourceList, type ResourceName, type RoleResources } from './role-resources.js'
 export {
   PERMISSION_SETS, MEMBERSHIP_ROLES, MEMBERSHIP_STATUSES, CREDENTIAL_TYPES, POSTURES, WORKSPACE_STATES, DESIRED_STATES, TASK_STATUSES,

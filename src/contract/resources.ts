@@ -38,9 +38,28 @@ export type ThinkingEffort = (typeof THINKING_EFFORTS)[number]
 export const ENVIRONMENTS = ['development', 'staging', 'production'] as const
 export type Environment = (typeof ENVIRONMENTS)[number]
 
-/** The model APIs a provider speaks. */
-export const PROVIDER_KINDS = ['anthropic', 'openai'] as const
+/**
+ * The model APIs a provider speaks: Anthropic Messages, OpenAI-compatible (Chat Completions and
+ * Responses), Gemini (generateContent). Which agent kinds speak which is AGENT_KIND_PROVIDERS.
+ */
+export const PROVIDER_KINDS = ['anthropic', 'openai', 'gemini'] as const
 export type ProviderKind = (typeof PROVIDER_KINDS)[number]
+
+/**
+ * Which agent a role's workspaces run (docs/roles.md "Agent kind"): `corral` is the reference agent;
+ * the others are agent CLIs run by an adapter (./agent-kinds.ts).
+ */
+export const AGENT_KINDS = ['corral', 'claude-code', 'codex', 'gemini-cli', 'opencode'] as const
+export type AgentKind = (typeof AGENT_KINDS)[number]
+
+/** The provider kinds (wire formats) each agent kind can talk to; a role pairing others is refused. */
+export const AGENT_KIND_PROVIDERS = {
+  corral: ['anthropic', 'openai'],
+  'claude-code': ['anthropic'],
+  codex: ['openai'],
+  'gemini-cli': ['gemini'],
+  opencode: ['anthropic', 'openai'],
+} as const satisfies Readonly<Record<AgentKind, readonly ProviderKind[]>>
 
 /** A role's warm pool; the empty string means "no warm pool". */
 export const POOL_POLICIES = ['', 'static', 'dynamic'] as const

@@ -8,6 +8,7 @@ import {
   CREDENTIAL_TYPES, DESIRED_STATES, ENVIRONMENTS, THINKING_EFFORTS, MEMBERSHIP_ROLES, MEMBERSHIP_STATUSES, PERMISSION_SETS, POOL_POLICIES, POSTURES, PROVIDER_KINDS,
   ROLE_WARNING_CODES, TASK_STATUSES, WORKSPACE_STATES,
 } from './resources.js'
+import { AGENT_KINDS } from './agent-kinds.js'
 import { QUANTITY_PATTERN, RESOURCE_NAMES, type ResourceName } from './role-resources.js'
 
 const str = { type: 'string' } as const
@@ -137,7 +138,7 @@ export const agentRoleSchema = {
     environment: oneOf(ENVIRONMENTS), environment_description: str, task_timeout_seconds: int, idle_timeout_seconds: int,
     thinking_effort: oneOf(THINKING_EFFORTS), max_continuations: int, max_context_tokens: int,
     pool_policy: oneOf(POOL_POLICIES), pool_size: int, pool_max_size: int, pack_ids: strings, resources: roleResourcesSchema,
-    created_by: str, created_at: dateTime, updated_at: dateTime, archived_at: dateTime, warnings: roleWarningsSchema,
+    agent_kind: oneOf(AGENT_KINDS), created_by: str, created_at: dateTime, updated_at: dateTime, archived_at: dateTime, warnings: roleWarningsSchema,
   },
 } as const
 export type AgentRoleJson = FromSchema<typeof agentRoleSchema>

@@ -5,7 +5,8 @@
 //   0 → write `hello.md` (the task's words in it) with write_file
 //   1 → run a command that lists the workspace and counts the file's words
 //   2 → finish with a summary
-import type { ScriptedReply } from './fake-model.js'
+import { cliScript } from './cli-script.js'
+import type { Script, ScriptedReply } from './fake-model.js'
 
 export const DEMO_FILE = 'hello.md'
 
@@ -50,4 +51,18 @@ function textOf(content: unknown): string {
 
 function firstLine(text: string): string {
   return (text.split('\n')[0] ?? '').trim().slice(0, 120)
+}
+
+/**
+ * `corral dev`'s model: the demo script for the reference agent (the request offers its `finish`
+ * tool), the agent CLIs' script (./cli-script.ts) for everything else.
+ */
+export function devScript(): Script {
+  const cli = cliScript()
+  return (body, index, ctx) => (offersFinish(body) ? demoScript(body) : cli(body, index, ctx))
+}
+
+function offersFinish(body: any): boolean {
+  const tools: any[] = Array.isArray(body?.tools) ? body.tools : []
+  return tools.some((t) => (t?.name ?? t?.function?.name) === 'finish')
 }

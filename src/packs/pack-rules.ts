@@ -18,10 +18,10 @@ export function nameTaken(name: string) {
 /**
  * A role's `pack_ids` (create and patch): every id is a pack the org can see, and at most one of
  * them provides the agent command, and no two share a name (docs/packs.md). Validation errors
- * name the field `pack_ids`.
+ * name the field `pack_ids`. Returns the name of the pack that provides the agent, if one does.
  */
-export async function checkPackIds(tx: Pick<StoreTransaction, 'packs'>, orgId: string, ids: readonly string[]): Promise<void> {
-  if (ids.length === 0) return
+export async function checkPackIds(tx: Pick<StoreTransaction, 'packs'>, orgId: string, ids: readonly string[]): Promise<string | undefined> {
+  if (ids.length === 0) return undefined
   const found = await tx.packs.findVisible(orgId, ids)
   const known = new Set(found.map((pk) => pk.id))
   const unknown = ids.filter((id) => !known.has(id))
@@ -32,6 +32,7 @@ export async function checkPackIds(tx: Pick<StoreTransaction, 'packs'>, orgId: s
   if (twice !== undefined) throw fieldError('pack_ids', `attaches two packs named ${twice}; clone one under another name`)
   const agents = found.filter((pk) => pk.manifest.agent)
   if (agents.length > 1) throw fieldError('pack_ids', `may attach at most one pack that provides an agent (${agents.map((pk) => pk.name).join(', ')} do)`)
+  return agents[0]?.name
 }
 
 /**

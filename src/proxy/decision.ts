@@ -2,7 +2,7 @@
 // phase fills it, the runner records which phase is current, and the terminal phase turns it into
 // exactly one `policy_decision` audit row. Field names are the spec's audit columns, defined once
 // in src/contract/audit-vocabulary.ts.
-import { PLATFORM_ORG, SYSTEM_USER, type DenyReason, type FlooredReason, type Phase, type TransformFailure } from '../contract/index.js'
+import { DENY_MESSAGES, PLATFORM_ORG, SYSTEM_USER, type DenyReason, type FlooredReason, type Phase, type TransformFailure } from '../contract/index.js'
 import type { AllowRuleEval, RuleMatch } from '../policy/index.js'
 import type { TokenCheck } from '../secrets/index.js'
 
@@ -145,26 +145,4 @@ export function denyBody(ctx: DecisionContext, denial: PolicyDenial): string {
   })
 }
 
-/** One sentence per reason, addressed to the agent that got the 403. */
-export const DENY_MESSAGES: Readonly<Record<DenyReason, string>> = Object.freeze({
-  no_scheme: 'HTTPS is required: send the request through the proxy with CONNECT (HTTPS_PROXY), not as plain HTTP.',
-  no_token: 'No capability token: set Proxy-Authorization: Bearer <token>.',
-  invalid_token: 'The capability token is invalid or expired.',
-  workspace_not_activated: 'The workspace named by the token is not known to this proxy or is not running.',
-  workspace_gone: 'The workspace was stopped while this request was in flight.',
-  no_policy: 'The workspace role has no capability policy; every outbound request is refused.',
-  policy_error: 'The capability policy failed to evaluate.',
-  policy_empty: 'The capability policy produced no result for this request.',
-  policy_type_error: 'The capability policy produced a result of an unexpected shape.',
-  no_match: 'No allow rule of the capability policy matches this request.',
-  invalid_json: 'The request body is not valid JSON.',
-  format_mismatch: "The request's Content-Type does not match the rule's request_format.",
-  schema_violation: "The request body does not satisfy the rule's request_schema.",
-  budget_exhausted: 'A budget counter reached its ceiling.',
-  concurrency_exhausted: 'A budget counter reached its max_concurrent in-flight limit.',
-  internal_error: 'The proxy failed internally while handling this request.',
-  destination_private: 'The destination resolves to a loopback, private, link-local or control-plane address that no rule names.',
-  path_ambiguous: 'The request path has no single canonical form (encoded slash, backslash, dot segments above the root, or bad percent-encoding).',
-  audit_unavailable: 'The audit log cannot record this request right now; nothing was forwarded. Retry later.',
-  limit_exceeded: "A resource limit of the proxy for this workspace was reached (connections, in-flight requests, header or body size).",
-})
+export { DENY_MESSAGES }

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process'
 import { existsSync, lstatSync, realpathSync } from 'node:fs'
 import { chown, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { join, posix } from 'node:path'
 import { promisify } from 'node:util'
 import { detectCgroups, joinCommand, type CgroupDetection, type CgroupDriver, type CgroupLimits } from './cgroups.js'
 import { DataImages } from './data-image.js'
@@ -11,6 +11,7 @@ import type { Owner } from './held-dir.js'
 import { SECCOMP_FD, userNamespaceFilter } from './seccomp.js'
 import { packageRoot, proxyUrlWithToken } from './layout.js'
 import { RuntimeError } from './errors.js'
+import { SANDBOX_AGENT_CLI_DIR } from '../contract/index.js'
 import {
   ALLOW_UNENFORCED, LIMIT_ENV, checkLimits, findPrlimit, limitsEnv, limitsFromEnv, prlimitArgs, runForOutput, withLimits, type WorkspaceLimits,
 } from './limits.js'
@@ -293,7 +294,7 @@ export class LocalRuntime extends DirectoryRuntime {
   }
 
   protected plan(workspaceId: string, launch: AgentLaunch, shared: SharedFiles, inbox: string): LaunchPlan {
-    const mounts = { ...this.#mounts(this.layout.data(workspaceId), shared.init, this.layout.socket(workspaceId), shared, this.#uidOf(workspaceId)), inbox, packs: launch.packs ?? [] }
+    const mounts = { ...this.#mounts(this.layout.data(workspaceId), shared.init, this.layout.socket(workspaceId), shared, this.#uidOf(workspaceId)), inbox, packs: launch.packs ?? [], agentCli: launch.cli?.dir ?? null }
     // A workspace may opt out (its pack's agent.env, handed on by DirectoryRuntime): it only gives up a way out.
     if (launch.env?.[EGRESS_OPT_OUT] === 'off') delete mounts.egress
     const proxyUrl = `http://127.0.0.1:${SANDBOX_PROXY_PORT}`
@@ -321,6 +322,7 @@ export class LocalRuntime extends DirectoryRuntime {
         ? { SSL_CERT_FILE: SANDBOX_CA_BUNDLE, CURL_CA_BUNDLE: SANDBOX_CA_BUNDLE, REQUESTS_CA_BUNDLE: SANDBOX_CA_BUNDLE, GIT_SSL_CAINFO: SANDBOX_CA_BUNDLE }
         : {}),
       ...launch.env,
+      ...(launch.cli ? { CORRAL_AGENT_CLI: posix.join(SANDBOX_AGENT_CLI_DIR, launch.cli.entry), CORRAL_AGENT_CLI_RUN: launch.cli.run } : {}),
       ...limitsEnv(this.#limits),
       CORRAL_PROXY_TOKEN: launch.proxyToken,
       // Read by the init only; it removes them (and CORRAL_PACK_ENV) from the agent's environment.
@@ -360,6 +362,7 @@ export class LocalRuntime extends DirectoryRuntime {
       proxySocket,
       inbox: null,
       packs: [],
+      agentCli: null,
       ca: shared?.ca ?? null,
       caBundle: shared?.caBundle ?? null,
       readOnly: this.#readOnly,

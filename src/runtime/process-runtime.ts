@@ -53,6 +53,7 @@ export class ProcessRuntime extends DirectoryRuntime {
         ? { SSL_CERT_FILE: shared.caBundle, CURL_CA_BUNDLE: shared.caBundle, REQUESTS_CA_BUNDLE: shared.caBundle, GIT_SSL_CAINFO: shared.caBundle }
         : {}),
       ...launch.env,
+      ...(launch.cli ? { CORRAL_AGENT_CLI: join(launch.cli.dir, launch.cli.entry), CORRAL_AGENT_CLI_RUN: launch.cli.run } : {}),
       CORRAL_PROXY_TOKEN: launch.proxyToken,
       CORRAL_STOP_GRACE_MS: String(this.options.stopGraceMs ?? 5000),
     }

@@ -6,6 +6,7 @@
 // A driver never decides state transitions: it does what it is told and reports what it sees.
 import type { Readable } from 'node:stream'
 import type { RoleResources } from '../contract/index.js'
+import type { AgentCliMount } from './agent-clis.js'
 import type { Archiver } from './archiver.js'
 import type { DiskUsage, MeasureOptions } from './disk-usage.js'
 
@@ -174,6 +175,12 @@ export interface AgentLaunch {
    * Kubernetes driver's agent container. The local drivers apply the server-wide limits only.
    */
   resources?: RoleResources
+  /**
+   * The agent CLI this launch's adapter runs (docs/agent.md "Agent kinds"): its package directory,
+   * bound read-only at SANDBOX_AGENT_CLI_DIR (the process driver uses the host path); the driver
+   * exports the executable's path as CORRAL_AGENT_CLI and how to run it as CORRAL_AGENT_CLI_RUN.
+   */
+  cli?: AgentCliMount
 }
 
 /** One pack's content tree on the host, and the name it is mounted under. */

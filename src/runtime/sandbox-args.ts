@@ -1,5 +1,6 @@
 import { existsSync, lstatSync, readlinkSync, statSync, type Stats } from 'node:fs'
 import { dirname, isAbsolute, relative, resolve, sep } from 'node:path'
+import { SANDBOX_AGENT_CLI_DIR } from '../contract/index.js'
 import { SANDBOX_EGRESS_DIR, egressCommand, type EgressFiles } from './egress.js'
 
 /** Inside-the-sandbox paths (the contract the agent sees). */
@@ -46,6 +47,8 @@ export interface SandboxMounts {
   inbox: string | null
   /** Pack content trees, bound read-only at /packs/<name> (names checked by pack-mounts.ts). */
   packs: readonly { name: string; dir: string }[]
+  /** The agent CLI's package directory (agent-clis.ts), bound read-only at SANDBOX_AGENT_CLI_DIR. */
+  agentCli?: string | null
   ca: string | null
   caBundle: string | null
   /** Host paths made visible read-only at the same place (the corral package, the node install). */
@@ -138,6 +141,7 @@ export function bwrapArgs(m: SandboxMounts, command: readonly string[]): string[
   // /packs exists even without packs, so an agent can always list it.
   args.push('--dir', SANDBOX_PACKS)
   for (const p of m.packs) args.push('--ro-bind', p.dir, `${SANDBOX_PACKS}/${p.name}`)
+  if (m.agentCli) args.push('--ro-bind', m.agentCli, SANDBOX_AGENT_CLI_DIR)
   if (m.ca) args.push('--ro-bind', m.ca, SANDBOX_CA)
   if (m.caBundle) args.push('--ro-bind', m.caBundle, SANDBOX_CA_BUNDLE)
   // Everything not mounted above lives on bwrap's scratch root; freeze it so /data and /tmp are the

@@ -14,7 +14,7 @@ import { caCertPath } from '../proxy/index.js'
 import type { AgentCallbackHandler } from '../contract/index.js'
 import type { CapabilityTokens } from '../secrets/index.js'
 import {
-  RegistrySnapshotStore, createRuntime, type LocalRuntimeOptions, type SnapshotStore, type WorkspaceLimits, type WorkspaceRuntime,
+  RegistrySnapshotStore, agentCliDirsFromEnv, createRuntime, type LocalRuntimeOptions, type SnapshotStore, type WorkspaceLimits, type WorkspaceRuntime,
 } from '../runtime/index.js'
 import type { WorkspaceDirectory, WorkspaceLifecycle } from '../server/index.js'
 import { storeFiles, type Store } from '../store/index.js'
@@ -89,6 +89,7 @@ export function buildWorkspaces(config: ServeConfig, parts: WorkspaceParts): Run
     ...(leases ? { ownership: new LeaseOwnership(store, { id: replica.id, ttlMs: replica.ttlMs, leases, onBeat: (cb) => replica.onBeat(cb) }, parts.logger) } : {}),
     store, audit, runtime: driver.runtime, tokens: parts.tokens, logger: parts.logger,
     agentCommand: config.agentCommand,
+    agentCliDirs: agentCliDirsFromEnv(),
     ...(driver.runtime.capabilities.uidPerWorkspace ? { sandboxUids: { first: config.sandboxUid + 1, count: config.sandboxUidCount - 1 } } : {}),
     packs: {
       // A tree another replica stored is pulled from the registry by digest before it is mounted.

@@ -1,7 +1,8 @@
 // Starting an agent in a workspace: the role's packs resolved at each start (a role or pack edit
 // applies to the next agent), their content trees pinned while the agent runs, and the packs each
 // running agent was started with remembered (their agent-event schemas apply to its events).
-import type { AgentLaunch, AgentProcess, WorkspaceRuntime } from '../runtime/index.js'
+import { isCliAgentKind } from '../contract/index.js'
+import { defaultAgentCommand, locateAgentCli, type AgentLaunch, type AgentProcess, type WorkspaceRuntime } from '../runtime/index.js'
 import type { Logger } from 'pino'
 import type { RoleConfig, WorkspaceLogs, WorkspaceRecord, WorkspacesRepository } from '../store/index.js'
 import type { PackEventValidators } from './agent-event-schemas.js'
@@ -15,6 +16,8 @@ export interface LauncherOptions {
   packs?: PackSource
   /** argv of the default agent (when no attached pack provides one). */
   agentCommand: readonly string[]
+  /** node_modules folders searched for the agent CLIs before corral's own (CORRAL_AGENT_CLI_DIR). */
+  agentCliDirs?: readonly string[]
   /** Extra environment for every agent. */
   agentEnv?: Record<string, string>
   /** Where each agent's own output is copied while it runs (log-shipper.ts); none when unset. */
@@ -41,8 +44,10 @@ export class AgentLauncher {
   async start(ws: WorkspaceRecord, role: RoleConfig | undefined, token: string, extra: { env?: Record<string, string>; files?: AgentLaunch['files'] } = {}): Promise<AgentProcess> {
     const packs = await resolveWorkspacePacks(this.#o.packs, ws.org_id, role?.pack_ids ?? [])
     this.#launchPacks.set(ws.id, packs)
+    const cli = isCliAgentKind(role?.agent_kind) ? locateAgentCli(role.agent_kind, this.#o.agentCliDirs) : undefined
     const launch: AgentLaunch = {
-      ...agentProgram(packs, this.#o.agentCommand),
+      // A CLI's adapter is the reference agent's own entry, whatever the default agent is.
+      ...agentProgram(packs, cli ? defaultAgentCommand() : this.#o.agentCommand, cli),
       proxyToken: token,
       env: { ...(role ? agentEnv(role) : {}), ...this.#o.agentEnv, ...extra.env },
       ...(extra.files ? { files: extra.files } : {}),

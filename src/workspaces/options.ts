@@ -37,6 +37,8 @@ export interface WorkspaceServiceOptions {
   tokens: TokenMinter
   /** argv of the agent inside the workspace (defaultAgentCommand()) when no attached pack provides one. */
   agentCommand: readonly string[]
+  /** node_modules folders searched for the agent CLIs before corral's own (docs/agent.md "Agent kinds"). */
+  agentCliDirs?: readonly string[]
   /** The packs attached to roles (store.packs + the content store); without it no packs are mounted. */
   packs?: PackSource
   /** Where uploads wait until the workspace's /data exists. */

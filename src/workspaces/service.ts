@@ -44,7 +44,7 @@ export class WorkspaceService {
     const kick = (id: string): void => void this.kick(id)
     const warmAgents = opts.warmAgents !== false
     this.#records = new LifecycleRecords(store, opts.audit, logger)
-    this.#launcher = new AgentLauncher({ runtime, workspaces: this.#t, agentCommand: opts.agentCommand, logs: workspaceLogs(store), ...pick(opts, 'packs', 'agentEnv', 'logger') })
+    this.#launcher = new AgentLauncher({ runtime, workspaces: this.#t, agentCommand: opts.agentCommand, logs: workspaceLogs(store), ...pick(opts, 'packs', 'agentEnv', 'agentCliDirs', 'logger') })
     const disk = new DiskQuota({ runtime, quotaMb: opts.diskQuotaMb ?? 0, ...pick(opts, 'logger'), ...(opts.diskCheckIntervalMs ? { intervalMs: opts.diskCheckIntervalMs } : {}) })
     this.#handOver = new HandOver({
       runtime, workspaces: this.#t, tokens, launcher: this.#launcher, disk, lifetime: this.#life, warmAgents, kick,

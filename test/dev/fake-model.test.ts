@@ -19,7 +19,7 @@ describe('fake model + demo script', () => {
       { role: 'assistant', content: [{ type: 'tool_use', id: 't', name: 'x', input: {} }] },
       { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: 'ok' }] },
     ]).flat()]
-    const texts = await Promise.all([0, 1, 2].map(async (n) => (await post('/v1/messages', { model: 'demo-1', messages: turn(n) }, { 'x-api-key': DEMO.apiKey })).text()))
+    const texts = await Promise.all([0, 1, 2].map(async (n) => (await post('/v1/messages', { model: 'demo-1', stream: true, messages: turn(n) }, { 'x-api-key': DEMO.apiKey })).text()))
     expect(texts[0]).toContain('"name":"write_file"')
     // The tool input arrives in input_json_delta pieces, as from the real API.
     const input = texts[0]!.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)))
@@ -38,7 +38,7 @@ describe('fake model + demo script', () => {
       { role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'write_file', arguments: '{}' } }] },
       { role: 'tool', tool_call_id: 'c', content: 'ok' },
     ]
-    const text = await (await post('/v1/chat/completions', { model: 'demo-1', messages }, { authorization: `Bearer ${DEMO.apiKey}` })).text()
+    const text = await (await post('/v1/chat/completions', { model: 'demo-1', stream: true, messages }, { authorization: `Bearer ${DEMO.apiKey}` })).text()
     expect(text).toContain('"name":"run_command"')
     expect(text).toContain('"finish_reason":"tool_calls"')
     expect(text).toContain('"usage":{"prompt_tokens":530,"completion_tokens":24,"total_tokens":554}')

@@ -73,15 +73,17 @@ describe('corral dev', () => {
     expect(second.stderr.trim().split('\n')).toHaveLength(1)
   })
 
-  it('a restart re-seeds in place: one provider, one role, the policy naming the new model port', async () => {
+  it('a restart re-seeds in place: the same providers and roles (one per agent kind), the policies naming the new model port', async () => {
     expect(await dev.stop()).toBe(0)
     dev = await startDev(dataDir, env)
     const providers = (await api('/providers')).providers as any[]
-    expect(providers.map((p) => p.name)).toEqual(['demo-model'])
+    expect(providers.map((p) => [p.name, p.kind])).toEqual([['demo-gemini', 'gemini'], ['demo-model', 'anthropic'], ['demo-openai', 'openai']])
     const roles = (await api('/agent-roles')).agent_roles as any[]
-    expect(roles.map((r) => r.name)).toEqual(['demo'])
-    const port = new URL(providers[0].base_url).port
-    expect(roles[0].capabilities).toContain(`"127.0.0.1:${port}"`)
+    expect(roles.map((r) => [r.name, r.agent_kind])).toEqual([
+      ['claude-code', 'claude-code'], ['codex', 'codex'], ['demo', undefined], ['gemini-cli', 'gemini-cli'], ['opencode', 'opencode'],
+    ])
+    const port = new URL(providers[1].base_url).port
+    for (const r of roles) expect(r.capabilities).toContain(`"127.0.0.1:${port}"`)
   })
 
   it('a port somebody holds and an unreachable database each end in one plain line and exit 1', async () => {

@@ -11,6 +11,7 @@ import { join, resolve } from 'node:path'
 import pg from 'pg'
 import { LeafMinter, loadOrCreateCa } from '../../src/proxy/ca.js'
 import { startFakeAnthropic, type FakeProvider, type Script } from '../agent/fake-model.js'
+import { startFakeModel, type WireFormat } from '../../src/dev/index.js'
 import { onLoopback, portOf } from './loopback-caps.js'
 import { unmountUnder } from './mounts.js'
 
@@ -131,6 +132,8 @@ export interface StackOptions extends Omit<ServeOptions, 'db'> {
   db?: string | { postgres: string }
   /** A fake Anthropic API (test/agent/fake-model.ts) on HTTPS loopback answering with this script. */
   model?: Script
+  /** The APIs that fake model speaks (default Anthropic Messages only). */
+  modelApis?: readonly WireFormat[]
   /**
    * Also make a test CA whose certificates serve trusts as upstreams (CORRAL_UPSTREAM_CA), for a
    * suite's own HTTPS upstream (`stack.upstreamTls`). Implied by `model`.
@@ -138,8 +141,8 @@ export interface StackOptions extends Omit<ServeOptions, 'db'> {
   upstreamCa?: boolean
   /**
    * The provider to create (POST /v1/providers). Defaults: name `fake-anthropic`, the fake model's
-   * URL and model `claude-test` when there is a model; otherwise a dead address. Omit it and `role`
-   * to create none.
+   * URL and model `claude-test` when there is a model; otherwise a dead address. A `base_url` that
+   * is a path (`/v1`) is on the fake model. Omit it and `role` to create none.
    */
   provider?: Partial<ProviderBody>
   /**
@@ -207,7 +210,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
 }
 
 async function build(opts: StackOptions, dir: string, cleanups: Array<() => Promise<unknown>>, close: () => Promise<void>): Promise<Stack> {
-  const { runtime, db, model: script, upstreamCa, provider: providerOpts, role: roleOpts, ...serveOpts } = opts
+  const { runtime, db, model: script, modelApis, upstreamCa, provider: providerOpts, role: roleOpts, ...serveOpts } = opts
   const env: Record<string, string> = { ...serveOpts.env }
   let minter: LeafMinter | undefined
   if (upstreamCa || script) {
@@ -216,7 +219,8 @@ async function build(opts: StackOptions, dir: string, cleanups: Array<() => Prom
     env.CORRAL_UPSTREAM_CA = join(dir, 'upstream-ca.pem')
     minter = new LeafMinter(ca)
   }
-  const model = script ? await startFakeAnthropic(script, await minter!.pemFor('127.0.0.1')) : undefined
+  const tls = script ? await minter!.pemFor('127.0.0.1') : undefined
+  const model = script ? await (modelApis ? startFakeModel({ script, formats: modelApis, record: true, tls: tls! }) : startFakeAnthropic(script, tls)) : undefined
   if (model) cleanups.push(() => model.close())
   let dbUrl = typeof db === 'string' ? db : undefined
   if (db && typeof db === 'object') {
@@ -277,7 +281,8 @@ async function createProviderAndRole(api: Stack['api'], model: FakeProvider | un
   const defaults = model
     ? { name: 'fake-anthropic', kind: 'anthropic', base_url: model.url, default_model: 'claude-test' }
     : { name: 'none', kind: 'anthropic', base_url: 'https://127.0.0.1:9', default_model: 'none' }
-  const provider = await created('provider', '/providers', { ...defaults, ...providerOpts })
+  const baseUrl = providerOpts?.base_url?.startsWith('/') && model ? `${model.url}${providerOpts.base_url}` : providerOpts?.base_url
+  const provider = await created('provider', '/providers', { ...defaults, ...providerOpts, ...(baseUrl ? { base_url: baseUrl } : {}) })
   if (!roleOpts) return { provider }
   const caps = roleOpts.capabilities
   const capabilities = caps !== undefined && model ? onLoopback(caps, portOf(model.url)) : caps

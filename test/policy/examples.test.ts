@@ -19,6 +19,20 @@ describe('examples/', () => {
   }
 })
 
+// The minimal policy of each agent kind (docs/agent.md "Agent kinds"), with its cases.
+describe('examples/agents/', () => {
+  for (const kind of ['claude-code', 'gemini-cli']) {
+    it(`agents/${kind}.yaml lints clean and its cases pass`, () => {
+      const res = compilePolicy(readFileSync(path.join(EXAMPLES, 'agents', `${kind}.yaml`), 'utf8'))
+      expect(res.diagnostics).toEqual([])
+      if (!res.ok) return
+      const report = runCases(res.policy, parseCases(readFileSync(path.join(EXAMPLES, 'cases', `agents-${kind}.yaml`), 'utf8')))
+      expect(report.cases.filter((c) => !c.passed)).toEqual([])
+      expect(report.passed).toBeGreaterThanOrEqual(5)
+    })
+  }
+})
+
 describe('caps test cases', () => {
   const policy = (() => {
     const res = compilePolicy(readFileSync(path.join(EXAMPLES, 'git-host.yaml'), 'utf8'))

@@ -2,7 +2,7 @@
 // member; writes: caps:write. A role's caps.yaml is edited on the Policies page; here its other
 // fields (provider, model, environment, timeouts, agent knobs, warm pool, packs).
 import type { ReactNode } from 'react'
-import { ENVIRONMENTS, PROVIDER_KINDS, THINKING_EFFORTS } from '../../contract/resources.js'
+import { AGENT_KINDS, ENVIRONMENTS, PROVIDER_KINDS, THINKING_EFFORTS } from '../../contract/resources.js'
 import { seg } from '../api.js'
 import { changedValues, filledValues, type Field, type Values } from '../form.js'
 import { ResourceList } from '../resource.js'
@@ -96,6 +96,7 @@ function roleFields(providers: readonly Provider[], packs: readonly { id: string
     { name: 'description', label: 'Description' },
     { name: 'provider_id', label: 'Provider', type: 'select', required: true, options: providers.filter((p) => !p.archived_at).map((p) => ({ value: p.id, label: p.name })) },
     { name: 'model', label: 'Model (empty: the provider default)' },
+    { name: 'agent_kind', label: 'Agent (empty: corral, or a pack\'s agent)', type: 'select', options: [...AGENT_KINDS] },
     { name: 'environment', label: 'Environment', type: 'select', options: [...ENVIRONMENTS] },
     { name: 'environment_description', label: 'Environment description' },
     n('task_timeout_seconds', 'Task timeout (s)'),

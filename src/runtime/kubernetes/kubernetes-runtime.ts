@@ -1,5 +1,6 @@
 // The `kubernetes` driver (docs/kubernetes.md "Runtime"): one pod at a time per workspace in the
 // configured namespace, /data on a PersistentVolumeClaim that outlives its pods, the agent's token,
+import { join } from 'node:path'
 // CA and inbox in a Secret, egress only to the proxy Service (one NetworkPolicy for the namespace).
 // An agent runs as the `agent` container of a pod whose `keeper` container holds /data for what
 // comes after it (uploads, snapshots over exec + tar); a pod with the keeper alone holds /data
@@ -253,7 +254,9 @@ export class KubernetesRuntime implements WorkspaceDriver {
     const packs = podPacks(launch)
     const spec = {
       command: packs.command, packs: packs.mounts, packEnv: packs.env, resources: podResources(this.#s.resources, launch.resources), proxyToken: launch.proxyToken, proxyUrl: proxy.url, ...(caPem ? { caPem } : {}),
-      files: launch.files ?? {}, env: launch.env ?? {},
+      // An agent CLI is where the agent image has corral's own dependencies: the same path as on
+      // this host, like the agent command itself (docs/kubernetes.md).
+      files: launch.files ?? {}, env: { ...launch.env, ...(launch.cli ? { CORRAL_AGENT_CLI: join(launch.cli.dir, launch.cli.entry), CORRAL_AGENT_CLI_RUN: launch.cli.run } : {}) },
       baseEnv: Object.fromEntries(Object.entries(launch.baseEnv ?? {}).filter(([k]) => !k.startsWith('CORRAL_'))),
       stopGraceSeconds: Math.ceil((this.#o.stopGraceMs ?? 5000) / 1000),
     }

@@ -3,7 +3,7 @@
 // its provider (exists, not archived, row-locked), its packs, its pool settings and its policy
 // (compiled on every save, so a role never holds a policy that does not compile); then the audit
 // event and the respawn of idle workspaces. Decisions the spec leaves open are in docs/roles.md.
-import { type EventType, type RoleResources, apiError, notFound, requestOverLimit } from '../../contract/index.js'
+import { AGENT_KIND_PROVIDERS, type AgentKind, type EventType, type RoleResources, apiError, notFound, requestOverLimit } from '../../contract/index.js'
 import { checkPackIds } from '../../packs/index.js'
 import { compilePolicy } from '../../policy/index.js'
 import type { AgentRole, AgentRoleFields, AgentRolePatch, StoreTransaction } from '../../store/index.js'
@@ -22,8 +22,8 @@ export async function createAgentRole(deps: ConfigDeps, caller: ConfigCaller, bo
   checkResources(body.resources)
   checkCapabilities(body.capabilities)
   const role = await configMutation(deps, caller, async (tx, record) => {
-    await assertProviderUsable(tx, orgId, body.provider_id)
-    await checkPackIds(tx, orgId, body.pack_ids ?? [])
+    checkAgentProvider(body.agent_kind, await assertProviderUsable(tx, orgId, body.provider_id))
+    checkAgentKind(body.agent_kind, await checkPackIds(tx, orgId, body.pack_ids ?? []))
     if (await tx.agentRoles.getByName(orgId, body.name)) throw apiError('conflict', `an agent role named ${body.name} already exists`, { fields: { name: 'already exists' } })
     const role = await tx.agentRoles.create(orgId, { ...body, created_by: caller.userId })
     recordRole(record, 'agent_role_created', role)
@@ -54,9 +54,15 @@ export async function updateAgentRole(deps: ConfigDeps, caller: ConfigCaller, id
       const current = (await tx.agentRoles.get(orgId, id)) ?? throwNotFound()
       if (current.archived_at) throw apiError('role_archived', `agent role ${current.name} is archived; unarchive it first`)
       if (body.provider_id !== undefined && body.provider_id !== current.provider_id) await assertProviderUsable(tx, orgId, body.provider_id)
+      if (body.provider_id !== undefined || body.agent_kind !== undefined) {
+        const provider = await tx.providers.getForUse(orgId, body.provider_id ?? current.provider_id)
+        if (provider) checkAgentProvider(body.agent_kind === undefined ? current.agent_kind : body.agent_kind, provider)
+      }
       checkPool({ ...current, ...body })
       checkResources(body.resources)
-      if (body.pack_ids !== undefined) await checkPackIds(tx, orgId, body.pack_ids)
+      if (body.pack_ids !== undefined || body.agent_kind !== undefined) {
+        checkAgentKind(body.agent_kind === undefined ? current.agent_kind : body.agent_kind, await checkPackIds(tx, orgId, body.pack_ids ?? current.pack_ids))
+      }
       if (body.name !== undefined && body.name !== current.name && (await tx.agentRoles.getByName(orgId, body.name))) {
         throw apiError('conflict', `an agent role named ${body.name} already exists`, { fields: { name: 'already exists' } })
       }
@@ -123,16 +129,34 @@ function throwNotFound(): never {
 }
 
 /** The provider exists in the caller's org (else a field error) and is not archived; locked until the transaction ends. */
-async function assertProviderUsable(tx: StoreTransaction, orgId: string, providerId: string): Promise<void> {
+async function assertProviderUsable(tx: StoreTransaction, orgId: string, providerId: string): Promise<{ kind?: string; name: string }> {
   const provider = await tx.providers.getForUse(orgId, providerId)
   if (!provider) throw fieldError('provider_id', 'no such provider in this organisation')
   if (provider.archived_at) throw apiError('provider_archived', `provider ${provider.name} is archived`)
+  return provider
+}
+
+/** An agent kind talks to the providers whose API its CLI speaks (AGENT_KIND_PROVIDERS). */
+function checkAgentProvider(kind: AgentKind | null | undefined, provider: { kind?: string; name: string }): void {
+  if (!kind) return
+  const speaks = AGENT_KIND_PROVIDERS[kind] as readonly string[]
+  if (!speaks.includes(provider.kind ?? 'anthropic')) {
+    throw fieldError('agent_kind', `${kind} cannot use provider ${provider.name} (kind ${provider.kind ?? 'anthropic'}); it speaks ${speaks.join(', ')}`)
+  }
 }
 
 /** Pool settings agree: dynamic pools need a ceiling, and the floor never exceeds it. */
 function checkPool(r: { pool_policy?: string; pool_size?: number | null; pool_max_size?: number | null }): void {
   if (r.pool_policy === 'dynamic' && (r.pool_max_size ?? 0) < 1) throw fieldError('pool_max_size', 'must be at least 1 when pool_policy is dynamic')
   if (r.pool_size != null && r.pool_max_size != null && r.pool_size > r.pool_max_size) throw fieldError('pool_size', `must not exceed pool_max_size (${r.pool_max_size})`)
+}
+
+/**
+ * One agent per workspace: a role that names an agent kind cannot also attach a pack that provides
+ * the agent (docs/roles.md "Agent kind"); without a kind, the pack's agent runs as before.
+ */
+function checkAgentKind(kind: AgentKind | null | undefined, agentPack: string | undefined): void {
+  if (kind && agentPack !== undefined) throw fieldError('agent_kind', `cannot be set while pack ${agentPack} provides the agent; detach the pack or clear agent_kind`)
 }
 
 /** A request above its own limit would make every pod of the role invalid (422 from the API server). */

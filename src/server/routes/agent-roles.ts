@@ -3,7 +3,7 @@
 // policy and attached packs. The routes parse and render; what a save must keep is the role
 // service in ../config/agent-roles.ts.
 import type { FastifyInstance } from 'fastify'
-import { ENVIRONMENTS, POOL_POLICIES, THINKING_EFFORTS, agentRoleSchema as roleSchema, roleResourcesSchema as resourcesSchema } from '../../contract/index.js'
+import { AGENT_KINDS, ENVIRONMENTS, POOL_POLICIES, THINKING_EFFORTS, agentRoleSchema as roleSchema, roleResourcesSchema as resourcesSchema } from '../../contract/index.js'
 import type { AgentRoleFields, AgentRolePatch } from '../../store/index.js'
 import {
   archiveAgentRole,
@@ -46,6 +46,7 @@ const fieldProperties = {
   pool_max_size: nullableCount,
   pack_ids: { type: 'array', maxItems: 100, uniqueItems: true, items: { type: 'string', minLength: 1, maxLength: 200 } },
   resources: { ...resourcesSchema, type: ['object', 'null'] },
+  agent_kind: { type: ['string', 'null'], enum: [...AGENT_KINDS, null] },
 } as const
 
 const listQuery = {

@@ -19,6 +19,7 @@ import { runtimeWorkspaceUids } from './20261129T020000-runtime-workspace-uids.j
 import { oauthBindingLease } from './20261129T024500-oauth-binding-lease.js'
 import { auditMerkle } from './20261129T060000-audit-merkle.js'
 import { auditSinks } from './20261129T061000-audit-sinks.js'
+import { agentsRoleAgentKind } from './20261129T064500-agents-role-agent-kind.js'
 import type { StoreMigration } from './types.js'
 
 export type { StoreMigration } from './types.js'
@@ -43,4 +44,5 @@ export const migrations: readonly StoreMigration[] = [
   oauthBindingLease,
   auditMerkle,
   auditSinks,
+  agentsRoleAgentKind,
 ]

@@ -3,7 +3,7 @@
 // orgId first, so another org's id is "not found" by construction. `capabilities` is stored as the
 // caps.yaml text the caller sent; the routes compile it before it gets here.
 import type { Kysely } from 'kysely'
-import { newId, nowIso, type Environment, type PoolPolicy, type RoleResources, type ThinkingEffort } from '../../contract/index.js'
+import { newId, nowIso, type AgentKind, type Environment, type PoolPolicy, type RoleResources, type ThinkingEffort } from '../../contract/index.js'
 import type { RepoContext } from './context.js'
 
 export interface AgentRolesTable {
@@ -28,6 +28,8 @@ export interface AgentRolesTable {
   pack_ids: string | null
   /** JSON of RoleResources (docs/roles.md "Resources"); null: the server's defaults. */
   resources: string | null
+  /** AgentKind (docs/roles.md "Agent kind"); null: the reference agent or an attached pack's. */
+  agent_kind: string | null
   archived_at: string | null
   created_by: string | null
   created_at: string
@@ -59,6 +61,8 @@ export interface AgentRole {
   pack_ids: string[]
   /** Requests and limits of the agent container (Kubernetes runtime; docs/roles.md "Resources"). */
   resources?: RoleResources
+  /** Which agent the role's workspaces run (docs/roles.md "Agent kind"); absent: corral's, or an attached pack's. */
+  agent_kind?: AgentKind
   created_by?: string
   created_at: string
   updated_at: string
@@ -85,13 +89,14 @@ export interface AgentRoleFields {
   pool_max_size?: number | null
   pack_ids?: string[]
   resources?: RoleResources | null
+  agent_kind?: AgentKind | null
 }
 export type AgentRolePatch = Partial<AgentRoleFields>
 
 const WRITABLE = [
   'name', 'display_name', 'description', 'provider_id', 'model', 'capabilities', 'environment', 'environment_description',
   'task_timeout_seconds', 'idle_timeout_seconds', 'thinking_effort', 'max_continuations', 'max_context_tokens',
-  'pool_policy', 'pool_size', 'pool_max_size', 'pack_ids', 'resources',
+  'pool_policy', 'pool_size', 'pool_max_size', 'pack_ids', 'resources', 'agent_kind',
 ] as const satisfies readonly (keyof AgentRoleFields)[]
 
 function toRecord(row: AgentRolesTable): AgentRole {
@@ -146,6 +151,7 @@ export function createAgentRolesRepository(ctx: RepoContext) {
         pool_max_size: null,
         pack_ids: JSON.stringify([]),
         resources: null,
+        agent_kind: null,
         ...toColumns(input),
         archived_at: null,
         created_by: input.created_by ?? null,

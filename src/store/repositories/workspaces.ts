@@ -3,7 +3,7 @@
 // controller's own scans (`pending`, `byId`), which run for every org. Roles and providers are read
 // with a plain join here so the controller does not depend on the role routes' repository shape.
 import type { Kysely } from 'kysely'
-import { newId, nowIso, TASK_STATUSES, type DesiredState, type RoleResources, type WorkspaceState } from '../../contract/index.js'
+import { newId, nowIso, TASK_STATUSES, type AgentKind, type DesiredState, type RoleResources, type WorkspaceState } from '../../contract/index.js'
 import type { RepoContext } from './context.js'
 import { poolRows } from './workspace-pools.js'
 
@@ -91,6 +91,8 @@ export interface RoleConfig {
   pack_ids: string[]
   /** Requests and limits of the agent container (docs/roles.md "Resources"); null: the server's. */
   resources: RoleResources | null
+  /** Which agent runs (docs/roles.md "Agent kind"); null: corral's, or an attached pack's. */
+  agent_kind: AgentKind | null
   role_archived: boolean
   provider_archived: boolean
 }
@@ -158,6 +160,7 @@ async function readRole(db: Kysely<any>, orgId: string, ref: { id?: string; name
     max_continuations: num(r.max_continuations), max_context_tokens: num(r.max_context_tokens),
     pool_policy: r.pool_policy ?? null, pool_size: num(r.pool_size), pack_ids: packIds(r.pack_ids),
     resources: r.resources ? (JSON.parse(r.resources) as RoleResources) : null,
+    agent_kind: (r.agent_kind as AgentKind | null | undefined) ?? null,
     role_archived: r.archived_at !== null && r.archived_at !== undefined, provider_archived: r.provider_archived_at !== null && r.provider_archived_at !== undefined,
   }
 }
