@@ -81,6 +81,7 @@ function errorBody(api: WireFormat, status: number, message: string, retryAfter?
 }
 
 const ERROR_MESSAGES: Record<number, string> = {
+  400: 'Invalid request (scripted by the fake model).',
   429: 'Rate limit exceeded (scripted by the fake model); retry after the Retry-After delay.',
   500: 'Internal server error (scripted by the fake model).',
   529: 'Overloaded (scripted by the fake model).',
