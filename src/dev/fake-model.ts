@@ -97,6 +97,8 @@ function replyJson(res: http.ServerResponse, status: number, body: unknown, head
   res.end(JSON.stringify(body))
 }
 
+// long-function: one closure over the server's state (the request log, the Responses history, the
+// count), shared by its HTTP and WebSocket handlers.
 export async function startFakeModel(opts: FakeModelOptions): Promise<FakeModel> {
   const formats = opts.formats ?? WIRE_APIS
   const requests: SeenModelRequest[] = []
