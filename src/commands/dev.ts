@@ -133,6 +133,7 @@ async function startSession(flags: DevFlags, dataDir: string, ports: { api: numb
     '',
     'Try, in another terminal (from this checkout: alias corral="$PWD/bin/run.js"):',
     '  corral task submit --role demo "say hello" --wait',
+    '  corral task submit --role claude-code "say hello" --wait   (also gemini-cli: the real CLIs)',
     '  corral audit query --filter event_type=policy_decision',
     '  corral audit tail',
     'Ctrl-C stops corral dev.',

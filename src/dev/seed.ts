@@ -116,7 +116,7 @@ export async function seedDemo(client: CorralClient, modelUrl: string): Promise<
 }
 
 /** The agent kinds corral dev seeds a role for (named after the kind), and the API each one's CLI speaks. */
-export const DEMO_KIND_ROLES: ReadonlyArray<{ kind: CliAgentKind; api: 'anthropic' | 'openai' | 'gemini' }> = [
+export const DEMO_KIND_ROLES: ReadonlyArray<{ kind: CliAgentKind; api: ProviderKind }> = [
   { kind: 'claude-code', api: 'anthropic' },
   { kind: 'codex', api: 'openai' },
   { kind: 'gemini-cli', api: 'gemini' },
@@ -124,7 +124,7 @@ export const DEMO_KIND_ROLES: ReadonlyArray<{ kind: CliAgentKind; api: 'anthropi
 ]
 
 /** An agent kind's demo policy: the fake model's API for that CLI only, its key injected, its use budgeted. */
-export function kindCaps(api: 'anthropic' | 'openai' | 'gemini', modelPort: number): string {
+export function kindCaps(api: ProviderKind, modelPort: number): string {
   if (api === 'anthropic') return demoCaps(modelPort)
   const common = { domain: `127.0.0.1:${modelPort}`, allowPrivate: ['127.0.0.0/8'], credential: { name: DEMO.bearerCredential, provider: 'openai' }, identity: true }
   return api === 'gemini'

@@ -7,9 +7,9 @@
 // (`corral workspace logs`). docs/kubernetes.md "Runtime: what was proven where".
 import { existsSync, writeFileSync } from 'node:fs'
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net'
-import { join, resolve } from 'node:path'
+import { dirname, join, resolve } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { modelPolicy } from '../../src/dev/index.js'
+import { modelPolicy, workingDirectory } from '../../src/dev/index.js'
 import { FakeKube } from '../helpers/fake-kube/index.js'
 import { startStack, type Stack } from '../helpers/serve.js'
 
@@ -32,6 +32,20 @@ function script(body: any) {
     ],
     usage: { input: 10, output: 5 },
   }
+}
+
+/** Claude Code's side (the `claude` role): write a file with Write, run a command with Bash, answer. */
+function claudeScript(body: any) {
+  const messages: any[] = body.messages
+  const taskAt = messages.findLastIndex((m) => m.role === 'user' && !(Array.isArray(m.content) && m.content.some((b: any) => b.type === 'tool_result')))
+  const step = messages.slice(taskAt).filter((m) => m.role === 'assistant').length
+  const usage = { input: 30, output: 20 }
+  // The working directory Claude Code states in its prompt: /data in a real pod, the claim's host
+  // directory under the fake kubelet (which maps paths of argv and environment, not of syscalls).
+  const cwd = workingDirectory(body) ?? '/data'
+  if (step === 0) return { tools: [{ name: 'Write', input: { file_path: `${cwd}/from-claude.txt`, content: 'written in a pod\n' } }], stop: 'tool_use' as const, usage }
+  if (step === 1) return { tools: [{ name: 'Bash', input: { command: 'wc -c from-claude.txt > counted.txt', description: 'count' } }], stop: 'tool_use' as const, usage }
+  return { text: 'Claude Code ran in a pod.', usage }
 }
 
 /**
@@ -186,4 +200,60 @@ describe('serve --runtime kubernetes against the fake API server', () => {
     // Refilled: a new member with its own warm pod.
     await stack.until(async () => warm().some((p) => p.metadata.labels!['corral.dev/workspace'] !== memberWs), 'the pool refilled with a new warm pod')
   }, 120_000)
+
+})
+
+// An agent CLI in a pod: its own fake API server whose kubelet runs agents as the pod's user
+// (never root: Claude Code refuses to skip its permission prompts as root, and corral's pods set
+// runAsUser), the CLI where the agent image keeps corral's dependencies (this checkout's
+// node_modules, or CORRAL_TEST_AGENT_CLI_DIR).
+describe('serve --runtime kubernetes: an agent CLI in the pod', () => {
+  let stack: Stack
+  let fake: FakeKube
+  let service: Awaited<ReturnType<typeof serviceForwarder>> | undefined
+
+  beforeAll(async () => {
+    const cliDir = process.env.CORRAL_TEST_AGENT_CLI_DIR
+    fake = await FakeKube.start({ runAsPodUser: true, imageRoots: [process.cwd(), dirname(process.execPath), ...(cliDir ? [cliDir] : [])] })
+    service = await serviceForwarder()
+    fake.store.create('services', 'corral', {
+      apiVersion: 'v1', kind: 'Service', metadata: { name: 'corral-proxy' },
+      spec: { clusterIP: '127.0.0.1', selector: { 'app.kubernetes.io/name': 'corral' }, ports: [{ name: 'proxy', port: service.port, targetPort: 'proxy' }] },
+    })
+    const kubeconfig = join(fake.kubelet.root, 'kubeconfig')
+    writeFileSync(kubeconfig, fake.kubeconfig())
+    stack = await startStack({
+      model: claudeScript, role: { name: 'coder', capabilities: CAPS },
+      args: ['--runtime', 'kubernetes'],
+      env: { CORRAL_K8S_KUBECONFIG: kubeconfig, CORRAL_AGENT_IMAGE: 'corral-agent:test', ...(cliDir ? { CORRAL_AGENT_CLI_DIR: cliDir } : {}) },
+    })
+    service.to(Number(new URL(stack.proxyUrl).port))
+  })
+  afterAll(async () => {
+    await stack?.close()
+    await service?.close()
+    await fake?.close()
+  })
+
+  it('a claude-code role runs the real Claude Code in the pod, through the proxy, with its file changes', async () => {
+    const { capabilities } = (await stack.api('GET', `/agent-roles/${stack.role!.id}`)).body
+    const role = await stack.api('POST', '/agent-roles', { name: 'claude', provider_id: stack.provider!.id, capabilities, agent_kind: 'claude-code' })
+    expect(role.status, JSON.stringify(role.body)).toBe(201)
+    const task = await stack.api('POST', '/tasks', { role_name: 'claude', description: 'write and count' })
+    expect(task.status, JSON.stringify(task.body)).toBe(202)
+    const done = await stack.until(async () => {
+      const t = (await stack.api('GET', `/tasks/${task.body.task_id}`)).body
+      return ['completed', 'failed', 'cancelled'].includes(t.status) && t
+    }, 'the claude-code task', 120_000)
+    expect(done, `${JSON.stringify(done)}\n${stack.serve.output().slice(-3000)}`).toMatchObject({ status: 'completed', summary: 'Claude Code ran in a pod.' })
+    const wsId: string = task.body.workspace_id
+    const agent = await stack.audit(wsId, 'actor=agent')
+    expect(agent.filter((e: any) => e.event_type === 'tool_call').map((e: any) => e.detail.tool)).toEqual(['Write', 'Bash'])
+    expect(agent.filter((e: any) => e.event_type === 'file_change').map((e: any) => e.detail.path)).toEqual(['from-claude.txt', 'counted.txt'])
+    const decisions = await stack.audit(wsId, 'event_type=policy_decision')
+    const model = decisions.filter((d: any) => d.path === '/v1/messages')
+    expect(model).toHaveLength(3)
+    expect(model.every((d: any) => d.decision === 'allow')).toBe(true)
+    expect(decisions.filter((d: any) => d.path !== '/v1/messages' && !String(d.path).startsWith('/task'))).toEqual([])
+  }, 180_000)
 })

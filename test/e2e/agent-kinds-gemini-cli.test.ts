@@ -1,0 +1,165 @@
+// Gemini CLI as a workspace agent, end to end: the built `corral serve`, the local (bubblewrap)
+// runtime, the real Gemini CLI bundle from npm mounted read-only and run with corral's node, every
+// request through the policy proxy to the fake Gemini API (HTTPS on loopback) scripted to make the
+// CLI write a file and run a command; a follow-up that resumes the CLI's session; a cancel
+// mid-task; a model error; a role whose policy denies the model call.
+import { execFileSync } from 'node:child_process'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { modelPolicy } from '../../src/dev/index.js'
+import { onLoopback, portOf } from '../helpers/loopback-caps.js'
+import { startStack, type Stack } from '../helpers/serve.js'
+import { bwrapAvailable } from '../runtime/helpers.js'
+
+const RUNTIME = (await bwrapAvailable()) ? 'local' : 'process'
+const CLI_DIR = process.env.CORRAL_TEST_AGENT_CLI_DIR
+
+const CAPS = modelPolicy({ domain: '127.0.0.1', paths: ['/v1beta/models/*'], gemini: true, identity: true, outputTokens: { reserve: 100, failureCharge: 10, workspaceMax: 100_000, taskMax: 50_000 } })
+const DENY_CAPS = `- name: model
+  type: http
+  allow:
+    - name: models
+      domains: ["127.0.0.1"]
+      methods: [GET]
+      paths: [/v1beta/models]
+`
+const SLEEP = 'sleep 4343'
+
+type Content = { role: string; parts: Array<{ text?: string; functionResponse?: unknown; functionCall?: unknown }> }
+const textOf = (c: Content): string => c.parts.map((p) => p.text ?? '').join('')
+const isResults = (c: Content): boolean => c.parts.some((p) => p.functionResponse !== undefined)
+
+function script(body: any) {
+  const contents: Content[] = body.contents ?? []
+  // Side calls (routing, next-speaker checks) offer no tools: a short text.
+  if (!body.tools?.length) return { text: 'ok', usage: { input: 5, output: 1 } }
+  const taskAt = contents.findLastIndex((c) => c.role === 'user' && !isResults(c) && textOf(c).includes('TASK-'))
+  const task = textOf(contents[taskAt]!)
+  const step = contents.slice(taskAt).filter((c) => c.role === 'model').length
+  const usage = { input: 50 + step, output: 20 + step }
+  if (task.includes('TASK-WRITE')) {
+    if (step === 0) return { text: 'Writing the file.', tools: [{ name: 'write_file', input: { file_path: '/data/hello.txt', content: 'hello from gemini\n' } }], usage }
+    if (step === 1) return { tools: [{ name: 'run_shell_command', input: { command: 'cat hello.txt > ran.txt && echo ran', description: 'copy it' } }], usage }
+    return { text: 'Wrote hello.txt and ran a command.', usage }
+  }
+  if (task.includes('TASK-FOLLOW')) {
+    const remembered = contents.slice(0, taskAt).some((c) => JSON.stringify(c).includes('hello from gemini'))
+    return { text: remembered ? 'I remember writing hello.txt.' : 'I remember nothing.', usage }
+  }
+  if (task.includes('TASK-SLOW')) {
+    if (step === 0) return { tools: [{ name: 'run_shell_command', input: { command: `echo waiting; ${SLEEP}; echo woke`, description: 'wait' } }], usage }
+    return { text: 'slept', usage }
+  }
+  if (task.includes('TASK-ERROR')) return { status: 400 }
+  return { text: 'nothing scripted', usage }
+}
+
+function hostHasSleep(): boolean {
+  try {
+    return execFileSync('pgrep', ['-f', `^${SLEEP}$`], { encoding: 'utf8' }).trim() !== ''
+  } catch {
+    return false
+  }
+}
+
+// A CLI's start takes seconds on a loaded machine: generous time, never a timing assertion.
+describe(`gemini-cli agent kind end to end (${RUNTIME} runtime)`, { timeout: 180_000 }, () => {
+  let stack: Stack
+  let wsId: string
+  let firstTask: string
+  const idleAfter = (id: string, count: number) => stack.until(async () => {
+    const w = (await stack.api('GET', `/workspaces/${id}`)).body
+    return w.state === 'idle' && w.task_count === count && w
+  }, `workspace ${id} idle after ${count} tasks`, 60_000)
+  const taskDone = (id: string) => stack.until(async () => {
+    const t = (await stack.api('GET', `/tasks/${id}`)).body
+    return ['completed', 'failed', 'cancelled'].includes(t.status) && t
+  }, `task ${id}`, 120_000)
+  const followUp = async (description: string, extra: Record<string, unknown> = {}): Promise<string> => {
+    const r = await stack.api('POST', `/workspaces/${wsId}/tasks`, { description, ...extra })
+    expect(r.status, JSON.stringify(r.body)).toBe(202)
+    return r.body.task_id
+  }
+
+  beforeAll(async () => {
+    stack = await startStack({
+      runtime: RUNTIME, model: script, modelApis: ['gemini'],
+      provider: { name: 'fake-gemini', kind: 'gemini', default_model: 'gemini-test' },
+      role: { name: 'gemini', agent_kind: 'gemini-cli', capabilities: CAPS },
+      ...(CLI_DIR ? { env: { CORRAL_AGENT_CLI_DIR: CLI_DIR } } : {}),
+    })
+  }, 60_000)
+  afterAll(() => stack?.close())
+
+  it('runs Gemini CLI: it writes a file and runs a command; events in order; every request one allowed decision', async () => {
+    const r = await stack.api('POST', '/tasks', { role_name: 'gemini', description: 'TASK-WRITE: write hello.txt, then copy it' })
+    expect(r.status, JSON.stringify(r.body)).toBe(202)
+    firstTask = r.body.task_id
+    wsId = r.body.workspace_id
+    const task = await taskDone(firstTask)
+    expect(task, JSON.stringify(task) + stack.serve.output().slice(-3000)).toMatchObject({ status: 'completed', summary: 'Wrote hello.txt and ran a command.' })
+    await idleAfter(wsId, 1)
+    const files = (await stack.api('GET', `/workspaces/${wsId}/snapshot/files`)).body.entries.map((e: any) => e.path)
+    expect(files).toEqual(expect.arrayContaining(['hello.txt', 'ran.txt']))
+
+    const events = await stack.audit(wsId, 'actor=agent', `task_id=${firstTask}`)
+    expect(events.map((e) => e.event_type)).toEqual([
+      'session_start', 'task_start',
+      'iteration_start', 'agent_response', 'tool_call', 'tool_result', 'file_change',
+      'iteration_start', 'tool_call', 'tool_result', 'file_change',
+      'iteration_start', 'agent_response', 'progress_status', 'task_end', 'session_end',
+    ])
+    const byType = (t: string) => events.filter((e) => e.event_type === t).map((e) => e.detail)
+    expect(byType('session_start')[0]).toMatchObject({ agent_kind: 'gemini-cli', provider: 'gemini', model: 'gemini-test', resumed: false })
+    expect(byType('tool_call').map((d) => d.tool)).toEqual(['write_file', 'run_shell_command'])
+    expect(byType('file_change').map((d) => [d.path, d.action])).toEqual([['hello.txt', 'created'], ['ran.txt', 'created']])
+    expect(byType('task_end')[0]).toMatchObject({ status: 'completed', iterations: 3 })
+
+    const decisions = await stack.audit(wsId, 'event_type=policy_decision', `task_id=${firstTask}`)
+    expect(decisions.filter((d) => !String(d.path).startsWith('/task/') && !String(d.path).startsWith('/v1beta/models/'))).toEqual([])
+    const rows = decisions.filter((d) => String(d.path).startsWith('/v1beta/models/'))
+    const served = stack.model!.requests.filter((q) => q.path.startsWith('/v1beta/models/')).length
+    expect(rows.length).toBe(served)
+    expect(rows.every((d) => d.decision === 'allow' && d.capability_name === 'model')).toBe(true)
+    const streamed = rows.filter((d) => String(d.path).includes('streamGenerateContent'))
+    expect(streamed.map((d) => d.debits.output_tokens)).toEqual([20, 21, 22])
+  })
+
+  it('a follow-up resumes the CLI session; a fresh-session follow-up starts a new one', async () => {
+    const resumed = await followUp('TASK-FOLLOW: what did you write?')
+    expect(await taskDone(resumed)).toMatchObject({ status: 'completed', summary: 'I remember writing hello.txt.' })
+    await idleAfter(wsId, 2)
+    const first = (await stack.audit(wsId, 'event_type=session_start', `task_id=${firstTask}`))[0].detail
+    expect((await stack.audit(wsId, 'event_type=session_start', `task_id=${resumed}`))[0].detail).toMatchObject({ session_id: first.session_id, resumed: true })
+    const fresh = await followUp('TASK-FOLLOW: fresh start', { reset_session: true })
+    expect(await taskDone(fresh)).toMatchObject({ status: 'completed', summary: 'I remember nothing.' })
+    await idleAfter(wsId, 3)
+  })
+
+  it('cancel mid-task stops the CLI and what it started', async () => {
+    const slow = await followUp('TASK-SLOW: wait a while')
+    await stack.until(async () => hostHasSleep(), 'the CLI to start its command', 60_000)
+    expect((await stack.api('POST', `/tasks/${slow}/cancel`)).status).toBe(200)
+    expect(await taskDone(slow)).toMatchObject({ status: 'cancelled', reason: 'cancelled_by_user' })
+    await stack.until(async () => !hostHasSleep(), 'the command to be gone', 30_000)
+    await stack.until(async () => (await stack.api('GET', `/workspaces/${wsId}`)).body.state === 'idle', 'idle after cancel', 60_000)
+  })
+
+  it('a model error fails the task with the CLI\'s exit and error', async () => {
+    const done = await taskDone(await followUp('TASK-ERROR: this will fail'))
+    expect(done, JSON.stringify(done)).toMatchObject({ status: 'failed', reason: 'model_error' })
+    expect(done.summary).toMatch(/gemini-cli exited with code \d+: .*400/)
+  })
+
+  it('a policy deny of the model call fails the task naming the deny', async () => {
+    const caps = onLoopback(DENY_CAPS, portOf(stack.model!.url))
+    const role = await stack.api('POST', '/agent-roles', { name: 'gemini-denied', agent_kind: 'gemini-cli', provider_id: stack.provider!.id, capabilities: caps })
+    expect(role.status, JSON.stringify(role.body)).toBe(201)
+    const r = await stack.api('POST', '/tasks', { role_name: 'gemini-denied', description: 'TASK-WRITE: denied' })
+    const done = await taskDone(r.body.task_id)
+    expect(done, JSON.stringify(done)).toMatchObject({ status: 'failed', reason: 'policy_denied' })
+    expect(done.summary).toMatch(/denied by the proxy \(no_match\)/)
+    const denies = await stack.audit(r.body.workspace_id, 'event_type=policy_decision', 'decision=deny')
+    expect(denies.length).toBeGreaterThan(0)
+    expect(denies.every((d) => d.reason === 'no_match' && d.method === 'POST')).toBe(true)
+  })
+})
