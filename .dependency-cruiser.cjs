@@ -73,6 +73,15 @@ module.exports = {
       to: { path: '^src/', pathNot: '^src/net/' },
     },
     {
+      name: 'dns-is-a-leaf',
+      // The workspace resolver (synthetic addresses, DNS on the wire) knows no policy, store or
+      // socket owner: the proxy hands it the verdict and the row writer (docs/design.md).
+      comment: 'src/dns/ (the per-workspace resolver) imports no other part of src/ but the contract.',
+      severity: 'error',
+      from: { path: '^src/dns/' },
+      to: { path: '^src/', pathNot: '^src/(dns|contract)/' },
+    },
+    {
       name: 'proc-is-a-leaf',
       // Process liveness (is the pid in a lock still its writer?) is asked by the audit journal, the
       // data-dir lock, the cgroup sweep and `corral dev`; it lives below all of them.

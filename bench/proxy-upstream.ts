@@ -2,9 +2,12 @@
 //   POST /v1/messages  → small JSON answer
 //   GET  /v1/stream    → SSE, ~2 KB in 20 events (Anthropic-style usage in message_delta), 1 ms apart
 //   GET  /v1/hold      → SSE that sends one event and stays open until the client leaves
+//   GET  /v1/ws        → WebSocket upgrade: every message echoed
+//   POST /mcp          → a JSON-RPC tools/call result for id 1 (the MCP phase)
 // Prints `READY <port>` once listening. Argument: directory for the CA.
 import { createServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
+import { WebSocketServer } from 'ws'
 import { LeafMinter, loadOrCreateCa } from '../src/proxy/ca.js'
 
 const dir = process.argv[2]!
@@ -18,7 +21,9 @@ const server = createServer({ ...pem, keepAlive: true }, (req, res) => {
     let n = 0
     req.on('data', (c: Buffer) => (n += c.length))
     req.on('end', () => {
-      const body = JSON.stringify({ id: 'msg_1', received: n, usage: { input_tokens: 12, output_tokens: 3 } })
+      const body = req.url === '/mcp'
+        ? JSON.stringify({ jsonrpc: '2.0', id: 1, result: { content: [{ type: 'text', text: `issue opened (${n} bytes)` }] } })
+        : JSON.stringify({ id: 'msg_1', received: n, usage: { input_tokens: 12, output_tokens: 3 } })
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) })
       res.end(body)
     })
@@ -39,6 +44,8 @@ const server = createServer({ ...pem, keepAlive: true }, (req, res) => {
   }, 1)
   res.on('close', () => clearInterval(timer))
 })
+const wss = new WebSocketServer({ server, path: '/v1/ws', perMessageDeflate: false })
+wss.on('connection', (ws) => ws.on('message', (d, binary) => ws.send(d, { binary })))
 server.keepAliveTimeout = 60_000
 server.maxConnections = 10_000
 server.listen(0, '127.0.0.1', () => process.stdout.write(`READY ${(server.address() as AddressInfo).port}\n`))

@@ -7,7 +7,10 @@
 // and this process as the load generator (undici with a
 // ProxyAgent). Same request mix everywhere: a JSON POST matched by a body CEL rule with two header
 // transforms, an injected credential (auth transform) and a request counter with a ceiling, and an
-// SSE stream of ~2 KB in 20 events metered by a token counter. Writes bench/results/proxy.json.
+// SSE stream of ~2 KB in 20 events metered by a token counter. Then the MCP phase: JSON-RPC
+// tools/call POSTs to /mcp, decided by an `mcp` rule (the arguments validated against the tool's
+// input_schema and a typed CEL condition over them), answered as JSON (calls/s, p50 per call).
+// Writes bench/results/proxy.json.
 //
 //   npm run bench:proxy
 //   CORRAL_BENCH_SECONDS=10 npm run bench:proxy       # longer closed-loop runs
@@ -37,6 +40,7 @@ import { openStore } from '../src/store/index.js'
 import { proxyTables } from '../src/store/proxy-tables.js'
 import { CERTGEN, has, startMitmproxy, startSquidBump, startSquidTunnel } from './proxy-peers.js'
 import { fixedRate, processTree, treeCpu, type RateResult } from './proxy-rate.js'
+import { measureWebSocket } from './proxy-websocket.js'
 
 /** CPU in ms of a process and its children (`corral proxy --workers N`: the primary and its workers). */
 const procCpuMs = (pid: number): number => treeCpu(processTree(pid)).total
@@ -65,11 +69,26 @@ const CAPS = `
       match:
         requires_body: true
         expr: request.body.model == "claude-bench" && request.body.max_tokens <= 4096
+    - name: mcp
+      domains: ["127.0.0.1:UPSTREAM_PORT"]
+      allow_private: ["127.0.0.0/8"]
+      methods: [POST]
+      paths: ["/mcp"]
+      mcp:
+        tools:
+          - name: create_issue
+            input_schema: {type: object, properties: {project: {type: string}, title: {type: string}, priority: {type: integer}, labels: {type: array, items: {type: string}}}, required: [project, title], additionalProperties: false}
+            when: 'args.project in ["web", "api"] && size(args.title) <= 120 && args.priority >= 2 && args.labels.all(l, l != "security")'
     - name: stream
       domains: ["127.0.0.1:UPSTREAM_PORT"]
       allow_private: ["127.0.0.0/8"]
       methods: [GET]
       paths: ["/v1/stream", "/v1/hold"]
+    - name: socket
+      domains: ["127.0.0.1:UPSTREAM_PORT"]
+      allow_private: ["127.0.0.0/8"]
+      methods: [GET]
+      paths: ["/v1/ws"]
   transforms:
     - name: version
       header: { name: anthropic-version, action: set, value: '"2023-06-01"' }
@@ -94,12 +113,17 @@ const CAPS = `
         terminal_event_type: message_stop
         status_codes: ["2xx"]
         workspace: { max: 0 }
+      - name: ws_messages
+        source: websocket.messages
+        workspace: { max: 0 }
 `
 
+const MCP_BODY = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'create_issue', arguments: { project: 'web', title: 'Flaky login test on CI', priority: 3, labels: ['bug', 'ci'] } } })
 const POST_BODY = JSON.stringify({ model: 'claude-bench', max_tokens: 1024, messages: [{ role: 'user', content: 'x'.repeat(400) }] })
 
 interface Target { name: string; /** `connections`: the pool size per origin (undici's default: unlimited) */ dispatcher: (connections?: number) => Dispatcher; pid?: number }
-interface Result { cpu_ms_per_req?: number; post_cpu_ms_per_req?: number; throughput_rps: number; p50_ms: number; p99_ms: number; ttfe_ms: number; errors: number; rss_mb_streams?: number }
+interface Result { cpu_ms_per_req?: number; post_cpu_ms_per_req?: number; throughput_rps: number; p50_ms: number; p99_ms: number; ttfe_ms: number; errors: number; rss_mb_streams?: number; mcp?: McpResult }
+interface McpResult { calls_rps: number; p50_ms: number; p99_ms: number; cpu_ms_per_call?: number; errors: number }
 
 const children: ChildProcess[] = []
 const cleanup = (): void => {
@@ -215,6 +239,31 @@ async function measure(t: Target, origin: string): Promise<Result> {
   }
   await d3.close()
   return { ...(cpuPerReq !== undefined ? { cpu_ms_per_req: round(cpuPerReq, 3) } : {}), ...(postCpu !== undefined ? { post_cpu_ms_per_req: round(postCpu, 3) } : {}), throughput_rps: round(throughput, 1), p50_ms: round(pct(lat, 50)), p99_ms: round(pct(lat, 99)), ttfe_ms: round(pct(ttfe, 50)), errors }
+}
+
+async function mcpCall(d: Dispatcher, origin: string): Promise<void> {
+  const r = await request(`${origin}/mcp`, { dispatcher: d, method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: MCP_BODY })
+  const text = await r.body.text()
+  if (r.statusCode !== 200 || !text.includes('"result"')) throw new Error(`MCP ${r.statusCode}: ${text.slice(0, 200)}`)
+}
+
+/** The MCP phase: tools/call at concurrency 32 in a closed loop, each call decided by the typed policy. */
+async function measureMcp(t: Target, origin: string): Promise<McpResult> {
+  let errors = 0
+  const d = t.dispatcher()
+  for (let i = 0; i < 64; i++) await mcpCall(d, origin).catch(() => errors++)
+  const lat: number[] = []
+  const cpu0 = t.pid ? procCpuMs(t.pid) : 0
+  const end = Date.now() + SECONDS * 1000
+  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
+    while (Date.now() < end) {
+      const t0 = performance.now()
+      await mcpCall(d, origin).then(() => void lat.push(performance.now() - t0), () => void errors++)
+    }
+  }))
+  const cpu = t.pid && lat.length ? (procCpuMs(t.pid) - cpu0) / lat.length : undefined
+  await d.close()
+  return { calls_rps: round(lat.length / SECONDS, 1), p50_ms: round(pct(lat, 50)), p99_ms: round(pct(lat, 99)), ...(cpu !== undefined ? { cpu_ms_per_call: round(cpu, 3) } : {}), errors }
 }
 
 /** Opens STREAMS held SSE streams through a proxy and reads the proxy's resident set size. */
@@ -396,6 +445,14 @@ async function main(): Promise<void> {
       process.stderr.write(`measuring ${target.name} …\n`)
       results[target.name] = await measure(target, origin)
     }
+    // WebSocket: one socket, direct and through this build (a metered websocket.messages counter).
+    process.stderr.write('measuring WebSocket direct and through corral …\n')
+    const wsDirect = await measureWebSocket(upPort, { upstreamCaPem: upCa }, SECONDS)
+    const wsCorral = await measureWebSocket(upPort, { upstreamCaPem: upCa, proxy: { url: corralUrl, token, caPem: corralCa } }, SECONDS)
+    for (const target of targets) {
+      process.stderr.write(`MCP calls through ${target.name} …\n`)
+      results[target.name]!.mcp = await measureMcp(target, origin)
+    }
     process.stderr.write(`opening ${STREAMS} streams through corral …\n`)
     results.corral!.rss_mb_streams = await rssAtStreams(targets[1]!, origin)
 
@@ -409,6 +466,7 @@ async function main(): Promise<void> {
       corral_vs_mitmproxy_throughput: results.mitmproxy ? round(c.throughput_rps / results.mitmproxy.throughput_rps) : null,
       added_latency_ms: { p50: round(c.p50_ms - d.p50_ms), p99: round(c.p99_ms - d.p99_ms) },
       ttfe_extra_ms: round(c.ttfe_ms - d.ttfe_ms),
+      websocket: { direct: wsDirect, corral: wsCorral, added_round_trip_p50_ms: round(wsCorral.round_trip_p50_ms - wsDirect.round_trip_p50_ms, 3), added_round_trip_p99_ms: round(wsCorral.round_trip_p99_ms - wsDirect.round_trip_p99_ms, 3) },
       targets: TARGETS,
     }
     const met = {
@@ -422,7 +480,10 @@ async function main(): Promise<void> {
     writeFileSync(join(resultsDir, 'proxy.json'), JSON.stringify({ ...summary, met }, null, 2) + '\n')
     const rows = Object.entries(results).map(([name, r]) => `${name.padEnd(10)} ${String(r.throughput_rps).padStart(8)} req/s  p50 ${String(r.p50_ms).padStart(6)} ms  p99 ${String(r.p99_ms).padStart(6)} ms  first event ${String(r.ttfe_ms).padStart(6)} ms  errors ${r.errors}${r.cpu_ms_per_req !== undefined ? `  cpu ${r.cpu_ms_per_req} ms/req (POST at ${RATE}/s: ${r.post_cpu_ms_per_req})` : ''}`)
     process.stdout.write(`${rows.join('\n')}\n`)
+    const mcpRows = Object.entries(results).map(([name, r]) => `${name.padEnd(10)} MCP ${String(r.mcp?.calls_rps).padStart(8)} calls/s  p50 ${String(r.mcp?.p50_ms).padStart(6)} ms  p99 ${String(r.mcp?.p99_ms).padStart(6)} ms  errors ${r.mcp?.errors}${r.mcp?.cpu_ms_per_call !== undefined ? `  cpu ${r.mcp.cpu_ms_per_call} ms/call` : ''}`)
+    process.stdout.write(`${mcpRows.join('\n')}\n`)
     process.stdout.write(`corral/squid ${summary.corral_vs_squid_throughput}  corral/mitmproxy ${summary.corral_vs_mitmproxy_throughput}  added p50 ${summary.added_latency_ms.p50} ms  p99 ${summary.added_latency_ms.p99} ms  first-event extra ${summary.ttfe_extra_ms} ms  RSS@${STREAMS} streams ${c.rss_mb_streams} MB\n`)
+    process.stdout.write(`websocket  direct ${wsDirect.messages_per_s} msg/s rtt p50 ${wsDirect.round_trip_p50_ms} ms  corral ${wsCorral.messages_per_s} msg/s rtt p50 ${wsCorral.round_trip_p50_ms} ms p99 ${wsCorral.round_trip_p99_ms} ms (added p50 ${summary.websocket.added_round_trip_p50_ms} ms)\n`)
     process.stdout.write(`targets met: ${JSON.stringify(met)}\nwrote bench/results/proxy.json\n`)
   } finally {
     cleanup()

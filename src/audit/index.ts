@@ -24,3 +24,8 @@ export {
   type StreamActivityOptions,
 } from './stream.js'
 export { AUDIT_CHANNEL } from './notify.js'
+export {
+  ProvableLog, LogSigner, WitnessDir, bundleInput, consistencyFor, databaseInput, inclusionFor, logId, logOrigin, rotateLogKey,
+  remoteInput, verifyLog, writeBundle,
+  type ConsistencyAnswer, type RemoteLog, type Finding, type InclusionAnswer, type TrustOptions, type VerifyReport,
+} from './merkle/index.js'

@@ -41,3 +41,4 @@ export {
   type CreatedApiKeyJson, type MembershipJson, type MeJson, type ProviderJson, type AgentRoleJson, type RoleWarningJson,
 } from './wire.js'
 export { auditEventSchema, auditPageSchema, statsSchema, type StatsJson } from './wire-audit.js'
+export { checkpointListSchema, checkpointSchema, consistencyProofSchema, inclusionProofSchema, logPageSchema, unloggedSchema } from './wire-audit-log.js'

@@ -5,7 +5,8 @@
 import { canonicalPath, targetPath } from './path.js'
 import { isDeepStrictEqual } from 'node:util'
 import { parse } from 'yaml'
-import type { CompiledPolicy, CounterValue, HeaderMap, PolicyContext, PolicyRequest, RuleMatch } from './types.js'
+import type { CompiledPolicy, CounterValue, HeaderMap, McpVerdict, PolicyContext, PolicyRequest, RuleMatch } from './types.js'
+import { parseRpcBody } from './mcp/jsonrpc.js'
 
 export interface CaseFailure {
   field: string
@@ -34,7 +35,7 @@ interface CaseSpec {
   expect: Record<string, unknown>
 }
 
-const EXPECT_KEYS = ['decision', 'reason', 'capability', 'rule', 'headers', 'path', 'query', 'body', 'transforms_failed', 'transforms_applied', 'auth', 'debits', 'floored'] as const
+const EXPECT_KEYS = ['decision', 'reason', 'capability', 'rule', 'mcp_rule', 'headers', 'path', 'query', 'body', 'transforms_failed', 'transforms_applied', 'auth', 'debits', 'floored'] as const
 
 export class CasesFileError extends Error {}
 
@@ -75,7 +76,7 @@ function rawBody(body: unknown): string | undefined {
   return typeof body === 'string' ? body : JSON.stringify(body)
 }
 
-function debitsFor(policy: CompiledPolicy, capability: string, c: CaseSpec, requestBytes: number): { debits: Record<string, number>; floored: Record<string, string> } {
+function debitsFor(policy: CompiledPolicy, capability: string, c: CaseSpec, requestBytes: number, mcpTools?: readonly string[]): { debits: Record<string, number>; floored: Record<string, string> } {
   const debits: Record<string, number> = {}
   const floored: Record<string, string> = {}
   const resp = c.response
@@ -83,7 +84,9 @@ function debitsFor(policy: CompiledPolicy, capability: string, c: CaseSpec, requ
   const view = { status: resp?.status ?? 200, headers: lowerHeaders(resp?.headers) as HeaderMap, size: Buffer.byteLength(body) }
   for (const counter of policy.counters(capability)) {
     let v: CounterValue | undefined
-    if (counter.phase === 'request') v = { value: counter.requestAmount(requestBytes) }
+    // WebSocket messages are not part of a case: those counters debit nothing here.
+    if (counter.phase === 'websocket') continue
+    if (counter.phase === 'request') v = { value: counter.requestAmount(requestBytes, mcpTools) }
     else if (!resp || !counter.matchesStatus(view.status)) continue
     else if (counter.phase === 'response_headers') v = counter.fromResponseHeaders(view)
     else if (counter.framing === 'single_document') v = counter.fromDocument(view, body)
@@ -129,7 +132,9 @@ export function runCase(policy: CompiledPolicy, c: CaseSpec, index: number): Cas
       json = b.json
     }
   }
-  if (match) {
+  const mcp = match ? mcpCase(policy, match, request, context, body) : undefined
+  if (mcp) Object.assign(actual, mcp.actual)
+  if (match && actual.decision !== 'deny') {
     Object.assign(actual, { decision: 'allow', capability: match.capability, rule: match.ruleKey })
     const secrets = c.secrets ?? {}
     const t = policy.applyTransforms({ match, request, context, json, hasBody: body !== undefined, secrets: (k) => (Object.hasOwn(secrets, k) ? secrets[k] : undefined) })
@@ -143,7 +148,7 @@ export function runCase(policy: CompiledPolicy, c: CaseSpec, index: number): Cas
       transforms_failed: t.failed,
       transforms_applied: t.applied,
       auth: t.auth.map((a) => ({ credential: a.credential, provider: a.provider })),
-      ...debitsFor(policy, match.capability, c, body === undefined ? 0 : Buffer.byteLength(body)),
+      ...debitsFor(policy, match.capability, c, body === undefined ? 0 : Buffer.byteLength(body), mcp?.tools),
     })
   }
 
@@ -162,6 +167,28 @@ export function runCase(policy: CompiledPolicy, c: CaseSpec, index: number): Cas
     }
   }
   return { name: c.name ?? `case ${index}`, passed: failures.length === 0, failures }
+}
+
+/**
+ * A POST to a rule with an `mcp` block: its body's JSON-RPC messages decided as the proxy decides
+ * them (the first refusal decides the case); `mcp_rule` is the part of the server policy that did.
+ */
+function mcpCase(policy: CompiledPolicy, match: RuleMatch, request: PolicyRequest, context: PolicyContext, body: string | undefined): { actual: Record<string, unknown>; tools: string[] } | undefined {
+  const server = policy.mcp(match)
+  if (!server || request.method !== 'POST') return undefined
+  const parsed = parseRpcBody(body ?? '')
+  if (!parsed.ok) return { actual: { decision: 'deny', reason: parsed.reason, capability: match.capability, rule: match.ruleKey }, tools: [] }
+  let first: McpVerdict | undefined
+  const tools: string[] = []
+  for (const m of parsed.messages) {
+    if (m.kind === 'response') continue
+    const v = server.decide(m, context)
+    first ??= v
+    if (!v.allow) return { actual: { decision: 'deny', reason: v.reason ?? 'no_match', capability: match.capability, rule: match.ruleKey, mcp_rule: v.rule }, tools: [] }
+    if (v.tool !== undefined) tools.push(v.tool)
+  }
+  // The tools called feed `mcp.calls` counters, as in the proxy.
+  return { actual: first ? { mcp_rule: first.rule } : {}, tools }
 }
 
 export function runCases(policy: CompiledPolicy, cases: CaseSpec[]): CasesReport {

@@ -28,13 +28,24 @@ export type CelSite =
   | 'counter_headers'
   | 'counter_document'
   | 'counter_sse'
+  | 'counter_websocket'
   | 'terminal_cel'
+  | 'mcp_call'
 
 export type CelResultKind = 'bool' | 'string' | 'map' | 'number'
 
 export interface CelSiteOptions {
   /** Transforms (header/query/path) opted into the body with requires_body plus a schema. */
   withBody?: boolean
+  /** Extra object types and variables (an MCP call's `args`, typed from the tool's inputSchema); `key` identifies them. */
+  declare?: CelDeclarations
+}
+
+/** Object types (name → field → CEL type) and variables (name → CEL type) added to a site's environment. */
+export interface CelDeclarations {
+  readonly key: string
+  readonly types: readonly { readonly name: string; readonly fields: Readonly<Record<string, string>> }[]
+  readonly vars: Readonly<Record<string, string>>
 }
 
 export interface CelIssue {
@@ -69,7 +80,9 @@ const SITE_VARS: Record<CelSite, { request?: 'plain' | 'body'; response?: 'plain
   counter_headers: { response: 'plain' },
   counter_document: { response: 'body' },
   counter_sse: { response: 'plain', event: true },
+  counter_websocket: { event: true },
   terminal_cel: { response: 'plain', event: true },
+  mcp_call: { ctx: true },
 }
 
 const SITE_LABEL: Record<CelSite, string> = {
@@ -82,7 +95,9 @@ const SITE_LABEL: Record<CelSite, string> = {
   counter_headers: 'counter value',
   counter_document: 'counter value',
   counter_sse: 'counter value',
+  counter_websocket: 'counter value',
   terminal_cel: 'terminal_cel',
+  mcp_call: 'MCP call condition',
 }
 
 const REQUEST_FIELDS = {
@@ -107,7 +122,7 @@ const envCache = new Map<string, Environment>()
 function envFor(site: CelSite, opts: CelSiteOptions): Environment {
   const vars = SITE_VARS[site]
   const requestKind = vars.request === 'plain' && opts.withBody ? 'body' : vars.request
-  const key = `${site}:${requestKind}`
+  const key = `${site}:${requestKind}:${opts.declare?.key ?? ''}`
   const cached = envCache.get(key)
   if (cached) return cached
   const env = baseEnv()
@@ -127,6 +142,9 @@ function envFor(site: CelSite, opts: CelSiteOptions): Environment {
   }
   if (vars.secrets) env.registerVariable('secrets', 'map<string, string>')
   if (vars.event) env.registerVariable('event', 'map<string, dyn>')
+  for (const t of opts.declare?.types ?? []) env.registerType(t.name, { fields: { ...t.fields } })
+  for (const [name, type] of Object.entries(opts.declare?.vars ?? {})) env.registerVariable(name, type)
+  if (envCache.size >= PROGRAM_CACHE_MAX) envCache.delete(envCache.keys().next().value as string)
   envCache.set(key, env)
   return env
 }
@@ -170,7 +188,7 @@ function dottedName(node: ASTNode): string | undefined {
   return undefined
 }
 
-const TYPED_ROOTS = new Set(['request', 'response', 'workspace', 'task'])
+const TYPED_ROOTS = new Set(['request', 'response', 'workspace', 'task', 'args'])
 
 function firstLine(message: string): string {
   return message.split('\n')[0].trim()
@@ -199,7 +217,7 @@ const PROGRAM_CACHE_MAX = 5000
 
 /** Parses and type-checks an expression for a site; returns a runnable program or issues. */
 export function compileCel(source: string, site: CelSite, expected: CelResultKind, opts: CelSiteOptions = {}): CelCompileResult {
-  const key = `${site}\u0000${expected}\u0000${opts.withBody ? 1 : 0}\u0000${source}`
+  const key = `${site}\u0000${expected}\u0000${opts.withBody ? 1 : 0}\u0000${opts.declare?.key ?? ''}\u0000${source}`
   const hit = programCache.get(key)
   if (hit) return hit
   const res = compileCelUncached(source, site, expected, opts)
@@ -226,7 +244,7 @@ function compileCelUncached(source: string, site: CelSite, expected: CelResultKi
   }
   if (issues.length > 0) return { ok: false, issues: dedupe(issues) }
 
-  const checked = typeCheck(parsed)
+  const checked = typeCheck(parsed, opts.declare !== undefined)
   if ('issue' in checked) return { ok: false, issues: [checked.issue] }
   const type = checked.type
   if (!resultAccepted(expected, type)) {
@@ -294,7 +312,7 @@ function secretReferences(ast: ASTNode, site: CelSite): { issues: CelIssue[]; se
 }
 
 /** The library's type check, its errors in our codes. */
-function typeCheck(parsed: Parsed): { type: string } | { issue: CelIssue } {
+function typeCheck(parsed: Parsed, nameFields = false): { type: string } | { issue: CelIssue } {
   let checked: ReturnType<Parsed['check']>
   try {
     checked = parsed.check()
@@ -312,7 +330,10 @@ function typeCheck(parsed: Parsed): { type: string } | { issue: CelIssue } {
     const name = dottedName(err.node)
     if (name && TYPED_ROOTS.has(name.split('.')[0])) return { issue: { code: 'cel_undeclared', message: `undeclared reference: ${name}` } }
   }
-  return { issue: { code: 'cel_type', message: `CEL type error: ${firstLine(err?.message ?? 'invalid expression')}` } }
+  // Declared object types (an MCP tool's arguments): say which fields the failing operation reads.
+  const fields = nameFields && err?.node ? [err.node, ...children(err.node)].map(dottedName).filter((n): n is string => n !== undefined && n.includes('.')) : []
+  const at = fields.length ? ` (${[...new Set(fields)].join(', ')})` : ''
+  return { issue: { code: 'cel_type', message: `CEL type error: ${firstLine(err?.message ?? 'invalid expression')}${at}` } }
 }
 
 /** The program with every matches() call rewritten to the RE2-backed functions; undefined when a call cannot be rewritten. */

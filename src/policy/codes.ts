@@ -259,6 +259,93 @@ export const CODES = {
     bad: OK.replace('      methods: [GET]', '      methods: [GET]\n      allow_private: ["0.0.0.0/0"]'),
     good: OK.replace('      methods: [GET]', '      methods: [GET]\n      allow_private: ["10.20.0.0/16"]'),
   },
+  mcp_name_not_canonical: {
+    severity: 'error',
+    title: 'An MCP tool, prompt or resource name is empty or not in NFKC form; names are matched exactly, so a policy names each one as the server spells it.',
+    bad: `- name: tools
+  type: http
+  allow:
+    - name: mcp
+      domains: [mcp.example.com]
+      methods: [POST, GET, DELETE]
+      paths: [/mcp]
+      mcp:
+        tools:
+          - name: ｓearch
+`,
+    good: `- name: tools
+  type: http
+  allow:
+    - name: mcp
+      domains: [mcp.example.com]
+      methods: [POST, GET, DELETE]
+      paths: [/mcp]
+      mcp:
+        tools:
+          - name: search
+`,
+  },
+  mcp_rule_shadowed: {
+    severity: 'warning',
+    title: 'An earlier allow rule without `mcp` admits POSTs to an MCP rule\'s host and path: the first matching rule decides, so those MCP messages would pass undecided.',
+    bad: `- name: api
+  type: http
+  allow:
+    - domains: [mcp.example.com]
+      methods: [GET, POST]
+- name: tools
+  type: http
+  allow:
+    - domains: [mcp.example.com]
+      methods: [POST]
+      paths: [/mcp]
+      mcp:
+        tools:
+          - name: search
+`,
+    good: `- name: api
+  type: http
+  allow:
+    - domains: [mcp.example.com]
+      methods: [GET, POST]
+      paths: [/v1/*]
+- name: tools
+  type: http
+  allow:
+    - domains: [mcp.example.com]
+      methods: [POST]
+      paths: [/mcp]
+      mcp:
+        tools:
+          - name: search
+`,
+  },
+  mcp_name_not_ascii: {
+    severity: 'warning',
+    title: 'An MCP tool, prompt or resource name has characters outside printable ASCII: an exact match only, so a look-alike spelling on the wire is another name.',
+    bad: `- name: tools
+  type: http
+  allow:
+    - name: mcp
+      domains: [mcp.example.com]
+      methods: [POST, GET, DELETE]
+      paths: [/mcp]
+      mcp:
+        tools:
+          - name: sеarch
+`,
+    good: `- name: tools
+  type: http
+  allow:
+    - name: mcp
+      domains: [mcp.example.com]
+      methods: [POST, GET, DELETE]
+      paths: [/mcp]
+      mcp:
+        tools:
+          - name: search
+`,
+  },
   match_all_domain: {
     severity: 'warning',
     title: 'A domain pattern matches every host (`*`, `**`).',

@@ -4,6 +4,7 @@
 
 import { createHash } from 'node:crypto'
 import { checkDocument } from './rules/capability.js'
+import { checkMcpShadowing } from './rules/mcp.js'
 import { Policy } from './policy.js'
 import type { CompileOptions, CompileResult, Diagnostic } from './types.js'
 import { CEL_POLICY_COST_LIMIT } from './cel-cost.js'
@@ -49,6 +50,7 @@ export function compilePolicy(source: string, _opts: CompileOptions = {}): Compi
     const { reader, root } = parseYaml(source)
     if (reader.hasErrors) return { ok: false, diagnostics: sortDiagnostics(reader.diagnostics) }
     const caps = checkDocument(reader, root)
+    checkMcpShadowing(reader, caps)
     checkPolicyCost(reader)
     if (reader.overBudget) {
       reader.error('document_too_complex', 'the document expands too many aliases (possible YAML bomb)', '', null)

@@ -13,7 +13,7 @@ import type { FlooredReason } from '../contract/index.js'
 import { celToAmount, type CelProgram } from './cel.js'
 import { CEL_CALL_BUDGET } from './cel-cost.js'
 import { CelBudgetExceeded, withCelBudget } from './cel-meter.js'
-import type { Accumulator, BudgetScope, CompiledCounter, CounterSource, CounterValue, HeaderMap, ResponseView, SseMeter } from './types.js'
+import type { Accumulator, BudgetScope, CompiledCounter, CounterSource, CounterValue, HeaderMap, MessageDirection, MessageView, ResponseView, SseMeter } from './types.js'
 
 export interface CounterSpec {
   name: string
@@ -21,6 +21,7 @@ export interface CounterSpec {
   source: CounterSource
   phase: CompiledCounter['phase']
   framing?: 'single_document' | 'sse'
+  direction?: MessageDirection
   accumulator?: Accumulator
   workspace?: BudgetScope
   task?: BudgetScope
@@ -33,6 +34,8 @@ export interface CounterSpec {
   terminalEventType?: string
   terminalSentinel?: string
   terminalCel?: CelProgram
+  /** mcp.calls: the tool names counted (exact); undefined counts every tools/call. */
+  tools?: readonly string[]
 }
 
 type Range = [number, number]
@@ -113,6 +116,7 @@ export function makeCounter(spec: CounterSpec): CompiledCounter {
     source: spec.source,
     phase: spec.phase,
     ...(spec.framing ? { framing: spec.framing } : {}),
+    ...(spec.direction ? { direction: spec.direction } : {}),
     ...(spec.accumulator ? { accumulator: spec.accumulator } : {}),
     ...(spec.workspace ? { workspace: Object.freeze({ ...spec.workspace }) } : {}),
     ...(spec.task ? { task: Object.freeze({ ...spec.task }) } : {}),
@@ -122,13 +126,14 @@ export function makeCounter(spec: CounterSpec): CompiledCounter {
     statusCodes: Object.freeze([...spec.statusCodes]),
 
     matchesStatus(status: number): boolean {
-      if (spec.phase === 'request') return true
+      if (spec.phase === 'request' || spec.phase === 'websocket') return true
       for (const [lo, hi] of ranges) if (status >= lo && status <= hi) return true
       return false
     },
 
-    requestAmount(bodyBytes: number): number {
+    requestAmount(bodyBytes: number, mcpTools?: readonly string[]): number {
       if (spec.source === 'request.count') return 1
+      if (spec.source === 'mcp.calls') return (mcpTools ?? []).filter((t) => spec.tools === undefined || spec.tools.includes(t)).length
       if (spec.source === 'request.bytes') return Math.max(0, Math.floor(bodyBytes))
       return 0
     },
@@ -158,6 +163,10 @@ export function makeCounter(spec: CounterSpec): CompiledCounter {
 
     meter(response: ResponseView): SseMeter {
       return new Meter(spec, response, floor, finish)
+    },
+
+    fromMessage(message: MessageView): number | 'parse_failed' | 'cel_eval_error' {
+      return messageAmount(spec, message)
     },
   }
   return Object.freeze(counter)
@@ -256,5 +265,32 @@ class Meter implements SseMeter {
     if (this.#cut) return this.floor('cel_eval_error', this.#value ?? 0)
     if (this.#value === undefined) return this.floor(this.#failure ?? 'cel_eval_error')
     return this.finish(this.#value)
+  }
+}
+
+/**
+ * What one WebSocket message adds to a websocket.* counter: 1 (messages), its payload size
+ * (bytes), or `value` over `event` (message): a binary or non-JSON message is parse_failed, a
+ * failing or negative `value` cel_eval_error (the caller charges failure_charge and floors).
+ */
+function messageAmount(spec: CounterSpec, message: MessageView): number | 'parse_failed' | 'cel_eval_error' {
+  const dir = spec.direction ?? 'both'
+  if (dir !== 'both' && dir !== message.direction) return 0
+  if (spec.source === 'websocket.messages') return 1
+  if (spec.source === 'websocket.bytes') return message.data.length
+  if (spec.source !== 'websocket.message' || !spec.value) return 0
+  if (!message.text) return 'parse_failed'
+  let data: unknown
+  const raw = message.data.toString('utf8')
+  try {
+    data = JSON.parse(raw)
+  } catch {
+    return 'parse_failed'
+  }
+  const event = { type: data !== null && typeof data === 'object' && typeof (data as { type?: unknown }).type === 'string' ? (data as { type: string }).type : '', data, raw, direction: message.direction, size: BigInt(message.data.length) }
+  try {
+    return withCelBudget(CEL_CALL_BUDGET, () => celToAmount(spec.value!.run({ event }))) ?? 'cel_eval_error'
+  } catch {
+    return 'cel_eval_error'
   }
 }

@@ -3,7 +3,7 @@
 export { compilePolicy, compilePolicyCached } from './compile.js'
 export { AUTH_PROVIDERS, isAuthProvider, isStaticAuthProvider, type AuthFamily, type AuthPlacement, type AuthProvider, type AuthProviderSlug } from './auth-providers.js'
 export { CODES, type Code, type CodeInfo } from './codes.js'
-export { normalizeHost } from './glob.js'
+export { compileDomain, normalizeHost } from './glob.js'
 export { compileSchema, summarizeErrors, type SchemaCompileResult } from './json-schema.js'
 export { canonicalPath, targetPath, type PathResult } from './path.js'
 export { lintSources } from './lint.js'
@@ -12,3 +12,4 @@ export { CasesFileError, parseCases, runCases, type CasesReport } from './cases.
 export { MAX_SOURCE_BYTES } from './yaml-reader.js'
 export { makeCounter, type CounterSpec } from './counters.js'
 export type * from './types.js'
+export { idKey, parseRpcBody, parseStrictJson, rpcError, type ParsedBody, type RpcMessage } from './mcp/jsonrpc.js'

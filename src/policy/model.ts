@@ -4,7 +4,7 @@
 import type { ValidateFunction } from 'ajv'
 import type { CelProgram } from './cel.js'
 import type { Matcher } from './glob.js'
-import type { CompiledCounter } from './types.js'
+import type { CompiledCounter, McpServerPolicy } from './types.js'
 
 export interface CRule {
   index: number
@@ -25,6 +25,8 @@ export interface CRule {
   schema?: ValidateFunction
   /** Filled by the capability check once transforms are known. */
   needsBody: boolean
+  /** The MCP server policy when the rule's destination is an MCP server (mcp/rules.ts). */
+  mcp?: McpServerPolicy
 }
 
 interface CTransformBase {

@@ -12,7 +12,7 @@ import { bodyText, celVars, isJsonType, mediaType } from './request-vars.js'
 import { placeValue, secretsFor } from './transform-apply.js'
 import type { CCapability, CRule, CTransform } from './model.js'
 import type {
-  AdmissionResult, AllowRuleEval, BodyInput, BodyResult, CompiledCounter, CompiledPolicy, Deny, PolicyContext,
+  McpServerPolicy, AdmissionResult, AllowRuleEval, BodyInput, BodyResult, CompiledCounter, CompiledPolicy, Deny, PolicyContext,
   PolicyRequest, RuleMatch, TransformInput, TransformOutput,
 } from './types.js'
 
@@ -159,6 +159,11 @@ export class Policy implements CompiledPolicy {
     if (evals.length === 0) for (const { cap, rule } of this.#flat.slice(0, EVAL_DOMAIN_MAX)) evals.push({ capability: cap.name, rule: rule.key, failed: 'domain' })
     if (failure && !failure.ok) return { decision: 'deny', reason: failure.reason, detail: { allowrule_eval: evals, message: failure.message } }
     return { decision: 'deny', reason: 'no_match', detail: { allowrule_eval: evals } }
+  }
+
+  /** The MCP server policy of the matched rule, when its destination is an MCP server. */
+  mcp(m: RuleMatch): McpServerPolicy | undefined {
+    return this.#rule(m)?.rule.mcp
   }
 
   #rule(m: RuleMatch): { cap: CCapability; rule: CRule } | undefined {

@@ -182,7 +182,17 @@ export interface TransformOutput {
 // ---------------------------------------------------------------------------------------------
 // Counters
 
-export type CounterSource = 'request.count' | 'request.bytes' | 'response.bytes' | 'response'
+export type CounterSource = 'request.count' | 'request.bytes' | 'response.bytes' | 'response' | 'websocket.messages' | 'websocket.bytes' | 'websocket.message' | 'mcp.calls'
+/** Which WebSocket messages a websocket counter meters: the agent's, the upstream's, or both. */
+export type MessageDirection = 'to_upstream' | 'to_agent' | 'both'
+
+/** One WebSocket message as a counter sees it (whole, after reassembly of its fragments). */
+export interface MessageView {
+  direction: 'to_upstream' | 'to_agent'
+  /** Text (UTF-8) or binary. */
+  text: boolean
+  data: Buffer
+}
 export type Accumulator = 'max' | 'sum' | 'last'
 
 export interface BudgetScope {
@@ -223,7 +233,9 @@ export interface CompiledCounter {
   readonly capability: string
   readonly source: CounterSource
   /** 'headers' for source response without body, 'body' for body counters, 'request' for request.*, 'bytes' for response.bytes. */
-  readonly phase: 'request' | 'response_headers' | 'response_body'
+  readonly phase: 'request' | 'response_headers' | 'response_body' | 'websocket'
+  /** websocket.* counters: which messages they meter. */
+  readonly direction?: MessageDirection
   readonly framing?: 'single_document' | 'sse'
   readonly accumulator?: Accumulator
   readonly workspace?: BudgetScope
@@ -234,14 +246,16 @@ export interface CompiledCounter {
   readonly statusCodes: readonly string[]
   /** Whether this counter counts a response with this status. request.* counters always do. */
   matchesStatus(status: number): boolean
-  /** request.count → 1, request.bytes → bodyBytes; 0 for response sources. */
-  requestAmount(bodyBytes: number): number
+  /** request.count → 1, request.bytes → bodyBytes, mcp.calls → the request's tools/call messages (of its `tools`); 0 for response sources. */
+  requestAmount(bodyBytes: number, mcpTools?: readonly string[]): number
   /** response.bytes → size; response headers counter → its CEL value (floored on error). */
   fromResponseHeaders(response: ResponseView): CounterValue
   /** single_document body counters: checks framing/format/encoding, parses JSON, evaluates value. */
   fromDocument(response: ResponseView, body: Uint8Array | string): CounterValue
   /** SSE body counters: an incremental meter; framing/format/encoding are checked from the response headers. */
   meter(response: ResponseView): SseMeter
+  /** websocket.* counters: the amount one relayed message adds (0 when its direction is not metered), or why its `value` could not be evaluated. */
+  fromMessage(message: MessageView): number | 'parse_failed' | 'cel_eval_error'
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -269,4 +283,46 @@ export interface CompiledPolicy {
   applyTransforms(input: TransformInput): TransformOutput
   /** Budget counters of a capability (empty when none). */
   counters(capability: string): readonly CompiledCounter[]
+  /** The MCP server policy of a matched rule (its `mcp` block), when it has one. */
+  mcp(match: RuleMatch): McpServerPolicy | undefined
+}
+
+// ---------------------------------------------------------------------------------------------
+// MCP servers (an allow rule's `mcp` block): what the proxy asks, and what it answers
+
+/** One JSON-RPC message the agent sends that names a method: a request (with an id) or a notification. */
+export interface McpCall {
+  kind: 'request' | 'notification'
+  method: string
+  /** `params` as sent (undefined when absent). */
+  params: unknown
+}
+
+/** Which deny reason an MCP refusal carries (the spec's closed list). */
+export type McpDenyReason = 'no_match' | 'schema_violation' | 'policy_error'
+
+export interface McpVerdict {
+  allow: boolean
+  /** The part of the server policy that decided: `tools/<name>`, `resources[N]`, `prompts/<name>`, `methods/<m>`, `lifecycle`, `list`, `default`. */
+  rule: string
+  reason?: McpDenyReason
+  /** One line for the agent and the row; never argument values. */
+  message?: string
+  /** Schema errors (instance paths and messages), at most five. */
+  errors?: string[]
+  tool?: string
+  resource?: string
+  prompt?: string
+}
+
+/** The list results the proxy filters, by their result key. */
+export type McpListKind = 'tools' | 'resources' | 'resourceTemplates' | 'prompts'
+
+/** The compiled `mcp` block of an allow rule. Pure and frozen; never throws. */
+export interface McpServerPolicy {
+  /** The server's name in rows (`mcp.server`, else the rule's key). */
+  readonly server: string
+  decide(call: McpCall, context: PolicyContext): McpVerdict
+  /** Whether an entry of a list result (a tool, resource, template or prompt object) is shown to the agent. */
+  listed(kind: McpListKind, item: unknown): boolean
 }

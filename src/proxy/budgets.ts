@@ -153,14 +153,14 @@ export class Budgets {
    * and no permit must come from the database (the usual case); a promise when a lease must be
    * refilled or a permit taken.
    */
-  reserve(orgId: string, workspaceId: string, taskId: string | undefined, counters: readonly CompiledCounter[], requestBytes: number): MaybePromise<Reservation | PolicyDenial> {
+  reserve(orgId: string, workspaceId: string, taskId: string | undefined, counters: readonly CompiledCounter[], requestBytes: number, mcpTools?: readonly string[]): MaybePromise<Reservation | PolicyDenial> {
     const reservation = new Reservation([])
     const refused = (d: PolicyDenial | undefined): Reservation | PolicyDenial => {
       if (!d) return reservation
       this.#release(reservation)
       return d
     }
-    const held = untilDenied(counters, (counter) => this.#hold(reservation, counter, orgId, workspaceId, taskId, requestBytes))
+    const held = untilDenied(counters, (counter) => this.#hold(reservation, counter, orgId, workspaceId, taskId, requestBytes, mcpTools))
     if (!(held instanceof Promise)) return refused(held)
     return held.then(refused, (err: unknown) => {
       this.#release(reservation)
@@ -169,8 +169,8 @@ export class Budgets {
   }
 
   /** One counter's holds: its max_concurrent slot (and database permit), then its scopes. */
-  #hold(r: Reservation, counter: CompiledCounter, orgId: string, workspaceId: string, taskId: string | undefined, requestBytes: number): MaybePromise<PolicyDenial | undefined> {
-    const amount = counter.requestAmount(requestBytes) + counter.reservePerRequest
+  #hold(r: Reservation, counter: CompiledCounter, orgId: string, workspaceId: string, taskId: string | undefined, requestBytes: number, mcpTools?: readonly string[]): MaybePromise<PolicyDenial | undefined> {
+    const amount = counter.requestAmount(requestBytes, mcpTools) + counter.reservePerRequest
     const ws = this.#wsSlot(orgId, workspaceId, counter)
     const task = taskId && counter.task ? this.#slot(orgId, workspaceId, `task:${taskId}`, counter, counter.task.max, counter.task.ttlMs) : undefined
     if (counter.maxConcurrent > 0 && ws.inFlight >= counter.maxConcurrent) return concurrencyExhausted(counter)
@@ -187,8 +187,9 @@ export class Budgets {
 
   #holdScopes(hold: CounterHold, ws: Slot, task: Slot | undefined, amount: number): MaybePromise<PolicyDenial | undefined> {
     // Something must be left even when nothing is reserved up front (a response counter without
-    // reserve_per_request): a spent ceiling refuses the next request.
-    const need = Math.max(amount, 1)
+    // reserve_per_request): a spent ceiling refuses the next request. A count of MCP tool calls
+    // refuses only the calls it counts: a request that calls none of its tools needs nothing.
+    const need = hold.counter.source === 'mcp.calls' ? amount : Math.max(amount, 1)
     return andThen(this.#holdScope(hold, 'workspace', ws, need, amount), (d) => d ?? (task ? this.#holdScope(hold, 'task', task, need, amount) : undefined))
   }
 
@@ -268,6 +269,28 @@ export class Budgets {
       h.concurrencySlot.inFlight = Math.max(0, h.concurrencySlot.inFlight - 1)
       for (const { held } of h.scopes) if (held.slot.max > 0) held.slot.lease += held.amount
     }
+  }
+
+  /**
+   * Adds `amount` to what a reservation holds for one counter, while its request is still open (a
+   * WebSocket message metered mid-connection): taken from each ceiling scope's lease like a
+   * reservation, the lease refilled from the ledger when short (a promise then). budget_exhausted
+   * when a scope cannot cover it; what an earlier scope took stays held and is returned at settle.
+   */
+  grow(r: Reservation, counterName: string, amount: number): MaybePromise<PolicyDenial | undefined> {
+    const h = r.holds.find((x) => x.counter.name === counterName)
+    if (!h || amount <= 0 || r.settled) return undefined
+    return untilDenied(h.scopes, ({ scope, held }) => {
+      if (held.slot.max <= 0) {
+        held.amount += amount
+        return undefined
+      }
+      return andThen(this.#take(held.slot, amount, amount), (ok) => {
+        if (!ok) return deny('budget_exhausted', { counter: counterName, scope, max: held.slot.max, used: held.slot.used() }, 429)
+        held.amount += amount
+        return undefined
+      })
+    })
   }
 
   release(r: Reservation): void {

@@ -13,7 +13,16 @@ export class PolicyDenial {
     readonly detail: Record<string, unknown> = {},
     /** HTTP status of the local reply; 403 unless the reason calls for another. */
     readonly status = 403,
+    /** A reply in the protocol's own terms (an MCP call's JSON-RPC error) instead of the policy_denied envelope. */
+    readonly reply?: LocalReply,
   ) {}
+}
+
+/** A local reply's status, content type and body, sent as given. */
+export interface LocalReply {
+  status: number
+  contentType: string
+  body: string
 }
 
 export function deny(reason: DenyReason, detail: Record<string, unknown> = {}, status = 403): PolicyDenial {
@@ -58,6 +67,8 @@ export class DecisionContext {
   denial?: PolicyDenial
   /** Extra detail for allows (e.g. an upstream failure after admission). */
   detail: Record<string, unknown> = {}
+  /** What the request calls inside its protocol (an MCP message: server, method, tool), on its row whatever the decision. */
+  callDetail?: Record<string, unknown>
   /** The upstream's response status, once its head arrived (the row's `detail.upstream_status`). */
   upstreamStatus?: number
   /** The upstream's body ended and was handed to the client whole (`detail.response_complete`). */

@@ -24,6 +24,8 @@ import type { Entry, ProxyCore, ProxyCounters, TunnelContext } from './request-s
 import { runRequest } from './runner.js'
 import { requestToken, wantsProxyChallenge } from './token.js'
 import { TransportRows, challenge, classifyClientError, endRaw, recordThenRefuse } from './transport.js'
+import { WebSockets, isWebSocketUpgrade } from './transports/websocket/upgrade.js'
+import { TransparentEgress, plainHostDisagrees } from './transparent.js'
 
 const HOSTNAME = /^(?=.{1,253}$)[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*$/
 /** Methods the proxy never forwards: TRACE/TRACK echo the request (injected credentials included). */
@@ -47,13 +49,19 @@ export class ProxyFront {
   readonly #transport: TransportRows
   /** Rows of CONNECTs answered 407: the core's challenge allowance (shared with plain requests' 407s), apart from transport violations so a burst of git clones cannot hide one. */
   readonly #challenges: TransportRows
+  /** Open WebSocket relays (transports/websocket/upgrade.ts). */
+  readonly #websockets: WebSockets
   #closing = false
+  /** Connections the sandbox intercepted, and its DNS queries (transparent.ts). */
+  readonly egress: TransparentEgress
 
   constructor(core: ProxyCore, minter: LeafMinter) {
     this.#core = core
+    this.egress = new TransparentEgress(core)
     this.#minter = minter
     this.#transport = new TransportRows(core)
     this.#challenges = new TransportRows(core, core.challengeRows)
+    this.#websockets = new WebSockets(core)
     const L = core.limits
     const headersTimeout = Math.min(L.headersTimeoutMs, L.requestTimeoutMs)
     const checkEvery = Math.min(1_000, Math.max(50, Math.floor(headersTimeout / 4)))
@@ -74,10 +82,9 @@ export class ProxyFront {
     this.#outer.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => this.#guard(this.#connect(req, socket, head), socket))
     // A CONNECT inside an intercepted tunnel would be a tunnel the phases cannot see: refused, with its row.
     this.#inner.on('connect', (req: IncomingMessage, socket: Socket) => this.#guard(this.#refuse(req, socket, this.#tunnels.get(socket), 'CONNECT inside an intercepted tunnel is not supported'), socket))
-    // Protocol upgrades (WebSocket) cannot be inspected by the phases: refused, with their row.
-    const upgrade = 'protocol upgrades (WebSocket) are not supported through the proxy'
-    this.#outer.on('upgrade', (req: IncomingMessage, socket: Socket) => this.#guard(this.#refuse(req, socket, undefined, upgrade), socket))
-    this.#inner.on('upgrade', (req: IncomingMessage, socket: Socket) => this.#guard(this.#refuse(req, socket, this.#tunnels.get(socket), upgrade), socket))
+    // WebSocket upgrades are requests under policy (transports/websocket/upgrade.ts); other upgrades (h2c) are refused, with their row.
+    this.#outer.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => this.#guard(this.#upgrade(req, socket, head, undefined), socket))
+    this.#inner.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => this.#guard(this.#upgrade(req, socket, head, this.#tunnels.get(socket)), socket))
     this.#outer.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => this.#guard(this.#clientError(err, socket, undefined), socket))
     this.#inner.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => this.#guard(this.#clientError(err, socket, this.#tunnels.get(socket)), socket))
     this.#outer.on('connection', (s: Socket) => {
@@ -110,6 +117,7 @@ export class ProxyFront {
    */
   async close(drainMs = this.#core.limits.drainMs): Promise<void> {
     this.#closing = true
+    this.#websockets.closeAll()
     const closed = new Promise<void>((r) => this.#outer.close(() => r()))
     this.#outer.closeIdleConnections()
     for (const t of this.#tunnelSockets) if (!this.#busy.get(t)) t.destroy()
@@ -214,8 +222,10 @@ export class ProxyFront {
       await challenge(this.#challenges, check, target.host, socket)
       return
     }
+    const egress = await this.egress.connect(req, target, check, socket, head)
+    if (egress === 'handled') return
     this.#core.counters.tunnels++
-    const tunnel: TunnelContext = { host: target.host, port: target.port, token }
+    const tunnel: TunnelContext = { host: egress?.host ?? target.host, port: target.port, token }
     tunnel.checked = check
     if (check.ok && !this.#admitTunnel(check.claims.workspace_id, socket)) {
       const ctx = new DecisionContext({ destination: target.host, method: 'CONNECT', path: '' })
@@ -225,9 +235,17 @@ export class ProxyFront {
       await recordThenRefuse(this.#core, ctx, socket, 429)
       return
     }
+    if (egress?.plain) {
+      // Plain HTTP the sandbox intercepted: its requests are parsed as they come (front-door style).
+      tunnel.plain = true
+      socket.setTimeout(this.#core.limits.connectTimeoutMs, () => socket.destroy())
+      this.#tunnels.set(socket, tunnel)
+      this.#inner.emit('connection', socket)
+      return
+    }
     let defaultContext
     try {
-      defaultContext = await this.#minter.contextFor(target.host)
+      defaultContext = await this.#minter.contextFor(tunnel.host)
     } catch {
       socket.end('HTTP/1.1 502 Bad Gateway\r\nconnection: close\r\n\r\n')
       return
@@ -236,8 +254,11 @@ export class ProxyFront {
       socket.destroy()
       return
     }
-    socket.write('HTTP/1.1 200 Connection Established\r\n\r\n')
-    if (head.length) socket.unshift(head)
+    // Transparent egress has answered the CONNECT already and put the bytes it read back.
+    if (!egress) {
+      socket.write('HTTP/1.1 200 Connection Established\r\n\r\n')
+      if (head.length) socket.unshift(head)
+    }
     const tls = new TLSSocket(socket, {
       isServer: true,
       secureContext: defaultContext,
@@ -295,6 +316,19 @@ export class ProxyFront {
     else socket.destroy()
   }
 
+  #upgrade(req: IncomingMessage, socket: Socket, head: Buffer, tunnel: TunnelContext | undefined): Promise<void> {
+    // A transparent plain-HTTP tunnel's Host must name what its address was resolved for, upgrade or not.
+    const disagrees = tunnel?.plain ? plainHostDisagrees(tunnel, req) : undefined
+    if (disagrees) {
+      this.#core.counters.requests++
+      socket.on('error', () => socket.destroy())
+      return refuseRaw(this.#core, req, socket, tunnel, disagrees)
+    }
+    // A TLS socket without its tunnel's context did not come through the front: refused, like #tunneled's no_scheme.
+    if (isWebSocketUpgrade(req) && (tunnel || !(socket instanceof TLSSocket))) return this.#websockets.handle(req, socket, head, tunnel)
+    return this.#refuse(req, socket, tunnel, tunnel || !isWebSocketUpgrade(req) ? 'protocol upgrades other than WebSocket are not supported through the proxy' : 'no tunnel context')
+  }
+
   /** Refuses a request the phases cannot handle (upgrade, CONNECT in a tunnel) with a 403 and its row. */
   async #refuse(req: IncomingMessage, socket: Socket, tunnel: TunnelContext | undefined, message: string): Promise<void> {
     this.#core.counters.requests++
@@ -310,8 +344,8 @@ export class ProxyFront {
     if (!tunnel) {
       return runRequest(this.#core, req, res, { scheme: 'http', host: normalizeHost(String(req.headers.host ?? '')), port: 0 }, path, deny('no_scheme'))
     }
-    const entry: Entry = { scheme: 'https', host: tunnel.host, port: tunnel.port, tunnel }
-    return runRequest(this.#core, req, res, entry, path, refusedMethod(req))
+    const entry: Entry = { scheme: tunnel.plain ? 'http' : 'https', host: tunnel.host, port: tunnel.port, tunnel }
+    return runRequest(this.#core, req, res, entry, path, (tunnel.plain && plainHostDisagrees(tunnel, req)) || refusedMethod(req))
   }
 }
 

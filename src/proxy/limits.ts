@@ -28,6 +28,12 @@ export interface ProxyLimits {
   drainMs: number
   /** Transport-violation rows (bytes that are not HTTP) written per second before they are only counted. */
   transportRowsPerSecond: number
+  /** WebSocket: largest message (all its fragments together) relayed either way; beyond it the socket is closed 1009. */
+  wsMaxMessageBytes: number
+  /** WebSocket: no message, ping or pong either way for this long closes the socket (1001). */
+  wsIdleTimeoutMs: number
+  /** WebSocket: open sockets per workspace. */
+  maxWebSocketsPerWorkspace: number
 }
 
 export const DEFAULT_LIMITS: Readonly<ProxyLimits> = Object.freeze({
@@ -43,6 +49,9 @@ export const DEFAULT_LIMITS: Readonly<ProxyLimits> = Object.freeze({
   connectTimeoutMs: 30_000,
   drainMs: 5_000,
   transportRowsPerSecond: 20,
+  wsMaxMessageBytes: 16 * 1024 * 1024,
+  wsIdleTimeoutMs: 600_000,
+  maxWebSocketsPerWorkspace: 64,
 })
 
 /** Environment variable of each limit (`corral serve` and `corral proxy` read the same names). */
@@ -59,6 +68,9 @@ export const LIMIT_ENV: Readonly<Record<keyof ProxyLimits, string>> = Object.fre
   connectTimeoutMs: 'CORRAL_PROXY_CONNECT_TIMEOUT_MS',
   drainMs: 'CORRAL_PROXY_DRAIN_MS',
   transportRowsPerSecond: 'CORRAL_PROXY_TRANSPORT_ROWS_PER_SECOND',
+  wsMaxMessageBytes: 'CORRAL_PROXY_WS_MAX_MESSAGE_BYTES',
+  wsIdleTimeoutMs: 'CORRAL_PROXY_WS_IDLE_TIMEOUT_MS',
+  maxWebSocketsPerWorkspace: 'CORRAL_PROXY_MAX_WEBSOCKETS_PER_WORKSPACE',
 })
 
 /** A limit value that is not a positive integer: refused at start, naming the variable. */

@@ -52,12 +52,12 @@ export class ResponseMeter implements ResponseObserver {
   }
 
   /** Request-side amounts plus whatever the response produced; counters that saw no response debit 0 (or their request amount). */
-  values(requestBytes: number): Map<string, CounterValue> {
+  values(requestBytes: number, mcpTools?: readonly string[]): Map<string, CounterValue> {
     const out = new Map<string, CounterValue>()
     const view = this.#view ? { status: this.#view.status, headers: this.#view.headers, size: this.#size } : undefined
     for (const c of this.#counters) {
       if (c.phase === 'request') {
-        out.set(c.name, { value: c.requestAmount(requestBytes) })
+        out.set(c.name, { value: c.requestAmount(requestBytes, mcpTools) })
         continue
       }
       if (!view || !c.matchesStatus(view.status)) {

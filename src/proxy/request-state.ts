@@ -4,6 +4,7 @@ import { EventEmitter } from 'node:events'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Readable } from 'node:stream'
 import type { AuditSink } from '../contract/index.js'
+import type { ResolverLimits } from '../dns/index.js'
 import type { AdmissionResult, AuthPlacement, PolicyContext, PolicyRequest, TransformOutput } from '../policy/index.js'
 import type { CredentialBroker, SecretsSource } from '../secrets/index.js'
 import type { AgentCallbacks } from './agent-callback-handler.js'
@@ -17,6 +18,7 @@ import type { TaskLiveness } from './task-liveness.js'
 import type { CapabilityTokens, TokenCheck } from '../secrets/index.js'
 import type { Upstream, UpstreamResponse } from './upstream.js'
 import type { BodyScan, Scrubber } from './scrub.js'
+import type { McpExchange } from './mcp/exchange.js'
 import type { ActiveWorkspace, ActiveWorkspaces } from './workspaces.js'
 
 export class ClientGone extends EventEmitter {
@@ -39,6 +41,8 @@ export interface TunnelContext {
   token: Promise<TokenCheck>
   /** The same check once `token` has settled, read without a promise per request. */
   checked?: TokenCheck
+  /** Plain HTTP intercepted by the sandbox (transparent.ts): requests name `host` in their Host header. */
+  plain?: boolean
 }
 
 /** Where a request entered: plain HTTP (absolute URI) or inside an intercepted tunnel. */
@@ -100,6 +104,8 @@ export interface ProxyCore {
   challengeRows: RowAllowance
   /** The handler of agent callbacks to `corral.internal` (agent-callbacks.ts); none → that host takes the phases. */
   agentCallbacks?: AgentCallbacks
+  /** Limits of each workspace's resolver (transparent.ts); default DEFAULT_RESOLVER_LIMITS. */
+  resolverLimits?: Partial<ResolverLimits>
 }
 
 /** The body the response_body phase relays: the upstream's, or its scrubbed view. */
@@ -143,6 +149,8 @@ export interface RequestState {
   relayed?: RelayedBody
   reservation?: Reservation
   meter?: ResponseMeter
+  /** The MCP exchange, when the matched rule's destination is an MCP server (phases/mcp-request.ts). */
+  mcp?: McpExchange
   /** Set once the workspace slot and budgets were released (runner). */
   released?: boolean
   /** Set by the forward phase when a streamed body went past limits.maxBodyBytes. */

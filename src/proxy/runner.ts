@@ -10,6 +10,8 @@ import { DecisionContext, attributeToken, deny, denyBody, type PolicyDenial } fr
 import { andThen, type MaybePromise } from './maybe.js'
 import { runPhases, type PhaseStep } from './phase.js'
 import { forwardGate } from './phases/forward-gate.js'
+import { mcpBatchRows, mcpRequest } from './phases/mcp-request.js'
+import { mcpResponse } from './phases/mcp-response.js'
 import { requestBody, reserveBudgets } from './phases/request-body.js'
 import { requestHeaders, workspaceLimits } from './phases/request-headers.js'
 import { responseBody } from './phases/response-body.js'
@@ -26,14 +28,17 @@ const ADMISSION: readonly PhaseStep[] = [
   { phase: 'request_headers', name: 'request-headers', run: requestHeaders },
   { phase: 'request_headers', name: 'workspace-limits', run: workspaceLimits },
   { phase: 'request_body', name: 'request-body', run: requestBody },
+  { phase: 'request_body', name: 'mcp-request', run: mcpRequest },
   { phase: 'request_body', name: 'budgets', run: reserveBudgets },
   { phase: 'request_body', name: 'transforms', run: transforms },
   { phase: 'request_body', name: 'forward-gate', run: forwardGate },
+  { phase: 'request_body', name: 'mcp-batch-rows', run: mcpBatchRows },
 ]
 
 /** Forwarding: from the first byte sent upstream. A throw here is an upstream or client failure, not internal_error. */
 const FORWARDING: readonly PhaseStep[] = [
   { phase: 'request_body', name: 'upstream', run: upstream },
+  { phase: 'response_headers', name: 'mcp-response', run: mcpResponse },
   { phase: 'response_headers', name: 'response-headers', run: responseHeaders },
   { phase: 'response_body', name: 'response-body', run: responseBody },
 ]
@@ -167,7 +172,7 @@ function settleBudgets(core: ProxyCore, st: RequestState): MaybePromise<void> {
     core.budgets.release(r)
     return undefined
   }
-  return andThen(core.budgets.settle(r, st.meter!.values(st.requestBytes)), (s) => {
+  return andThen(core.budgets.settle(r, st.meter!.values(st.requestBytes, st.mcp?.tools)), (s) => {
     st.ctx.debits = s.debits
     st.ctx.budgetState = s.budgetState
     st.ctx.floored = s.floored
@@ -210,9 +215,10 @@ function sendDeny(st: RequestState, denial: PolicyDenial): void {
     res.destroy()
     return
   }
-  const body = denyBody(st.ctx, denial)
+  const reply = denial.reply ?? st.mcp?.replyFor?.(denial)
+  const body = reply?.body ?? denyBody(st.ctx, denial)
   const headers: Record<string, string | number> = {
-    'content-type': 'application/json',
+    'content-type': reply?.contentType ?? 'application/json',
     'content-length': Buffer.byteLength(body),
     'x-corral-deny-reason': denial.reason,
     'cache-control': 'no-store',
@@ -223,7 +229,7 @@ function sendDeny(st: RequestState, denial: PolicyDenial): void {
   if (denial.status === 407) headers['proxy-authenticate'] = PROXY_CHALLENGE
   // Transient refusals (the audit log or the store away) tell the client when to come back.
   if (typeof denial.detail.retry_after_s === 'number') headers['retry-after'] = String(denial.detail.retry_after_s)
-  res.writeHead(denial.status, headers)
+  res.writeHead(reply?.status ?? denial.status, headers)
   res.end(body)
 }
 

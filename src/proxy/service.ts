@@ -2,6 +2,7 @@
 // `corral proxy` runs alone. Everything shared (CA, token key, pooled upstream agent, active
 // workspaces) is built once here.
 import type { AuditSink } from '../contract/index.js'
+import type { ResolverLimits } from '../dns/index.js'
 import { compilePolicyCached } from '../policy/index.js'
 import type { CompileResult } from '../policy/index.js'
 import { budgetLedgers, type Store } from '../store/index.js'
@@ -51,6 +52,8 @@ export interface ProxyServiceOptions {
   tokens?: CapabilityTokens
   /** serve's other listeners (API, database, …), never reachable through the proxy; read at each connect. */
   ownEndpoints?: () => readonly Endpoint[]
+  /** Limits of each workspace's resolver (src/dns/); default DEFAULT_RESOLVER_LIMITS. */
+  resolverLimits?: Partial<ResolverLimits>
   /** Resolver of upstream names (tests: a rebinding resolver); default dns.lookup. */
   resolve?: (hostname: string) => Promise<LookupAddress[]>
   /** Resource limits: defaults, then `env` (CORRAL_PROXY_*, limits.ts), then these values. */
@@ -132,7 +135,10 @@ export class ProxyService {
       tasks,
       budgets,
       workspaces: new ActiveWorkspaces({
-        directory, compile: o.compile ?? compilePolicyCached, audit: o.audit, onTeardown: (id) => budgets.close(id).catch(() => {}),
+        directory, compile: o.compile ?? compilePolicyCached, audit: o.audit, onTeardown: (id) => {
+          this.#front?.egress.forget(id)
+          return budgets.close(id).catch(() => {})
+        },
         onAuditError: (err, type) => {
           counters.auditFailures++
           log.error({ err: { message: (err as Error)?.message ?? String(err) }, type }, 'proxy: the audit sink refused a workspace lifecycle row')
@@ -151,6 +157,7 @@ export class ProxyService {
       secrets,
       credentials,
       ...(o.agentCallbacks ? { agentCallbacks: o.agentCallbacks } : {}),
+      ...(o.resolverLimits ? { resolverLimits: o.resolverLimits } : {}),
     }
     this.#core = core
     this.#front = new ProxyFront(core, new LeafMinter(this.#ca))

@@ -5,6 +5,7 @@
 // checked against the allowance of the agent that made it, so requests whose rule names private
 // ranges (`allow_private`) get an agent of their own per distinct list: a connection opened for
 // one allowance is never reused under a narrower one.
+import type { Socket } from 'node:net'
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls'
 import type { Readable } from 'node:stream'
 import { Agent, type buildConnector, type Dispatcher } from 'undici'
@@ -124,6 +125,23 @@ export class Upstream {
       maxRedirections: 0,
     } as Dispatcher.RequestOptions)
     return { status: res.statusCode, headers: res.headers as Record<string, string | string[]>, body: res.body as unknown as Readable }
+  }
+
+  /**
+   * One connection of its own (not pooled) to `host:port`, through the same address guard and TLS
+   * verification as the pool: a WebSocket's upstream leg (transports/websocket/upgrade.ts), which outlives
+   * any request and so cannot borrow a pooled connection.
+   */
+  connect(host: string, port: number, secure: boolean, allowPrivate?: readonly string[]): Promise<Socket> {
+    const allow = allowPrivate?.length ? allowList(allowPrivate) : undefined
+    const connector = guardedConnector(this.#guard, allow, this.#secureContext ? ({ secureContext: this.#secureContext } as buildConnector.BuildOptions) : {})
+    const name = host.includes(':') ? `[${host}]` : host
+    return new Promise((resolve, reject) => {
+      connector({ hostname: name, host: `${name}:${port}`, protocol: secure ? 'https:' : 'http:', port: String(port), servername: undefined as unknown as string, localAddress: null, httpSocket: undefined } as buildConnector.Options, (err, socket) => {
+        if (err || !socket) reject(err ?? new Error('no socket'))
+        else resolve(socket as Socket)
+      })
+    })
   }
 
   async close(): Promise<void> {

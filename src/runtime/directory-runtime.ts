@@ -19,6 +19,7 @@ import type {
 } from './runtime.js'
 import { SANDBOX_UID } from './sandbox-args.js'
 import { type SharedFiles, writeIdentity, writeSharedFiles } from './shared-files.js'
+import { EGRESS_OPT_OUT } from './egress.js'
 
 /** What a driver runs on the host to start a workspace's init (bwrap …, or node directly). */
 export interface LaunchPlan {
@@ -250,8 +251,11 @@ export abstract class DirectoryRuntime implements WorkspaceDriver<HostWorkspaceH
     if (bridge && owner) await chown(this.layout.socket(workspaceId), owner.uid, owner.gid)
     // A pack's own environment goes beneath everything corral sets (each driver's plan); its
     // CORRAL_* names are ours.
+    // CORRAL_* names are ours, with one exception: a pack may turn transparent egress off for its
+    // workspace (egress.ts), which only takes a way out away.
     const baseEnv = Object.fromEntries(Object.entries(launch.baseEnv ?? {}).filter(([k]) => !k.startsWith('CORRAL_')))
-    let plan = this.plan(workspaceId, { ...launch, command: packs.command, env: { ...launch.env, ...packs.env }, baseEnv }, shared, inbox)
+    const egressOff: Record<string, string> = launch.baseEnv?.[EGRESS_OPT_OUT] === 'off' ? { [EGRESS_OPT_OUT]: 'off' } : {}
+    let plan = this.plan(workspaceId, { ...launch, command: packs.command, env: { ...launch.env, ...packs.env, ...egressOff }, baseEnv }, shared, inbox)
     let confinement: Confinement | undefined
     try {
       confinement = await this.confine(workspaceId)

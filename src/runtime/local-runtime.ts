@@ -16,6 +16,7 @@ import {
   ALLOW_UNENFORCED, LIMIT_ENV, checkLimits, findPrlimit, limitsEnv, limitsFromEnv, prlimitArgs, runForOutput, withLimits, type WorkspaceLimits,
 } from './limits.js'
 import { SANDBOX_PACKS } from './sandbox-args.js'
+import { EGRESS_OPT_OUT, missingEgressTools } from './egress.js'
 import type { AgentLaunch, RuntimeCheck, RuntimeOptions } from './runtime.js'
 import {
   DEFAULT_SANDBOX_UID, SANDBOX_UID, SETPRIV, bwrapArgs, nestedIn, nodePrefix, SANDBOX_CA, SANDBOX_CA_BUNDLE, SANDBOX_DATA, SANDBOX_INBOX, SANDBOX_INIT, SANDBOX_PROXY_PORT,
@@ -46,6 +47,11 @@ export interface LocalRuntimeOptions extends RuntimeOptions {
   allowUnenforcedLimits?: boolean
   /** Where workspace cgroups can be made; default detectCgroups() (a seam for embedding and tests). */
   detectCgroups?: () => Promise<CgroupDetection>
+  /**
+   * Transparent egress (egress.ts, as root only): every TCP connection and lookup reaches the proxy
+   * without HTTPS_PROXY. Default on; off with false or CORRAL_TRANSPARENT_EGRESS=off (docs/runtime.md).
+   */
+  transparentEgress?: boolean
 }
 
 export { DEFAULT_SANDBOX_UID }
@@ -67,6 +73,9 @@ export class LocalRuntime extends DirectoryRuntime {
   readonly #limits: WorkspaceLimits
   readonly #hidden: readonly string[]
   #prlimit: string | null = null
+  readonly #egressOption: boolean | undefined
+  /** Tools transparent egress needs that the host lacks (then it is off, with a warning). */
+  #egressMissing: string[] = []
   #disableUserns = false
   #probed = false
   /** Where workspace cgroups are made; null without (then memory and pids are not enforced). */
@@ -80,6 +89,7 @@ export class LocalRuntime extends DirectoryRuntime {
   constructor(options: LocalRuntimeOptions) {
     super(options)
     this.#bwrap = options.bwrap ?? 'bwrap'
+    this.#egressOption = options.transparentEgress
     this.#readOnly = [packageRoot(), ...linkedModules(packageRoot()), nodePrefix(), ...(options.readOnlyPaths ?? [])]
     this.#limits = options.limits ?? limitsFromEnv()
     this.#hidden = options.hidden ?? []
@@ -217,12 +227,16 @@ export class LocalRuntime extends DirectoryRuntime {
     this.#disableUserns = help.includes('--disable-userns')
     this.#prlimit = await findPrlimit()
     await this.#detectCgroups()
+    this.#probeEgress()
     this.#probed = true
     if (this.#root && !existsSync(SETPRIV)) {
       problems.push(`${SETPRIV} (util-linux) is not installed: when corral serve runs as root, agents are dropped to an unprivileged uid with it; install util-linux`)
       return { ok: false, problems, warnings: [] }
     }
     const warnings: string[] = []
+    if (this.#egressMissing.length > 0) {
+      warnings.push(`transparent egress is off: ${this.#egressMissing.join(', ')} not installed (iproute2, nftables, perl); workspaces reach the proxy through HTTPS_PROXY only`)
+    }
     const unenforced: string[] = []
     const scratch = await mkdtemp(join(tmpdir(), 'corral-bwrap-check-'))
     // A trial sandbox, started as a workspace's is (its cgroup, the agent's uid), with /dev/null
@@ -275,11 +289,14 @@ export class LocalRuntime extends DirectoryRuntime {
     if (!this.#prlimit && prlimitArgs(this.#limits, { nproc: this.#cgroups === null }).length > 0) {
       throw new RuntimeError('runtime_unavailable', 'prlimit (util-linux) is not installed, so the workspace limits cannot be applied')
     }
+    this.#probeEgress()
     this.#probed = true
   }
 
   protected plan(workspaceId: string, launch: AgentLaunch, shared: SharedFiles, inbox: string): LaunchPlan {
     const mounts = { ...this.#mounts(this.layout.data(workspaceId), shared.init, this.layout.socket(workspaceId), shared, this.#uidOf(workspaceId)), inbox, packs: launch.packs ?? [], agentCli: launch.cli?.dir ?? null }
+    // A workspace may opt out (its pack's agent.env, handed on by DirectoryRuntime): it only gives up a way out.
+    if (launch.env?.[EGRESS_OPT_OUT] === 'off') delete mounts.egress
     const proxyUrl = `http://127.0.0.1:${SANDBOX_PROXY_PORT}`
     // Tools that only know the proxy variables (curl, pip, git, Python requests) send the userinfo
     // as `Proxy-Authorization: Basic`, which the proxy accepts with the token as password.
@@ -327,6 +344,15 @@ export class LocalRuntime extends DirectoryRuntime {
     return SANDBOX_PACKS
   }
 
+  #transparentEgress(): boolean {
+    return (this.#egressOption ?? process.env[EGRESS_OPT_OUT] !== 'off') && this.#egressMissing.length === 0
+  }
+
+  #probeEgress(): void {
+    const wanted = this.#egressOption ?? process.env[EGRESS_OPT_OUT] !== 'off'
+    this.#egressMissing = this.#root && wanted ? missingEgressTools() : []
+  }
+
   #mounts(dataDir: string, init: string, proxySocket: string, shared: SharedFiles | null, uid: number): SandboxMounts {
     return {
       dataDir,
@@ -344,6 +370,7 @@ export class LocalRuntime extends DirectoryRuntime {
       hide: nestedIn([...this.#hidden, this.layout.root, this.layout.sockets], this.#readOnly),
       disableUserns: this.#disableUserns,
       ...(this.#root ? { dropTo: { uid, gid: uid } } : {}),
+      ...(this.#root && shared?.egress && this.#transparentEgress() ? { egress: shared.egress } : {}),
       ...(this.#root && userNamespaceFilter() ? { seccompFd: SECCOMP_FD } : {}),
       tmpBytes: this.#limits.memoryMb * MIB,
     }

@@ -1,6 +1,7 @@
 import { existsSync, lstatSync, readlinkSync, statSync, type Stats } from 'node:fs'
 import { dirname, isAbsolute, relative, resolve, sep } from 'node:path'
 import { SANDBOX_AGENT_CLI_DIR } from '../contract/index.js'
+import { SANDBOX_EGRESS_DIR, egressCommand, type EgressFiles } from './egress.js'
 
 /** Inside-the-sandbox paths (the contract the agent sees). */
 export const SANDBOX_DATA = '/data'
@@ -68,6 +69,8 @@ export interface SandboxMounts {
   tmpBytes?: number
   /** An fd (opened by the launcher) holding the seccomp filter that refuses nested user namespaces (seccomp.ts). */
   seccompFd?: number
+  /** Transparent egress (egress.ts): as root only, the namespace is set up before the uid is dropped. */
+  egress?: EgressFiles
 }
 
 /** Where setpriv is looked up inside the sandbox (bound through /usr). */
@@ -85,6 +88,10 @@ export function bwrapArgs(m: SandboxMounts, command: readonly string[]): string[
       '--hostname', 'corral', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--cap-add', 'CAP_SETUID', '--cap-add', 'CAP_SETGID']
     : ['--unshare-all', '--unshare-user', '--uid', String(SANDBOX_UID), '--gid', String(SANDBOX_UID),
       '--hostname', 'corral', '--die-with-parent', '--new-session', '--cap-drop', 'ALL']
+  // The egress setup (routes, nftables, the listener's sockets) needs these two until setpriv drops
+  // every capability; the agent never holds them.
+  const egress = m.dropTo ? m.egress : undefined
+  if (egress) args.push('--cap-add', 'CAP_NET_ADMIN', '--cap-add', 'CAP_NET_BIND_SERVICE')
   if (m.disableUserns && !m.dropTo) args.push('--disable-userns')
   if (m.seccompFd !== undefined) args.push('--seccomp', String(m.seccompFd))
   for (const dir of SYSTEM_DIRS) {
@@ -107,6 +114,7 @@ export function bwrapArgs(m: SandboxMounts, command: readonly string[]): string[
     else args.push('--ro-bind-try', path, path)
   }
   args.push('--ro-bind', m.passwd, '/etc/passwd', '--ro-bind', m.group, '/etc/group')
+  if (egress) args.push('--ro-bind', egress.resolvConf, '/etc/resolv.conf')
   const made = new Set<string>()
   for (const path of m.readOnly) {
     if (SYSTEM_DIRS.some((d) => path === d || path.startsWith(`${d}${sep}`))) continue
@@ -129,6 +137,7 @@ export function bwrapArgs(m: SandboxMounts, command: readonly string[]): string[
   args.push('--bind', m.dataDir, SANDBOX_DATA)
   args.push('--dir', SANDBOX_RUN, '--ro-bind', m.init, SANDBOX_INIT, '--ro-bind', m.proxySocket, SANDBOX_PROXY_SOCKET)
   if (m.inbox) args.push('--ro-bind', m.inbox, SANDBOX_INBOX)
+  if (egress) args.push('--ro-bind', egress.dir, SANDBOX_EGRESS_DIR)
   // /packs exists even without packs, so an agent can always list it.
   args.push('--dir', SANDBOX_PACKS)
   for (const p of m.packs) args.push('--ro-bind', p.dir, `${SANDBOX_PACKS}/${p.name}`)
@@ -140,10 +149,11 @@ export function bwrapArgs(m: SandboxMounts, command: readonly string[]): string[
   // As root: the first command inside drops to the agent's uid, with no way back (no_new_privs,
   // no inheritable capabilities); bwrap left it CAP_SETUID/CAP_SETGID for exactly this.
   // It enters /data only then: root without CAP_DAC_OVERRIDE may not, the agent owns its mode.
-  const inner = m.dropTo
+  const dropped = m.dropTo
     ? [SETPRIV, `--reuid=${m.dropTo.uid}`, `--regid=${m.dropTo.gid}`, '--clear-groups', '--inh-caps=-all', '--no-new-privs', '--',
       '/bin/sh', '-c', `cd ${SANDBOX_DATA} && exec "$@"`, 'corral-enter', ...command]
     : command
+  const inner = egress ? egressCommand(dropped) : dropped
   args.push('--remount-ro', '/', ...(m.dropTo ? [] : ['--chdir', SANDBOX_DATA]), '--', ...inner)
   return args
 }

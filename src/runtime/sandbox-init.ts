@@ -7,6 +7,11 @@
 // 1. When CORRAL_BRIDGE_SOCKET is set (the bubblewrap driver), listens on 127.0.0.1:CORRAL_BRIDGE_PORT
 //    inside the sandbox's private network namespace and relays every connection to that unix socket,
 //    which the host bridges to the policy proxy. This listener is what HTTPS_PROXY points at.
+//    With CORRAL_EGRESS_FDS (transparent egress, egress.ts): takes the three sockets made for it
+//    before the uid was dropped (the TPROXY listener, the resolver's UDP and TCP port 53) and hands
+//    each intercepted connection to the proxy as a CONNECT to the address and port the tool
+//    dialled (marked x-corral-egress), and each DNS query as a framed message on a CONNECT to
+//    resolver.corral.internal:53. What the proxy refuses is closed.
 // 2. Spawns the agent command with the rest of the environment (plus CORRAL_PACK_ENV's), reports `spawned` on fd 3 and
 //    mirrors the agent's exit status.
 // 3. Stops the agent when stdin closes (the host's stop request) or on SIGTERM: SIGTERM first,
@@ -16,6 +21,7 @@
 export const SANDBOX_INIT_SOURCE = String.raw`import net from 'node:net'
 import { spawn } from 'node:child_process'
 import { writeSync } from 'node:fs'
+import dgram from 'node:dgram'
 import { constants } from 'node:os'
 
 const argv = process.argv.slice(2)
@@ -31,6 +37,9 @@ delete env.CORRAL_BRIDGE_SOCKET
 delete env.CORRAL_BRIDGE_PORT
 delete env.CORRAL_STOP_GRACE_MS
 delete env.CORRAL_PACK_ENV
+const egressFds = (process.env.CORRAL_EGRESS_FDS || '').split(',').filter(Boolean).map(Number)
+delete env.CORRAL_EGRESS_FDS
+const token = process.env.CORRAL_PROXY_TOKEN || ''
 
 function report(line) {
   try { writeSync(3, line + '\n') } catch {}
@@ -53,6 +62,82 @@ function relay(a, b) {
   b.pipe(a)
 }
 
+// A CONNECT over the bridge; calls back with the socket (and the bytes after the answer's head)
+// once the proxy answered 200, or with null.
+function bridgeConnect(target, marked, cb) {
+  const outer = net.createConnection({ path: socketPath, allowHalfOpen: true })
+  let head = Buffer.alloc(0)
+  let done = false
+  const finish = (ok) => {
+    if (done) return
+    done = true
+    outer.off('data', onData)
+    if (!ok) { outer.destroy(); cb(null); return }
+    const rest = head.subarray(head.indexOf('\r\n\r\n') + 4)
+    outer.pause()
+    if (rest.length) outer.unshift(rest)
+    cb(outer)
+  }
+  const onData = (chunk) => {
+    head = Buffer.concat([head, chunk])
+    const end = head.indexOf('\r\n\r\n')
+    if (end >= 0) finish(head.subarray(0, 12).toString('latin1') === 'HTTP/1.1 200')
+    else if (head.length > 16384) finish(false)
+  }
+  outer.on('data', onData)
+  outer.once('error', () => finish(false))
+  outer.once('close', () => finish(false))
+  outer.write('CONNECT ' + target + ' HTTP/1.1\r\nhost: ' + target + '\r\nproxy-authorization: Bearer ' + token + '\r\n' + (marked ? 'x-corral-egress: transparent\r\n' : '') + '\r\n')
+}
+
+function startEgress([tcpFd, udpFd, dnsFd]) {
+  const intercept = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, (inner) => {
+    inner.on('error', () => inner.destroy())
+    bridgeConnect(inner.localAddress + ':' + inner.localPort, true, (outer) => {
+      if (!outer) { inner.destroy(); return }
+      inner.setNoDelay(true)
+      relay(inner, outer)
+      inner.resume()
+      outer.resume()
+    })
+  })
+  intercept.listen({ fd: tcpFd })
+  const dnsTcp = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, (inner) => {
+    inner.on('error', () => inner.destroy())
+    bridgeConnect('resolver.corral.internal:53', false, (outer) => {
+      if (!outer) { inner.destroy(); return }
+      relay(inner, outer)
+      inner.resume()
+      outer.resume()
+    })
+  })
+  dnsTcp.listen({ fd: dnsFd })
+  const udp = dgram.createSocket('udp4')
+  udp.on('error', () => {})
+  udp.on('message', (msg, rinfo) => {
+    if (msg.length < 12 || msg.length > 4096) return
+    bridgeConnect('resolver.corral.internal:53', false, (outer) => {
+      if (!outer) return
+      let buf = Buffer.alloc(0)
+      const timer = setTimeout(() => outer.destroy(), 5000)
+      outer.on('error', () => outer.destroy())
+      outer.on('close', () => clearTimeout(timer))
+      outer.on('data', (chunk) => {
+        buf = Buffer.concat([buf, chunk])
+        if (buf.length >= 2 && buf.length >= 2 + buf.readUInt16BE(0)) {
+          udp.send(buf.subarray(2, 2 + buf.readUInt16BE(0)), rinfo.port, rinfo.address)
+          outer.destroy()
+        }
+      })
+      const len = Buffer.alloc(2)
+      len.writeUInt16BE(msg.length)
+      outer.write(Buffer.concat([len, msg]))
+      outer.resume()
+    })
+  })
+  udp.bind({ fd: udpFd })
+}
+
 async function main() {
   if (argv.length === 0) fail(64, 'no agent command given')
   if (socketPath) {
@@ -65,6 +150,7 @@ async function main() {
       server.once('error', reject)
       server.listen(port, '127.0.0.1', resolve)
     })
+    if (egressFds.length === 3) startEgress(egressFds)
   }
   const child = spawn(argv[0], argv.slice(1), { env, stdio: ['ignore', 'inherit', 'inherit'] })
   let stopping = false

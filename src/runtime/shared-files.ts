@@ -3,6 +3,7 @@
 // workspace's own passwd and group when its agent has a uid of its own.
 import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { writeEgressFiles, type EgressFiles } from './egress.js'
 import { SANDBOX_INIT_SOURCE } from './sandbox-init.js'
 
 /** Files every workspace shares, written once per runtime start. */
@@ -13,6 +14,8 @@ export interface SharedFiles {
   /** The corral CA alone (NODE_EXTRA_CA_CERTS) and the system bundle plus it (OpenSSL tools). */
   ca: string | null
   caBundle: string | null
+  /** The transparent-egress setup and the sandbox's resolv.conf (egress.ts). */
+  egress?: EgressFiles
 }
 
 const SYSTEM_BUNDLES = ['/etc/ssl/certs/ca-certificates.crt', '/etc/pki/tls/certs/ca-bundle.crt', '/etc/ssl/cert.pem']
@@ -27,6 +30,7 @@ export async function writeSharedFiles(dir: string, uid: number, caCertPath: str
   const init = join(dir, 'init.mjs')
   await writeFile(init, SANDBOX_INIT_SOURCE)
   const { passwd, group } = await writeIdentity(dir, uid)
+  const egress = await writeEgressFiles(dir)
   let ca: string | null = null
   let caBundle: string | null = null
   if (caCertPath) {
@@ -41,7 +45,7 @@ export async function writeSharedFiles(dir: string, uid: number, caCertPath: str
     caBundle = join(dir, 'ca-bundle.pem')
     await writeFile(caBundle, `${system.trimEnd()}\n${corral.trimEnd()}\n`)
   }
-  return { init, passwd, group, ca, caBundle }
+  return { init, passwd, group, ca, caBundle, egress }
 }
 
 /** The agent's identity (`agent`, uid = gid) in `dir`, so tools that look the user up (ssh, git, pip) find one. */

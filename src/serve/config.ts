@@ -77,6 +77,8 @@ export interface ServeConfig {
   readonly auditJournal: { journalDurability: JournalDurability; journalSyncIntervalMs: number }
   /** CORRAL_OAUTH_ALLOW_PRIVATE: the special address ranges OAuth providers may be at (docs/credentials.md); default none. */
   readonly oauthAllowPrivate: readonly string[]
+  /** CORRAL_AUDIT_WITNESS_DIR, CORRAL_AUDIT_APPEND_INTERVAL_MS, CORRAL_AUDIT_CHECKPOINT_INTERVAL_MS (docs/audit.md "The provable log"). */
+  readonly auditLog: { witnessDir: string | undefined; appendIntervalMs: number; checkpointIntervalMs: number }
 }
 
 /** The default lease TTL: a dead replica's workspaces are taken over within this (plus one reconcile pass). */
@@ -115,7 +117,20 @@ export function serveConfig(options: ServeOptions): ServeConfig {
     publicUrl: publicUrlOf(options.publicUrl ?? env.CORRAL_PUBLIC_URL),
     auditJournal: journalSettingsFromEnv(env),
     oauthAllowPrivate: oauthAllowPrivate(env),
+    auditLog: {
+      witnessDir: env.CORRAL_AUDIT_WITNESS_DIR ? resolve(env.CORRAL_AUDIT_WITNESS_DIR) : undefined,
+      appendIntervalMs: positiveMs(env, 'CORRAL_AUDIT_APPEND_INTERVAL_MS', 1_000),
+      checkpointIntervalMs: positiveMs(env, 'CORRAL_AUDIT_CHECKPOINT_INTERVAL_MS', 60_000),
+    },
   })
+}
+
+function positiveMs(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  const n = Number(raw)
+  if (!Number.isInteger(n) || n < 10) throw new Error(`${name} must be a whole number of milliseconds, at least 10 (got ${JSON.stringify(raw)})`)
+  return n
 }
 
 function agentCommandFromEnv(raw: string): string[] {

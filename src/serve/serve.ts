@@ -7,7 +7,7 @@
 import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
-import { createAuditBus, openAuditWriter } from '../audit/index.js'
+import { LogSigner, ProvableLog, WitnessDir, createAuditBus, openAuditWriter } from '../audit/index.js'
 import type { AgentCallbackHandler } from '../contract/index.js'
 import { AddressGuard } from '../net/index.js'
 import { caFingerprint, loadOrCreateCa, type Endpoint } from '../proxy/index.js'
@@ -16,7 +16,7 @@ import {
   BuiltinIdentityProvider, Identity, OidcIdentityProvider, bootstrap, createLogger, serverConfigFromEnv,
   type BootstrapResult, type ServerDeps,
 } from '../server/index.js'
-import { openStore } from '../store/index.js'
+import { openStore, type Store } from '../store/index.js'
 import { startApi } from './api.js'
 import { serveConfig, type ServeConfig, type ServeOptions } from './config.js'
 import { lockDataDir } from './data-dir-lock.js'
@@ -119,7 +119,7 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
   await workspaces.start()
 
   const deps: ServerDeps = {
-    store, audit, bus, logger,
+    store, audit, bus, logger, auditLog: await startAuditLog(config, store, logger, teardown),
     config: { ...(await serverConfigFromEnv(config.env, config.dataDir)), taskRateLimit: config.taskRateLimit },
     identity: new Identity(await BuiltinIdentityProvider.open(store.settings), config.oidc ? [new OidcIdentityProvider(config.oidc)] : []),
     workspaces: workspaces.directory,
@@ -143,6 +143,18 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
     stop: () => teardown.run(),
     onFatal: (cb) => replica.onFatal(cb),
   }
+}
+
+/** The provable log (docs/audit.md): appender and checkpointer, signing with this data dir's key, stopped before the audit writer closes. */
+async function startAuditLog(config: ServeConfig, store: Store, logger: Logger, teardown: Teardown): Promise<ProvableLog> {
+  const auditLog = new ProvableLog({
+    store, logger, signer: await LogSigner.open(config.dataDir),
+    ...(config.auditLog.witnessDir ? { witness: new WitnessDir(config.auditLog.witnessDir) } : {}),
+    appendIntervalMs: config.auditLog.appendIntervalMs, checkpointIntervalMs: config.auditLog.checkpointIntervalMs,
+  })
+  auditLog.start()
+  teardown.add('audit log', () => auditLog.stop())
+  return auditLog
 }
 
 /**

@@ -3,7 +3,7 @@
 // buildApp a complete ServerDeps; a part this server does not run is an explicit value
 // (`lifecycle: { available: false, reason }`, `packContent: null`), never a field filled in later.
 import type { Logger } from 'pino'
-import type { AuditBus, AuditWriter } from '../audit/index.js'
+import type { AuditBus, AuditWriter, ProvableLog } from '../audit/index.js'
 import type { OAuthHttp, Sealer } from '../secrets/index.js'
 import type { PackContent, RegistrySettings } from '../packs/index.js'
 import type { WorkspaceService } from '../workspaces/index.js'
@@ -51,6 +51,8 @@ export interface ServerDeps {
   store: Store
   audit: AuditWriter
   bus: AuditBus
+  /** The provable log (signed checkpoints on demand); absent → POST /v1/audit/checkpoints answers service_unavailable. */
+  auditLog?: ProvableLog
   logger: Logger
   config: ServerConfig
   identity: Identity

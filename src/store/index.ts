@@ -26,6 +26,7 @@ export type {
   AuditPageQuery, AuditStatsQuery, AuditStatsRow, AuditWhere, NumericPath, QuarantineInsert, QuarantinedEvent, StatsDimension,
 } from './repositories/audit.js'
 export { AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS, AUDIT_ROW_COLUMNS, AUDIT_TEXT_COLUMNS, epochMs, isUuid } from './repositories/audit-columns.js'
+export { AppendConflictError, type AuditLogRepository, type LogLeaf, type LogTree, type PendingRow, type StoredCheckpoint } from './audit-log.js'
 export type { CredentialMeta, ProxyTablesRepo, SecretMeta, WorkspaceRow } from './proxy-tables.js'
 export type { OAuthClientRow, OAuthStateRow, OAuthTablesRepo, RefreshedTokens } from './oauth-tables.js'
 export { budgetLedgers, type BudgetLedgers, type LedgerKey, type LedgerSnapshot } from './budget-ledgers.js'

@@ -16,14 +16,14 @@ function corral(args: string[], input?: string) {
 const tmp = mkdtempSync(path.join(tmpdir(), 'corral-caps-'))
 const bad = path.join(tmp, 'bad.yaml')
 writeFileSync(bad, '- name: api\n  type: http\n  allow:\n    - domains: [api.example.com]\n      methods: [get]\n      paths: [v1]\n')
-const EXAMPLES = ['examples/llm-provider.yaml', 'examples/package-registry.yaml', 'examples/git-host.yaml']
+const EXAMPLES = ['examples/llm-provider.yaml', 'examples/package-registry.yaml', 'examples/git-host.yaml', 'examples/mcp-server.yaml']
 
 describe('corral caps lint', () => {
   it('exits 0 on the examples', () => {
     const r = corral(['caps', 'lint', ...EXAMPLES])
     expect(r.stderr).toBe('')
     expect(r.code).toBe(0)
-    expect(r.stdout).toContain('3 files checked: 0 errors, 0 warnings')
+    expect(r.stdout).toContain('4 files checked: 0 errors, 0 warnings')
   })
 
   it('exits 1 with every error of the file, in each format', () => {
@@ -74,7 +74,7 @@ describe('corral caps lint', () => {
 })
 
 describe('corral caps test', () => {
-  for (const name of ['llm-provider', 'package-registry', 'git-host']) {
+  for (const name of ['llm-provider', 'package-registry', 'git-host', 'mcp-server']) {
     it(`passes examples/cases/${name}.yaml`, () => {
       const r = corral(['caps', 'test', `examples/${name}.yaml`, `examples/cases/${name}.yaml`])
       expect(r.code, r.stdout + r.stderr).toBe(0)

@@ -7,7 +7,7 @@ import { compilePolicy } from '../../src/policy/index.js'
 const EXAMPLES = path.join(import.meta.dirname, '../../examples')
 
 describe('examples/', () => {
-  for (const name of ['llm-provider', 'package-registry', 'git-host']) {
+  for (const name of ['llm-provider', 'package-registry', 'git-host', 'mcp-server']) {
     it(`${name}.yaml lints clean and its cases pass`, () => {
       const res = compilePolicy(readFileSync(path.join(EXAMPLES, `${name}.yaml`), 'utf8'))
       expect(res.diagnostics).toEqual([])

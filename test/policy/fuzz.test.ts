@@ -21,13 +21,13 @@ function checkTotal(source: string): void {
 
 const seeds = [
   ...Object.values(CODES).flatMap((c) => [c.bad, c.good]),
-  ...['llm-provider', 'package-registry', 'git-host'].map((n) => readFileSync(path.join(import.meta.dirname, `../../examples/${n}.yaml`), 'utf8')),
+  ...['llm-provider', 'package-registry', 'git-host', 'mcp-server'].map((n) => readFileSync(path.join(import.meta.dirname, `../../examples/${n}.yaml`), 'utf8')),
   readFileSync(path.join(import.meta.dirname, '../fixtures/caps/ok/everything.yaml'), 'utf8'),
 ]
 
 // YAML-shaped values that hit the reader's type checks.
 const scalar = fc.oneof(fc.string(), fc.integer(), fc.boolean(), fc.constant(null), fc.double(), fc.constantFrom('GET', 'http', 'response', 'sse', '2xx', '*', '**', '_x', 'request.body.x', 'secrets["a"]'))
-const keys = fc.constantFrom('name', 'type', 'allow', 'domains', 'methods', 'paths', 'match', 'expr', 'transforms', 'header', 'body', 'auth', 'budgets', 'counters', 'source', 'value', 'framing', 'status_codes', 'workspace', 'max', 'ttl', 'request_schema', '$ref', 'x')
+const keys = fc.constantFrom('name', 'type', 'allow', 'domains', 'methods', 'paths', 'match', 'expr', 'transforms', 'header', 'body', 'auth', 'budgets', 'counters', 'source', 'value', 'framing', 'status_codes', 'workspace', 'max', 'ttl', 'request_schema', '$ref', 'x', 'mcp', 'tools', 'input_schema', 'when', 'resources', 'uri', 'prompts', 'default')
 const value: fc.Arbitrary<unknown> = fc.letrec((tie) => ({
   v: fc.oneof({ depthSize: 'small' }, scalar, fc.array(tie('v'), { maxLength: 4 }), fc.dictionary(keys, tie('v'), { maxKeys: 5 })),
 })).v

@@ -148,7 +148,7 @@ describe('ProxyFront (real sockets, no policy needed)', () => {
     expect(rows[0]).toMatchObject({ reason: 'no_scheme', workspace_id: workspaceId, path: '/secret' })
   })
 
-  it('a WebSocket upgrade inside a tunnel is refused with a 403 and one row', async () => {
+  it('a WebSocket upgrade inside a tunnel is a request: a workspace without policy refuses it with a 403 and one row', async () => {
     const { token, workspaceId } = await h.workspace(null)
     const before = h.audit.decisions().length
     const { stdout } = await run('curl', ['-sS', '-x', h.proxyUrl, '--proxy-header', `Proxy-Authorization: Bearer ${token}`, '--cacert', join(h.dir, 'data', 'ca.pem'),
@@ -156,7 +156,18 @@ describe('ProxyFront (real sockets, no policy needed)', () => {
     expect(stdout.trim().split('\n').pop()).toBe('403')
     const rows = (await h.audit.waitForDecisions(before + 1)).slice(before)
     expect(rows).toHaveLength(1)
-    expect(rows[0]).toMatchObject({ decision: 'deny', reason: 'no_match', path: '/ws', workspace_id: workspaceId })
+    expect(rows[0]).toMatchObject({ decision: 'deny', reason: 'no_policy', path: '/ws', workspace_id: workspaceId })
+  })
+
+  it('an upgrade to another protocol (h2c) inside a tunnel is refused with a 403 and one row', async () => {
+    const { token, workspaceId } = await h.workspace(null)
+    const before = h.audit.decisions().length
+    const { stdout } = await run('curl', ['-sS', '-x', h.proxyUrl, '--proxy-header', `Proxy-Authorization: Bearer ${token}`, '--cacert', join(h.dir, 'data', 'ca.pem'),
+      '-H', 'Connection: Upgrade, HTTP2-Settings', '-H', 'Upgrade: h2c', '-H', 'HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA', '-w', '\n%{http_code}', `https://127.0.0.1:${h.up.httpsPort}/h2c`])
+    expect(stdout.trim().split('\n').pop()).toBe('403')
+    const rows = (await h.audit.waitForDecisions(before + 1)).slice(before)
+    expect(rows).toHaveLength(1)
+    expect(rows[0]).toMatchObject({ decision: 'deny', reason: 'no_match', path: '/h2c', workspace_id: workspaceId })
   })
 
   it('workspace lifecycle: deactivate emits workspace_deactivated, idle state is evicted after the TTL', async () => {

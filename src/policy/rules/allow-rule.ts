@@ -7,12 +7,13 @@ import { compileSchema } from '../json-schema.js'
 import { compileDomain, compilePath, domainPatternError, normalizeDomainPattern, pathPatternError } from '../glob.js'
 import type { CelProgram } from '../cel.js'
 import type { CRule } from '../model.js'
-import { MapReader, pointer, scanDuplicateKeys, type Reader } from '../yaml-reader.js'
-import { celOf, enumOf } from './shared.js'
+import { MapReader, pointer, type Reader } from '../yaml-reader.js'
+import { checkMcpServer } from './mcp.js'
+import { celOf, enumOf, readSchemaValue } from './shared.js'
 
 export const METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'HEAD', 'OPTIONS'] as const
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
-const KEYS = ['name', 'domains', 'methods', 'paths', 'allow_insecure', 'allow_private', 'match', 'request_format', 'request_schema'] as const
+const KEYS = ['name', 'domains', 'methods', 'paths', 'allow_insecure', 'allow_private', 'match', 'request_format', 'request_schema', 'mcp'] as const
 
 export interface AllowRuleResult {
   rule?: CRule
@@ -41,6 +42,11 @@ export function checkAllowRule(r: Reader, node: Node | null, path: string, index
   const { match, matchRequiresBody } = checkMatch(r, m)
   const sf = m.field('request_schema')
   const schema = sf ? checkRequestSchema(r, sf) : undefined
+  const mcpField = m.map('mcp')
+  const mcp = mcpField ? checkMcpServer(r, mcpField.node, mcpField.field.path, name?.value || `allow[${index}]`) : undefined
+  const offTransport = [...methodSet].filter((x) => x !== 'POST' && x !== 'GET' && x !== 'DELETE')
+  if (mcpField && offTransport.length) r.error('field_rejected', `an allow rule with "mcp" admits only POST, GET and DELETE (MCP's streamable HTTP transport); ${offTransport.join(', ')} would reach the server undecided`, mcpField.field.path, mcpField.field.keyNode)
+  if (mcpField && (sf || m.has('match') || format)) r.error('field_rejected', 'an allow rule with "mcp" reads its body as JSON-RPC: request_schema, request_format and match do not apply (conditions go on the tools, resources and prompts)', mcpField.field.path, mcpField.field.keyNode)
 
   const bodyReaders: string[] = []
   if (sf) bodyReaders.push('request_schema')
@@ -75,6 +81,7 @@ export function checkAllowRule(r: Reader, node: Node | null, path: string, index
     requestFormat: format ?? '',
     ...(schema ? { schema } : {}),
     needsBody: format === 'application/json' || matchRequiresBody,
+    ...(mcp ? { mcp } : {}),
   }
   return result
 }
@@ -154,28 +161,8 @@ function checkMatch(r: Reader, m: MapReader): { match?: CelProgram; matchRequire
 
 /** request_schema: a YAML mapping or a JSON literal string. */
 function checkRequestSchema(r: Reader, sf: NonNullable<ReturnType<MapReader['field']>>): CRule['schema'] {
-  let value: unknown
-  if (sf.node && isScalar(sf.node) && typeof sf.node.value === 'string') {
-    try {
-      value = JSON.parse(sf.node.value)
-    } catch (e) {
-      r.error('invalid_schema', `request_schema JSON literal does not parse: ${(e as Error).message}`, sf.path, sf.node)
-      return undefined
-    }
-  } else if (sf.node && (isMap(sf.node) || (isScalar(sf.node) && typeof sf.node.value === 'boolean'))) {
-    const before = r.diagnostics.length
-    scanDuplicateKeys(r, sf.node, sf.path)
-    if (r.diagnostics.length > before) return undefined
-    try {
-      value = sf.node.toJS(r.doc, { maxAliasCount: 50 })
-    } catch {
-      r.error('document_too_complex', 'request_schema expands too many aliases', sf.path, sf.node)
-      return undefined
-    }
-  } else {
-    r.error('invalid_type', 'request_schema must be a mapping or a JSON literal string', sf.path, sf.node ?? sf.keyNode)
-    return undefined
-  }
+  const value = readSchemaValue(r, sf, 'request_schema')
+  if (value === undefined) return undefined
   const res = compileSchema(value)
   if (res.ok) return res.validate
   r.error(res.code, res.message, sf.path, sf.node)

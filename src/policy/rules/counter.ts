@@ -9,10 +9,11 @@ import { celOf, checkName, enumOf } from './shared.js'
 
 const KEYS = [
   'name', 'source', 'value', 'requires_body', 'framing', 'format', 'encoding', 'sse_event', 'status_codes', 'accumulator',
-  'reserve_per_request', 'failure_charge', 'max_concurrent', 'workspace', 'task', 'terminal_event_type', 'terminal_sentinel', 'terminal_cel',
+  'reserve_per_request', 'failure_charge', 'max_concurrent', 'workspace', 'task', 'terminal_event_type', 'terminal_sentinel', 'terminal_cel', 'direction', 'tools',
 ] as const
 const TERMINATORS = ['terminal_event_type', 'terminal_sentinel', 'terminal_cel'] as const
-const SOURCES = ['request.count', 'request.bytes', 'response.bytes', 'response'] as const
+const SOURCES = ['request.count', 'request.bytes', 'response.bytes', 'response', 'websocket.messages', 'websocket.bytes', 'websocket.message', 'mcp.calls'] as const
+const DIRECTIONS = ['both', 'to_upstream', 'to_agent'] as const
 
 export interface CounterResult {
   counter?: CompiledCounter
@@ -73,11 +74,14 @@ export function checkCounter(r: Reader, node: Node | null, path: string, capabil
 
   const bodyPhase = source === 'response' && requiresBody === true
   const { framing, value, terminalCel } = checkSourceFields(r, m, source, bodyPhase, path, node)
+  const websocket = source?.startsWith('websocket.') === true
+  const direction = websocket ? enumOf(m, 'direction', DIRECTIONS) : undefined
+  if (!websocket) m.reject('direction', 'unless the source is websocket.*')
 
   const sc = m.field('status_codes')
   const statusCodes = sc ? checkStatusCodes(r, sc) : []
 
-  const accumulator = source === 'response' ? enumOf(m, 'accumulator', ['max', 'sum', 'last'] as const) : m.has('accumulator') ? enumOf(m, 'accumulator', ['max', 'sum', 'last'] as const) : undefined
+  const accumulator = websocket ? undefined : source === 'response' ? enumOf(m, 'accumulator', ['max', 'sum', 'last'] as const) : m.has('accumulator') ? enumOf(m, 'accumulator', ['max', 'sum', 'last'] as const) : undefined
   const reserve = m.nonNegativeInt('reserve_per_request')
   const failureCharge = m.nonNegativeInt('failure_charge')
   const maxConcurrent = m.nonNegativeInt('max_concurrent')
@@ -86,6 +90,8 @@ export function checkCounter(r: Reader, node: Node | null, path: string, capabil
   const terminalSentinel = m.str('terminal_sentinel')
   const workspace = checkScope(r, m, 'workspace')
   const task = checkScope(r, m, 'task')
+  // mcp.calls: which tools a call of counts (names as the MCP policy spells them; exact).
+  const tools = source === 'mcp.calls' ? m.strList('tools')?.items.map((t) => t.value) : (m.reject('tools', 'unless source is mcp.calls'), undefined)
 
   checkScopeOrder(r, m, workspace, task, failureCharge)
 
@@ -102,8 +108,9 @@ export function checkCounter(r: Reader, node: Node | null, path: string, capabil
     name: name.value,
     capability,
     source: source as CounterSource,
-    phase: source.startsWith('request.') ? 'request' : bodyPhase ? 'response_body' : 'response_headers',
+    phase: source.startsWith('request.') || source === 'mcp.calls' ? 'request' : websocket ? 'websocket' : bodyPhase ? 'response_body' : 'response_headers',
     ...(framing ? { framing } : {}),
+    ...(direction ? { direction } : {}),
     ...(accumulator ? { accumulator } : {}),
     ...(workspace ? { workspace: scopeOf(workspace) } : {}),
     ...(task ? { task: scopeOf(task) } : {}),
@@ -116,6 +123,7 @@ export function checkCounter(r: Reader, node: Node | null, path: string, capabil
     ...(terminalEventType ? { terminalEventType: terminalEventType.value } : {}),
     ...(terminalSentinel ? { terminalSentinel: terminalSentinel.value } : {}),
     ...(terminalCel ? { terminalCel } : {}),
+    ...(tools ? { tools: Object.freeze(tools) } : {}),
   }
   result.counter = makeCounter(spec)
   return result
@@ -130,7 +138,13 @@ function checkSourceFields(r: Reader, m: MapReader, source: Source | '' | undefi
   let value: CelProgram | undefined
   let terminalCel: CelProgram | undefined
 
-  if (source === 'request.count' || source === 'request.bytes') {
+  if (source === 'websocket.messages' || source === 'websocket.bytes') {
+    reject(['value', 'requires_body', 'sse_event', 'failure_charge', 'framing', 'format', 'encoding', 'status_codes', 'accumulator', ...TERMINATORS], `on a ${source} counter`)
+  } else if (source === 'websocket.message') {
+    m.require('value', 'a websocket.message counter')
+    reject(['requires_body', 'sse_event', 'framing', 'format', 'encoding', 'status_codes', 'accumulator', ...TERMINATORS], 'on a websocket.message counter')
+    if (m.has('value')) value = celOf(m, 'value', 'counter_websocket', 'number')
+  } else if (source === 'request.count' || source === 'request.bytes' || source === 'mcp.calls') {
     reject(['value', 'requires_body', 'sse_event', 'reserve_per_request', 'failure_charge', 'framing', 'format', 'encoding', ...TERMINATORS], `on a ${source} counter`)
   } else if (source === 'response.bytes') {
     m.require('status_codes', 'a response.bytes counter')

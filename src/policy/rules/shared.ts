@@ -1,8 +1,8 @@
 // Helpers shared by the rule checks: CEL compilation with diagnostics, enums, names.
 
-import { isScalar, type Node } from 'yaml'
+import { isMap, isScalar, type Node } from 'yaml'
 import { compileCel, type CelProgram, type CelResultKind, type CelSite, type CelSiteOptions } from '../cel.js'
-import type { Field, MapReader, Reader } from '../yaml-reader.js'
+import { scanDuplicateKeys, type Field, type MapReader, type Reader } from '../yaml-reader.js'
 
 export const NAME_PATTERN = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/
 
@@ -54,4 +54,29 @@ export function checkName(r: Reader, value: string, path: string, node: Node | n
     return false
   }
   return true
+}
+
+/** A JSON Schema written as a YAML mapping or a JSON literal string; undefined (reported) when it cannot be read. */
+export function readSchemaValue(r: Reader, sf: Field, what: string): unknown {
+  if (sf.node && isScalar(sf.node) && typeof sf.node.value === 'string') {
+    try {
+      return JSON.parse(sf.node.value)
+    } catch (e) {
+      r.error('invalid_schema', `${what} JSON literal does not parse: ${(e as Error).message}`, sf.path, sf.node)
+      return undefined
+    }
+  }
+  if (sf.node && (isMap(sf.node) || (isScalar(sf.node) && typeof sf.node.value === 'boolean'))) {
+    const before = r.diagnostics.length
+    scanDuplicateKeys(r, sf.node, sf.path)
+    if (r.diagnostics.length > before) return undefined
+    try {
+      return sf.node.toJS(r.doc, { maxAliasCount: 50 })
+    } catch {
+      r.error('document_too_complex', `${what} expands too many aliases`, sf.path, sf.node)
+      return undefined
+    }
+  }
+  r.error('invalid_type', `${what} must be a mapping or a JSON literal string`, sf.path, sf.node ?? sf.keyNode)
+  return undefined
 }

@@ -19,7 +19,8 @@ export function requestBody(core: ProxyCore, st: RequestState): PhaseResult {
   return readBody(st.req, core.maxInspectBytes).then((read) => checkBody(core, st, read))
 }
 
-function checkBody(core: ProxyCore, st: RequestState, read: Buffer | 'too_large'): PhaseOutcome {
+/** Checks a read body against the admission (exported for upgrades, whose body is empty: transports/websocket/upgrade.ts). */
+export function checkBody(core: ProxyCore, st: RequestState, read: Buffer | 'too_large'): PhaseOutcome {
   const admission = st.admission!
   const { ctx } = st
   if (read === 'too_large') {
@@ -77,7 +78,7 @@ export function reserveBudgets(core: ProxyCore, st: RequestState): PhaseResult {
   const declared = Number(st.req.headers['content-length'])
   const bytes = st.body ? st.body.length : Number.isFinite(declared) ? declared : 0
   // Without a promise while the leases cover the request (budgets.ts), the usual case.
-  return andThen(core.budgets.reserve(ws.record.org_id, ws.record.id, st.ctx.attribution.task_id, counters, bytes), (r) => hold(core, st, counters, r))
+  return andThen(core.budgets.reserve(ws.record.org_id, ws.record.id, st.ctx.attribution.task_id, counters, bytes, st.mcp?.tools), (r) => hold(core, st, counters, r))
 }
 
 function hold(core: ProxyCore, st: RequestState, counters: readonly CompiledCounter[], r: Reservation | PolicyDenial): PhaseOutcome {

@@ -14,7 +14,8 @@ import { proxyChallenge, requestToken, wantsProxyChallenge } from '../token.js'
 import type { ActivationResult, ActiveWorkspace } from '../workspaces.js'
 
 const ADMISSION_DECISIONS = new Set(['allow', 'pending', 'deny'])
-const TOKEN_CLOCK_TOLERANCE_MS = 5_000
+/** Past a token's `exp`, how long it is still honoured (clock skew between signer and proxy). */
+export const TOKEN_CLOCK_TOLERANCE_MS = 5_000
 
 /** Verifies the token, activates the workspace and admits the request; a promise only when one of them must wait. */
 export function requestHeaders(core: ProxyCore, st: RequestState): PhaseResult {

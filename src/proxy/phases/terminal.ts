@@ -35,7 +35,7 @@ export function decisionRow(ctx: DecisionContext): NewAuditEvent {
   }
   if (denial) {
     row.reason = denial.reason
-    const detail: Record<string, unknown> = { ...denial.detail }
+    const detail: Record<string, unknown> = { ...ctx.callDetail, ...denial.detail }
     if (ALLOWRULE_EVAL_REASONS.has(denial.reason) && ctx.allowruleEval && !detail.allowrule_eval) detail.allowrule_eval = ctx.allowruleEval
     // Refused after the upstream answered (a request body over the limit while it streamed).
     if (ctx.upstreamStatus !== undefined) Object.assign(detail, upstreamOutcome(ctx))
@@ -46,7 +46,7 @@ export function decisionRow(ctx: DecisionContext): NewAuditEvent {
     row.floored = { ...ctx.floored }
     // An allow was forwarded: the row says what the upstream answered and whether it all arrived,
     // so a 404 or a 500, or a stream cut short, does not read as a plain allow.
-    row.detail = { ...ctx.detail, ...upstreamOutcome(ctx) }
+    row.detail = { ...ctx.callDetail, ...ctx.detail, ...upstreamOutcome(ctx) }
   }
   return row
 }

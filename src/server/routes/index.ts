@@ -8,6 +8,7 @@ import { activityRoutes } from './activity.js'
 import { agentRoleRoutes } from './agent-roles.js'
 import { apiKeyRoutes } from './api-keys.js'
 import { auditRoutes } from './audit.js'
+import { auditLogRoutes } from './audit-log.js'
 import { capsRoutes } from './caps.js'
 import { credentialRoutes } from './credentials.js'
 import { oauthRoutes } from './oauth.js'
@@ -32,6 +33,7 @@ export type RoutePlugin = (app: FastifyInstance, deps: ServerDeps, shared: Share
 export const V1_ROUTES: readonly RoutePlugin[] = [
   apiKeyRoutes,
   auditRoutes,
+  auditLogRoutes,
   activityRoutes,
   orgRoutes,
   webhookRoutes,

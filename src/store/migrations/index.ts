@@ -18,6 +18,7 @@ import { k8sRoleResources } from './20261126T112800-k8s-role-resources.js'
 import { runtimeWorkspaceUids } from './20261129T020000-runtime-workspace-uids.js'
 import { oauthBindingLease } from './20261129T024500-oauth-binding-lease.js'
 import { agentsRoleAgentKind } from './20261129T053000-agents-role-agent-kind.js'
+import { auditMerkle } from './20261129T060000-audit-merkle.js'
 import type { StoreMigration } from './types.js'
 
 export type { StoreMigration } from './types.js'
@@ -41,4 +42,5 @@ export const migrations: readonly StoreMigration[] = [
   runtimeWorkspaceUids,
   oauthBindingLease,
   agentsRoleAgentKind,
+  auditMerkle,
 ]

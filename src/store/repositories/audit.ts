@@ -173,7 +173,7 @@ function toBulkRow(e: AuditEvent): unknown[] {
   return r
 }
 
-function fromRow(row: Record<string, unknown>): AuditEvent {
+export function fromRow(row: Record<string, unknown>): AuditEvent {
   const out: Record<string, unknown> = {}
   for (const [k, v] of Object.entries(row)) {
     if (v === null || v === undefined || k === 'ts') continue

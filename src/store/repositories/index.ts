@@ -10,6 +10,7 @@ import { createPacksRepository } from './packs.js'
 import { createProvidersRepository } from './providers.js'
 import { proxyTables } from '../proxy-tables.js'
 import { oauthTables } from '../oauth-tables.js'
+import { auditLog } from '../audit-log.js'
 import { createSettingsRepository } from './settings.js'
 import { createUsersRepository } from './users.js'
 import { createWebhookNoncesRepository } from './webhook-nonces.js'
@@ -31,6 +32,8 @@ export const repositoryFactories = {
   proxy: ({ db }: RepoContext) => proxyTables(db),
   /** OAuth credentials' provider configuration, sealed refresh tokens and consent states. */
   oauth: ({ db }: RepoContext) => oauthTables(db),
+  /** The provable log: pending rows, leaves, trees, signed checkpoints and their keys. */
+  auditLog: ({ db, dialect }: RepoContext) => auditLog(db, dialect.name === 'postgres'),
 } satisfies Record<string, (ctx: RepoContext) => object>
 
 export type Repositories = { [K in keyof typeof repositoryFactories]: ReturnType<(typeof repositoryFactories)[K]> }

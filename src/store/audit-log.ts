@@ -1,0 +1,185 @@
+// The provable log's tables (migrations/20261129T060000-audit-merkle.ts): the queue of rows not
+// yet in a tree, the leaves, each org's tree state, the signed checkpoints and the public keys.
+// Only SQL lives here; the hashing, the tree and the signatures are src/audit/merkle's. An append
+// is one transaction that moves a tree from one size to the next with a conditional update, so two
+// replicas appending at once cannot both extend the same size: the second one's update finds the
+// size moved and its whole transaction is rolled back (AppendConflictError) to be retried.
+import { sql, type Kysely } from 'kysely'
+import type { AuditEvent } from '../contract/index.js'
+import { fromRow } from './repositories/audit.js'
+import type { Database } from './schema.js'
+
+type Num = number | string | bigint
+interface AuditLogTables {
+  audit_log_pending: { seq: Num; event_id: string; org_id: string }
+  audit_log_leaves: { org_id: string; idx: Num; event_id: string; leaf_hash: string }
+  audit_log_trees: { org_id: string; size: Num; edge: string; root: string; updated_at: string }
+  audit_checkpoints: { org_id: string; size: Num; root: string; time: string; key_name: string; note: string }
+  audit_log_keys: { name: string; vkey: string; created_at: string }
+}
+type Db = Database & AuditLogTables
+
+export interface PendingRow { seq: number; eventId: string; orgId: string }
+export interface LogLeaf { idx: number; eventId: string; leafHash: string }
+/** A tree's state: size, right edge (hex hashes, largest subtree first) and root (hex). */
+export interface LogTree { orgId: string; size: number; edge: string[]; root: string; updatedAt: string }
+export interface StoredCheckpoint { orgId: string; size: number; root: string; time: string; keyName: string; note: string }
+
+/** Another process extended the tree first; nothing of this append was stored. */
+export class AppendConflictError extends Error {
+  override readonly name = 'AppendConflictError'
+}
+
+const CHUNK = 500
+/** Single-column lists: well under both dialects' bind limits. */
+const BIG_CHUNK = 10_000
+/** Four columns a leaf. */
+const LEAF_CHUNK = 5_000
+
+// long-function: one object literal of short methods over the log's tables, sharing `db`
+export function auditLog(handle: Kysely<Database>, pg: boolean) {
+  const db = handle as unknown as Kysely<Db>
+  return {
+    async pending(limit: number, orgId?: string): Promise<PendingRow[]> {
+      let q = db.selectFrom('audit_log_pending').select(['seq', 'event_id', 'org_id']).orderBy('seq').limit(limit)
+      if (orgId) q = q.where('org_id', '=', orgId)
+      return (await q.execute()).map((r) => ({ seq: Number(r.seq), eventId: String(r.event_id), orgId: r.org_id }))
+    },
+
+    /** The queue's head with each queued row as stored (absent when the row is gone), in one read. */
+    async pendingRows(limit: number): Promise<Array<PendingRow & { row?: AuditEvent }>> {
+      const rows = await db.selectFrom('audit_log_pending as p')
+        .leftJoin('audit_events as e', 'e.id', 'p.event_id')
+        .selectAll('e').select(['p.seq as p_seq', 'p.event_id as p_event_id', 'p.org_id as p_org_id'])
+        .orderBy('p.seq').limit(limit).execute()
+      return rows.map((r) => {
+        const { p_seq, p_event_id, p_org_id, ...row } = r as typeof r & { p_seq: Num; p_event_id: string; p_org_id: string }
+        const base = { seq: Number(p_seq), eventId: String(p_event_id), orgId: p_org_id }
+        return row.id === null || row.id === undefined ? base : { ...base, row: fromRow(row) }
+      })
+    },
+
+    async dropPending(seqs: readonly number[]): Promise<void> {
+      for (let i = 0; i < seqs.length; i += BIG_CHUNK) {
+        await db.deleteFrom('audit_log_pending').where('seq', 'in', seqs.slice(i, i + BIG_CHUNK)).execute()
+      }
+    },
+
+    /** Rows by id (any org), as the API reads them. */
+    async rows(ids: readonly string[]): Promise<Map<string, AuditEvent>> {
+      const out = new Map<string, AuditEvent>()
+      for (let i = 0; i < ids.length; i += CHUNK) {
+        const rows = await db.selectFrom('audit_events').selectAll().where('id', 'in', ids.slice(i, i + CHUNK)).execute()
+        for (const r of rows) out.set(String(r.id), fromRow(r))
+      }
+      return out
+    },
+
+    /** One page of an org's rows in id order (verification reads the whole log with it). */
+    async rowPage(orgId: string, afterId: string | undefined, limit: number): Promise<AuditEvent[]> {
+      let q = db.selectFrom('audit_events').selectAll().where('org_id', '=', orgId)
+      if (afterId) q = q.where('id', '>', afterId)
+      return (await q.orderBy('id').limit(limit).execute()).map(fromRow)
+    },
+
+    /** An org's rows that are in no leaf, each with whether it waits in the queue (not yet appended). */
+    async unlogged(orgId: string): Promise<Array<{ row: AuditEvent; pending: boolean }>> {
+      const rows = await db.selectFrom('audit_events as e').selectAll('e').where('e.org_id', '=', orgId)
+        .where(({ not, exists, selectFrom }) => not(exists(selectFrom('audit_log_leaves as l').select('l.idx')
+          .where('l.event_id', '=', pg ? sql<string>`e.id::text` : sql<string>`e.id`))))
+        .orderBy('e.ts').orderBy('e.id').execute()
+      const queued = new Set((await db.selectFrom('audit_log_pending').select('event_id').where('org_id', '=', orgId).execute()).map((r) => String(r.event_id)))
+      return rows.map((r) => ({ row: fromRow(r), pending: queued.has(String(r.id)) }))
+    },
+
+    async tree(orgId: string): Promise<LogTree | undefined> {
+      const r = await db.selectFrom('audit_log_trees').selectAll().where('org_id', '=', orgId).executeTakeFirst()
+      return r && treeOf(r)
+    },
+
+    async trees(): Promise<LogTree[]> {
+      return (await db.selectFrom('audit_log_trees').selectAll().orderBy('org_id').execute()).map(treeOf)
+    },
+
+    /** Stores `leaves` after `from` and moves the tree from `from.size` to `next` (AppendConflictError when it moved). */
+    async append(from: LogTree | undefined, next: LogTree, leaves: readonly LogLeaf[]): Promise<void> {
+      const base = from?.size ?? 0
+      for (let i = 0; i < leaves.length; i += LEAF_CHUNK) {
+        await db.insertInto('audit_log_leaves').values(leaves.slice(i, i + LEAF_CHUNK).map((l) => ({
+          org_id: next.orgId, idx: l.idx, event_id: l.eventId, leaf_hash: l.leafHash,
+        }))).execute()
+      }
+      const values = { size: next.size, edge: JSON.stringify(next.edge), root: next.root, updated_at: next.updatedAt }
+      if (base === 0 && !from) {
+        await db.insertInto('audit_log_trees').values({ org_id: next.orgId, ...values }).execute()
+        return
+      }
+      const res = await db.updateTable('audit_log_trees').set(values).where('org_id', '=', next.orgId).where('size', '=', base).executeTakeFirst()
+      if (Number(res.numUpdatedRows) !== 1) throw new AppendConflictError(`the tree of ${next.orgId} moved past ${base}`)
+    },
+
+    async leaves(orgId: string, from: number, to: number): Promise<LogLeaf[]> {
+      const rows = await db.selectFrom('audit_log_leaves').select(['idx', 'event_id', 'leaf_hash'])
+        .where('org_id', '=', orgId).where('idx', '>=', from).where('idx', '<', to).orderBy('idx').execute()
+      return rows.map((r) => ({ idx: Number(r.idx), eventId: String(r.event_id), leafHash: r.leaf_hash }))
+    },
+
+    /** Which of `ids` already have a leaf (a row queued twice is appended once). */
+    async leafed(ids: readonly string[]): Promise<Set<string>> {
+      const out = new Set<string>()
+      for (let i = 0; i < ids.length; i += BIG_CHUNK) {
+        for (const r of await db.selectFrom('audit_log_leaves').select('event_id').where('event_id', 'in', ids.slice(i, i + BIG_CHUNK)).execute()) out.add(r.event_id)
+      }
+      return out
+    },
+
+    async leafOf(orgId: string, eventId: string): Promise<LogLeaf | undefined> {
+      const r = await db.selectFrom('audit_log_leaves').select(['idx', 'event_id', 'leaf_hash'])
+        .where('org_id', '=', orgId).where('event_id', '=', eventId).executeTakeFirst()
+      return r && { idx: Number(r.idx), eventId: String(r.event_id), leafHash: r.leaf_hash }
+    },
+
+    /** Stores a checkpoint unless one of that size is stored; returns the stored one either way. */
+    async putCheckpoint(c: StoredCheckpoint): Promise<StoredCheckpoint> {
+      await db.insertInto('audit_checkpoints').values({
+        org_id: c.orgId, size: c.size, root: c.root, time: c.time, key_name: c.keyName, note: c.note,
+      }).onConflict((oc) => oc.columns(['org_id', 'size']).doNothing()).execute()
+      const r = await db.selectFrom('audit_checkpoints').selectAll().where('org_id', '=', c.orgId).where('size', '=', c.size).executeTakeFirstOrThrow()
+      return checkpointOf(r)
+    },
+
+    async checkpoints(orgId: string, opts: { afterSize?: number; limit?: number } = {}): Promise<StoredCheckpoint[]> {
+      let q = db.selectFrom('audit_checkpoints').selectAll().where('org_id', '=', orgId).orderBy('size')
+      if (opts.afterSize !== undefined) q = q.where('size', '>', opts.afterSize)
+      if (opts.limit !== undefined) q = q.limit(opts.limit)
+      return (await q.execute()).map(checkpointOf)
+    },
+
+    async checkpoint(orgId: string, size: number): Promise<StoredCheckpoint | undefined> {
+      const r = await db.selectFrom('audit_checkpoints').selectAll().where('org_id', '=', orgId).where('size', '=', size).executeTakeFirst()
+      return r && checkpointOf(r)
+    },
+
+    async latestCheckpoint(orgId: string): Promise<StoredCheckpoint | undefined> {
+      const r = await db.selectFrom('audit_checkpoints').selectAll().where('org_id', '=', orgId).orderBy('size', 'desc').limit(1).executeTakeFirst()
+      return r && checkpointOf(r)
+    },
+
+    async putKey(name: string, vkey: string, createdAt: string): Promise<void> {
+      await db.insertInto('audit_log_keys').values({ name, vkey, created_at: createdAt }).onConflict((oc) => oc.column('name').doNothing()).execute()
+    },
+
+    async keys(): Promise<Array<{ name: string; vkey: string; createdAt: string }>> {
+      return (await db.selectFrom('audit_log_keys').selectAll().orderBy('created_at').execute()).map((r) => ({ name: r.name, vkey: r.vkey, createdAt: r.created_at }))
+    },
+  }
+}
+export type AuditLogRepository = ReturnType<typeof auditLog>
+
+function treeOf(r: AuditLogTables['audit_log_trees']): LogTree {
+  return { orgId: r.org_id, size: Number(r.size), edge: JSON.parse(r.edge) as string[], root: r.root, updatedAt: r.updated_at }
+}
+
+function checkpointOf(r: AuditLogTables['audit_checkpoints']): StoredCheckpoint {
+  return { orgId: r.org_id, size: Number(r.size), root: r.root, time: r.time, keyName: r.key_name, note: r.note }
+}

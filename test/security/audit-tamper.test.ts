@@ -1,0 +1,147 @@
+// Tampering with the audit log straight in the database (the SQLite file, PostgreSQL as the
+// superuser, the append-only triggers dropped) is reported by verification, each kind precisely:
+// a changed decision, a removed row, an inserted row, reordered ids, a truncated tail, and a whole
+// log replaced by a consistent forgery that lacks the checkpoint published to the witness.
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { v7 as uuidv7 } from 'uuid'
+import { describe, expect, it } from 'vitest'
+import { createAuditWriter, LogSigner, ProvableLog } from '../../src/audit/index.js'
+import { decision } from '../audit/fixtures.js'
+import { storeTarget, testDialects } from '../helpers/dialects.js'
+import { runCorral } from '../helpers/serve.js'
+import { errors, logFixture, type LogFixture } from '../audit/merkle/log-harness.js'
+import { quietLogger } from '../audit/writer-helpers.js'
+
+for (const d of testDialects()) {
+  describe(`audit log tampering [${d.name}]`, () => {
+    /** 30 rows in two checkpoints (20, then 30). */
+    async function checkpointed(): Promise<Omit<LogFixture, 'ids'> & { ids: string[] }> {
+      const f = await logFixture(await d.open())
+      await f.write(20, 'a')
+      await f.log.checkpoint()
+      await f.write(10, 'b')
+      const cps = await f.log.checkpoint()
+      expect(cps.map((c) => c.size)).toEqual([30])
+      return { ...f, ids: await f.ids() }
+    }
+
+    it('a clean log verifies, against its own checkpoints and the witness', async () => {
+      const f = await checkpointed()
+      const r = await f.verify()
+      expect(errors(r)).toEqual([])
+      expect(r).toMatchObject({ ok: true, tree_size: 30, checkpoints_verified: 2, latest_checkpoint: 30 })
+    })
+
+    it('a changed decision is reported as that row, changed', async () => {
+      const f = await checkpointed()
+      await f.tamper([['UPDATE audit_events SET decision = ? WHERE id = ?', ['allow', f.ids[3]]]])
+      const r = await f.verify()
+      expect(r.ok).toBe(false)
+      expect(errors(r)).toEqual([`changed ${f.ids[3]}`])
+    })
+
+    it('a removed row is reported as removed', async () => {
+      const f = await checkpointed()
+      await f.tamper([['DELETE FROM audit_events WHERE id = ?', [f.ids[12]]]])
+      expect(errors(await f.verify())).toEqual([`removed ${f.ids[12]}`])
+    })
+
+    it('a row inserted behind the log is reported as inserted', async () => {
+      const f = await checkpointed()
+      const id = uuidv7()
+      await f.tamper([[`INSERT INTO audit_events (id, org_id, user_id, timestamp, ts, event_type, category, actor, decision)
+        SELECT ?, org_id, user_id, timestamp, ts, event_type, category, actor, 'allow' FROM audit_events WHERE id = ?`, [id, f.ids[5]]]])
+      expect(errors(await f.verify())).toEqual([`inserted ${id}`])
+    })
+
+    it('reordered ids are reported as reordered, both rows', async () => {
+      const f = await checkpointed()
+      const tmp = uuidv7()
+      const [a, b] = [f.ids[7], f.ids[9]]
+      await f.tamper([
+        ['UPDATE audit_events SET id = ? WHERE id = ?', [tmp, a]],
+        ['UPDATE audit_events SET id = ? WHERE id = ?', [a, b]],
+        ['UPDATE audit_events SET id = ? WHERE id = ?', [b, tmp]],
+      ])
+      expect(errors(await f.verify())).toEqual([`reordered ${a}`, `reordered ${b}`].sort())
+    })
+
+    it('a truncated tail is reported as truncated, whether or not the tree and checkpoints were cut too', async () => {
+      const f = await checkpointed()
+      const tail = f.ids.slice(26)
+      await f.tamper(tail.map((id) => ['DELETE FROM audit_events WHERE id = ?', [id]] as [string, unknown[]]))
+      const rowsOnly = await f.verify()
+      expect(errors(rowsOnly)).toEqual(['truncated 26'])
+      expect(rowsOnly.findings.find((x) => x.kind === 'truncated')!.message).toContain('leaves 26..29')
+      // The thorough attacker also cuts the leaves, the tree and the checkpoint of size 30.
+      await f.tamper([
+        ['DELETE FROM audit_log_leaves WHERE org_id = ? AND idx >= 26', [f.org]],
+        ['DELETE FROM audit_checkpoints WHERE org_id = ? AND size = 30', [f.org]],
+      ])
+      const all = await f.verify()
+      expect(errors(all)).toEqual(['checkpoint_missing 30', 'truncated 30'])
+      expect(all.findings.find((x) => x.kind === 'truncated')!.message).toMatch(/the log has 26 leaves, but a checkpoint of size 30 was signed and published to the witness/)
+    })
+
+    it('a consistent forgery that lacks the published checkpoint is caught by the witness', async () => {
+      const f = await checkpointed()
+      // Replace the whole log: rows, leaves, tree and checkpoints, rebuilt and signed with a key of the forger's.
+      await f.tamper([
+        ['DELETE FROM audit_events WHERE org_id = ?', [f.org]],
+        ['DELETE FROM audit_log_leaves WHERE org_id = ?', [f.org]],
+        ['DELETE FROM audit_log_trees WHERE org_id = ?', [f.org]],
+        ['DELETE FROM audit_checkpoints WHERE org_id = ?', [f.org]],
+        ['DELETE FROM audit_log_keys', []],
+      ])
+      const forger = new ProvableLog({ store: f.store, logger: quietLogger(), signer: await LogSigner.open(mkdtempSync(join(tmpdir(), 'corral-forger-'))) })
+      // The forger writes the org's rows again (different content), through the real writer.
+      const w = createAuditWriter(f.store, { logger: quietLogger() })
+      await Promise.all(Array.from({ length: 30 }, (_, i) => w.emit(decision(f.org, { path: `/forged/${i}` }))))
+      await w.flush()
+      await forger.checkpoint()
+      // On its own, the forgery is consistent: its checkpoints verify with the keys it carries.
+      const self = await f.verify({})
+      expect(errors(self)).toEqual([])
+      // Against the witness (its checkpoints and keys), every published checkpoint is missing and the forger's key is untrusted.
+      const r = await f.verify()
+      expect(r.ok).toBe(false)
+      const kinds = errors(r)
+      expect(kinds).toContain('checkpoint_missing 20')
+      expect(kinds).toContain('checkpoint_missing 30')
+      expect(kinds).toContain('checkpoint_invalid 30')
+      expect(kinds).toContain('tree_mismatch 20')
+    })
+  })
+}
+
+// The binary's report (SQLite: the CLI opens the file the test tampered with; PostgreSQL schemas
+// of the test stores are not reachable by URL alone).
+describe('corral audit verify reports tampering, one line per finding', () => {
+  const [sqlite] = testDialects()
+  it('prints FAIL lines naming each row and exits 1; --json carries the same findings', async () => {
+    const f = await logFixture(await sqlite.open())
+    await f.write(12)
+    await f.log.checkpoint()
+    const ids = await f.ids()
+    await f.tamper([
+      ['UPDATE audit_events SET decision = ? WHERE id = ?', ['allow', ids[0]]],
+      ['DELETE FROM audit_events WHERE id = ?', [ids[5]]],
+    ])
+    const db = storeTarget(f.store)!.url
+    const run = await runCorral(['audit', 'verify', '--org', f.org, '--db', db, '--witness', f.witnessDir])
+    expect(run.code).toBe(1)
+    const fails = run.stdout.split('\n').filter((l) => l.startsWith('FAIL '))
+    expect(fails).toEqual([
+      `FAIL removed: row ${ids[5]} (leaf 5) was removed`,
+      `FAIL changed: row ${ids[0]} (leaf 0) was changed after it was appended`,
+    ])
+    expect(run.stdout).toMatch(new RegExp(`^FAILED: ${f.org}: 2 finding\\(s\\) in a log of 12 rows$`, 'm'))
+    const json = await runCorral(['audit', 'verify', '--org', f.org, '--db', db, '--witness', f.witnessDir, '--json'])
+    expect(json.code).toBe(1)
+    const report = JSON.parse(json.stdout)
+    expect(report.ok).toBe(false)
+    expect(report.findings.filter((x: { error: boolean }) => x.error).map((x: { kind: string; id: string }) => `${x.kind} ${x.id}`).sort()).toEqual([`changed ${ids[0]}`, `removed ${ids[5]}`].sort())
+  })
+})
