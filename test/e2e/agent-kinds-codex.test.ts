@@ -136,6 +136,7 @@ describe(`codex agent kind end to end (${RUNTIME} runtime)`, { timeout: 180_000 
     expect(done.summary).toMatch(/^codex exited with code 1: We.re currently experiencing high demand/)
     // It retried (config.toml: one request retry, one stream retry) before giving up.
     expect(stack.model!.requests.filter((r) => JSON.stringify(r.body.input).includes('this will fail')).length).toBeGreaterThanOrEqual(2)
+    await stack.until(async () => (await stack.api('GET', `/workspaces/${wsId}`)).body.state === 'idle', 'idle after the failure', 60_000)
   })
 
   it('a 429 with Retry-After is retried by Codex and the task completes', async () => {
