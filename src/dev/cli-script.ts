@@ -12,7 +12,8 @@
 // `fake:<word>` in the prompt steers it (docs/dev.md "The fake model"):
 //   fake:text  answer in text, no tools     fake:sleep[-N]  the command is `sleep N` (300; to cancel)
 //   fake:429   429 with Retry-After: 1      fake:500    500            fake:cut  a stream cut part-way
-//   fake:429-once, fake:500-once, fake:cut-once: that failure for the prompt's first request only.
+//   fake:400   400 (a request the API refuses: not retried by any CLI)
+//   fake:429-once, fake:500-once, fake:cut-once, fake:400-once: that failure for the prompt's first request only.
 import { requestedSchema, valueFor } from './fake-model/gemini.js'
 import { inputItems } from './fake-model/openai-responses.js'
 import type { Script, ScriptContext, ScriptedReply, WireFormat } from './fake-model/types.js'
@@ -45,13 +46,13 @@ export function cliScript(): Script {
     const conv = readConversation(ctx.api, body)
     if (conv.tools.length === 0) return sideAnswer(body, conv)
     const word = /\bfake:([a-z0-9-]+)/.exec(conv.prompt)?.[1] ?? 'work'
-    const failure = /^(429|500|cut)(-once)?$/.exec(word)
+    const failure = /^(400|429|500|cut)(-once)?$/.exec(word)
     if (failure) {
       const key = `${ctx.api}\u0000${conv.prompt}\u0000${conv.before}`
       if (!failure[2] || !failedOnce.has(key)) {
         if (failure[2]) failedOnce.add(key)
         if (failure[1] === 'cut') return { text: 'This answer will be cut off before it ends, by design of the fake model.', cut: true }
-        return failure[1] === '429' ? { status: 429, retryAfter: 1 } : { status: 500 }
+        return failure[1] === '429' ? { status: 429, retryAfter: 1 } : { status: Number(failure[1]) }
       }
     }
     if (word === 'text') return { text: `A text answer from the fake model (${conv.before} tool results before this prompt).`, usage: USAGE[2] }

@@ -81,6 +81,7 @@ function errorBody(api: WireFormat, status: number, message: string, retryAfter?
 }
 
 const ERROR_MESSAGES: Record<number, string> = {
+  400: 'Invalid request (scripted by the fake model).',
   429: 'Rate limit exceeded (scripted by the fake model); retry after the Retry-After delay.',
   500: 'Internal server error (scripted by the fake model).',
   529: 'Overloaded (scripted by the fake model).',
@@ -96,6 +97,8 @@ function replyJson(res: http.ServerResponse, status: number, body: unknown, head
   res.end(JSON.stringify(body))
 }
 
+// long-function: one closure over the server's state (the request log, the Responses history, the
+// count), shared by its HTTP and WebSocket handlers.
 export async function startFakeModel(opts: FakeModelOptions): Promise<FakeModel> {
   const formats = opts.formats ?? WIRE_APIS
   const requests: SeenModelRequest[] = []

@@ -23,7 +23,7 @@ const DENY_CAPS = `- name: model
       paths: [/v1/models]
 `
 /** A distinctive sleep, so the test finds it among the host's processes. */
-const SLEEP = 'sleep 4343'
+const SLEEP = 'sleep 4717'
 
 function hostHasSleep(): boolean {
   try {
@@ -33,7 +33,7 @@ function hostHasSleep(): boolean {
   }
 }
 
-describe(`codex agent kind end to end (${RUNTIME} runtime)`, () => {
+describe(`codex agent kind end to end (${RUNTIME} runtime)`, { timeout: 180_000 }, () => {
   let stack: Stack
   let wsId: string
   let firstTask: string
@@ -41,6 +41,11 @@ describe(`codex agent kind end to end (${RUNTIME} runtime)`, () => {
     const w = (await stack.api('GET', `/workspaces/${id}`)).body
     return w.state === 'idle' && w.task_count === count && w
   }, `workspace ${id} idle after ${count} tasks`, 60_000)
+  // A CLI's start on a loaded machine can take long: wait for a task well past the default.
+  const taskDone = (id: string) => stack.until(async () => {
+    const t = (await stack.api('GET', `/tasks/${id}`)).body
+    return ['completed', 'failed', 'cancelled'].includes(t.status) && t
+  }, `task ${id}`, 120_000)
   const followUp = async (description: string, extra: Record<string, unknown> = {}): Promise<string> => {
     const r = await stack.api('POST', `/workspaces/${wsId}/tasks`, { description, ...extra })
     expect(r.status, JSON.stringify(r.body)).toBe(202)
@@ -62,7 +67,7 @@ describe(`codex agent kind end to end (${RUNTIME} runtime)`, () => {
     const docs = submitted.stdout.trim().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l))
     firstTask = docs[0].task_id
     wsId = docs[0].workspace_id
-    const task = await stack.taskDone(firstTask)
+    const task = await taskDone(firstTask)
     expect(task, JSON.stringify(task)).toMatchObject({ status: 'completed', summary: 'Done: wrote hello.md and ran a command. Tool results before this prompt: 0.' })
     await idleAfter(wsId, 1)
     const files = (await stack.api('GET', `/workspaces/${wsId}/snapshot/files`)).body.entries.map((e: any) => e.path)
@@ -94,7 +99,7 @@ describe(`codex agent kind end to end (${RUNTIME} runtime)`, () => {
 
   it('a follow-up resumes the Codex thread (the model sees the earlier tool results); a fresh-session follow-up starts a new one', async () => {
     const resumed = await followUp('fake:text what did you do?')
-    expect(await stack.taskDone(resumed)).toMatchObject({ status: 'completed', summary: 'A text answer from the fake model (2 tool results before this prompt).' })
+    expect(await taskDone(resumed)).toMatchObject({ status: 'completed', summary: 'A text answer from the fake model (2 tool results before this prompt).' })
     await idleAfter(wsId, 2)
     // Codex names its thread itself (thread.started), after the first task's session_start: the
     // follow-up resumes that thread, the one the model was talking in.
@@ -105,7 +110,7 @@ describe(`codex agent kind end to end (${RUNTIME} runtime)`, () => {
     expect((await stack.audit(wsId, 'event_type=task_end', `task_id=${resumed}`))[0].detail.usage).toEqual({ input_tokens: 1500, output_tokens: 30 })
 
     const fresh = await followUp('fake:text fresh start', { reset_session: true })
-    expect(await stack.taskDone(fresh)).toMatchObject({ status: 'completed', summary: 'A text answer from the fake model (0 tool results before this prompt).' })
+    expect(await taskDone(fresh)).toMatchObject({ status: 'completed', summary: 'A text answer from the fake model (0 tool results before this prompt).' })
     await idleAfter(wsId, 3)
     const freshStart = (await stack.audit(wsId, 'event_type=session_start', `task_id=${fresh}`))[0].detail
     expect(freshStart).toMatchObject({ resumed: false, reset: true })
@@ -117,26 +122,27 @@ describe(`codex agent kind end to end (${RUNTIME} runtime)`, () => {
     await stack.until(async () => hostHasSleep(), 'Codex to start its command', 60_000)
     const c = await stack.api('POST', `/tasks/${slow}/cancel`)
     expect(c.status, JSON.stringify(c.body)).toBe(200)
-    expect(await stack.taskDone(slow)).toMatchObject({ status: 'cancelled', reason: 'cancelled_by_user' })
+    expect(await taskDone(slow)).toMatchObject({ status: 'cancelled', reason: 'cancelled_by_user' })
     await stack.until(async () => !hostHasSleep(), 'the command to be gone', 30_000)
     await stack.until(async () => (await stack.api('GET', `/workspaces/${wsId}`)).body.state === 'idle', 'idle after cancel', 60_000)
   })
 
   it('a model error (500 on every try) fails the task with Codex\'s exit and error', async () => {
     const bad = await followUp('this will fail fake:500')
-    const done = await stack.taskDone(bad)
+    const done = await taskDone(bad)
     expect(done, JSON.stringify(done)).toMatchObject({ status: 'failed' })
     expect(['model_error', 'agent_error']).toContain(done.reason)
     // Codex words every 5xx as its own "high demand" line, after its one retry.
     expect(done.summary).toMatch(/^codex exited with code 1: We.re currently experiencing high demand/)
     // It retried (config.toml: one request retry, one stream retry) before giving up.
     expect(stack.model!.requests.filter((r) => JSON.stringify(r.body.input).includes('this will fail')).length).toBeGreaterThanOrEqual(2)
+    await stack.until(async () => (await stack.api('GET', `/workspaces/${wsId}`)).body.state === 'idle', 'idle after the failure', 60_000)
   })
 
   it('a 429 with Retry-After is retried by Codex and the task completes', async () => {
     const before = stack.model!.requests.length
     const limited = await followUp('rate limited once fake:429-once')
-    expect(await stack.taskDone(limited)).toMatchObject({ status: 'completed' })
+    expect(await taskDone(limited)).toMatchObject({ status: 'completed' })
     expect(stack.model!.requests.length - before).toBe(4)
   })
 
@@ -146,7 +152,7 @@ describe(`codex agent kind end to end (${RUNTIME} runtime)`, () => {
     expect(role.status, JSON.stringify(role.body)).toBe(201)
     const r = await stack.api('POST', '/tasks', { role_name: 'codex-denied', description: 'Greet the team' })
     expect(r.status).toBe(202)
-    const done = await stack.taskDone(r.body.task_id)
+    const done = await taskDone(r.body.task_id)
     expect(done, JSON.stringify(done)).toMatchObject({ status: 'failed', reason: 'policy_denied' })
     expect(done.summary).toMatch(/denied by the proxy \(no_match\)/)
     const denies = await stack.audit(r.body.workspace_id, 'event_type=policy_decision', 'decision=deny')
