@@ -346,6 +346,12 @@ export const CODES = {
           - name: search
 `,
   },
+  passthrough_conflict: {
+    severity: 'error',
+    title: 'A `passthrough: true` rule names something the proxy could only enforce by decrypting (methods, paths, match, request_format, request_schema, allow_insecure), or its capability has transforms or credentials.',
+    bad: `- name: pinned\n  type: http\n  allow:\n    - domains: [pinned.example.com]\n      passthrough: true\n      methods: [GET]\n`,
+    good: `- name: pinned\n  type: http\n  allow:\n    - domains: [pinned.example.com]\n      passthrough: true\n`,
+  },
   match_all_domain: {
     severity: 'warning',
     title: 'A domain pattern matches every host (`*`, `**`).',

@@ -27,6 +27,8 @@ export interface CRule {
   needsBody: boolean
   /** The MCP server policy when the rule's destination is an MCP server (mcp/rules.ts). */
   mcp?: McpServerPolicy
+  /** TLS spliced without decrypting (docs/policy.md "Passthrough"); such a rule admits no request. */
+  passthrough: boolean
 }
 
 interface CTransformBase {

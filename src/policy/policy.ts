@@ -104,6 +104,15 @@ export class Policy implements CompiledPolicy {
     }
   }
 
+  passthrough(host: string): RuleMatch | undefined {
+    const h = normalizeHost(host, 'https')
+    for (const i of this.#index.lookup(h)) {
+      const { rule, match } = this.#flat[i]
+      if (rule.passthrough && rule.domains.some((d) => d(h))) return match
+    }
+    return undefined
+  }
+
   #admit(request: PolicyRequest, context: PolicyContext): AdmissionResult {
     const host = normalizeHost(request.host, request.scheme)
     const method = request.method.toUpperCase()

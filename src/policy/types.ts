@@ -283,6 +283,11 @@ export interface CompiledPolicy {
   applyTransforms(input: TransformInput): TransformOutput
   /** Budget counters of a capability (empty when none). */
   counters(capability: string): readonly CompiledCounter[]
+  /**
+   * The `passthrough: true` rule naming a CONNECT target (`host`, with `:port` unless 443), first
+   * in document order; undefined when none does (the tunnel is intercepted).
+   */
+  passthrough(host: string): RuleMatch | undefined
   /** The MCP server policy of a matched rule (its `mcp` block), when it has one. */
   mcp(match: RuleMatch): McpServerPolicy | undefined
 }

@@ -73,6 +73,12 @@ export class DecisionContext {
   upstreamStatus?: number
   /** The upstream's body ended and was handed to the client whole (`detail.response_complete`). */
   responseComplete = false
+  /** `h2` when the request arrived as an HTTP/2 stream (`detail.protocol`); unset for HTTP/1.1. */
+  protocol?: 'h2'
+  /** gRPC status the client got: the upstream's trailers, or the proxy's own deny (`detail.grpc_status`). */
+  grpcStatus?: number
+  /** The matching `grpc-message`, decoded (`detail.grpc_message`). */
+  grpcMessage?: string
   /** Set by the terminal phase; a second emission is a bug and is refused there. */
   emitted = false
 

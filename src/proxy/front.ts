@@ -20,6 +20,9 @@ import { targetPath } from '../policy/index.js'
 import { canonicalHost } from '../net/index.js'
 import { LeafMinter, normalizeHost } from './ca.js'
 import { DecisionContext, attributeToken, deny, type PolicyDenial } from './decision.js'
+import { H2Front } from './h2/front.js'
+import { handOver } from './handover.js'
+import { passthroughTunnel } from './passthrough.js'
 import type { Entry, ProxyCore, ProxyCounters, TunnelContext } from './request-state.js'
 import { runRequest } from './runner.js'
 import { requestToken, wantsProxyChallenge } from './token.js'
@@ -51,6 +54,8 @@ export class ProxyFront {
   readonly #challenges: TransportRows
   /** Open WebSocket relays (transports/websocket/upgrade.ts). */
   readonly #websockets: WebSockets
+  /** Tunnels that negotiated `h2` (h2/front.ts): each stream is a request there. */
+  readonly #h2: H2Front
   #closing = false
   /** Connections the sandbox intercepted, and its DNS queries (transparent.ts). */
   readonly egress: TransparentEgress
@@ -62,6 +67,7 @@ export class ProxyFront {
     this.#transport = new TransportRows(core)
     this.#challenges = new TransportRows(core, core.challengeRows)
     this.#websockets = new WebSockets(core)
+    this.#h2 = new H2Front(core, this.#transport, (p, socket) => this.#guard(p, socket))
     const L = core.limits
     const headersTimeout = Math.min(L.headersTimeoutMs, L.requestTimeoutMs)
     const checkEvery = Math.min(1_000, Math.max(50, Math.floor(headersTimeout / 4)))
@@ -120,7 +126,8 @@ export class ProxyFront {
     this.#websockets.closeAll()
     const closed = new Promise<void>((r) => this.#outer.close(() => r()))
     this.#outer.closeIdleConnections()
-    for (const t of this.#tunnelSockets) if (!this.#busy.get(t)) t.destroy()
+    this.#h2.drain() // GOAWAY: h2 streams in flight may finish, then each session closes
+    for (const t of this.#tunnelSockets) if (!this.#busy.get(t) && !this.#h2.owns(t)) t.destroy()
     let timer: NodeJS.Timeout | undefined
     const deadline = new Promise<void>((r) => {
       timer = setTimeout(() => {
@@ -243,6 +250,7 @@ export class ProxyFront {
       this.#inner.emit('connection', socket)
       return
     }
+    if (!egress && (await passthroughTunnel(this.#core, socket, head, target, check))) return
     let defaultContext
     try {
       defaultContext = await this.#minter.contextFor(tunnel.host)
@@ -262,7 +270,8 @@ export class ProxyFront {
     const tls = new TLSSocket(socket, {
       isServer: true,
       secureContext: defaultContext,
-      ALPNProtocols: ['http/1.1'],
+      // h2 first: a client that offers both gets HTTP/2 (h2/front.ts); one that offers neither, HTTP/1.1.
+      ALPNProtocols: ['h2', 'http/1.1'],
       SNICallback: (servername, cb) => {
         tunnel.sni = normalizeHost(servername)
         this.#minter.contextFor(servername).then((ctx) => cb(null, ctx), (err: Error) => cb(err))
@@ -279,7 +288,7 @@ export class ProxyFront {
       socket.destroy()
     })
     this.#tunnels.set(tls, tunnel)
-    this.#inner.emit('connection', tls)
+    handOver(tls, (err) => this.#guard(this.#clientError(err, tls, tunnel), tls), (h2) => (h2 ? this.#h2.accept(tls, tunnel) : this.#inner.emit('connection', tls)))
   }
 
   /** Counts an open tunnel against its workspace; false when the workspace is at its limit. */

@@ -34,6 +34,8 @@ export interface ProxyLimits {
   wsIdleTimeoutMs: number
   /** WebSocket: open sockets per workspace. */
   maxWebSocketsPerWorkspace: number
+  /** HTTP/2 streams open at once on one client connection (SETTINGS_MAX_CONCURRENT_STREAMS). */
+  maxStreamsPerConnection: number
 }
 
 export const DEFAULT_LIMITS: Readonly<ProxyLimits> = Object.freeze({
@@ -52,6 +54,7 @@ export const DEFAULT_LIMITS: Readonly<ProxyLimits> = Object.freeze({
   wsMaxMessageBytes: 16 * 1024 * 1024,
   wsIdleTimeoutMs: 600_000,
   maxWebSocketsPerWorkspace: 64,
+  maxStreamsPerConnection: 100,
 })
 
 /** Environment variable of each limit (`corral serve` and `corral proxy` read the same names). */
@@ -71,6 +74,7 @@ export const LIMIT_ENV: Readonly<Record<keyof ProxyLimits, string>> = Object.fre
   wsMaxMessageBytes: 'CORRAL_PROXY_WS_MAX_MESSAGE_BYTES',
   wsIdleTimeoutMs: 'CORRAL_PROXY_WS_IDLE_TIMEOUT_MS',
   maxWebSocketsPerWorkspace: 'CORRAL_PROXY_MAX_WEBSOCKETS_PER_WORKSPACE',
+  maxStreamsPerConnection: 'CORRAL_PROXY_MAX_STREAMS_PER_CONNECTION',
 })
 
 /** A limit value that is not a positive integer: refused at start, naming the variable. */

@@ -9,6 +9,7 @@ import { serveAgentCallback } from './agent-callbacks.js'
 import { DecisionContext, attributeToken, deny, denyBody, type PolicyDenial } from './decision.js'
 import { andThen, type MaybePromise } from './maybe.js'
 import { runPhases, type PhaseStep } from './phase.js'
+import { isGrpc, noteGrpcDeny, sendGrpcDeny } from './grpc.js'
 import { forwardGate } from './phases/forward-gate.js'
 import { mcpBatchRows, mcpRequest } from './phases/mcp-request.js'
 import { mcpResponse } from './phases/mcp-response.js'
@@ -50,11 +51,12 @@ const FORWARDING: readonly PhaseStep[] = [
  * allow's row is written at the end of its relayed response. Never rejects for a fault of the
  * phases (internal_error); the front's error boundary handles the rest.
  */
-export async function runRequest(core: ProxyCore, req: IncomingMessage, res: ServerResponse, entry: Entry, path: string, preDenial?: PolicyDenial): Promise<void> {
+export async function runRequest(core: ProxyCore, req: IncomingMessage, res: ServerResponse, entry: Entry, path: string, preDenial?: PolicyDenial, protocol?: 'h2'): Promise<void> {
   // The second door: agent callbacks to the control plane, answered after the token check by the
   // handler the proxy was built with (agent-callbacks.ts); never the phases.
   if (!preDenial && entry.host === CONTROL_HOST && (await serveAgentCallback(core, req, res, entry, path))) return
   const ctx = new DecisionContext({ destination: entry.host, method: (req.method ?? 'GET').toUpperCase(), path })
+  if (protocol) ctx.protocol = protocol
   const st: RequestState = { req, res, entry, ctx, abort: new ClientGone(), headers: forwardableHeaders(req), requestBytes: 0, responseBytes: 0 }
   res.once('close', () => {
     if (!res.writableFinished) st.abort.abort()
@@ -69,6 +71,7 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
   if (denial) {
     // The row first, then the answer: a client never holds a deny that the log does not.
     ctx.denial = denial
+    if (isGrpc(req)) noteGrpcDeny(ctx, denial)
     sendDeny(st, refusal(await recordDeny(core, st)) ?? denial)
     return
   }
@@ -88,6 +91,7 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
       else noteUpstreamFailure(st, err)
     }
     if (failed || ctx.denial) {
+      if (ctx.denial && !ctx.emitted && !st.res.headersSent && isGrpc(req)) noteGrpcDeny(ctx, ctx.denial)
       const unrecorded = ctx.emitted ? undefined : refusal(await record(core, st))
       if (st.res.headersSent || st.abort.aborted) st.res.destroy()
       else if (unrecorded || ctx.denial) sendDeny(st, unrecorded ?? ctx.denial!)
@@ -192,6 +196,7 @@ function noteUpstreamFailure(st: RequestState, err: unknown): void {
 }
 
 function sendUpstreamUnavailable(st: RequestState): void {
+  if (isGrpc(st.req)) return sendGrpcDeny(st.res, deny('internal_error', {}, 502))
   const body = JSON.stringify({ error: { code: 'upstream_unavailable', message: `The upstream could not be reached (${String(st.ctx.detail.upstream_error)}).` } })
   st.res.writeHead(502, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) })
   st.res.end(body)
@@ -215,6 +220,7 @@ function sendDeny(st: RequestState, denial: PolicyDenial): void {
     res.destroy()
     return
   }
+  if (isGrpc(req)) return sendGrpcDeny(res, denial)
   const reply = denial.reply ?? st.mcp?.replyFor?.(denial)
   const body = reply?.body ?? denyBody(st.ctx, denial)
   const headers: Record<string, string | number> = {
@@ -224,7 +230,8 @@ function sendDeny(st: RequestState, denial: PolicyDenial): void {
     'cache-control': 'no-store',
   }
   // An unread request body cannot be skipped on a keep-alive connection without reading it all.
-  if (!req.complete) headers.connection = 'close'
+  // (HTTP/2 resets the one stream instead: a connection header is not allowed there.)
+  if (!req.complete && req.httpVersionMajor < 2) headers.connection = 'close'
   // A 407 carries its challenge (token.ts): clients such as git then retry with the token.
   if (denial.status === 407) headers['proxy-authenticate'] = PROXY_CHALLENGE
   // Transient refusals (the audit log or the store away) tell the client when to come back.
@@ -244,7 +251,8 @@ function forwardableHeaders(req: IncomingMessage): Record<string, string | strin
   const h = req.headers
   for (const k in h) {
     const v = h[k]
-    if (v === undefined || HOP_BY_HOP.has(k) || connectionListed?.has(k)) continue
+    // HTTP/2 pseudo-headers (`:path`, `:authority`) are the request line, not headers.
+    if (v === undefined || HOP_BY_HOP.has(k) || connectionListed?.has(k) || k.charCodeAt(0) === 58) continue
     out[k] = v
   }
   return out

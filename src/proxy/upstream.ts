@@ -5,16 +5,17 @@
 // checked against the allowance of the agent that made it, so requests whose rule names private
 // ranges (`allow_private`) get an agent of their own per distinct list: a connection opened for
 // one allowance is never reused under a narrower one.
-import type { Socket } from 'node:net'
+import { connect as netConnect, type Socket } from 'node:net'
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls'
 import type { Readable } from 'node:stream'
 import { Agent, type buildConnector, type Dispatcher } from 'undici'
 import { AddressGuard, allowList, guardedConnector } from '../net/index.js'
+import { H2Upstream } from './h2/upstream.js'
 
 /** Connection-level headers that never cross a proxy (RFC 9110 §7.6.1), plus the proxy's own. */
 export const HOP_BY_HOP = new Set([
   'connection', 'proxy-connection', 'keep-alive', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer',
-  'transfer-encoding', 'upgrade', 'host', 'content-length', 'expect',
+  'transfer-encoding', 'upgrade', 'host', 'content-length', 'expect', 'http2-settings',
 ])
 
 export interface UpstreamOptions {
@@ -43,12 +44,16 @@ export interface UpstreamRequest {
   signal: AbortSignal | import('node:events').EventEmitter
   /** CIDRs the matched rule names in `allow_private` (empty or absent: none). */
   allowPrivate?: readonly string[]
+  /** The client spoke HTTP/2: h2 upstream too when the origin offers it (gRPC needs it end to end). */
+  h2?: boolean
 }
 
 export interface UpstreamResponse {
   status: number
   headers: Record<string, string | string[]>
   body: Readable
+  /** The upstream's trailers, filled in by the end of its body (empty when it sent none, and over HTTP/1.1). */
+  trailers: Record<string, string | string[]>
 }
 
 export class Upstream {
@@ -56,6 +61,10 @@ export class Upstream {
   readonly #secureContext: SecureContext | undefined
   readonly #guard: AddressGuard
   readonly #agent: Agent
+  /** HTTP/2 sessions for requests that arrived over HTTP/2 (h2/upstream.ts). */
+  readonly #h2: H2Upstream
+  /** The BlockList of each frozen `allow_private` list, for the h2 sessions. */
+  readonly #allowLists = new WeakMap<readonly string[], ReturnType<typeof allowList>>()
   readonly #allowanceAgents = new Map<string, Agent>()
   /** The pool key of each frozen `allow_private` list seen (a compiled rule's list, one array for its life). */
   readonly #allowanceKeys = new WeakMap<readonly string[], string>()
@@ -68,6 +77,7 @@ export class Upstream {
     // re-parse every root certificate per connection (it dominated the first profile).
     this.#secureContext = ca ? createSecureContext({ ca }) : undefined
     this.#agent = this.#build(undefined)
+    this.#h2 = new H2Upstream(this.#guard, this.#secureContext, opts.headersTimeoutMs ?? 300_000)
   }
 
   #build(allowPrivate: readonly string[] | undefined): Agent {
@@ -112,6 +122,10 @@ export class Upstream {
   }
 
   async send(req: UpstreamRequest): Promise<UpstreamResponse> {
+    if (req.h2 && req.origin.startsWith('https:')) {
+      const res = await this.#sendH2(req)
+      if (res) return res
+    }
     // The caller may have put the Host header in already (the upstream phase does): no copy then.
     const headers: Record<string, string | string[]> = req.headers.host === req.host ? req.headers : { ...req.headers, host: req.host }
     const res = await this.#agentFor(req.allowPrivate).request({
@@ -124,7 +138,32 @@ export class Upstream {
       // Redirects are the agent's business: each hop must pass the policy on its own.
       maxRedirections: 0,
     } as Dispatcher.RequestOptions)
-    return { status: res.statusCode, headers: res.headers as Record<string, string | string[]>, body: res.body as unknown as Readable }
+    return { status: res.statusCode, headers: res.headers as Record<string, string | string[]>, body: res.body as unknown as Readable, trailers: {} }
+  }
+
+  #sendH2(req: UpstreamRequest): Promise<UpstreamResponse | undefined> {
+    const list = req.allowPrivate?.length ? req.allowPrivate : undefined
+    let allow = list && this.#allowLists.get(list)
+    if (list && !allow) {
+      allow = allowList(list)
+      if (Object.isFrozen(list)) this.#allowLists.set(list, allow)
+    }
+    return this.#h2.send(req, allow, list ? list.join(',') : '')
+  }
+
+  /**
+   * A raw TCP connection to `host:port` through the address guard (a passthrough tunnel splices
+   * its TLS unread): refused addresses reject with DestinationRefused, as for every upstream.
+   */
+  async dialRaw(host: string, port: number, allowPrivate?: readonly string[]): Promise<Socket> {
+    const address = await this.#guard.resolve(host, port, allowPrivate?.length ? allowList(allowPrivate) : undefined)
+    return new Promise<Socket>((resolve, reject) => {
+      const s = netConnect({ host: address, port }, () => {
+        s.off('error', reject)
+        resolve(s)
+      })
+      s.once('error', reject)
+    })
   }
 
   /**
@@ -145,10 +184,12 @@ export class Upstream {
   }
 
   async close(): Promise<void> {
+    await this.#h2.close()
     await Promise.all([this.#agent, ...this.#allowanceAgents.values()].map((a) => a.close()))
   }
 
   async destroy(): Promise<void> {
+    this.#h2.destroy()
     await Promise.all([this.#agent, ...this.#allowanceAgents.values()].map((a) => a.destroy()))
   }
 }

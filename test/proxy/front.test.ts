@@ -151,7 +151,7 @@ describe('ProxyFront (real sockets, no policy needed)', () => {
   it('a WebSocket upgrade inside a tunnel is a request: a workspace without policy refuses it with a 403 and one row', async () => {
     const { token, workspaceId } = await h.workspace(null)
     const before = h.audit.decisions().length
-    const { stdout } = await run('curl', ['-sS', '-x', h.proxyUrl, '--proxy-header', `Proxy-Authorization: Bearer ${token}`, '--cacert', join(h.dir, 'data', 'ca.pem'),
+    const { stdout } = await run('curl', ['-sS', '--http1.1', '-x', h.proxyUrl, '--proxy-header', `Proxy-Authorization: Bearer ${token}`, '--cacert', join(h.dir, 'data', 'ca.pem'),
       '-H', 'Connection: Upgrade', '-H', 'Upgrade: websocket', '-H', 'Sec-WebSocket-Version: 13', '-H', 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', '-w', '\n%{http_code}', `https://127.0.0.1:${h.up.httpsPort}/ws`])
     expect(stdout.trim().split('\n').pop()).toBe('403')
     const rows = (await h.audit.waitForDecisions(before + 1)).slice(before)

@@ -1,5 +1,6 @@
 // AllowRule: domains, methods, paths, allow_insecure, allow_private, match, request_format,
-// request_schema.
+// request_schema; or `passthrough: true` with domains (and allow_private) only: TLS the proxy
+// splices without decrypting, so nothing it would have to read inside can be named.
 
 import { isMap, isScalar, type Node } from 'yaml'
 import { parseCidr } from '../cidr.js'
@@ -13,7 +14,9 @@ import { celOf, enumOf, readSchemaValue } from './shared.js'
 
 export const METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'HEAD', 'OPTIONS'] as const
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
-const KEYS = ['name', 'domains', 'methods', 'paths', 'allow_insecure', 'allow_private', 'match', 'request_format', 'request_schema', 'mcp'] as const
+const KEYS = ['name', 'domains', 'methods', 'paths', 'allow_insecure', 'allow_private', 'match', 'request_format', 'request_schema', 'mcp', 'passthrough'] as const
+/** What a passthrough rule cannot enforce: it never sees the request inside the TLS it splices. */
+const NOT_WITH_PASSTHROUGH = ['methods', 'paths', 'allow_insecure', 'match', 'request_format', 'request_schema', 'mcp'] as const
 
 export interface AllowRuleResult {
   rule?: CRule
@@ -22,6 +25,8 @@ export interface AllowRuleResult {
   name?: { value: string; node: Node; path: string }
   hasSchema: boolean
   requestFormatJson: boolean
+  /** `passthrough: true`: the capability's transforms cannot apply to it (capability.ts). */
+  passthrough?: { node: Node; path: string }
 }
 
 export function checkAllowRule(r: Reader, node: Node | null, path: string, index: number): AllowRuleResult | undefined {
@@ -34,6 +39,8 @@ export function checkAllowRule(r: Reader, node: Node | null, path: string, index
   const name = m.str('name')
   if (name && name.value === '') r.error('invalid_name', 'allow rule name may not be empty', name.field.path, name.field.node)
   const domainPatterns = checkDomains(r, m)
+  const passthrough = m.bool('passthrough')
+  if (passthrough?.value) return passthroughRule(r, m, node, path, index, name, domainPatterns, errorsBefore)
   const { methodSet, methods } = checkMethods(r, m)
   const pathPatterns = checkPaths(r, m, methodSet, methods)
   const insecure = m.bool('allow_insecure')
@@ -82,6 +89,41 @@ export function checkAllowRule(r: Reader, node: Node | null, path: string, index
     ...(schema ? { schema } : {}),
     needsBody: format === 'application/json' || matchRequiresBody,
     ...(mcp ? { mcp } : {}),
+    passthrough: false,
+  }
+  return result
+}
+
+/** A `passthrough: true` rule: domains and allow_private only; anything else is `passthrough_conflict`. */
+function passthroughRule(r: Reader, m: MapReader, node: Node, path: string, index: number, name: ReturnType<MapReader['str']>, domainPatterns: string[], errorsBefore: number): AllowRuleResult {
+  for (const key of NOT_WITH_PASSTHROUGH) {
+    const f = m.field(key)
+    if (f) r.error('passthrough_conflict', `"${key}" cannot be enforced on a passthrough rule: the proxy does not decrypt its TLS`, f.path, f.node ?? f.keyNode)
+  }
+  const allowPrivate = checkAllowPrivate(r, m)
+  const f = m.field('passthrough')!
+  const result: AllowRuleResult = {
+    node, path, hasSchema: false, requestFormatJson: false,
+    passthrough: { node: f.node ?? f.keyNode, path: f.path },
+    ...(name && name.value !== '' ? { name: { value: name.value, node: name.field.node ?? name.field.keyNode, path: name.field.path } } : {}),
+  }
+  if (r.diagnostics.filter((d) => d.severity === 'error').length > errorsBefore) return result
+  result.rule = {
+    index,
+    ...(name && name.value !== '' ? { name: name.value } : {}),
+    key: name && name.value !== '' ? name.value : `allow[${index}]`,
+    domainPatterns,
+    domains: domainPatterns.map(compileDomain),
+    // No method is admitted: a passthrough rule never matches a request the proxy reads.
+    methods: new Set(),
+    pathPatterns: [],
+    paths: null,
+    allowInsecure: false,
+    allowPrivate: Object.freeze(allowPrivate.sort()),
+    matchRequiresBody: false,
+    requestFormat: '',
+    needsBody: false,
+    passthrough: true,
   }
   return result
 }

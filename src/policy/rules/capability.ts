@@ -55,6 +55,9 @@ export function checkCapability(r: Reader, node: Node | null, path: string, inde
   uniqueNames(r, transforms.map((t) => (t.name && t.name.value !== '' ? { value: t.name.value, node: t.name.field.node ?? t.name.field.keyNode, path: t.name.field.path } : undefined)), 'transform name')
 
   checkTransformTargets(r, rules, transforms, capName)
+  // Transforms (credentials included) act on requests a passthrough rule never lets the proxy read.
+  const through = rules.find((x) => x.passthrough)
+  if (through && transforms.length > 0) r.error('passthrough_conflict', 'a capability with a passthrough rule cannot have transforms or credentials: the proxy does not decrypt its TLS', through.passthrough!.path, through.passthrough!.node)
 
   const counters = checkBudgets(r, m, capName)
   uniqueNames(r, counters.map((c) => c.name), 'counter name')

@@ -4,6 +4,7 @@
 // row the audit log refused cuts the response instead of completing it.
 import type { Readable } from 'node:stream'
 import type { PhaseOutcome } from '../decision.js'
+import { relayTrailers } from '../trailers.js'
 import type { ProxyCore, RequestState } from '../request-state.js'
 import type { BodyScan } from '../scrub.js'
 
@@ -17,6 +18,8 @@ export async function responseBody(_core: ProxyCore, st: RequestState): Promise<
     metered = true
     ctx.responseComplete = true
     if (scrubber?.count) ctx.detail.scrubbed = scrubber.count
+    // The upstream's trailers (gRPC's status) go to an HTTP/2 client with the end of its stream.
+    if (ctx.protocol) relayTrailers(st, scrubber)
     observer?.onEnd(true)
     return st.beforeEnd ? st.beforeEnd() : true
   }

@@ -5,6 +5,7 @@
 import { pipeline, type Readable, type Transform } from 'node:stream'
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib'
 import type { PhaseOutcome } from '../decision.js'
+import { trailersOnly } from '../trailers.js'
 import type { ProxyCore, RelayedBody, RequestState } from '../request-state.js'
 import { Scrubber } from '../scrub.js'
 import { HOP_BY_HOP } from '../upstream.js'
@@ -22,6 +23,8 @@ export function responseHeaders(_core: ProxyCore, st: RequestState): PhaseOutcom
   const scrubber = st.injected?.length ? new Scrubber(st.injected) : undefined
   const body: RelayedBody = scrubber ? scrubbed(st, scrubber, headers, upstream.body) : { src: upstream.body }
   if (scrubber) headers = scrubber.headers(headers)
+  // A trailers-only gRPC answer (its status in the headers) is relayed as headers plus trailers.
+  if (st.ctx.protocol) trailersOnly(headers, upstream.trailers)
   observer?.onHeaders(upstream.status, headers)
   st.res.writeHead(upstream.status, headers)
   st.relayed = body

@@ -39,6 +39,7 @@ export function decisionRow(ctx: DecisionContext): NewAuditEvent {
     if (ALLOWRULE_EVAL_REASONS.has(denial.reason) && ctx.allowruleEval && !detail.allowrule_eval) detail.allowrule_eval = ctx.allowruleEval
     // Refused after the upstream answered (a request body over the limit while it streamed).
     if (ctx.upstreamStatus !== undefined) Object.assign(detail, upstreamOutcome(ctx))
+    if (ctx.protocol !== undefined) Object.assign(detail, streamOutcome(ctx))
     if (Object.keys(detail).length) row.detail = detail
   } else {
     row.debits = { ...ctx.debits }
@@ -47,8 +48,17 @@ export function decisionRow(ctx: DecisionContext): NewAuditEvent {
     // An allow was forwarded: the row says what the upstream answered and whether it all arrived,
     // so a 404 or a 500, or a stream cut short, does not read as a plain allow.
     row.detail = { ...ctx.callDetail, ...ctx.detail, ...upstreamOutcome(ctx) }
+    if (ctx.protocol !== undefined) Object.assign(row.detail, streamOutcome(ctx))
   }
   return row
+}
+
+/** `detail.protocol` of an HTTP/2 stream, with `detail.grpc_status`/`grpc_message` when the client got one. */
+function streamOutcome(ctx: DecisionContext): { protocol: string; grpc_status?: number; grpc_message?: string } {
+  const out: { protocol: string; grpc_status?: number; grpc_message?: string } = { protocol: ctx.protocol! }
+  if (ctx.grpcStatus !== undefined) out.grpc_status = ctx.grpcStatus
+  if (ctx.grpcMessage !== undefined) out.grpc_message = ctx.grpcMessage
+  return out
 }
 
 /** `detail.upstream_status` (when the upstream answered at all) and `detail.response_complete`. */

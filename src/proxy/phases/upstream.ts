@@ -33,6 +33,9 @@ export async function upstream(core: ProxyCore, st: RequestState): Promise<Phase
   // The request's own header map (built for it by the runner or the transforms): Host goes in
   // here, so the client need not copy the map to add it.
   st.headers.host = hostHeader
+  // Over HTTP/2 the one `te` value allowed end to end says the client reads trailers (gRPC).
+  const h2 = req.httpVersionMajor === 2
+  if (h2 && req.headers.te === 'trailers') st.headers.te = 'trailers'
 
   try {
     st.response = await core.upstream.send({
@@ -44,6 +47,7 @@ export async function upstream(core: ProxyCore, st: RequestState): Promise<Phase
       body,
       signal: st.abort,
       ...(ctx.match?.allowPrivate ? { allowPrivate: ctx.match.allowPrivate } : {}),
+      ...(h2 ? { h2 } : {}),
     })
     return undefined
   } catch (err) {
