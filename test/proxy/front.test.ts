@@ -162,7 +162,7 @@ describe('ProxyFront (real sockets, no policy needed)', () => {
   it('an upgrade to another protocol (h2c) inside a tunnel is refused with a 403 and one row', async () => {
     const { token, workspaceId } = await h.workspace(null)
     const before = h.audit.decisions().length
-    const { stdout } = await run('curl', ['-sS', '-x', h.proxyUrl, '--proxy-header', `Proxy-Authorization: Bearer ${token}`, '--cacert', join(h.dir, 'data', 'ca.pem'),
+    const { stdout } = await run('curl', ['-sS', '--http1.1', '-x', h.proxyUrl, '--proxy-header', `Proxy-Authorization: Bearer ${token}`, '--cacert', join(h.dir, 'data', 'ca.pem'),
       '-H', 'Connection: Upgrade, HTTP2-Settings', '-H', 'Upgrade: h2c', '-H', 'HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA', '-w', '\n%{http_code}', `https://127.0.0.1:${h.up.httpsPort}/h2c`])
     expect(stdout.trim().split('\n').pop()).toBe('403')
     const rows = (await h.audit.waitForDecisions(before + 1)).slice(before)
