@@ -7,7 +7,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { ServerHttp2Stream } from 'node:http2'
 import type { DecisionContext, PolicyDenial } from './decision.js'
-import { DENY_MESSAGES } from './decision.js'
+import { DENY_MESSAGES } from '../contract/index.js'
 
 /** gRPC status codes the proxy answers with (grpc/doc/statuscodes.md). */
 export const GRPC = Object.freeze({ INVALID_ARGUMENT: 3, PERMISSION_DENIED: 7, RESOURCE_EXHAUSTED: 8, INTERNAL: 13, UNAVAILABLE: 14, UNAUTHENTICATED: 16 })
