@@ -145,8 +145,14 @@ export function readConversation(api: WireFormat, body: any): Conversation {
   if (api === 'openai-responses') return readResponses(body)
   if (api === 'gemini') return readGemini(body)
   const messages: any[] = Array.isArray(body?.messages) ? body.messages : []
-  const isResult = (m: any): boolean =>
-    m?.role === 'tool' || (Array.isArray(m?.content) && m.content.some((b: any) => b?.type === 'tool_result'))
+  // A user message whose text follows its tool results is a new prompt (OpenCode sends a follow-up
+  // after an interrupted tool that way), not a tool result.
+  const isResult = (m: any): boolean => {
+    if (m?.role === 'tool') return true
+    if (!Array.isArray(m?.content)) return false
+    const last = m.content.findLastIndex((b: any) => b?.type === 'tool_result')
+    return last >= 0 && textOf(m.content.slice(last + 1)) === ''
+  }
   const results = (m: any): number => (m?.role === 'tool' ? 1 : Array.isArray(m?.content) ? m.content.filter((b: any) => b?.type === 'tool_result').length : 0)
   const at = lastIndex(messages, (m) => m?.role === 'user' && !isResult(m) && textOf(m.content) !== '')
   const tools = (Array.isArray(body?.tools) ? body.tools : []).map((t: any) =>

@@ -21,7 +21,7 @@ describe('examples/', () => {
 
 // The minimal policy of each agent kind (docs/agent.md "Agent kinds"), with its cases.
 describe('examples/agents/', () => {
-  for (const kind of ['claude-code', 'gemini-cli', 'codex']) {
+  for (const kind of ['claude-code', 'gemini-cli', 'codex', 'opencode']) {
     it(`agents/${kind}.yaml lints clean and its cases pass`, () => {
       const res = compilePolicy(readFileSync(path.join(EXAMPLES, 'agents', `${kind}.yaml`), 'utf8'))
       expect(res.diagnostics).toEqual([])

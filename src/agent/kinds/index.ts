@@ -7,6 +7,7 @@ import type { TaskSource } from '../task-source.js'
 import { claudeCode } from './claude-code/index.js'
 import { codex } from './codex/index.js'
 import { geminiCli } from './gemini-cli/index.js'
+import { opencode } from './opencode/index.js'
 import { CliAgentRunner } from './runner.js'
 import type { AgentAdapter } from './types.js'
 
@@ -18,6 +19,7 @@ export const ADAPTERS: Partial<Record<CliAgentKind, AgentAdapter>> = {
   'claude-code': claudeCode,
   codex,
   'gemini-cli': geminiCli,
+  opencode,
 }
 
 /** The CLI kind the environment names (CORRAL_AGENT_KIND), or undefined for the reference agent. */
