@@ -40,6 +40,8 @@ describe.runIf(available)('web console (chromium)', () => {
     await p.getByRole('button', { name: 'Sign in' }).click()
     await p.getByRole('heading', { name: 'Workspaces', exact: true }).waitFor()
   }
+  // The roles page lists the kinds' roles (claude-code, codex, …) before demo: the policy walk-throughs name demo's.
+  const demoRoleId = async (): Promise<string> => (await api('GET', '/agent-roles?name=demo')).body.agent_roles[0].id
   const open = async (hash: string, heading: string) => {
     await page.goto(`${dev.url}/#/${hash}`)
     await page.getByRole('heading', { name: heading, exact: true }).waitFor()
@@ -85,6 +87,10 @@ describe.runIf(available)('web console (chromium)', () => {
   })
 
   it('submits a task and shows its agent events and policy decisions arriving live, then its snapshot files', async () => {
+    // corral dev seeds a role per agent kind besides the demo role; this walk-through runs the demo's reference agent.
+    await page.getByLabel('Role for the new task').selectOption('demo')
+    // corral dev seeds a role per agent kind besides the demo role; this walk-through runs the demo's reference agent.
+    await page.getByLabel('Role for the new task').selectOption('demo')
     await page.getByLabel('Task description').fill('say hello')
     await page.getByRole('button', { name: 'Submit task' }).click()
     await page.waitForURL(/#\/workspaces\/ws_/)
@@ -214,7 +220,7 @@ describe.runIf(available)('web console (chromium)', () => {
   })
 
   it('edits a policy and shows the lint error at its line, as you type', async () => {
-    await open('policies', 'Policies')
+    await open(`policies?role=${await demoRoleId()}`, 'Policies')
     await expect.poll(() => page.getByTestId('lint-status').textContent()).toMatch(/^valid/)
     const editor = page.getByRole('textbox', { name: /caps\.yaml of role demo/ })
     await editor.click()
@@ -266,7 +272,7 @@ describe.runIf(available)('web console (chromium)', () => {
     await viewer.page.getByRole('heading', { name: `Workspace ${workspaceId}` }).waitFor()
     await viewer.page.getByTestId('workspace-state').waitFor()
     for (const name of ['Submit follow-up', 'Cancel task', 'Stop', 'Archive']) expect(await viewer.page.getByRole('button', { name }).count(), name).toBe(0)
-    await viewer.page.goto(`${dev.url}/#/policies`)
+    await viewer.page.goto(`${dev.url}/#/policies?role=${await demoRoleId()}`)
     await viewer.page.getByRole('heading', { name: 'Policies' }).waitFor()
     await viewer.page.getByRole('textbox', { name: /caps\.yaml of role demo/ }).waitFor()
     expect(await viewer.page.getByRole('button', { name: 'Save policy' }).count()).toBe(0)

@@ -7,6 +7,7 @@ import { CliError } from '../../cli/errors.js'
 import * as q from '../../cli/flags.js'
 import { diag } from '../../cli/output.js'
 import { storeFlags } from '../../cli/store-flags.js'
+import { AUDIT_ORDERS } from '../../contract/index.js'
 
 type Bundle = Awaited<ReturnType<typeof exportBundle>>
 type Lines = { events: number; out: string }
@@ -31,7 +32,7 @@ export default class AuditExport extends ApiCommand<Bundle | Lines> {
     org: Flags.string({ helpValue: 'ORG_ID', summary: 'bundle: the org whose log to export (_platform for the platform scope).' }),
     out: Flags.string({ helpValue: 'DIR|FILE', summary: 'bundle: the directory to write (created); other formats: a file (created or replaced) instead of stdout.' }),
     filter: q.filter, from: q.from, to: q.to,
-    order: Flags.option({ options: ['asc', 'desc'] as const, default: 'asc' as const, summary: 'Oldest first (asc, the default) or newest first.' })(),
+    order: Flags.option({ options: AUDIT_ORDERS, default: 'asc' as const, summary: 'Oldest first (asc, the default) or newest first.' })(),
     limit: q.limit,
     workspace: q.workspace,
   }

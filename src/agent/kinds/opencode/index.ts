@@ -6,6 +6,7 @@
 // models.dev catalogue fetch, default plugins, LSP downloads and sharing are off
 // (docs/agent.md "opencode").
 import { join } from 'node:path'
+import { AGENT_KIND_PROVIDERS } from '../../../contract/resources.js'
 import type { AgentEvent } from '../../event-sink.js'
 import { cutInput, parseLine, toolResultEvent } from '../translate.js'
 import type { AgentAdapter, CliInvocation, CliResult, CliTaskContext, CliTranslator } from '../types.js'
@@ -142,7 +143,7 @@ function translator(): CliTranslator {
 
 export const opencode: AgentAdapter = {
   kind: 'opencode',
-  providers: ['anthropic', 'openai'],
+  providers: AGENT_KIND_PROVIDERS.opencode,
   invocation,
   translator,
 }
