@@ -66,7 +66,7 @@ for (const d of testDialects()) describe(`provider routes [${d.name}]`, () => {
       expect(Object.keys(res.body.error.details.fields)).toContain(field)
     }
     await bad({ name: '1abc', kind: 'anthropic', domain: 'a.com' }, 'name')
-    await bad({ name: 'a', kind: 'gemini', domain: 'a.com' }, 'kind')
+    await bad({ name: 'a', kind: 'palm', domain: 'a.com' }, 'kind')
     await bad({ name: 'a', kind: 'openai' }, 'domain')
     await bad({ name: 'a', kind: 'openai', domain: 'https://a.com' }, 'domain')
     await bad({ name: 'a', kind: 'openai', base_url: 'http://a.com' }, 'base_url')
