@@ -39,6 +39,11 @@ export interface ModelPolicyOptions {
   gemini?: boolean
   /** Model requests counted per workspace (a budget for APIs metered by another part). */
   requests?: { workspaceMax: number }
+  /**
+   * The Responses API's WebSocket too (Codex's default transport): a second rule for the `GET`
+   * upgrade on these paths, and the output tokens of its `response.completed` messages metered.
+   */
+  socket?: { paths: readonly string[]; workspaceMax: number }
 }
 
 /** The caps.yaml text of a model-only policy. */
@@ -49,14 +54,23 @@ export function modelPolicy(o: ModelPolicyOptions): string {
     ...(o.allowPrivate ? [`      allow_private: [${o.allowPrivate.map((r) => `"${r}"`).join(', ')}]`] : []),
     '      methods: [POST]', `      paths: [${(o.paths ?? ['/v1/messages']).join(', ')}]`,
   ]
+  if (o.socket) {
+    // `Upgrade` is hop-by-hop (not in request.headers); the handshake's key tells an upgrade from a plain GET.
+    lines.push('    - name: socket', `      domains: ["${o.domain}"]`, ...(o.allowPrivate ? [`      allow_private: [${o.allowPrivate.map((r) => `"${r}"`).join(', ')}]`] : []),
+      '      methods: [GET]', `      paths: [${o.socket.paths.join(', ')}]`, '      match:', `        expr: '"sec-websocket-key" in request.headers'`)
+  }
   const transforms = [
     ...(o.credential ? ['    - name: api-key', `      auth: {credential: ${o.credential.name}, provider: ${o.credential.provider}}`] : []),
     ...(o.identity ? ['    - name: identity', `      header: {name: Accept-Encoding, action: set, value: '"identity"'}`] : []),
   ]
   if (transforms.length) lines.push('  transforms:', ...transforms)
   const t = o.outputTokens
-  if (t || o.requests) lines.push('  budgets:', '    counters:')
+  if (t || o.requests || o.socket) lines.push('  budgets:', '    counters:')
   if (o.requests) lines.push('      - name: requests', '        source: request.count', `        workspace: {max: ${o.requests.workspaceMax}, ttl: 24h}`)
+  if (o.socket) {
+    lines.push('      - name: socket_output_tokens', '        source: websocket.message', '        direction: to_agent',
+      `        value: 'event.type == "response.completed" ? event.data.response.usage.output_tokens : 0'`, `        workspace: {max: ${o.socket.workspaceMax}, ttl: 24h}`)
+  }
   if (t) {
     const stream = o.gemini
       ? ['        value: int(event.data.usageMetadata.candidatesTokenCount)', "        terminal_cel: 'has(event.data.candidates) && event.data.candidates.exists(c, has(c.finishReason))'"]
@@ -129,7 +143,7 @@ export function kindCaps(api: ProviderKind, modelPort: number): string {
   const common = { domain: `127.0.0.1:${modelPort}`, allowPrivate: ['127.0.0.0/8'], credential: { name: DEMO.bearerCredential, provider: 'openai' }, identity: true }
   return api === 'gemini'
     ? modelPolicy({ ...common, comment: "corral dev's gemini-cli policy: the fake model's Gemini API, and nothing else.", paths: ['/v1beta/models/*'], gemini: true, outputTokens: { reserve: 256, failureCharge: 16, workspaceMax: 100_000, taskMax: 20_000 } })
-    : modelPolicy({ ...common, comment: "corral dev's codex policy: the fake model's OpenAI APIs, and nothing else.", paths: ['/v1/responses', '/v1/chat/completions'], requests: { workspaceMax: 2_000 } })
+    : modelPolicy({ ...common, comment: "corral dev's codex policy: the fake model's OpenAI APIs, and nothing else.", paths: ['/v1/responses', '/v1/chat/completions'], requests: { workspaceMax: 2_000 }, socket: { paths: ['/v1/responses'], workspaceMax: 100_000 } })
 }
 
 /** Create-or-update of the demo's providers, credentials and roles by name, noting each change. */

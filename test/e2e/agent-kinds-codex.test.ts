@@ -1,19 +1,32 @@
 // Codex as a workspace agent, end to end: the built `corral serve`, the local (bubblewrap)
 // runtime, the real Codex native binary from npm mounted read-only, every request through the
 // policy proxy to the fake model's OpenAI Responses API (HTTPS on loopback) steered by the prompt
-// (src/dev/cli-script.ts): Codex writes a file (its apply_patch) and runs a command. Then a
-// follow-up that resumes the Codex thread and a fresh one that does not, a cancel mid-command that
-// leaves no process behind, a model error, and a role whose policy denies the model call.
+// (src/dev/cli-script.ts): Codex writes a file (its apply_patch) and runs a command. Codex speaks
+// the Responses API over its WebSocket (as it does for OpenAI by default): the upgrade is decided
+// by the policy, the credential injected into it, the usage in its `response.completed` messages
+// metered, one row for the socket. Then a follow-up that resumes the Codex thread and a fresh one
+// that does not, a cancel mid-command that leaves no process behind, a model error, a role whose
+// policy denies the upgrade (Codex falls back to HTTPS), and a role whose policy denies both.
 import { execFileSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { cliScript, modelPolicy } from '../../src/dev/index.js'
+import { cliScript } from '../../src/dev/index.js'
+import { packageRoot } from '../../src/runtime/layout.js'
 import { onLoopback, portOf } from '../helpers/loopback-caps.js'
 import { startStack, type Stack } from '../helpers/serve.js'
 import { bwrapAvailable } from '../runtime/helpers.js'
 
 const RUNTIME = (await bwrapAvailable()) ? 'local' : 'process'
-const CAPS = modelPolicy({ domain: '127.0.0.1', identity: true, paths: ['/v1/responses'], requests: { workspaceMax: 1000 } })
-// Allows only a GET the CLI never makes: its POST /v1/responses is denied (no_match).
+/** What the proxy injects; Codex holds only the adapter's placeholder. */
+const KEY = 'sk-codex-e2e-4b1d7c'
+// The example policy (examples/agents/codex.yaml) on the fake model: the Responses API both ways
+// Codex speaks it, its WebSocket (the `responses-socket` rule) and HTTPS, the credential injected,
+// output tokens metered from `response.completed` on either.
+const CAPS = readFileSync(join(packageRoot(), 'examples/agents/codex.yaml'), 'utf8').replaceAll('[api.openai.com]', '["127.0.0.1"]')
+/** The same without the socket rule: the upgrade is denied and Codex goes on over HTTPS. */
+const HTTPS_ONLY_CAPS = CAPS.replace(/    - name: responses-socket\n(?:      .*\n)+/, '')
+// Allows only a GET the CLI never makes: its upgrade and its POST /v1/responses are denied (no_match).
 const DENY_CAPS = `- name: model
   type: http
   allow:
@@ -56,12 +69,17 @@ describe(`codex agent kind end to end (${RUNTIME} runtime)`, { timeout: 180_000 
     stack = await startStack({
       runtime: RUNTIME, model: cliScript(), modelApis: ['openai-responses'],
       provider: { name: 'fake-openai', kind: 'openai', base_url: '/v1', default_model: 'gpt-test' },
-      role: { name: 'codex', agent_kind: 'codex', capabilities: CAPS },
     })
+    const cred = await stack.api('POST', '/credentials', { name: 'openai-key', provider: 'openai', kind: 'static_token', token: KEY })
+    expect(cred.status, JSON.stringify(cred.body)).toBe(201)
+    for (const [name, caps] of [['codex', CAPS], ['codex-https', HTTPS_ONLY_CAPS], ['codex-denied', DENY_CAPS]]) {
+      const role = await stack.api('POST', '/agent-roles', { name, agent_kind: 'codex', provider_id: stack.provider!.id, capabilities: onLoopback(caps!, portOf(stack.model!.url)) })
+      expect(role.status, JSON.stringify(role.body)).toBe(201)
+    }
   }, 60_000)
   afterAll(() => stack?.close())
 
-  it('runs Codex: it writes a file and runs a command; events in order; one allowed decision per model request', async () => {
+  it('runs Codex over its WebSocket: it writes a file and runs a command; events in order; one metered row for the socket', async () => {
     const submitted = await stack.corral(['task', 'submit', '--role', 'codex', 'Greet the team', '--wait', '--json'])
     expect(submitted.code, submitted.stderr + stack.serve.output().slice(-3000)).toBe(0)
     const docs = submitted.stdout.trim().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l))
@@ -90,11 +108,24 @@ describe(`codex agent kind end to end (${RUNTIME} runtime)`, { timeout: 180_000 
     expect(byType('file_change').map((d) => [d.path, d.action])).toEqual([['hello.md', 'created']])
     expect(byType('task_end')[0]).toMatchObject({ status: 'completed', iterations: 3, usage: { input_tokens: 1200 + 1400 + 1500, output_tokens: 60 + 40 + 30 } })
 
-    // Every request Codex made is one decision row; nothing but the model call left the sandbox.
+    // Codex spoke over its WebSocket, through the proxy: every model turn a message on one socket,
+    // the credential injected into the upgrade (Codex holds a placeholder).
+    const turns = stack.model!.requests.filter((r) => JSON.stringify(r.body.input).includes('Greet the team'))
+    expect(turns.map((r) => [r.api, r.transport])).toEqual(Array(3).fill(['openai-responses', 'websocket']))
+    expect(new Set(turns.map((r) => r.headers.authorization))).toEqual(new Set([`Bearer ${KEY}`]))
+    // One row for the socket Codex kept across the task's turns, allowed by the capability whose
+    // socket rule matched; nothing else left the sandbox: no HTTPS fallback, no other destination.
     const decisions = await stack.audit(wsId, 'event_type=policy_decision', `task_id=${firstTask}`)
-    expect(stack.model!.requests.map((r) => [r.api, r.transport])).toEqual(Array(3).fill(['openai-responses', 'http']))
-    expect(decisions.filter((d) => !String(d.path).startsWith('/task/') && d.path !== '/v1/responses')).toEqual([])
-    expect(decisions.filter((d) => d.path === '/v1/responses').map((d) => [d.decision, d.capability_name, d.method])).toEqual(Array(3).fill(['allow', 'model', 'POST']))
+    const model = decisions.filter((d) => !String(d.path).startsWith('/task/'))
+    expect(model.map((d) => [d.decision, d.policy_type, d.capability_name, d.method, d.path]), JSON.stringify(model)).toEqual([['allow', 'http', 'openai', 'GET', '/v1/responses']])
+    const [row] = model
+    // The 101, frames both ways (a warm-up and the three turns up, their events down), the usage of
+    // its `response.completed` messages metered (the fake model's 60 + 40 + 30 output tokens), the
+    // credential injected into the upgrade. Codex exits without a close frame (1006 on its leg).
+    expect(row.detail).toMatchObject({ upstream_status: 101, websocket: { closed_by: 'agent', to_upstream: { messages: 4 }, to_agent: { messages: expect.any(Number) } } })
+    expect(row.detail.websocket.to_agent.messages).toBeGreaterThan(3 * 5)
+    expect(row.debits).toMatchObject({ socket_output_tokens: 60 + 40 + 30 })
+    expect(row.auth_used).toEqual(['openai-key'])
   })
 
   it('a follow-up resumes the Codex thread (the model sees the earlier tool results); a fresh-session follow-up starts a new one', async () => {
@@ -146,10 +177,25 @@ describe(`codex agent kind end to end (${RUNTIME} runtime)`, { timeout: 180_000 
     expect(stack.model!.requests.length - before).toBe(4)
   })
 
+  it('a policy without the socket rule: the upgrade is denied with a row and Codex goes on over HTTPS, each call allowed', async () => {
+    const r = await stack.api('POST', '/tasks', { role_name: 'codex-https', description: 'fake:text over https' })
+    expect(r.status).toBe(202)
+    expect(await taskDone(r.body.task_id)).toMatchObject({ status: 'completed', summary: 'A text answer from the fake model (0 tool results before this prompt).' })
+    const seen = stack.model!.requests.filter((q) => JSON.stringify(q.body.input).includes('fake:text over https'))
+    expect(seen.map((q) => [q.transport, q.headers.authorization])).toEqual([['http', `Bearer ${KEY}`]])
+    const rows = (await stack.audit(r.body.workspace_id, 'event_type=policy_decision')).filter((d) => !String(d.path).startsWith('/task/'))
+    const denies = rows.filter((d) => d.decision === 'deny')
+    expect(denies.length).toBeGreaterThan(0)
+    for (const d of denies) {
+      expect(d).toMatchObject({ method: 'GET', path: '/v1/responses', reason: 'no_match', detail: { allowrule_eval: [{ capability: 'openai', rule: 'responses', failed: 'method' }] } })
+    }
+    const allows = rows.filter((d) => d.decision === 'allow')
+    expect(allows.map((d) => [d.capability_name, d.method, d.path, d.detail.upstream_status])).toEqual([['openai', 'POST', '/v1/responses', 200]])
+    // Metered from the stream's `response.completed` (30 tokens), floored at the example's failure_charge.
+    expect(allows[0]).toMatchObject({ debits: { output_tokens: 64 }, floored: { output_tokens: 'extracted_below_failure_charge' } })
+  })
+
   it('a policy deny of the model call fails the task naming the deny', async () => {
-    const caps = onLoopback(DENY_CAPS, portOf(stack.model!.url))
-    const role = await stack.api('POST', '/agent-roles', { name: 'codex-denied', agent_kind: 'codex', provider_id: stack.provider!.id, capabilities: caps })
-    expect(role.status, JSON.stringify(role.body)).toBe(201)
     const r = await stack.api('POST', '/tasks', { role_name: 'codex-denied', description: 'Greet the team' })
     expect(r.status).toBe(202)
     const done = await taskDone(r.body.task_id)
@@ -157,6 +203,8 @@ describe(`codex agent kind end to end (${RUNTIME} runtime)`, { timeout: 180_000 
     expect(done.summary).toMatch(/denied by the proxy \(no_match\)/)
     const denies = await stack.audit(r.body.workspace_id, 'event_type=policy_decision', 'decision=deny')
     expect(denies.length).toBeGreaterThan(0)
-    expect(denies.map((d) => [d.reason, d.method, d.path])).toEqual(denies.map(() => ['no_match', 'POST', '/v1/responses']))
+    // The upgrade first, then (Codex falling back) the HTTPS call: each denied with its row.
+    expect(denies.map((d) => [d.reason, d.path])).toEqual(denies.map(() => ['no_match', '/v1/responses']))
+    expect(new Set(denies.map((d) => d.method))).toEqual(new Set(['GET', 'POST']))
   })
 })

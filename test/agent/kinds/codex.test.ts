@@ -65,7 +65,7 @@ describe('codex translator', () => {
     expect(fresh.env).toMatchObject({ CODEX_HOME: '/data/.corral/codex/home/.codex', CODEX_CA_CERTIFICATE: '/etc/corral/bundle.pem', HTTPS_PROXY: 'http://corral:t@127.0.0.1:3128', OPENAI_API_KEY: expect.any(String) })
     const config = fresh.files!['/data/.corral/codex/home/.codex/config.toml']!
     expect(config).toContain('base_url = "https://api.example/v1"')
-    expect(config).toContain('supports_websockets = false')
+    expect(config).toContain('supports_websockets = true')
     expect(config).toMatch(/check_for_update_on_startup = false[\s\S]*\[analytics\]\nenabled = false/)
     const resumed = codex.invocation({ ...(ctx as object), session: { id: 'thread-1', resume: true } } as never)
     expect(resumed.argv.slice(1, 3)).toEqual(['exec', 'resume'])

@@ -39,7 +39,9 @@ export function codexConfig(ctx: Pick<CliTaskContext, 'baseUrl' | 'model'>): str
     `base_url = ${toml(ctx.baseUrl.replace(/\/+$/, ''))}`,
     'env_key = "OPENAI_API_KEY"',
     'wire_api = "responses"',
-    'supports_websockets = false',
+    // Codex's own default for OpenAI: the Responses API over a WebSocket (`GET …/responses`
+    // upgraded), HTTPS only when the socket fails. The proxy decides the upgrade and meters its messages.
+    'supports_websockets = true',
     // Retries are the proxy's and the user's to decide; one retry keeps a transient error cheap.
     'request_max_retries = 1',
     'stream_max_retries = 1',
