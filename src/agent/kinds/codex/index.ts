@@ -1,7 +1,7 @@
 // Codex CLI (`@openai/codex`, the native linux-x64 musl build) as a corral agent kind:
 // `codex exec --json`, the task on stdin, its JSONL events read into corral's agent events, and
 // `codex exec resume <thread id>` for a follow-up. The model endpoint is a model provider of its
-// config.toml (`base_url`, the Responses API over HTTPS), written into its own home under
+// config.toml (`base_url`, the Responses API over its WebSocket, HTTPS as the fallback), written into its own home under
 // /data/.corral/codex with update checks, analytics, plugins and apps off (docs/agent.md "codex").
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -15,9 +15,9 @@ export const PLACEHOLDER_API_KEY = 'corral-proxy-injects-the-credential'
 const toml = (s: string): string => JSON.stringify(s)
 
 /**
- * Its config.toml: one model provider, the role's, at the proxy-reached base URL (Responses over
- * HTTPS, without the WebSocket mode — one request, one policy decision); nothing else sent: no
- * update check, no analytics, no plugin or app sync (which reach github.com and chatgpt.com).
+ * Its config.toml: one model provider, the role's, at the proxy-reached base URL (the Responses
+ * API over a WebSocket as Codex speaks to OpenAI, HTTPS when the socket is refused); nothing else
+ * sent: no update check, no analytics, no plugin or app sync (which reach github.com and chatgpt.com).
  */
 export function codexConfig(ctx: Pick<CliTaskContext, 'baseUrl' | 'model'>): string {
   return [
