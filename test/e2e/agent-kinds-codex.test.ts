@@ -122,7 +122,7 @@ describe(`codex agent kind end to end (${RUNTIME} runtime)`, { timeout: 180_000 
     // The 101, frames both ways (a warm-up and the three turns up, their events down), the usage of
     // its `response.completed` messages metered (the fake model's 60 + 40 + 30 output tokens), the
     // credential injected into the upgrade. Codex exits without a close frame (1006 on its leg).
-    expect(row.detail).toMatchObject({ upstream_status: 101, websocket: { closed_by: 'agent', to_upstream: { messages: 4 }, to_agent: { messages: expect.any(Number) } } })
+    expect(row.detail).toMatchObject({ rule: 'responses-socket', upstream_status: 101, websocket: { closed_by: 'agent', to_upstream: { messages: 4 }, to_agent: { messages: expect.any(Number) } } })
     expect(row.detail.websocket.to_agent.messages).toBeGreaterThan(3 * 5)
     expect(row.debits).toMatchObject({ socket_output_tokens: 60 + 40 + 30 })
     expect(row.auth_used).toEqual(['openai-key'])
@@ -190,7 +190,7 @@ describe(`codex agent kind end to end (${RUNTIME} runtime)`, { timeout: 180_000 
       expect(d).toMatchObject({ method: 'GET', path: '/v1/responses', reason: 'no_match', detail: { allowrule_eval: [{ capability: 'openai', rule: 'responses', failed: 'method' }] } })
     }
     const allows = rows.filter((d) => d.decision === 'allow')
-    expect(allows.map((d) => [d.capability_name, d.method, d.path, d.detail.upstream_status])).toEqual([['openai', 'POST', '/v1/responses', 200]])
+    expect(allows.map((d) => [d.capability_name, d.detail.rule, d.method, d.path, d.detail.upstream_status])).toEqual([['openai', 'responses', 'POST', '/v1/responses', 200]])
     // Metered from the stream's `response.completed` (30 tokens), floored at the example's failure_charge.
     expect(allows[0]).toMatchObject({ debits: { output_tokens: 64 }, floored: { output_tokens: 'extracted_below_failure_charge' } })
   })

@@ -4,8 +4,9 @@
 // service (it finds the proxy from `https_proxy` itself), and curl pinned to the upstream's key
 // through SNI passthrough. Each runs by node or curl in the sandbox (the corral CA trusted through
 // NODE_EXTRA_CA_CERTS; the repository's packages read from MODULES), and each call is one decision
-// row of the policy's capability for it, with its transport's fields. curl --http2 and the MCP SDK
-// client from a workspace are in h2-workspace.test.ts and mcp-sandbox.test.ts.
+// row naming the policy's capability and allow rule for it, with its transport's fields.
+// curl --http2 and the MCP SDK client from a workspace are in h2-workspace.test.ts and
+// mcp-sandbox.test.ts.
 import { X509Certificate, createHash, randomUUID } from 'node:crypto'
 import { mkdir, mkdtemp, readFile, realpath, rm, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -235,7 +236,7 @@ describe.skipIf(!available)('real clients of every transport from a bubblewrap w
     expect(out.ws, JSON.stringify(out)).toEqual({ ok: { got: { type: 'response.completed', response: { usage: { total_tokens: 40 } } }, code: 1000 } })
     expect(out.undici, JSON.stringify(out)).toEqual({ ok: { got: 'hello from undici', code: 1000 } })
     const sockets = rowsOf('sockets').sort((a, b) => String(a.path).localeCompare(String(b.path)))
-    expect(sockets.map((r) => [r.decision, r.policy_type, r.method, r.path])).toEqual([['allow', 'http', 'GET', '/echo'], ['allow', 'http', 'GET', '/usage']])
+    expect(sockets.map((r) => [r.decision, r.policy_type, r.detail?.rule, r.method, r.path])).toEqual([['allow', 'http', 'upgrades', 'GET', '/echo'], ['allow', 'http', 'upgrades', 'GET', '/usage']])
     for (const r of sockets) {
       expect(r.detail, JSON.stringify(r)).toMatchObject({ upstream_status: 101, response_complete: true, websocket: { closed_by: 'agent', close_code: 1000, to_upstream: { messages: 1 }, to_agent: { messages: 1 } } })
     }
@@ -245,7 +246,7 @@ describe.skipIf(!available)('real clients of every transport from a bubblewrap w
 
   it("Node's http2 client: h2 end to end, one row saying so", () => {
     expect(out.http2, JSON.stringify(out)).toEqual({ ok: { status: 200, body: 'h2 upstream saw 2.0', alpn: 'h2' } })
-    expect(rowsOf('h2-api').map((r) => [r.decision, r.policy_type, r.method, r.path])).toEqual([['allow', 'http', 'GET', '/from-node-http2']])
+    expect(rowsOf('h2-api').map((r) => [r.decision, r.policy_type, r.detail?.rule, r.method, r.path])).toEqual([['allow', 'http', 'node-http2', 'GET', '/from-node-http2']])
     expect(rowsOf('h2-api')[0]!.detail).toMatchObject({ protocol: 'h2', upstream_status: 200, response_complete: true })
   })
 
@@ -257,7 +258,7 @@ describe.skipIf(!available)('real clients of every transport from a bubblewrap w
       ['allow', 'http', 'notes', 'POST', '/corraltest.Notes/Get', undefined],
       ['deny', 'http', '', 'POST', '/corraltest.Notes/Delete', 'no_match'],
     ])
-    expect(calls[0]!.detail).toMatchObject({ protocol: 'h2', grpc_status: 0, upstream_status: 200 })
+    expect(calls[0]!.detail).toMatchObject({ rule: 'read', protocol: 'h2', grpc_status: 0, upstream_status: 200 })
     expect(calls[1]!.detail).toMatchObject({ protocol: 'h2' })
     expect((calls[1]!.detail as { allowrule_eval: unknown[] }).allowrule_eval).toContainEqual({ capability: 'notes', rule: 'read', failed: 'path' })
     expect(notes.calls).toEqual(['Get n1'])
@@ -268,7 +269,7 @@ describe.skipIf(!available)('real clients of every transport from a bubblewrap w
     expect(out.pinned, JSON.stringify(out)).toEqual({ ok: 'pinned upstream: /pinned' })
     const tunnel = rowsOf('pinned')
     expect(tunnel.map((r) => [r.decision, r.policy_type, r.method, r.destination])).toEqual([['allow', 'http', 'CONNECT', 'localhost']])
-    expect(tunnel[0]!.detail).toMatchObject({ passthrough: true, sni: 'localhost', response_complete: true })
+    expect(tunnel[0]!.detail).toMatchObject({ rule: 'pinned-client', passthrough: true, sni: 'localhost', response_complete: true })
     expect(rows).toHaveLength(6)
   })
 })

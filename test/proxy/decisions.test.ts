@@ -137,6 +137,7 @@ describe('policy decisions through the proxy (real policy, real sockets)', () =>
       user_id: h.userId, workspace_id: ws.workspaceId, transforms_applied: 5, validations_applied: 0,
       transforms_failed: { 'bad-type': 'type_mismatch', 'bad-eval': 'eval_error', token: 'auth_unavailable' },
       auth_used: [], auth_failures: { gh: 'auth_unavailable' }, debits: {}, budget_state: {}, floored: {},
+      detail: { rule: 'models', upstream_status: 200, response_complete: true },
     })
     expect(row!.reason).toBeUndefined()
     expect(typeof row!.latency_ms).toBe('number')

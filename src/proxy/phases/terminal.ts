@@ -47,7 +47,8 @@ export function decisionRow(ctx: DecisionContext): NewAuditEvent {
     row.floored = { ...ctx.floored }
     // An allow was forwarded: the row says what the upstream answered and whether it all arrived,
     // so a 404 or a 500, or a stream cut short, does not read as a plain allow.
-    row.detail = { ...ctx.callDetail, ...ctx.detail, ...upstreamOutcome(ctx) }
+    // The allow rule that admitted it (its name, or `allow[i]`), as `caps test` and allowrule_eval name it.
+    row.detail = { ...(ctx.match ? { rule: ctx.match.ruleKey } : {}), ...ctx.callDetail, ...ctx.detail, ...upstreamOutcome(ctx) }
     if (ctx.protocol !== undefined) Object.assign(row.detail, streamOutcome(ctx))
   }
   return row
