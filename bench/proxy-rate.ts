@@ -2,7 +2,8 @@
 // schedule (rate per second, over a pool of `connections` keep-alive connections) whatever the
 // answers do, and each latency is measured from the request's *scheduled* start, so a stall of the
 // proxy shows up in the tail instead of slowing the generator down (no coordinated omission).
-import { readFileSync } from 'node:fs'
+import { spawn } from 'node:child_process'
+import { readdirSync, readFileSync } from 'node:fs'
 import type { Dispatcher } from 'undici'
 
 export interface RateResult {
@@ -27,6 +28,12 @@ export interface RateResult {
   main_busy_max?: number
   /** how many processes the proxy ran (its own and its children: `corral proxy --workers N` is N + 1) */
   processes?: number
+  /**
+   * CPU per request of each kind of thread, summed over the proxy's processes, by the thread's name
+   * (/proc/<pid>/task/<tid>/comm: the event loop under the process's own name, `libuv-worker`, V8's
+   * `V8 DefaultWorke…` GC and compiler helpers, a Worker thread under the name it was given).
+   */
+  threads_ms_per_req?: Record<string, number>
   /** this load generator's CPU per request (a saturated generator would inflate every latency) */
   generator_cpu_ms_per_req: number
 }
@@ -86,6 +93,43 @@ export function treeCpu(pids: readonly number[]): { total: number; main: Map<num
   return { total, main }
 }
 
+/** CPU in ms of every thread of these processes, summed by thread name (`main` for each process's event loop). */
+export function threadCpu(pids: readonly number[]): Map<string, number> {
+  const out = new Map<string, number>()
+  for (const p of pids) {
+    let tids: string[] = []
+    try {
+      tids = readdirSync(`/proc/${p}/task`)
+    } catch {
+      continue
+    }
+    for (const tid of tids) {
+      try {
+        const name = Number(tid) === p ? 'main' : readFileSync(`/proc/${p}/task/${tid}/comm`, 'utf8').trim()
+        out.set(name, (out.get(name) ?? 0) + statCpuMs(`/proc/${p}/task/${tid}/stat`))
+      } catch {
+        // gone meanwhile
+      }
+    }
+  }
+  return out
+}
+
+/**
+ * `perf record` of every thread of these processes (call graphs; JIT frames are named when the
+ * process runs with --perf-basic-prof) until stop(): the whole process's CPU, native work included.
+ */
+async function perfRecord(pids: readonly number[], out: string): Promise<{ stop(): Promise<void> }> {
+  const child = spawn('perf', ['record', '-q', '-F', '499', '-g', '-p', pids.join(','), '-o', out], { stdio: 'ignore' })
+  await new Promise((r) => setTimeout(r, 300))
+  return {
+    stop: () => new Promise<void>((resolve) => {
+      child.once('exit', () => resolve())
+      child.kill('SIGINT')
+    }),
+  }
+}
+
 async function schedule(d: Dispatcher, send: (d: Dispatcher) => Promise<void>, rate: number, seconds: number, record: boolean): Promise<{ lat: Float64Array; ok: number; errors: number; elapsed: number }> {
   const n = Math.round(rate * seconds)
   const lat = new Float64Array(n)
@@ -120,14 +164,18 @@ async function schedule(d: Dispatcher, send: (d: Dispatcher) => Promise<void>, r
 }
 
 /** A warm-up second at the same rate (discarded), then `seconds` measured. */
-export async function fixedRate(d: Dispatcher, send: (d: Dispatcher) => Promise<void>, o: { rate: number; seconds: number; pid?: number }): Promise<RateResult> {
+export async function fixedRate(d: Dispatcher, send: (d: Dispatcher) => Promise<void>, o: { rate: number; seconds: number; pid?: number; perfData?: string }): Promise<RateResult> {
   await schedule(d, send, o.rate, 1, false)
   const pids = o.pid ? processTree(o.pid) : []
+  const perf = o.perfData && pids.length ? await perfRecord(pids, o.perfData) : undefined
   const cpu0 = treeCpu(pids)
+  const threads0 = threadCpu(pids)
   const gen0 = process.cpuUsage()
   const r = await schedule(d, send, o.rate, o.seconds, true)
   const gen = process.cpuUsage(gen0)
   const cpu1 = treeCpu(pids)
+  const threads1 = threadCpu(pids)
+  await perf?.stop()
   const n = Math.max(1, r.ok + r.errors)
   let mainMs = 0
   let busiest = 0
@@ -137,7 +185,10 @@ export async function fixedRate(d: Dispatcher, send: (d: Dispatcher) => Promise<
     busiest = Math.max(busiest, d0)
   }
   const proc = o.pid
-    ? { cpu_ms_per_req: round((cpu1.total - cpu0.total) / n, 3), main_cpu_ms_per_req: round(mainMs / n, 3), main_busy_max: round(busiest / (r.elapsed * 1000), 2), processes: pids.length }
+    ? {
+        cpu_ms_per_req: round((cpu1.total - cpu0.total) / n, 3), main_cpu_ms_per_req: round(mainMs / n, 3), main_busy_max: round(busiest / (r.elapsed * 1000), 2), processes: pids.length,
+        threads_ms_per_req: Object.fromEntries([...threads1].map(([k, v]) => [k, round((v - (threads0.get(k) ?? 0)) / n, 4)]).filter(([, v]) => (v as number) > 0)),
+      }
     : {}
   const sorted = Float64Array.from(r.lat).sort()
   return {

@@ -301,7 +301,10 @@ async function rateRun(targets: Target[], origin: string, resultsDir: string): P
   for (const t of targets) {
     process.stderr.write(`fixed rate ${FIXED_RATE}/s × ${RATE_SECONDS} s over ${CONNECTIONS} connections: ${t.name} …\n`)
     const d = t.dispatcher(CONNECTIONS)
-    results[t.name] = await fixedRate(d, (x) => post(x, origin), { rate: FIXED_RATE, seconds: RATE_SECONDS, ...(t.pid ? { pid: t.pid } : {}) })
+    // CORRAL_BENCH_PERF=1: `perf record` of each target with a pid over its window → bench/results/prof/perf-<name>.data
+    const perfData = process.env.CORRAL_BENCH_PERF && t.pid ? join(resultsDir, 'prof', `perf-${t.name}.data`) : undefined
+    if (perfData) mkdirSync(join(resultsDir, 'prof'), { recursive: true })
+    results[t.name] = await fixedRate(d, (x) => post(x, origin), { rate: FIXED_RATE, seconds: RATE_SECONDS, ...(t.pid ? { pid: t.pid } : {}), ...(perfData ? { perfData } : {}) })
     await d.close()
   }
   const direct = results.direct!
@@ -320,6 +323,9 @@ async function rateRun(targets: Target[], origin: string, resultsDir: string): P
   for (const [name, r] of Object.entries(results)) {
     const a = added[name]
     process.stdout.write(`${name.padEnd(11)} ${String(r.achieved_rps).padStart(7)} req/s  p50 ${String(r.p50_ms).padStart(6)}  p99 ${String(r.p99_ms).padStart(7)}  p99.9 ${String(r.p999_ms).padStart(7)}  max ${String(r.max_ms).padStart(7)} ms  errors ${r.errors}${a ? `  added p99 ${a.p99_ms} ms` : ''}${r.cpu_ms_per_req !== undefined ? `  cpu ${r.cpu_ms_per_req} ms/req (main threads ${r.main_cpu_ms_per_req}, busiest loop ${Math.round((r.main_busy_max ?? 0) * 100)} %, ${r.processes} process${r.processes === 1 ? '' : 'es'})` : ''}  generator ${r.generator_cpu_ms_per_req} ms/req\n`)
+  }
+  for (const [name, r] of Object.entries(results)) {
+    if (r.threads_ms_per_req) process.stdout.write(`  ${name} threads ms/req: ${Object.entries(r.threads_ms_per_req).map(([k, v]) => `${k} ${v}`).join(', ')}\n`)
   }
   process.stdout.write(`load average ${out.machine.loadavg_before.join(' ')} → ${out.machine.loadavg_after.join(' ')}; target met: ${out.met}\nwrote bench/results/proxy-rate.json\n`)
 }

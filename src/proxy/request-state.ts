@@ -114,6 +114,11 @@ export interface RelayedBody {
   scrubber?: Scrubber
   /** The scan the relay applies to each chunk of `src` itself (an identity body: no stream in between). */
   scan?: BodyScan
+  /**
+   * The upstream's declared body length when the client's copy goes out chunked (a scanned body
+   * loses its Content-Length): the relay sends the chunk that completes it with the end.
+   */
+  length?: number
 }
 
 export interface RequestState {

@@ -25,18 +25,20 @@ const BASE64_CHAR = new Uint8Array(256)
 for (const c of 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_') BASE64_CHAR[c.charCodeAt(0)] = 1
 const PAD = 0x3d // "="
 
-export class Scrubber {
-  readonly #needles: Buffer[] = []
-  readonly #strings: string[] = []
+/** The needles of one set of injected values, built once and shared by every response that set is scanned in. */
+class Needles {
+  readonly buffers: Buffer[] = []
+  readonly strings: string[] = []
+  /** `strings` lower-cased: a header name holding one is dropped whatever its case. */
+  readonly lower: string[] = []
   /** Per needle: its base64 edges (scrub-forms.ts `Spelling`), 0 or 1 each. */
-  readonly #before: number[] = []
-  readonly #after: number[] = []
+  readonly before: number[] = []
+  readonly after: number[] = []
   /** Some needle has an edge before it: the last byte of a chunk may be that edge. */
-  #anyBefore = false
-  count = 0
+  anyBefore = false
 
   constructor(values: Iterable<string>) {
-    // Each distinct non-empty spelling once, in order (this runs for every scrubbed response).
+    // Each distinct non-empty spelling once, in order.
     const seenValues = new Set<string>()
     const seen = new Set<string>()
     for (const v of values) {
@@ -46,15 +48,53 @@ export class Scrubber {
         if (seen.has(text)) continue
         seen.add(text)
         const b = Buffer.from(text, 'utf8')
-        this.#needles.push(b)
+        this.buffers.push(b)
         // Header values arrive as latin1 strings (one char per byte): compare in that form. A
         // spelling whose UTF-8 is as long as it is ASCII only, and its latin1 form is itself.
-        this.#strings.push(b.length === text.length ? text : b.toString('latin1'))
-        this.#before.push(edges?.before ? 1 : 0)
-        this.#after.push(edges?.after ? 1 : 0)
-        if (edges?.before) this.#anyBefore = true
+        const str = b.length === text.length ? text : b.toString('latin1')
+        this.strings.push(str)
+        this.lower.push(str.toLowerCase())
+        this.before.push(edges?.before ? 1 : 0)
+        this.after.push(edges?.after ? 1 : 0)
+        if (edges?.before) this.anyBefore = true
       }
     }
+  }
+}
+
+// The same credentials are injected request after request: their needles are built once (a
+// bounded cache, like scrub-forms.ts's, in the process that already holds the values).
+const NEEDLES_MAX = 1024
+const needlesCache = new Map<string, Needles>()
+
+function needlesFor(values: readonly string[]): Needles {
+  const key = values.length === 1 ? values[0]! : values.join('\0')
+  let n = needlesCache.get(key)
+  if (!n) {
+    n = new Needles(values)
+    if (needlesCache.size >= NEEDLES_MAX) needlesCache.clear()
+    needlesCache.set(key, n)
+  }
+  return n
+}
+
+export class Scrubber {
+  readonly #needles: Buffer[]
+  readonly #strings: string[]
+  readonly #lower: string[]
+  readonly #before: number[]
+  readonly #after: number[]
+  readonly #anyBefore: boolean
+  count = 0
+
+  constructor(values: readonly string[]) {
+    const n = needlesFor(values)
+    this.#needles = n.buffers
+    this.#strings = n.strings
+    this.#lower = n.lower
+    this.#before = n.before
+    this.#after = n.after
+    this.#anyBefore = n.anyBefore
   }
 
   /** A header value with every needle masked. */
@@ -74,7 +114,7 @@ export class Scrubber {
 
   /** True when a header name holds a needle (the header is dropped: names cannot be masked). */
   inName(name: string): boolean {
-    for (const n of this.#strings) if (name.includes(n.toLowerCase()) || name.includes(n)) return true
+    for (let k = 0; k < this.#strings.length; k++) if (name.includes(this.#lower[k]!) || name.includes(this.#strings[k]!)) return true
     return false
   }
 
@@ -186,8 +226,22 @@ export class Scrubber {
     return flags
   }
 
+  /** Whether any needle occurs in the names or values of `h` (lower-cased in the names too, as inName()). */
+  #anyIn(h: Record<string, string | string[]>): boolean {
+    let all = ''
+    for (const k in h) {
+      const v = h[k]!
+      all += `${k}\n${typeof v === 'string' ? v : v.join('\n')}\n`
+    }
+    for (let k = 0; k < this.#strings.length; k++) if (all.includes(this.#strings[k]!) || all.includes(this.#lower[k]!)) return true
+    return false
+  }
+
   /** Response headers with needles masked in values; headers whose name holds one are dropped. */
   headers(h: Record<string, string | string[]>): Record<string, string | string[]> {
+    // Almost every response echoes nothing: one search per needle over all the names and values
+    // together says so (a needle found across two of them only sends this to the exact pass).
+    if (!this.#anyIn(h)) return h
     const out: Record<string, string | string[]> = {}
     for (const k in h) {
       const v = h[k]!

@@ -12,7 +12,7 @@ import type { BodyScan } from '../scrub.js'
 export async function responseBody(_core: ProxyCore, st: RequestState): Promise<PhaseOutcome> {
   const { ctx, res } = st
   const observer = st.meter
-  const { src, scrubber, scan } = st.relayed!
+  const { src, scrubber, scan, length } = st.relayed!
   let metered = false
   const beforeEnd = async (): Promise<boolean> => {
     metered = true
@@ -27,7 +27,7 @@ export async function responseBody(_core: ProxyCore, st: RequestState): Promise<
     await relay(src, res, (chunk) => {
       st.responseBytes += chunk.length
       observer?.onChunk(chunk)
-    }, beforeEnd, scan)
+    }, beforeEnd, scan, length)
   } catch (err) {
     if (!metered) observer?.onEnd(false)
     throw err
@@ -45,10 +45,15 @@ export async function responseBody(_core: ProxyCore, st: RequestState): Promise<
  * the client (never a truncated response that looks complete). `beforeEnd` runs between the
  * upstream's end and the client's: false cuts the client instead of ending its response. `scan`
  * (an identity body's credential scan) is applied to each chunk before it is counted and sent.
+ * With `length` (the upstream's declared length, the client's copy chunked) the chunk that
+ * completes the body is counted at once but sent with the end: one write carries it and the
+ * chunked terminator instead of two (each a TLS record and a syscall).
  */
-function relay(src: Readable, res: RequestState['res'], onChunk: (chunk: Buffer) => void, beforeEnd: () => Promise<boolean>, scan?: BodyScan): Promise<void> {
+function relay(src: Readable, res: RequestState['res'], onChunk: (chunk: Buffer) => void, beforeEnd: () => Promise<boolean>, scan?: BodyScan, length?: number): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     let done = false
+    let received = 0
+    let last: Buffer | undefined
     const finish = (err?: Error): void => {
       if (done) return
       done = true
@@ -67,16 +72,23 @@ function relay(src: Readable, res: RequestState['res'], onChunk: (chunk: Buffer)
     const onData = (chunk: Buffer): void => {
       // A chunk the scan holds back whole (it may begin a needle) sends nothing yet.
       const out = scan ? scan.push(chunk) : chunk
-      if (out.length > 0 && !send(out)) src.pause()
+      received += chunk.length
+      if (length !== undefined && received >= length) {
+        onChunk(out)
+        last = last ? Buffer.concat([last, out]) : out
+      } else if (out.length > 0 && !send(out)) src.pause()
     }
     const onDrain = (): void => void src.resume()
     // Settles on the response's 'finish', or (premature) 'close', whichever comes first.
     const onEnd = (): void => {
       // What the scan held back (it could have begun a needle) goes out masked before the end.
       const tail = scan?.end()
-      if (tail?.length) send(tail)
+      if (tail?.length) {
+        onChunk(tail)
+        last = last ? Buffer.concat([last, tail]) : tail
+      }
       beforeEnd().then(
-        (ok) => (ok ? void res.end() : finish(Object.assign(new Error('decision row not recorded'), { code: 'ERR_AUDIT_UNAVAILABLE' }))),
+        (ok) => (ok ? void (last?.length ? res.end(last) : res.end()) : finish(Object.assign(new Error('decision row not recorded'), { code: 'ERR_AUDIT_UNAVAILABLE' }))),
         (err: Error) => finish(err),
       )
     }

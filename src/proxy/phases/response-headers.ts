@@ -42,8 +42,11 @@ function scrubbed(st: RequestState, scrubber: Scrubber, headers: Record<string, 
   const raw = headers['content-encoding']
   const encoding = (Array.isArray(raw) ? raw.join(',') : raw ?? '').trim().toLowerCase()
   // A mask is not as long as what it hides: the length is known only at the end.
+  const declared = Number(headers['content-length'])
   delete headers['content-length']
-  if (encoding === '' || encoding === 'identity') return { src: body, scrubber, scan: scrubber.scan() }
+  if (encoding === '' || encoding === 'identity') {
+    return { src: body, scrubber, scan: scrubber.scan(), ...(declared > 0 && Number.isSafeInteger(declared) ? { length: declared } : {}) }
+  }
   const decoder: Transform | undefined = encoding === 'gzip' || encoding === 'x-gzip' ? createGunzip() : encoding === 'deflate' ? createInflate() : encoding === 'br' ? createBrotliDecompress() : undefined
   if (!decoder) {
     body.once('error', () => {}).destroy()
