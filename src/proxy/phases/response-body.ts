@@ -57,8 +57,8 @@ function relay(src: Readable, res: RequestState['res'], onChunk: (chunk: Buffer)
     const finish = (err?: Error): void => {
       if (done) return
       done = true
-      src.off('data', onData).off('end', onEnd).off('error', onSrcError).off('close', onSrcClose)
-      res.off('drain', onDrain).off('close', onResClose).off('error', onResError).off('finish', onResFinish)
+      // The listeners stay: both streams are this request's own and die with it, and a late
+      // event (the 'close' or 'error' of a destroy below) finds the relay done.
       if (err) {
         src.destroy()
         res.destroy()
