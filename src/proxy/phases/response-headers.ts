@@ -16,12 +16,14 @@ export function responseHeaders(_core: ProxyCore, st: RequestState): PhaseOutcom
   const observer = st.meter
   st.responseStatus = upstream.status
   st.ctx.upstreamStatus = upstream.status
-  let headers: Record<string, string | string[]> = {}
-  const from = upstream.headers
-  for (const k in from) if (!HOP_BY_HOP.has(k) || k === 'content-length') headers[k] = from[k]!
   // Something was injected: its bytes are masked in the response (scrub.ts), only then.
   const scrubber = st.injected?.length ? new Scrubber(st.injected) : undefined
-  const body: RelayedBody = scrubber ? scrubbed(st, scrubber, headers, upstream.body) : { src: upstream.body }
+  let headers: Record<string, string | string[]> = {}
+  const from = upstream.headers
+  // A mask is not as long as what it hides: a scanned body's length is known only at the end, so
+  // its Content-Length is left out here (not deleted later: a delete slows every later pass).
+  for (const k in from) if (!HOP_BY_HOP.has(k) || (k === 'content-length' && !scrubber)) headers[k] = from[k]!
+  const body: RelayedBody = scrubber ? scrubbed(st, scrubber, headers, upstream.body, Number(from['content-length'])) : { src: upstream.body }
   if (scrubber) headers = scrubber.headers(headers)
   // A trailers-only gRPC answer (its status in the headers) is relayed as headers plus trailers.
   if (st.ctx.protocol) trailersOnly(headers, upstream.trailers)
@@ -32,18 +34,16 @@ export function responseHeaders(_core: ProxyCore, st: RequestState): PhaseOutcom
 }
 
 /**
- * Sets up the body scan (the headers are masked by the caller). A body the scan cannot read (an
+ * Sets up the body scan (the headers are masked by the caller; `declared` is the upstream's
+ * Content-Length, not among them). A body the scan cannot read (an
  * encoding other than gzip, deflate or br, though `accept-encoding: identity` was asked) is
  * refused: the agent gets a 502, never bytes that were not scanned. An identity body is scanned
  * by the relay chunk by chunk (no stream in between); a compressed one is decoded and scanned
  * in a pipeline.
  */
-function scrubbed(st: RequestState, scrubber: Scrubber, headers: Record<string, string | string[]>, body: Readable): RelayedBody {
+function scrubbed(st: RequestState, scrubber: Scrubber, headers: Record<string, string | string[]>, body: Readable, declared: number): RelayedBody {
   const raw = headers['content-encoding']
   const encoding = (Array.isArray(raw) ? raw.join(',') : raw ?? '').trim().toLowerCase()
-  // A mask is not as long as what it hides: the length is known only at the end.
-  const declared = Number(headers['content-length'])
-  delete headers['content-length']
   if (encoding === '' || encoding === 'identity') {
     return { src: body, scrubber, scan: scrubber.scan(), ...(declared > 0 && Number.isSafeInteger(declared) ? { length: declared } : {}) }
   }
