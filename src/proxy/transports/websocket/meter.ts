@@ -9,6 +9,9 @@
 // response to read and debit 0.
 import type { FlooredReason } from '../../../contract/index.js'
 import type { CompiledCounter, CounterValue } from '../../../policy/index.js'
+import type { Budgets, Reservation } from '../../budgets.js'
+import type { PolicyDenial } from '../../decision.js'
+import type { MaybePromise } from '../../maybe.js'
 
 type Direction = 'to_upstream' | 'to_agent'
 
@@ -92,6 +95,23 @@ export class MessageMeter {
     }
     return out
   }
+}
+
+/** Takes the amounts from the budgets, counter by counter; the first refusal wins. */
+export function grow(budgets: Budgets, r: Reservation, amounts: readonly MessageAmount[]): MaybePromise<PolicyDenial | undefined> {
+  let i = 0
+  const step = (): MaybePromise<PolicyDenial | undefined> => {
+    for (; i < amounts.length; i++) {
+      const out = budgets.grow(r, amounts[i]!.counter.name, amounts[i]!.amount)
+      if (out instanceof Promise) {
+        i++
+        return out.then((d) => d ?? step())
+      }
+      if (out) return out
+    }
+    return undefined
+  }
+  return step()
 }
 
 function applies(c: CompiledCounter, dir: Direction): boolean {

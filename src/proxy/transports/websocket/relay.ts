@@ -13,12 +13,11 @@
 // the size limit or too large to meter, 1002/1007 a protocol or UTF-8 violation, 1014 the upstream
 // vanished without a close frame; otherwise a close is passed on with the code the other side sent.
 import type { Duplex } from 'node:stream'
-import type { PolicyDenial } from '../../decision.js'
 import { andThen, type MaybePromise } from '../../maybe.js'
 import type { ProxyCore, RequestState } from '../../request-state.js'
 import type { BodyScan, Scrubber } from '../../scrub.js'
 import { FrameParser, OP_BINARY, OP_CLOSE, OP_CONTINUATION, OP_PING, OP_PONG, OP_TEXT, closePayload, encodeFrame, type Role } from './frames.js'
-import type { MessageAmount, MessageMeter } from './meter.js'
+import { grow, type MessageAmount, type MessageMeter } from './meter.js'
 
 type Leg = 'agent' | 'upstream'
 type Direction = 'to_upstream' | 'to_agent'
@@ -220,7 +219,7 @@ export class WebSocketRelay {
       case 'data':
         return this.#data(lane, step.chunk, step.end)
       case 'ping':
-        this.#write(lane.to, OP_PING, lane.dir === 'to_agent' && this.#scrubber ? scrubWhole(this.#scrubber, step.payload) : step.payload)
+        this.#write(lane.to, OP_PING, lane.dir === 'to_agent' && this.#scrubber ? this.#scrubber.whole(step.payload) : step.payload)
         return
       case 'close':
         this.#onCloseFrame(lane.from, step.payload)
@@ -261,33 +260,13 @@ export class WebSocketRelay {
   /** Takes the amounts from the budgets, then runs `then`; a refusal closes the socket 4008 instead. */
   #take(amounts: readonly MessageAmount[], then: () => void): MaybePromise<void> {
     if (!amounts.length) return then()
-    return andThen(this.#grow(amounts), (refused) => {
+    return andThen(this.#core.budgets && this.#st.reservation ? grow(this.#core.budgets, this.#st.reservation, amounts) : undefined, (refused) => {
       if (this.#closedBy) return
       // What would pass the ceiling is not relayed; the row names the counter.
       if (refused) return this.close(CLOSE_BUDGET, 'budget_exhausted', String(refused.detail.counter ?? ''))
       this.#meter!.commit(amounts)
       then()
     })
-  }
-
-  /** Takes the amounts from the budgets, counter by counter; the first refusal wins. */
-  #grow(amounts: readonly MessageAmount[]): MaybePromise<PolicyDenial | undefined> {
-    const budgets = this.#core.budgets
-    const r = this.#st.reservation
-    if (!budgets || !r) return undefined
-    let i = 0
-    const step = (): MaybePromise<PolicyDenial | undefined> => {
-      for (; i < amounts.length; i++) {
-        const out = budgets.grow(r, amounts[i]!.counter.name, amounts[i]!.amount)
-        if (out instanceof Promise) {
-          i++
-          return out.then((d) => d ?? step())
-        }
-        if (out) return out
-      }
-      return undefined
-    }
-    return step()
   }
 
   /** Scrubs (toward the agent) and writes one chunk as a frame of the current message. */
@@ -407,12 +386,4 @@ export class WebSocketRelay {
 
 function lane(dir: Direction, from: Leg, to: Leg): Lane {
   return { dir, from, to, steps: [], busy: false, blocked: false, flow: { messages: 0, bytes: 0 }, text: false, sent: false, scan: undefined, copy: undefined, copied: 0 }
-}
-
-/** A control frame's payload (at most 125 bytes) with every injected value masked. */
-function scrubWhole(scrubber: Scrubber, data: Buffer): Buffer {
-  const scan = scrubber.scan()
-  const head = scan.push(data)
-  const tail = scan.end()
-  return tail && tail.length ? Buffer.concat([head, tail]) : head
 }
