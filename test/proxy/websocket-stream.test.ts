@@ -1,7 +1,7 @@
 // WebSocket frames are relayed as they arrive, never gathered into whole messages (docs/proxy.md
 // "WebSocket"): real `ws` upstreams that hold back a message's last fragment until the agent's
 // `ws` client has read the first one off its socket (a relay that gathered messages would wait
-// forever), a credential split across fragments still masked, a ping between two fragments
+// forever), a credential split across fragments (or sent in a ping) still masked, a ping between two fragments
 // relayed in its place, and a 64 MiB message through the proxy while the proxy's own memory holds
 // none of it (the client in a process of its own).
 import { spawn } from 'node:child_process'
@@ -33,7 +33,7 @@ const CAPS = `
     - name: keyed
       domains: ["127.0.0.1"]
       methods: [GET]
-      paths: ["/split", "/split-b64"]
+      paths: ["/split", "/split-b64", "/ping-secret"]
   transforms:
     - name: key
       applies_to: [keyed]
@@ -160,6 +160,23 @@ describe('WebSocket frames stream through the proxy', () => {
       await newRows(1)
       before++
     }
+  })
+
+  it('a ping from the upstream carrying the credential reaches the agent masked', async () => {
+    up.paths.set('/ping-secret', (ws, req) => ws.once('message', () => {
+      ws.ping(`key=${String(req.headers['x-api-key'])}`)
+      ws.send('done')
+    }))
+    const c = await wsTunnel(h, token, '/ping-secret')
+    expect(await opened(c)).toEqual({ open: true })
+    const pinged = new Promise<string>((r) => c.once('ping', (d: Buffer) => r(d.toString())))
+    const done = nextMessage(c)
+    c.send('go')
+    expect(await pinged).toBe('key=********')
+    expect((await done).data.toString()).toBe('done')
+    c.close(1000)
+    await closed(c)
+    await newRows(1)
   })
 
   it('a ping between two fragments is relayed in its place, both ways, and answered', async () => {
