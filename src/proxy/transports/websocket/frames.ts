@@ -47,7 +47,10 @@ export class FrameParser {
   #control: Buffer[] = []
   #inMessage = false
   #messageBytes = 0
-  #utf8: InstanceType<typeof TextDecoder> | undefined
+  /** One decoder for the leg's text messages: each message ends with a flush, which resets it. */
+  readonly #decoder = new TextDecoder('utf-8', { fatal: true })
+  /** The current message is text (its UTF-8 is checked as it streams). */
+  #utf8 = false
   #failed = false
 
   constructor(role: Role, maxMessage: number, on: FrameHandler) {
@@ -124,7 +127,7 @@ export class FrameParser {
     this.#left = len
     if (op !== OP_CONTINUATION) {
       this.#inMessage = true
-      this.#utf8 = op === OP_TEXT ? new TextDecoder('utf-8', { fatal: true }) : undefined
+      this.#utf8 = op === OP_TEXT
       this.#on.start(op === OP_TEXT)
     }
     if (len === 0) this.#dataPart(Buffer.alloc(0))
@@ -159,7 +162,7 @@ export class FrameParser {
     const end = this.#fin && this.#left === 0
     if (this.#utf8) {
       try {
-        this.#utf8.decode(part, { stream: !end })
+        this.#decoder.decode(part, { stream: !end })
       } catch {
         return this.#fail('WS_ERR_INVALID_UTF8', 1007)
       }
@@ -168,7 +171,7 @@ export class FrameParser {
     if (end) {
       this.#inMessage = false
       this.#messageBytes = 0
-      this.#utf8 = undefined
+      this.#utf8 = false
     }
     if (part.length > 0 || end) this.#on.data(part, end)
   }

@@ -67,7 +67,7 @@ export async function openUpstream(core: ProxyCore, st: RequestState): Promise<U
     const timer = setTimeout(() => fail(new Error('WebSocket handshake timed out')), core.limits.connectTimeoutMs)
     const onAbort = (): void => fail(new Error('the agent went away'))
     st.abort.once('abort', onAbort)
-    r.once('error', fail)
+    r.on('error', fail)
     r.once('upgrade', (res: IncomingMessage, s: Socket, head: Buffer) => {
       // Nothing is read until the relay is wired: bytes behind the 101 wait in the socket.
       s.pause()
