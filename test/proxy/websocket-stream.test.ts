@@ -118,7 +118,7 @@ describe('WebSocket frames stream through the proxy', () => {
     c.close(1000)
     await closed(c)
     const [row] = await newRows(1)
-    expect(row!.detail).toMatchObject({ response_complete: true, websocket: { to_agent: { messages: 1, bytes: 42 }, to_upstream: { messages: 1, bytes: 2 } } })
+    expect(row!.detail).toMatchObject({ response_complete: true, websocket: { to_agent: { messages: 1, frames: 2, bytes: 42 }, to_upstream: { messages: 1, frames: 1, bytes: 2 } } })
   })
 
   it('a credential split across fragments is masked whole, in UTF-8 text that stays valid, while the fragments stream', async () => {
@@ -247,6 +247,6 @@ describe('WebSocket frames stream through the proxy', () => {
       child.kill()
     }
     const [row] = await newRows(1)
-    expect(row!.detail).toMatchObject({ websocket: { to_agent: { messages: 1, bytes: 64 * MIB } } })
+    expect(row!.detail).toMatchObject({ websocket: { to_agent: { messages: 1, frames: 64, bytes: 64 * MIB } } })
   }, 120_000)
 })

@@ -52,6 +52,8 @@ export class FrameParser {
   /** The current message is text (its UTF-8 is checked as it streams). */
   #utf8 = false
   #failed = false
+  /** Data frames read (a message's fragments each count; control frames do not). */
+  frames = 0
 
   constructor(role: Role, maxMessage: number, on: FrameHandler) {
     this.#role = role
@@ -125,6 +127,7 @@ export class FrameParser {
     if (this.#messageBytes + len > this.#maxMessage) return this.#fail('WS_ERR_UNSUPPORTED_MESSAGE_LENGTH', 1009)
     this.#messageBytes += len
     this.#left = len
+    this.frames++
     if (op !== OP_CONTINUATION) {
       this.#inMessage = true
       this.#utf8 = op === OP_TEXT

@@ -37,6 +37,8 @@ const VIOLATION_GRACE_MS = 1_000
 
 interface Flow {
   messages: number
+  /** Data frames read from the sender (before the relay re-frames them). */
+  frames: number
   bytes: number
 }
 
@@ -375,8 +377,8 @@ export class WebSocketRelay {
       ...(this.#reason ? { close_reason: this.#reason } : {}),
       ...(this.#upstreamCode !== undefined ? { upstream_close_code: this.#upstreamCode } : {}),
       duration_ms: Math.max(0, Math.round(performance.now() - this.#startedAt)),
-      to_upstream: { ...this.#lanes.to_upstream.flow },
-      to_agent: { ...this.#lanes.to_agent.flow },
+      to_upstream: { ...this.#lanes.to_upstream.flow, frames: this.#legs.agent.parser.frames },
+      to_agent: { ...this.#lanes.to_agent.flow, frames: this.#legs.upstream.parser.frames },
       pings: this.#pings,
       ...(this.#error ? { error: this.#error } : {}),
       ...(this.#counter ? { counter: this.#counter } : {}),
@@ -385,5 +387,5 @@ export class WebSocketRelay {
 }
 
 function lane(dir: Direction, from: Leg, to: Leg): Lane {
-  return { dir, from, to, steps: [], busy: false, blocked: false, flow: { messages: 0, bytes: 0 }, text: false, sent: false, scan: undefined, copy: undefined, copied: 0 }
+  return { dir, from, to, steps: [], busy: false, blocked: false, flow: { messages: 0, frames: 0, bytes: 0 }, text: false, sent: false, scan: undefined, copy: undefined, copied: 0 }
 }
