@@ -128,7 +128,7 @@ describe('WebSocket metering while frames stream', () => {
     // Two fragments (80 000 bytes) fit under 100 000; the third was cut where the ceiling refused a chunk of it.
     expect(debit).toBeGreaterThanOrEqual(80_000)
     expect(debit).toBeLessThanOrEqual(100_000)
-    expect(ws.to_agent).toEqual({ messages: 0, bytes: debit })
+    expect(ws.to_agent).toEqual({ messages: 0, frames: 3, bytes: debit })
     expect(row!.detail).toMatchObject({ websocket: { close_code: 4008, counter: 'received' } })
     expect((row!.budget_state as Record<string, { workspace: { used: number } }>).received!.workspace.used).toBe(debit)
   })
