@@ -11,21 +11,22 @@
 // Close codes the proxy sends (docs/proxy.md "WebSocket"): 4008 a budget ran out, 1008 the
 // workspace was stopped or the token expired, 1001 idle timeout or shutdown, 1009 a message over
 // the size limit or too large to meter, 1002/1007 a protocol or UTF-8 violation, 1014 the upstream
-// vanished without a close frame; otherwise a close is passed on with the code the other side sent.
+// vanished without a close frame, 1011 a fault of the relay's own; otherwise a close is passed on
+// with the code the other side sent.
 import type { Duplex } from 'node:stream'
 import { andThen, type MaybePromise } from '../../maybe.js'
 import type { ProxyCore, RequestState } from '../../request-state.js'
-import type { BodyScan, Scrubber } from '../../scrub.js'
+import type { Scrubber } from '../../scrub.js'
 import { FrameParser, OP_BINARY, OP_CLOSE, OP_CONTINUATION, OP_PING, OP_PONG, OP_TEXT, closePayload, encodeFrame, type Role } from './frames.js'
 import { grow, type MessageAmount, type MessageMeter } from './meter.js'
 
-type Leg = 'agent' | 'upstream'
-type Direction = 'to_upstream' | 'to_agent'
+import { lane, type Direction, type Flow, type Lane, type Leg, type Step } from './lane.js'
 
 export const CLOSE_BUDGET = 4008
 export const CLOSE_POLICY = 1008
 export const CLOSE_GOING_AWAY = 1001
 export const CLOSE_TOO_BIG = 1009
+export const CLOSE_INTERNAL = 1011
 export const CLOSE_UPSTREAM_GONE = 1014
 
 /** Bytes queued toward one leg beyond which the other leg is paused until they are written. */
@@ -34,35 +35,6 @@ const HIGH_WATER = 1024 * 1024
 const CLOSE_GRACE_MS = 5_000
 /** After a violation, how long the peer at fault may take to answer the close. */
 const VIOLATION_GRACE_MS = 1_000
-
-interface Flow {
-  messages: number
-  /** Data frames read from the sender (before the relay re-frames them). */
-  frames: number
-  bytes: number
-}
-
-type Step = { kind: 'start'; text: boolean } | { kind: 'data'; chunk: Buffer; end: boolean } | { kind: 'ping'; payload: Buffer } | { kind: 'close'; payload: Buffer }
-
-/** One direction: its ordered steps, and the message it is relaying. */
-interface Lane {
-  readonly dir: Direction
-  readonly from: Leg
-  readonly to: Leg
-  readonly steps: Step[]
-  /** Waiting on the ledger: the source leg is paused. */
-  busy: boolean
-  /** The destination has more than HIGH_WATER queued: the source leg is paused. */
-  blocked: boolean
-  readonly flow: Flow
-  text: boolean
-  /** A frame of the current message went out: the next one is a continuation. */
-  sent: boolean
-  scan: BodyScan | undefined
-  /** The copy a `websocket.message` counter reads at the message's end (text messages only). */
-  copy: Buffer[] | undefined
-  copied: number
-}
 
 interface LegState {
   readonly socket: Duplex
@@ -159,7 +131,11 @@ export class WebSocketRelay {
     const s = l.socket
     s.on('data', (b: Buffer) => {
       this.#idle.refresh()
-      l.parser.push(b)
+      try {
+        l.parser.push(b)
+      } catch (err) {
+        this.#fault(err)
+      }
     })
     // A peer's FIN ends the leg (the agent's socket comes from an HTTP server, which allows half-open).
     s.on('end', () => s.end())
@@ -195,7 +171,12 @@ export class WebSocketRelay {
     while (!lane.busy && !this.#closedBy) {
       const step = lane.steps.shift()
       if (!step) return
-      const out = this.#step(lane, step)
+      let out: MaybePromise<void>
+      try {
+        out = this.#step(lane, step)
+      } catch (err) {
+        return this.#fault(err)
+      }
       if (out instanceof Promise) {
         lane.busy = true
         this.#legs[lane.from].socket.pause()
@@ -328,6 +309,13 @@ export class WebSocketRelay {
     this.#sendClose(from === 'agent' ? 'upstream' : 'agent', code, '')
   }
 
+  /** An error boundary: a fault of the relay's own closes this socket (1011), never the process. */
+  #fault(err: unknown): void {
+    this.#core.log.error({ err: { message: (err as Error)?.message ?? String(err) } }, 'proxy: the WebSocket relay failed; the socket was closed')
+    this.#error ??= 'proxy:internal_error'
+    this.close(CLOSE_INTERNAL, 'internal_error')
+  }
+
   #violation(leg: Leg, code: string, close: number): void {
     this.#error ??= `${leg}:${code}`
     if (leg === 'agent') this.#agentCode ??= close
@@ -384,8 +372,4 @@ export class WebSocketRelay {
       ...(this.#counter ? { counter: this.#counter } : {}),
     })
   }
-}
-
-function lane(dir: Direction, from: Leg, to: Leg): Lane {
-  return { dir, from, to, steps: [], busy: false, blocked: false, flow: { messages: 0, frames: 0, bytes: 0 }, text: false, sent: false, scan: undefined, copy: undefined, copied: 0 }
 }
