@@ -177,6 +177,20 @@ describe('WebSocket attacks', () => {
     }
   })
 
+  it('invalid UTF-8 in a text message, found while it streams: 1007 on both legs, the valid fragment before it relayed, the message never whole', async () => {
+    const c = await wsTunnel(h, token, '/echo')
+    expect(await opened(c)).toEqual({ open: true })
+    let echoed = 0
+    c.on('message', () => echoed++)
+    const end = closed(c)
+    c.send(Buffer.from('valid '), { fin: false, binary: false })
+    c.send(Buffer.from([0xc3, 0x28]), { fin: true })
+    expect((await end).code).toBe(1007)
+    expect(echoed).toBe(0)
+    const [row] = await newRows(1)
+    expect(row!.detail).toMatchObject({ websocket: { close_code: 1007, upstream_close_code: 1007, error: 'agent:WS_ERR_INVALID_UTF8', to_upstream: { messages: 0, bytes: 6 } } })
+  })
+
   it('an unmasked frame from the agent is a protocol error: close 1002, nothing relayed', async () => {
     const s = await tunnel()
     const payload = Buffer.from('unmasked')

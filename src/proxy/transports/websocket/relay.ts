@@ -234,7 +234,7 @@ export class WebSocketRelay {
     }
     let amounts = meter.bytes(lane.dir, chunk.length)
     if (end) {
-      amounts = amounts.concat(meter.ended(lane.dir, lane.text, lane.copy && Buffer.concat(lane.copy)))
+      amounts = amounts.concat(meter.ended(lane.dir, lane.text, lane.copy && (lane.copy.length === 1 ? lane.copy[0] : Buffer.concat(lane.copy))))
       lane.copy = undefined
     }
     return this.#take(amounts, () => this.#send(lane, chunk, end))
