@@ -7,6 +7,8 @@
 // bits (no extension is ever negotiated), opcodes and their order, control-frame size and FIN,
 // masking by role, the message size limit (checked on each frame's header, before a byte of the
 // frame is handed on) and UTF-8 of text messages (checked as they stream, with a fatal decoder).
+import { isUtf8 } from 'node:buffer'
+import { randomFillSync } from 'node:crypto'
 
 export const OP_CONTINUATION = 0x0
 export const OP_TEXT = 0x1
@@ -51,6 +53,8 @@ export class FrameParser {
   readonly #decoder = new TextDecoder('utf-8', { fatal: true })
   /** The current message is text (its UTF-8 is checked as it streams). */
   #utf8 = false
+  /** The decoder holds a text message begun in an earlier piece. */
+  #partial = false
   #failed = false
   /** Data frames read (a message's fragments each count; control frames do not). */
   frames = 0
@@ -156,7 +160,7 @@ export class FrameParser {
     if (this.#opcode === OP_CLOSE && payload.length >= 2) {
       const code = payload.readUInt16BE(0)
       if (!validCloseCode(code)) return this.#fail('WS_ERR_INVALID_CLOSE_CODE', 1002)
-      if (!validUtf8(payload.subarray(2))) return this.#fail('WS_ERR_INVALID_UTF8', 1007)
+      if (!isUtf8(payload.subarray(2))) return this.#fail('WS_ERR_INVALID_UTF8', 1007)
     }
     this.#on.control(this.#opcode, payload)
   }
@@ -164,11 +168,9 @@ export class FrameParser {
   #dataPart(part: Buffer): void {
     const end = this.#fin && this.#left === 0
     if (this.#utf8) {
-      try {
-        this.#decoder.decode(part, { stream: !end })
-      } catch {
-        return this.#fail('WS_ERR_INVALID_UTF8', 1007)
-      }
+      // A message read in one piece is checked in one native call; one that streams, by the decoder.
+      if (end && !this.#partial ? !isUtf8(part) : !decodes(this.#decoder, part, end)) return this.#fail('WS_ERR_INVALID_UTF8', 1007)
+      this.#partial = !end
     }
     if (this.#left === 0) this.#left = -1
     if (end) {
@@ -210,10 +212,23 @@ export function encodeFrame(opcode: number, fin: boolean, payload: Buffer, role:
   payload.copy(out, head)
   if (masked) {
     const key = out.subarray(head - 4, head)
-    crypto.getRandomValues(key)
+    maskKey(key)
     unmask(out.subarray(head), key, 0)
   }
   return out
+}
+
+/** Random bytes for masking keys, drawn 4 at a time and refilled when spent (as `ws` does). */
+const POOL = Buffer.alloc(8192)
+let poolAt = POOL.length
+
+function maskKey(into: Buffer): void {
+  if (poolAt + 4 > POOL.length) {
+    randomFillSync(POOL)
+    poolAt = 0
+  }
+  POOL.copy(into, 0, poolAt, poolAt + 4)
+  poolAt += 4
 }
 
 /** A close frame's payload: the code and a reason (cut to fit 125 bytes). */
@@ -235,9 +250,10 @@ export function validCloseCode(code: number): boolean {
   return (code >= 1000 && code <= 1014 && code !== 1004 && code !== 1005 && code !== 1006) || (code >= 3000 && code <= 4999)
 }
 
-function validUtf8(b: Buffer): boolean {
+/** Feeds a streaming fatal decoder; false on invalid UTF-8 (or, at the end, a cut character). */
+function decodes(decoder: InstanceType<typeof TextDecoder>, part: Buffer, end: boolean): boolean {
   try {
-    new TextDecoder('utf-8', { fatal: true }).decode(b)
+    decoder.decode(part, { stream: !end })
     return true
   } catch {
     return false
