@@ -1,7 +1,8 @@
 // WebSocket metering on a relay that streams frames (docs/proxy.md "WebSocket", "Metering"): a
 // `websocket.message` counter reads a bounded copy of each text message of its direction, and a
 // message too large for that copy is never delivered whole (the socket is closed 1009); binary
-// messages and the other direction are not copied; a `websocket.bytes` budget runs out in the
+// messages and the other direction are not copied; a `websocket.messages` budget refuses a message
+// before its first fragment; a `websocket.bytes` budget runs out in the
 // middle of a message, which is cut there (4008), and the ledger holds exactly what was relayed.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import type { WebSocket } from 'ws'
@@ -29,6 +30,10 @@ const CAPS = `
         source: websocket.bytes
         direction: to_agent
         workspace: { max: 100000 }
+      - name: asked
+        source: websocket.messages
+        direction: to_upstream
+        workspace: { max: 2 }
 `
 
 const event = (tokens: number, pad = 0): string => JSON.stringify({ type: 'response.completed', response: { usage: { total_tokens: tokens }, output_text: 'x'.repeat(pad) } })
@@ -110,6 +115,23 @@ describe('WebSocket metering while frames stream', () => {
     // Neither is a JSON event: `value` is not evaluated, the counter is floored, failure_charge (0) debited.
     expect(row).toMatchObject({ debits: { tokens: 0, received: 8 + 8192 }, floored: { tokens: 'parse_failed' } })
     expect(row!.detail).toMatchObject({ response_complete: true, websocket: { to_upstream: { messages: 2, bytes: 8192 + 13 }, to_agent: { messages: 2, bytes: 8 + 8192 } } })
+  })
+
+  it('a message budget is taken when a message begins: the message it cannot cover is not started, not even its first fragment', async () => {
+    const own = await h.workspace(CAPS)
+    const c = await wsTunnel(h, own.token, '/ack')
+    expect(await opened(c)).toEqual({ open: true })
+    c.send('one')
+    await nextMessage(c)
+    c.send('two')
+    await nextMessage(c)
+    const end = closed(c)
+    c.send('three, first fragment', { fin: false })
+    c.send(' and the last', { fin: true })
+    expect(await end).toEqual({ code: 4008, reason: 'budget_exhausted' })
+    const [row] = await newRows(1)
+    expect(row).toMatchObject({ debits: { asked: 2 } })
+    expect(row!.detail).toMatchObject({ websocket: { counter: 'asked', to_upstream: { messages: 2, bytes: 6 } } })
   })
 
   it('a byte budget that runs out in the middle of a message cuts it there: 4008, and the ledger holds what was relayed', async () => {
