@@ -186,7 +186,7 @@ export type CounterSource = 'request.count' | 'request.bytes' | 'response.bytes'
 /** Which WebSocket messages a websocket counter meters: the agent's, the upstream's, or both. */
 export type MessageDirection = 'to_upstream' | 'to_agent' | 'both'
 
-/** One WebSocket message as a counter sees it (whole, after reassembly of its fragments). */
+/** One WebSocket message as a `websocket.message` counter sees it (whole: the relay's bounded copy of its fragments). */
 export interface MessageView {
   direction: 'to_upstream' | 'to_agent'
   /** Text (UTF-8) or binary. */

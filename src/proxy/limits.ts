@@ -30,6 +30,8 @@ export interface ProxyLimits {
   transportRowsPerSecond: number
   /** WebSocket: largest message (all its fragments together) relayed either way; beyond it the socket is closed 1009. */
   wsMaxMessageBytes: number
+  /** WebSocket: largest text message a `websocket.message` counter copies to read whole; beyond it the socket is closed 1009. */
+  wsMeterMessageBytes: number
   /** WebSocket: no message, ping or pong either way for this long closes the socket (1001). */
   wsIdleTimeoutMs: number
   /** WebSocket: open sockets per workspace. */
@@ -52,6 +54,7 @@ export const DEFAULT_LIMITS: Readonly<ProxyLimits> = Object.freeze({
   drainMs: 5_000,
   transportRowsPerSecond: 20,
   wsMaxMessageBytes: 16 * 1024 * 1024,
+  wsMeterMessageBytes: 4 * 1024 * 1024,
   wsIdleTimeoutMs: 600_000,
   maxWebSocketsPerWorkspace: 64,
   maxStreamsPerConnection: 100,
@@ -72,6 +75,7 @@ export const LIMIT_ENV: Readonly<Record<keyof ProxyLimits, string>> = Object.fre
   drainMs: 'CORRAL_PROXY_DRAIN_MS',
   transportRowsPerSecond: 'CORRAL_PROXY_TRANSPORT_ROWS_PER_SECOND',
   wsMaxMessageBytes: 'CORRAL_PROXY_WS_MAX_MESSAGE_BYTES',
+  wsMeterMessageBytes: 'CORRAL_PROXY_WS_METER_MESSAGE_BYTES',
   wsIdleTimeoutMs: 'CORRAL_PROXY_WS_IDLE_TIMEOUT_MS',
   maxWebSocketsPerWorkspace: 'CORRAL_PROXY_MAX_WEBSOCKETS_PER_WORKSPACE',
   maxStreamsPerConnection: 'CORRAL_PROXY_MAX_STREAMS_PER_CONNECTION',

@@ -144,6 +144,14 @@ export class Scrubber {
     return keep
   }
 
+  /** A small buffer (a control frame's payload) with every needle masked. */
+  whole(data: Buffer): Buffer {
+    const scan = this.scan()
+    const head = scan.push(data)
+    const tail = scan.end()
+    return tail && tail.length ? Buffer.concat([head, tail]) : head
+  }
+
   /** A streaming transform of a body: masks across chunk boundaries (a decoded body's scan). */
   stream(): Transform {
     const scan = this.scan()

@@ -91,7 +91,7 @@ describe('WebSocket through the proxy', () => {
     expect(row).toMatchObject({ decision: 'allow', method: 'GET', path: '/echo', capability_name: 'realtime', debits: { sent: 3, tokens: 0 } })
     expect(row!.detail).toMatchObject({
       upstream_status: 101, response_complete: true,
-      websocket: { closed_by: 'agent', close_code: 1000, upstream_close_code: 1000, to_upstream: { messages: 3, bytes: 18 }, to_agent: { messages: 3, bytes: 18 }, pings: 1 },
+      websocket: { closed_by: 'agent', close_code: 1000, upstream_close_code: 1000, to_upstream: { messages: 3, frames: 5, bytes: 18 }, to_agent: { messages: 3, frames: 3, bytes: 18 }, pings: 1 },
     })
     expect((row!.detail as { websocket: { duration_ms: number } }).websocket.duration_ms).toBeGreaterThanOrEqual(0)
   })

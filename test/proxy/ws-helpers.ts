@@ -14,6 +14,8 @@ export interface WsUpstream {
   last: { headers: IncomingMessage['headers']; url: string }
   /** Close codes the upstream received, in order. */
   closes: number[]
+  /** A test's own behaviour for a path (replaces the built-in ones below). */
+  paths: Map<string, (ws: WebSocket, req: IncomingMessage) => void>
   close(): void
 }
 
@@ -27,7 +29,7 @@ export interface WsUpstream {
  */
 export function wsUpstream(h: Harness): WsUpstream {
   const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false })
-  const state: WsUpstream = { last: { headers: {}, url: '' }, closes: [], close: () => wss.close() }
+  const state: WsUpstream = { last: { headers: {}, url: '' }, closes: [], paths: new Map(), close: () => wss.close() }
   const onUpgrade = (req: IncomingMessage, socket: Socket, head: Buffer): void => {
     const path = (req.url ?? '').split('?')[0]
     if (path === '/masked') {
@@ -59,6 +61,8 @@ export function wsUpstream(h: Harness): WsUpstream {
     wss.handleUpgrade(req, socket, head, (ws) => {
       ws.on('close', (code) => state.closes.push(code))
       ws.on('error', () => {})
+      const own = state.paths.get(path ?? '')
+      if (own) return own(ws, req)
       if (path === '/headers') ws.send(JSON.stringify(req.headers))
       if (path === '/big') ws.send(Buffer.alloc(4096, 0x61).toString())
       ws.on('message', (data, isBinary) => {

@@ -5,7 +5,9 @@
 // after an upstream refused the upgrade), a 101 from an upstream to a request that never asked
 // for one, a 101 agreeing to compression or a subprotocol nobody offered, messages over the size
 // limit either way, unmasked client frames and masked server frames, an upgrade to a host or path the policy never named,
-// and an agent offering permessage-deflate (refused: the proxy must read every payload).
+// an agent offering permessage-deflate (refused: the proxy must read every payload), a message that
+// passes the size limit after fragments of it were relayed, and frames a streaming relay must refuse
+// (a compressed frame nobody negotiated, a continuation with no message, a message inside another).
 import { randomBytes } from 'node:crypto'
 import { connect as tlsConnect, type TLSSocket } from 'node:tls'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
@@ -138,6 +140,55 @@ describe('WebSocket attacks', () => {
     const rows = await newRows(2)
     expect(rows[0]!.detail).toMatchObject({ websocket: { error: 'agent:WS_ERR_UNSUPPORTED_MESSAGE_LENGTH', to_upstream: { messages: 0 } } })
     expect(rows[1]!.detail).toMatchObject({ websocket: { error: 'upstream:WS_ERR_UNSUPPORTED_MESSAGE_LENGTH', close_code: 1009, to_agent: { messages: 0 } } })
+  })
+
+  it('a message that passes the size limit in its third fragment: the two before it were relayed, the third never is, 1009', async () => {
+    const c = await wsTunnel(h, token, '/echo')
+    expect(await opened(c)).toEqual({ open: true })
+    let echoed = 0
+    c.on('message', () => echoed++)
+    const end = closed(c)
+    c.send(Buffer.alloc(MAX / 2, 1), { fin: false })
+    c.send(Buffer.alloc(MAX / 2, 2), { fin: false })
+    c.send(Buffer.alloc(1, 3), { fin: true })
+    expect((await end).code).toBe(1009)
+    expect(echoed).toBe(0)
+    const [row] = await newRows(1)
+    expect(row!.detail).toMatchObject({ websocket: { close_code: 1009, upstream_close_code: 1009, error: 'agent:WS_ERR_UNSUPPORTED_MESSAGE_LENGTH', to_upstream: { messages: 0, bytes: MAX } } })
+  })
+
+  it('frames the relay cannot pass on as they are: a compressed frame (RSV1, nothing negotiated), a continuation with no message, a new message inside another: 1002', async () => {
+    const masked = (b0: number, payload: Buffer): Buffer => {
+      const key = randomBytes(4)
+      return Buffer.concat([Buffer.from([b0, 0x80 | payload.length]), key, Buffer.from(payload.map((b, i) => b ^ key[i % 4]!))])
+    }
+    const cases: { frames: Buffer; error: string }[] = [
+      { frames: masked(0xc1, Buffer.from('deflated?')), error: 'agent:WS_ERR_UNEXPECTED_RSV_1' },
+      { frames: masked(0x80, Buffer.from('orphan')), error: 'agent:WS_ERR_INVALID_OPCODE' },
+      { frames: Buffer.concat([masked(0x01, Buffer.from('one ')), masked(0x81, Buffer.from('two'))]), error: 'agent:WS_ERR_INVALID_OPCODE' },
+    ]
+    for (const { frames, error } of cases) {
+      const r = await exchangeOn((await tunnel()) as never, [upgrade('/echo'), 300, frames])
+      expect(r.status).toBe('HTTP/1.1 101 Switching Protocols')
+      expect(r.text).toContain('\x88\x02\x03\xea')
+      const [row] = await newRows(1)
+      expect(row!.detail).toMatchObject({ websocket: { close_code: 1002, to_upstream: { messages: 0 }, error } })
+      before++
+    }
+  })
+
+  it('invalid UTF-8 in a text message, found while it streams: 1007 on both legs, the valid fragment before it relayed, the message never whole', async () => {
+    const c = await wsTunnel(h, token, '/echo')
+    expect(await opened(c)).toEqual({ open: true })
+    let echoed = 0
+    c.on('message', () => echoed++)
+    const end = closed(c)
+    c.send(Buffer.from('valid '), { fin: false, binary: false })
+    c.send(Buffer.from([0xc3, 0x28]), { fin: true })
+    expect((await end).code).toBe(1007)
+    expect(echoed).toBe(0)
+    const [row] = await newRows(1)
+    expect(row!.detail).toMatchObject({ websocket: { close_code: 1007, upstream_close_code: 1007, error: 'agent:WS_ERR_INVALID_UTF8', to_upstream: { messages: 0, bytes: 6 } } })
   })
 
   it('an unmasked frame from the agent is a protocol error: close 1002, nothing relayed', async () => {

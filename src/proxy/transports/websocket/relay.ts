@@ -1,41 +1,49 @@
-// The relay of one allowed WebSocket: the `ws` library speaks the protocol on both legs (the
-// agent's, where the proxy is the server, and the upstream's, where it is the client), so
-// masking, control frames, fragmentation, UTF-8 and size limits are enforced by a maintained
-// implementation on each side, and each message is seen whole (fragments reassembled, at most
-// wsMaxMessageBytes) before it is metered, scrubbed and sent on. Messages keep their order per
-// direction even while a budget refill waits on the ledger (the source leg is paused meanwhile).
+// The relay of one allowed WebSocket, frame by frame: what a leg's parser (frames.ts) hands on is
+// metered, scrubbed and written to the other leg as it arrives, re-framed (the proxy is a server to
+// the agent, its frames unmasked, and a client to the upstream, its frames masked; RFC 6455 5.4
+// lets an intermediary re-fragment a message that uses no extension). No message is gathered:
+// what is held is the scrubber's carry (shorter than the longest injected value, so a secret split
+// across frames is still masked whole), a `websocket.message` counter's bounded copy of a text
+// message, and at most HIGH_WATER queued toward a slow reader. Each direction is one ordered lane:
+// data and control frames go out in the order they came, also while a budget refill waits on the
+// ledger (the source leg is paused meanwhile).
 //
 // Close codes the proxy sends (docs/proxy.md "WebSocket"): 4008 a budget ran out, 1008 the
-// workspace was stopped or the token expired, 1001 idle timeout or shutdown, 1009 a message over the size limit,
-// 1002/1007 a protocol or UTF-8 violation, 1014 the upstream vanished without a close frame;
-// otherwise a close is passed on with the code the other side sent.
-import type { WebSocket, RawData } from 'ws'
-import type { PolicyDenial } from '../../decision.js'
+// workspace was stopped or the token expired, 1001 idle timeout or shutdown, 1009 a message over
+// the size limit or too large to meter, 1002/1007 a protocol or UTF-8 violation, 1014 the upstream
+// vanished without a close frame, 1011 a fault of the relay's own; otherwise a close is passed on
+// with the code the other side sent.
+import type { Duplex } from 'node:stream'
+import { andThen, type MaybePromise } from '../../maybe.js'
 import type { ProxyCore, RequestState } from '../../request-state.js'
 import type { Scrubber } from '../../scrub.js'
-import type { MessageAmount, MessageMeter } from './meter.js'
+import { FrameParser, OP_BINARY, OP_CLOSE, OP_CONTINUATION, OP_PING, OP_PONG, OP_TEXT, closePayload, encodeFrame, type Role } from './frames.js'
+import { grow, type MessageAmount, type MessageMeter } from './meter.js'
 
-type Leg = 'agent' | 'upstream'
-type Direction = 'to_upstream' | 'to_agent'
+import { lane, type Direction, type Flow, type Lane, type Leg, type Step } from './lane.js'
 
 export const CLOSE_BUDGET = 4008
 export const CLOSE_POLICY = 1008
 export const CLOSE_GOING_AWAY = 1001
+export const CLOSE_TOO_BIG = 1009
+export const CLOSE_INTERNAL = 1011
 export const CLOSE_UPSTREAM_GONE = 1014
 
 /** Bytes queued toward one leg beyond which the other leg is paused until they are written. */
 const HIGH_WATER = 1024 * 1024
 /** After one leg closed, how long the other may take to finish its close handshake. */
 const CLOSE_GRACE_MS = 5_000
+/** After a violation, how long the peer at fault may take to answer the close. */
+const VIOLATION_GRACE_MS = 1_000
 
-interface Flow {
-  messages: number
-  bytes: number
-}
-
-interface Pending {
-  data: Buffer
-  binary: boolean
+interface LegState {
+  readonly socket: Duplex
+  /** The proxy's role on this leg: the frames it writes are masked when it is the client. */
+  readonly role: Role
+  readonly parser: FrameParser
+  sentClose: boolean
+  gotClose: boolean
+  closed: boolean
 }
 
 /** What the closing row says about the connection (`detail.websocket`). */
@@ -52,19 +60,25 @@ export interface RelaySummary {
   counter?: string
 }
 
+export interface RelayOptions {
+  meter: MessageMeter | undefined
+  scrubber: Scrubber | undefined
+  /** When the capability token stops being honoured (ms since the epoch); the next message after it closes the socket. */
+  expiresAt: number
+  /** Bytes the upstream sent right behind its 101. */
+  upstreamHead: Buffer
+}
+
 export class WebSocketRelay {
   readonly #core: ProxyCore
   readonly #st: RequestState
-  readonly #legs: Record<Leg, WebSocket>
+  readonly #legs: Record<Leg, LegState>
+  readonly #lanes: Record<Direction, Lane>
   readonly #meter: MessageMeter | undefined
   readonly #scrubber: Scrubber | undefined
-  readonly #flows: Record<Direction, Flow> = { to_upstream: { messages: 0, bytes: 0 }, to_agent: { messages: 0, bytes: 0 } }
-  readonly #queues: Record<Direction, Pending[]> = { to_upstream: [], to_agent: [] }
-  readonly #busy: Record<Direction, boolean> = { to_upstream: false, to_agent: false }
-  readonly #queued: Record<Leg, number> = { agent: 0, upstream: 0 }
+  readonly #expiresAt: number
   readonly #startedAt = performance.now()
   readonly #idle: NodeJS.Timeout
-  readonly #closed: Record<Leg, boolean> = { agent: false, upstream: false }
   #pings = 0
   #closedBy: Leg | 'proxy' | undefined
   #agentCode: number | undefined
@@ -72,27 +86,23 @@ export class WebSocketRelay {
   #reason: string | undefined
   #error: string | undefined
   #counter: string | undefined
-  /** The close code `ws` sent on a leg after a violation there (it reads no close frame back, so its 'close' says 1006). */
-  readonly #violation: Partial<Record<Leg, number>> = {}
   #grace: NodeJS.Timeout | undefined
   #done!: (s: RelaySummary) => void
   /** Resolves once both legs are closed, with what the row records. */
   readonly finished: Promise<RelaySummary>
 
-  /** When the capability token stops being honoured (ms since the epoch); the next message after it closes the socket. */
-  readonly #expiresAt: number
-
-  constructor(core: ProxyCore, st: RequestState, agent: WebSocket, upstream: WebSocket, meter: MessageMeter | undefined, scrubber: Scrubber | undefined, expiresAt = Infinity) {
+  constructor(core: ProxyCore, st: RequestState, agent: Duplex, upstream: Duplex, opts: RelayOptions) {
     this.#core = core
-    this.#expiresAt = expiresAt
     this.#st = st
-    this.#legs = { agent, upstream }
-    this.#meter = meter?.meters ? meter : undefined
-    this.#scrubber = scrubber
+    this.#meter = opts.meter?.meters ? opts.meter : undefined
+    this.#scrubber = opts.scrubber
+    this.#expiresAt = opts.expiresAt
     this.finished = new Promise((r) => (this.#done = r))
     this.#idle = setTimeout(() => this.close(CLOSE_GOING_AWAY, 'idle_timeout'), core.limits.wsIdleTimeoutMs)
-    this.#wire('agent', 'upstream', 'to_upstream')
-    this.#wire('upstream', 'agent', 'to_agent')
+    this.#lanes = { to_upstream: lane('to_upstream', 'agent', 'upstream'), to_agent: lane('to_agent', 'upstream', 'agent') }
+    this.#legs = { agent: this.#leg('agent', agent, 'server', this.#lanes.to_upstream), upstream: this.#leg('upstream', upstream, 'client', this.#lanes.to_agent) }
+    this.#wire('agent', Buffer.alloc(0))
+    this.#wire('upstream', opts.upstreamHead)
   }
 
   /** Closes both legs with `code` (the proxy's decision: budget, shutdown, idle, workspace stopped). */
@@ -103,153 +113,247 @@ export class WebSocketRelay {
     if (counter) this.#counter = counter
     this.#agentCode = code
     this.#upstreamCode = code
-    for (const leg of ['agent', 'upstream'] as const) this.#closeLeg(leg, code, reason)
+    for (const leg of ['agent', 'upstream'] as const) this.#sendClose(leg, code, reason)
   }
 
-  #wire(from: Leg, to: Leg, dir: Direction): void {
-    const src = this.#legs[from]
-    src.on('message', (data: RawData, isBinary: boolean) => this.#onMessage(dir, toBuffer(data), isBinary))
-    src.on('ping', (data: Buffer) => {
-      this.#pings++
+  #leg(name: Leg, socket: Duplex, role: Role, from: Lane): LegState {
+    const parser = new FrameParser(role, this.#core.limits.wsMaxMessageBytes, {
+      start: (text) => this.#enqueue(from, { kind: 'start', text }),
+      data: (chunk, end) => this.#enqueue(from, { kind: 'data', chunk, end }),
+      control: (opcode, payload) => this.#control(name, from, opcode, payload),
+      error: (code, close) => this.#violation(name, code, close),
+    })
+    return { socket, role, parser, sentClose: false, gotClose: false, closed: false }
+  }
+
+  #wire(name: Leg, head: Buffer): void {
+    const l = this.#legs[name]
+    const s = l.socket
+    s.on('data', (b: Buffer) => {
       this.#idle.refresh()
-      // Answered on this leg by `ws` (autoPong); passed on so the far end sees the peer is alive.
-      if (this.#legs[to].readyState === 1) this.#legs[to].ping(data)
-    })
-    src.on('pong', () => this.#idle.refresh())
-    src.on('error', (err: Error & { code?: string }) => {
-      this.#error ??= `${from}:${err.code ?? 'error'}`
-      this.#violation[from] ??= violationCode(err.code)
-      // `ws` has sent its close frame (1002, 1007, 1009); a peer that never answers it is cut.
-      setTimeout(() => src.terminate(), 1_000).unref()
-    })
-    src.on('close', (code: number) => this.#onClose(from, to, code, src))
-  }
-
-  #onMessage(dir: Direction, data: Buffer, binary: boolean): void {
-    this.#idle.refresh()
-    if (this.#closedBy) return
-    if (this.#busy[dir]) {
-      this.#queues[dir].push({ data, binary })
-      return
-    }
-    this.#process(dir, data, binary)
-  }
-
-  /** Meters (and maybe waits for the ledger), then sends; drains the queue of its direction. */
-  #process(dir: Direction, data: Buffer, binary: boolean): void {
-    if (!this.#st.workspace!.active) {
-      this.close(CLOSE_POLICY, 'workspace_gone')
-      return
-    }
-    // A socket outlives its upgrade, not its token (as a keep-alive tunnel does not).
-    if (Date.now() > this.#expiresAt) {
-      this.close(CLOSE_POLICY, 'token_expired')
-      return
-    }
-    const amounts = this.#meter ? this.#meter.measure({ direction: dir, text: !binary, data }) : []
-    const held = amounts.length ? this.#grow(amounts) : undefined
-    if (held instanceof Promise) {
-      this.#busy[dir] = true
-      const src = this.#legs[dir === 'to_upstream' ? 'agent' : 'upstream']
-      src.pause()
-      held.then((d) => this.#after(dir, data, binary, amounts, d), (err: unknown) => {
-        this.#core.log.error({ err: { message: (err as Error)?.message ?? String(err) } }, 'proxy: a WebSocket budget hold failed; the socket was closed')
-        this.close(CLOSE_BUDGET, 'budget_unavailable')
-      }).finally(() => {
-        this.#busy[dir] = false
-        if (!this.#closedBy) src.resume()
-        this.#drain(dir)
-      })
-      return
-    }
-    this.#after(dir, data, binary, amounts, held)
-  }
-
-  #drain(dir: Direction): void {
-    while (!this.#busy[dir] && !this.#closedBy) {
-      const next = this.#queues[dir].shift()
-      if (!next) return
-      this.#process(dir, next.data, next.binary)
-    }
-    this.#queues[dir].length = 0
-  }
-
-  /** Takes the message's amounts from the budgets, counter by counter; the first refusal wins. */
-  #grow(amounts: readonly MessageAmount[]): ReturnType<NonNullable<ProxyCore['budgets']>['grow']> {
-    const budgets = this.#core.budgets
-    const r = this.#st.reservation
-    if (!budgets || !r) return undefined
-    let i = 0
-    const step = (): ReturnType<typeof budgets.grow> => {
-      for (; i < amounts.length; i++) {
-        const out = budgets.grow(r, amounts[i]!.counter.name, amounts[i]!.amount)
-        if (out instanceof Promise) {
-          i++
-          return out.then((d) => d ?? step())
-        }
-        if (out) return out
+      try {
+        l.parser.push(b)
+      } catch (err) {
+        this.#fault(err)
       }
-      return undefined
-    }
-    return step()
+    })
+    // A peer's FIN ends the leg (the agent's socket comes from an HTTP server, which allows half-open).
+    s.on('end', () => s.end())
+    s.on('error', () => s.destroy())
+    s.on('close', () => this.#onSocketClose(name))
+    s.on('drain', () => this.#onDrain(name))
+    if (head.length) l.parser.push(head)
+    s.resume()
   }
 
-  #after(dir: Direction, data: Buffer, binary: boolean, amounts: readonly MessageAmount[], refused: PolicyDenial | undefined): void {
-    if (this.#closedBy) return
-    if (refused) {
-      // The message that would pass the ceiling is not relayed; the row names the counter.
-      this.close(CLOSE_BUDGET, 'budget_exhausted', String(refused.detail.counter ?? ''))
-      return
+  #control(from: Leg, lane: Lane, opcode: number, payload: Buffer): void {
+    if (opcode === OP_PING) {
+      this.#pings++
+      // Answered on this leg at once (as `ws` does), and passed on in order so the far end sees its peer alive.
+      this.#write(from, OP_PONG, payload)
+      this.#enqueue(lane, { kind: 'ping', payload })
+    } else if (opcode === OP_CLOSE) {
+      // After the proxy decided to close, a peer's close answers it: read even while the lane waits.
+      if (this.#closedBy) this.#onCloseFrame(from, payload)
+      else this.#enqueue(lane, { kind: 'close', payload })
     }
-    this.#meter?.commit(amounts)
-    const out = dir === 'to_agent' && this.#scrubber ? scrub(this.#scrubber, data) : data
-    const to: Leg = dir === 'to_upstream' ? 'upstream' : 'agent'
-    const dest = this.#legs[to]
-    if (dest.readyState !== 1) return
-    const flow = this.#flows[dir]
-    flow.messages++
-    flow.bytes += data.length
-    this.#queued[to] += out.length
-    const src = this.#legs[to === 'upstream' ? 'agent' : 'upstream']
-    if (this.#queued[to] > HIGH_WATER) src.pause()
-    dest.send(out, { binary }, () => {
-      this.#queued[to] -= out.length
-      if (this.#queued[to] <= HIGH_WATER && !this.#busy[dir] && !this.#closedBy) src.resume()
+    // A pong answers a ping the proxy passed on (the peer that sent it had its pong already).
+  }
+
+  #enqueue(lane: Lane, step: Step): void {
+    if (this.#closedBy) return
+    lane.steps.push(step)
+    if (!lane.busy) this.#drain(lane)
+  }
+
+  /** Runs the lane's steps in order; one that must wait on the ledger pauses the source leg until it is done. */
+  #drain(lane: Lane): void {
+    while (!lane.busy && !this.#closedBy) {
+      const step = lane.steps.shift()
+      if (!step) return
+      let out: MaybePromise<void>
+      try {
+        out = this.#step(lane, step)
+      } catch (err) {
+        return this.#fault(err)
+      }
+      if (out instanceof Promise) {
+        lane.busy = true
+        this.#legs[lane.from].socket.pause()
+        out.catch((err: unknown) => {
+          this.#core.log.error({ err: { message: (err as Error)?.message ?? String(err) } }, 'proxy: a WebSocket budget hold failed; the socket was closed')
+          this.close(CLOSE_BUDGET, 'budget_unavailable')
+        }).finally(() => {
+          lane.busy = false
+          if (this.#closedBy) return
+          if (!lane.blocked) this.#legs[lane.from].socket.resume()
+          this.#drain(lane)
+        })
+        return
+      }
+    }
+    lane.steps.length = 0
+  }
+
+  #step(lane: Lane, step: Step): MaybePromise<void> {
+    switch (step.kind) {
+      case 'start':
+        return this.#start(lane, step.text)
+      case 'data':
+        return this.#data(lane, step.chunk, step.end)
+      case 'ping':
+        this.#write(lane.to, OP_PING, lane.dir === 'to_agent' && this.#scrubber ? this.#scrubber.whole(step.payload) : step.payload)
+        return
+      case 'close':
+        this.#onCloseFrame(lane.from, step.payload)
+    }
+  }
+
+  /** A message begins: the socket's standing is checked, per-message counters take their 1. */
+  #start(lane: Lane, text: boolean): MaybePromise<void> {
+    if (!this.#st.workspace!.active) return this.close(CLOSE_POLICY, 'workspace_gone')
+    // A socket outlives its upgrade, not its token (as a keep-alive tunnel does not).
+    if (Date.now() > this.#expiresAt) return this.close(CLOSE_POLICY, 'token_expired')
+    lane.text = text
+    lane.sent = false
+    lane.scan = lane.dir === 'to_agent' && this.#scrubber ? this.#scrubber.scan() : undefined
+    lane.copy = text && this.#meter?.reader(lane.dir) ? [] : undefined
+    lane.copied = 0
+    return this.#meter ? this.#take(this.#meter.started(lane.dir), () => undefined) : undefined
+  }
+
+  /** Payload of the current message: bytes counters take it, the last chunk waits for the message's CEL counters. */
+  #data(lane: Lane, chunk: Buffer, end: boolean): MaybePromise<void> {
+    const meter = this.#meter
+    if (!meter) return this.#send(lane, chunk, end)
+    if (lane.copy) {
+      lane.copied += chunk.length
+      // A message a counter cannot read whole is not delivered whole (fail closed, docs/proxy.md).
+      if (lane.copied > this.#core.limits.wsMeterMessageBytes) return this.close(CLOSE_TOO_BIG, 'metered_message_too_large', meter.reader(lane.dir))
+      lane.copy.push(Buffer.from(chunk))
+    }
+    let amounts = meter.bytes(lane.dir, chunk.length)
+    if (end) {
+      amounts = amounts.concat(meter.ended(lane.dir, lane.text, lane.copy && (lane.copy.length === 1 ? lane.copy[0] : Buffer.concat(lane.copy))))
+      lane.copy = undefined
+    }
+    return this.#take(amounts, () => this.#send(lane, chunk, end))
+  }
+
+  /** Takes the amounts from the budgets, then runs `then`; a refusal closes the socket 4008 instead. */
+  #take(amounts: readonly MessageAmount[], then: () => void): MaybePromise<void> {
+    if (!amounts.length) return then()
+    return andThen(this.#core.budgets && this.#st.reservation ? grow(this.#core.budgets, this.#st.reservation, amounts) : undefined, (refused) => {
+      if (this.#closedBy) return
+      // What would pass the ceiling is not relayed; the row names the counter.
+      if (refused) return this.close(CLOSE_BUDGET, 'budget_exhausted', String(refused.detail.counter ?? ''))
+      this.#meter!.commit(amounts)
+      then()
     })
   }
 
-  #onClose(from: Leg, to: Leg, received: number, src: WebSocket): void {
-    this.#closed[from] = true
-    const code = this.#violation[from] ?? received
+  /** Scrubs (toward the agent) and writes one chunk as a frame of the current message. */
+  #send(lane: Lane, chunk: Buffer, end: boolean): void {
+    const dest = this.#legs[lane.to]
+    if (dest.sentClose || dest.closed) return
+    lane.flow.bytes += chunk.length
+    if (end) lane.flow.messages++
+    let out = lane.scan ? lane.scan.push(chunk) : chunk
+    if (end && lane.scan) {
+      const tail = lane.scan.end()
+      if (tail?.length) out = Buffer.concat([out, tail])
+    }
+    // Bytes the scrubber holds back (the start of a possible secret) go out with the next chunk.
+    if (out.length === 0 && !end) return
+    const opcode = lane.sent ? OP_CONTINUATION : lane.text ? OP_TEXT : OP_BINARY
+    lane.sent = true
+    if (this.#write(lane.to, opcode, out, end) > HIGH_WATER && !lane.blocked) {
+      lane.blocked = true
+      this.#legs[lane.from].socket.pause()
+    }
+  }
+
+  /** Writes one frame to a leg still open for it; returns the bytes queued there. */
+  #write(to: Leg, opcode: number, payload: Buffer, fin = true): number {
+    const l = this.#legs[to]
+    if (l.sentClose || l.closed || !l.socket.writable) return 0
+    l.socket.write(encodeFrame(opcode, fin, payload, l.role))
+    return l.socket.writableLength
+  }
+
+  #onDrain(to: Leg): void {
+    const lane = this.#lanes[to === 'upstream' ? 'to_upstream' : 'to_agent']
+    if (!lane.blocked) return
+    lane.blocked = false
+    if (!lane.busy && !this.#closedBy) this.#legs[lane.from].socket.resume()
+  }
+
+  /** A close frame from a leg: answered there, and (if first) passed on to the other leg. */
+  #onCloseFrame(from: Leg, payload: Buffer): void {
+    const l = this.#legs[from]
+    if (l.gotClose) return
+    l.gotClose = true
+    const code = payload.length >= 2 ? payload.readUInt16BE(0) : 1005
     if (from === 'agent') this.#agentCode ??= code
     else this.#upstreamCode ??= code
-    if (!this.#closedBy) {
-      this.#closedBy = from
-      // 1005 (no code) and 1006 (no close frame) are never sent on the wire.
-      const passOn = from === 'upstream' && code === 1006 ? CLOSE_UPSTREAM_GONE : from === 'agent' && code === 1006 ? CLOSE_GOING_AWAY : code === 1005 ? 1000 : code
-      if (from === 'upstream') this.#agentCode = passOn
-      else this.#upstreamCode = passOn
-      this.#closeLeg(to, passOn, '')
-    }
-    src.removeAllListeners('message')
-    if (this.#closed.agent && this.#closed.upstream) this.#finish()
+    if (l.sentClose) l.socket.end()
+    else this.#sendClose(from, code === 1005 ? 1000 : code, '')
+    if (!this.#closedBy) this.#passOn(from, code === 1005 ? 1000 : code)
   }
 
-  #closeLeg(leg: Leg, code: number, reason: string): void {
-    const ws = this.#legs[leg]
-    if (ws.readyState === 3) return
-    // A leg paused for back-pressure or a ledger wait must read the peer's close frame.
-    ws.resume()
-    try {
-      if (ws.readyState === 1) ws.close(code, reason)
-      else ws.terminate()
-    } catch {
-      ws.terminate()
+  /** The first leg to close, by frame, violation or vanishing: the other leg is closed with `code`. */
+  #passOn(from: Leg, code: number): void {
+    this.#closedBy = from
+    if (from === 'upstream') this.#agentCode = code
+    else this.#upstreamCode = code
+    this.#sendClose(from === 'agent' ? 'upstream' : 'agent', code, '')
+  }
+
+  /** An error boundary: a fault of the relay's own closes this socket (1011), never the process. */
+  #fault(err: unknown): void {
+    this.#core.log.error({ err: { message: (err as Error)?.message ?? String(err) } }, 'proxy: the WebSocket relay failed; the socket was closed')
+    this.#error ??= 'proxy:internal_error'
+    this.close(CLOSE_INTERNAL, 'internal_error')
+  }
+
+  #violation(leg: Leg, code: string, close: number): void {
+    this.#error ??= `${leg}:${code}`
+    if (leg === 'agent') this.#agentCode ??= close
+    else this.#upstreamCode ??= close
+    this.#sendClose(leg, close, '')
+    const s = this.#legs[leg].socket
+    // The peer at fault has the close frame; one that never answers it is cut.
+    setTimeout(() => s.destroy(), VIOLATION_GRACE_MS).unref()
+    if (!this.#closedBy) this.#passOn(leg, close)
+  }
+
+  #sendClose(leg: Leg, code: number, reason: string): void {
+    const l = this.#legs[leg]
+    if (l.closed) return
+    if (!l.sentClose) {
+      this.#write(leg, OP_CLOSE, closePayload(code, reason))
+      l.sentClose = true
     }
+    if (l.gotClose) l.socket.end()
+    // A leg paused for back-pressure or a ledger wait must read the peer's close frame.
+    l.socket.resume()
     this.#grace ??= setTimeout(() => {
-      for (const l of ['agent', 'upstream'] as const) this.#legs[l].terminate()
+      for (const s of Object.values(this.#legs)) s.socket.destroy()
     }, CLOSE_GRACE_MS)
     this.#grace.unref()
+  }
+
+  #onSocketClose(leg: Leg): void {
+    const l = this.#legs[leg]
+    if (l.closed) return
+    l.closed = true
+    // 1006: the leg went away without a close frame (never sent on the wire).
+    if (!l.gotClose) {
+      if (leg === 'agent') this.#agentCode ??= 1006
+      else this.#upstreamCode ??= 1006
+    }
+    if (!this.#closedBy) this.#passOn(leg, leg === 'upstream' ? CLOSE_UPSTREAM_GONE : CLOSE_GOING_AWAY)
+    if (this.#legs.agent.closed && this.#legs.upstream.closed) this.#finish()
   }
 
   #finish(): void {
@@ -261,33 +365,11 @@ export class WebSocketRelay {
       ...(this.#reason ? { close_reason: this.#reason } : {}),
       ...(this.#upstreamCode !== undefined ? { upstream_close_code: this.#upstreamCode } : {}),
       duration_ms: Math.max(0, Math.round(performance.now() - this.#startedAt)),
-      to_upstream: { ...this.#flows.to_upstream },
-      to_agent: { ...this.#flows.to_agent },
+      to_upstream: { ...this.#lanes.to_upstream.flow, frames: this.#legs.agent.parser.frames },
+      to_agent: { ...this.#lanes.to_agent.flow, frames: this.#legs.upstream.parser.frames },
       pings: this.#pings,
       ...(this.#error ? { error: this.#error } : {}),
       ...(this.#counter ? { counter: this.#counter } : {}),
     })
   }
 }
-
-/** A message from the upstream with every injected value masked (scrub.ts), seen whole. */
-function scrub(scrubber: Scrubber, data: Buffer): Buffer {
-  const scan = scrubber.scan()
-  const head = scan.push(data)
-  const tail = scan.end()
-  return tail && tail.length ? Buffer.concat([head, tail]) : head
-}
-
-/** The close code `ws` sends for each of its protocol errors (RFC 6455 7.4.1). */
-function violationCode(code: string | undefined): number {
-  if (code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') return 1009
-  if (code === 'WS_ERR_INVALID_UTF8') return 1007
-  return 1002
-}
-
-function toBuffer(data: RawData): Buffer {
-  if (Buffer.isBuffer(data)) return data
-  if (Array.isArray(data)) return Buffer.concat(data)
-  return Buffer.from(data)
-}
-

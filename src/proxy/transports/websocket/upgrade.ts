@@ -10,7 +10,6 @@
 // budgets settled and `detail.websocket` (duration, messages and bytes each way, close codes).
 import { STATUS_CODES, ServerResponse, type IncomingMessage } from 'node:http'
 import type { Socket } from 'node:net'
-import { WebSocket, WebSocketServer } from 'ws'
 import { destinationRefusal } from '../../../net/index.js'
 import { targetPath } from '../../../policy/index.js'
 import { normalizeHost } from '../../ca.js'
@@ -26,15 +25,12 @@ import { ClientGone, type Entry, type ProxyCore, type RequestState, type TunnelC
 import { Scrubber } from '../../scrub.js'
 import { PROXY_CHALLENGE, requestToken } from '../../token.js'
 import { HOP_BY_HOP } from '../../upstream.js'
+import { HandshakeError, agentSwitch, openUpstream, type Refusal } from './handshake.js'
 import { MessageMeter } from './meter.js'
 import { CLOSE_GOING_AWAY, WebSocketRelay, type RelaySummary } from './relay.js'
 
-/** Handshake headers the proxy's own upstream WebSocket writes itself. */
-const HANDSHAKE = new Set(['sec-websocket-key', 'sec-websocket-version', 'sec-websocket-extensions', 'sec-websocket-protocol'])
 const KEY = /^[A-Za-z0-9+/]{22}==$/
 const EARLY_DATA = deny('no_match', { message: 'bytes were sent after the WebSocket handshake before its 101 answer', websocket: 'early_data' }, 400)
-/** An upstream's refusal body relayed to the agent, at most. */
-const REFUSAL_BODY_MAX = 64 * 1024
 
 const ADMISSION: readonly PhaseStep[] = [
   { phase: 'request_headers', name: 'request-headers', run: requestHeaders },
@@ -127,36 +123,30 @@ export class WebSockets {
     st.ctx.phase = 'response_headers'
     const upstream = await openUpstream(core, st).catch((err: unknown) => err as Error)
     if (upstream instanceof Error || 'status' in upstream) {
+      socket.off('data', onEarly)
       await answerUpstreamFailure(core, st, socket, upstream)
       return
     }
-    socket.off('data', onEarly)
-    if (early() > 0) {
-      // Bytes arrived while the upstream was being opened: refused like those before it.
-      upstream.terminate()
-      await refuse(core, st, socket, EARLY_DATA)
-      return
-    }
-    if (socket.destroyed) {
-      upstream.terminate()
-      ctx.detail.client_closed = true
-      await settleAndRecord(core, st, undefined, undefined)
-      return
-    }
-    ctx.upstreamStatus = 101
-    const agent = await new Promise<WebSocket>((resolve) => {
-      // The agent's leg: no compression (the proxy must read every payload to meter and scrub it),
-      // masked frames only, messages up to wsMaxMessageBytes (`ws` closes 1009 beyond). The 101
-      // names the subprotocol the upstream chose, when the agent offered it.
-      const chosen = upstream.protocol
-      const server = new WebSocketServer({ noServer: true, clientTracking: false, perMessageDeflate: false, maxPayload: core.limits.wsMaxMessageBytes, handleProtocols: (offered) => (chosen && offered.has(chosen) ? chosen : false) })
-      server.handleUpgrade(st.req, socket, Buffer.alloc(0), (w) => resolve(w))
-    })
-    st.ctx.phase = 'response_body'
     const meter = st.reservation ? new MessageMeter(st.workspace!.policy.kind === 'ok' ? st.workspace!.policy.policy.counters(ctx.capability!) : []) : undefined
     const check = await requestToken(core.tokens, st.req, st.entry.tunnel)
     const expiresAt = check.ok ? check.claims.exp * 1000 + TOKEN_CLOCK_TOLERANCE_MS : 0
-    const relay = new WebSocketRelay(core, st, agent, upstream, meter, st.injected?.length ? new Scrubber(st.injected) : undefined, expiresAt)
+    // From here on synchronous: the agent's bytes after its 101 must reach the relay's parser.
+    socket.off('data', onEarly)
+    if (early() > 0 || socket.destroyed) {
+      upstream.socket.destroy()
+      if (early() > 0) await refuse(core, st, socket, EARLY_DATA)
+      else {
+        ctx.detail.client_closed = true
+        await settleAndRecord(core, st, undefined, undefined)
+      }
+      return
+    }
+    ctx.upstreamStatus = 101
+    // No compression on either leg (none is offered upstream, none accepted here): the proxy reads
+    // every payload to meter and scrub it, and an inflated message is a decompression bomb to bound.
+    socket.write(agentSwitch(st.req, upstream.protocol))
+    st.ctx.phase = 'response_body'
+    const relay = new WebSocketRelay(core, st, socket, upstream.socket, { meter, scrubber: st.injected?.length ? new Scrubber(st.injected) : undefined, expiresAt, upstreamHead: upstream.head })
     this.#open.add(relay)
     const summary = await relay.finished
     this.#open.delete(relay)
@@ -209,68 +199,6 @@ function forwardable(req: IncomingMessage): Record<string, string | string[]> {
   return out
 }
 
-interface Refusal {
-  status: number
-  headers: Record<string, string | string[] | undefined>
-  body: Buffer
-}
-
-/** Connects (address guard, TLS verification) and runs the upstream handshake; a non-101 answer comes back as a Refusal. */
-async function openUpstream(core: ProxyCore, st: RequestState): Promise<WebSocket | Refusal> {
-  const { ctx, entry, req } = st
-  const out = st.transformed
-  const path = out ? out.path : ctx.path
-  const rawQuery = out ? out.rawQuery : st.policyRequest!.rawQuery
-  const host = entry.host.includes(':') ? `[${entry.host}]` : entry.host
-  const secure = entry.scheme === 'https'
-  const socket = await core.upstream.connect(entry.host, entry.port, secure, ctx.match?.allowPrivate)
-  const headers: Record<string, string | string[]> = {}
-  for (const k in st.headers) if (!HANDSHAKE.has(k)) headers[k] = st.headers[k]!
-  headers.host = entry.tunnel ? (req.headers.host ?? entry.host) : new URL(req.url!).host
-  const offered = String(req.headers['sec-websocket-protocol'] ?? '').split(',').map((s) => s.trim()).filter(Boolean)
-  const url = `${secure ? 'wss' : 'ws'}://${host}:${entry.port}${rawQuery ? `${path}?${rawQuery}` : path}`
-  return new Promise((resolve, reject) => {
-    let ws: WebSocket
-    try {
-      ws = new WebSocket(url, offered, {
-        createConnection: () => socket, headers, perMessageDeflate: false, followRedirects: false,
-        maxPayload: core.limits.wsMaxMessageBytes, handshakeTimeout: core.limits.connectTimeoutMs,
-      })
-    } catch (err) {
-      socket.destroy()
-      reject(err)
-      return
-    }
-    const onAbort = (): void => ws.terminate()
-    st.abort.once('abort', onAbort)
-    ws.once('open', () => {
-      st.abort.off('abort', onAbort)
-      ws.removeAllListeners('error')
-      resolve(ws)
-    })
-    ws.once('error', (err) => {
-      st.abort.off('abort', onAbort)
-      reject(err)
-    })
-    ws.once('unexpected-response', (_req, res) => {
-      st.abort.off('abort', onAbort)
-      const chunks: Buffer[] = []
-      let size = 0
-      res.on('data', (c: Buffer) => {
-        if (size < REFUSAL_BODY_MAX) chunks.push(c.subarray(0, REFUSAL_BODY_MAX - size))
-        size += c.length
-        if (size >= REFUSAL_BODY_MAX) res.destroy()
-      })
-      const done = (): void => {
-        socket.destroy()
-        resolve({ status: res.statusCode ?? 502, headers: res.headers, body: Buffer.concat(chunks) })
-      }
-      res.once('end', done)
-      res.once('close', done)
-    })
-  })
-}
-
 /** The upstream did not answer 101 (relayed, scrubbed) or could not be reached (502, or destination_private). */
 async function answerUpstreamFailure(core: ProxyCore, st: RequestState, socket: Socket, failure: Error | Refusal): Promise<void> {
   const { ctx } = st
@@ -281,7 +209,7 @@ async function answerUpstreamFailure(core: ProxyCore, st: RequestState, socket: 
       await refuse(core, st, socket, ctx.denial)
       return
     }
-    ctx.detail.upstream_error = failure.message.includes('Sec-WebSocket') || failure.message.includes('subprotocol') || failure.message.includes('extension') ? 'websocket_handshake' : upstreamCode(failure)
+    ctx.detail.upstream_error = failure instanceof HandshakeError ? 'websocket_handshake' : upstreamCode(failure)
     const body = Buffer.from(JSON.stringify({ error: { code: 'upstream_unavailable', message: `The upstream could not be reached (${String(ctx.detail.upstream_error)}).` } }))
     const unrecorded = await settleAndRecord(core, st, undefined, undefined)
     if (unrecorded) await rawAnswer(socket, unrecorded.status, denyBody(ctx, unrecorded), { 'x-corral-deny-reason': unrecorded.reason })
