@@ -152,6 +152,7 @@ async function startAuditLog(config: ServeConfig, store: Store, logger: Logger, 
     store, logger, signer: await LogSigner.open(config.dataDir),
     ...(config.auditLog.witnessDir ? { witness: new WitnessDir(config.auditLog.witnessDir) } : {}),
     appendIntervalMs: config.auditLog.appendIntervalMs, checkpointIntervalMs: config.auditLog.checkpointIntervalMs,
+    thread: { url: config.dbUrl },
   })
   auditLog.start()
   teardown.add('audit log', () => auditLog.stop())

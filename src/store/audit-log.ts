@@ -20,6 +20,10 @@ interface AuditLogTables {
 type Db = Database & AuditLogTables
 
 export interface PendingRow { seq: number; eventId: string; orgId: string }
+/** The columns `pendingBatch` adds to each event's row: not the event's, left out of its encoding. */
+export const QUEUE_COLUMNS: ReadonlySet<string> = new Set(['p_seq', 'p_event_id', 'p_org_id', 'p_leafed'])
+/** A queue entry for the appender: the row as the driver returned it (absent when gone; with QUEUE_COLUMNS beside the event's), and whether it already has a leaf. */
+export interface QueuedRow extends PendingRow { leafed: boolean; raw?: Record<string, unknown> }
 export interface LogLeaf { idx: number; eventId: string; leafHash: string }
 /** A tree's state: size, right edge (hex hashes, largest subtree first) and root (hex). */
 export interface LogTree { orgId: string; size: number; edge: string[]; root: string; updatedAt: string }
@@ -35,6 +39,8 @@ const CHUNK = 500
 const BIG_CHUNK = 10_000
 /** Four columns a leaf. */
 const LEAF_CHUNK = 5_000
+/** Entries per JSON parameter of an append round. */
+const ROUND_CHUNK = 20_000
 
 // long-function: one object literal of short methods over the log's tables, sharing `db`
 export function auditLog(handle: Kysely<Database>, pg: boolean) {
@@ -57,6 +63,57 @@ export function auditLog(handle: Kysely<Database>, pg: boolean) {
         const base = { seq: Number(p_seq), eventId: String(p_event_id), orgId: p_org_id }
         return row.id === null || row.id === undefined ? base : { ...base, row: fromRow(row) }
       })
+    },
+
+    /**
+     * The queue's head for the appender, in one read: each entry with its row as the driver
+     * returns it (`raw`, absent when the row is gone) and whether the row already has a leaf.
+     */
+    async pendingBatch(limit: number): Promise<QueuedRow[]> {
+      const rows = await db.selectFrom('audit_log_pending as p')
+        .leftJoin('audit_events as e', 'e.id', 'p.event_id')
+        .leftJoin('audit_log_leaves as l', (j) => j.on(pg ? sql<boolean>`l.event_id = p.event_id::text` : sql<boolean>`l.event_id = p.event_id`))
+        .selectAll('e').select(['p.seq as p_seq', 'p.event_id as p_event_id', 'p.org_id as p_org_id', 'l.idx as p_leafed'])
+        .orderBy('p.seq').limit(limit).execute()
+      // The driver's row is handed on as it is (the queue's columns beside the event's, see
+      // QUEUE_COLUMNS): copying thousands of 34-column objects costs more than the rest of a round.
+      return rows.map((r) => {
+        const q = r as unknown as Record<string, unknown> & { p_seq: Num; p_event_id: string; p_org_id: string; p_leafed: Num | null }
+        const base = { seq: Number(q.p_seq), eventId: String(q.p_event_id), orgId: q.p_org_id, leafed: q.p_leafed !== null && q.p_leafed !== undefined }
+        return q.id === null || q.id === undefined ? base : { ...base, raw: q }
+      })
+    },
+
+    /**
+     * One append round in the caller's transaction: every tree moved from its old size to the
+     * next (AppendConflictError when one moved meanwhile), all leaves in one statement, the queue
+     * entries taken dropped. Leaves and seqs travel as one JSON parameter each, so a round of
+     * thousands of leaves is three statements whatever its size.
+     */
+    async appendRound(trees: ReadonlyArray<{ from: LogTree | undefined; next: LogTree }>, leaves: ReadonlyArray<LogLeaf & { orgId: string }>, seqs: readonly number[]): Promise<void> {
+      for (let i = 0; i < leaves.length; i += ROUND_CHUNK) {
+        const json = JSON.stringify(leaves.slice(i, i + ROUND_CHUNK).map((l) => [l.orgId, l.idx, l.eventId, l.leafHash]))
+        await (pg
+          ? sql`INSERT INTO audit_log_leaves (org_id, idx, event_id, leaf_hash)
+              SELECT e->>0, (e->>1)::bigint, e->>2, e->>3 FROM json_array_elements(${json}::json) AS e`
+          : sql`INSERT INTO audit_log_leaves (org_id, idx, event_id, leaf_hash)
+              SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(${json})`).execute(db)
+      }
+      for (const { from, next } of trees) {
+        const values = { size: next.size, edge: JSON.stringify(next.edge), root: next.root, updated_at: next.updatedAt }
+        if (!from) {
+          await db.insertInto('audit_log_trees').values({ org_id: next.orgId, ...values }).execute()
+          continue
+        }
+        const res = await db.updateTable('audit_log_trees').set(values).where('org_id', '=', next.orgId).where('size', '=', from.size).executeTakeFirst()
+        if (Number(res.numUpdatedRows) !== 1) throw new AppendConflictError(`the tree of ${next.orgId} moved past ${from.size}`)
+      }
+      for (let i = 0; i < seqs.length; i += ROUND_CHUNK) {
+        const json = JSON.stringify(seqs.slice(i, i + ROUND_CHUNK))
+        await (pg
+          ? sql`DELETE FROM audit_log_pending WHERE seq IN (SELECT json_array_elements_text(${json}::json)::bigint)`
+          : sql`DELETE FROM audit_log_pending WHERE seq IN (SELECT value FROM json_each(${json}))`).execute(db)
+      }
     },
 
     async dropPending(seqs: readonly number[]): Promise<void> {
@@ -95,6 +152,14 @@ export function auditLog(handle: Kysely<Database>, pg: boolean) {
     async tree(orgId: string): Promise<LogTree | undefined> {
       const r = await db.selectFrom('audit_log_trees').selectAll().where('org_id', '=', orgId).executeTakeFirst()
       return r && treeOf(r)
+    },
+
+    async treesOf(orgIds: readonly string[]): Promise<LogTree[]> {
+      const out: LogTree[] = []
+      for (let i = 0; i < orgIds.length; i += CHUNK) {
+        out.push(...(await db.selectFrom('audit_log_trees').selectAll().where('org_id', 'in', orgIds.slice(i, i + CHUNK)).execute()).map(treeOf))
+      }
+      return out
     },
 
     async trees(): Promise<LogTree[]> {

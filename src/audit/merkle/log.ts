@@ -6,18 +6,16 @@
 // conditional transaction (the loser retries, src/store/audit-log.ts) and one checkpoint per
 // (org, size) is stored whichever replica signed it, so every org has one sequence of checkpoints.
 import { randomUUID } from 'node:crypto'
-import { nowIso, type AuditEvent } from '../../contract/index.js'
-import { AppendConflictError, isUniqueViolation, type LogLeaf, type LogTree, type PendingRow, type Store, type StoredCheckpoint } from '../../store/index.js'
+import { nowIso } from '../../contract/index.js'
+import type { Store, StoredCheckpoint } from '../../store/index.js'
 import type { AuditWriterLogger } from '../writer-types.js'
-import { rowLeafHash } from './canonical.js'
+import { drainQueue } from './append.js'
+import { AppendHost } from './append-host.js'
 import { signCheckpoint } from './note.js'
 import type { LogSigner } from './signer.js'
-import { CompactRange } from './tree.js'
 import type { WitnessDir } from './witness.js'
 
 export const LOG_ID_SETTING = 'audit_log_id'
-
-type Queued = PendingRow & { row?: AuditEvent }
 
 export interface ProvableLogOptions {
   store: Store
@@ -29,8 +27,13 @@ export interface ProvableLogOptions {
   appendIntervalMs?: number
   /** How often grown trees are signed (default 60 s). */
   checkpointIntervalMs?: number
-  /** Rows per append transaction (default 1,000: on SQLite an append runs on the event loop's thread). */
+  /** Queue entries per append round, one transaction (default 5,000). */
   batch?: number
+  /**
+   * The store's database, to append on a worker thread with a connection of its own (serve);
+   * without it the rounds run on this thread (tests, a memory database).
+   */
+  thread?: { url: string; schema?: string }
 }
 
 /** The log's origin line for one org: `corral/audit/<log id>/<org id>`. */
@@ -45,6 +48,7 @@ export async function logId(store: Store): Promise<string> {
 export class ProvableLog {
   readonly #o: ProvableLogOptions
   readonly #batch: number
+  readonly #host: AppendHost | undefined
   #timers: NodeJS.Timeout[] = []
   #appending: Promise<number> | undefined
   #signing: Promise<StoredCheckpoint[]> | undefined
@@ -52,7 +56,9 @@ export class ProvableLog {
 
   constructor(opts: ProvableLogOptions) {
     this.#o = opts
-    this.#batch = Math.max(1, opts.batch ?? 1_000)
+    this.#batch = Math.max(1, opts.batch ?? 5_000)
+    const memory = opts.thread?.url.startsWith('sqlite:') && opts.thread.url.includes(':memory:')
+    this.#host = opts.thread && !memory ? new AppendHost({ ...opts.thread, batch: this.#batch }) : undefined
   }
 
   start(): void {
@@ -70,7 +76,8 @@ export class ProvableLog {
     this.#stopped = true
     for (const t of this.#timers) clearInterval(t)
     this.#timers = []
-    await Promise.allSettled([this.#appending, this.#signing])
+    // The worker ends its round in flight and exits; a round started meanwhile finds it closed.
+    await Promise.allSettled([this.#appending, this.#signing, this.#host?.close()])
   }
 
   /** Appends every queued row; returns how many leaves this process added. */
@@ -92,52 +99,8 @@ export class ProvableLog {
     return p
   }
 
-  async #appendAll(): Promise<number> {
-    let added = 0
-    for (;;) {
-      const pending = await this.#o.store.auditLog.pendingRows(this.#batch)
-      if (pending.length === 0 || this.#stopped) return added
-      const byOrg = new Map<string, Queued[]>()
-      for (const p of pending) {
-        const list = byOrg.get(p.orgId)
-        if (list) list.push(p)
-        else byOrg.set(p.orgId, [p])
-      }
-      for (const [orgId, rows] of byOrg) {
-        try {
-          added += await this.#appendOrg(orgId, rows)
-        } catch (err) {
-          // Another replica extended this tree with these rows first: the next round reads the queue again.
-          if (err instanceof AppendConflictError || isUniqueViolation(err)) return added
-          throw err
-        }
-      }
-      // Between transactions, let the event loop (the proxy, the writer's callbacks) run.
-      await new Promise((r) => setImmediate(r))
-    }
-  }
-
-  async #appendOrg(orgId: string, queued: Queued[]): Promise<number> {
-    return this.#o.store.transaction(async (tx) => {
-      const tree = await tx.auditLog.tree(orgId)
-      // A row queued twice (by hand, or a replay) is appended once: a repeat must not stall the queue.
-      const seen = await tx.auditLog.leafed(queued.map((p) => p.eventId))
-      const range = new CompactRange(tree?.size ?? 0, (tree?.edge ?? []).map((h) => Buffer.from(h, 'hex')))
-      const leaves: LogLeaf[] = []
-      for (const p of queued) {
-        const row = p.row
-        // A queued row that is gone (removed behind the database's back) has no leaf; verify names it.
-        if (!row || row.org_id !== orgId || seen.has(p.eventId)) continue
-        seen.add(p.eventId)
-        const h = rowLeafHash(row)
-        leaves.push({ idx: range.size, eventId: p.eventId, leafHash: h.toString('hex') })
-        range.append(h)
-      }
-      const next: LogTree = { orgId, size: range.size, edge: range.edge.map((h) => h.toString('hex')), root: range.root().toString('hex'), updatedAt: nowIso() }
-      if (leaves.length > 0) await tx.auditLog.append(tree, next, leaves)
-      await tx.auditLog.dropPending(queued.map((p) => p.seq))
-      return leaves.length
-    })
+  #appendAll(): Promise<number> {
+    return this.#host ? this.#host.append() : drainQueue(this.#o.store, this.#batch, () => this.#stopped)
   }
 
   async #signAll(only?: string): Promise<StoredCheckpoint[]> {

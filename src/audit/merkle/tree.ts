@@ -2,20 +2,29 @@
 // hash SHA-256(0x01 || left || right), a tree of n leaves split at the largest power of two below
 // n. Inclusion and consistency proofs and their verification follow the RFC's algorithms
 // (§2.1.3, §2.1.4) so that any RFC 6962 verifier reads our proofs. Hashes are 32-byte Buffers.
-import { createHash } from 'node:crypto'
+import { createHash, hash } from 'node:crypto'
 
 export type Hash = Buffer
 
 const LEAF = Buffer.from([0])
-const NODE = Buffer.from([1])
 const EMPTY = createHash('sha256').digest()
+/** 0x01 || left || right, reused: a node hash is one one-shot digest of 65 bytes (hashed before anything else runs). */
+const NODE_INPUT = Buffer.alloc(65, 1)
 
 export function hashLeaf(bytes: Buffer | string): Hash {
-  return createHash('sha256').update(LEAF).update(bytes).digest()
+  // A string is hashed as its UTF-8 bytes; U+0000 is the byte 0x00.
+  return typeof bytes === 'string' ? hash('sha256', `\0${bytes}`, 'buffer') : createHash('sha256').update(LEAF).update(bytes).digest()
+}
+
+/** The leaf hash of `bytes` (UTF-8) in hex: what the store keeps and an export lists. */
+export function hashLeafHex(bytes: string): string {
+  return hash('sha256', `\0${bytes}`, 'hex')
 }
 
 export function hashChildren(left: Hash, right: Hash): Hash {
-  return createHash('sha256').update(NODE).update(left).update(right).digest()
+  left.copy(NODE_INPUT, 1)
+  right.copy(NODE_INPUT, 33)
+  return hash('sha256', NODE_INPUT, 'buffer')
 }
 
 /** The largest power of two strictly below n (n ≥ 2). */

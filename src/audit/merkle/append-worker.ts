@@ -1,0 +1,33 @@
+// The appender's thread (append-host.ts): its own store connection on the same database, so the
+// queue's read, every row's encoding and hashing, and the append transactions (synchronous on
+// SQLite) never run on the event loop that serves the API and the proxy.
+import { parentPort, workerData } from 'node:worker_threads'
+import { openStore } from '../../store/index.js'
+import { drainQueue } from './append.js'
+
+export interface AppendWorkerData { url: string; schema?: string; batch: number }
+export type AppendRequest = { type: 'append'; id: number } | { type: 'close' }
+export type AppendReply = { id: number; added: number } | { id: number; error: string } | { ready: true } | { failed: string }
+
+const port = parentPort!
+const data = workerData as AppendWorkerData
+let stopping = false
+let running: Promise<unknown> = Promise.resolve()
+try {
+  const store = await openStore(data.url, data.schema ? { schema: data.schema, poolSize: 2 } : { poolSize: 2 })
+  port.on('message', (m: AppendRequest) => {
+    if (m.type === 'close') {
+      // The round in flight ends (drainQueue stops between rounds), then the connection closes.
+      stopping = true
+      void running.then(() => store.close()).finally(() => port.close())
+      return
+    }
+    running = drainQueue(store, data.batch, () => stopping).then(
+      (added) => port.postMessage({ id: m.id, added } satisfies AppendReply),
+      (err: unknown) => port.postMessage({ id: m.id, error: String((err as Error)?.message ?? err) } satisfies AppendReply),
+    )
+  })
+  port.postMessage({ ready: true } satisfies AppendReply)
+} catch (err) {
+  port.postMessage({ failed: String((err as Error)?.message ?? err) } satisfies AppendReply)
+}

@@ -1,0 +1,67 @@
+// One round of the appender: the queue's head (rows committed, in commit order) becomes leaves of
+// each org's tree. Everything that costs CPU (each row's RFC 8785 bytes, the leaf and node
+// hashes, the trees' new right edges) is computed before the transaction, from the trees as read;
+// the transaction is three bulk statements and a conditional update per tree, so a replica that
+// extended a tree meanwhile makes this round roll back whole (the caller reads the queue again).
+import { nowIso } from '../../contract/index.js'
+import { AppendConflictError, isUniqueViolation, QUEUE_COLUMNS, type LogLeaf, type LogTree, type Store } from '../../store/index.js'
+import { storedRowBytes } from './canonical.js'
+import { CompactRange, hashLeaf } from './tree.js'
+
+export interface RoundResult {
+  /** Queue entries read (0: the queue is empty). */
+  taken: number
+  /** Leaves added. */
+  added: number
+  /** Another replica moved a tree first: nothing of this round was stored. */
+  conflict: boolean
+}
+
+export async function appendRound(store: Store, batch: number): Promise<RoundResult> {
+  const queued = await store.auditLog.pendingBatch(batch)
+  if (queued.length === 0) return { taken: 0, added: 0, conflict: false }
+  const orgIds = [...new Set(queued.map((q) => q.orgId))]
+  const stored = new Map((await store.auditLog.treesOf(orgIds)).map((t) => [t.orgId, t]))
+  const ranges = new Map<string, CompactRange>()
+  const leaves: Array<LogLeaf & { orgId: string }> = []
+  const seen = new Set<string>()
+  for (const q of queued) {
+    // A queued row that is gone (removed behind the database's back) has no leaf, verify names it;
+    // a row queued twice (by hand, or a replay) is appended once: a repeat must not stall the queue.
+    if (!q.raw || q.raw.org_id !== q.orgId || q.leafed || seen.has(q.eventId)) continue
+    seen.add(q.eventId)
+    let range = ranges.get(q.orgId)
+    if (!range) {
+      const t = stored.get(q.orgId)
+      range = new CompactRange(t?.size ?? 0, (t?.edge ?? []).map((h) => Buffer.from(h, 'hex')))
+      ranges.set(q.orgId, range)
+    }
+    const h = hashLeaf(storedRowBytes(q.raw, QUEUE_COLUMNS))
+    leaves.push({ orgId: q.orgId, idx: range.size, eventId: q.eventId, leafHash: h.toString('hex') })
+    range.append(h)
+  }
+  const updatedAt = nowIso()
+  const trees = [...ranges].map(([orgId, range]) => ({
+    from: stored.get(orgId),
+    next: { orgId, size: range.size, edge: range.edge.map((h) => h.toString('hex')), root: range.root().toString('hex'), updatedAt } satisfies LogTree,
+  }))
+  try {
+    await store.transaction((tx) => tx.auditLog.appendRound(trees, leaves, queued.map((q) => q.seq)))
+  } catch (err) {
+    if (err instanceof AppendConflictError || isUniqueViolation(err)) return { taken: queued.length, added: 0, conflict: true }
+    throw err
+  }
+  return { taken: queued.length, added: leaves.length, conflict: false }
+}
+
+/** Rounds until the queue is empty, a replica conflicts (the next tick goes on) or `stopped()`; returns the leaves added. */
+export async function drainQueue(store: Store, batch: number, stopped: () => boolean): Promise<number> {
+  let added = 0
+  for (;;) {
+    const r = await appendRound(store, batch)
+    added += r.added
+    if (r.taken === 0 || r.conflict || stopped()) return added
+    // Between rounds, let the event loop run.
+    await new Promise((resolve) => setImmediate(resolve))
+  }
+}
