@@ -22,6 +22,8 @@ type Db = Database & AuditLogTables
 export interface PendingRow { seq: number; eventId: string; orgId: string }
 /** The columns `pendingBatch` adds to each event's row: not the event's, left out of its encoding. */
 export const QUEUE_COLUMNS: ReadonlySet<string> = new Set(['p_seq', 'p_event_id', 'p_org_id', 'p_leafed'])
+/** The columns `leafRows` adds to each event's row. */
+export const LEAF_COLUMNS: ReadonlySet<string> = new Set(['l_idx', 'l_event_id', 'l_leaf_hash'])
 /** A queue entry for the appender: the row as the driver returned it (absent when gone; with QUEUE_COLUMNS beside the event's), and whether it already has a leaf. */
 export interface QueuedRow extends PendingRow { leafed: boolean; raw?: Record<string, unknown> }
 export interface LogLeaf { idx: number; eventId: string; leafHash: string }
@@ -187,6 +189,27 @@ export function auditLog(handle: Kysely<Database>, pg: boolean) {
       const rows = await db.selectFrom('audit_log_leaves').select(['idx', 'event_id', 'leaf_hash'])
         .where('org_id', '=', orgId).where('idx', '>=', from).where('idx', '<', to).orderBy('idx').execute()
       return rows.map((r) => ({ idx: Number(r.idx), eventId: String(r.event_id), leafHash: r.leaf_hash }))
+    },
+
+    /**
+     * Up to `limit` leaves of an org from index `from`, each with its row as the driver returns it
+     * (the leaf's columns beside the event's, LEAF_COLUMNS; the event's are null when no row has the
+     * leaf's id), in one read: verification walks the whole log with it.
+     */
+    async leafRows(orgId: string, from: number, limit: number): Promise<Array<Record<string, unknown>>> {
+      // The leaf's id is text on both dialects, the row's a uuid on PostgreSQL: a leaf id edited into
+      // something that is not a uuid finds no row (it is reported removed) instead of failing the read.
+      const key = pg ? sql`(CASE WHEN l.event_id ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' THEN l.event_id::uuid END)` : sql`l.event_id`
+      const r = await sql<Record<string, unknown>>`SELECT l.idx AS l_idx, l.event_id AS l_event_id, l.leaf_hash AS l_leaf_hash, e.*
+        FROM audit_log_leaves l LEFT JOIN audit_events e ON e.id = ${key}
+        WHERE l.org_id = ${orgId} AND l.idx >= ${from} ORDER BY l.idx LIMIT ${limit}`.execute(db)
+      return r.rows
+    },
+
+    /** How many rows an org has. */
+    async countRows(orgId: string): Promise<number> {
+      const r = await db.selectFrom('audit_events').select((eb) => eb.fn.countAll().as('n')).where('org_id', '=', orgId).executeTakeFirstOrThrow()
+      return Number(r.n)
     },
 
     /** Which of `ids` already have a leaf (a row queued twice is appended once). */

@@ -26,7 +26,7 @@ export type {
   AuditPageQuery, AuditStatsQuery, AuditStatsRow, AuditWhere, NumericPath, QuarantineInsert, QuarantinedEvent, StatsDimension,
 } from './repositories/audit.js'
 export { AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS, AUDIT_ROW_COLUMNS, AUDIT_TEXT_COLUMNS, epochMs, isUuid } from './repositories/audit-columns.js'
-export { AppendConflictError, QUEUE_COLUMNS, type AuditLogRepository, type LogLeaf, type LogTree, type PendingRow, type QueuedRow, type StoredCheckpoint } from './audit-log.js'
+export { AppendConflictError, LEAF_COLUMNS, QUEUE_COLUMNS, type AuditLogRepository, type LogLeaf, type LogTree, type PendingRow, type QueuedRow, type StoredCheckpoint } from './audit-log.js'
 export type { CredentialMeta, ProxyTablesRepo, SecretMeta, WorkspaceRow } from './proxy-tables.js'
 export type { OAuthClientRow, OAuthStateRow, OAuthTablesRepo, RefreshedTokens } from './oauth-tables.js'
 export { auditSinkCursors, type AuditSinkCursors, type ExportPosition, type ExportedRow, type SinkCursor } from './audit-sinks.js'

@@ -11,10 +11,9 @@
 import { createReadStream } from 'node:fs'
 import { mkdir, open, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { createInterface } from 'node:readline'
 import type { AuditEvent } from '../../contract/index.js'
-import type { Store } from '../../store/index.js'
-import { canonicalRow } from './canonical.js'
+import { LEAF_COLUMNS, type Store } from '../../store/index.js'
+import { canonicalRow, storedRowBytes } from './canonical.js'
 import { logId, logOrigin } from './log.js'
 import { parseVerifierKey, type VerifierKey } from './note.js'
 import type { LeafEntry, VerifyInput } from './verify.js'
@@ -22,18 +21,27 @@ import { checkpointFileName, readFiles, WitnessDir } from './witness.js'
 
 export const BUNDLE_FORMAT = 'corral-audit-bundle/1'
 const PAGE = 5_000
+/** Leaves per database read while verifying. */
+const DB_PAGE = 10_000
 
-/** Every leaf of `orgId`'s tree with its row as stored now, page by page. */
-export async function* databaseLeaves(store: Store, orgId: string): AsyncGenerator<LeafEntry> {
-  for (let from = 0; ; from += PAGE) {
-    const leaves = await store.auditLog.leaves(orgId, from, from + PAGE)
-    if (leaves.length === 0) return
-    const rows = await store.auditLog.rows(leaves.map((l) => l.eventId))
-    for (const leaf of leaves) {
-      const row = rows.get(leaf.eventId)
-      yield row && row.org_id === orgId ? { leaf, row } : { leaf }
-    }
-    if (leaves.length < PAGE) return
+/**
+ * Every leaf of `orgId`'s tree with its row as stored now, page by page (one read each, joining
+ * the leaves with the rows; the next page is read while the caller works on this one).
+ */
+export async function* databaseLeaves(store: Store, orgId: string): AsyncGenerator<LeafEntry[]> {
+  const read = (from: number) => store.auditLog.leafRows(orgId, from, DB_PAGE)
+  let pending = read(0)
+  for (;;) {
+    const rows = await pending
+    if (rows.length === 0) return
+    pending = read(Number(rows[rows.length - 1].l_idx) + 1)
+    // Not awaited until the next turn: a failure there is the next turn's.
+    pending.catch(() => {})
+    yield rows.map((r) => {
+      const leaf = { idx: Number(r.l_idx), eventId: String(r.l_event_id), leafHash: String(r.l_leaf_hash) }
+      return r.id !== null && r.id !== undefined && r.org_id === orgId ? { leaf, raw: r } : { leaf }
+    })
+    if (rows.length < DB_PAGE) return
   }
 }
 
@@ -47,10 +55,10 @@ export interface RemoteLog {
   keys(): Promise<string[]>
 }
 
-async function* remoteLeaves(log: RemoteLog): AsyncGenerator<LeafEntry> {
+async function* remoteLeaves(log: RemoteLog): AsyncGenerator<LeafEntry[]> {
   for (let from = 0; ; from += PAGE) {
     const page = await log.leaves(from, PAGE)
-    for (const l of page) yield { leaf: { idx: l.index, eventId: l.id, leafHash: l.leaf_hash }, ...(l.row ? { row: l.row } : {}) }
+    yield page.map((l) => ({ leaf: { idx: l.index, eventId: l.id, leafHash: l.leaf_hash }, ...(l.row ? { row: l.row } : {}) }))
     if (page.length < PAGE) return
   }
 }
@@ -58,7 +66,7 @@ async function* remoteLeaves(log: RemoteLog): AsyncGenerator<LeafEntry> {
 /** Verification input over the API. */
 export async function remoteInput(log: RemoteLog, trust: TrustOptions): Promise<VerifyInput> {
   return {
-    orgId: log.orgId, leaves: remoteLeaves(log), unlogged: await log.unlogged(), checkpoints: await log.checkpoints(),
+    orgId: log.orgId, leaves: remoteLeaves(log), unlogged: () => log.unlogged(), checkpoints: await log.checkpoints(),
     ...(await trusted(trust, await log.keys(), log.orgId)),
   }
 }
@@ -75,7 +83,9 @@ export async function databaseInput(store: Store, orgId: string, trust: TrustOpt
   const stored = await store.auditLog.checkpoints(orgId)
   const logKeys = (await store.auditLog.keys()).map((k) => k.vkey)
   return {
-    orgId, leaves: databaseLeaves(store, orgId), unlogged: await store.auditLog.unlogged(orgId),
+    orgId, leaves: databaseLeaves(store, orgId),
+    // Every row of the org under a distinct leaf: none is unlogged, without looking each one up.
+    unlogged: async ({ present, distinct }) => (distinct && (await store.auditLog.countRows(orgId)) === present ? [] : store.auditLog.unlogged(orgId)),
     checkpoints: stored.map((c) => c.note),
     ...(await trusted(trust, logKeys, orgId)),
   }
@@ -90,7 +100,7 @@ export async function bundleInput(dir: string, trust: TrustOptions): Promise<Ver
   const t = await trusted({ ...trust, witness: trust.witness }, await readFiles(join(dir, 'keys'), '.vkey'), orgId)
   const bundled = await readFiles(join(dir, 'witness'), '.checkpoint')
   return {
-    orgId, leaves: bundleLeaves(dir), unlogged,
+    orgId, leaves: bundleLeaves(dir), unlogged: async () => unlogged,
     checkpoints: await readFiles(join(dir, 'checkpoints'), '.checkpoint'),
     ...t,
     witness: t.witness ?? (bundled.length > 0 ? bundled : undefined),
@@ -105,19 +115,68 @@ async function trusted(trust: TrustOptions, logKeys: readonly string[], orgId: s
   return { keys, keysSource: named.length > 0 ? 'trusted' : 'log', ...(w ? { witness: await w.checkpoints(orgId) } : {}) }
 }
 
-async function* bundleLeaves(dir: string): AsyncGenerator<LeafEntry> {
-  const rows = lines(join(dir, 'rows.jsonl'))
-  for await (const text of lines(join(dir, 'leaves.jsonl'))) {
-    const l = JSON.parse(text) as { index: number; id: string; leaf_hash: string }
-    const r = await rows.next()
-    const line = r.done || r.value === 'null' ? undefined : r.value
-    yield { leaf: { idx: l.index, eventId: l.id, leafHash: l.leaf_hash }, ...(line !== undefined ? { line } : {}) }
+/** The bundle's leaves and rows files in step, page by page. */
+async function* bundleLeaves(dir: string): AsyncGenerator<LeafEntry[]> {
+  const rows = new LineReader(join(dir, 'rows.jsonl'))
+  try {
+    for await (const leafLines of lineChunks(join(dir, 'leaves.jsonl'))) {
+      const lines = await rows.take(leafLines.length)
+      yield leafLines.map((text, i) => {
+        const l = JSON.parse(text) as { index: number; id: string; leaf_hash: string }
+        const line = lines[i]
+        return { leaf: { idx: l.index, eventId: l.id, leafHash: l.leaf_hash }, ...(line !== undefined && line !== 'null' ? { line } : {}) }
+      })
+    }
+  } finally {
+    rows.close()
   }
 }
 
-async function* lines(path: string): AsyncGenerator<string> {
-  const rl = createInterface({ input: createReadStream(path, 'utf8'), crlfDelay: Infinity })
-  for await (const l of rl) if (l.length > 0) yield l
+/** A file's non-empty lines, a read buffer at a time (LF or CRLF). */
+async function* lineChunks(path: string): AsyncGenerator<string[]> {
+  let rest = ''
+  for await (const chunk of createReadStream(path, { encoding: 'utf8', highWaterMark: 1 << 20 }) as AsyncIterable<string>) {
+    const parts = (rest + chunk).split('\n')
+    rest = parts.pop()!
+    const lines = parts.map(stripCr).filter((l) => l.length > 0)
+    if (lines.length > 0) yield lines
+  }
+  if (stripCr(rest).length > 0) yield [stripCr(rest)]
+}
+
+function stripCr(l: string): string {
+  return l.endsWith('\r') ? l.slice(0, -1) : l
+}
+
+/** Takes lines of a file on demand, in order (the rows file beside the leaves file). */
+class LineReader {
+  readonly #it: AsyncGenerator<string[]>
+  #buf: string[] = []
+  #at = 0
+  #done = false
+
+  constructor(path: string) {
+    this.#it = lineChunks(path)
+  }
+
+  /** The next `n` lines (fewer at the end of the file). */
+  async take(n: number): Promise<string[]> {
+    while (this.#buf.length - this.#at < n && !this.#done) {
+      const r = await this.#it.next()
+      if (r.done) this.#done = true
+      else {
+        this.#buf = this.#buf.slice(this.#at).concat(r.value)
+        this.#at = 0
+      }
+    }
+    const out = this.#buf.slice(this.#at, this.#at + n)
+    this.#at += out.length
+    return out
+  }
+
+  close(): void {
+    void this.#it.return(undefined)
+  }
 }
 
 async function readLines(path: string): Promise<string[]> {
@@ -139,10 +198,12 @@ export async function writeBundle(store: Store, orgId: string, dir: string, opts
   try {
     let rowText = ''
     let leafText = ''
-    for await (const { leaf, row } of databaseLeaves(store, orgId)) {
-      rowText += `${row ? canonicalRow(row) : 'null'}\n`
-      leafText += `${JSON.stringify({ index: leaf.idx, id: leaf.eventId, leaf_hash: leaf.leafHash })}\n`
-      size++
+    for await (const page of databaseLeaves(store, orgId)) {
+      for (const { leaf, raw } of page) {
+        rowText += `${raw ? exportedBytes(raw) : 'null'}\n`
+        leafText += `${JSON.stringify({ index: leaf.idx, id: leaf.eventId, leaf_hash: leaf.leafHash })}\n`
+        size++
+      }
       if (rowText.length > 1 << 20) {
         await rows.write(rowText)
         await leaves.write(leafText)
@@ -175,4 +236,13 @@ export async function writeBundle(store: Store, orgId: string, dir: string, opts
   const origin = logOrigin(await logId(store), orgId)
   await writeFile(join(dir, 'manifest.json'), `${JSON.stringify({ format: BUNDLE_FORMAT, org_id: orgId, origin, tree_size: size, checkpoints: cps.length, exported_at: new Date().toISOString() }, null, 2)}\n`)
   return { treeSize: size, checkpoints: cps.length }
+}
+
+/** A row's leaf bytes for rows.jsonl; a row whose columns cannot be read as stored is written as its columns' text (it verifies as changed). */
+function exportedBytes(raw: Readonly<Record<string, unknown>>): string {
+  try {
+    return storedRowBytes(raw, LEAF_COLUMNS)
+  } catch {
+    return JSON.stringify(Object.fromEntries(Object.entries(raw).filter(([k, v]) => !LEAF_COLUMNS.has(k) && k !== 'ts' && v !== null)))
+  }
 }

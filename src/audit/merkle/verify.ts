@@ -4,10 +4,10 @@
 // checkpoint the database lost or contradicts. The source is the database or an export directory
 // (sources.ts); this file only reads what it is handed, leaf by leaf, so a million rows stream.
 import type { AuditEvent } from '../../contract/index.js'
-import type { LogLeaf } from '../../store/index.js'
-import { canonicalRow } from './canonical.js'
+import { LEAF_COLUMNS, type LogLeaf } from '../../store/index.js'
+import { canonicalRow, storedRowBytes } from './canonical.js'
 import { openCheckpoint, type VerifierKey } from './note.js'
-import { CompactRange, hashLeaf } from './tree.js'
+import { CompactRange, hashLeaf, hashLeafHex } from './tree.js'
 
 export type FindingKind =
   | 'changed' | 'removed' | 'inserted' | 'reordered' | 'truncated' | 'tree_mismatch' | 'leaf_gap'
@@ -26,15 +26,31 @@ export interface Finding {
 
 export interface LeafEntry {
   leaf: LogLeaf
-  /** The leaf's row as stored now (its canonical bytes in `line` when read from an export); absent when it is gone. */
+  /**
+   * The leaf's row as stored now, one of: `raw` as the database driver returned it (with
+   * LEAF_COLUMNS beside it), `row` as the API returns it, `line` its bytes in an export. None when
+   * the row is gone. Whichever it is, the row's content is encoded and hashed here: a stored hash
+   * is never taken for the row.
+   */
+  raw?: Readonly<Record<string, unknown>>
   row?: AuditEvent
   line?: string
 }
 
+/** What the walk over the leaves saw, for a source that can answer `unlogged` cheaply from it. */
+export interface LeafTally {
+  /** Leaves whose row is there. */
+  present: number
+  /** No two leaves named the same row. */
+  distinct: boolean
+}
+
 export interface VerifyInput {
   orgId: string
-  leaves: AsyncIterable<LeafEntry>
-  unlogged: ReadonlyArray<{ row: AuditEvent; pending: boolean }>
+  /** The leaves in index order, page by page. */
+  leaves: AsyncIterable<readonly LeafEntry[]>
+  /** The org's rows in no leaf, asked after the walk. */
+  unlogged: (tally: LeafTally) => Promise<ReadonlyArray<{ row: AuditEvent; pending: boolean }>>
   /** Checkpoint notes the log holds (database or export). */
   checkpoints: readonly string[]
   /** Checkpoint notes from the witness; undefined when none was given. */
@@ -54,9 +70,11 @@ export interface VerifyReport {
 }
 
 interface Anchor { size: number; root: Buffer; from: 'log' | 'witness' }
-interface Mismatch { index: number; id: string; computed: Buffer; stored: string; row: AuditEvent | undefined }
+interface Mismatch { index: number; id: string; computed: string; stored: string; row: AuditEvent | undefined }
 
 const MAX_PERMUTATION_CHECKS = 256
+/** Beyond this many leaves the walk stops proving ids distinct and the source answers `unlogged` the long way. */
+const MAX_TRACKED_IDS = 10_000_000
 
 export async function verifyLog(input: VerifyInput): Promise<VerifyReport> {
   const findings: Finding[] = []
@@ -71,24 +89,35 @@ export async function verifyLog(input: VerifyInput): Promise<VerifyReport> {
   let firstBadAnchor: number | undefined
   let next = 0
   let gap = false
-  for await (const { leaf, row, line } of input.leaves) {
-    if (leaf.idx !== next && !gap) {
-      gap = true
-      add({ kind: 'leaf_gap', error: true, index: next, message: `leaf ${next} is missing from the stored tree (the next stored leaf is ${leaf.idx}): the leaf table was edited` })
-    }
-    next = leaf.idx + 1
-    if (!row && line === undefined) removed.push({ index: leaf.idx, id: leaf.eventId })
-    else {
-      const computed = hashLeaf(line ?? canonicalRow(row!))
-      if (computed.toString('hex') !== leaf.leafHash) mismatched.push({ index: leaf.idx, id: leaf.eventId, computed, stored: leaf.leafHash, row: row ?? (JSON.parse(line!) as AuditEvent) })
-    }
-    range.append(Buffer.from(leaf.leafHash, 'hex'))
-    const a = anchors.get(range.size)
-    if (a) {
-      if (range.root().equals(a.root)) matchedUpTo = a.size
-      else firstBadAnchor ??= a.size
+  let present = 0
+  // Rows named by two leaves would let a duplicate stand in for a row inserted behind the log.
+  const ids = new Set<string>()
+  let distinct = true
+  for await (const page of input.leaves) {
+    for (const { leaf, raw, row, line } of page) {
+      if (leaf.idx !== next && !gap) {
+        gap = true
+        add({ kind: 'leaf_gap', error: true, index: next, message: `leaf ${next} is missing from the stored tree (the next stored leaf is ${leaf.idx}): the leaf table was edited` })
+      }
+      next = leaf.idx + 1
+      const bytes = line ?? (raw ? encodeOrNull(raw) : row ? canonicalRow(row) : undefined)
+      if (bytes === undefined) removed.push({ index: leaf.idx, id: leaf.eventId })
+      else {
+        present++
+        if (distinct && (ids.has(leaf.eventId) || ids.size >= MAX_TRACKED_IDS)) distinct = false
+        else if (distinct) ids.add(leaf.eventId)
+        const computed = bytes === null ? '' : hashLeafHex(bytes)
+        if (computed !== leaf.leafHash) mismatched.push({ index: leaf.idx, id: leaf.eventId, computed, stored: leaf.leafHash, row: bytes === null ? undefined : (row ?? parseRow(bytes)) })
+      }
+      range.append(Buffer.from(leaf.leafHash, 'hex'))
+      const a = anchors.get(range.size)
+      if (a) {
+        if (range.root().equals(a.root)) matchedUpTo = a.size
+        else firstBadAnchor ??= a.size
+      }
     }
   }
+  ids.clear()
   const size = range.size
 
   if (firstBadAnchor !== undefined) {
@@ -101,11 +130,12 @@ export async function verifyLog(input: VerifyInput): Promise<VerifyReport> {
   }
   reportRemoved(removed, size, add)
   reportMismatches(mismatched, add)
-  for (const u of input.unlogged) {
+  const unlogged = await input.unlogged({ present, distinct })
+  for (const u of unlogged) {
     if (u.pending) continue
     add({ kind: 'inserted', error: true, id: u.row.id, message: `row ${u.row.id} (${u.row.timestamp} ${u.row.event_type}) is in no leaf and was never queued for the log: inserted behind the log's back` })
   }
-  const waiting = input.unlogged.filter((u) => u.pending).length
+  const waiting = unlogged.filter((u) => u.pending).length
   if (waiting > 0) add({ kind: 'pending', error: false, message: `${waiting} row(s) committed but not yet appended to the tree (the appender adds them within seconds)` })
   const latest = sizes.length > 0 ? sizes[sizes.length - 1] : undefined
   if (latest === undefined && size > 0) add({ kind: 'no_checkpoint', error: true, message: `no signed checkpoint verifies: none of the ${size} leaves is proven` })
@@ -175,7 +205,7 @@ function reportMismatches(mismatched: readonly Mismatch[], add: (f: Finding) => 
   const explained = new Set<Mismatch>()
   for (const m of mismatched) {
     // The row under this id is what another leaf committed: rows (or the leaf table's ids) were swapped.
-    const other = byStored.get(m.computed.toString('hex')) ?? permuted(m, mismatched)
+    const other = byStored.get(m.computed) ?? permuted(m, mismatched)
     if (other && other !== m) {
       explained.add(m)
       add({ kind: 'reordered', error: true, index: m.index, id: m.id, message: `reordered: leaf ${m.index} is row ${m.id}, but what is stored under that id is what leaf ${other.index} (row ${other.id}) committed` })
@@ -195,4 +225,21 @@ function permuted(m: Mismatch, all: readonly Mismatch[]): Mismatch | undefined {
     if (hashLeaf(canonicalRow({ ...m.row, id: o.id })).toString('hex') === o.stored) return o
   }
   return undefined
+}
+
+/** A stored row's leaf bytes; null when a column cannot be read (JSON edited into something that is not): the row was changed. */
+function encodeOrNull(raw: Readonly<Record<string, unknown>>): string | null {
+  try {
+    return storedRowBytes(raw, LEAF_COLUMNS)
+  } catch {
+    return null
+  }
+}
+
+function parseRow(bytes: string): AuditEvent | undefined {
+  try {
+    return JSON.parse(bytes) as AuditEvent
+  } catch {
+    return undefined
+  }
 }
