@@ -45,7 +45,7 @@ async function prepare(store: Store, thread: { url: string; schema?: string }, d
   const t = performance.now()
   if (have < N) {
     process.stderr.write(`[${tag}] writing ${(N - have).toLocaleString()} rows…\n`)
-    const writer = createAuditWriter(store, { batchSize: 2_000, maxQueue: 20_000 })
+    const writer = createAuditWriter(store, { batchSize: 2_000, maxQueue: 20_000, durableTimeoutMs: 600_000 })
     const inflight = new Set<Promise<unknown>>()
     for (let i = have; i < N; i++) {
       const p: Promise<unknown> = writer.emit(event(i)).finally(() => inflight.delete(p))

@@ -1,16 +1,19 @@
 // Tampering with the audit log straight in the database (the SQLite file, PostgreSQL as the
 // superuser, the append-only triggers dropped) is reported by verification, each kind precisely:
 // a changed decision, a removed row, an inserted row, reordered ids, a truncated tail, and a whole
-// log replaced by a consistent forgery that lacks the checkpoint published to the witness.
-import { mkdtempSync } from 'node:fs'
+// log replaced by a consistent forgery that lacks the checkpoint published to the witness; a row
+// inserted behind a duplicate leaf; a JSON column that no longer parses; and an export verified in a
+// fresh process with only the export and the public key.
+import { spawn } from 'node:child_process'
+import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { v7 as uuidv7 } from 'uuid'
 import { describe, expect, it } from 'vitest'
-import { createAuditWriter, LogSigner, ProvableLog } from '../../src/audit/index.js'
+import { bundleInput, createAuditWriter, LogSigner, ProvableLog, verifyLog, writeBundle } from '../../src/audit/index.js'
 import { decision } from '../audit/fixtures.js'
 import { storeTarget, testDialects } from '../helpers/dialects.js'
-import { runCorral } from '../helpers/serve.js'
+import { CORRAL_BIN, hermeticEnv, runCorral } from '../helpers/serve.js'
 import { errors, logFixture, type LogFixture } from '../audit/merkle/log-harness.js'
 import { quietLogger } from '../audit/writer-helpers.js'
 
@@ -85,6 +88,23 @@ for (const d of testDialects()) {
       expect(all.findings.find((x) => x.kind === 'truncated')!.message).toMatch(/the log has 26 leaves, but a checkpoint of size 30 was signed and published to the witness/)
     })
 
+    it('a row inserted behind the log is reported even when a duplicate leaf makes the counts agree', async () => {
+      const f = await checkpointed()
+      await f.write(1, 'tail')
+      await f.log.append()
+      const ids = (await f.store.auditLog.leaves(f.org, 0, 1e9)).map((l) => l.eventId)
+      const id = uuidv7()
+      // The inserted row, plus one more leaf naming an existing row in the unanchored tail: the org has
+      // as many rows as leaves that find a row, so only the duplicate shows the row is in no leaf.
+      await f.tamper([
+        ['DROP INDEX audit_log_leaves_event_idx'],
+        [`INSERT INTO audit_events (id, org_id, user_id, timestamp, ts, event_type, category, actor, decision)
+          SELECT ?, org_id, user_id, timestamp, ts, event_type, category, actor, 'allow' FROM audit_events WHERE id = ?`, [id, ids[30]]],
+        ['INSERT INTO audit_log_leaves (org_id, idx, event_id, leaf_hash) SELECT org_id, 31, event_id, leaf_hash FROM audit_log_leaves WHERE org_id = ? AND idx = 30', [f.org]],
+      ])
+      expect(errors(await f.verify())).toContain(`inserted ${id}`)
+    })
+
     it('a consistent forgery that lacks the published checkpoint is caught by the witness', async () => {
       const f = await checkpointed()
       // Replace the whole log: rows, leaves, tree and checkpoints, rebuilt and signed with a key of the forger's.
@@ -113,6 +133,67 @@ for (const d of testDialects()) {
       expect(kinds).toContain('checkpoint_invalid 30')
       expect(kinds).toContain('tree_mismatch 20')
     })
+  })
+}
+
+describe('audit log tampering that only SQLite can store', () => {
+  const [sqlite] = testDialects()
+  it('a JSON column edited into text that is not JSON is a changed row, not a failed verification', async () => {
+    const f = await logFixture(await sqlite.open())
+    await f.write(6)
+    await f.log.checkpoint()
+    const ids = await f.ids()
+    await f.tamper([['UPDATE audit_events SET detail = ? WHERE id = ?', ['{"truncated', ids[2]]]])
+    expect(errors(await f.verify())).toEqual([`changed ${ids[2]}`])
+    // The export writes the row's text as it is; offline it is the same finding.
+    const dir = mkdtempSync(join(tmpdir(), 'corral-bundle-'))
+    await writeBundle(f.store, f.org, dir, { witness: f.witnessDir })
+    expect(errors(await verifyLog(await bundleInput(dir, {})))).toEqual([`changed ${ids[2]}`])
+  })
+})
+
+// An auditor's machine: a copy of the export and the public key, a process with no store, no data
+// dir, no corral environment, run from an empty directory.
+describe('an export verified elsewhere', () => {
+  const [sqlite] = testDialects()
+  it('verifies in a fresh process with only the export directory and the public key; a changed line fails it', async () => {
+    const f = await logFixture(await sqlite.open())
+    await f.write(40)
+    await f.log.checkpoint()
+    await f.write(5)
+    await f.log.checkpoint()
+    const exported = mkdtempSync(join(tmpdir(), 'corral-export-'))
+    await writeBundle(f.store, f.org, exported)
+    const vkey = (await f.store.auditLog.keys())[0].vkey
+    await f.store.close()
+    const elsewhere = mkdtempSync(join(tmpdir(), 'corral-auditor-'))
+    const copy = join(elsewhere, 'export')
+    cpSync(exported, copy, { recursive: true })
+    writeFileSync(join(elsewhere, 'corral.vkey'), `${vkey}\n`)
+    const verify = () => auditorRun(['audit', 'verify', '--dir', copy, '--key', join(elsewhere, 'corral.vkey')], elsewhere)
+    const ok = await verify()
+    expect(ok.stderr).toBe('')
+    expect(ok.code).toBe(0)
+    expect(ok.stdout).toMatch(new RegExp(`^ok: ${f.org}: 45 rows verified against 2 signed checkpoint`, 'm'))
+    const lines = readFileSync(join(copy, 'rows.jsonl'), 'utf8').split('\n')
+    lines[17] = lines[17].replace('"path":"/w/17"', '"path":"/w/71"')
+    writeFileSync(join(copy, 'rows.jsonl'), lines.join('\n'))
+    const bad = await verify()
+    expect(bad.code).toBe(1)
+    expect(bad.stdout).toMatch(/^FAIL changed: row \S+ \(leaf 17\) was changed after it was appended$/m)
+  })
+})
+
+/** The built binary in `home` (its cwd and HOME), with no CORRAL_ variable at all. */
+function auditorRun(args: string[], home: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const env = { ...hermeticEnv(), HOME: home, XDG_CONFIG_HOME: home, XDG_DATA_HOME: home, NO_COLOR: '1' }
+  return new Promise((done) => {
+    const child = spawn(process.execPath, [CORRAL_BIN, ...args], { env, cwd: home, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (c) => (stdout += String(c)))
+    child.stderr.on('data', (c) => (stderr += String(c)))
+    child.once('close', (code) => done({ code, stdout, stderr }))
   })
 }
 

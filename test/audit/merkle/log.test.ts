@@ -9,9 +9,9 @@ import { describe, expect, it } from 'vitest'
 import {
   bundleInput, consistencyFor, createAuditWriter, inclusionFor, LogSigner, ProvableLog, rotateLogKey, verifyLog, WitnessDir, writeBundle,
 } from '../../../src/audit/index.js'
-import { canonicalJson, hashLeaf, openCheckpoint, parseVerifierKey, verifyConsistency, verifyInclusion } from '../../../src/audit/merkle/index.js'
+import { canonicalJson, canonicalRow, hashLeaf, openCheckpoint, parseVerifierKey, subtreeRoot, verifyConsistency, verifyInclusion } from '../../../src/audit/merkle/index.js'
 import type { NewAuditEvent } from '../../../src/contract/index.js'
-import { openSibling, testDialects } from '../../helpers/dialects.js'
+import { openSibling, storeTarget, testDialects } from '../../helpers/dialects.js'
 import { decision } from '../fixtures.js'
 import { quietLogger } from '../writer-helpers.js'
 import { errors, logFixture, tamper } from './log-harness.js'
@@ -58,7 +58,8 @@ for (const d of dialects) {
       const a = await logFixture(await d.open())
       // SQLite is one process's store (docs/storage.md): its two appenders share the handle; PostgreSQL's are two pools.
       const other = d.name === 'postgres' ? await openSibling(a.store) : a.store
-      const b = new ProvableLog({ store: other, logger: quietLogger(), signer: await LogSigner.open(mkdtempSync(join(tmpdir(), 'corral-b-'))), witness: new WitnessDir(a.witnessDir) })
+      // Replica B appends as serve does: on its own thread, through a connection of its own.
+      const b = new ProvableLog({ store: other, logger: quietLogger(), signer: await LogSigner.open(mkdtempSync(join(tmpdir(), 'corral-b-'))), witness: new WitnessDir(a.witnessDir), thread: storeTarget(a.store)! })
       const writerB = createAuditWriter(other, { logger: quietLogger() })
       for (let round = 0; round < 5; round++) {
         await Promise.all([
@@ -74,6 +75,7 @@ for (const d of dialects) {
       expect(leaves.length).toBe(400)
       expect(new Set(leaves.map((l) => l.eventId)).size).toBe(400)
       expect(leaves.map((l) => l.idx)).toEqual(leaves.map((_, i) => i))
+      await b.stop()
       const cps = await a.store.auditLog.checkpoints(a.org)
       expect(cps.at(-1)!.size).toBe(400)
       // Both replicas' keys are trusted through the witness; every pair of checkpoints is consistent.
@@ -83,6 +85,33 @@ for (const d of dialects) {
         const p = (await consistencyFor(a.store, a.org, cps[i - 1].size, cps[i].size))!
         expect(verifyConsistency(p.from_size, p.to_size, p.proof.map((h) => Buffer.from(h, 'hex')), Buffer.from(p.from_root, 'hex'), Buffer.from(p.to_root, 'hex'))).toBe(true)
       }
+    })
+
+    it('appends on its own thread in commit order: each org\'s leaves are its queued rows, in queue order, hashed from their content', async () => {
+      const f = await logFixture(await d.open())
+      const other = `${f.org}_b`
+      const w = createAuditWriter(f.store, { logger: quietLogger() })
+      // Two orgs interleaved across several writer batches; more rows than one round takes.
+      for (let round = 0; round < 4; round++) {
+        await Promise.all(Array.from({ length: 150 }, (_, i) => w.emit(decision(i % 3 ? f.org : other, { path: `/${round}/${i}`, detail: { z: i, a: [round] } }))))
+      }
+      await w.flush()
+      const queued = await f.store.auditLog.pending(10_000)
+      const log = new ProvableLog({ store: f.store, logger: quietLogger(), thread: storeTarget(f.store)!, batch: 128 })
+      expect(await log.append()).toBe(600)
+      await log.stop()
+      const rows = await f.store.auditLog.rows(queued.map((q) => q.eventId))
+      for (const org of [f.org, other]) {
+        const expected = queued.filter((q) => q.orgId === org).map((q) => q.eventId)
+        const leaves = await f.store.auditLog.leaves(org, 0, 10_000)
+        expect(leaves.map((l) => l.eventId)).toEqual(expected)
+        expect(leaves.map((l) => l.leafHash)).toEqual(expected.map((id) => hashLeaf(canonicalRow(rows.get(id)!)).toString('hex')))
+        const tree = (await f.store.auditLog.tree(org))!
+        expect(tree.root).toBe(subtreeRoot(leaves.map((l) => Buffer.from(l.leafHash, 'hex'))).toString('hex'))
+      }
+      expect(await f.store.auditLog.pending(10)).toEqual([])
+      await f.log.checkpoint()
+      expect(errors(await f.verify())).toEqual([])
     })
 
     it('a rotated key signs the next checkpoints; the old ones still verify with the old public key', async () => {

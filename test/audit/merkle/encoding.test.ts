@@ -1,0 +1,61 @@
+// The appender and verification encode each row straight from the driver's row (storedRowBytes);
+// the leaf bytes must be exactly those of the row as the API returns it (canonicalRow over
+// fromRow), for any row either dialect can hand back: TEXT or parsed JSON columns, integers as
+// numbers or digit strings, absent columns as null, and extra columns of a join left out.
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import { canonicalRow, hashLeaf, hashLeafHex, storedRowBytes } from '../../../src/audit/merkle/index.js'
+import { createHash } from 'node:crypto'
+import type { AuditEvent } from '../../../src/contract/index.js'
+import { AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS, AUDIT_TEXT_COLUMNS, LEAF_COLUMNS, QUEUE_COLUMNS } from '../../../src/store/index.js'
+import { fromRow } from '../../../src/store/repositories/audit.js'
+
+const json = fc.jsonValue({ maxDepth: 3 }).map((v) => JSON.parse(JSON.stringify(v)) as unknown)
+const text = fc.string({ unit: 'binary', maxLength: 20 })
+
+const rawRow = fc.record({
+  id: fc.uuid(), org_id: text, user_id: text, timestamp: text, ts: fc.oneof(fc.integer(), fc.constant('1767225600000')),
+  event_type: text, category: text, actor: text,
+  ...Object.fromEntries(AUDIT_TEXT_COLUMNS.map((c) => [c, fc.option(text)])),
+  ...Object.fromEntries(AUDIT_INT_COLUMNS.map((c) => [c, fc.option(fc.oneof(fc.integer(), fc.integer().map(String)))])),
+  // SQLite hands JSON columns back as their text (key order as written), PostgreSQL parsed (a
+  // parsed string would be read as text by both, so the parsed shape is never a string here).
+  ...Object.fromEntries(AUDIT_JSON_COLUMNS.map((c) => [c, fc.option(fc.oneof(json.filter((v) => typeof v !== 'string'), json.map((v) => JSON.stringify(v))))])),
+}) as fc.Arbitrary<Record<string, unknown>>
+
+describe('a stored row\'s leaf bytes', () => {
+  it('are the API row\'s RFC 8785 bytes, for any row either dialect returns', () => {
+    fc.assert(fc.property(rawRow, (raw) => {
+      expect(storedRowBytes(raw)).toBe(canonicalRow(fromRow(raw)))
+    }), { numRuns: 500 })
+  })
+
+  it('leave out the columns a join adds, whatever the shape before', () => {
+    fc.assert(fc.property(rawRow, rawRow, fc.boolean(), (a, b, leafJoin) => {
+      const extra = leafJoin ? { l_idx: 3, l_event_id: a.id, l_leaf_hash: 'ab' } : { p_seq: 4, p_event_id: a.id, p_org_id: 'o', p_leafed: null }
+      expect(storedRowBytes(b)).toBe(canonicalRow(fromRow(b)))
+      expect(storedRowBytes({ ...a, ...extra }, leafJoin ? LEAF_COLUMNS : QUEUE_COLUMNS)).toBe(canonicalRow(fromRow(a)))
+    }), { numRuns: 200 })
+  })
+
+  it('differ when any column\'s value differs', () => {
+    fc.assert(fc.property(rawRow, fc.constantFrom(...AUDIT_TEXT_COLUMNS, 'user_id', 'event_type'), text, (raw, column, value) => {
+      fc.pre(raw[column] !== value)
+      expect(storedRowBytes({ ...raw, [column]: value })).not.toBe(storedRowBytes(raw))
+    }), { numRuns: 200 })
+  })
+
+  it('hash as SHA-256(0x00 || UTF-8 bytes), lone surrogates included', () => {
+    fc.assert(fc.property(fc.string({ unit: 'binary', maxLength: 200 }), (s) => {
+      const reference = createHash('sha256').update(Buffer.from([0])).update(Buffer.from(s, 'utf8')).digest()
+      expect(hashLeaf(s).equals(reference)).toBe(true)
+      expect(hashLeafHex(s)).toBe(reference.toString('hex'))
+    }))
+  })
+
+  it('of an integer column that holds no number read as a different row, not as an error', () => {
+    const raw = { id: 'x', org_id: 'o', latency_ms: 'abc' }
+    expect(storedRowBytes(raw)).toBe('{"id":"x","latency_ms":null,"org_id":"o"}')
+    expect(storedRowBytes(raw)).not.toBe(canonicalRow({ id: 'x', org_id: 'o' } as unknown as AuditEvent))
+  })
+})
