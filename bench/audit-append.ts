@@ -41,7 +41,7 @@ function event(i: number): NewAuditEvent {
 }
 
 async function ingest(store: Store, from: number, n: number): Promise<number> {
-  const writer = audit.createAuditWriter(store, { batchSize: 2_000, maxQueue: 20_000, flushIntervalMs: 5 })
+  const writer = audit.createAuditWriter(store, { batchSize: 2_000, maxQueue: 20_000, flushIntervalMs: 5, durableTimeoutMs: 600_000 })
   const t = performance.now()
   const inflight = new Set<Promise<unknown>>()
   for (let i = from; i < from + n; i++) {
@@ -70,9 +70,11 @@ async function run(dialect: string, store: Store, thread: { url: string; schema?
   const delay = monitorEventLoopDelay({ resolution: 5 })
   const elu0 = performance.eventLoopUtilization()
   delay.enable()
+  const cpu0 = process.cpuUsage()
   const t = performance.now()
   const appended = await catchUpLog.append()
   const catchUpMs = performance.now() - t
+  const cpu = process.cpuUsage(cpu0)
   await catchUpLog.stop()
   delay.disable()
   const elu = performance.eventLoopUtilization(elu0)
@@ -97,6 +99,8 @@ async function run(dialect: string, store: Store, thread: { url: string; schema?
     dialect, rows: N,
     append_leaves_per_s: Math.round(N / (catchUpMs / 1000)),
     append_ms: Math.round(catchUpMs),
+    // CPU of the whole process (every thread): what a leaf costs, whatever the neighbours do.
+    append_leaves_per_cpu_s: Math.round(N / ((cpu.user + cpu.system) / 1e6)),
     append_main_thread_utilisation: +elu.utilization.toFixed(3),
     append_event_loop_max_stall_ms: +(delay.max / 1e6).toFixed(1),
     append_event_loop_p99_ms: +(delay.percentile(99) / 1e6).toFixed(1),
