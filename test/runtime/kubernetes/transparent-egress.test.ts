@@ -31,7 +31,7 @@ function runtime(env: Record<string, string>): KubernetesRuntimeUnderTest {
 type Container = { name: string; command?: string[]; securityContext: { runAsUser?: number; runAsNonRoot?: boolean; allowPrivilegeEscalation?: boolean; privileged?: boolean; capabilities?: { drop?: string[]; add?: string[] } }; env?: { name: string; value?: string; valueFrom?: unknown }[] }
 type PodObject = {
   metadata: { name: string; annotations: Record<string, string> }
-  spec: { dnsPolicy?: string; dnsConfig?: { nameservers: string[]; searches: string[] }; securityContext: { sysctls?: { name: string; value: string }[] }; initContainers?: Container[]; containers: Container[]; volumes: { name: string }[] }
+  spec: { dnsPolicy?: string; dnsConfig?: { nameservers: string[]; searches: string[] }; securityContext: { runAsNonRoot?: boolean; sysctls?: { name: string; value: string }[] }; initContainers?: Container[]; containers: Container[]; volumes: { name: string }[] }
 }
 
 async function agentPodOf(r: KubernetesRuntimeUnderTest): Promise<{ pod: PodObject; secret: Record<string, string> }> {
@@ -92,7 +92,7 @@ describe('transparent egress on Kubernetes (fake API server)', () => {
     expect(secret[EGRESS_KEY.relay]).toContain('getsockopt(STDIN, 0, 80)')
     expect(JSON.stringify(pod)).not.toContain('token-abc')
     // The NetworkPolicy is what it was: egress to the proxy pods only, no DNS, nothing else.
-    const policy = fake.store.get('networkpolicies', 'corral', 'corral-workspaces') as { spec: { egress: unknown[] } }
+    const policy = fake.store.get('networkpolicies', 'corral', 'corral-workspaces') as unknown as { spec: { egress: unknown[] } }
     expect(policy.spec.egress).toEqual([{ to: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'corral' } } }], ports: [{ protocol: 'TCP', port: 7071 }] }])
   })
 
