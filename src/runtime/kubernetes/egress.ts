@@ -124,7 +124,8 @@ interface PodLike { spec?: { securityContext?: { runAsNonRoot?: boolean; runAsUs
  * before the agent starts) anything but unprivileged: empty when each has no capability, cannot
  * escalate, is not privileged and does not run as root.
  */
-export function privilegeProblems(pod: PodLike): string[] {
+export function privilegeProblems(manifest: { spec?: object }): string[] {
+  const pod = manifest as PodLike
   const problems: string[] = []
   const podNonRoot = pod.spec?.securityContext?.runAsNonRoot === true && pod.spec.securityContext.runAsUser !== 0
   for (const c of pod.spec?.containers ?? []) {
