@@ -42,25 +42,29 @@ export function proxyEndpoint(proxyUrl: string): { ip: string; port: number } {
 }
 
 /** The rules of the pod's network namespace (what egress-init or the CNI plugin installs). */
+// The filter chain matches the destination, not the output device: a redirected packet is
+// rerouted to lo after the nat chain, but the hook still names the device it was first routed to.
+// Replies of what was let out are let out (a connection can only be established through a rule).
 export function egressRules(proxy: { ip: string; port: number }): string {
   return `table ip corral_egress {
-  chain redirect {
+  chain steer {
     type nat hook output priority -100; policy accept;
     ip daddr 127.0.0.0/8 return
     ip daddr ${proxy.ip} tcp dport ${proxy.port} return
     meta l4proto tcp redirect to :${POD_REDIRECT_PORT}
   }
-  chain output {
+  chain leave {
     type filter hook output priority filter; policy accept;
-    oifname "lo" accept
+    ct state established,related accept
+    ip daddr 127.0.0.0/8 accept
     ip daddr ${proxy.ip} tcp dport ${proxy.port} accept
     drop
   }
 }
 table ip6 corral_egress {
-  chain output {
+  chain leave {
     type filter hook output priority filter; policy accept;
-    oifname "lo" accept
+    ip6 daddr ::1 accept
     drop
   }
 }
@@ -149,7 +153,7 @@ import { spawn } from 'node:child_process'
 const [proxyHost, proxyPort] = (process.env.CORRAL_EGRESS_PROXY || '').split(':')
 const token = process.env.CORRAL_PROXY_TOKEN || ''
 const REDIRECT_PORT = ${POD_REDIRECT_PORT}
-const ORIGINAL_DST = 'use Socket; my $a = getsockopt(STDIN, 0, 80) or exit 1; my ($p, $h) = unpack_sockaddr_in($a); print inet_ntoa($h), ":", $p'
+const ORIGINAL_DST = 'my $a = getsockopt(STDIN, 0, 80) or exit 1; my ($f, $p, @h) = unpack("S n C4", $a); exit 1 unless $f == 2; print join(".", @h), ":", $p'
 
 function join(self, peer) {
   self.on('error', () => peer.destroy())
