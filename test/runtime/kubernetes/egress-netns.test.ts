@@ -87,7 +87,7 @@ describe.skipIf(!available)('Kubernetes transparent egress in a pod-like network
     while (!existsSync(sock)) await sleep(20)
     procs.push(spawn('ip', ['netns', 'exec', ns, 'socat', `TCP-LISTEN:${SERVICE.port},bind=${SERVICE.ip},fork,reuseaddr`, `UNIX-CONNECT:${sock}`], { stdio: 'ignore' }))
     // The kubelet's part: the pod's sysctls and its dnsConfig as the pod's resolv.conf.
-    for (const { name: key, value } of pod.spec.securityContext.sysctls ?? []) await run('ip', ['netns', 'exec', ns, 'sysctl', '-qw', `${key}=${value}`])
+    for (const { name: key, value } of (pod.spec.securityContext as { sysctls?: { name: string; value: string }[] }).sysctls ?? []) await run('ip', ['netns', 'exec', ns, 'sysctl', '-qw', `${key}=${value}`])
     const dns = pod.spec.dnsConfig!
     await mkdir(`/etc/netns/${ns}`, { recursive: true })
     await writeFile(`/etc/netns/${ns}/resolv.conf`, `${dns.nameservers.map((n) => `nameserver ${n}`).join('\n')}\noptions ${dns.options.map((o) => `${o.name}:${o.value}`).join(' ')}\n`)
