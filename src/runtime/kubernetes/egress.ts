@@ -82,7 +82,7 @@ export interface ContainerSecurity {
 }
 
 /** What transparent egress adds to an agent pod, or undefined when it is off. */
-export function egressPodParts(s: KubernetesSettings, secretName: string, proxyUrl: string, security: ContainerSecurity) {
+export function egressPodParts(s: KubernetesSettings, secretName: string, proxyUrl: string, security: ContainerSecurity, secretFileMode: number) {
   if (s.transparentEgress === 'off') return undefined
   const proxy = proxyEndpoint(proxyUrl)
   const mount = { name: 'egress', mountPath: POD_EGRESS_DIR, readOnly: true }
@@ -115,7 +115,7 @@ export function egressPodParts(s: KubernetesSettings, secretName: string, proxyU
       securityContext: security,
       volumeMounts: [mount],
     },
-    volume: { name: 'egress', secret: { secretName, defaultMode: 0o444, items: [{ key: EGRESS_KEY.relay, path: 'relay.mjs' }, { key: EGRESS_KEY.rules, path: 'rules.nft' }] } },
+    volume: { name: 'egress', secret: { secretName, defaultMode: secretFileMode, items: [{ key: EGRESS_KEY.relay, path: 'relay.mjs' }, { key: EGRESS_KEY.rules, path: 'rules.nft' }] } },
     secretData: { [EGRESS_KEY.relay]: EGRESS_RELAY_SOURCE, [EGRESS_KEY.rules]: egressRules(proxy) },
   }
 }

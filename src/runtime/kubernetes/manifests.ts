@@ -123,7 +123,7 @@ export function agentSecret(s: KubernetesSettings, name: string, workspaceId: st
   }
   for (const [file, content] of Object.entries(spec.files)) data[`inbox.${file}`] = content
   for (const [k, v] of Object.entries({ ...spec.baseEnv, ...spec.env })) data[`env.${k}`] = v
-  Object.assign(data, egressPodParts(s, name, spec.proxyUrl, CONTAINER_SECURITY)?.secretData)
+  Object.assign(data, egressPodParts(s, name, spec.proxyUrl, CONTAINER_SECURITY, SECRET_FILE_MODE)?.secretData)
   return {
     apiVersion: 'v1', kind: 'Secret', type: 'Opaque',
     metadata: { name, namespace: s.namespace, labels: workspaceLabels(workspaceId, owner) },
@@ -206,7 +206,7 @@ export function agentPod(s: KubernetesSettings, name: string, workspaceId: strin
   ]
   const inboxItems = Object.keys(spec.files).sort().map((file) => ({ key: `inbox.${file}`, path: file }))
   const base = basePod(s, name, workspaceId, owner, 'agent')
-  const egress = egressPodParts(s, name, spec.proxyUrl, CONTAINER_SECURITY)
+  const egress = egressPodParts(s, name, spec.proxyUrl, CONTAINER_SECURITY, SECRET_FILE_MODE)
   return {
     ...base,
     metadata: { ...base.metadata, annotations: { ...base.metadata.annotations, ...egress?.annotations } },

@@ -9,7 +9,7 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
-import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { chmod, chown, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -66,7 +66,12 @@ describe.skipIf(!available)('Kubernetes transparent egress in a pod-like network
     const egressDir = join(dir, 'egress')
     await mkdir(egressDir, { mode: 0o755 })
     const volume = pod.spec.volumes.find((v) => v.name === 'egress') as { secret: { items: { key: string; path: string }[]; defaultMode: number } }
-    for (const item of volume.secret.items) await writeFile(join(egressDir, item.path), secret[item.key]!, { mode: volume.secret.defaultMode })
+    // The kubelet gives a Secret volume's files to the pod's fsGroup with the group read bit added.
+    const fsGroup = pod.spec.securityContext.fsGroup
+    for (const item of volume.secret.items) {
+      await writeFile(join(egressDir, item.path), secret[item.key]!, { mode: volume.secret.defaultMode | 0o440 })
+      await chown(join(egressDir, item.path), 0, fsGroup)
+    }
     await writeFile(join(dir, 'ca.pem'), h.proxy.ca.certPem, { mode: 0o444 })
     const mapPath = (arg: string) => arg.replace('/run/corral/egress', egressDir)
 
@@ -98,7 +103,7 @@ describe.skipIf(!available)('Kubernetes transparent egress in a pod-like network
     const c = (pod.spec.containers as Container[]).find((x) => x.name === EGRESS_CONTAINER)!
     env = {}
     for (const e of c.env ?? []) env[e.name] = e.value ?? secret[e.valueFrom!.secretKeyRef.key]!
-    relay = spawn('ip', ['netns', 'exec', ns, ...dropTo(uid), ...c.command.map(mapPath)], { env: { PATH: process.env.PATH!, ...env }, stdio: ['ignore', 'inherit', 'inherit'] })
+    relay = spawn('ip', ['netns', 'exec', ns, ...dropTo(uid, fsGroup), ...c.command.map(mapPath)], { env: { PATH: process.env.PATH!, ...env }, stdio: ['ignore', 'inherit', 'inherit'] })
     procs.push(relay)
     // Up when it listens on both ports (it binds 15001 first and 53 last).
     for (let i = 0; i < 600; i++) {
@@ -119,7 +124,7 @@ describe.skipIf(!available)('Kubernetes transparent egress in a pod-like network
     if (dir) await rm(dir, { recursive: true, force: true })
   })
 
-  const dropTo = (u: number) => ['setpriv', `--reuid=${u}`, `--regid=${u}`, '--clear-groups', '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--']
+  const dropTo = (u: number, group = u) => ['setpriv', `--reuid=${u}`, `--regid=${u}`, `--groups=${group}`, '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--']
 
   it('the relay runs as the pod\'s user with no capability; lookups and connections reach the proxy, decided and attributed', async () => {
     const status = await readFile(`/proc/${relay.pid}/status`, 'utf8')
