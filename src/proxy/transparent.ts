@@ -9,7 +9,9 @@
 // connect-time checks, as for every request. Anything else (SSH, raw TCP, a ClientHello without
 // SNI, an address nobody handed out) is refused with one row naming destination and port.
 //
-// A CONNECT to RESOLVER_HOST:53 carries the workspace's DNS queries (framed as DNS over TCP).
+// A CONNECT to RESOLVER_HOST:53 carries the workspace's DNS queries (framed as DNS over TCP). A
+// CONNECT marked `udp` reports a UDP datagram the sandbox caught (it went nowhere): it is refused
+// with one row naming destination and port, bounded per workspace (udp-reports.ts).
 import type { IncomingMessage } from 'node:http'
 import type { Socket } from 'node:net'
 import { getExtensionData, readTlsClientHello } from 'read-tls-client-hello'
@@ -21,6 +23,7 @@ import { andThen } from './maybe.js'
 import { decisionRow, terminal } from './phases/terminal.js'
 import type { ProxyCore } from './request-state.js'
 import { recordThenRefuse } from './transport.js'
+import { UdpReports } from './udp-reports.js'
 import type { ActivationResult } from './workspaces.js'
 
 /** The CONNECT target that carries DNS queries from the sandbox. */
@@ -43,6 +46,7 @@ export class TransparentEgress {
   readonly #core: ProxyCore
   readonly #limits: ResolverLimits
   readonly #resolvers = new Map<string, WorkspaceResolver>()
+  readonly #udp = new UdpReports()
 
   constructor(core: ProxyCore) {
     this.#core = core
@@ -52,6 +56,7 @@ export class TransparentEgress {
   /** Drops a workspace's synthetic names (it was torn down in this proxy). */
   forget(workspaceId: string): void {
     this.#resolvers.delete(workspaceId)
+    this.#udp.forget(workspaceId)
   }
 
   /** The workspace's resolver (its synthetic table), made on first use. */
@@ -69,6 +74,7 @@ export class TransparentEgress {
   async connect(req: IncomingMessage, target: { host: string; port: number }, check: TokenCheck, socket: Socket, head: Buffer): Promise<EgressVerdict> {
     const marked = req.headers[EGRESS_HEADER] === 'transparent'
     if (target.host === RESOLVER_HOST && target.port === 53) return this.#dns(check, socket, head)
+    if (req.headers[EGRESS_HEADER] === 'udp' && check.ok) return this.#udpReport(check, target, socket)
     if (!marked && !isSynthetic(target.host)) return undefined
     if (!check.ok) return undefined
     const ws = await activation(this.#core, check)
@@ -96,6 +102,24 @@ export class TransparentEgress {
     if (first !== undefined && HTTP_METHOD.test(first.subarray(0, 11).toString('latin1'))) return { host: name, port: target.port, plain: true }
     const protocol = first === undefined ? 'none' : first.subarray(0, 4).toString('latin1') === 'SSH-' ? 'ssh' : 'unknown'
     return this.#refuseOpen(check, ws, name, deny('no_match', { egress: 'transparent', port: target.port, protocol, message: 'only HTTP and TLS (with SNI) connections can leave a workspace' }), socket)
+  }
+
+  /** A UDP datagram the sandbox caught: refused, with a row when the workspace's allowance has one. */
+  async #udpReport(check: Extract<TokenCheck, { ok: true }>, target: { host: string; port: number }, socket: Socket): Promise<'handled'> {
+    const workspaceId = check.claims.workspace_id
+    const name = isSynthetic(target.host) ? this.#resolvers.get(workspaceId)?.table.nameOf(target.host) : undefined
+    const suppressed = this.#udp.take(workspaceId, `${target.host}:${target.port}`)
+    if (suppressed === undefined) {
+      socket.end('HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\nconnection: close\r\n\r\n')
+      return 'handled'
+    }
+    const ctx = this.#context(check, await activation(this.#core, check), name ?? target.host)
+    ctx.denial = deny('no_match', {
+      egress: 'transparent', protocol: 'udp', port: target.port, ...(name ? { address: target.host } : {}), ...(suppressed > 0 ? { suppressed } : {}),
+      message: 'UDP other than DNS to corral\'s resolver cannot leave a workspace',
+    })
+    await recordThenRefuse(this.#core, ctx, socket, 403)
+    return 'handled'
   }
 
   /** The DNS phase: queries framed on the stream, answered by the workspace's resolver. */

@@ -5,13 +5,17 @@
 //   address stays inside the namespace, and nftables' TPROXY hands each TCP connection that is not
 //   to 127.0.0.0/8 to one listener, keeping the address and port the tool dialled as the accepted
 //   socket's local address;
-// - everything else that would leave loopback (UDP other than the resolver, ICMP, all of IPv6 but
-//   ::1) is dropped in the kernel;
+// - UDP to anything but loopback is routed into a tun device (`corral0`) whose descriptor the init
+//   reads: each datagram is reported to the proxy (destination and port, for its deny row) and
+//   goes nowhere; node cannot learn a datagram's original destination from a socket, but it can
+//   read the IPv4 header of a packet;
+// - everything else that would leave loopback (ICMP, all of IPv6 but ::1) is dropped in the kernel;
 // - /etc/resolv.conf names 127.0.0.53, where the init answers by asking the proxy.
-// The listener needs IP_TRANSPARENT and port 53 needs binding as root, neither of which node can
-// ask for: a few lines of perl (perl-base is part of every Debian and most other systems) make the
-// three sockets as root and hand them to the init as inherited descriptors, then exec setpriv,
-// which drops to the agent's uid with no capability left.
+// The listener needs IP_TRANSPARENT, port 53 needs binding as root and the tun device needs
+// TUNSETIFF, none of which node can ask for: a few lines of perl (perl-base is part of every Debian
+// and most other systems) make the three sockets and the tun device as root and hand them to the
+// init as inherited descriptors, then exec setpriv, which drops to the agent's uid with no
+// capability left. Without /dev/net/tun on the host, UDP is dropped in the kernel without a row.
 import { existsSync } from 'node:fs'
 import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -24,6 +28,9 @@ export const SANDBOX_RESOLVER = '127.0.0.53'
 export const EGRESS_OPT_OUT = 'CORRAL_TRANSPARENT_EGRESS'
 /** The port the TPROXY listener takes inside the namespace (never dialled by anyone). */
 export const SANDBOX_EGRESS_PORT = 15001
+/** The tun device non-DNS UDP is routed into, and the routing table that sends it there. */
+export const SANDBOX_UDP_DEVICE = 'corral0'
+const UDP_TABLE = 53
 
 export interface EgressFiles {
   /** Directory holding setup.sh, listen.pl and rules.nft, bound at SANDBOX_EGRESS_DIR. */
@@ -38,6 +45,7 @@ const RULES = `table ip corral_egress {
   }
   chain output {
     type filter hook output priority filter; policy accept;
+    oifname "${SANDBOX_UDP_DEVICE}" meta l4proto udp accept
     ip daddr != 127.0.0.0/8 meta l4proto != tcp drop
   }
 }
@@ -49,8 +57,14 @@ table ip6 corral_egress {
 }
 `
 
+// The local table moves behind a rule that sends UDP (but to loopback) to the tun's table, which
+// listen.pl fills once the device exists.
 const SETUP = `set -e
 ip route add local default dev lo
+ip rule add pref 100 to 127.0.0.0/8 lookup local
+ip rule add pref 200 ipproto udp lookup ${UDP_TABLE}
+ip rule add pref 300 lookup local
+ip rule del pref 0
 nft -f ${SANDBOX_EGRESS_DIR}/rules.nft
 exec perl ${SANDBOX_EGRESS_DIR}/listen.pl "$@"
 `
@@ -58,7 +72,7 @@ exec perl ${SANDBOX_EGRESS_DIR}/listen.pl "$@"
 // IP_TRANSPARENT is 19 on Linux (linux/in.h); Socket.pm does not name it.
 const LISTEN = `use strict;
 use Socket qw(PF_INET SOCK_STREAM SOCK_DGRAM SOL_SOCKET SO_REUSEADDR INADDR_ANY inet_aton pack_sockaddr_in);
-use Fcntl qw(F_GETFD F_SETFD FD_CLOEXEC);
+use Fcntl qw(F_GETFD F_SETFD FD_CLOEXEC F_GETFL F_SETFL O_NONBLOCK);
 sub keep { my ($s) = @_; my $f = fcntl($s, F_GETFD, 0) or die "fcntl: $!"; fcntl($s, F_SETFD, $f & ~FD_CLOEXEC) or die "fcntl: $!"; fileno($s) }
 socket(my $tcp, PF_INET, SOCK_STREAM, 0) or die "socket: $!";
 setsockopt($tcp, SOL_SOCKET, SO_REUSEADDR, 1) or die "reuseaddr: $!";
@@ -70,7 +84,20 @@ bind($udp, pack_sockaddr_in(53, inet_aton('${SANDBOX_RESOLVER}'))) or die "bind 
 socket(my $dns, PF_INET, SOCK_STREAM, 0) or die "socket: $!";
 bind($dns, pack_sockaddr_in(53, inet_aton('${SANDBOX_RESOLVER}'))) or die "bind dns/tcp: $!";
 listen($dns, 128) or die "listen: $!";
-$ENV{CORRAL_EGRESS_FDS} = join(',', keep($tcp), keep($udp), keep($dns));
+my @fds = (keep($tcp), keep($udp), keep($dns));
+# TUNSETIFF with IFF_TUN | IFF_NO_PI: raw IP packets, one per read. The device node is removed once
+# open, so nothing after this can attach another.
+if (open(my $tun, '+<', '/dev/net/tun')) {
+  my $ifr = pack('Z16 s', '${SANDBOX_UDP_DEVICE}', 0x0001 | 0x1000);
+  ioctl($tun, 0x400454ca, $ifr) or die "TUNSETIFF: $!";
+  system('ip', 'link', 'set', '${SANDBOX_UDP_DEVICE}', 'up') == 0 or die "ip link: $?";
+  system('ip', 'route', 'add', 'default', 'dev', '${SANDBOX_UDP_DEVICE}', 'table', '${UDP_TABLE}') == 0 or die "ip route: $?";
+  unlink('/dev/net/tun');
+  # Non-blocking: the init polls it (a blocking read would hold a thread of node's pool forever).
+  fcntl($tun, F_SETFL, fcntl($tun, F_GETFL, 0) | O_NONBLOCK) or die "fcntl: $!";
+  push @fds, keep($tun);
+}
+$ENV{CORRAL_EGRESS_FDS} = join(',', @fds);
 exec { $ARGV[0] } @ARGV or die "exec $ARGV[0]: $!";
 `
 

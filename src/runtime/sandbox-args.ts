@@ -101,6 +101,8 @@ export function bwrapArgs(m: SandboxMounts, command: readonly string[]): string[
     else args.push('--ro-bind', dir, dir)
   }
   args.push('--proc', '/proc', '--dev', '/dev')
+  // The egress setup opens it as root for the UDP reports, then removes the node (egress.ts).
+  if (egress) args.push('--dev-bind-try', '/dev/net/tun', '/dev/net/tun')
   // /tmp is RAM: sized to the workspace's memory (a write past it fails with ENOSPC), and its
   // pages are charged to the workspace's memory cgroup besides. Root sets it up, so it is opened
   // to everyone (sticky) for the agent's uid.

@@ -11,7 +11,10 @@
 //    before the uid was dropped (the TPROXY listener, the resolver's UDP and TCP port 53) and hands
 //    each intercepted connection to the proxy as a CONNECT to the address and port the tool
 //    dialled (marked x-corral-egress), and each DNS query as a framed message on a CONNECT to
-//    resolver.corral.internal:53. What the proxy refuses is closed.
+//    resolver.corral.internal:53. What the proxy refuses is closed. A fourth descriptor, the tun
+//    device non-DNS UDP is routed into, is read packet by packet: each new destination and port is
+//    reported to the proxy (a CONNECT marked `udp`, refused with its row there), at most once per
+//    UDP_REPORT_MS each and for at most UDP_KEYS of them at a time; the datagrams go nowhere.
 // 2. Spawns the agent command with the rest of the environment (plus CORRAL_PACK_ENV's), reports `spawned` on fd 3 and
 //    mirrors the agent's exit status.
 // 3. Stops the agent when stdin closes (the host's stop request) or on SIGTERM: SIGTERM first,
@@ -20,7 +23,7 @@
 
 export const SANDBOX_INIT_SOURCE = String.raw`import net from 'node:net'
 import { spawn } from 'node:child_process'
-import { writeSync } from 'node:fs'
+import { writeSync, readSync } from 'node:fs'
 import dgram from 'node:dgram'
 import { constants } from 'node:os'
 
@@ -64,7 +67,7 @@ function relay(a, b) {
 
 // A CONNECT over the bridge; calls back with the socket (and the bytes after the answer's head)
 // once the proxy answered 200, or with null.
-function bridgeConnect(target, marked, cb) {
+function bridgeConnect(target, mark, cb) {
   const outer = net.createConnection({ path: socketPath, allowHalfOpen: true })
   let head = Buffer.alloc(0)
   let done = false
@@ -87,13 +90,13 @@ function bridgeConnect(target, marked, cb) {
   outer.on('data', onData)
   outer.once('error', () => finish(false))
   outer.once('close', () => finish(false))
-  outer.write('CONNECT ' + target + ' HTTP/1.1\r\nhost: ' + target + '\r\nproxy-authorization: Bearer ' + token + '\r\n' + (marked ? 'x-corral-egress: transparent\r\n' : '') + '\r\n')
+  outer.write('CONNECT ' + target + ' HTTP/1.1\r\nhost: ' + target + '\r\nproxy-authorization: Bearer ' + token + '\r\n' + (mark ? 'x-corral-egress: ' + mark + '\r\n' : '') + '\r\n')
 }
 
 function startEgress([tcpFd, udpFd, dnsFd]) {
   const intercept = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, (inner) => {
     inner.on('error', () => inner.destroy())
-    bridgeConnect(inner.localAddress + ':' + inner.localPort, true, (outer) => {
+    bridgeConnect(inner.localAddress + ':' + inner.localPort, 'transparent', (outer) => {
       if (!outer) { inner.destroy(); return }
       inner.setNoDelay(true)
       relay(inner, outer)
@@ -104,7 +107,7 @@ function startEgress([tcpFd, udpFd, dnsFd]) {
   intercept.listen({ fd: tcpFd })
   const dnsTcp = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, (inner) => {
     inner.on('error', () => inner.destroy())
-    bridgeConnect('resolver.corral.internal:53', false, (outer) => {
+    bridgeConnect('resolver.corral.internal:53', '', (outer) => {
       if (!outer) { inner.destroy(); return }
       relay(inner, outer)
       inner.resume()
@@ -116,7 +119,7 @@ function startEgress([tcpFd, udpFd, dnsFd]) {
   udp.on('error', () => {})
   udp.on('message', (msg, rinfo) => {
     if (msg.length < 12 || msg.length > 4096) return
-    bridgeConnect('resolver.corral.internal:53', false, (outer) => {
+    bridgeConnect('resolver.corral.internal:53', '', (outer) => {
       if (!outer) return
       let buf = Buffer.alloc(0)
       const timer = setTimeout(() => outer.destroy(), 5000)
@@ -138,6 +141,57 @@ function startEgress([tcpFd, udpFd, dnsFd]) {
   udp.bind({ fd: udpFd })
 }
 
+const UDP_REPORT_MS = 10000
+const UDP_KEYS = 256
+
+const UDP_POLL_MS = 200
+
+// Raw IPv4 packets from the tun device (one per read): the destination and port of each UDP
+// datagram. Anything else (IPv6 router solicitations, fragments after the first) is ignored. The
+// descriptor is non-blocking and polled: node has no way to wait on a character device, and a
+// blocking read in its thread pool would keep the process from ever exiting.
+let udpDrain = () => Promise.resolve()
+function startUdpReports(fd) {
+  const reported = new Map()
+  let inFlight = 0
+  const packet = Buffer.alloc(65536)
+  const report = (n) => {
+    if (n < 20 || packet[0] >> 4 !== 4 || packet[9] !== 17) return
+    const ihl = (packet[0] & 15) * 4
+    if ((packet.readUInt16BE(6) & 0x1fff) !== 0 || n < ihl + 4) return
+    const key = packet[16] + '.' + packet[17] + '.' + packet[18] + '.' + packet[19] + ':' + packet.readUInt16BE(ihl + 2)
+    const now = Date.now()
+    if (now - (reported.get(key) ?? -Infinity) < UDP_REPORT_MS) return
+    reported.delete(key)
+    if (reported.size >= UDP_KEYS) reported.delete(reported.keys().next().value)
+    reported.set(key, now)
+    inFlight++
+    bridgeConnect(key, 'udp', (outer) => {
+      inFlight--
+      if (outer) outer.destroy()
+    })
+  }
+  const drain = () => {
+    // At most a device queue's worth per tick; what the kernel queued past it was dropped there.
+    for (let i = 0; i < 1000; i++) {
+      let n
+      try { n = readSync(fd, packet, 0, packet.length, null) } catch { return }
+      if (n <= 0) return
+      report(n)
+    }
+  }
+  setInterval(drain, UDP_POLL_MS).unref()
+  // What the agent sent just before it ended is still reported (for up to a second).
+  udpDrain = () => {
+    drain()
+    return new Promise((resolve) => {
+      const deadline = Date.now() + 1000
+      const check = () => (inFlight === 0 || Date.now() > deadline ? resolve() : setTimeout(check, 20))
+      check()
+    })
+  }
+}
+
 async function main() {
   if (argv.length === 0) fail(64, 'no agent command given')
   if (socketPath) {
@@ -150,7 +204,8 @@ async function main() {
       server.once('error', reject)
       server.listen(port, '127.0.0.1', resolve)
     })
-    if (egressFds.length === 3) startEgress(egressFds)
+    if (egressFds.length >= 3) startEgress(egressFds)
+    if (egressFds.length === 4) startUdpReports(egressFds[3])
   }
   const child = spawn(argv[0], argv.slice(1), { env, stdio: ['ignore', 'inherit', 'inherit'] })
   let stopping = false
@@ -163,7 +218,7 @@ async function main() {
   child.once('error', (err) => fail(127, 'cannot start agent ' + argv[0] + ': ' + err.message))
   child.once('spawn', () => report('spawned ' + child.pid))
   child.once('exit', (code, signal) => {
-    process.exit(code ?? 128 + (signal ? constants.signals[signal] ?? 0 : 0))
+    void udpDrain().then(() => process.exit(code ?? 128 + (signal ? constants.signals[signal] ?? 0 : 0)))
   })
   process.stdin.on('end', stop)
   process.stdin.on('error', stop)

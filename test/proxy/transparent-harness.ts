@@ -45,10 +45,10 @@ export async function startNamedUpstreams(dir: string): Promise<NamedUpstreams> 
 }
 
 /** A CONNECT as the sandbox's listener sends it; resolves with the socket and the proxy's status line. */
-export function egressConnect(proxyPort: number, target: string, token: string, marked = true): Promise<{ socket: Socket; status: string; rest: string }> {
+export function egressConnect(proxyPort: number, target: string, token: string, marked: boolean | 'udp' = true): Promise<{ socket: Socket; status: string; rest: string }> {
   return new Promise((resolve, reject) => {
     const s = connect(proxyPort, '127.0.0.1', () => {
-      s.write(`CONNECT ${target} HTTP/1.1\r\nhost: ${target}\r\nproxy-authorization: Bearer ${token}\r\n${marked ? 'x-corral-egress: transparent\r\n' : ''}\r\n`)
+      s.write(`CONNECT ${target} HTTP/1.1\r\nhost: ${target}\r\nproxy-authorization: Bearer ${token}\r\n${marked ? `x-corral-egress: ${marked === true ? 'transparent' : marked}\r\n` : ''}\r\n`)
     })
     let buf = Buffer.alloc(0)
     const onData = (c: Buffer): void => {

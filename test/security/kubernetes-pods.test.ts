@@ -36,6 +36,10 @@ function pods(): [string, Manifest][] {
     shapes.push([`keeper pod, ${label}`, keeperPod(s, podName(WS, 'k1234'), WS, owner) as unknown as Manifest])
     shapes.push([`agent pod, ${label}`, agentPod(s, podName(WS, 'a1234'), WS, owner, spec) as unknown as Manifest])
     shapes.push([`agent pod without a CA, ${label}`, agentPod(s, podName(WS, 'a1235'), WS, owner, { ...spec, caPem: undefined } as never) as unknown as Manifest])
+    for (const mode of ['init', 'cni']) {
+      const egress = kubernetesSettingsFromEnv({ CORRAL_AGENT_IMAGE: 'corral-agent:1', CORRAL_K8S_TRANSPARENT_EGRESS: mode, ...env }, limits)
+      shapes.push([`agent pod with transparent egress (${mode}), ${label}`, agentPod(egress, podName(WS, 'a1237'), WS, owner, spec) as unknown as Manifest])
+    }
     const role = podResources(s.resources, { limits: { memory: '512Mi' } })
     shapes.push([`agent pod with a role's resources, ${label}`, agentPod(s, podName(WS, 'a1236'), WS, owner, { ...spec, resources: role }) as unknown as Manifest])
   }

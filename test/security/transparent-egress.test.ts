@@ -6,6 +6,7 @@ import { mkdtemp } from 'node:fs/promises'
 import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { connect as tlsConnect } from 'node:tls'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startHarness, type Harness } from '../proxy/harness.js'
 import { dnsStream, egressConnect, startNamedUpstreams, type NamedUpstreams } from '../proxy/transparent-harness.js'
@@ -126,6 +127,31 @@ describe('transparent egress attacks', () => {
     // No row for any of them: none is a name the policy allows.
     expect(rows(flooder.workspaceId).filter((r) => String(r.destination).endsWith('.flood.dev'))).toEqual([])
     expect(await resolve(b.token, 'api.allowed.dev')).toMatch(/^100\./)
+  })
+
+  it('UDP reports cost rows only within a bound: an agent replaying them with its own token cannot flood the log', async () => {
+    const flooder = await h.workspace(caps(up.httpsPort), 'idle', { raw: true })
+    const report = async (token: string, target: string) => {
+      const { socket, status } = await egressConnect(port(), target, token, 'udp')
+      socket.destroy()
+      return status
+    }
+    const statuses = []
+    for (let i = 0; i < 200; i++) statuses.push(await report(flooder.token, '198.51.100.30:4000'))
+    for (let p = 1; p <= 200; p++) statuses.push(await report(flooder.token, `198.51.100.31:${p}`))
+    // Every report is refused; none opens anything.
+    expect(statuses.every((s) => s.startsWith('HTTP/1.1 403'))).toBe(true)
+    const udp = rows(flooder.workspaceId).filter((r) => r.detail?.protocol === 'udp')
+    // One row for the repeated destination; a burst of 5 (then 5 a second) across the others.
+    expect(udp.filter((r) => r.destination === '198.51.100.30')).toEqual([expect.objectContaining({ decision: 'deny', reason: 'no_match', detail: expect.objectContaining({ port: 4000, egress: 'transparent' }) })])
+    expect(udp.length).toBeLessThan(100)
+    // What was only counted rides on the next row written (the allowance refills 5 a second).
+    await sleep(300)
+    expect(await report(flooder.token, '198.51.100.33:1')).toMatch(/^HTTP\/1\.1 403/)
+    expect(rows(flooder.workspaceId).find((r) => r.destination === '198.51.100.33')?.detail?.suppressed).toBeGreaterThan(0)
+    // Another workspace's report is unaffected.
+    expect(await report(b.token, '198.51.100.32:53')).toMatch(/^HTTP\/1\.1 403/)
+    expect(rows(b.workspaceId).filter((r) => r.destination === '198.51.100.32')).toEqual([expect.objectContaining({ detail: expect.objectContaining({ port: 53, protocol: 'udp' }) })])
   })
 
   it('the control plane\'s own names: nothing local resolves, and no answer is ever a real address', async () => {

@@ -8,3 +8,4 @@ export {
   LABEL, POD_PATHS, POLICY_NAME, WORKSPACE_SELECTOR, type AgentPodSpec, type WorkspaceOwner,
 } from './manifests.js'
 export { kubernetesSettingsFromEnv, podResources, type KubernetesSettings, type PodResources } from './options.js'
+export { EGRESS_ANNOTATION, EGRESS_CONTAINER, EGRESS_INIT_CONTAINER, EGRESS_KEY, egressRules, privilegeProblems } from './egress.js'

@@ -27,6 +27,7 @@ import { podPacks } from './pod-packs.js'
 import { claimObject, claimTargets } from './warm-claims.js'
 import { cniVerdict, probeCni } from './cni-probe.js'
 import { ProxyService } from './proxy-service.js'
+import { privilegeProblems } from './egress.js'
 
 export interface KubernetesRuntimeOptions extends RuntimeOptions {
   settings: KubernetesSettings
@@ -87,6 +88,11 @@ export class KubernetesRuntime implements WorkspaceDriver {
       warnings.push(...proxy.warnings)
     } catch (err) {
       problems.push(err instanceof RuntimeError ? err.message : `cannot set up the workspace NetworkPolicy: ${apiMessage(err)}`)
+    }
+    if (this.#s.transparentEgress === 'init') {
+      warnings.push('kubernetes: transparent egress (CORRAL_K8S_TRANSPARENT_EGRESS=init) gives each agent pod an init container with NET_ADMIN: a namespace enforcing the PodSecurity level "restricted" refuses such pods (docs/kubernetes.md "Transparent egress and DNS")')
+    } else if (this.#s.transparentEgress === 'cni') {
+      warnings.push('kubernetes: transparent egress (CORRAL_K8S_TRANSPARENT_EGRESS=cni) relies on a CNI plugin that installs the redirect rules from the pod\'s corral.dev/* annotations; without one, lookups resolve and connections go nowhere (docs/kubernetes.md "Transparent egress and DNS")')
     }
     if (this.#s.networkPolicyCheck === 'off') {
       warnings.push('kubernetes: the CNI probe is off (CORRAL_K8S_NETWORK_POLICY_CHECK=off): workspace egress is limited by the NetworkPolicy corral-workspaces only where the CNI enforces it (docs/kubernetes.md "Runtime: network")')
@@ -262,9 +268,13 @@ export class KubernetesRuntime implements WorkspaceDriver {
     }
     await this.#deletePods(workspaceId)
     await this.#client.core.createNamespacedSecret({ namespace: this.#s.namespace, body: agentSecret(this.#s, name, workspaceId, owner, spec) })
+    const body = agentPod(this.#s, name, workspaceId, owner, spec)
+    // Nothing that runs beside the agent may hold a privilege (only an init container, gone by then).
+    const privileged = privilegeProblems(body)
+    if (privileged.length > 0) throw new RuntimeError('runtime_unavailable', `the agent pod of workspace ${workspaceId} would run privileged: ${privileged.join('; ')}`)
     const agent = this.#agents.track(workspaceId, name, `pod/${this.#s.namespace}/${name}/agent`)
     try {
-      await this.#client.core.createNamespacedPod({ namespace: this.#s.namespace, body: agentPod(this.#s, name, workspaceId, owner, spec) })
+      await this.#client.core.createNamespacedPod({ namespace: this.#s.namespace, body })
     } catch (err) {
       agent.exit({ code: null, signal: null })
       await this.#deletePod(name)

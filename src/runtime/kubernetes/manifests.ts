@@ -3,6 +3,7 @@
 // Secret (token, CA, inbox, environment) and the namespace's NetworkPolicy. Pure functions: the
 // test suite validates each against the official schemas (test/runtime/kubernetes/manifests.test.ts).
 import { createHash } from 'node:crypto'
+import { egressPodParts } from './egress.js'
 import type { KubernetesSettings, PodResources } from './options.js'
 
 export const LABEL = {
@@ -122,6 +123,7 @@ export function agentSecret(s: KubernetesSettings, name: string, workspaceId: st
   }
   for (const [file, content] of Object.entries(spec.files)) data[`inbox.${file}`] = content
   for (const [k, v] of Object.entries({ ...spec.baseEnv, ...spec.env })) data[`env.${k}`] = v
+  Object.assign(data, egressPodParts(s, name, spec.proxyUrl, CONTAINER_SECURITY, SECRET_FILE_MODE)?.secretData)
   return {
     apiVersion: 'v1', kind: 'Secret', type: 'Opaque',
     metadata: { name, namespace: s.namespace, labels: workspaceLabels(workspaceId, owner) },
@@ -204,10 +206,15 @@ export function agentPod(s: KubernetesSettings, name: string, workspaceId: strin
   ]
   const inboxItems = Object.keys(spec.files).sort().map((file) => ({ key: `inbox.${file}`, path: file }))
   const base = basePod(s, name, workspaceId, owner, 'agent')
+  const egress = egressPodParts(s, name, spec.proxyUrl, CONTAINER_SECURITY, SECRET_FILE_MODE)
   return {
     ...base,
+    metadata: { ...base.metadata, annotations: { ...base.metadata.annotations, ...egress?.annotations } },
     spec: {
       ...base.spec,
+      ...(egress
+        ? { dnsPolicy: egress.dnsPolicy, dnsConfig: egress.dnsConfig, securityContext: { ...base.spec.securityContext, sysctls: egress.sysctls }, initContainers: egress.initContainers }
+        : {}),
       terminationGracePeriodSeconds: spec.stopGraceSeconds,
       containers: [
         {
@@ -223,9 +230,11 @@ export function agentPod(s: KubernetesSettings, name: string, workspaceId: strin
           ],
         },
         keeperContainer(s),
+        ...(egress ? [egress.container] : []),
       ],
       volumes: [
         ...volumeBase(workspaceId),
+        ...(egress ? [egress.volume] : []),
         // Readable by the pod's user alone: the kubelet gives the files to fsGroup (podSecurity), which
         // the agent's user is in, adding the group read bit; nobody else reads the inbox or the CA.
         { name: 'inbox', secret: { secretName: name, defaultMode: SECRET_FILE_MODE, items: inboxItems } },

@@ -9,6 +9,10 @@ import type { WorkspaceLimits } from '../limits.js'
 export const NETWORK_POLICY_CHECKS = ['warn', 'require', 'off'] as const
 export type NetworkPolicyCheck = (typeof NETWORK_POLICY_CHECKS)[number]
 
+/** How a workspace pod's tools that ignore HTTPS_PROXY reach the proxy (egress.ts). */
+export const TRANSPARENT_EGRESS_MODES = ['off', 'init', 'cni'] as const
+export type TransparentEgressMode = (typeof TRANSPARENT_EGRESS_MODES)[number]
+
 /** Requests and limits of a workspace's agent container, Kubernetes quantities (`500m`, `2Gi`). */
 export interface PodResources {
   requests: { cpu: string; memory: string; 'ephemeral-storage': string }
@@ -49,6 +53,14 @@ export interface KubernetesSettings {
    * runtime, `off` skips the probe (cni-probe.ts).
    */
   networkPolicyCheck: NetworkPolicyCheck
+  /**
+   * Transparent egress for workspace pods (CORRAL_K8S_TRANSPARENT_EGRESS): `off` (default:
+   * HTTPS_PROXY only), `init` (the redirect rules installed by an init container with NET_ADMIN
+   * alone) or `cni` (installed by the node's CNI plugin from the pod's annotations).
+   */
+  transparentEgress: TransparentEgressMode
+  /** Image of the egress-init container (CORRAL_K8S_EGRESS_INIT_IMAGE, default the agent image); it needs `nft`. */
+  egressInitImage: string
 }
 
 export const DEFAULT_NAMESPACE = 'corral'
@@ -94,6 +106,8 @@ export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv, limits: Worksp
   if (!['Always', 'IfNotPresent', 'Never'].includes(pull)) problems.push(`CORRAL_K8S_IMAGE_PULL_POLICY must be Always, IfNotPresent or Never, got ${JSON.stringify(pull)}`)
   const policyCheck = text('CORRAL_K8S_NETWORK_POLICY_CHECK') ?? 'warn'
   if (!(NETWORK_POLICY_CHECKS as readonly string[]).includes(policyCheck)) problems.push(`CORRAL_K8S_NETWORK_POLICY_CHECK must be warn, require or off, got ${JSON.stringify(policyCheck)}`)
+  const egress = text('CORRAL_K8S_TRANSPARENT_EGRESS') ?? 'off'
+  if (!(TRANSPARENT_EGRESS_MODES as readonly string[]).includes(egress)) problems.push(`CORRAL_K8S_TRANSPARENT_EGRESS must be off, init or cni, got ${JSON.stringify(egress)}`)
   // A container without a CPU or memory limit can starve its node's other pods: where the
   // workspace limits say "unlimited" (0), the cluster still gets a bound (docs/kubernetes.md).
   const memoryLimit = limits.memoryMb > 0 ? `${limits.memoryMb}Mi` : quantity('CORRAL_K8S_MEMORY_LIMIT', '4Gi')!
@@ -124,6 +138,8 @@ export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv, limits: Worksp
     runAsUid: integer('CORRAL_K8S_RUN_AS_UID', 1000, 1),
     podStartTimeoutMs: integer('CORRAL_K8S_POD_START_TIMEOUT_MS', 120_000, 1000),
     networkPolicyCheck: policyCheck as NetworkPolicyCheck,
+    transparentEgress: egress as TransparentEgressMode,
+    egressInitImage: text('CORRAL_K8S_EGRESS_INIT_IMAGE') ?? agentImage,
   }
   if (problems.length > 0) throw new Error(problems.join('; '))
   return settings
