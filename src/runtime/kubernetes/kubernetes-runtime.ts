@@ -1,11 +1,11 @@
 // The `kubernetes` driver (docs/kubernetes.md "Runtime"): one pod at a time per workspace in the
 // configured namespace, /data on a PersistentVolumeClaim that outlives its pods, the agent's token,
-import { join } from 'node:path'
 // CA and inbox in a Secret, egress only to the proxy Service (one NetworkPolicy for the namespace).
 // An agent runs as the `agent` container of a pod whose `keeper` container holds /data for what
 // comes after it (uploads, snapshots over exec + tar); a pod with the keeper alone holds /data
 // between agents when one is needed. The driver follows its pods through a watch (pod-watch.ts).
 import { randomBytes } from 'node:crypto'
+import { join } from 'node:path'
 import { readFile } from 'node:fs/promises'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { V1Pod } from '@kubernetes/client-node'
