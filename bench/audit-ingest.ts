@@ -86,7 +86,8 @@ async function child(root: string, dialect: string, variant: string): Promise<Re
   const schema = `bench_${randomBytes(4).toString('hex')}`
   const app = `corral-bench-${randomBytes(4).toString('hex')}`
   process.env.PGAPPNAME = app
-  const store = dialect === 'sqlite' ? await openStore(`sqlite:${join(dir, 'corral.db')}`) : await openStore(PG_URL!, { schema })
+  const url = dialect === 'sqlite' ? `sqlite:${join(dir, 'corral.db')}` : PG_URL!
+  const store = dialect === 'sqlite' ? await openStore(url) : await openStore(url, { schema })
   const q = (text: string) => sql.raw<Record<string, unknown>>(text).execute(store.db as never)
   try {
     if (variant === 'off') {
@@ -99,7 +100,8 @@ async function child(root: string, dialect: string, variant: string): Promise<Re
     }
     const logger = { error: (o: object, m: string) => console.error(m, o), warn: () => {} }
     const writer = await openAuditWriter(store, { journalDir: join(dir, 'journal'), logger })
-    const log = variant === 'on' ? new ProvableLog({ store, logger }) : undefined
+    // As serve runs it: on a worker thread with its own connection (a build without that option ignores it).
+    const log = variant === 'on' ? new ProvableLog({ store, logger, thread: { url, ...(dialect === 'postgres' ? { schema } : {}) } } as never) : undefined
     log?.start()
     await writer.emit(decision(0) as never) // spawns the SQLite worker, opens the segment and the pool
     await writer.flush()

@@ -91,7 +91,7 @@ async function pageStats(fn: () => Promise<unknown>) {
   return { p50_ms: pct(samples, 50), p95_ms: pct(samples, 95) }
 }
 
-async function run(dialect: string, store: Store) {
+async function run(dialect: string, store: Store, thread: { url: string; schema?: string }) {
   process.stderr.write(`[${dialect}] ingesting ${N.toLocaleString()} events through the writer…\n`)
   // The writer as serve runs it: the journal on, default batch and queue bounds; an event is
   // durable once journaled, and the ingest ends when the last row is committed to the database.
@@ -100,7 +100,7 @@ async function run(dialect: string, store: Store) {
   // The provable log's appender runs beside the writer as in serve (docs/audit.md); its catch-up
   // after the ingest is timed on its own.
   const logger = { error: (o: object, m: string) => console.error(m, o) }
-  const log = new ProvableLog({ store, logger })
+  const log = new ProvableLog({ store, logger, thread })
   log.start()
   const cpuBefore = process.cpuUsage()
   const mainBefore = mainThreadMs()
@@ -173,7 +173,7 @@ async function main() {
   const dir = mkdtempSync(join(tmpdir(), 'corral-bench-'))
   try {
     const sqlite = await openStore(`sqlite:${join(dir, 'bench.db')}`)
-    results.push(await run('sqlite', sqlite))
+    results.push(await run('sqlite', sqlite, { url: `sqlite:${join(dir, 'bench.db')}` }))
     await sqlite.close()
   } finally {
     rmSync(dir, { recursive: true, force: true })
@@ -183,7 +183,7 @@ async function main() {
     const schema = `bench_${randomBytes(4).toString('hex')}`
     const store = await openStore(pgUrl, { schema })
     try {
-      results.push(await run('postgres', store))
+      results.push(await run('postgres', store, { url: pgUrl, schema }))
     } finally {
       await store.close()
       const c = new pg.Client({ connectionString: pgUrl })
