@@ -14,6 +14,7 @@ import type { AuditWriterLogger, AuditWriterStats } from './writer-types.js'
 
 /** What the stage needs of an item: its line to insert (a JSON object of its columns), or a record to quarantine. */
 export interface StageItem {
+  /** The event, or past the journal only its id and org (the line holds the rest). */
   event: AuditEvent
   q?: QuarantineRecord
   /** The journal line, inserted as it is: both dialects take a batch's lines as one JSON array. */
@@ -192,12 +193,24 @@ export class DbStage<T extends StageItem> {
     if (items.length === 1) {
       const reason = `database_refused: ${describeFailure(err)}`
       logger.error({ id: items[0].event.id, reason }, 'audit: the database refused one event; quarantined, the rest of its batch is written')
-      await this.#quarantine([quarantineRecord(items[0].event, items[0].event, reason)])
+      const event = storedEvent(items[0])
+      await this.#quarantine([quarantineRecord(event, event, reason)])
       return
     }
     const mid = items.length >>> 1
     await this.#writeRows(items.slice(0, mid))
     await this.#writeRows(items.slice(mid))
+  }
+}
+
+/** The whole event of an item: from its line when the item kept only the id and org (a journaled one). */
+function storedEvent(item: StageItem): AuditEvent {
+  if (item.line === undefined) return item.event
+  try {
+    const { ts: _ts, ...event } = JSON.parse(item.line) as AuditEvent & { ts?: number }
+    return event
+  } catch {
+    return item.event
   }
 }
 

@@ -181,6 +181,10 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
         it.resolve = it.reject = it.done = undefined
         r(it.event)
       }
+      // From here the database stage needs the line, and the id and org to announce the row: the
+      // event object (its nested values too) is let go while young, where kept until the commit
+      // it was promoted to the old generation with every queued event.
+      if (!it.q) it.event = { id: it.event.id, org_id: it.event.org_id } as AuditEvent
     }
     stage.enqueueAll(group)
   }

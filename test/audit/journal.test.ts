@@ -8,7 +8,7 @@ import type { Store } from '../../src/store/index.js'
 import { storeTarget, testDialects } from '../helpers/dialects.js'
 import { procStatField, zombie } from '../helpers/zombie.js'
 import { decision, mutation, orgId } from './fixtures.js'
-import { quietLogger, withInsert } from './writer-helpers.js'
+import { failing, quietLogger, withInsert } from './writer-helpers.js'
 
 const ROOT = resolve(import.meta.dirname, '../..')
 const dirs: string[] = []
@@ -107,6 +107,22 @@ for (const d of testDialects()) {
       expect((await ids(org)).length).toBe(80)
       await writer.close()
       expect(readdirSync(root)).toEqual([])
+    })
+
+    it('an acknowledged event the database refuses is quarantined whole (every field, from its journal line), the rest of its batch written', async () => {
+      // Past the journal the writer keeps an event's line, not the event object.
+      const org = orgId()
+      const poison = `${org}_poison`
+      const refusing = failing(store, (rows) => rows.some((r) => String(r[1]) === poison) ? Object.assign(new Error('invalid input syntax for type json'), { code: '22P02' }) : undefined)
+      const writer = await openAuditWriter(refusing, { journalDir: tempDir(), logger: quietLogger() })
+      const events = await Promise.all(Array.from({ length: 8 }, (_, i) => writer.emit(i === 5 ? decision(poison, { detail: { why: 'refused', n: [1, 2] } }) : mutation(org))))
+      await writer.flush()
+      expect((await ids(org)).length).toBe(7)
+      const q = (await store.audit.listQuarantine({ limit: 1000 })).find((r) => r.id === events[5].id)
+      expect(q?.reason).toMatch(/^database_refused: 22P02/)
+      expect(q?.org_id).toBe(poison)
+      expect(JSON.parse(q!.event)).toEqual(events[5])
+      await writer.close()
     })
 
     it('a journal that cannot be written degrades to acknowledging after the database commit, and says so once', async () => {

@@ -21,22 +21,29 @@ db.pragma('busy_timeout = 5000')
 db.pragma('synchronous = NORMAL')
 db.pragma('wal_autocheckpoint = 10000')
 const statements = new Map()
+const prepared = (text) => {
+  let stmt = statements.get(text)
+  if (!stmt) statements.set(text, (stmt = db.prepare(text)))
+  return stmt
+}
 parentPort.on('message', (m) => {
   if (m.close) {
     db.close()
     process.exit(0)
   }
   try {
-    let stmt = statements.get(m.text)
-    if (!stmt) statements.set(m.text, (stmt = db.prepare(m.text)))
+    const stmt = prepared(m.text)
+    const strict = prepared(m.strict)
     const inserted = []
     // A JSON array of records (sqlite.ts rowsOfRecords, the same mapping): parsed here, off the main thread.
     const rows = m.json === undefined ? m.rows : JSON.parse(m.json).map((r) => m.names.map((n, i) => {
       const v = r[n]
       return v === undefined || v === null ? null : m.jsonColumns[i] ? JSON.stringify(v) : v
     }))
+    // A row the first statement skipped is a repeat or refused by a constraint: the second one
+    // (sqlite.ts insertText) skips only a repeat and throws the constraint's own error otherwise.
     db.transaction(() => {
-      for (const row of rows) if (stmt.run(row).changes === 1) inserted.push(String(row[m.keyIndex]))
+      for (const row of rows) if (stmt.run(row).changes === 1 || strict.run(row).changes === 1) inserted.push(String(row[m.keyIndex]))
     }).immediate()
     parentPort.postMessage({ seq: m.seq, inserted })
   } catch (err) {
@@ -44,6 +51,12 @@ parentPort.on('message', (m) => {
   }
 })
 `
+
+/** A bulk insert's two statements: `text` ignores every conflict, `strict` only a repeated key. */
+export interface BulkInsertText {
+  text: string
+  strict: string
+}
 
 interface Pending {
   resolve: (ids: string[]) => void
@@ -61,9 +74,12 @@ export class SqliteBulkWorker {
     this.#file = file
   }
 
-  /** Runs `text` (an INSERT with one placeholder per column) for every row in one transaction. */
-  run(text: string, rows: readonly unknown[][], keyIndex: number): Promise<string[]> {
-    return this.#send({ text, rows, keyIndex })
+  /**
+   * Runs `text` (an INSERT with one placeholder per column) for every row in one transaction, and
+   * `strict` for a row `text` skipped (sqlite.ts insertText has both).
+   */
+  run(text: BulkInsertText, rows: readonly unknown[][], keyIndex: number): Promise<string[]> {
+    return this.#send({ ...text, rows, keyIndex })
   }
 
   /**
@@ -71,11 +87,11 @@ export class SqliteBulkWorker {
    * parsed on the worker: a string crosses as one copy, where rows would be structured-cloned
    * value by value on this thread.
    */
-  runJson(text: string, json: string, jsonColumns: readonly boolean[], names: readonly string[], keyIndex: number): Promise<string[]> {
-    return this.#send({ text, json, jsonColumns, names, keyIndex })
+  runJson(text: BulkInsertText, json: string, jsonColumns: readonly boolean[], names: readonly string[], keyIndex: number): Promise<string[]> {
+    return this.#send({ ...text, json, jsonColumns, names, keyIndex })
   }
 
-  #send(m: { text: string; keyIndex: number; rows?: readonly unknown[][]; json?: string; jsonColumns?: readonly boolean[]; names?: readonly string[] }): Promise<string[]> {
+  #send(m: { text: string; strict: string; keyIndex: number; rows?: readonly unknown[][]; json?: string; jsonColumns?: readonly boolean[]; names?: readonly string[] }): Promise<string[]> {
     if (this.#closed) return Promise.reject(Object.assign(new Error('the database connection is not open'), { code: 'SQLITE_MISUSE_CLOSED' }))
     const worker = this.#worker ?? this.#spawn()
     const seq = ++this.#seq

@@ -9,7 +9,7 @@ import { dirname, resolve } from 'node:path'
 import BetterSqlite3 from 'better-sqlite3'
 import { CompiledQuery, Kysely, SqliteDialect, SqliteDriver, sql, type DatabaseConnection, type Driver } from 'kysely'
 import type { Database } from '../schema.js'
-import { SqliteBulkWorker } from './sqlite-bulk-worker.js'
+import { SqliteBulkWorker, type BulkInsertText } from './sqlite-bulk-worker.js'
 import { assertChannel, type BulkColumn, type StoreDialect } from './types.js'
 
 const emitters = new Map<string, { emitter: EventEmitter; refs: number }>()
@@ -152,20 +152,33 @@ async function insertRows(
   const text = insertText(table, names, key)
   if (rows.length === 0) return []
   if (bulk) return bulk.run(text, rows, keyIndex)
-  let stmt = statements.get(text)
-  if (!stmt) statements.set(text, (stmt = database.prepare(text)))
-  const insert = stmt
+  const prepared = (t: string) => {
+    let stmt = statements.get(t)
+    if (!stmt) statements.set(t, (stmt = database.prepare(t)))
+    return stmt
+  }
+  const insert = prepared(text.text)
+  const strict = prepared(text.strict)
   const inserted: string[] = []
   const runAll = database.transaction(() => {
-    for (const row of rows) if (insert.run(row).changes === 1) inserted.push(String(row[keyIndex]))
+    for (const row of rows) if (insert.run(row).changes === 1 || strict.run(row).changes === 1) inserted.push(String(row[keyIndex]))
   })
   // Holding Kysely's connection keeps every other query of this store out of our transaction.
   await db.connection().execute(async () => runAll.immediate())
   return inserted
 }
 
-function insertText(table: string, names: readonly string[], key: string): string {
-  return `INSERT INTO ${quote(table)} (${names.map(quote).join(', ')}) VALUES (${names.map(() => '?').join(', ')}) ON CONFLICT (${quote(key)}) DO NOTHING`
+/**
+ * The bulk insert's statements. `INSERT OR IGNORE` first: no conflict in it can abort, so SQLite
+ * runs it without a statement journal, which a table with triggers (the audit log's) otherwise
+ * opens for every row, copying each page the row touches; that copy was most of a row's cost.
+ * OR IGNORE also skips a row a NOT NULL or CHECK constraint refuses, and applies to the triggers'
+ * own inserts; so a skipped row is run again through `strict`, which skips only a repeated key
+ * and throws the constraint's error otherwise (rolling the batch back, as before).
+ */
+function insertText(table: string, names: readonly string[], key: string): BulkInsertText {
+  const columns = `${quote(table)} (${names.map(quote).join(', ')}) VALUES (${names.map(() => '?').join(', ')})`
+  return { text: `INSERT OR IGNORE INTO ${columns}`, strict: `INSERT INTO ${columns} ON CONFLICT (${quote(key)}) DO NOTHING` }
 }
 
 /** A JSON array of records as rows in `names` order; JSON columns as their text. The bulk worker has its own copy. */
