@@ -64,7 +64,9 @@ export async function startSquidTunnel(tmp: string, upCaPem: string, children: C
 /**
  * squid with ssl-bump: peeks at the client hello (step 1), then bumps; per-host certificates
  * are minted by security_file_certgen into its own database; decrypted requests must match
- * method + path (POST /v1/messages, GET /v1/stream|/v1/hold), everything else is denied.
+ * method + path (POST /v1/messages|/mcp, GET /v1/stream|/v1/hold|/v1/ws), everything else is
+ * denied; WebSocket upgrades are let through (squid relays their bytes, it does not read frames).
+ * squid speaks no HTTP/2 to clients, so it has no h2 figures.
  */
 export async function startSquidBump(tmp: string, upCaFile: string, children: ChildProcess[]): Promise<Peer> {
   const port = await freePort()
@@ -94,8 +96,11 @@ export async function startSquidBump(tmp: string, upCaFile: string, children: Ch
     'acl CONNECT method CONNECT',
     'acl post method POST',
     'acl get method GET',
-    'acl messages urlpath_regex ^/v1/messages$',
-    'acl streams urlpath_regex ^/v1/(stream|hold)$',
+    'acl messages urlpath_regex ^/(v1/messages|mcp)$',
+    'acl streams urlpath_regex ^/v1/(stream|hold|ws)$',
+    // Protocol names are matched as the client spells them (`ws` sends `websocket`).
+    'http_upgrade_request_protocols websocket allow all',
+    'http_upgrade_request_protocols WebSocket allow all',
     'http_access allow CONNECT',
     'http_access allow post messages',
     'http_access allow get streams',

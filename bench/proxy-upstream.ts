@@ -4,19 +4,28 @@
 //   GET  /v1/hold      → SSE that sends one event and stays open until the client leaves
 //   GET  /v1/ws        → WebSocket upgrade: every message echoed
 //   POST /mcp          → a JSON-RPC tools/call result for id 1 (the MCP phase)
-// Prints `READY <port>` once listening. Argument: directory for the CA.
+// and a second port speaking HTTP/2 only (ALPN h2: the h2 phase), POST /v1/messages as above.
+// Both answer for 127.0.0.1 and, by SNI, for BENCH_NAME (the transparent mode's name).
+// Prints `READY <port> <h2 port>` once listening. Argument: directory for the CA.
+import { createSecureServer } from 'node:http2'
 import { createServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
+import { createSecureContext } from 'node:tls'
 import { WebSocketServer } from 'ws'
 import { LeafMinter, loadOrCreateCa } from '../src/proxy/ca.js'
+import { BENCH_NAME } from './proxy-load.js'
 
 const dir = process.argv[2]!
 const ca = await loadOrCreateCa(dir)
-const pem = await new LeafMinter(ca).pemFor('127.0.0.1')
+const minter = new LeafMinter(ca)
+const pem = await minter.pemFor('127.0.0.1')
+const named = createSecureContext(await minter.pemFor(BENCH_NAME))
+const plain = createSecureContext(pem)
+const SNICallback = (name: string, cb: (err: Error | null, ctx: ReturnType<typeof createSecureContext>) => void): void => cb(null, name === BENCH_NAME ? named : plain)
 const pad = 'x'.repeat(80)
 const ev = (event: string, data: unknown): string => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`
 
-const server = createServer({ ...pem, keepAlive: true }, (req, res) => {
+const server = createServer({ ...pem, SNICallback, keepAlive: true }, (req, res) => {
   if (req.method === 'POST') {
     let n = 0
     req.on('data', (c: Buffer) => (n += c.length))
@@ -48,4 +57,16 @@ const wss = new WebSocketServer({ server, path: '/v1/ws', perMessageDeflate: fal
 wss.on('connection', (ws) => ws.on('message', (d, binary) => ws.send(d, { binary })))
 server.keepAliveTimeout = 60_000
 server.maxConnections = 10_000
-server.listen(0, '127.0.0.1', () => process.stdout.write(`READY ${(server.address() as AddressInfo).port}\n`))
+const h2 = createSecureServer({ ...pem, SNICallback, settings: { maxConcurrentStreams: 1000 } })
+h2.on('stream', (stream) => {
+  let n = 0
+  stream.on('data', (c: Buffer) => (n += c.length))
+  stream.on('end', () => {
+    const body = JSON.stringify({ id: 'msg_1', received: n, usage: { input_tokens: 12, output_tokens: 3 } })
+    stream.respond({ ':status': 200, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) })
+    stream.end(body)
+  })
+  stream.on('error', () => {})
+})
+server.listen(0, '127.0.0.1', () => h2.listen(0, '127.0.0.1', () =>
+  process.stdout.write(`READY ${(server.address() as AddressInfo).port} ${(h2.address() as AddressInfo).port}\n`)))

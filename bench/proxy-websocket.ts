@@ -2,10 +2,10 @@
 // through a proxy (CONNECT, TLS with the proxy's CA, the upgrade under policy). Two figures each:
 // the round trip of one message at a time (p50/p99, the latency a message gains through the
 // proxy) and messages per second with WINDOW messages in flight (one socket, both directions).
-import { connect } from 'node:net'
 import { performance } from 'node:perf_hooks'
 import { connect as tlsConnect, type TLSSocket } from 'node:tls'
 import { WebSocket } from 'ws'
+import { connectTunnel, type Via } from './proxy-h2.js'
 
 const WINDOW = 64
 const MESSAGE = JSON.stringify({ type: 'response.output_text.delta', delta: 'x'.repeat(200) })
@@ -17,24 +17,12 @@ export interface WsResult {
   errors: number
 }
 
-export interface WsVia {
-  /** The proxy's URL, token and CA; absent: straight to the upstream. */
-  proxy?: { url: string; token: string; caPem: string }
-  upstreamCaPem: string
-}
-
-async function open(port: number, via: WsVia): Promise<WebSocket> {
+async function open(port: number, via: Via): Promise<WebSocket> {
   const target = `127.0.0.1:${port}`
   let ws: WebSocket
   if (!via.proxy) ws = new WebSocket(`wss://${target}/v1/ws`, { ca: via.upstreamCaPem, perMessageDeflate: false })
   else {
-    const p = new URL(via.proxy.url)
-    const raw = connect(Number(p.port), p.hostname)
-    await new Promise<void>((resolve, reject) => {
-      raw.once('connect', () => raw.write(`CONNECT ${target} HTTP/1.1\r\nhost: ${target}\r\nproxy-authorization: Bearer ${via.proxy!.token}\r\n\r\n`))
-      raw.once('data', (d: Buffer) => (d.toString().startsWith('HTTP/1.1 200') ? resolve() : reject(new Error(d.toString().split('\r\n')[0]))))
-      raw.once('error', reject)
-    })
+    const raw = await connectTunnel(via.proxy.url, target, via.proxy.token)
     const tls = await new Promise<TLSSocket>((resolve, reject) => {
       const t = tlsConnect({ socket: raw, host: '127.0.0.1', ca: via.proxy!.caPem }, () => resolve(t))
       t.once('error', reject)
@@ -56,7 +44,7 @@ const pct = (xs: number[], p: number): number => {
 const round = (n: number): number => Math.round(n * 1000) / 1000
 
 /** Round trips one at a time for `seconds / 2`, then a window of WINDOW in flight for `seconds / 2`. */
-export async function measureWebSocket(port: number, via: WsVia, seconds: number): Promise<WsResult> {
+export async function measureWebSocket(port: number, via: Via, seconds: number): Promise<WsResult> {
   let errors = 0
   const ws = await open(port, via)
   ws.on('error', () => errors++)
