@@ -26,7 +26,7 @@ export function spread(xs: number[]): Spread | null {
 /** The metrics the ratios are given for (corral's figure over the peer's, same run). */
 export const RATIO_METRICS = [
   'closed_rps', 'cpu_ms_per_req', 'r500_cpu_ms_per_req', 'r500_added_p50_ms', 'r500_added_p99_ms', 'third_added_p50_ms', 'third_added_p99_ms',
-  'sse_rps', 'sse_cpu_ms_per_stream', 'mcp_rps', 'mcp_cpu_ms_per_call', 'h2_rps', 'h2_cpu_ms_per_req', 'ws_messages_per_s', 'rss_mb',
+  'sse_rps', 'sse_cpu_ms_per_stream', 'mcp_rps', 'mcp_cpu_ms_per_call', 'h2_rps', 'h2_cpu_ms_per_req', 'ws_messages_per_s', 'ws_rtt_added_p50_ms', 'rss_mb',
 ] as const
 
 export function summarize(runs: RunRecord[]): { spread: Record<string, Record<string, Spread>>; ratios: Record<string, Record<string, Spread>> } {
@@ -42,43 +42,45 @@ export function summarize(runs: RunRecord[]): { spread: Record<string, Record<st
     out[name] = m
   }
   const ratios: Record<string, Record<string, Spread>> = {}
-  for (const peer of ['squid-bump', 'node-floor']) {
+  // corral over its peers; another layout or build of corral over this one.
+  const pairs = [['corral', 'squid-bump'], ['corral', 'node-floor'], ['corral-base', 'corral'], ...[...names].filter((n) => /^corral-w\d+$/.test(n)).map((n) => [n, 'corral'])]
+  for (const [mine, peer] of pairs as [string, string][]) {
     const m: Record<string, Spread> = {}
-    for (const k of RATIO_METRICS) {
+    for (const k of [...RATIO_METRICS, 'closed_cores']) {
       const xs = runs.map((r) => {
-        const c = r.targets.corral?.[k]
+        const c = r.targets[mine]?.[k]
         const p = r.targets[peer]?.[k]
         return typeof c === 'number' && typeof p === 'number' && p !== 0 ? round(c / p, 2) : NaN
       })
       const s = spread(xs)
       if (s) m[k] = s
     }
-    if (Object.keys(m).length) ratios[`corral/${peer}`] = m
+    if (Object.keys(m).length) ratios[`${mine}/${peer}`] = m
   }
   return { spread: out, ratios }
 }
 
 const fmt = (s: Spread | undefined, d = 2): string => (!s ? '—' : s.min === s.max ? String(round(s.median, d)) : `${round(s.median, d)} (${round(s.min, d)}–${round(s.max, d)})`)
 
-/** The README's table: medians with the range over the runs, corral next to its peers. */
+/** The README's table: medians with the range over the runs, corral next to its peers, and corral's ratios. */
 export function markdownTable(s: ReturnType<typeof summarize>, columns: string[]): string {
   const cols = columns.filter((c) => s.spread[c])
-  const row = (label: string, key: string, d = 2): string => `| ${label} | ${cols.map((c) => fmt(s.spread[c]![key], d)).join(' | ')} |`
-  const ratio = (label: string, key: string): string => `| ${label} | ${cols.map((c) => (c === 'corral' ? `${fmt(s.ratios['corral/squid-bump']?.[key])}× bump, ${fmt(s.ratios['corral/node-floor']?.[key])}× floor` : '')).join(' | ')} |`
+  const peers = ['squid-bump', 'node-floor'].filter((p) => s.ratios[`corral/${p}`])
+  const row = (label: string, key: string, d = 2): string =>
+    `| ${label} | ${cols.map((c) => fmt(s.spread[c]![key], d)).join(' | ')} | ${peers.map((p) => fmt(s.ratios[`corral/${p}`]![key])).join(' | ')} |`
   return [
-    `| | ${cols.join(' | ')} |`, `|---|${cols.map(() => '---:').join('|')}|`,
+    `| | ${cols.join(' | ')} | ${peers.map((p) => `corral / ${p}`).join(' | ')} |`, `|---|${[...cols, ...peers].map(() => '---:').join('|')}|`,
     row('closed loop c=32, POST req/s', 'closed_rps', 0),
-    row('CPU ms per request (whole process tree)', 'cpu_ms_per_req', 3),
-    ratio('… corral ratio (CPU)', 'cpu_ms_per_req'),
-    row('added p50 / p99 at 500 req/s, ms: p50', 'r500_added_p50_ms'),
-    row('… p99', 'r500_added_p99_ms'),
+    row('CPU ms per POST (whole process tree)', 'cpu_ms_per_req', 3),
+    row('added p50 at 500 req/s, ms', 'r500_added_p50_ms'),
+    row('added p99 at 500 req/s, ms', 'r500_added_p99_ms'),
     row('added p50 at ⅓ of corral\'s max, ms', 'third_added_p50_ms'),
-    row('… p99', 'third_added_p99_ms'),
+    row('added p99 at ⅓ of corral\'s max, ms', 'third_added_p99_ms'),
     row('SSE closed loop c=32, streams/s', 'sse_rps', 0),
     row('MCP tools/call c=32, calls/s', 'mcp_rps', 0),
-    row('h2, one connection × 64 streams, req/s', 'h2_rps', 0),
-    row('WebSocket, messages/s (64 in flight)', 'ws_messages_per_s', 0),
-    row('WebSocket round trip p50, ms', 'ws_rtt_p50_ms', 3),
+    row('h2: one connection, 64 streams, req/s', 'h2_rps', 0),
+    row('WebSocket messages/s (64 in flight)', 'ws_messages_per_s', 0),
+    row('WebSocket added round trip p50, ms', 'ws_rtt_added_p50_ms', 3),
     row('RSS after the run, MB', 'rss_mb', 0),
   ].join('\n')
 }

@@ -140,6 +140,8 @@ async function closedPhases(t: Target, o: Ctx): Promise<Metrics> {
   const ws = t.ws ? await measureWebSocket(o.upPort, t.ws, SECONDS).catch(note('websocket')) : null
   return {
     closed_rps: p.rps, closed_p50_ms: p.p50_ms, closed_p99_ms: p.p99_ms, cpu_ms_per_req: p.cpu_ms_per_req,
+    // How many cores the target kept busy in that loop (its CPU time over the window).
+    closed_cores: p.cpu_ms_per_req === null ? null : round((p.rps * p.cpu_ms_per_req) / 1000, 2),
     sse_rps: s.rps, sse_cpu_ms_per_stream: s.cpu_ms_per_req, ttfe_ms: ttfe,
     mcp_rps: mcp.rps, mcp_p50_ms: mcp.p50_ms, mcp_cpu_ms_per_call: mcp.cpu_ms_per_req,
     h2_rps: h2?.rps ?? null, h2_p50_ms: h2?.p50_ms ?? null, h2_p99_ms: h2?.p99_ms ?? null, h2_cpu_ms_per_req: h2?.cpu_ms_per_req ?? null,
