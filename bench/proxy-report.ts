@@ -1,6 +1,7 @@
 // What bench:proxy reports: every run's figures per target (flat: one number per metric), and over
 // the runs each metric's spread (min / median / max) and corral's ratios to squid ssl-bump and to
-// the Node floor (computed per run, then spread). Also the Markdown table the README carries.
+// the Node floor (computed per run, then spread; for added latencies the difference in ms instead).
+// Also the Markdown table the README carries.
 import { round } from './proxy-load.js'
 
 export type Metrics = Record<string, number | null>
@@ -50,7 +51,9 @@ export function summarize(runs: RunRecord[]): { spread: Record<string, Record<st
       const xs = runs.map((r) => {
         const c = r.targets[mine]?.[k]
         const p = r.targets[peer]?.[k]
-        return typeof c === 'number' && typeof p === 'number' && p !== 0 ? round(c / p, 2) : NaN
+        if (typeof c !== 'number' || typeof p !== 'number') return NaN
+        // Added latencies are compared by difference (over direct they can be 0 or below): ms more than the peer.
+        return k.includes('_added_') ? round(c - p, 2) : p !== 0 ? round(c / p, 2) : NaN
       })
       const s = spread(xs)
       if (s) m[k] = s
@@ -69,7 +72,7 @@ export function markdownTable(s: ReturnType<typeof summarize>, columns: string[]
   const row = (label: string, key: string, d = 2): string =>
     `| ${label} | ${cols.map((c) => fmt(s.spread[c]![key], d)).join(' | ')} | ${peers.map((p) => fmt(s.ratios[`corral/${p}`]![key])).join(' | ')} |`
   return [
-    `| | ${cols.join(' | ')} | ${peers.map((p) => `corral / ${p}`).join(' | ')} |`, `|---|${[...cols, ...peers].map(() => '---:').join('|')}|`,
+    `| | ${cols.join(' | ')} | ${peers.map((p) => `corral / ${p} (added latency: corral − ${p}, ms)`).join(' | ')} |`, `|---|${[...cols, ...peers].map(() => '---:').join('|')}|`,
     row('closed loop c=32, POST req/s', 'closed_rps', 0),
     row('CPU ms per POST (whole process tree)', 'cpu_ms_per_req', 3),
     row('added p50 at 500 req/s, ms', 'r500_added_p50_ms'),

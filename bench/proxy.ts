@@ -21,7 +21,7 @@
 // ssl-bump and to the Node floor → bench/results/proxy.json (and the README's table on stdout).
 //
 //   npm run bench:proxy
-//   CORRAL_BENCH_RUNS=3 CORRAL_BENCH_SECONDS=5 CORRAL_BENCH_LATENCY_SECONDS=5   # the defaults
+//   CORRAL_BENCH_RUNS=3 CORRAL_BENCH_SECONDS=5 CORRAL_BENCH_LATENCY_SECONDS=5 CORRAL_BENCH_WARM_SECONDS=10   # the defaults
 //   CORRAL_BENCH_RT=1 npm run bench:proxy       # then the same again under `chrt -r 10` (as root): an `rt` section
 //   CORRAL_BENCH_PEERS=squid-bump,node-floor,squid,mitmproxy   # which peers (comma list; '' for none)
 //   CORRAL_BENCH_TRANSPARENT=0                  # without the transparent mode (it needs root, bwrap, nft, ip, perl)
@@ -39,7 +39,7 @@ import { cpus, tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { Agent, ProxyAgent, type Dispatcher } from 'undici'
 import { measureH2, type Via } from './proxy-h2.js'
-import { CONCURRENCY, closedLoop, firstEvent, mcpCall, post, round, rssAtStreams, stream, treeRssMb } from './proxy-load.js'
+import { CONCURRENCY, closedLoop, firstEvent, mcpCall, post, round, rssAtStreams, stream, treeCpuMs, treeRssMb } from './proxy-load.js'
 import { startMitmproxy, startSquidBump, startSquidTunnel } from './proxy-peers.js'
 import { fixedRate } from './proxy-rate.js'
 import { rateRun } from './proxy-rate-run.js'
@@ -52,6 +52,7 @@ const env = process.env
 const RUNS = Number(env.CORRAL_BENCH_RUNS ?? 3)
 const SECONDS = Number(env.CORRAL_BENCH_SECONDS ?? 5)
 const LATENCY_SECONDS = Number(env.CORRAL_BENCH_LATENCY_SECONDS ?? 5)
+const WARM_SECONDS = Number(env.CORRAL_BENCH_WARM_SECONDS ?? 10)
 const RATE = 500
 const H2_STREAMS = 64
 const STREAMS = 1000
@@ -128,8 +129,9 @@ async function closedPhases(t: Target, o: Ctx): Promise<Metrics> {
   const pids = t.pid ? [t.pid] : undefined
   const d = t.dispatcher()
   const loop = { seconds: SECONDS, ...(pids ? { pids } : {}) }
-  // A second of the mix first, unmeasured: every proxy starts afresh each run, and Node's JIT warms up.
-  await closedLoop(async () => Promise.all([post(d, o.origin), stream(d, o.origin), mcpCall(d, o.origin)]).then(() => {}), { seconds: 1 })
+  // The mix first, unmeasured: every proxy starts afresh each run, and a Node proxy's CPU per request
+  // keeps falling for its first ~10 s of load (corral's from ~1.4 to ~0.45 ms per POST) as V8 optimises.
+  await closedLoop(async () => Promise.all([post(d, o.origin), stream(d, o.origin), mcpCall(d, o.origin)]).then(() => {}), { seconds: WARM_SECONDS })
   const p = await closedLoop(() => post(d, o.origin), loop)
   const s = await closedLoop(() => stream(d, o.origin), loop)
   const ttfe = await firstEvent(d, o.origin)
@@ -185,6 +187,10 @@ async function oneRun(run: number, o: Ctx): Promise<RunRecord> {
       }
     }
     for (const t of targets) if (t.pid) m[t.name]!.rss_mb = treeRssMb(t.pid)
+    // What each costs idle (timers, flushes): a fixed cost that a low request rate spreads over few requests.
+    const idle0 = targets.map((t) => (t.pid ? treeCpuMs(t.pid) : 0))
+    await new Promise((r) => setTimeout(r, 2000))
+    targets.forEach((t, i) => t.pid && (m[t.name]!.idle_cpu_ms_per_s = round((treeCpuMs(t.pid) - idle0[i]!) / 2, 1)))
     const corral = targets[1]!
     if (TRANSPARENT) {
       process.stderr.write(`run ${run}: transparent mode …\n`)
@@ -251,7 +257,7 @@ async function main(): Promise<void> {
     const out = resolve(ROOT, env.CORRAL_BENCH_OUT ?? join(resultsDir, 'proxy.json'))
     const doc = {
       machine: { cpus: cpus().length, node: process.version, scheduling: env.CORRAL_BENCH_SCHEDULING ?? 'ordinary' },
-      settings: { runs: RUNS, seconds: SECONDS, latency_seconds: LATENCY_SECONDS, concurrency: CONCURRENCY, rate: RATE, h2_streams: H2_STREAMS, workers: Number(env.CORRAL_BENCH_WORKERS ?? 1), peers: ONLY },
+      settings: { runs: RUNS, seconds: SECONDS, latency_seconds: LATENCY_SECONDS, warm_seconds: WARM_SECONDS, concurrency: CONCURRENCY, rate: RATE, h2_streams: H2_STREAMS, workers: Number(env.CORRAL_BENCH_WORKERS ?? 1), peers: ONLY },
       runs, ...summary, ...(rt ? { rt } : {}),
     }
     writeFileSync(out, JSON.stringify(doc, null, 2) + '\n')
