@@ -95,7 +95,7 @@ export function spawnUntil(cmd: string, args: string[], pattern: RegExp, opts: {
   children.push(child)
   let out = ''
   return new Promise((res, rej) => {
-    const timer = setTimeout(() => rej(new Error(`${cmd} did not start:\n${out}`)), 30_000)
+    const timer = setTimeout(() => rej(new Error(`${cmd} did not start:\n${out}`)), 90_000)
     const on = (c: Buffer): void => {
       out += String(c)
       const m = pattern.exec(out)
