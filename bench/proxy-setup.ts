@@ -87,7 +87,11 @@ export async function stopSince(n: number): Promise<void> {
   const mine = children.splice(n)
   for (const c of mine) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM')
   // Let them exit cleanly (the corral proxy writes its --cpu-prof on exit).
-  await Promise.all(mine.map((c) => (c.exitCode !== null || c.signalCode !== null ? undefined : new Promise((r) => { c.once('exit', r); setTimeout(r, 8_000) }))))
+  // One that has not exited after 8 s (busy starting on a loaded machine) is killed: none outlives the bench.
+  await Promise.all(mine.map((c) => (c.exitCode !== null || c.signalCode !== null ? undefined : new Promise((r) => {
+    c.once('exit', r)
+    setTimeout(() => (c.kill('SIGKILL'), setTimeout(r, 1_000)), 8_000)
+  }))))
 }
 
 export function spawnUntil(cmd: string, args: string[], pattern: RegExp, opts: { env?: NodeJS.ProcessEnv } = {}): Promise<{ child: ChildProcess; match: RegExpExecArray }> {
