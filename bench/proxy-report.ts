@@ -69,10 +69,11 @@ const fmt = (s: Spread | undefined, d = 2): string => (!s ? '—' : s.min === s.
 export function markdownTable(s: ReturnType<typeof summarize>, columns: string[]): string {
   const cols = columns.filter((c) => s.spread[c])
   const peers = ['squid-bump', 'node-floor'].filter((p) => s.ratios[`corral/${p}`])
+  const cells = (xs: string[]): string => xs.map((x) => ` ${x} |`).join('')
   const row = (label: string, key: string, d = 2): string =>
-    `| ${label} | ${cols.map((c) => fmt(s.spread[c]![key], d)).join(' | ')} | ${peers.map((p) => fmt(s.ratios[`corral/${p}`]![key])).join(' | ')} |`
+    `| ${label} |${cells(cols.map((c) => fmt(s.spread[c]![key], d)))}${cells(peers.map((p) => fmt(s.ratios[`corral/${p}`]![key])))}`
   return [
-    `| | ${cols.join(' | ')} | ${peers.map((p) => `corral / ${p} (added latency: corral − ${p}, ms)`).join(' | ')} |`, `|---|${[...cols, ...peers].map(() => '---:').join('|')}|`,
+    `| |${cells([...cols, ...peers.map((p) => `corral / ${p} (added latency: corral − ${p}, ms)`)])}`, `|---|${[...cols, ...peers].map(() => '---:').join('|')}|`,
     row('closed loop c=32, POST req/s', 'closed_rps', 0),
     row('CPU ms per POST (whole process tree)', 'cpu_ms_per_req', 3),
     row('added p50 at 500 req/s, ms', 'r500_added_p50_ms'),
