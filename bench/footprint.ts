@@ -18,7 +18,7 @@
 //   npm run bench:footprint
 //   CORRAL_BENCH_BASELINE=/path/to/other/checkout   # also that build (its dist/) as serve-base, dev-base, proxy-base
 //   CORRAL_BENCH_NODE_ARGS="--max-semi-space-size=4" # Node flags for every corral process
-//   CORRAL_BENCH_RATE=1000 CORRAL_BENCH_LOAD_SECONDS=20 CORRAL_BENCH_SETTLE_SECONDS=45 (the defaults)
+//   CORRAL_BENCH_RATE=1000 CORRAL_BENCH_LOAD_SECONDS=20 CORRAL_BENCH_SETTLE_SECONDS=75 (the defaults)
 import { spawn, type ChildProcess } from 'node:child_process'
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
@@ -34,7 +34,7 @@ import { fixedRate, processTree, treeCpu } from './proxy-rate.js'
 const ROOT = resolve(import.meta.dirname, '..')
 const RATE = Number(process.env.CORRAL_BENCH_RATE ?? 1000)
 const LOAD_SECONDS = Number(process.env.CORRAL_BENCH_LOAD_SECONDS ?? 20)
-const SETTLE_SECONDS = Number(process.env.CORRAL_BENCH_SETTLE_SECONDS ?? 45)
+const SETTLE_SECONDS = Number(process.env.CORRAL_BENCH_SETTLE_SECONDS ?? 75)
 const NODE_ARGS = process.env.CORRAL_BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []
 const TARGETS_MB = { serve_idle: 80, serve_loaded: 100 }
 
