@@ -30,7 +30,7 @@ export {
   type ConsistencyAnswer, type RemoteLog, type Finding, type InclusionAnswer, type TrustOptions, type VerifyReport,
 } from './merkle/index.js'
 export {
-  EXPORT_FORMATS, OCSF_VERSION, csvCell, decodeOtlpResponse, encodeOtlpLogs, lineFormat, otlpAttributes, toOcsf,
+  EXPORT_FORMATS, OCSF_VERSION, csvCell, lineFormat, loadOtlp, toOcsf,
   type ExportFormat, type OtlpEncoding, type OtlpResource,
 } from './export/index.js'
 export { AuditShipper, AuditSinkConfigError, auditSinksFromEnv, type AuditSinkConfig, type ShipperStats } from './sinks/index.js'

@@ -21,10 +21,13 @@ export default class Proxy extends CorralCommand<void> {
 
   async execute(): Promise<void> {
     const { flags } = await this.parse(Proxy)
-    // Heavy modules load only here, so `corral --help` stays fast.
-    const { announceProxyWorker, defaultProxyWorkers, isProxyWorker, releaseProxyWorker, startProxyAlone, startProxyWorkers } = await import('../serve/index.js')
+    // Heavy modules load only here, so `corral --help` stays fast; and only the proxy's: not serve's
+    // face, which would load the API server, the runtime and the workspaces into a proxy process.
+    const [{ startProxyAlone }, { announceProxyWorker, defaultProxyWorkers, isProxyWorker, releaseProxyWorker, startProxyWorkers }, { createLogger }] = await Promise.all([
+      import('../serve/proxy-alone.js'), import('../serve/proxy-workers.js'), import('../server/logger.js'),
+    ])
     const options = {
-      dataDir: flags['data-dir'], host: flags.host, port: flags.port,
+      dataDir: flags['data-dir'], host: flags.host, port: flags.port, logger: createLogger(),
       ...(flags.db !== undefined ? { dbUrl: flags.db } : {}),
       // Repeatable, and CORRAL_UPSTREAM_CA is a comma-separated list.
       upstreamCaFiles: (flags['upstream-ca'] ?? []).flatMap((v) => v.split(',')).map((f) => f.trim()).filter(Boolean),

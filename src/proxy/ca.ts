@@ -15,9 +15,17 @@ import { createSecureContext, type SecureContext } from 'node:tls'
 import { mkdir, readFile, writeFile, chmod } from 'node:fs/promises'
 import { isIP } from 'node:net'
 import { join } from 'node:path'
-import * as x509 from '@peculiar/x509'
+import type * as X509 from '@peculiar/x509'
 
-x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0])
+/**
+ * The certificate builder, loaded when a certificate is first signed (the CA at first start, a
+ * leaf at a host's first connection): it is large, and an idle process never signs.
+ */
+let x509Module: Promise<typeof X509> | undefined
+const loadX509 = (): Promise<typeof X509> => (x509Module ??= import('@peculiar/x509').then((x509) => {
+  x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0])
+  return x509
+}))
 
 const ALG = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const
 const CA_FILE = 'ca.pem'
@@ -31,7 +39,6 @@ const LEAF_CACHE_MAX = 10_000
 export interface CorralCa {
   /** PEM of the CA certificate, the only part that is ever shown to anyone. */
   readonly certPem: string
-  readonly cert: x509.X509Certificate
   readonly privateKey: CryptoKey
 }
 
@@ -48,6 +55,7 @@ export async function loadOrCreateCa(dataDir: string): Promise<CorralCa> {
   await mkdir(dataDir, { recursive: true })
   const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair
   const now = Date.now()
+  const x509 = await loadX509()
   const cert = await x509.X509CertificateGenerator.createSelfSigned({
     serialNumber: randomSerial(),
     name: 'CN=corral proxy CA, O=corral',
@@ -92,10 +100,11 @@ async function readPair(certPath: string, keyPath: string): Promise<CorralCa | u
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined
     throw err
   }
-  const cert = new x509.X509Certificate(certPem)
+  // Parsed (and so checked) by node:crypto, which prints it back in the same PEM form as the builder.
+  const cert = new NodeX509(certPem)
   const der = Buffer.from(keyPem.replace(/-----[^-]+-----/g, '').replace(/\s+/g, ''), 'base64')
   const privateKey = await webcrypto.subtle.importKey('pkcs8', der, ALG, false, ['sign'])
-  return { certPem: cert.toString('pem') + '\n', cert, privateKey }
+  return { certPem: cert.toString(), privateKey }
 }
 
 /**
@@ -105,6 +114,7 @@ async function readPair(certPath: string, keyPath: string): Promise<CorralCa | u
 export class LeafMinter {
   readonly #ca: CorralCa
   readonly #cache = new Map<string, Promise<SecureContext>>()
+  #issuer: Promise<{ x509: typeof X509; cert: X509.X509Certificate }> | undefined
   #leafKeys: Promise<{ keys: CryptoKeyPair; keyPem: string }> | undefined
   /** Number of leaves actually signed (for tests and the benchmark). */
   minted = 0
@@ -135,15 +145,16 @@ export class LeafMinter {
       const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair
       return { keys, keyPem: pkcs8Pem(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey)) }
     })()
-    const { keys, keyPem } = await this.#leafKeys
+    this.#issuer ??= loadX509().then((x509) => ({ x509, cert: new x509.X509Certificate(this.#ca.certPem) }))
+    const [{ keys, keyPem }, { x509, cert: ca }] = await Promise.all([this.#leafKeys, this.#issuer])
     const now = Date.now()
     const san = isIP(host) ? { type: 'ip' as const, value: host } : { type: 'dns' as const, value: host }
     const leaf = await x509.X509CertificateGenerator.create({
       serialNumber: randomSerial(),
       subject: `CN=${cnSafe(host)}`,
-      issuer: this.#ca.cert.subject,
+      issuer: ca.subject,
       notBefore: new Date(now - LEAF_BACKDATE_MS),
-      notAfter: new Date(Math.min(now + LEAF_LIFETIME_MS, this.#ca.cert.notAfter.getTime())),
+      notAfter: new Date(Math.min(now + LEAF_LIFETIME_MS, ca.notAfter.getTime())),
       publicKey: keys.publicKey,
       signingKey: this.#ca.privateKey,
       signingAlgorithm: ALG,

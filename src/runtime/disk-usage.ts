@@ -6,7 +6,6 @@
 // deeper than PATH_MAX and could be led to / by a directory swapped for a symlink between its lstat
 // and readdir. Every measurement has a time limit; one that fails or times out is unknown, never zero.
 import { lstat } from 'node:fs/promises'
-import { execa } from 'execa'
 
 /** A measurement that takes longer is abandoned (du is killed) and counts as failed. */
 export const DEFAULT_MEASURE_TIMEOUT_MS = 30_000
@@ -49,6 +48,8 @@ export class DiskMeasureError extends Error {}
 export async function measureDisk(root: string, options: MeasureOptions = {}): Promise<DiskUsage> {
   options.signal?.throwIfAborted()
   const timeout = options.timeoutMs ?? DEFAULT_MEASURE_TIMEOUT_MS
+  // execa is loaded by the first measurement: a serve without a disk quota never needs it.
+  const { execa } = await import('execa')
   const result = await execa(options.du ?? 'du', ['-sx', '-B1', '--', root], {
     reject: false, timeout, ...(options.signal ? { cancelSignal: options.signal } : {}),
     env: { LC_ALL: 'C' }, extendEnv: false, stdin: 'ignore', maxBuffer: 1024 * 1024,

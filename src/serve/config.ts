@@ -10,6 +10,7 @@ import { DEFAULT_PROXY_PORT } from '../proxy/index.js'
 import { oidcConfigFromEnv, type OidcConfig } from '../server/index.js'
 import { oauthAllowPrivate } from '../secrets/index.js'
 import { defaultStoreUrl } from '../store/index.js'
+import { leaseTtlMs } from './replica.js'
 import {
   DEFAULT_SANDBOX_UID, defaultAgentCommand, isRuntimeKind, limitsFromEnv, RUNTIME_KINDS, runtimeSettings, type RuntimeKind, type WorkspaceLimits,
 } from '../runtime/index.js'
@@ -83,9 +84,6 @@ export interface ServeConfig {
   /** CORRAL_AUDIT_OTLP_* / CORRAL_AUDIT_OCSF_* and CORRAL_DEPLOYMENT: where the audit log is shipped (docs/audit.md "OTLP streaming"). */
   readonly auditSinks: AuditSinkSettings
 }
-
-/** The default lease TTL: a dead replica's workspaces are taken over within this (plus one reconcile pass). */
-export const DEFAULT_LEASE_TTL_SECONDS = 15
 
 export function serveConfig(options: ServeOptions): ServeConfig {
   const env = options.env ?? process.env
@@ -186,12 +184,6 @@ export function drainDelayMs(raw: string | undefined): number {
   const value = Number(raw)
   if (!Number.isInteger(value) || value < 0 || value > 60_000) throw new Error(`CORRAL_DRAIN_DELAY_MS must be whole milliseconds from 0 to 60000, got ${JSON.stringify(raw)}`)
   return value
-}
-
-export function leaseTtlMs(raw: string | undefined): number {
-  const value = raw === undefined || raw.trim() === '' ? DEFAULT_LEASE_TTL_SECONDS : Number(raw)
-  if (!Number.isFinite(value) || value < 0.5 || value > 300) throw new Error(`--lease-ttl (CORRAL_LEASE_TTL) must be a number of seconds from 0.5 to 300, got ${JSON.stringify(raw)}`)
-  return Math.round(value * 1000)
 }
 
 /** An absolute http(s) base URL without query or fragment (the OAuth callback hangs under it), or unset. */

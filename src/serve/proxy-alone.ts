@@ -11,12 +11,10 @@ import type { Logger } from 'pino'
 import { journalSettingsFromEnv, openAuditWriter } from '../audit/index.js'
 import { loadOrCreateCa } from '../proxy/index.js'
 import { CapabilityTokens, Sealer, loadMasterKey, loadTokenKey } from '../secrets/index.js'
-import { createLogger } from '../server/index.js'
 import { defaultStoreUrl, openStore } from '../store/index.js'
-import { leaseTtlMs } from './config.js'
 import { checkMasterKey } from './master-key.js'
 import { permitSource, startProxy } from './proxy.js'
-import { startReplica } from './replica.js'
+import { leaseTtlMs, startReplica } from './replica.js'
 import { Teardown } from './teardown.js'
 
 export interface ProxyAloneOptions {
@@ -26,6 +24,8 @@ export interface ProxyAloneOptions {
   port: number
   upstreamCaFiles: readonly string[]
   env?: NodeJS.ProcessEnv
+  /** The command's logger (src/server/logger.ts): passed in, so this module loads none of the API server. */
+  logger: Logger
 }
 
 export interface RunningProxyAlone {
@@ -40,7 +40,7 @@ export interface RunningProxyAlone {
 export async function startProxyAlone(options: ProxyAloneOptions): Promise<RunningProxyAlone> {
   const env = options.env ?? process.env
   const dataDir = resolve(options.dataDir)
-  const logger = createLogger()
+  const logger = options.logger
   const teardown = new Teardown(logger)
   try {
     const sealer = new Sealer(await loadMasterKey(dataDir, env))

@@ -18,7 +18,6 @@ import { resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { loadOrCreateCa } from '../proxy/index.js'
 import { loadMasterKey, loadTokenKey } from '../secrets/index.js'
-import { createLogger } from '../server/index.js'
 import { defaultStoreUrl, openStore, replicaLeases } from '../store/index.js'
 import type { ProxyAloneOptions, RunningProxyAlone } from './proxy-alone.js'
 
@@ -73,7 +72,7 @@ async function prepareShared(options: ProxyAloneOptions, env: NodeJS.ProcessEnv)
 
 export async function startProxyWorkers(options: ProxyAloneOptions & { workers: number }): Promise<RunningProxyAlone> {
   const env = options.env ?? process.env
-  const logger = createLogger()
+  const logger = options.logger
   await prepareShared(options, env)
   const pool = new WorkerPool(options.workers, logger, options.dbUrl ?? defaultStoreUrl(resolve(options.dataDir)))
   const url = await pool.start()

@@ -213,3 +213,13 @@ class StartupLock {
 export class ReplicaStartError extends Error {
   override readonly name = 'ReplicaStartError'
 }
+
+/** The default lease TTL: a dead replica's workspaces are taken over within this (plus one reconcile pass). */
+export const DEFAULT_LEASE_TTL_SECONDS = 15
+
+/** CORRAL_LEASE_TTL / --lease-ttl (seconds) in milliseconds. */
+export function leaseTtlMs(raw: string | undefined): number {
+  const value = raw === undefined || raw.trim() === '' ? DEFAULT_LEASE_TTL_SECONDS : Number(raw)
+  if (!Number.isFinite(value) || value < 0.5 || value > 300) throw new Error(`--lease-ttl (CORRAL_LEASE_TTL) must be a number of seconds from 0.5 to 300, got ${JSON.stringify(raw)}`)
+  return Math.round(value * 1000)
+}

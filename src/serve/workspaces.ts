@@ -5,8 +5,8 @@
 // task creation answers service_unavailable with it, so the rest of the control plane stays
 // usable. A configured workspace limit that cannot be enforced here does stop it (a clear error,
 // non-zero exit), unless the operator opts out with --allow-unenforced-limits.
+import { execFile } from 'node:child_process'
 import { isAbsolute, join, relative, resolve } from 'node:path'
-import { execa } from 'execa'
 import type { Logger } from 'pino'
 import type { AuditWriter } from '../audit/index.js'
 import { PackTrees, type PackContent } from '../packs/index.js'
@@ -163,7 +163,8 @@ function isInside(dir: string, file: string): boolean {
 
 /** Whether `du` runs here (the disk watch measures with it). */
 async function duAvailable(): Promise<boolean> {
-  return execa('du', ['--version'], { reject: false, timeout: 5000 }).then((r) => r.exitCode === 0)
+  // node:child_process, not execa: this probe runs at every start, and execa is loaded only by a measurement.
+  return new Promise((resolve) => execFile('du', ['--version'], { timeout: 5000 }, (err) => resolve(!err)))
 }
 
 /** Says once how the workspace disk quota is held: by the kernel, or only by the scan fallback. */

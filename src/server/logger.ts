@@ -2,7 +2,8 @@
 // fields that can hold one are redacted by path, and the request URL is logged without the
 // `api_key` query parameter browsers use for EventSource. On a terminal the lines are pretty
 // (pino-pretty, one line each, in this process: no transport worker); piped, they are JSON.
-import pretty from 'pino-pretty'
+import { createRequire } from 'node:module'
+import type PinoPretty from 'pino-pretty'
 import { pino, stdSerializers, stdTimeFunctions, type DestinationStream, type Logger, type LoggerOptions } from 'pino'
 
 export const REDACT_PATHS = [
@@ -59,6 +60,8 @@ export function createLogger(opts: LoggerOpts = {}): Logger {
   }
   const format = opts.format ?? (opts.destination ? 'json' : defaultFormat())
   if (format === 'pretty') {
+    // Loaded only for people: a piped process (production) never formats a line for a terminal.
+    const pretty = createRequire(import.meta.url)('pino-pretty') as typeof PinoPretty
     return pino({ ...options, timestamp: stdTimeFunctions.epochTime, hooks: { logMethod: oneLinePerRequest() } }, pretty({
       colorize: !process.env.NO_COLOR && !opts.destination,
       translateTime: 'SYS:HH:MM:ss.l',

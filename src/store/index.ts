@@ -3,8 +3,6 @@
 // migrates to latest, and hands back a Store whose repositories scope every read by org.
 
 import type { Kysely } from 'kysely'
-import { openPostgres } from './dialects/postgres.js'
-import { openSqlite } from './dialects/sqlite.js'
 import type { DialectCapabilities, DialectName, ListenState, NotifyHandler, StoreDialect } from './dialects/types.js'
 import { migrateToLatestOrThrow } from './migrations/migrate.js'
 import { createRepositories, type Repositories } from './repositories/index.js'
@@ -105,9 +103,12 @@ async function openDialect(url: string, opts: OpenStoreOptions): Promise<StoreDi
   if (kind === 'sqlite') {
     const path = sqlitePath(url)
     if (!path) throw new Error('store URL sqlite: needs a path, e.g. sqlite:./.corral/corral.db')
+    // Each dialect's driver is loaded only when a store of its kind is opened (pg is not needed on SQLite).
+    const { openSqlite } = await import('./dialects/sqlite.js')
     return openSqlite(path)
   }
   if (kind === 'postgres') {
+    const { openPostgres } = await import('./dialects/postgres.js')
     return openPostgres(url, { schema: opts.schema, max: opts.poolSize })
   }
   throw new Error(`unsupported store URL (expected sqlite:<path> or postgres://…): ${url.replace(/\/\/[^@/]*@/, '//***@')}`)

@@ -4,9 +4,10 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import BetterSqlite3 from 'better-sqlite3'
-import { afterAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it, vi } from 'vitest'
 import { createAuditWriter, stamp } from '../../src/audit/index.js'
 import { openStore } from '../../src/store/index.js'
+import { SqliteBulkWorker } from '../../src/store/dialects/sqlite-bulk-worker.js'
 import { mutation, orgId } from '../audit/fixtures.js'
 
 describe('SQLite bulk insert worker', () => {
@@ -54,5 +55,44 @@ describe('SQLite bulk insert worker', () => {
     expect(await again.audit.getById('org_x', e.id)).toBeDefined()
     await writer.close()
     await again.close()
+  })
+})
+
+describe('SQLite bulk insert worker when idle', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'corral-bulk-idle-'))
+  afterAll(() => rmSync(dir, { recursive: true, force: true }))
+  const table = (file: string): BetterSqlite3.Database => {
+    const db = new BetterSqlite3(file)
+    db.pragma('journal_mode = WAL')
+    db.exec('CREATE TABLE IF NOT EXISTS t (id TEXT PRIMARY KEY, v TEXT)')
+    return db
+  }
+  const insert = { text: 'INSERT INTO t (id, v) VALUES (?, ?) ON CONFLICT DO NOTHING', strict: 'INSERT INTO t (id, v) VALUES (?, ?) ON CONFLICT (id) DO NOTHING' }
+
+  it('exits after its idle time (its heap and connection let go) and the next batch starts another', async () => {
+    const file = join(dir, 'idle.db')
+    const db = table(file)
+    const worker = new SqliteBulkWorker(file, { idleExitMs: 50 })
+    expect(worker.running).toBe(false)
+    expect(await worker.run(insert, [['a', '1'], ['b', '2']], 0)).toEqual(['a', 'b'])
+    await vi.waitFor(() => expect(worker.running).toBe(false), { timeout: 10_000 })
+    // Another batch after the exit: a new worker, same file, nothing lost or repeated.
+    expect(await worker.run(insert, [['b', 'dup'], ['c', '3']], 0)).toEqual(['c'])
+    expect(worker.running).toBe(true)
+    await worker.close()
+    expect(db.prepare('SELECT id, v FROM t ORDER BY id').all()).toEqual([{ id: 'a', v: '1' }, { id: 'b', v: '2' }, { id: 'c', v: '3' }])
+    db.close()
+  })
+
+  it('a store closed after its worker went idle refuses later batches and keeps every row', async () => {
+    const file = join(dir, 'busy.db')
+    const db = table(file)
+    const worker = new SqliteBulkWorker(file, { idleExitMs: 50 })
+    for (let i = 0; i < 20; i++) await worker.run(insert, [[`k${i}`, String(i)]], 0)
+    await vi.waitFor(() => expect(worker.running).toBe(false), { timeout: 10_000 })
+    await worker.close()
+    await expect(worker.run(insert, [['late', 'x']], 0)).rejects.toMatchObject({ code: 'SQLITE_MISUSE_CLOSED' })
+    expect((db.prepare('SELECT count(*) AS n FROM t').get() as { n: number }).n).toBe(20)
+    db.close()
   })
 })

@@ -7,7 +7,10 @@ import { toOcsf } from './ocsf.js'
 
 export { csvCell, csvHeader, csvLine } from './csv.js'
 export { OCSF_VERSION, toOcsf } from './ocsf.js'
-export { decodeOtlpResponse, encodeOtlpLogs, otlpAttributes, otlpLogRecords, type OtlpEncoding, type OtlpResource } from './otlp.js'
+export type { OtlpEncoding, OtlpResource } from './otlp.js'
+
+/** The OTLP encoder, loaded when a sink first ships: its serializers are large and most processes never ship. */
+export const loadOtlp = (): Promise<typeof import('./otlp.js')> => import('./otlp.js')
 export { AUDIT_COLUMNS_IN_ORDER } from './columns.js'
 
 export const EXPORT_FORMATS = ['jsonl', 'csv', 'ocsf'] as const

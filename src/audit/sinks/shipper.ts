@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'
 import type { AuditEvent } from '../../contract/index.js'
 import { auditSinkCursors, type AuditSinkCursors, type ExportedRow, type Store } from '../../store/index.js'
-import { decodeOtlpResponse, encodeOtlpLogs, toOcsf, type OtlpResource } from '../export/index.js'
+import { loadOtlp, toOcsf, type OtlpResource } from '../export/index.js'
 import type { AuditSinkConfig } from './config.js'
 
 const BACKOFF_MIN_MS = 200
@@ -183,8 +183,9 @@ export class AuditShipper {
   /** One request; resolves with the number of records the receiver said it rejected, throws RequestFailed otherwise. */
   private async post(events: readonly AuditEvent[]): Promise<number> {
     const s = this.o.sink
-    const { body, contentType } = s.kind === 'otlp'
-      ? encodeOtlpLogs(events, this.o.resource, s.encoding)
+    const otlp = s.kind === 'otlp' ? await loadOtlp() : undefined
+    const { body, contentType } = otlp && s.kind === 'otlp'
+      ? otlp.encodeOtlpLogs(events, this.o.resource, s.encoding)
       : { body: Buffer.from(events.map((e) => JSON.stringify(toOcsf(e)) + '\n').join('')), contentType: 'application/x-ndjson' }
     let res: Response
     try {
@@ -200,10 +201,10 @@ export class AuditShipper {
     if (res.status < 200 || res.status > 299) {
       throw new RequestFailed(`${s.url} answered ${res.status}`, res.status, retryAfterMs(res.headers.get('retry-after')))
     }
-    if (s.kind !== 'otlp') return 0
+    if (!otlp || s.kind !== 'otlp') return 0
     let rejected = 0
     try {
-      const partial = decodeOtlpResponse(answer, s.encoding).partialSuccess
+      const partial = otlp.decodeOtlpResponse(answer, s.encoding).partialSuccess
       rejected = Number(partial?.rejectedLogRecords ?? 0)
       if (rejected > 0 || partial?.errorMessage) {
         this.o.logger.warn({ sink: s.name, rejected, message: partial?.errorMessage }, 'audit sink: the receiver accepted the request partially')

@@ -7,7 +7,9 @@
 // The worker is plain JavaScript evaluated from a string, so the same code runs from tsx sources
 // and from dist. It is referenced only while a batch is in flight (an idle worker never keeps a
 // CLI process alive) and respawned after a crash; a crash fails the batches in flight with an
-// error the audit writer treats as transient (it retries them).
+// error the audit writer treats as transient (it retries them). A worker thread holds its own V8
+// heap and SQLite cache (about 10 MB), so one that had nothing to write for IDLE_EXIT_MS closes;
+// the next batch starts another.
 
 import { createRequire } from 'node:module'
 import { Worker } from 'node:worker_threads'
@@ -58,6 +60,9 @@ export interface BulkInsertText {
   strict: string
 }
 
+/** A worker with no batch for this long closes its connection and exits (default). */
+const IDLE_EXIT_MS = 30_000
+
 interface Pending {
   resolve: (ids: string[]) => void
   reject: (err: Error) => void
@@ -69,9 +74,18 @@ export class SqliteBulkWorker {
   #seq = 0
   readonly #pending = new Map<number, Pending>()
   #closed = false
+  #idle: NodeJS.Timeout | undefined
+  #retiring: { worker: Worker; exited: Promise<void> } | undefined
+  readonly #idleExitMs: number
 
-  constructor(file: string) {
+  constructor(file: string, options: { idleExitMs?: number } = {}) {
     this.#file = file
+    this.#idleExitMs = options.idleExitMs ?? IDLE_EXIT_MS
+  }
+
+  /** Whether a worker thread is up (it starts with the first batch and exits when idle). */
+  get running(): boolean {
+    return this.#worker !== undefined
   }
 
   /**
@@ -94,6 +108,7 @@ export class SqliteBulkWorker {
   #send(m: { text: string; strict: string; keyIndex: number; rows?: readonly unknown[][]; json?: string; jsonColumns?: readonly boolean[]; names?: readonly string[] }): Promise<string[]> {
     if (this.#closed) return Promise.reject(Object.assign(new Error('the database connection is not open'), { code: 'SQLITE_MISUSE_CLOSED' }))
     const worker = this.#worker ?? this.#spawn()
+    clearTimeout(this.#idle)
     const seq = ++this.#seq
     return new Promise<string[]>((resolve, reject) => {
       this.#pending.set(seq, { resolve, reject })
@@ -104,6 +119,11 @@ export class SqliteBulkWorker {
 
   async close(): Promise<void> {
     this.#closed = true
+    clearTimeout(this.#idle)
+    if (this.#retiring) {
+      this.#retiring.worker.ref()
+      await this.#retiring.exited
+    }
     const worker = this.#worker
     if (!worker) return
     const exited = new Promise<void>((r) => worker.once('exit', () => r()))
@@ -111,6 +131,18 @@ export class SqliteBulkWorker {
     worker.ref()
     worker.postMessage({ close: true })
     await exited
+  }
+
+  /** Lets an idle worker go: forgotten first (its exit is not a loss), then asked to close its connection. */
+  #retire(worker: Worker): void {
+    if (this.#worker !== worker || this.#pending.size > 0 || this.#closed) return
+    this.#worker = undefined
+    const exited = new Promise<void>((r) => worker.once('exit', () => r()))
+    this.#retiring = { worker, exited }
+    void exited.then(() => {
+      if (this.#retiring?.worker === worker) this.#retiring = undefined
+    })
+    worker.postMessage({ close: true })
   }
 
   #spawn(): Worker {
@@ -123,7 +155,10 @@ export class SqliteBulkWorker {
       this.#pending.delete(m.seq)
       // Not once close() holds it: it must keep the process alive until the worker is gone, or a
       // shutdown with nothing else left ends with Node's exit 13 before close() resolves.
-      if (this.#pending.size === 0 && !this.#closed) worker.unref()
+      if (this.#pending.size === 0 && !this.#closed) {
+        worker.unref()
+        this.#idle = setTimeout(() => this.#retire(worker), this.#idleExitMs).unref()
+      }
       if (m.error) p.reject(Object.assign(new Error(m.error.message), { code: m.error.code, name: m.error.name ?? 'Error' }))
       else p.resolve(m.inserted ?? [])
     })
