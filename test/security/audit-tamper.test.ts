@@ -105,6 +105,39 @@ for (const d of testDialects()) {
       expect(errors(await f.verify())).toContain(`inserted ${id}`)
     })
 
+    it('a queued row whose JSON column no longer parses does not stop the appender; verify reports that row changed, online and offline', async () => {
+      const f = await logFixture(await d.open())
+      await f.write(5, 'a')
+      await f.log.checkpoint()
+      await f.write(5, 'b')
+      const queued = (await f.store.auditLog.pending(100)).map((p) => p.eventId)
+      expect(queued).toHaveLength(5)
+      // SQLite keeps any text in a JSON column; PostgreSQL's jsonb holds a JSON string, which is not the row's JSON.
+      const bad = d.name === 'sqlite' ? 'UPDATE audit_events SET detail = ? WHERE id = ?' : 'UPDATE audit_events SET detail = to_jsonb(?::text) WHERE id = ?'
+      await f.tamper([[bad, ['{"truncated', queued[1]]]])
+      await f.write(3, 'c')
+      // On the appender's own thread, as serve runs it; the round with the row and the rows after it go through.
+      const logs: string[] = []
+      const threaded = new ProvableLog({ store: f.store, logger: quietLogger(logs), thread: storeTarget(f.store)!, batch: 4 })
+      expect(await threaded.append()).toBe(8)
+      await threaded.stop()
+      expect(await f.store.auditLog.pending(100)).toEqual([])
+      expect(logs.some((l) => l.includes('unreadable leaf'))).toBe(true)
+      const ids = await f.ids()
+      expect(ids.slice(5, 10)).toEqual(queued)
+      expect((await f.log.checkpoint()).map((c) => c.size)).toEqual([13])
+      expect(errors(await f.verify())).toEqual([`changed ${queued[1]}`])
+      const dir = mkdtempSync(join(tmpdir(), 'corral-bundle-'))
+      await writeBundle(f.store, f.org, dir, { witness: f.witnessDir })
+      expect(errors(await verifyLog(await bundleInput(dir, {})))).toEqual([`changed ${queued[1]}`])
+      // The same on this thread (a process without a database file of its own, tests, a memory database).
+      await f.write(2, 'd')
+      const ids2 = (await f.store.auditLog.pending(100)).map((p) => p.eventId)
+      await f.tamper([[bad, ['not json', ids2[0]]]])
+      expect(await f.log.append()).toBe(2)
+      expect(errors(await f.verify())).toEqual([`changed ${queued[1]}`, `changed ${ids2[0]}`].sort())
+    })
+
     it('a consistent forgery that lacks the published checkpoint is caught by the witness', async () => {
       const f = await checkpointed()
       // Replace the whole log: rows, leaves, tree and checkpoints, rebuilt and signed with a key of the forger's.

@@ -7,7 +7,7 @@ import { drainQueue } from './append.js'
 
 export interface AppendWorkerData { url: string; schema?: string; batch: number }
 export type AppendRequest = { type: 'append'; id: number } | { type: 'close' }
-export type AppendReply = { id: number; added: number } | { id: number; error: string } | { ready: true } | { failed: string }
+export type AppendReply = { id: number; added: number; unreadable: string[] } | { id: number; error: string } | { ready: true } | { failed: string }
 
 const port = parentPort!
 const data = workerData as AppendWorkerData
@@ -23,7 +23,7 @@ try {
       return
     }
     running = drainQueue(store, data.batch, () => stopping).then(
-      (added) => port.postMessage({ id: m.id, added } satisfies AppendReply),
+      (r) => port.postMessage({ id: m.id, added: r.added, unreadable: r.unreadable } satisfies AppendReply),
       (err: unknown) => port.postMessage({ id: m.id, error: String((err as Error)?.message ?? err) } satisfies AppendReply),
     )
   })

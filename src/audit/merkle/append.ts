@@ -15,16 +15,19 @@ export interface RoundResult {
   added: number
   /** Another replica moved a tree first: nothing of this round was stored. */
   conflict: boolean
+  /** Ids of rows appended under an unreadable leaf (their stored content does not encode). */
+  unreadable: string[]
 }
 
 export async function appendRound(store: Store, batch: number): Promise<RoundResult> {
   const queued = await store.auditLog.pendingBatch(batch)
-  if (queued.length === 0) return { taken: 0, added: 0, conflict: false }
+  if (queued.length === 0) return { taken: 0, added: 0, conflict: false, unreadable: [] }
   const orgIds = [...new Set(queued.map((q) => q.orgId))]
   const stored = new Map((await store.auditLog.treesOf(orgIds)).map((t) => [t.orgId, t]))
   const ranges = new Map<string, CompactRange>()
   const leaves: Array<LogLeaf & { orgId: string }> = []
   const seen = new Set<string>()
+  const unreadable: string[] = []
   for (const q of queued) {
     // A queued row that is gone (removed behind the database's back) has no leaf, verify names it;
     // a row queued twice (by hand, or a replay) is appended once: a repeat must not stall the queue.
@@ -36,7 +39,14 @@ export async function appendRound(store: Store, batch: number): Promise<RoundRes
       range = new CompactRange(t?.size ?? 0, (t?.edge ?? []).map((h) => Buffer.from(h, 'hex')))
       ranges.set(q.orgId, range)
     }
-    const h = hashLeaf(storedRowBytes(q.raw, QUEUE_COLUMNS))
+    let bytes: string
+    try {
+      bytes = storedRowBytes(q.raw, QUEUE_COLUMNS)
+    } catch {
+      bytes = unreadableLeaf(q.raw)
+      unreadable.push(q.eventId)
+    }
+    const h = hashLeaf(bytes)
     leaves.push({ orgId: q.orgId, idx: range.size, eventId: q.eventId, leafHash: h.toString('hex') })
     range.append(h)
   }
@@ -48,19 +58,37 @@ export async function appendRound(store: Store, batch: number): Promise<RoundRes
   try {
     await store.transaction((tx) => tx.auditLog.appendRound(trees, leaves, queued.map((q) => q.seq)))
   } catch (err) {
-    if (err instanceof AppendConflictError || isUniqueViolation(err)) return { taken: queued.length, added: 0, conflict: true }
+    if (err instanceof AppendConflictError || isUniqueViolation(err)) return { taken: queued.length, added: 0, conflict: true, unreadable: [] }
     throw err
   }
-  return { taken: queued.length, added: leaves.length, conflict: false }
+  return { taken: queued.length, added: leaves.length, conflict: false, unreadable }
 }
 
-/** Rounds until the queue is empty, a replica conflicts (the next tick goes on) or `stopped()`; returns the leaves added. */
-export async function drainQueue(store: Store, batch: number, stopped: () => boolean): Promise<number> {
+/**
+ * The leaf bytes of a row whose stored content does not encode: `unreadable ` and its columns' JSON
+ * text as stored, so the leaf still commits to what the appender read. A row's encoding is a JSON
+ * object (it starts with `{`), so no row, as stored or as exported, hashes to this leaf.
+ */
+export function unreadableLeaf(raw: Readonly<Record<string, unknown>>): string {
+  const text = (v: unknown) => (typeof v === 'object' && !(v instanceof Uint8Array) ? JSON.stringify(v) : String(v))
+  const columns = Object.fromEntries(Object.entries(raw).filter(([k, v]) => !QUEUE_COLUMNS.has(k) && v !== null && v !== undefined).map(([k, v]) => [k, text(v)]))
+  return `unreadable ${JSON.stringify(columns)}`
+}
+
+export interface Drained {
+  added: number
+  unreadable: string[]
+}
+
+/** Rounds until the queue is empty, a replica conflicts (the next tick goes on) or `stopped()`. */
+export async function drainQueue(store: Store, batch: number, stopped: () => boolean): Promise<Drained> {
   let added = 0
+  const unreadable: string[] = []
   for (;;) {
     const r = await appendRound(store, batch)
     added += r.added
-    if (r.taken === 0 || r.conflict || stopped()) return added
+    unreadable.push(...r.unreadable)
+    if (r.taken === 0 || r.conflict || stopped()) return { added, unreadable }
     // Between rounds, let the event loop run.
     await new Promise((resolve) => setImmediate(resolve))
   }

@@ -99,8 +99,12 @@ export class ProvableLog {
     return p
   }
 
-  #appendAll(): Promise<number> {
-    return this.#host ? this.#host.append() : drainQueue(this.#o.store, this.#batch, () => this.#stopped)
+  async #appendAll(): Promise<number> {
+    const r = await (this.#host ? this.#host.append() : drainQueue(this.#o.store, this.#batch, () => this.#stopped))
+    if (r.unreadable.length > 0) {
+      this.#o.logger.error({ ids: r.unreadable.slice(0, 20), count: r.unreadable.length }, 'audit log: rows that do not read as stored (edited in the database) were appended under an unreadable leaf; corral audit verify reports each as changed')
+    }
+    return r.added
   }
 
   async #signAll(only?: string): Promise<StoredCheckpoint[]> {
