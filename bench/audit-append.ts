@@ -11,13 +11,14 @@
 //   npm run bench:audit-append                       # 200,000 rows per phase
 //   CORRAL_BENCH_EVENTS=50000 CORRAL_BENCH_ROOT=/tmp/base npm run bench:audit-append
 
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { cpus, loadavg, tmpdir } from 'node:os'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks'
 import pg from 'pg'
 import type { NewAuditEvent } from '../src/contract/index.js'
+import { report } from './audit-report.js'
 
 const N = Number(process.env.CORRAL_BENCH_EVENTS ?? 200_000)
 const ROOT = resolve(process.env.CORRAL_BENCH_ROOT ?? resolve(import.meta.dirname, '..'))
@@ -137,13 +138,8 @@ async function main() {
       await c.end()
     }
   }
-  const out = { at: new Date().toISOString(), root: ROOT, node: process.version, cpus: cpus().length, loadavg: loadavg(), results }
-  mkdirSync(resolve(import.meta.dirname, 'results'), { recursive: true })
-  const file = resolve(import.meta.dirname, `results/audit-append${LABEL ? `-${LABEL}` : ''}.json`)
-  writeFileSync(file, `${JSON.stringify(out, null, 2)}\n`)
   clearInterval(alive)
-  console.table(results)
-  console.log(`load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}; wrote ${file}`)
+  report(`audit-append${LABEL ? `-${LABEL}` : ''}`, { root: ROOT, results }, results)
 }
 
 await main()

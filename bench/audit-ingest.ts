@@ -23,6 +23,7 @@ import { randomBytes } from 'node:crypto'
 import { pathToFileURL } from 'node:url'
 import { sql } from 'kysely'
 import pg from 'pg'
+import { dropLogQueueTriggers } from './audit-log-switch.js'
 
 const N = Number(process.env.CORRAL_BENCH_EVENTS ?? 200_000)
 const ROUNDS = Number(process.env.CORRAL_BENCH_ROUNDS ?? 2)
@@ -90,14 +91,7 @@ async function child(root: string, dialect: string, variant: string): Promise<Re
   const store = dialect === 'sqlite' ? await openStore(url) : await openStore(url, { schema })
   const q = (text: string) => sql.raw<Record<string, unknown>>(text).execute(store.db as never)
   try {
-    if (variant === 'off') {
-      // Every trigger that queues rows for the provable log, whatever this build names it.
-      const names = dialect === 'sqlite'
-        ? (await q(`SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'audit_events' AND sql LIKE '%audit_log_pending%'`)).rows.map((r) => String((r as { name: string }).name))
-        : (await q(`SELECT t.tgname AS name FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid WHERE t.tgrelid = 'audit_events'::regclass AND p.prosrc LIKE '%audit_log_pending%'`)).rows.map((r) => String((r as { name: string }).name))
-      for (const n of names) await q(dialect === 'sqlite' ? `DROP TRIGGER "${n}"` : `DROP TRIGGER "${n}" ON audit_events`)
-      if (names.length === 0) throw new Error('no queue trigger found to drop')
-    }
+    if (variant === 'off') await dropLogQueueTriggers(dialect, async (text) => (await q(text)).rows)
     const logger = { error: (o: object, m: string) => console.error(m, o), warn: () => {} }
     const writer = await openAuditWriter(store, { journalDir: join(dir, 'journal'), logger })
     // As serve runs it: on a worker thread with its own connection (a build without that option ignores it).

@@ -5,25 +5,39 @@
 // prints a table. Targets: durable ingest >= 50,000 events/s on SQLite and 30,000 on PostgreSQL,
 // filtered page p95 <= 20 ms, stats <= 1 s. bench/audit-ingest.ts compares builds in one run.
 //
-//   npm run bench:audit                 # 1,000,000 events
-//   CORRAL_BENCH_EVENTS=100000 npm run bench:audit
+// The ingest runs once per provable-log variant on a fresh store of each dialect, in one run:
+// `on` is serve (the queue trigger, the appender on its thread every second), `off` a writer
+// without the log (the queue trigger dropped, no appender); rounds alternate the order. Each
+// reports events/s, CPU per event (the whole process: every thread, the appender's included) and,
+// with the log on, the rows still queued for the log when the ingest ended and the catch-up time.
+// The queries run on the first `on` store.
+//
+//   npm run bench:audit                 # 1,000,000 events, variants on,off, one round
+//   CORRAL_BENCH_EVENTS=200000 CORRAL_BENCH_LOG=on,off CORRAL_BENCH_LOG_ROUNDS=2 npm run bench:audit
+//   CORRAL_BENCH_LOG=on npm run bench:audit      # serve's configuration only
 
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { cpus, loadavg, tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { loadavg, tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
+import { sql } from 'kysely'
 import pg from 'pg'
 import { auditStats, openAuditWriter, ProvableLog, queryAudit } from '../src/audit/index.js'
 import type { NewAuditEvent } from '../src/contract/index.js'
 import { encodeCursor } from '../src/audit/cursor.js'
 import { cursorBinding } from '../src/audit/query.js'
 import { openStore, type Store } from '../src/store/index.js'
+import { dropLogQueueTriggers } from './audit-log-switch.js'
+import { loadLine, report } from './audit-report.js'
 
 const N = Number(process.env.CORRAL_BENCH_EVENTS ?? 1_000_000)
 const ORG = 'org_bench'
 const SPAN_MS = 7 * 24 * 3_600_000
 const START = Date.parse('2026-01-01T00:00:00.000Z')
 const PAGE_RUNS = 50
+const VARIANTS = (process.env.CORRAL_BENCH_LOG ?? 'on,off').split(',').map((v) => v.trim())
+const ROUNDS = Number(process.env.CORRAL_BENCH_LOG_ROUNDS ?? 1)
+const PG_URL = process.env.CORRAL_BENCH_PG_URL || process.env.CORRAL_TEST_PG_URL
 const TARGETS = { ingest_events_per_s: { sqlite: 50_000, postgres: 30_000 }, filtered_page_p95_ms: 20, stats_ms: 1_000 }
 
 const DESTS = ['api.anthropic.com', 'api.openai.com', 'github.com', 'pypi.org', 'registry.npmjs.org']
@@ -91,22 +105,26 @@ async function pageStats(fn: () => Promise<unknown>) {
   return { p50_ms: pct(samples, 50), p95_ms: pct(samples, 95) }
 }
 
-async function run(dialect: string, store: Store, thread: { url: string; schema?: string }) {
-  process.stderr.write(`[${dialect}] ingesting ${N.toLocaleString()} events through the writer…\n`)
+type Variant = 'on' | 'off'
+
+/** The journaled writer as serve runs it, N events, with the provable log on or off; the store is fresh. */
+async function ingest(dialect: string, store: Store, thread: { url: string; schema?: string }, variant: Variant, round: number) {
+  process.stderr.write(`[${dialect}] log ${variant}, round ${round}: ingesting ${N.toLocaleString()} events through the writer…\n`)
+  if (variant === 'off') await dropLogQueueTriggers(dialect, async (text) => (await sql.raw<Record<string, unknown>>(text).execute(store.db)).rows)
   // The writer as serve runs it: the journal on, default batch and queue bounds; an event is
   // durable once journaled, and the ingest ends when the last row is committed to the database.
   const journalDir = mkdtempSync(join(tmpdir(), 'corral-bench-journal-'))
   const writer = await openAuditWriter(store, { journalDir })
-  // The provable log's appender runs beside the writer as in serve (docs/audit.md); its catch-up
-  // after the ingest is timed on its own.
   const logger = { error: (o: object, m: string) => console.error(m, o) }
-  const log = new ProvableLog({ store, logger, thread })
-  log.start()
+  // With the log on, the appender runs beside the writer as in serve (docs/audit.md), on its thread.
+  const log = variant === 'on' ? new ProvableLog({ store, logger, thread }) : undefined
+  // Its thread started and its sources loaded before anything is timed, as in a serve that has run a while.
+  await log?.append()
+  log?.start()
+  const load0 = loadavg()
   const cpuBefore = process.cpuUsage()
   const mainBefore = mainThreadMs()
   const [ingestMs] = await timed(async () => {
-    // emit() resolves once the event is committed: keep a window of producers in flight (like
-    // concurrent requests) so batches fill, below maxQueue so nothing is refused.
     // emit() resolves once the event is in the journal; the queue of events not yet in the
     // database is bounded (20,000, beyond which emit refuses, as the proxy then denies): stay
     // short of it, as producers that back off would.
@@ -122,19 +140,34 @@ async function run(dialect: string, store: Store, thread: { url: string; schema?
   rmSync(journalDir, { recursive: true, force: true })
   const cpu = process.cpuUsage(cpuBefore)
   const mainMs = mainThreadMs() - mainBefore
-  await log.stop()
-  const [appendCatchUpMs, appended] = await timed(() => new ProvableLog({ store, logger }).append())
+  const out = {
+    dialect, variant, round, events: N,
+    ingest_events_per_s: Math.round(N / (ingestMs / 1000)),
+    ingest_ms: Math.round(ingestMs),
+    // On a shared machine wall-clock rate depends on the neighbours; CPU time of this process (every
+    // thread: the SQLite insert worker, the appender's) shows the rate one core sustains.
+    ingest_events_per_cpu_s: Math.round(N / ((cpu.user + cpu.system) / 1e6)),
+    ingest_cpu_us_per_event: Math.round(((cpu.user + cpu.system) / N) * 10) / 10,
+    ingest_main_thread_us_per_event: Math.round(((mainMs * 1000) / N) * 10) / 10,
+    loadavg_before: load0,
+    loadavg_after: loadavg(),
+  }
+  if (!log) return out
+  // The appender's lag: rows committed but not yet in a tree when the last row was committed.
+  const queued = await store.auditLog.pending(N)
+  // Until the queue is empty: the round in flight and the rest.
+  const [catchUpMs] = await timed(async () => {
+    await log.stop()
+    await new ProvableLog({ store, logger }).append()
+  })
   const treeSize = (await store.auditLog.tree(ORG))?.size ?? 0
   if (treeSize !== N) throw new Error(`the tree holds ${treeSize} of ${N} rows`)
-  process.stderr.write(`[${dialect}] appender caught up in ${Math.round(appendCatchUpMs)} ms (${appended} rows left after the ingest)\n`)
-  const ingest = Math.round(N / (ingestMs / 1000))
-  // On a shared machine wall-clock rate depends on the neighbours; CPU time of this process (which
-  // includes SQLite's work, done on the store's insert worker thread) shows the rate one core sustains.
-  const ingestPerCpu = Math.round(N / ((cpu.user + cpu.system) / 1e6))
-  const cpuUsPerEvent = Math.round(((cpu.user + cpu.system) / N) * 10) / 10
-  const mainUsPerEvent = Math.round(((mainMs * 1000) / N) * 10) / 10
-  process.stderr.write(`[${dialect}] ingest ${ingest.toLocaleString()} events/s; querying…\n`)
+  process.stderr.write(`[${dialect}] log on: ${queued.length} rows queued when the ingest ended, caught up in ${Math.round(catchUpMs)} ms\n`)
+  return { ...out, log_rows_queued_at_end: queued.length, log_catch_up_ms: Math.round(catchUpMs) }
+}
 
+async function queries(dialect: string, store: Store) {
+  process.stderr.write(`[${dialect}] querying…\n`)
   const filtered = await pageStats(() => queryAudit(store, ORG, { filter: ['decision=deny'], limit: 100 }))
   const filteredWs = await pageStats(() => queryAudit(store, ORG, { filter: ['event_type=policy_decision', 'destination=github.com'], limit: 100 }, { workspaceId: 'ws_7' }))
   const filteredOwn = await pageStats(() => queryAudit(store, ORG, { filter: ['counter=tokens'], limit: 100 }, { userId: 'usr_b' }))
@@ -150,14 +183,6 @@ async function run(dialect: string, store: Store, thread: { url: string; schema?
   const [topMs] = await timed(() => auditStats(store, ORG, { top: '3:destination', metric: 'sum:debits.tokens', time_bucket: '1d' }))
   return {
     dialect,
-    events: N,
-    ingest_events_per_s: ingest,
-    ingest_ms: Math.round(ingestMs),
-    log_catch_up_ms: Math.round(appendCatchUpMs),
-    log_rows_after_ingest: appended,
-    ingest_events_per_cpu_s: ingestPerCpu,
-    ingest_cpu_us_per_event: cpuUsPerEvent,
-    ingest_main_thread_us_per_event: mainUsPerEvent,
     filtered_page: filtered,
     filtered_page_workspace: filteredWs,
     filtered_page_own_counter: filteredOwn,
@@ -168,43 +193,67 @@ async function run(dialect: string, store: Store, thread: { url: string; schema?
   }
 }
 
-async function main() {
-  const results = []
-  const dir = mkdtempSync(join(tmpdir(), 'corral-bench-'))
-  try {
-    const sqlite = await openStore(`sqlite:${join(dir, 'bench.db')}`)
-    results.push(await run('sqlite', sqlite, { url: `sqlite:${join(dir, 'bench.db')}` }))
-    await sqlite.close()
-  } finally {
-    rmSync(dir, { recursive: true, force: true })
-  }
-  const pgUrl = process.env.CORRAL_BENCH_PG_URL || process.env.CORRAL_TEST_PG_URL
-  if (pgUrl) {
-    const schema = `bench_${randomBytes(4).toString('hex')}`
-    const store = await openStore(pgUrl, { schema })
+/** A fresh store of `dialect` for `use`, removed afterwards. */
+async function withStore<T>(dialect: string, use: (store: Store, thread: { url: string; schema?: string }) => Promise<T>): Promise<T> {
+  if (dialect === 'sqlite') {
+    const dir = mkdtempSync(join(tmpdir(), 'corral-bench-'))
+    const url = `sqlite:${join(dir, 'bench.db')}`
+    const store = await openStore(url)
     try {
-      results.push(await run('postgres', store, { url: pgUrl, schema }))
+      return await use(store, { url })
     } finally {
       await store.close()
-      const c = new pg.Client({ connectionString: pgUrl })
-      await c.connect()
-      await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
-      await c.end()
+      rmSync(dir, { recursive: true, force: true })
     }
-  } else {
-    process.stderr.write('postgres: skipped (set CORRAL_BENCH_PG_URL or CORRAL_TEST_PG_URL)\n')
   }
+  const schema = `bench_${randomBytes(4).toString('hex')}`
+  const store = await openStore(PG_URL!, { schema })
+  try {
+    return await use(store, { url: PG_URL!, schema })
+  } finally {
+    await store.close()
+    const c = new pg.Client({ connectionString: PG_URL })
+    await c.connect()
+    await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+    await c.end()
+  }
+}
 
-  // The load average matters on a shared machine: record it next to the numbers.
-  const out = { at: new Date().toISOString(), node: process.version, cpus: cpus().length, loadavg: loadavg(), targets: TARGETS, results }
-  const file = resolve(import.meta.dirname, 'results/audit.json')
-  mkdirSync(resolve(import.meta.dirname, 'results'), { recursive: true })
-  writeFileSync(file, JSON.stringify(out, null, 2) + '\n')
+async function main() {
+  // The appender's thread is referenced only while busy: keep the process up between phases.
+  const alive = setInterval(() => {}, 1_000)
+  const dialects = PG_URL ? ['sqlite', 'postgres'] : ['sqlite']
+  if (!PG_URL) process.stderr.write('postgres: skipped (set CORRAL_BENCH_PG_URL or CORRAL_TEST_PG_URL)\n')
+  const runs: Array<Awaited<ReturnType<typeof ingest>>> = []
+  const queried: Array<Awaited<ReturnType<typeof queries>>> = []
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (const dialect of dialects) {
+      // Alternating order round by round: neither variant always runs on the warmer machine.
+      const order = round % 2 === 1 ? VARIANTS : [...VARIANTS].reverse()
+      for (const variant of order) {
+        if (variant !== 'on' && variant !== 'off') throw new Error(`CORRAL_BENCH_LOG: unknown variant ${variant} (on, off)`)
+        await withStore(dialect, async (store, thread) => {
+          runs.push(await ingest(dialect, store, thread, variant, round))
+          if (variant === 'on' && !queried.some((q) => q.dialect === dialect)) queried.push(await queries(dialect, store))
+        })
+        process.stderr.write(`[${dialect}] log ${variant}: ${runs[runs.length - 1].ingest_events_per_s.toLocaleString()} events/s, ${runs[runs.length - 1].ingest_cpu_us_per_event} us CPU/event; ${loadLine()}\n`)
+      }
+    }
+  }
+  clearInterval(alive)
 
-  const rows = results.map((r) => ({
+  const rows = [
+    ...runs.map((r) => ({
+      dialect: r.dialect, log: r.variant, round: r.round,
+      'ingest ev/s': r.ingest_events_per_s,
+      'cpu us/ev (main)': `${r.ingest_cpu_us_per_event} (${r.ingest_main_thread_us_per_event})`,
+      'queued at end': 'log_rows_queued_at_end' in r ? r.log_rows_queued_at_end : '',
+      'catch-up ms': 'log_catch_up_ms' in r ? r.log_catch_up_ms : '',
+      load: r.loadavg_after.map((l) => l.toFixed(1)).join(' '),
+    })),
+  ]
+  const pages = queried.map((r) => ({
     dialect: r.dialect,
-    'ingest ev/s': r.ingest_events_per_s,
-    'cpu us/ev (main)': `${r.ingest_cpu_us_per_event} (${r.ingest_main_thread_us_per_event})`,
     'page p50/p95 ms': `${r.filtered_page.p50_ms} / ${r.filtered_page.p95_ms}`,
     'ws page p95': r.filtered_page_workspace.p95_ms,
     'own+counter p95': r.filtered_page_own_counter.p95_ms,
@@ -212,10 +261,10 @@ async function main() {
     'stats ms': r.stats_group_by_time_bucket_ms,
     'top+sum ms': r.stats_top_sum_debits_ms,
   }))
-  console.table(rows)
-  console.log(`targets: durable ingest >= ${TARGETS.ingest_events_per_s.sqlite} ev/s (sqlite), ${TARGETS.ingest_events_per_s.postgres} ev/s (postgres), page p95 <= ${TARGETS.filtered_page_p95_ms} ms, stats <= ${TARGETS.stats_ms} ms`)
-  console.log(`machine: ${cpus().length} cpus, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`)
-  console.log(`wrote ${file}`)
+  if (pages.length > 0) console.table(pages)
+  report('audit', { targets: TARGETS, variants: VARIANTS, rounds: ROUNDS, ingest: runs, queries: queried }, rows, [
+    `targets: durable ingest >= ${TARGETS.ingest_events_per_s.sqlite} ev/s (sqlite), ${TARGETS.ingest_events_per_s.postgres} ev/s (postgres), page p95 <= ${TARGETS.filtered_page_p95_ms} ms, stats <= ${TARGETS.stats_ms} ms`,
+  ])
 }
 
 await main()

@@ -28,6 +28,8 @@
 //   CORRAL_BENCH_WORKERS=N                      # this build as `corral proxy --workers N` (default 1)
 //   CORRAL_BENCH_ALSO_WORKERS=N                 # also this build with `--workers N`, as `corral-wN`, same runs
 //   CORRAL_BENCH_BASELINE=/path/to/other/checkout  # also that build (its dist/) as `corral-base`
+//   CORRAL_BENCH_LOG_OFF=1                      # also this build without the provable log as `corral-log-off`,
+//     and an appender draining `corral`'s store beside it (bench/proxy-log-switch.ts)
 //   CORRAL_BENCH_OUT=bench/results/x.json       # where the JSON goes
 //   CORRAL_BENCH_PROFILE=1                      # --cpu-prof of the corral proxy → bench/results/prof/
 //   CORRAL_BENCH_NODE_ARGS="--max-semi-space-size=64"   # Node flags for every corral build measured
@@ -45,6 +47,7 @@ import { fixedRate } from './proxy-rate.js'
 import { rateRun } from './proxy-rate-run.js'
 import { markdownTable, printRun, summarize, type Metrics, type RunRecord } from './proxy-report.js'
 import { ROOT, baselineStore, children, ensurePackages, seed, spawnUntil, startCorral, stopSince, type Seeded } from './proxy-setup.js'
+import { logOffStore, startAppender } from './proxy-log-switch.js'
 import { measureTransparent, resolverFigures } from './proxy-transparent.js'
 import { measureWebSocket } from './proxy-websocket.js'
 
@@ -94,6 +97,10 @@ async function startTargets(run: number, o: Ctx): Promise<Target[]> {
   if (env.CORRAL_BENCH_ALSO_WORKERS) {
     const n = Number(env.CORRAL_BENCH_ALSO_WORKERS)
     targets.push(corralTarget(`corral-w${n}`, await startCorral({ root: ROOT, tmp: o.tmp, dataDir, dbUrl, workers: n, nodeArgs: o.nodeArgs, env: proxyEnv }), o.corralCa))
+  }
+  if (env.CORRAL_BENCH_LOG_OFF === '1') {
+    await startAppender(dbUrl)
+    targets.push(corralTarget('corral-log-off', await startCorral({ root: ROOT, tmp: o.tmp, dataDir, dbUrl: await logOffStore(dbUrl), workers, nodeArgs: o.nodeArgs, env: proxyEnv }), o.corralCa))
   }
   const baseRoot = env.CORRAL_BENCH_BASELINE
   if (baseRoot) {
