@@ -27,7 +27,10 @@ export interface DbStageOptions<T extends StageItem> {
   logger: AuditWriterLogger
   /** Updated in place: written, quarantined, retries, failing. */
   stats: AuditWriterStats
-  /** How long a batch smaller than batchSize waits to fill before it is written (0: at once). */
+  /**
+   * How long a batch smaller than batchSize waits to fill before it is written (0: at once); it
+   * is written as soon as batchSize rows are queued, whichever comes first.
+   */
   lingerMs?: number
   /** true while someone waits for the queue to drain (flush, close): no lingering then. */
   urgent?: () => boolean
@@ -76,6 +79,8 @@ export class DbStage<T extends StageItem> {
   }
 
   #kick(): void {
+    // A full batch ends a linger at once: the bound in rows, next to lingerMs the bound in time.
+    if (this.#queue.length >= this.#o.batchSize) this.#wakeLinger?.()
     this.#pumping ??= this.#pump()
       .catch((err: unknown) => this.#o.logger.error({ err: errorInfo(err) }, 'audit: writer loop failed'))
       .finally(() => {
@@ -111,7 +116,7 @@ export class DbStage<T extends StageItem> {
     }
   }
 
-  /** Lets a small batch fill for up to lingerMs; one timer per batch, not per event. */
+  /** Lets a small batch fill for up to lingerMs or until it is full; one timer per batch, not per event. */
   async #linger(): Promise<void> {
     const ms = this.#o.lingerMs ?? 0
     if (ms <= 0 || this.#queue.length >= this.#o.batchSize || this.#o.urgent?.()) return

@@ -23,9 +23,9 @@ export interface AuditWriterOptions {
   journalDir?: string
   /**
    * With a journal: how long a database batch may wait to fill before it is written (default
-   * 10 ms; 0 writes each as soon as the previous commits). Durability is the journal's, so this
-   * only delays the row's arrival in the database (and on the live bus); flush() and close() do
-   * not wait for it.
+   * 100 ms; 0 writes each as soon as the previous commits); a batch that reaches batchSize rows is
+   * written at once. Durability is the journal's, so this only delays the row's arrival in the
+   * database (and on the live bus); flush() and close() do not wait for it.
    */
   dbLingerMs?: number
   /**

@@ -8,7 +8,8 @@
 //   not yet in the database, or after close().
 // - Batches go to the database with insert-or-ignore on id, one at a time (group commit: events
 //   that arrive while one batch is written form the next; with a journal a small batch first waits
-//   up to dbLingerMs to fill, since per-commit costs dominate small batches). A batch the database refuses is split
+//   up to dbLingerMs or until it holds batchSize rows, since per-commit costs dominate small batches). A batch the
+//   database refuses is split
 //   until the refused event is alone; that event is quarantined and every other row is written.
 //   Transient failures (database away, busy, full) are retried with backoff (src/audit/classify.ts).
 // - After each commit the new ids are announced on the live bus channel.
@@ -54,6 +55,8 @@ interface RecoveredGroup {
 }
 
 const noop = () => {}
+/** How long a row may wait for its database batch to fill, with a journal (dbLingerMs). */
+const DB_LINGER_MS = 100
 /** What an item's event becomes once it is stored and its caller answered (finish()). */
 const RELEASED = Object.freeze({}) as AuditEvent
 
@@ -155,9 +158,12 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
     flushWaiters = flushWaiters.filter((w) => w.target > doneSeq)
     for (const w of ready) w.resolve()
   }
-  // With a journal the database is off the answer's path: a batch waits up to dbLingerMs to fill,
-  // so a moderate rate costs a few database round trips per second, not one per journal group.
-  const lingerMs = journal ? Math.max(0, opts.dbLingerMs ?? 10) : 0
+  // With a journal the database is off the answer's path: a batch waits up to dbLingerMs to fill
+  // (or until it is full), so a moderate rate costs a few commits per second, not one per journal
+  // group; each commit rewrites the partly filled last page of the table and of every index, so
+  // rows per commit, not rows, set most of the database's cost at a moderate rate. The bound is what
+  // a row may lag on the live stream and in queries (docs/audit.md "Live").
+  const lingerMs = journal ? Math.max(0, opts.dbLingerMs ?? DB_LINGER_MS) : 0
   const stage = new DbStage<Item>({ store, batchSize, logger, stats, lingerMs, urgent: () => flushWaiters.length > 0 || closed, done: batchDone })
 
   let journalBroken = false

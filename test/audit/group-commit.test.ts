@@ -2,11 +2,12 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { openAuditWriter, queryAudit } from '../../src/audit/index.js'
 import { GroupCommit, type GroupItem } from '../../src/audit/group-commit.js'
 import { MAX_GROUP_CHARS, type Journal, type Segment } from '../../src/audit/journal.js'
-import { openStore } from '../../src/store/index.js'
+import type { Store } from '../../src/store/index.js'
+import { testDialects } from '../helpers/dialects.js'
 import { decision, orgId } from './fixtures.js'
 
 const turn = () => new Promise<void>((r) => setImmediate(r))
@@ -79,18 +80,44 @@ describe('journal group commit', () => {
   })
 })
 
-describe('audit writer with a journal: the database linger', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'corral-linger-'))
-  afterAll(() => rmSync(dir, { recursive: true, force: true }))
+for (const d of testDialects()) {
+  describe(`audit writer with a journal: the database linger [${d.name}]`, () => {
+    const dir = mkdtempSync(join(tmpdir(), 'corral-linger-'))
+    let store: Store
+    beforeAll(async () => {
+      store = await d.open()
+    })
+    afterAll(async () => {
+      await store.close()
+      rmSync(dir, { recursive: true, force: true })
+    })
+    const ids = async (org: string) => (await queryAudit(store, org, { limit: 100 })).events.map((e) => e.id).sort()
 
-  it('flush() does not wait out dbLingerMs: the rows are in the database when it resolves', async () => {
-    const store = await openStore(`sqlite:${join(dir, 'corral.db')}`)
-    const writer = await openAuditWriter(store, { journalDir: join(dir, 'journal'), dbLingerMs: 600_000 })
-    const org = orgId()
-    const events = await Promise.all([writer.emit(decision(org)), writer.emit(decision(org))])
-    await writer.flush()
-    expect((await queryAudit(store, org, { limit: 10 })).events.map((e) => e.id).sort()).toEqual(events.map((e) => e.id).sort())
-    await writer.close()
-    await store.close()
+    it('flush() does not wait out dbLingerMs: the rows are in the database when it resolves', async () => {
+      const writer = await openAuditWriter(store, { journalDir: join(dir, 'flush'), dbLingerMs: 600_000 })
+      const org = orgId()
+      const events = await Promise.all([writer.emit(decision(org)), writer.emit(decision(org))])
+      await writer.flush()
+      expect(await ids(org)).toEqual(events.map((e) => e.id).sort())
+      await writer.close()
+    })
+
+    // The linger is bounded in rows as well as in time: once batchSize rows are queued, they are
+    // committed (and become queryable) without anyone calling flush(), however long dbLingerMs is.
+    // Each emit is awaited, so each row reaches the stage in its own journal group: the first one
+    // starts the linger, the later ones fill the batch.
+    for (const [batchSize, emitted] of [[2, 2], [3, 3], [3, 7]] as const) {
+      it(`rows arriving one by one are committed once they fill a batch of ${batchSize}, without waiting out dbLingerMs (${emitted} emitted)`, async () => {
+        const writer = await openAuditWriter(store, { journalDir: join(dir, `full-${batchSize}-${emitted}`), dbLingerMs: 600_000, batchSize })
+        const org = orgId()
+        const emittedIds: string[] = []
+        for (let i = 0; i < emitted; i++) emittedIds.push((await writer.emit(decision(org))).id)
+        const full = emitted - (emitted % batchSize)
+        while ((await ids(org)).length < full) await new Promise((r) => setTimeout(r, 20))
+        expect(await ids(org)).toEqual(emittedIds.slice(0, full).sort())
+        await writer.close()
+        expect(await ids(org)).toEqual(emittedIds.sort())
+      })
+    }
   })
-})
+}
