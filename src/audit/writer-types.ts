@@ -8,7 +8,7 @@ export interface AuditWriterLogger {
 }
 
 export interface AuditWriterOptions {
-  /** Rows per insert transaction (default 500). */
+  /** Rows per insert transaction (default 2,000). */
   batchSize?: number
   /** Accepted for compatibility; batches are written as soon as the previous one commits. */
   flushIntervalMs?: number

@@ -55,6 +55,10 @@ interface RecoveredGroup {
 }
 
 const noop = () => {}
+// Rows per database transaction at most. Large, because each commit rewrites the partly filled last
+// page of the table and of each index: fewer commits per row at saturation. Smaller batches only
+// come from a lower rate, not from this bound.
+const BATCH_SIZE = 2_000
 /** How long a row may wait for its database batch to fill, with a journal (dbLingerMs). */
 const DB_LINGER_MS = 100
 /** What an item's event becomes once it is stored and its caller answered (finish()). */
@@ -98,7 +102,7 @@ export async function openAuditWriter(store: Store, opts: AuditWriterOptions & {
 // step); each step inside is a short named function, and the stages live in their own files
 // (group-commit.ts, db-stage.ts, deadlines.ts, journal.ts).
 function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | undefined): AuditWriter & { replay(r: RecoveredSegment[]): Promise<void> } {
-  const batchSize = Math.max(1, opts.batchSize ?? 500)
+  const batchSize = Math.max(1, opts.batchSize ?? BATCH_SIZE)
   const maxQueue = Math.max(1, opts.maxQueue ?? 20_000)
   const maxQueueBytes = Math.max(1, opts.maxQueueBytes ?? 256 << 20)
   const logger = opts.logger ?? { error: (obj: object, msg: string) => console.error(msg, obj) }
