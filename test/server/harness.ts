@@ -26,6 +26,8 @@ export interface HarnessOptions {
   logs?: NodeJS.WritableStream
   /** Seals secrets and credentials; without one their routes answer 503 (an app given no master key). */
   sealer?: Sealer
+  /** The audit writer (default: one without a journal, as before). */
+  audit?: (store: Store) => Promise<AuditWriter>
 }
 
 export async function sqliteOpener(): Promise<{ open: () => Promise<Store>; cleanup: () => void }> {
@@ -54,7 +56,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
   const sqlite = opts.open ? undefined : await sqliteOpener()
   const store = await (opts.open ?? sqlite!.open)()
   const logger = createLogger({ level: opts.logs ? 'info' : 'silent', destination: opts.logs })
-  const audit = createAuditWriter(store, { flushIntervalMs: 1, logger })
+  const audit = opts.audit ? await opts.audit(store) : createAuditWriter(store, { flushIntervalMs: 1, logger })
   const bus = createAuditBus(store, { logger })
   await bus.ready
   const builtin = await BuiltinIdentityProvider.open(store.settings)
