@@ -14,6 +14,7 @@ import { CapabilityTokens, Sealer, loadMasterKey, loadTokenKey } from '../secret
 import { defaultStoreUrl, openStore } from '../store/index.js'
 import { checkMasterKey } from './master-key.js'
 import { permitSource, startProxy } from './proxy.js'
+import { rowsThroughPrimary } from './proxy-workers-rows.js'
 import { leaseTtlMs, startReplica } from './replica.js'
 import { Teardown } from './teardown.js'
 
@@ -26,7 +27,14 @@ export interface ProxyAloneOptions {
   env?: NodeJS.ProcessEnv
   /** The command's logger (src/server/logger.ts): passed in, so this module loads none of the API server. */
   logger: Logger
+  /** How many worker processes this one is one of (`--workers N`, src/serve/proxy-workers.ts); 1 when alone. */
+  workers?: number
+  /** A worker of `corral proxy --workers N`: on SQLite its audit rows go to the database through the primary. */
+  worker?: boolean
 }
+
+/** The audit writer's own linger before a small database batch (src/audit/writer.ts). */
+const AUDIT_DB_LINGER_MS = 10
 
 export interface RunningProxyAlone {
   readonly logger: Logger
@@ -49,7 +57,17 @@ export async function startProxyAlone(options: ProxyAloneOptions): Promise<Runni
     await checkMasterKey(store, sealer)
     const replica = await startReplica({ store, logger, dataDir, ttlMs: leaseTtlMs(env.CORRAL_LEASE_TTL), sharedStores: false, proxyOnly: true })
     teardown.add('replica', () => replica.stop())
-    const audit = await openAuditWriter(store, { logger, journalDir: join(dataDir, 'audit-journal'), ...journalSettingsFromEnv(env) })
+    // N workers each lingering as one process would hand over (or commit) N times the batches of one
+    // process for the same rows, each commit writing the same index pages again: a worker lingers N
+    // times as long, so the pool's batches are as full as one process's. Rows are durable in the
+    // journal before their answer either way; only their arrival in the database waits. A worker on
+    // SQLite hands its batches to the primary, the pool's one writer (proxy-workers-rows.ts).
+    const pool = Math.max(1, options.workers ?? 1)
+    const auditStore = options.worker && store.dialect === 'sqlite' ? rowsThroughPrimary(store) : store
+    const audit = await openAuditWriter(auditStore, {
+      logger, journalDir: join(dataDir, 'audit-journal'), ...journalSettingsFromEnv(env),
+      ...(pool > 1 ? { dbLingerMs: AUDIT_DB_LINGER_MS * pool } : {}),
+    })
     teardown.add('audit', () => audit.close(), { mustSucceed: true })
     const ca = await loadOrCreateCa(dataDir)
     const tokens = new CapabilityTokens(await loadTokenKey(store.settings))
