@@ -14,7 +14,6 @@ import { CapabilityTokens, Sealer, loadMasterKey, loadTokenKey } from '../secret
 import { defaultStoreUrl, openStore } from '../store/index.js'
 import { checkMasterKey } from './master-key.js'
 import { permitSource, startProxy } from './proxy.js'
-import { rowsThroughPrimary } from './proxy-workers-rows.js'
 import { leaseTtlMs, startReplica } from './replica.js'
 import { Teardown } from './teardown.js'
 
@@ -29,8 +28,6 @@ export interface ProxyAloneOptions {
   logger: Logger
   /** How many worker processes this one is one of (`--workers N`, src/serve/proxy-workers.ts); 1 when alone. */
   workers?: number
-  /** A worker of `corral proxy --workers N`: on SQLite its audit rows go to the database through the primary. */
-  worker?: boolean
 }
 
 /** The audit writer's own linger before a small database batch (src/audit/writer.ts). */
@@ -57,14 +54,13 @@ export async function startProxyAlone(options: ProxyAloneOptions): Promise<Runni
     await checkMasterKey(store, sealer)
     const replica = await startReplica({ store, logger, dataDir, ttlMs: leaseTtlMs(env.CORRAL_LEASE_TTL), sharedStores: false, proxyOnly: true })
     teardown.add('replica', () => replica.stop())
-    // N workers each lingering as one process would hand over (or commit) N times the batches of one
-    // process for the same rows, each commit writing the same index pages again: a worker lingers N
-    // times as long, so the pool's batches are as full as one process's. Rows are durable in the
-    // journal before their answer either way; only their arrival in the database waits. A worker on
-    // SQLite hands its batches to the primary, the pool's one writer (proxy-workers-rows.ts).
+    // N workers each lingering as one process would make N times the commits of one process for the
+    // same rows, each writing the same index pages again and, on SQLite, taking the one write lock
+    // and invalidating the other workers' page caches: a worker lingers N times as long, so the pool
+    // commits as often as one process. Rows are durable in the journal before their answer either
+    // way; only their arrival in the database waits.
     const pool = Math.max(1, options.workers ?? 1)
-    const auditStore = options.worker && store.dialect === 'sqlite' ? rowsThroughPrimary(store) : store
-    const audit = await openAuditWriter(auditStore, {
+    const audit = await openAuditWriter(store, {
       logger, journalDir: join(dataDir, 'audit-journal'), ...journalSettingsFromEnv(env),
       ...(pool > 1 ? { dbLingerMs: AUDIT_DB_LINGER_MS * pool } : {}),
     })

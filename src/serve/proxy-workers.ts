@@ -18,9 +18,8 @@ import { resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { loadOrCreateCa } from '../proxy/index.js'
 import { loadMasterKey, loadTokenKey } from '../secrets/index.js'
-import { defaultStoreUrl, openStore, replicaLeases, type Store } from '../store/index.js'
+import { defaultStoreUrl, openStore, replicaLeases } from '../store/index.js'
 import type { ProxyAloneOptions, RunningProxyAlone } from './proxy-alone.js'
-import { RowsWriter } from './proxy-workers-rows.js'
 
 /** The message a worker sends its primary once it listens. */
 const READY = 'corral-proxy-worker-ready'
@@ -58,70 +57,48 @@ export function announceProxyWorker(url: string, replicaId?: string): void {
   process.send?.({ type: READY, url, ...(replicaId ? { replicaId } : {}) })
 }
 
-/**
- * The schema, the CA and the keys, made once before any worker starts (they would race). Returns
- * the store when it is SQLite: the primary keeps it as the workers' one audit writer
- * (src/serve/proxy-workers-rows.ts); a PostgreSQL store takes every worker's writes in parallel.
- */
-async function prepareShared(options: ProxyAloneOptions, env: NodeJS.ProcessEnv): Promise<Store | undefined> {
+/** The schema, the CA and the keys, made once before any worker starts (they would race). */
+async function prepareShared(options: ProxyAloneOptions, env: NodeJS.ProcessEnv): Promise<void> {
   const dataDir = resolve(options.dataDir)
   await loadMasterKey(dataDir, env)
   const store = await openStore(options.dbUrl ?? defaultStoreUrl(dataDir))
   try {
     await loadTokenKey(store.settings)
-    await loadOrCreateCa(dataDir)
-  } catch (err) {
+  } finally {
     await store.close()
-    throw err
   }
-  if (store.dialect === 'sqlite') return store
-  await store.close()
-  return undefined
+  await loadOrCreateCa(dataDir)
 }
 
 export async function startProxyWorkers(options: ProxyAloneOptions & { workers: number }): Promise<RunningProxyAlone> {
   const env = options.env ?? process.env
   const logger = options.logger
-  const rowsStore = await prepareShared(options, env)
-  const pool = new WorkerPool(options.workers, logger, options.dbUrl ?? defaultStoreUrl(resolve(options.dataDir)), rowsStore && new RowsWriter(rowsStore))
-  const closeRows = async (): Promise<void> => {
-    await pool.rows?.idle()
-    await rowsStore?.close()
-  }
-  try {
-    const url = await pool.start()
-    return { logger, url, stop: () => pool.stop().finally(closeRows) }
-  } catch (err) {
-    await closeRows()
-    throw err
-  }
+  await prepareShared(options, env)
+  const pool = new WorkerPool(options.workers, logger, options.dbUrl ?? defaultStoreUrl(resolve(options.dataDir)))
+  const url = await pool.start()
+  return { logger, url, stop: () => pool.stop() }
 }
 
 class WorkerPool {
   readonly #want: number
   readonly #logger: Logger
   readonly #dbUrl: string
-  /** The workers' one audit writer (SQLite), or none: each worker writes its own rows. */
-  readonly rows: RowsWriter | undefined
   readonly #workers = new Set<Worker>()
   /** Releases of dead workers' permits still running (stop waits for them). */
   readonly #releases = new Set<Promise<void>>()
   #stopping = false
   #backoff = RESTART_MIN_MS
 
-  constructor(want: number, logger: Logger, dbUrl: string, rows: RowsWriter | undefined) {
+  constructor(want: number, logger: Logger, dbUrl: string) {
     this.#want = want
     this.#logger = logger
     this.#dbUrl = dbUrl
-    this.rows = rows
   }
 
   /** Forks every worker; resolves with the shared address once all listen, rejects if one exits first. */
   start(): Promise<string> {
     // Workers inherit stdout/stderr: their log lines and their one-line start errors go where ours do.
-    // Advanced serialization: the rows a worker hands over are JSON text, copied as they are rather
-    // than escaped into another JSON text and parsed back.
-    cluster.setupPrimary({ silent: false, serialization: 'advanced' })
+    cluster.setupPrimary({ silent: false })
     return new Promise((done, fail) => {
       let ready = 0
       let url = ''
@@ -142,7 +119,6 @@ class WorkerPool {
   #fork(onReady: (url: string) => void, onStartExit?: (w: Worker, code: number | null, signal: string | null) => void): void {
     const w = cluster.fork()
     this.#workers.add(w)
-    this.rows?.attach(w)
     let listening = false
     let replicaId: string | undefined
     w.on('message', (m: unknown) => {
