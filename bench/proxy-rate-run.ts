@@ -1,51 +1,119 @@
 // bench:proxy's rate-only mode (CORRAL_BENCH_MODE=rate): each target in turn (direct first), POSTs
-// only, open loop at CORRAL_BENCH_RATE over CORRAL_BENCH_CONNECTIONS connections for
-// CORRAL_BENCH_RATE_SECONDS (bench/proxy-rate.ts). Reports each target's percentiles and every
-// proxy's ADDED latency over direct in the same run, with the load the machine was under (load
-// average before and after, each proxy's own CPU per request) → bench/results/proxy-rate.json.
+// only, open loop at each rate of CORRAL_BENCH_RATE (a comma list) over CORRAL_BENCH_CONNECTIONS
+// connections for CORRAL_BENCH_RATE_SECONDS (bench/proxy-rate.ts). Each target is first warmed for
+// CORRAL_BENCH_RATE_WARM_SECONDS at the first rate (unmeasured: a fresh Node proxy's CPU per request
+// keeps falling while V8 optimises, and N workers each see 1/N of the warm-up). CORRAL_BENCH_RATE_ROUNDS
+// repeats every rate, the proxies' order reversed every other round (direct stays first), so an A/B
+// of two builds or of two process layouts alternates which runs first. Reports each target's
+// percentiles, every proxy's ADDED latency over direct in the same round, its whole-tree CPU per
+// request (each process apart too: the primary and its workers), the load average before and after
+// each round, and, when corral-wN runs, its CPU per request over corral's per round
+// → bench/results/proxy-rate.json (or CORRAL_BENCH_OUT).
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { cpus } from 'node:os'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import type { Dispatcher } from 'undici'
 import { round } from './proxy-load.js'
 import { fixedRate, type RateResult } from './proxy-rate.js'
 
-const FIXED_RATE = Number(process.env.CORRAL_BENCH_RATE ?? 3000)
+const RATES = (process.env.CORRAL_BENCH_RATE ?? '3000').split(',').map(Number).filter((n) => n > 0)
 const RATE_SECONDS = Number(process.env.CORRAL_BENCH_RATE_SECONDS ?? 20)
 const CONNECTIONS = Number(process.env.CORRAL_BENCH_CONNECTIONS ?? 32)
+const ROUNDS = Math.max(1, Number(process.env.CORRAL_BENCH_RATE_ROUNDS ?? 1))
+const WARM_SECONDS = Number(process.env.CORRAL_BENCH_RATE_WARM_SECONDS ?? 10)
 const loadavg = (): number[] => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).map(Number)
 
-export async function rateRun(targets: { name: string; pid?: number; dispatcher: (n?: number) => Dispatcher }[], send: (d: Dispatcher) => Promise<void>, resultsDir: string): Promise<void> {
-  const load0 = loadavg()
-  const results: Record<string, RateResult> = {}
-  for (const t of targets) {
-    process.stderr.write(`fixed rate ${FIXED_RATE}/s × ${RATE_SECONDS} s over ${CONNECTIONS} connections: ${t.name} …\n`)
-    const d = t.dispatcher(CONNECTIONS)
-    // CORRAL_BENCH_PERF=1: `perf record` of each target with a pid over its window → bench/results/prof/perf-<name>.data
-    const perfData = process.env.CORRAL_BENCH_PERF && t.pid ? join(resultsDir, 'prof', `perf-${t.name}.data`) : undefined
-    if (perfData) mkdirSync(join(resultsDir, 'prof'), { recursive: true })
-    results[t.name] = await fixedRate(d, send, { rate: FIXED_RATE, seconds: RATE_SECONDS, ...(t.pid ? { pid: t.pid } : {}), ...(perfData ? { perfData } : {}) })
+type Target = { name: string; pid?: number; dispatcher: (n?: number) => Dispatcher }
+
+interface Round {
+  round: number
+  rate: number
+  order: string[]
+  loadavg_before: number[]
+  loadavg_after: number[]
+  results: Record<string, RateResult>
+  added_over_direct: Record<string, { p50_ms: number; p99_ms: number; p999_ms: number }>
+}
+
+async function measure(t: Target, rate: number, tag: string, resultsDir: string, warmSeconds: number): Promise<RateResult> {
+  process.stderr.write(`fixed rate ${rate}/s × ${RATE_SECONDS} s over ${CONNECTIONS} connections: ${t.name} (${tag}) …\n`)
+  const d = t.dispatcher(CONNECTIONS)
+  // CORRAL_BENCH_PERF=1: `perf record` of each target with a pid over its window → bench/results/prof/perf-<name>[-<rate>-<round>].data
+  const perfData = process.env.CORRAL_BENCH_PERF && t.pid ? join(resultsDir, 'prof', `perf-${t.name}${tag ? `-${tag}` : ''}.data`) : undefined
+  if (perfData) mkdirSync(join(resultsDir, 'prof'), { recursive: true })
+  try {
+    return await fixedRate(d, (x) => send(x), { rate, seconds: RATE_SECONDS, warmSeconds, ...(t.pid ? { pid: t.pid } : {}), ...(perfData ? { perfData } : {}) })
+  } finally {
     await d.close()
   }
-  const direct = results.direct!
-  const added = Object.fromEntries(Object.entries(results).filter(([n]) => n !== 'direct').map(([n, r]) => [n, {
-    p50_ms: round(r.p50_ms - direct.p50_ms), p99_ms: round(r.p99_ms - direct.p99_ms), p999_ms: round(r.p999_ms - direct.p999_ms),
-  }]))
-  const bump = added['squid-bump']
+}
+
+let send: (d: Dispatcher) => Promise<void> = async () => {}
+
+function line(name: string, r: RateResult, a?: { p99_ms: number }): string {
+  const cpu = r.cpu_ms_per_req !== undefined
+    ? `  cpu ${r.cpu_ms_per_req} ms/req (main threads ${r.main_cpu_ms_per_req}, busiest loop ${Math.round((r.main_busy_max ?? 0) * 100)} %, ${r.processes} process${r.processes === 1 ? '' : 'es'}${r.processes_ms_per_req && r.processes_ms_per_req.length > 1 ? `: ${r.processes_ms_per_req.join(' + ')}` : ''})`
+    : ''
+  return `${name.padEnd(11)} ${String(r.achieved_rps).padStart(7)} req/s  p50 ${String(r.p50_ms).padStart(6)}  p99 ${String(r.p99_ms).padStart(7)}  p99.9 ${String(r.p999_ms).padStart(7)}  max ${String(r.max_ms).padStart(7)} ms  errors ${r.errors}${a ? `  added p99 ${a.p99_ms} ms` : ''}${cpu}  generator ${r.generator_cpu_ms_per_req} ms/req\n`
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s.length ? (s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2) : NaN
+}
+
+export async function rateRun(targets: Target[], post: (d: Dispatcher) => Promise<void>, resultsDir: string): Promise<void> {
+  send = post
+  const load0 = loadavg()
+  const rounds: Round[] = []
+  const warmed = new Set<string>()
+  const [direct, ...proxies] = targets
+  for (let r = 1; r <= ROUNDS; r++) {
+    for (const rate of RATES) {
+      const order = [direct!, ...(r % 2 === 0 ? [...proxies].reverse() : proxies)]
+      const before = loadavg()
+      const results: Record<string, RateResult> = {}
+      for (const t of order) {
+        const warm = warmed.has(t.name) ? 1 : Math.max(1, WARM_SECONDS)
+        warmed.add(t.name)
+        results[t.name] = await measure(t, rate, ROUNDS > 1 || RATES.length > 1 ? `${rate}-${r}` : '', resultsDir, warm)
+      }
+      const d = results.direct!
+      const added = Object.fromEntries(Object.entries(results).filter(([n]) => n !== 'direct').map(([n, x]) => [n, {
+        p50_ms: round(x.p50_ms - d.p50_ms), p99_ms: round(x.p99_ms - d.p99_ms), p999_ms: round(x.p999_ms - d.p999_ms),
+      }]))
+      const rec: Round = { round: r, rate, order: order.map((t) => t.name), loadavg_before: before, loadavg_after: loadavg(), results, added_over_direct: added }
+      rounds.push(rec)
+      process.stdout.write(`\nround ${r}, ${rate} req/s, load average ${rec.loadavg_before.join(' ')} → ${rec.loadavg_after.join(' ')}\n`)
+      for (const t of order) process.stdout.write(line(t.name, results[t.name]!, added[t.name]))
+      for (const t of order) {
+        const x = results[t.name]!
+        if (x.threads_ms_per_req) process.stdout.write(`  ${t.name} threads ms/req: ${Object.entries(x.threads_ms_per_req).map(([k, v]) => `${k} ${v}`).join(', ')}\n`)
+      }
+    }
+  }
+  // Per rate: each proxy's CPU per request over the rounds, and corral-wN's over corral's round by round.
+  const summary: Record<string, Record<string, unknown>> = {}
+  for (const rate of RATES) {
+    const of = rounds.filter((x) => x.rate === rate)
+    const s: Record<string, unknown> = {}
+    for (const t of proxies) {
+      const cpu = of.map((x) => x.results[t.name]?.cpu_ms_per_req).filter((v): v is number => typeof v === 'number')
+      s[t.name] = { cpu_ms_per_req: cpu, median: round(median(cpu), 3), achieved_rps: of.map((x) => x.results[t.name]?.achieved_rps) }
+      if (t.name !== 'corral' && cpu.length) {
+        const ratio = of.map((x) => (x.results[t.name]?.cpu_ms_per_req ?? NaN) / (x.results.corral?.cpu_ms_per_req ?? NaN)).filter(Number.isFinite).map((v) => round(v, 2))
+        s[`${t.name}/corral`] = { per_round: ratio, median: round(median(ratio), 2) }
+      }
+    }
+    summary[String(rate)] = s
+  }
   const out = {
     machine: { cpus: cpus().length, node: process.version, loadavg_before: load0, loadavg_after: loadavg() },
-    rate: FIXED_RATE, seconds: RATE_SECONDS, connections: CONNECTIONS, request: 'POST /v1/messages (body CEL match, 2 header transforms, injected credential, request counter with a ceiling)',
-    results, added_over_direct: added,
-    target: 'corral added p99 ≤ squid-bump added p99, same run',
-    met: bump && added.corral ? added.corral.p99_ms <= bump.p99_ms : null,
+    rates: RATES, rounds_count: ROUNDS, seconds: RATE_SECONDS, warm_seconds: WARM_SECONDS, connections: CONNECTIONS,
+    request: 'POST /v1/messages (body CEL match, 2 header transforms, injected credential, request counter with a ceiling)',
+    rounds, summary,
   }
-  writeFileSync(join(resultsDir, 'proxy-rate.json'), JSON.stringify(out, null, 2) + '\n')
-  for (const [name, r] of Object.entries(results)) {
-    const a = added[name]
-    process.stdout.write(`${name.padEnd(11)} ${String(r.achieved_rps).padStart(7)} req/s  p50 ${String(r.p50_ms).padStart(6)}  p99 ${String(r.p99_ms).padStart(7)}  p99.9 ${String(r.p999_ms).padStart(7)}  max ${String(r.max_ms).padStart(7)} ms  errors ${r.errors}${a ? `  added p99 ${a.p99_ms} ms` : ''}${r.cpu_ms_per_req !== undefined ? `  cpu ${r.cpu_ms_per_req} ms/req (main threads ${r.main_cpu_ms_per_req}, busiest loop ${Math.round((r.main_busy_max ?? 0) * 100)} %, ${r.processes} process${r.processes === 1 ? '' : 'es'})` : ''}  generator ${r.generator_cpu_ms_per_req} ms/req\n`)
-  }
-  for (const [name, r] of Object.entries(results)) {
-    if (r.threads_ms_per_req) process.stdout.write(`  ${name} threads ms/req: ${Object.entries(r.threads_ms_per_req).map(([k, v]) => `${k} ${v}`).join(', ')}\n`)
-  }
-  process.stdout.write(`load average ${out.machine.loadavg_before.join(' ')} → ${out.machine.loadavg_after.join(' ')}; target met: ${out.met}\nwrote bench/results/proxy-rate.json\n`)
+  const file = resolve(process.env.CORRAL_BENCH_OUT ?? join(resultsDir, 'proxy-rate.json'))
+  writeFileSync(file, JSON.stringify(out, null, 2) + '\n')
+  process.stdout.write(`\n${JSON.stringify(summary, null, 1)}\nload average ${out.machine.loadavg_before.join(' ')} → ${out.machine.loadavg_after.join(' ')}\nwrote ${file}\n`)
 }

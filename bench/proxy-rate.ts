@@ -28,6 +28,8 @@ export interface RateResult {
   main_busy_max?: number
   /** how many processes the proxy ran (its own and its children: `corral proxy --workers N` is N + 1) */
   processes?: number
+  /** CPU per request of each of those processes, every thread (the tree's order: the primary first, then its workers) */
+  processes_ms_per_req?: number[]
   /**
    * CPU per request of each kind of thread, summed over the proxy's processes, by the thread's name
    * (/proc/<pid>/task/<tid>/comm: the event loop under the process's own name, `libuv-worker`, V8's
@@ -54,6 +56,14 @@ function statCpuMs(path: string): number {
 /** utime + stime of a process in ms, all its threads (/proc/<pid>/stat). */
 export function procCpuMs(pid: number): number {
   return statCpuMs(`/proc/${pid}/stat`)
+}
+
+function procCpuOr0(pid: number): number {
+  try {
+    return procCpuMs(pid)
+  } catch {
+    return 0
+  }
 }
 
 /** A process and its descendants (corral proxy --workers: the primary and its workers). */
@@ -163,17 +173,19 @@ async function schedule(d: Dispatcher, send: (d: Dispatcher) => Promise<void>, r
   return { lat: lat.subarray(0, ok), ok, errors, elapsed: (performance.now() - start) / 1000 }
 }
 
-/** A warm-up second at the same rate (discarded), then `seconds` measured. */
-export async function fixedRate(d: Dispatcher, send: (d: Dispatcher) => Promise<void>, o: { rate: number; seconds: number; pid?: number; perfData?: string }): Promise<RateResult> {
-  await schedule(d, send, o.rate, 1, false)
+/** A warm-up at the same rate (discarded; `warmSeconds`, default 1), then `seconds` measured. */
+export async function fixedRate(d: Dispatcher, send: (d: Dispatcher) => Promise<void>, o: { rate: number; seconds: number; warmSeconds?: number; pid?: number; perfData?: string }): Promise<RateResult> {
+  await schedule(d, send, o.rate, o.warmSeconds ?? 1, false)
   const pids = o.pid ? processTree(o.pid) : []
   const perf = o.perfData && pids.length ? await perfRecord(pids, o.perfData) : undefined
   const cpu0 = treeCpu(pids)
+  const each0 = pids.map((p) => procCpuOr0(p))
   const threads0 = threadCpu(pids)
   const gen0 = process.cpuUsage()
   const r = await schedule(d, send, o.rate, o.seconds, true)
   const gen = process.cpuUsage(gen0)
   const cpu1 = treeCpu(pids)
+  const each1 = pids.map((p) => procCpuOr0(p))
   const threads1 = threadCpu(pids)
   await perf?.stop()
   const n = Math.max(1, r.ok + r.errors)
@@ -187,6 +199,7 @@ export async function fixedRate(d: Dispatcher, send: (d: Dispatcher) => Promise<
   const proc = o.pid
     ? {
         cpu_ms_per_req: round((cpu1.total - cpu0.total) / n, 3), main_cpu_ms_per_req: round(mainMs / n, 3), main_busy_max: round(busiest / (r.elapsed * 1000), 2), processes: pids.length,
+        processes_ms_per_req: pids.map((_, i) => round((each1[i]! - each0[i]!) / n, 3)),
         threads_ms_per_req: Object.fromEntries([...threads1].map(([k, v]) => [k, round((v - (threads0.get(k) ?? 0)) / n, 4)]).filter(([, v]) => (v as number) > 0)),
       }
     : {}

@@ -28,13 +28,15 @@
 //   CORRAL_BENCH_WORKERS=N                      # this build as `corral proxy --workers N` (default 1)
 //   CORRAL_BENCH_ALSO_WORKERS=N                 # also this build with `--workers N`, as `corral-wN`, same runs
 //   CORRAL_BENCH_BASELINE=/path/to/other/checkout  # also that build (its dist/) as `corral-base`
+//   CORRAL_BENCH_BASELINE_WORKERS=N             # the baseline build with `--workers N`, as `corral-base-wN`
 //   CORRAL_BENCH_LOG_OFF=1                      # also this build without the provable log as `corral-log-off`,
 //     and an appender draining `corral`'s store beside it (bench/proxy-log-switch.ts)
 //   CORRAL_BENCH_OUT=bench/results/x.json       # where the JSON goes
 //   CORRAL_BENCH_PROFILE=1                      # --cpu-prof of the corral proxy → bench/results/prof/
 //   CORRAL_BENCH_NODE_ARGS="--max-semi-space-size=64"   # Node flags for every corral build measured
 //   CORRAL_BENCH_MODE=rate npm run bench:proxy  # only the open loop at CORRAL_BENCH_RATE (bench/proxy-rate-run.ts;
-//     CORRAL_BENCH_PERF=1 adds a `perf record` of each target)
+//     CORRAL_BENCH_PERF=1 adds a `perf record` of each target; CORRAL_BENCH_RATE=500,1000 several rates;
+//     CORRAL_BENCH_RATE_ROUNDS=N rounds alternating the proxies' order; CORRAL_BENCH_RATE_WARM_SECONDS the first warm-up)
 import { spawn } from 'node:child_process'
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
@@ -104,8 +106,9 @@ async function startTargets(run: number, o: Ctx): Promise<Target[]> {
   }
   const baseRoot = env.CORRAL_BENCH_BASELINE
   if (baseRoot) {
-    const p = await startCorral({ root: resolve(baseRoot), tmp: o.tmp, dataDir, dbUrl: baselineStore(dbUrl, baseRoot), nodeArgs: o.nodeArgs, env: proxyEnv })
-    targets.push(corralTarget('corral-base', p, o.corralCa))
+    const n = Number(env.CORRAL_BENCH_BASELINE_WORKERS ?? 1)
+    const p = await startCorral({ root: resolve(baseRoot), tmp: o.tmp, dataDir, dbUrl: baselineStore(dbUrl, baseRoot), ...(n > 1 ? { workers: n } : {}), nodeArgs: o.nodeArgs, env: proxyEnv })
+    targets.push(corralTarget(n > 1 ? `corral-base-w${n}` : 'corral-base', p, o.corralCa))
   }
   const peer = (name: string, p: { port: number; caPem: string; pid: number }, offers: { h2: boolean; ws: boolean }): Target => {
     const via: Via = { upstreamCaPem: o.upCa, proxy: { url: `http://127.0.0.1:${p.port}`, caPem: p.caPem } }

@@ -35,7 +35,8 @@ export default class Proxy extends CorralCommand<void> {
     const worker = isProxyWorker()
     const workers = flags.workers ?? defaultProxyWorkers()
     try {
-      const running = worker || workers === 1 ? await startProxyAlone(options) : await startProxyWorkers({ ...options, workers })
+      // A worker is forked with the primary's arguments: `workers` is the size of its pool.
+      const running = worker || workers === 1 ? await startProxyAlone({ ...options, workers }) : await startProxyWorkers({ ...options, workers })
       await untilSignalled(running, () => {
         // A worker reports to its primary, which prints the one ready line.
         if (worker) announceProxyWorker(running.url, running.replicaId)

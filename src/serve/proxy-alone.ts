@@ -26,7 +26,12 @@ export interface ProxyAloneOptions {
   env?: NodeJS.ProcessEnv
   /** The command's logger (src/server/logger.ts): passed in, so this module loads none of the API server. */
   logger: Logger
+  /** How many worker processes this one is one of (`--workers N`, src/serve/proxy-workers.ts); 1 when alone. */
+  workers?: number
 }
+
+/** The audit writer's own linger before a small database batch (src/audit/writer.ts). */
+const AUDIT_DB_LINGER_MS = 10
 
 export interface RunningProxyAlone {
   readonly logger: Logger
@@ -49,7 +54,16 @@ export async function startProxyAlone(options: ProxyAloneOptions): Promise<Runni
     await checkMasterKey(store, sealer)
     const replica = await startReplica({ store, logger, dataDir, ttlMs: leaseTtlMs(env.CORRAL_LEASE_TTL), sharedStores: false, proxyOnly: true })
     teardown.add('replica', () => replica.stop())
-    const audit = await openAuditWriter(store, { logger, journalDir: join(dataDir, 'audit-journal'), ...journalSettingsFromEnv(env) })
+    // N workers each lingering as one process would make N times the commits of one process for the
+    // same rows, each writing the same index pages again and, on SQLite, taking the one write lock
+    // and invalidating the other workers' page caches: a worker lingers N times as long, so the pool
+    // commits as often as one process. Rows are durable in the journal before their answer either
+    // way; only their arrival in the database waits.
+    const pool = Math.max(1, options.workers ?? 1)
+    const audit = await openAuditWriter(store, {
+      logger, journalDir: join(dataDir, 'audit-journal'), ...journalSettingsFromEnv(env),
+      ...(pool > 1 ? { dbLingerMs: AUDIT_DB_LINGER_MS * pool } : {}),
+    })
     teardown.add('audit', () => audit.close(), { mustSucceed: true })
     const ca = await loadOrCreateCa(dataDir)
     const tokens = new CapabilityTokens(await loadTokenKey(store.settings))
