@@ -10,7 +10,7 @@ import { createSecureContext, rootCertificates, type SecureContext } from 'node:
 import type { Readable } from 'node:stream'
 import { Agent, type buildConnector, type Dispatcher } from 'undici'
 import { AddressGuard, allowList, guardedConnector } from '../net/index.js'
-import { H2Upstream } from './h2/upstream.js'
+import { H2Upstream, type H2Request } from './h2/upstream.js'
 
 /** Connection-level headers that never cross a proxy (RFC 9110 §7.6.1), plus the proxy's own. */
 export const HOP_BY_HOP = new Set([
@@ -32,16 +32,7 @@ export interface UpstreamOptions {
 /** Distinct `allow_private` lists kept with their own pool; beyond this the oldest pool is closed. */
 const ALLOWANCE_AGENTS_MAX = 64
 
-export interface UpstreamRequest {
-  origin: string
-  method: string
-  /** Path with query. */
-  path: string
-  /** Host header to send. */
-  host: string
-  headers: Record<string, string | string[]>
-  body: Readable | Buffer | AsyncIterable<Buffer> | undefined
-  signal: AbortSignal | import('node:events').EventEmitter
+export interface UpstreamRequest extends H2Request {
   /** CIDRs the matched rule names in `allow_private` (empty or absent: none). */
   allowPrivate?: readonly string[]
   /** The client spoke HTTP/2: h2 upstream too when the origin offers it (gRPC needs it end to end). */

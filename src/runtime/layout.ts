@@ -98,3 +98,21 @@ export function proxyUrlWithToken(proxyUrl: string, token: string): string {
   url.password = token
   return url.toString().replace(/\/$/, '')
 }
+
+/**
+ * The agent's proxy variables on the directory runtimes: every spelling tools read, each with the
+ * token as userinfo (curl, pip, git and Python requests send it as `Proxy-Authorization: Basic`,
+ * which the proxy accepts with the token as password), and no exceptions.
+ */
+export function proxyEnv(proxyUrl: string, token: string): Record<string, string> {
+  const withToken = proxyUrlWithToken(proxyUrl, token)
+  return { HTTPS_PROXY: withToken, HTTP_PROXY: withToken, https_proxy: withToken, http_proxy: withToken, NO_PROXY: '', no_proxy: '' }
+}
+
+/** The variables that make node and the usual tools trust corral's CA (`ca`) or the bundle with it (`caBundle`). */
+export function caEnv(ca: string | null | undefined, caBundle: string | null | undefined): Record<string, string> {
+  return {
+    ...(ca ? { NODE_EXTRA_CA_CERTS: ca, CORRAL_CA_FILE: ca } : {}),
+    ...(caBundle ? { SSL_CERT_FILE: caBundle, CURL_CA_BUNDLE: caBundle, REQUESTS_CA_BUNDLE: caBundle, GIT_SSL_CAINFO: caBundle } : {}),
+  }
+}

@@ -9,7 +9,7 @@ import { DataImages } from './data-image.js'
 import { DirectoryRuntime, type Confinement, type LaunchPlan, type SharedFiles } from './directory-runtime.js'
 import type { Owner } from './held-dir.js'
 import { SECCOMP_FD, userNamespaceFilter } from './seccomp.js'
-import { packageRoot, proxyUrlWithToken } from './layout.js'
+import { caEnv, packageRoot, proxyEnv } from './layout.js'
 import { RuntimeError } from './errors.js'
 import { SANDBOX_AGENT_CLI_DIR } from '../contract/index.js'
 import {
@@ -298,29 +298,18 @@ export class LocalRuntime extends DirectoryRuntime {
     // A workspace may opt out (its pack's agent.env, handed on by DirectoryRuntime): it only gives up a way out.
     if (launch.env?.[EGRESS_OPT_OUT] === 'off') delete mounts.egress
     const proxyUrl = `http://127.0.0.1:${SANDBOX_PROXY_PORT}`
-    // Tools that only know the proxy variables (curl, pip, git, Python requests) send the userinfo
-    // as `Proxy-Authorization: Basic`, which the proxy accepts with the token as password.
-    const withToken = proxyUrlWithToken(proxyUrl, launch.proxyToken)
     const env: Record<string, string> = {
       PATH: '/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin',
       HOME: '/tmp',
       USER: 'agent',
       LOGNAME: 'agent',
       LANG: 'C.UTF-8',
-      HTTPS_PROXY: withToken,
-      HTTP_PROXY: withToken,
-      https_proxy: withToken,
-      http_proxy: withToken,
-      NO_PROXY: '',
-      no_proxy: '',
+      ...proxyEnv(proxyUrl, launch.proxyToken),
       CORRAL_WORKSPACE_ID: workspaceId,
       CORRAL_WORKSPACE_DIR: SANDBOX_DATA,
       CORRAL_PROXY_URL: proxyUrl,
       CORRAL_INBOX: SANDBOX_INBOX,
-      ...(shared.ca ? { NODE_EXTRA_CA_CERTS: SANDBOX_CA, CORRAL_CA_FILE: SANDBOX_CA } : {}),
-      ...(shared.caBundle
-        ? { SSL_CERT_FILE: SANDBOX_CA_BUNDLE, CURL_CA_BUNDLE: SANDBOX_CA_BUNDLE, REQUESTS_CA_BUNDLE: SANDBOX_CA_BUNDLE, GIT_SSL_CAINFO: SANDBOX_CA_BUNDLE }
-        : {}),
+      ...caEnv(shared.ca && SANDBOX_CA, shared.caBundle && SANDBOX_CA_BUNDLE),
       ...launch.env,
       ...(launch.cli ? { CORRAL_AGENT_CLI: posix.join(SANDBOX_AGENT_CLI_DIR, launch.cli.entry), CORRAL_AGENT_CLI_RUN: launch.cli.run } : {}),
       ...limitsEnv(this.#limits),

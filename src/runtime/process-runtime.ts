@@ -1,7 +1,7 @@
 import { mkdir, rm, symlink } from 'node:fs/promises'
 import { join } from 'node:path'
 import { DirectoryRuntime, type LaunchPlan, type SharedFiles } from './directory-runtime.js'
-import { proxyUrlWithToken } from './layout.js'
+import { caEnv, proxyEnv } from './layout.js'
 import type { AgentLaunch, PackMount, RuntimeCheck, RuntimeOptions } from './runtime.js'
 
 export const NO_ISOLATION_WARNING =
@@ -32,26 +32,17 @@ export class ProcessRuntime extends DirectoryRuntime {
     const { host, port } = this.options.proxy
     const proxyUrl = `http://${host.includes(':') ? `[${host}]` : host}:${port}`
     const dataDir = this.layout.data(workspaceId)
-    const withToken = proxyUrlWithToken(proxyUrl, launch.proxyToken)
     const env: Record<string, string> = {
       ...launch.baseEnv,
       PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
       HOME: process.env.HOME ?? dataDir,
       LANG: process.env.LANG ?? 'C.UTF-8',
-      HTTPS_PROXY: withToken,
-      HTTP_PROXY: withToken,
-      https_proxy: withToken,
-      http_proxy: withToken,
-      NO_PROXY: '',
-      no_proxy: '',
+      ...proxyEnv(proxyUrl, launch.proxyToken),
       CORRAL_WORKSPACE_ID: workspaceId,
       CORRAL_WORKSPACE_DIR: dataDir,
       CORRAL_PROXY_URL: proxyUrl,
       CORRAL_INBOX: inbox,
-      ...(shared.ca ? { NODE_EXTRA_CA_CERTS: shared.ca, CORRAL_CA_FILE: shared.ca } : {}),
-      ...(shared.caBundle
-        ? { SSL_CERT_FILE: shared.caBundle, CURL_CA_BUNDLE: shared.caBundle, REQUESTS_CA_BUNDLE: shared.caBundle, GIT_SSL_CAINFO: shared.caBundle }
-        : {}),
+      ...caEnv(shared.ca, shared.caBundle),
       ...launch.env,
       ...(launch.cli ? { CORRAL_AGENT_CLI: join(launch.cli.dir, launch.cli.entry), CORRAL_AGENT_CLI_RUN: launch.cli.run } : {}),
       CORRAL_PROXY_TOKEN: launch.proxyToken,

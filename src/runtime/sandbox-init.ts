@@ -19,7 +19,9 @@
 //    mirrors the agent's exit status.
 // 3. Stops the agent when stdin closes (the host's stop request) or on SIGTERM: SIGTERM first,
 //    SIGKILL after CORRAL_STOP_GRACE_MS.
-// The relay mirrors src/runtime/relay.ts (half-close aware, back-pressure through pipe).
+// The CONNECT, the relay and the DNS forwarding are proxy-connect-source.ts's, shared with the
+// Kubernetes pod's egress container.
+import { proxyConnectSource } from './proxy-connect-source.js'
 
 export const SANDBOX_INIT_SOURCE = String.raw`import net from 'node:net'
 import { spawn } from 'node:child_process'
@@ -52,92 +54,18 @@ function fail(code, message) {
   report('failed ' + message)
   process.exit(code)
 }
-function join(self, peer) {
-  self.on('error', () => peer.destroy())
-  self.on('close', (hadError) => {
-    if (hadError || !self.readableEnded || !self.writableFinished) peer.destroy()
-  })
-}
-function relay(a, b) {
-  join(a, b)
-  join(b, a)
-  a.pipe(b)
-  b.pipe(a)
-}
-
-// A CONNECT over the bridge; calls back with the socket (and the bytes after the answer's head)
-// once the proxy answered 200, or with null.
-function bridgeConnect(target, mark, cb) {
-  const outer = net.createConnection({ path: socketPath, allowHalfOpen: true })
-  let head = Buffer.alloc(0)
-  let done = false
-  const finish = (ok) => {
-    if (done) return
-    done = true
-    outer.off('data', onData)
-    if (!ok) { outer.destroy(); cb(null); return }
-    const rest = head.subarray(head.indexOf('\r\n\r\n') + 4)
-    outer.pause()
-    if (rest.length) outer.unshift(rest)
-    cb(outer)
-  }
-  const onData = (chunk) => {
-    head = Buffer.concat([head, chunk])
-    const end = head.indexOf('\r\n\r\n')
-    if (end >= 0) finish(head.subarray(0, 12).toString('latin1') === 'HTTP/1.1 200')
-    else if (head.length > 16384) finish(false)
-  }
-  outer.on('data', onData)
-  outer.once('error', () => finish(false))
-  outer.once('close', () => finish(false))
-  outer.write('CONNECT ' + target + ' HTTP/1.1\r\nhost: ' + target + '\r\nproxy-authorization: Bearer ' + token + '\r\n' + (mark ? 'x-corral-egress: ' + mark + '\r\n' : '') + '\r\n')
-}
-
+${proxyConnectSource('path: socketPath')}
 function startEgress([tcpFd, udpFd, dnsFd]) {
   const intercept = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, (inner) => {
     inner.on('error', () => inner.destroy())
-    bridgeConnect(inner.localAddress + ':' + inner.localPort, 'transparent', (outer) => {
-      if (!outer) { inner.destroy(); return }
-      inner.setNoDelay(true)
-      relay(inner, outer)
-      inner.resume()
-      outer.resume()
-    })
+    handOver(inner, inner.localAddress + ':' + inner.localPort)
   })
   intercept.listen({ fd: tcpFd })
-  const dnsTcp = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, (inner) => {
-    inner.on('error', () => inner.destroy())
-    bridgeConnect('resolver.corral.internal:53', '', (outer) => {
-      if (!outer) { inner.destroy(); return }
-      relay(inner, outer)
-      inner.resume()
-      outer.resume()
-    })
-  })
+  const dnsTcp = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, resolveStream)
   dnsTcp.listen({ fd: dnsFd })
   const udp = dgram.createSocket('udp4')
   udp.on('error', () => {})
-  udp.on('message', (msg, rinfo) => {
-    if (msg.length < 12 || msg.length > 4096) return
-    bridgeConnect('resolver.corral.internal:53', '', (outer) => {
-      if (!outer) return
-      let buf = Buffer.alloc(0)
-      const timer = setTimeout(() => outer.destroy(), 5000)
-      outer.on('error', () => outer.destroy())
-      outer.on('close', () => clearTimeout(timer))
-      outer.on('data', (chunk) => {
-        buf = Buffer.concat([buf, chunk])
-        if (buf.length >= 2 && buf.length >= 2 + buf.readUInt16BE(0)) {
-          udp.send(buf.subarray(2, 2 + buf.readUInt16BE(0)), rinfo.port, rinfo.address)
-          outer.destroy()
-        }
-      })
-      const len = Buffer.alloc(2)
-      len.writeUInt16BE(msg.length)
-      outer.write(Buffer.concat([len, msg]))
-      outer.resume()
-    })
-  })
+  udp.on('message', (msg, rinfo) => resolveDatagram(udp, msg, rinfo))
   udp.bind({ fd: udpFd })
 }
 
@@ -166,7 +94,7 @@ function startUdpReports(fd) {
     if (reported.size >= UDP_KEYS) reported.delete(reported.keys().next().value)
     reported.set(key, now)
     inFlight++
-    bridgeConnect(key, 'udp', (outer) => {
+    proxyConnect(key, 'udp', (outer) => {
       inFlight--
       if (outer) outer.destroy()
     })

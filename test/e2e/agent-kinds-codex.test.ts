@@ -7,17 +7,15 @@
 // metered, one row for the socket. Then a follow-up that resumes the Codex thread and a fresh one
 // that does not, a cancel mid-command that leaves no process behind, a model error, a role whose
 // policy denies the upgrade (Codex falls back to HTTPS), and a role whose policy denies both.
-import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { cliScript } from '../../src/dev/index.js'
 import { packageRoot } from '../../src/runtime/layout.js'
+import { AGENT_RUNTIME, denyModelCaps, hostRuns, taskWaits } from '../helpers/agent-kinds.js'
 import { onLoopback, portOf } from '../helpers/loopback-caps.js'
 import { startStack, type Stack } from '../helpers/serve.js'
-import { bwrapAvailable } from '../runtime/helpers.js'
 
-const RUNTIME = (await bwrapAvailable()) ? 'local' : 'process'
 /** What the proxy injects; Codex holds only the adapter's placeholder. */
 const KEY = 'sk-codex-e2e-4b1d7c'
 // The example policy (examples/agents/codex.yaml) on the fake model: the Responses API both ways
@@ -27,47 +25,19 @@ const CAPS = readFileSync(join(packageRoot(), 'examples/agents/codex.yaml'), 'ut
 /** The same without the socket rule: the upgrade is denied and Codex goes on over HTTPS. */
 const HTTPS_ONLY_CAPS = CAPS.replace(/    - name: responses-socket\n(?:      .*\n)+/, '')
 // Allows only a GET the CLI never makes: its upgrade and its POST /v1/responses are denied (no_match).
-const DENY_CAPS = `- name: model
-  type: http
-  allow:
-    - name: models
-      domains: ["127.0.0.1"]
-      methods: [GET]
-      paths: [/v1/models]
-`
+const DENY_CAPS = denyModelCaps('/v1/models')
 /** A distinctive sleep, so the test finds it among the host's processes. */
 const SLEEP = 'sleep 4717'
 
-function hostHasSleep(): boolean {
-  try {
-    return execFileSync('pgrep', ['-f', `^${SLEEP}$`], { encoding: 'utf8' }).trim() !== ''
-  } catch {
-    return false
-  }
-}
-
-describe(`codex agent kind end to end (${RUNTIME} runtime)`, { timeout: 180_000 }, () => {
+describe(`codex agent kind end to end (${AGENT_RUNTIME} runtime)`, { timeout: 180_000 }, () => {
   let stack: Stack
   let wsId: string
   let firstTask: string
-  const idleAfter = (id: string, count: number) => stack.until(async () => {
-    const w = (await stack.api('GET', `/workspaces/${id}`)).body
-    return w.state === 'idle' && w.task_count === count && w
-  }, `workspace ${id} idle after ${count} tasks`, 60_000)
-  // A CLI's start on a loaded machine can take long: wait for a task well past the default.
-  const taskDone = (id: string) => stack.until(async () => {
-    const t = (await stack.api('GET', `/tasks/${id}`)).body
-    return ['completed', 'failed', 'cancelled'].includes(t.status) && t
-  }, `task ${id}`, 120_000)
-  const followUp = async (description: string, extra: Record<string, unknown> = {}): Promise<string> => {
-    const r = await stack.api('POST', `/workspaces/${wsId}/tasks`, { description, ...extra })
-    expect(r.status, JSON.stringify(r.body)).toBe(202)
-    return r.body.task_id
-  }
+  const { idleAfter, taskDone, followUp } = taskWaits(() => stack, () => wsId)
 
   beforeAll(async () => {
     stack = await startStack({
-      runtime: RUNTIME, model: cliScript(), modelApis: ['openai-responses'],
+      runtime: AGENT_RUNTIME, model: cliScript(), modelApis: ['openai-responses'],
       provider: { name: 'fake-openai', kind: 'openai', base_url: '/v1', default_model: 'gpt-test' },
     })
     const cred = await stack.api('POST', '/credentials', { name: 'openai-key', provider: 'openai', kind: 'static_token', token: KEY })
@@ -152,11 +122,11 @@ describe(`codex agent kind end to end (${RUNTIME} runtime)`, { timeout: 180_000 
 
   it('cancel mid-command stops Codex and what it started', async () => {
     const slow = await followUp(`wait a while fake:${SLEEP.replace(' ', '-')}`)
-    await stack.until(async () => hostHasSleep(), 'Codex to start its command', 60_000)
+    await stack.until(async () => hostRuns(SLEEP), 'Codex to start its command', 60_000)
     const c = await stack.api('POST', `/tasks/${slow}/cancel`)
     expect(c.status, JSON.stringify(c.body)).toBe(200)
     expect(await taskDone(slow)).toMatchObject({ status: 'cancelled', reason: 'cancelled_by_user' })
-    await stack.until(async () => !hostHasSleep(), 'the command to be gone', 30_000)
+    await stack.until(async () => !hostRuns(SLEEP), 'the command to be gone', 30_000)
     await stack.until(async () => (await stack.api('GET', `/workspaces/${wsId}`)).body.state === 'idle', 'idle after cancel', 60_000)
   })
 

@@ -3,25 +3,14 @@
 // request through the policy proxy to the fake Gemini API (HTTPS on loopback) scripted to make the
 // CLI write a file and run a command; a follow-up that resumes the CLI's session; a cancel
 // mid-task; a model error; a role whose policy denies the model call.
-import { execFileSync } from 'node:child_process'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { modelPolicy } from '../../src/dev/index.js'
+import { AGENT_CLI_DIR, AGENT_RUNTIME, denyModelCaps, hostRuns, taskWaits } from '../helpers/agent-kinds.js'
 import { onLoopback, portOf } from '../helpers/loopback-caps.js'
 import { startStack, type Stack } from '../helpers/serve.js'
-import { bwrapAvailable } from '../runtime/helpers.js'
-
-const RUNTIME = (await bwrapAvailable()) ? 'local' : 'process'
-const CLI_DIR = process.env.CORRAL_TEST_AGENT_CLI_DIR
 
 const CAPS = modelPolicy({ domain: '127.0.0.1', paths: ['/v1beta/models/*'], gemini: true, identity: true, outputTokens: { reserve: 100, failureCharge: 10, workspaceMax: 100_000, taskMax: 50_000 } })
-const DENY_CAPS = `- name: model
-  type: http
-  allow:
-    - name: models
-      domains: ["127.0.0.1"]
-      methods: [GET]
-      paths: [/v1beta/models]
-`
+const DENY_CAPS = denyModelCaps('/v1beta/models')
 const SLEEP = 'sleep 4343'
 
 type Content = { role: string; parts: Array<{ text?: string; functionResponse?: unknown; functionCall?: unknown }> }
@@ -53,39 +42,19 @@ function script(body: any) {
   return { text: 'nothing scripted', usage }
 }
 
-function hostHasSleep(): boolean {
-  try {
-    return execFileSync('pgrep', ['-f', `^${SLEEP}$`], { encoding: 'utf8' }).trim() !== ''
-  } catch {
-    return false
-  }
-}
-
 // A CLI's start takes seconds on a loaded machine: generous time, never a timing assertion.
-describe(`gemini-cli agent kind end to end (${RUNTIME} runtime)`, { timeout: 180_000 }, () => {
+describe(`gemini-cli agent kind end to end (${AGENT_RUNTIME} runtime)`, { timeout: 180_000 }, () => {
   let stack: Stack
   let wsId: string
   let firstTask: string
-  const idleAfter = (id: string, count: number) => stack.until(async () => {
-    const w = (await stack.api('GET', `/workspaces/${id}`)).body
-    return w.state === 'idle' && w.task_count === count && w
-  }, `workspace ${id} idle after ${count} tasks`, 60_000)
-  const taskDone = (id: string) => stack.until(async () => {
-    const t = (await stack.api('GET', `/tasks/${id}`)).body
-    return ['completed', 'failed', 'cancelled'].includes(t.status) && t
-  }, `task ${id}`, 120_000)
-  const followUp = async (description: string, extra: Record<string, unknown> = {}): Promise<string> => {
-    const r = await stack.api('POST', `/workspaces/${wsId}/tasks`, { description, ...extra })
-    expect(r.status, JSON.stringify(r.body)).toBe(202)
-    return r.body.task_id
-  }
+  const { idleAfter, taskDone, followUp } = taskWaits(() => stack, () => wsId)
 
   beforeAll(async () => {
     stack = await startStack({
-      runtime: RUNTIME, model: script, modelApis: ['gemini'],
+      runtime: AGENT_RUNTIME, model: script, modelApis: ['gemini'],
       provider: { name: 'fake-gemini', kind: 'gemini', default_model: 'gemini-test' },
       role: { name: 'gemini', agent_kind: 'gemini-cli', capabilities: CAPS },
-      ...(CLI_DIR ? { env: { CORRAL_AGENT_CLI_DIR: CLI_DIR } } : {}),
+      ...(AGENT_CLI_DIR ? { env: { CORRAL_AGENT_CLI_DIR: AGENT_CLI_DIR } } : {}),
     })
   }, 60_000)
   afterAll(() => stack?.close())
@@ -146,10 +115,10 @@ describe(`gemini-cli agent kind end to end (${RUNTIME} runtime)`, { timeout: 180
   // (docs/agent.md "gemini-cli"), so a task after this one would first run the cancelled command again.
   it('cancel mid-task stops the CLI and what it started', async () => {
     const slow = await followUp('TASK-SLOW: wait a while')
-    await stack.until(async () => hostHasSleep(), 'the CLI to start its command', 60_000)
+    await stack.until(async () => hostRuns(SLEEP), 'the CLI to start its command', 60_000)
     expect((await stack.api('POST', `/tasks/${slow}/cancel`)).status).toBe(200)
     expect(await taskDone(slow)).toMatchObject({ status: 'cancelled', reason: 'cancelled_by_user' })
-    await stack.until(async () => !hostHasSleep(), 'the command to be gone', 30_000)
+    await stack.until(async () => !hostRuns(SLEEP), 'the command to be gone', 30_000)
     await stack.until(async () => (await stack.api('GET', `/workspaces/${wsId}`)).body.state === 'idle', 'idle after cancel', 60_000)
   })
 

@@ -4,54 +4,24 @@
 // prompt (src/dev/cli-script.ts): OpenCode writes a file (`write`) and runs a command (`bash`).
 // Then a follow-up that continues its session and a fresh one that does not, a cancel
 // mid-command that leaves no process behind, a model error, and a policy deny of the model call.
-import { execFileSync } from 'node:child_process'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { cliScript, modelPolicy } from '../../src/dev/index.js'
+import { AGENT_RUNTIME, denyModelCaps, hostRuns, taskWaits } from '../helpers/agent-kinds.js'
 import { onLoopback, portOf } from '../helpers/loopback-caps.js'
 import { startStack, type Stack } from '../helpers/serve.js'
-import { bwrapAvailable } from '../runtime/helpers.js'
 
-const RUNTIME = (await bwrapAvailable()) ? 'local' : 'process'
 const CAPS = modelPolicy({ domain: '127.0.0.1', identity: true, outputTokens: { reserve: 100, failureCharge: 10, workspaceMax: 100_000, taskMax: 50_000 } })
-const DENY_CAPS = `- name: model
-  type: http
-  allow:
-    - name: models
-      domains: ["127.0.0.1"]
-      methods: [GET]
-      paths: [/v1/models]
-`
+const DENY_CAPS = denyModelCaps('/v1/models')
 const SLEEP = 'sleep 4444'
 
-function hostHasSleep(): boolean {
-  try {
-    return execFileSync('pgrep', ['-f', `^${SLEEP}$`], { encoding: 'utf8' }).trim() !== ''
-  } catch {
-    return false
-  }
-}
-
-describe(`opencode agent kind end to end (${RUNTIME} runtime)`, () => {
+describe(`opencode agent kind end to end (${AGENT_RUNTIME} runtime)`, () => {
   let stack: Stack
   let wsId: string
   let firstTask: string
-  const idleAfter = (id: string, count: number) => stack.until(async () => {
-    const w = (await stack.api('GET', `/workspaces/${id}`)).body
-    return w.state === 'idle' && w.task_count === count && w
-  }, `workspace ${id} idle after ${count} tasks`, 90_000)
-  // A CLI's start on a loaded machine can take long: wait for a task well past the default.
-  const taskDone = (id: string) => stack.until(async () => {
-    const t = (await stack.api('GET', `/tasks/${id}`)).body
-    return ['completed', 'failed', 'cancelled'].includes(t.status) && t
-  }, `task ${id}`, 120_000)
-  const followUp = async (description: string, extra: Record<string, unknown> = {}): Promise<string> => {
-    const r = await stack.api('POST', `/workspaces/${wsId}/tasks`, { description, ...extra })
-    expect(r.status, JSON.stringify(r.body)).toBe(202)
-    return r.body.task_id
-  }
+  const { idleAfter, taskDone, followUp } = taskWaits(() => stack, () => wsId, { idleMs: 90_000 })
 
   beforeAll(async () => {
-    stack = await startStack({ runtime: RUNTIME, model: cliScript(), role: { name: 'opencode', agent_kind: 'opencode', capabilities: CAPS } })
+    stack = await startStack({ runtime: AGENT_RUNTIME, model: cliScript(), role: { name: 'opencode', agent_kind: 'opencode', capabilities: CAPS } })
   }, 60_000)
   afterAll(() => stack?.close())
 
@@ -105,11 +75,11 @@ describe(`opencode agent kind end to end (${RUNTIME} runtime)`, () => {
 
   it('cancel mid-command stops OpenCode and what it started', async () => {
     const slow = await followUp(`wait a while fake:${SLEEP.replace(' ', '-')}`)
-    await stack.until(async () => hostHasSleep(), 'OpenCode to start its command', 60_000)
+    await stack.until(async () => hostRuns(SLEEP), 'OpenCode to start its command', 60_000)
     const c = await stack.api('POST', `/tasks/${slow}/cancel`)
     expect(c.status, JSON.stringify(c.body)).toBe(200)
     expect(await taskDone(slow)).toMatchObject({ status: 'cancelled', reason: 'cancelled_by_user' })
-    await stack.until(async () => !hostHasSleep(), 'the command to be gone', 30_000)
+    await stack.until(async () => !hostRuns(SLEEP), 'the command to be gone', 30_000)
     await stack.until(async () => (await stack.api('GET', `/workspaces/${wsId}`)).body.state === 'idle', 'idle after cancel', 60_000)
   }, 180_000)
 

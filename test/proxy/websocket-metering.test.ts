@@ -4,11 +4,10 @@
 // messages and the other direction are not copied; a `websocket.messages` budget refuses a message
 // before its first fragment; a `websocket.bytes` budget runs out in the
 // middle of a message, which is cut there (4008), and the ledger holds exactly what was relayed.
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { beforeAll, describe, expect, it } from 'vitest'
 import type { WebSocket } from 'ws'
-import type { AuditEvent } from '../../src/contract/index.js'
-import { startHarness, type Harness } from './harness.js'
-import { closed, nextMessage, opened, wsTunnel, wsUpstream, type WsUpstream } from './ws-helpers.js'
+import { wsSuite } from '../helpers/ws-suite.js'
+import { closed, nextMessage, opened, wsTunnel } from './ws-helpers.js'
 
 const BOUND = 4096
 
@@ -42,43 +41,32 @@ const send = (ws: WebSocket, data: Buffer | string, opts: { fin: boolean; binary
   new Promise((resolve, reject) => ws.send(data, { binary: false, ...opts }, (err) => (err ? reject(err) : resolve())))
 
 describe('WebSocket metering while frames stream', () => {
-  let h: Harness
-  let up: WsUpstream
-  let before = 0
-  const newRows = async (n: number): Promise<AuditEvent[]> => (await h.audit.waitForDecisions(before + n)).slice(before)
+  const suite = wsSuite({ limits: { wsMeterMessageBytes: BOUND } })
+  const { newRows } = suite
 
   beforeAll(async () => {
-    h = await startHarness({ limits: { wsMeterMessageBytes: BOUND } })
-    up = wsUpstream(h)
     // "small": one 40-token event; "fragmented": an event of 3 × 3 KiB fragments; "single": one 8 KiB frame.
-    up.paths.set('/events', (ws) => ws.on('message', async (m) => {
+    suite.up.paths.set('/events', (ws) => ws.on('message', async (m) => {
       const ask = m.toString()
       if (ask === 'small') return send(ws, event(40), { fin: true })
       const big = Buffer.from(event(500, 3 * 3072))
       if (ask === 'single') return send(ws, big, { fin: true })
       for (let i = 0; i < 3; i++) await send(ws, big.subarray(i * 3072, i === 2 ? big.length : (i + 1) * 3072), { fin: i === 2 })
     }))
-    up.paths.set('/ack', (ws) => ws.on('message', (m, binary) => {
+    suite.up.paths.set('/ack', (ws) => ws.on('message', (m, binary) => {
       if (binary) ws.send(Buffer.alloc(8192, 7), { binary: true })
       else ws.send(`ack ${m.toString().length}`)
     }))
-    up.paths.set('/bytes', (ws) => ws.once('message', async () => {
+    suite.up.paths.set('/bytes', (ws) => ws.once('message', async () => {
       for (let i = 0; i < 3; i++) await send(ws, Buffer.alloc(40_000, i), { fin: i === 2, binary: true })
     }))
-  })
-  afterAll(async () => {
-    up?.close()
-    await h?.close()
-  })
-  beforeEach(() => {
-    before = h.audit.decisions().length
   })
 
   it('a JSON text message larger than a CEL counter may copy is never delivered whole: closed 1009, the counter named, what was read before debited', async () => {
     for (const shape of ['fragmented', 'single']) {
-      const own = await h.workspace(CAPS)
-      const closes = up.closes.length
-      const c = await wsTunnel(h, own.token, '/events')
+      const own = await suite.h.workspace(CAPS)
+      const closes = suite.up.closes.length
+      const c = await wsTunnel(suite.h, own.token, '/events')
       expect(await opened(c)).toEqual({ open: true })
       const got: string[] = []
       c.on('message', (d) => got.push(d.toString()))
@@ -93,15 +81,15 @@ describe('WebSocket metering while frames stream', () => {
       expect(row).toMatchObject({ decision: 'allow', debits: { tokens: 40 } })
       expect(row!.detail).toMatchObject({ response_complete: false, websocket: { closed_by: 'proxy', close_code: 1009, close_reason: 'metered_message_too_large', counter: 'tokens', to_agent: { messages: 1 } } })
       const upstreamClosed = Date.now() + 5_000
-      while (up.closes.length === closes && Date.now() < upstreamClosed) await new Promise((r) => setTimeout(r, 10))
-      expect(up.closes.at(-1)).toBe(1009)
-      before++
+      while (suite.up.closes.length === closes && Date.now() < upstreamClosed) await new Promise((r) => setTimeout(r, 10))
+      expect(suite.up.closes.at(-1)).toBe(1009)
+      suite.before++
     }
   })
 
   it('only text messages of the counter’s direction are copied: 8 KiB to the upstream and 8 KiB of binary to the agent pass', async () => {
-    const own = await h.workspace(CAPS)
-    const c = await wsTunnel(h, own.token, '/ack')
+    const own = await suite.h.workspace(CAPS)
+    const c = await wsTunnel(suite.h, own.token, '/ack')
     expect(await opened(c)).toEqual({ open: true })
     c.send('y'.repeat(8192))
     expect((await nextMessage(c)).data.toString()).toBe('ack 8192')
@@ -118,8 +106,8 @@ describe('WebSocket metering while frames stream', () => {
   })
 
   it('a message budget is taken when a message begins: the message it cannot cover is not started, not even its first fragment', async () => {
-    const own = await h.workspace(CAPS)
-    const c = await wsTunnel(h, own.token, '/ack')
+    const own = await suite.h.workspace(CAPS)
+    const c = await wsTunnel(suite.h, own.token, '/ack')
     expect(await opened(c)).toEqual({ open: true })
     c.send('one')
     await nextMessage(c)
@@ -135,8 +123,8 @@ describe('WebSocket metering while frames stream', () => {
   })
 
   it('a byte budget that runs out in the middle of a message cuts it there: 4008, and the ledger holds what was relayed', async () => {
-    const own = await h.workspace(CAPS)
-    const c = await wsTunnel(h, own.token, '/bytes')
+    const own = await suite.h.workspace(CAPS)
+    const c = await wsTunnel(suite.h, own.token, '/bytes')
     expect(await opened(c)).toEqual({ open: true })
     let messages = 0
     c.on('message', () => messages++)

@@ -10,13 +10,12 @@ import type { Socket } from 'node:net'
 import { join } from 'node:path'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { beforeAll, describe, expect, it } from 'vitest'
 import type { WebSocket } from 'ws'
-import type { AuditEvent } from '../../src/contract/index.js'
 import { isStaticAuthProvider } from '../../src/policy/index.js'
 import { OrgMaterialAdmin, Sealer, loadMasterKey } from '../../src/secrets/index.js'
-import { startHarness, type Harness } from './harness.js'
-import { closed, nextMessage, opened, wsTunnel, wsUpstream, type WsUpstream } from './ws-helpers.js'
+import { wsSuite } from '../helpers/ws-suite.js'
+import { closed, nextMessage, opened, wsTunnel } from './ws-helpers.js'
 
 const SECRET = 'sk-ws-secret-7f3a91'
 const MIB = 1024 * 1024
@@ -78,35 +77,24 @@ const send = (ws: WebSocket, data: Buffer | string, opts: { fin: boolean; binary
   new Promise((resolve, reject) => ws.send(data, { binary: false, ...opts }, (err) => (err ? reject(err) : resolve())))
 
 describe('WebSocket frames stream through the proxy', () => {
-  let h: Harness
-  let up: WsUpstream
+  const suite = wsSuite({ limits: { wsMaxMessageBytes: 128 * MIB } })
+  const { newRows } = suite
   let token: string
-  let before = 0
-  const newRows = async (n: number): Promise<AuditEvent[]> => (await h.audit.waitForDecisions(before + n)).slice(before)
 
   beforeAll(async () => {
-    h = await startHarness({ limits: { wsMaxMessageBytes: 128 * MIB } })
-    up = wsUpstream(h)
-    const admin = new OrgMaterialAdmin(h.store, new Sealer(await loadMasterKey(join(h.dir, 'data'))), h.audit, isStaticAuthProvider)
-    await admin.setSecret({ orgId: h.orgId, userId: h.userId }, 'api_key', SECRET)
-    token = (await h.workspace(CAPS)).token
-  })
-  afterAll(async () => {
-    up?.close()
-    await h?.close()
-  })
-  beforeEach(() => {
-    before = h.audit.decisions().length
+    const admin = new OrgMaterialAdmin(suite.h.store, new Sealer(await loadMasterKey(join(suite.h.dir, 'data'))), suite.h.audit, isStaticAuthProvider)
+    await admin.setSecret({ orgId: suite.h.orgId, userId: suite.h.userId }, 'api_key', SECRET)
+    token = (await suite.h.workspace(CAPS)).token
   })
 
   it('the first fragment of a message reaches the agent before the upstream sends the last one', async () => {
     const last = gate()
-    up.paths.set('/slow', (ws) => ws.once('message', async () => {
+    suite.up.paths.set('/slow', (ws) => ws.once('message', async () => {
       await send(ws, 'first fragment, sent alone.', { fin: false })
       await last.wait
       await send(ws, ' last fragment.', { fin: true })
     }))
-    const c = await wsTunnel(h, token, '/slow')
+    const c = await wsTunnel(suite.h, token, '/slow')
     expect(await opened(c)).toEqual({ open: true })
     const seen = wire(c)
     const whole = nextMessage(c)
@@ -134,16 +122,16 @@ describe('WebSocket frames stream through the proxy', () => {
       const two = Buffer.concat([Buffer.from(`${value.slice(7, 12)}`)])
       const three = Buffer.concat([Buffer.from(`${value.slice(12)} €after `), euro.subarray(0, 1)])
       const four = Buffer.concat([euro.subarray(1), Buffer.from(' end')])
-      up.paths.set(path, (ws) => ws.once('message', async () => {
+      suite.up.paths.set(path, (ws) => ws.once('message', async () => {
         await send(ws, one, { fin: false })
         await rest.wait
         await send(ws, two, { fin: false })
         await send(ws, three, { fin: false })
         await send(ws, four, { fin: true })
       }))
-      const c = await wsTunnel(h, token, path)
+      const c = await wsTunnel(suite.h, token, path)
       expect(await opened(c)).toEqual({ open: true })
-      expect(up.last.headers['x-api-key']).toBe(SECRET)
+      expect(suite.up.last.headers['x-api-key']).toBe(SECRET)
       const seen = wire(c)
       const whole = nextMessage(c)
       c.send('go')
@@ -158,16 +146,16 @@ describe('WebSocket frames stream through the proxy', () => {
       // A valid close: the agent's `ws` found every byte of the text message valid UTF-8.
       expect((await closed(c)).code).toBe(1000)
       await newRows(1)
-      before++
+      suite.before++
     }
   })
 
   it('a ping from the upstream carrying the credential reaches the agent masked', async () => {
-    up.paths.set('/ping-secret', (ws, req) => ws.once('message', () => {
+    suite.up.paths.set('/ping-secret', (ws, req) => ws.once('message', () => {
       ws.ping(`key=${String(req.headers['x-api-key'])}`)
       ws.send('done')
     }))
-    const c = await wsTunnel(h, token, '/ping-secret')
+    const c = await wsTunnel(suite.h, token, '/ping-secret')
     expect(await opened(c)).toEqual({ open: true })
     const pinged = new Promise<string>((r) => c.once('ping', (d: Buffer) => r(d.toString())))
     const done = nextMessage(c)
@@ -181,13 +169,13 @@ describe('WebSocket frames stream through the proxy', () => {
 
   it('a ping between two fragments is relayed in its place, both ways, and answered', async () => {
     const rest = gate()
-    up.paths.set('/pinged', (ws) => ws.once('message', async () => {
+    suite.up.paths.set('/pinged', (ws) => ws.once('message', async () => {
       await send(ws, 'before the ping.', { fin: false })
       ws.ping('mid-message')
       await rest.wait
       await send(ws, ' after it.', { fin: true })
     }))
-    const c = await wsTunnel(h, token, '/pinged')
+    const c = await wsTunnel(suite.h, token, '/pinged')
     expect(await opened(c)).toEqual({ open: true })
     const seen = wire(c)
     const pinged = new Promise<{ payload: string; sawFirst: boolean }>((r) => c.once('ping', (d: Buffer) => r({ payload: d.toString(), sawFirst: seen.text().includes('before the ping.') })))
@@ -200,7 +188,7 @@ describe('WebSocket frames stream through the proxy', () => {
     c.close(1000)
     await closed(c)
     // From the agent: a fragmented message with a ping inside it reaches the upstream whole; the ping is answered.
-    const echo = await wsTunnel(h, token, '/echo')
+    const echo = await wsTunnel(suite.h, token, '/echo')
     expect(await opened(echo)).toEqual({ open: true })
     const pong = new Promise<string>((r) => echo.once('pong', (d: Buffer) => r(d.toString())))
     const back = nextMessage(echo)
@@ -223,12 +211,12 @@ describe('WebSocket frames stream through the proxy', () => {
     const hash = createHash('sha256')
     for (let i = 0; i < 64; i++) hash.update(fragment)
     const last = gate()
-    up.paths.set('/huge', (ws) => ws.once('message', async () => {
+    suite.up.paths.set('/huge', (ws) => ws.once('message', async () => {
       for (let i = 0; i < 63; i++) await send(ws, fragment, { fin: false, binary: true })
       await last.wait
       await send(ws, fragment, { fin: true, binary: true })
     }))
-    const child = spawn(process.execPath, [join(import.meta.dirname, 'ws-stream-client.mjs'), new URL(h.proxyUrl).port, `127.0.0.1:${h.up.httpPort}`, '/huge', token], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+    const child = spawn(process.execPath, [join(import.meta.dirname, 'ws-stream-client.mjs'), new URL(suite.h.proxyUrl).port, `127.0.0.1:${suite.h.up.httpPort}`, '/huge', token], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
     const events: { type: string; n?: number; size?: number; sha256?: string; code?: number; message?: string }[] = []
     child.on('message', (m) => events.push(m as (typeof events)[number]))
     try {

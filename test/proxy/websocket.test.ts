@@ -4,12 +4,11 @@
 // from frames, and one row per socket with its closing fields, whichever side goes away.
 import { join } from 'node:path'
 import { ProxyAgent, WebSocket as UndiciWebSocket } from 'undici'
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import type { AuditEvent } from '../../src/contract/index.js'
+import { beforeAll, describe, expect, it } from 'vitest'
 import { isStaticAuthProvider } from '../../src/policy/index.js'
 import { OrgMaterialAdmin, Sealer, loadMasterKey } from '../../src/secrets/index.js'
-import { startHarness, type Harness } from './harness.js'
-import { closed, nextMessage, opened, wsPlain, wsTunnel, wsUpstream, type WsUpstream } from './ws-helpers.js'
+import { wsSuite } from '../helpers/ws-suite.js'
+import { closed, nextMessage, opened, wsPlain, wsTunnel } from './ws-helpers.js'
 
 const SECRET = 'sk-ws-secret-7f3a91'
 
@@ -46,29 +45,18 @@ const CAPS = `
 `
 
 describe('WebSocket through the proxy', () => {
-  let h: Harness
-  let up: WsUpstream
+  const suite = wsSuite()
+  const { newRows } = suite
   let ws: { workspaceId: string; token: string }
-  let before = 0
-  const newRows = async (n: number): Promise<AuditEvent[]> => (await h.audit.waitForDecisions(before + n)).slice(before)
 
   beforeAll(async () => {
-    h = await startHarness()
-    up = wsUpstream(h)
-    const admin = new OrgMaterialAdmin(h.store, new Sealer(await loadMasterKey(join(h.dir, 'data'))), h.audit, isStaticAuthProvider)
-    await admin.setSecret({ orgId: h.orgId, userId: h.userId }, 'api_key', SECRET)
-    ws = await h.workspace(CAPS)
-  })
-  afterAll(async () => {
-    up?.close()
-    await h?.close()
-  })
-  beforeEach(() => {
-    before = h.audit.decisions().length
+    const admin = new OrgMaterialAdmin(suite.h.store, new Sealer(await loadMasterKey(join(suite.h.dir, 'data'))), suite.h.audit, isStaticAuthProvider)
+    await admin.setSecret({ orgId: suite.h.orgId, userId: suite.h.userId }, 'api_key', SECRET)
+    ws = await suite.h.workspace(CAPS)
   })
 
   it('relays text, binary, fragmented messages and pings inside a CONNECT tunnel; one row at close with the counts', async () => {
-    const c = await wsTunnel(h, ws.token, '/echo')
+    const c = await wsTunnel(suite.h, ws.token, '/echo')
     expect(await opened(c)).toEqual({ open: true })
     c.send('hello')
     expect((await nextMessage(c)).data.toString()).toBe('hello')
@@ -84,7 +72,7 @@ describe('WebSocket through the proxy', () => {
     const pong = new Promise<Buffer>((r) => c.once('pong', r))
     c.ping('are-you-there')
     expect((await pong).toString()).toBe('are-you-there')
-    expect(h.audit.decisions().length).toBe(before)
+    expect(suite.h.audit.decisions().length).toBe(suite.before)
     c.close(1000)
     expect((await closed(c)).code).toBe(1000)
     const [row] = await newRows(1)
@@ -97,8 +85,8 @@ describe('WebSocket through the proxy', () => {
   })
 
   it("undici's WebSocket through a ProxyAgent (CONNECT, corral CA) is relayed and recorded", async () => {
-    const dispatcher = new ProxyAgent({ uri: h.proxyUrl, token: `Bearer ${ws.token}`, requestTls: { ca: h.proxy.ca.certPem } })
-    const c = new UndiciWebSocket(`wss://127.0.0.1:${h.up.httpsPort}/echo`, { dispatcher } as never)
+    const dispatcher = new ProxyAgent({ uri: suite.h.proxyUrl, token: `Bearer ${ws.token}`, requestTls: { ca: suite.h.proxy.ca.certPem } })
+    const c = new UndiciWebSocket(`wss://127.0.0.1:${suite.h.up.httpsPort}/echo`, { dispatcher } as never)
     await new Promise((r, j) => {
       c.onopen = r
       c.onerror = j
@@ -116,7 +104,7 @@ describe('WebSocket through the proxy', () => {
   })
 
   it('a plain absolute-URI upgrade is a request too: allowed by an allow_insecure rule, refused 407 without a token', async () => {
-    const c = wsPlain(h, ws.token, '/echo')
+    const c = wsPlain(suite.h, ws.token, '/echo')
     expect(await opened(c)).toEqual({ open: true })
     c.send('plain')
     expect((await nextMessage(c)).data.toString()).toBe('plain')
@@ -124,27 +112,27 @@ describe('WebSocket through the proxy', () => {
     await closed(c)
     const [row] = await newRows(1)
     expect(row).toMatchObject({ decision: 'allow', path: '/echo', destination: '127.0.0.1' })
-    const anon = wsPlain(h, undefined, '/echo')
+    const anon = wsPlain(suite.h, undefined, '/echo')
     const refused = await opened(anon)
     expect(refused).toMatchObject({ open: false, status: 407 })
   })
 
   it('denials: a path no rule names, a CEL condition over the headers, a host the policy does not name: status, reason and a row each', async () => {
-    const nope = await opened(await wsTunnel(h, ws.token, '/nope'))
+    const nope = await opened(await wsTunnel(suite.h, ws.token, '/nope'))
     expect(nope).toMatchObject({ open: false, status: 403, reason: 'no_match' })
-    const blocked = await opened(await wsTunnel(h, ws.token, '/headers', { headers: { 'x-agent': 'blocked' } }))
+    const blocked = await opened(await wsTunnel(suite.h, ws.token, '/headers', { headers: { 'x-agent': 'blocked' } }))
     expect(blocked).toMatchObject({ open: false, status: 403, reason: 'no_match' })
     const rows = await newRows(2)
     expect(rows.map((r) => [r.decision, r.reason, r.path])).toEqual([['deny', 'no_match', '/nope'], ['deny', 'no_match', '/headers']])
     expect((rows[1]!.detail as { allowrule_eval: { failed: string }[] }).allowrule_eval.map((e) => e.failed)).toContain('match')
-    expect(up.last.url).not.toBe('/nope')
+    expect(suite.up.last.url).not.toBe('/nope')
   })
 
   it('injects the credential into the upgrade and masks it in the frames that come back', async () => {
-    const c = await wsTunnel(h, ws.token, '/headers')
+    const c = await wsTunnel(suite.h, ws.token, '/headers')
     const first = nextMessage(c)
     expect(await opened(c)).toEqual({ open: true })
-    expect(up.last.headers['x-api-key']).toBe(SECRET)
+    expect(suite.up.last.headers['x-api-key']).toBe(SECRET)
     const text = (await first).data.toString()
     expect(text).not.toContain(SECRET)
     expect(JSON.parse(text)['x-api-key']).toBe('********')
@@ -156,7 +144,7 @@ describe('WebSocket through the proxy', () => {
   })
 
   it('an upgrade the upstream refuses (403) is relayed with its body scrubbed, and the connection closed', async () => {
-    const r = await opened(await wsTunnel(h, ws.token, '/refuse'))
+    const r = await opened(await wsTunnel(suite.h, ws.token, '/refuse'))
     expect(r).toMatchObject({ open: false, status: 403 })
     expect((r as { body: string }).body).toBe('refused: ********')
     const [row] = await newRows(1)
@@ -165,8 +153,8 @@ describe('WebSocket through the proxy', () => {
   })
 
   it('a budget exhausted mid-connection closes the socket 4008 and settles the ledger with what was relayed', async () => {
-    const own = await h.workspace(CAPS)
-    const c = await wsTunnel(h, own.token, '/usage')
+    const own = await suite.h.workspace(CAPS)
+    const c = await wsTunnel(suite.h, own.token, '/usage')
     expect(await opened(c)).toEqual({ open: true })
     const got: string[] = []
     c.on('message', (d) => got.push(d.toString()))
@@ -180,7 +168,7 @@ describe('WebSocket through the proxy', () => {
     expect(row!.detail).toMatchObject({ websocket: { closed_by: 'proxy', close_code: 4008, close_reason: 'budget_exhausted', counter: 'tokens' }, response_complete: false })
     expect((row!.budget_state as Record<string, { workspace: { used: number } }>).tokens!.workspace.used).toBe(80)
     // The ledger keeps it: 20 are left, so the next socket opens, and its first event is refused.
-    const next = await wsTunnel(h, own.token, '/usage')
+    const next = await wsTunnel(suite.h, own.token, '/usage')
     expect(await opened(next)).toEqual({ open: true })
     const nextEnd = closed(next)
     let relayed = 0
@@ -194,7 +182,7 @@ describe('WebSocket through the proxy', () => {
   })
 
   it('the upstream vanishing mid-stream closes the agent 1014 and still writes the row', async () => {
-    const c = await wsTunnel(h, ws.token, '/vanish')
+    const c = await wsTunnel(suite.h, ws.token, '/vanish')
     expect(await opened(c)).toEqual({ open: true })
     const end = closed(c)
     c.send('bye')
@@ -204,16 +192,16 @@ describe('WebSocket through the proxy', () => {
   })
 
   it('the agent vanishing (its socket destroyed) closes the upstream 1001 and still writes the row', async () => {
-    const c = await wsTunnel(h, ws.token, '/echo')
+    const c = await wsTunnel(suite.h, ws.token, '/echo')
     expect(await opened(c)).toEqual({ open: true })
     c.send('one')
     await nextMessage(c)
-    const closesBefore = up.closes.length
+    const closesBefore = suite.up.closes.length
     ;(c as unknown as { _socket: { destroy(): void } })._socket.destroy()
     const [row] = await newRows(1)
     expect(row!.detail).toMatchObject({ response_complete: false, websocket: { closed_by: 'agent', close_code: 1006, upstream_close_code: 1001, to_upstream: { messages: 1 }, to_agent: { messages: 1 } } })
     const end = Date.now() + 5_000
-    while (up.closes.length === closesBefore && Date.now() < end) await new Promise((r) => setTimeout(r, 10))
-    expect(up.closes.at(-1)).toBe(1001)
+    while (suite.up.closes.length === closesBefore && Date.now() < end) await new Promise((r) => setTimeout(r, 10))
+    expect(suite.up.closes.at(-1)).toBe(1001)
   })
 })

@@ -10,11 +10,10 @@
 // (a compressed frame nobody negotiated, a continuation with no message, a message inside another).
 import { randomBytes } from 'node:crypto'
 import { connect as tlsConnect, type TLSSocket } from 'node:tls'
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import type { AuditEvent } from '../../src/contract/index.js'
+import { beforeAll, describe, expect, it } from 'vitest'
 import { exchangeOn, openTunnel, rawExchange } from '../helpers/raw-socket.js'
-import { startHarness, type Harness } from '../proxy/harness.js'
-import { closed, nextMessage, opened, wsTunnel, wsUpstream, type WsUpstream } from '../proxy/ws-helpers.js'
+import { wsSuite } from '../helpers/ws-suite.js'
+import { closed, nextMessage, opened, wsTunnel } from '../proxy/ws-helpers.js'
 
 const CAPS = `
 - name: sockets
@@ -29,29 +28,25 @@ const CAPS = `
 const MAX = 1024
 
 describe('WebSocket attacks', () => {
-  let h: Harness
-  let up: WsUpstream
+  const suite = wsSuite({ limits: { wsMaxMessageBytes: MAX } })
+  const { newRows } = suite
   let token: string
-  let before = 0
   const paths: string[] = []
-  const newRows = async (n: number): Promise<AuditEvent[]> => (await h.audit.waitForDecisions(before + n)).slice(before)
-  const proxyPort = (): number => Number(new URL(h.proxyUrl).port)
+  const proxyPort = (): number => Number(new URL(suite.h.proxyUrl).port)
 
   /** TLS inside a CONNECT tunnel to the HTTPS upstream, the corral CA trusted. */
-  async function tunnel(target = `127.0.0.1:${h.up.httpsPort}`): Promise<TLSSocket> {
+  async function tunnel(target = `127.0.0.1:${suite.h.up.httpsPort}`): Promise<TLSSocket> {
     const { socket } = await openTunnel(proxyPort(), target, token)
     return new Promise((resolve, reject) => {
-      const t = tlsConnect({ socket, host: '127.0.0.1', ca: h.proxy.ca.certPem }, () => resolve(t))
+      const t = tlsConnect({ socket, host: '127.0.0.1', ca: suite.h.proxy.ca.certPem }, () => resolve(t))
       t.once('error', reject)
     })
   }
-  const upgrade = (path: string, host = `127.0.0.1:${h.up.httpsPort}`): string =>
+  const upgrade = (path: string, host = `127.0.0.1:${suite.h.up.httpsPort}`): string =>
     `GET ${path} HTTP/1.1\r\nhost: ${host}\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: ${randomBytes(16).toString('base64')}\r\nsec-websocket-version: 13\r\n\r\n`
 
   beforeAll(async () => {
-    h = await startHarness({ limits: { wsMaxMessageBytes: MAX } })
-    up = wsUpstream(h)
-    h.up.handler.current = (req, res) => {
+    suite.h.up.handler.current = (req, res) => {
       paths.push(req.url ?? '')
       if (req.url === '/sneaky') {
         // A 101 to a request that asked for no upgrade, then bytes that look like a response.
@@ -60,25 +55,18 @@ describe('WebSocket attacks', () => {
       }
       res.end('ok')
     }
-    token = (await h.workspace(CAPS)).token
-  })
-  afterAll(async () => {
-    up?.close()
-    await h?.close()
-  })
-  beforeEach(() => {
-    before = h.audit.decisions().length
+    token = (await suite.h.workspace(CAPS)).token
   })
 
   it('an HTTP request pipelined behind the upgrade, before its 101, is refused (400 and a row) and never reaches the upstream', async () => {
     const s = await tunnel()
-    const smuggled = `GET /smuggled-in-tunnel HTTP/1.1\r\nhost: 127.0.0.1:${h.up.httpsPort}\r\n\r\n`
+    const smuggled = `GET /smuggled-in-tunnel HTTP/1.1\r\nhost: 127.0.0.1:${suite.h.up.httpsPort}\r\n\r\n`
     const r = await exchangeOn(s as never, [upgrade('/echo') + smuggled])
     expect(r.status).toBe('HTTP/1.1 400 Bad Request')
     expect(r.text).not.toContain('101 Switching')
     expect(r.closed).toBe(true)
     // Plain HTTP, the same shape.
-    const plain = await rawExchange(proxyPort(), [upgrade(`http://127.0.0.1:${h.up.httpPort}/echo`, `127.0.0.1:${h.up.httpPort}`).replace('\r\n\r\n', `\r\nproxy-authorization: Bearer ${token}\r\n\r\n`) + `GET /smuggled-plain HTTP/1.1\r\nhost: x\r\n\r\n`])
+    const plain = await rawExchange(proxyPort(), [upgrade(`http://127.0.0.1:${suite.h.up.httpPort}/echo`, `127.0.0.1:${suite.h.up.httpPort}`).replace('\r\n\r\n', `\r\nproxy-authorization: Bearer ${token}\r\n\r\n`) + `GET /smuggled-plain HTTP/1.1\r\nhost: x\r\n\r\n`])
     expect(plain.status).toBe('HTTP/1.1 400 Bad Request')
     const rows = await newRows(2)
     for (const row of rows) expect(row).toMatchObject({ decision: 'deny', reason: 'no_match', detail: { websocket: 'early_data' } })
@@ -87,7 +75,7 @@ describe('WebSocket attacks', () => {
 
   it('after an upstream refuses the upgrade (403), the connection is closed: a request written next is never read', async () => {
     const s = await tunnel()
-    const r = await exchangeOn(s as never, [upgrade('/refuse'), 300, `GET /after-refusal HTTP/1.1\r\nhost: 127.0.0.1:${h.up.httpsPort}\r\n\r\n`])
+    const r = await exchangeOn(s as never, [upgrade('/refuse'), 300, `GET /after-refusal HTTP/1.1\r\nhost: 127.0.0.1:${suite.h.up.httpsPort}\r\n\r\n`])
     expect(r.status).toBe('HTTP/1.1 403 Forbidden')
     expect(r.text).toContain('connection: close')
     expect(r.closed).toBe(true)
@@ -98,7 +86,7 @@ describe('WebSocket attacks', () => {
   })
 
   it('a 101 to a request that asked for no upgrade is not relayed: 502, and the bytes behind it never reach the agent', async () => {
-    const res = await h.fetch(`https://127.0.0.1:${h.up.httpsPort}/sneaky`, { token })
+    const res = await suite.h.fetch(`https://127.0.0.1:${suite.h.up.httpsPort}/sneaky`, { token })
     expect(res.status).toBe(502)
     expect(res.body).not.toContain('smuggled')
     const [row] = await newRows(1)
@@ -108,7 +96,7 @@ describe('WebSocket attacks', () => {
 
   it('a 101 agreeing to compression or a subprotocol nobody offered is refused: 502 websocket_handshake, no socket', async () => {
     for (const path of ['/deflate', '/badproto']) {
-      const r = await opened(await wsTunnel(h, token, path))
+      const r = await opened(await wsTunnel(suite.h, token, path))
       expect(r).toMatchObject({ open: false, status: 502 })
     }
     const rows = await newRows(2)
@@ -116,10 +104,10 @@ describe('WebSocket attacks', () => {
   })
 
   it('an agent offering permessage-deflate gets a socket without it (the proxy reads every payload)', async () => {
-    const c = await wsTunnel(h, token, '/echo', { deflate: true })
+    const c = await wsTunnel(suite.h, token, '/echo', { deflate: true })
     expect(await opened(c)).toEqual({ open: true })
     expect(c.extensions).toBe('')
-    expect(up.last.headers['sec-websocket-extensions']).toBeUndefined()
+    expect(suite.up.last.headers['sec-websocket-extensions']).toBeUndefined()
     c.send('x')
     await nextMessage(c)
     c.close(1000)
@@ -128,12 +116,12 @@ describe('WebSocket attacks', () => {
   })
 
   it('a message over the size limit closes the socket 1009, from the agent or from the upstream, with the row', async () => {
-    const c = await wsTunnel(h, token, '/echo')
+    const c = await wsTunnel(suite.h, token, '/echo')
     expect(await opened(c)).toEqual({ open: true })
     const end = closed(c)
     c.send(Buffer.alloc(MAX + 1, 1))
     expect((await end).code).toBe(1009)
-    const big = await wsTunnel(h, token, '/big')
+    const big = await wsTunnel(suite.h, token, '/big')
     const bigEnd = closed(big)
     expect(await opened(big)).toEqual({ open: true })
     expect((await bigEnd).code).toBe(1009)
@@ -143,7 +131,7 @@ describe('WebSocket attacks', () => {
   })
 
   it('a message that passes the size limit in its third fragment: the two before it were relayed, the third never is, 1009', async () => {
-    const c = await wsTunnel(h, token, '/echo')
+    const c = await wsTunnel(suite.h, token, '/echo')
     expect(await opened(c)).toEqual({ open: true })
     let echoed = 0
     c.on('message', () => echoed++)
@@ -173,12 +161,12 @@ describe('WebSocket attacks', () => {
       expect(r.text).toContain('\x88\x02\x03\xea')
       const [row] = await newRows(1)
       expect(row!.detail).toMatchObject({ websocket: { close_code: 1002, to_upstream: { messages: 0 }, error } })
-      before++
+      suite.before++
     }
   })
 
   it('invalid UTF-8 in a text message, found while it streams: 1007 on both legs, the valid fragment before it relayed, the message never whole', async () => {
-    const c = await wsTunnel(h, token, '/echo')
+    const c = await wsTunnel(suite.h, token, '/echo')
     expect(await opened(c)).toEqual({ open: true })
     let echoed = 0
     c.on('message', () => echoed++)
@@ -205,7 +193,7 @@ describe('WebSocket attacks', () => {
   })
 
   it('a masked frame from the upstream is a protocol error on its leg: the agent is closed 1002 and never sees it', async () => {
-    const c = await wsTunnel(h, token, '/masked')
+    const c = await wsTunnel(suite.h, token, '/masked')
     let got = 0
     c.on('message', () => got++)
     const end = closed(c)
@@ -217,12 +205,12 @@ describe('WebSocket attacks', () => {
   })
 
   it('an upgrade to a host or a path the policy does not name is denied with a row, never opened upstream', async () => {
-    const other = await opened(await wsTunnel(h, token, '/echo', { target: `localhost:${h.up.httpsPort}` }))
+    const other = await opened(await wsTunnel(suite.h, token, '/echo', { target: `localhost:${suite.h.up.httpsPort}` }))
     expect(other).toMatchObject({ open: false, status: 403, reason: 'no_match' })
-    const path = await opened(await wsTunnel(h, token, '/admin'))
+    const path = await opened(await wsTunnel(suite.h, token, '/admin'))
     expect(path).toMatchObject({ open: false, status: 403, reason: 'no_match' })
     const rows = await newRows(2)
     expect(rows.map((r) => r.reason)).toEqual(['no_match', 'no_match'])
-    expect(up.last.url).not.toBe('/admin')
+    expect(suite.up.last.url).not.toBe('/admin')
   })
 })

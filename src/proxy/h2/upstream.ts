@@ -12,11 +12,16 @@ import { Readable, pipeline } from 'node:stream'
 import { checkServerIdentity, connect as tlsConnect, type SecureContext } from 'node:tls'
 import type { AddressGuard } from '../../net/index.js'
 
-/** What upstream.ts hands over (its UpstreamRequest; restated here so the two files do not import each other). */
+/**
+ * A request to an upstream, as upstream.ts takes it (its UpstreamRequest adds what it decides on
+ * before calling here); defined here because upstream.ts imports this file, not the other way.
+ */
 export interface H2Request {
   origin: string
   method: string
+  /** Path with query. */
   path: string
+  /** Host header to send. */
   host: string
   headers: Record<string, string | string[]>
   body: Readable | Buffer | AsyncIterable<Buffer> | undefined

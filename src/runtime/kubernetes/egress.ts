@@ -16,6 +16,7 @@
 // - The namespace's NetworkPolicy is unchanged: egress to the proxy pods only, so a redirection
 //   that is missing or fails open still reaches nothing.
 import { SANDBOX_EGRESS_PORT } from '../egress.js'
+import { proxyConnectSource } from '../proxy-connect-source.js'
 import type { KubernetesSettings } from './options.js'
 
 export const EGRESS_CONTAINER = 'egress'
@@ -144,8 +145,9 @@ export function privilegeProblems(manifest: { spec?: object }): string[] {
 }
 
 // The `egress` container's program: plain JavaScript run by the agent image's node, kept as text
-// and mounted from the pod's Secret (like sandbox-init.ts on bubblewrap). perl (perl-base) reads
-// SO_ORIGINAL_DST (SOL_IP 80) of each redirected connection: node cannot call getsockopt.
+// and mounted from the pod's Secret (like sandbox-init.ts on bubblewrap, whose CONNECT, relay and
+// DNS forwarding it shares: proxy-connect-source.ts). perl (perl-base) reads SO_ORIGINAL_DST
+// (SOL_IP 80) of each redirected connection: node cannot call getsockopt.
 export const EGRESS_RELAY_SOURCE = String.raw`import net from 'node:net'
 import dgram from 'node:dgram'
 import { spawn } from 'node:child_process'
@@ -155,46 +157,7 @@ const token = process.env.CORRAL_PROXY_TOKEN || ''
 const REDIRECT_PORT = ${POD_REDIRECT_PORT}
 const ORIGINAL_DST = 'my $a = getsockopt(STDIN, 0, 80) or exit 1; my ($f, $p, @h) = unpack("S n C4", $a); exit 1 unless $f == 2; print join(".", @h), ":", $p'
 
-function join(self, peer) {
-  self.on('error', () => peer.destroy())
-  self.on('close', (hadError) => {
-    if (hadError || !self.readableEnded || !self.writableFinished) peer.destroy()
-  })
-}
-function relay(a, b) {
-  join(a, b)
-  join(b, a)
-  a.pipe(b)
-  b.pipe(a)
-}
-
-// A CONNECT to the proxy Service; calls back with the socket once it answered 200, or with null.
-function proxyConnect(target, mark, cb) {
-  const outer = net.createConnection({ host: proxyHost, port: Number(proxyPort), allowHalfOpen: true })
-  let head = Buffer.alloc(0)
-  let done = false
-  const finish = (ok) => {
-    if (done) return
-    done = true
-    outer.off('data', onData)
-    if (!ok) { outer.destroy(); cb(null); return }
-    const rest = head.subarray(head.indexOf('\r\n\r\n') + 4)
-    outer.pause()
-    if (rest.length) outer.unshift(rest)
-    cb(outer)
-  }
-  const onData = (chunk) => {
-    head = Buffer.concat([head, chunk])
-    const end = head.indexOf('\r\n\r\n')
-    if (end >= 0) finish(head.subarray(0, 12).toString('latin1') === 'HTTP/1.1 200')
-    else if (head.length > 16384) finish(false)
-  }
-  outer.on('data', onData)
-  outer.once('error', () => finish(false))
-  outer.once('close', () => finish(false))
-  outer.write('CONNECT ' + target + ' HTTP/1.1\r\nhost: ' + target + '\r\nproxy-authorization: Bearer ' + token + '\r\n' + (mark ? 'x-corral-egress: ' + mark + '\r\n' : '') + '\r\n')
-}
-
+${proxyConnectSource('host: proxyHost, port: Number(proxyPort)')}
 function originalDestination(socket, cb) {
   let out = ''
   const child = spawn('perl', ['-e', ORIGINAL_DST], { stdio: [socket, 'pipe', 'ignore'] })
@@ -207,51 +170,17 @@ const intercept = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }
   inner.on('error', () => inner.destroy())
   originalDestination(inner, (target) => {
     if (!target) { inner.destroy(); return }
-    proxyConnect(target, 'transparent', (outer) => {
-      if (!outer) { inner.destroy(); return }
-      inner.setNoDelay(true)
-      relay(inner, outer)
-      inner.resume()
-      outer.resume()
-    })
+    handOver(inner, target)
   })
 })
 intercept.listen(REDIRECT_PORT, '0.0.0.0')
 
-const dnsTcp = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, (inner) => {
-  inner.on('error', () => inner.destroy())
-  proxyConnect('resolver.corral.internal:53', '', (outer) => {
-    if (!outer) { inner.destroy(); return }
-    relay(inner, outer)
-    inner.resume()
-    outer.resume()
-  })
-})
+const dnsTcp = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, resolveStream)
 dnsTcp.listen(53, '127.0.0.1')
 
 const udp = dgram.createSocket('udp4')
 udp.on('error', () => {})
-udp.on('message', (msg, rinfo) => {
-  if (msg.length < 12 || msg.length > 4096) return
-  proxyConnect('resolver.corral.internal:53', '', (outer) => {
-    if (!outer) return
-    let buf = Buffer.alloc(0)
-    const timer = setTimeout(() => outer.destroy(), 5000)
-    outer.on('error', () => outer.destroy())
-    outer.on('close', () => clearTimeout(timer))
-    outer.on('data', (chunk) => {
-      buf = Buffer.concat([buf, chunk])
-      if (buf.length >= 2 && buf.length >= 2 + buf.readUInt16BE(0)) {
-        udp.send(buf.subarray(2, 2 + buf.readUInt16BE(0)), rinfo.port, rinfo.address)
-        outer.destroy()
-      }
-    })
-    const len = Buffer.alloc(2)
-    len.writeUInt16BE(msg.length)
-    outer.write(Buffer.concat([len, msg]))
-    outer.resume()
-  })
-})
+udp.on('message', (msg, rinfo) => resolveDatagram(udp, msg, rinfo))
 udp.bind(53, '127.0.0.1')
 process.on('SIGTERM', () => process.exit(0))
 `

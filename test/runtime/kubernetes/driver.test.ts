@@ -3,29 +3,20 @@
 // /data streamed out and in over the exec WebSocket, and the hostile cases — a pod evicted
 // mid-task, a pod deleted behind corral's back while the watch was down, a compacted watch
 // (410 Gone), conflicts, a slow pod start. docs/kubernetes.md "Runtime: what was proven where".
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { kubernetesSettingsFromEnv, type AgentExit } from '../../../src/runtime/index.js'
-import { claimName, openKubeClient } from '../../../src/runtime/kubernetes/index.js'
-import { DEFAULT_LIMITS } from '../../../src/runtime/limits.js'
-import { FakeKube } from '../../helpers/fake-kube/index.js'
-import { kubernetesRuntime, type KubernetesRuntimeUnderTest } from '../drivers.js'
+import type { AgentExit } from '../../../src/runtime/index.js'
+import { claimName } from '../../../src/runtime/kubernetes/index.js'
+import type { FakeKube } from '../../helpers/fake-kube/index.js'
+import { startKubeRuntimes, type KubeRuntimes } from '../../helpers/kube-runtimes.js'
+import type { KubernetesRuntimeUnderTest } from '../drivers.js'
 
+let kube: KubeRuntimes
 let fake: FakeKube
 let dir: string
-let kubeconfig: string
-const runtimes: KubernetesRuntimeUnderTest[] = []
 let seq = 0
-
-function runtime(env: Record<string, string> = {}): KubernetesRuntimeUnderTest {
-  const settings = kubernetesSettingsFromEnv({ CORRAL_AGENT_IMAGE: 'corral-agent:test', CORRAL_K8S_KUBECONFIG: kubeconfig, ...env }, DEFAULT_LIMITS)
-  const caCertPath = join(dir, 'ca.pem')
-  const r = kubernetesRuntime({ root: join(dir, `runtime-${seq++}`), proxy: { host: '127.0.0.1', port: 1 }, caCertPath, settings, stopGraceMs: 1000, warn: () => {}, client: openKubeClient(settings) })
-  runtimes.push(r)
-  return r
-}
+const runtime = (env?: Record<string, string>): KubernetesRuntimeUnderTest => kube.runtime(env)
 
 const wsId = (): string => `ws_${Date.now().toString(16)}${(seq++).toString(16).padStart(4, '0')}`
 // Scripts write relative to their working directory (/data): the fake kubelet maps container
@@ -38,15 +29,9 @@ async function within<T>(ms: number, p: Promise<T>): Promise<T | 'late'> {
 }
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'corral-k8s-'))
-  fake = await FakeKube.start({ root: join(dir, 'kubelet') })
-  kubeconfig = join(dir, 'kubeconfig')
-  writeFileSync(kubeconfig, fake.kubeconfig())
-  writeFileSync(join(dir, 'ca.pem'), '-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n')
-  fake.store.create('services', 'corral', {
-    apiVersion: 'v1', kind: 'Service', metadata: { name: 'corral-proxy' },
-    spec: { clusterIP: '127.0.0.1', selector: { 'app.kubernetes.io/name': 'corral' }, ports: [{ name: 'proxy', port: 7071, targetPort: 7071 }] },
-  })
+  kube = await startKubeRuntimes({ prefix: 'corral-k8s-' })
+  fake = kube.fake
+  dir = kube.dir
 })
 
 afterEach(() => {
@@ -54,9 +39,7 @@ afterEach(() => {
 })
 
 afterAll(async () => {
-  for (const r of runtimes) await r.close()
-  await fake?.close()
-  rmSync(dir, { recursive: true, force: true })
+  await kube?.close()
 })
 
 describe('kubernetes runtime against the fake API server', () => {

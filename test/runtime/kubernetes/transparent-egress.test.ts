@@ -4,29 +4,19 @@
 // a CNI plugin), every container that runs beside the agent without privileges, and the
 // NetworkPolicy still allowing nothing but the proxy. That the rules and the relay work is proven
 // for real in test/runtime/kubernetes/egress-netns.test.ts.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Pod } from 'kubernetes-models/v1'
 import { kubernetesSettingsFromEnv } from '../../../src/runtime/index.js'
-import { EGRESS_ANNOTATION, EGRESS_CONTAINER, EGRESS_INIT_CONTAINER, EGRESS_KEY, agentPod, openKubeClient, podName, privilegeProblems } from '../../../src/runtime/kubernetes/index.js'
+import { EGRESS_ANNOTATION, EGRESS_CONTAINER, EGRESS_INIT_CONTAINER, EGRESS_KEY, agentPod, podName, privilegeProblems } from '../../../src/runtime/kubernetes/index.js'
 import { DEFAULT_LIMITS } from '../../../src/runtime/limits.js'
-import { FakeKube } from '../../helpers/fake-kube/index.js'
-import { kubernetesRuntime, type KubernetesRuntimeUnderTest } from '../drivers.js'
+import type { FakeKube } from '../../helpers/fake-kube/index.js'
+import { startKubeRuntimes, type KubeRuntimes } from '../../helpers/kube-runtimes.js'
+import type { KubernetesRuntimeUnderTest } from '../drivers.js'
 
+let kube: KubeRuntimes
 let fake: FakeKube
-let dir: string
-let kubeconfig: string
-const runtimes: KubernetesRuntimeUnderTest[] = []
 let seq = 0
-
-function runtime(env: Record<string, string>): KubernetesRuntimeUnderTest {
-  const settings = kubernetesSettingsFromEnv({ CORRAL_AGENT_IMAGE: 'corral-agent:test', CORRAL_K8S_KUBECONFIG: kubeconfig, ...env }, DEFAULT_LIMITS)
-  const r = kubernetesRuntime({ root: join(dir, `runtime-${seq++}`), proxy: { host: '127.0.0.1', port: 1 }, caCertPath: join(dir, 'ca.pem'), settings, stopGraceMs: 1000, warn: () => {}, client: openKubeClient(settings) })
-  runtimes.push(r)
-  return r
-}
+const runtime = (env?: Record<string, string>): KubernetesRuntimeUnderTest => kube.runtime(env)
 
 type Container = { name: string; command?: string[]; securityContext: { runAsUser?: number; runAsNonRoot?: boolean; allowPrivilegeEscalation?: boolean; privileged?: boolean; capabilities?: { drop?: string[]; add?: string[] } }; env?: { name: string; value?: string; valueFrom?: unknown }[] }
 type PodObject = {
@@ -45,21 +35,12 @@ async function agentPodOf(r: KubernetesRuntimeUnderTest): Promise<{ pod: PodObje
 }
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'corral-k8s-egress-'))
-  fake = await FakeKube.start({ root: join(dir, 'kubelet') })
-  kubeconfig = join(dir, 'kubeconfig')
-  writeFileSync(kubeconfig, fake.kubeconfig())
-  writeFileSync(join(dir, 'ca.pem'), '-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n')
-  fake.store.create('services', 'corral', {
-    apiVersion: 'v1', kind: 'Service', metadata: { name: 'corral-proxy' },
-    spec: { clusterIP: '10.96.0.12', selector: { 'app.kubernetes.io/name': 'corral' }, ports: [{ name: 'proxy', port: 7071, targetPort: 7071 }] },
-  })
+  kube = await startKubeRuntimes({ prefix: 'corral-k8s-egress-', proxyClusterIP: '10.96.0.12' })
+  fake = kube.fake
 })
 
 afterAll(async () => {
-  for (const r of runtimes) await r.close()
-  await fake?.close()
-  rmSync(dir, { recursive: true, force: true })
+  await kube?.close()
 })
 
 describe('transparent egress on Kubernetes (fake API server)', () => {

@@ -4,29 +4,19 @@
 // precondition, so of concurrent claimers (several drivers: replicas) exactly one wins each member
 // (the fake answers 409 Conflict to a stale resourceVersion); a claimed member's pod evicted is
 // noticed by the watch.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Pod } from 'kubernetes-models/v1'
 import { kubernetesSettingsFromEnv } from '../../../src/runtime/index.js'
-import { agentPod, claimName, openKubeClient, podName } from '../../../src/runtime/kubernetes/index.js'
+import { agentPod, claimName, podName } from '../../../src/runtime/kubernetes/index.js'
 import { DEFAULT_LIMITS } from '../../../src/runtime/limits.js'
-import { FakeKube } from '../../helpers/fake-kube/index.js'
-import { kubernetesRuntime, type KubernetesRuntimeUnderTest } from '../drivers.js'
+import type { FakeKube } from '../../helpers/fake-kube/index.js'
+import { startKubeRuntimes, type KubeRuntimes } from '../../helpers/kube-runtimes.js'
+import type { KubernetesRuntimeUnderTest } from '../drivers.js'
 
+let kube: KubeRuntimes
 let fake: FakeKube
-let dir: string
-let kubeconfig: string
-const runtimes: KubernetesRuntimeUnderTest[] = []
 let seq = 0
-
-function runtime(): KubernetesRuntimeUnderTest {
-  const settings = kubernetesSettingsFromEnv({ CORRAL_AGENT_IMAGE: 'corral-agent:test', CORRAL_K8S_KUBECONFIG: kubeconfig }, DEFAULT_LIMITS)
-  const r = kubernetesRuntime({ root: join(dir, `runtime-${seq++}`), proxy: { host: '127.0.0.1', port: 1 }, settings, stopGraceMs: 1000, warn: () => {}, client: openKubeClient(settings) })
-  runtimes.push(r)
-  return r
-}
+const runtime = (env?: Record<string, string>): KubernetesRuntimeUnderTest => kube.runtime(env)
 
 const wsId = (): string => `ws_${Date.now().toString(16)}${(seq++).toString(16).padStart(4, '0')}`
 const owner = { orgId: 'org_1', roleId: 'role_pool' }
@@ -43,20 +33,12 @@ async function member(r: KubernetesRuntimeUnderTest): Promise<string> {
 }
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'corral-k8s-pool-'))
-  fake = await FakeKube.start({ root: join(dir, 'kubelet') })
-  kubeconfig = join(dir, 'kubeconfig')
-  writeFileSync(kubeconfig, fake.kubeconfig())
-  fake.store.create('services', 'corral', {
-    apiVersion: 'v1', kind: 'Service', metadata: { name: 'corral-proxy' },
-    spec: { clusterIP: '127.0.0.1', selector: { 'app.kubernetes.io/name': 'corral' }, ports: [{ name: 'proxy', port: 7071, targetPort: 7071 }] },
-  })
+  kube = await startKubeRuntimes({ prefix: 'corral-k8s-pool-', ca: false })
+  fake = kube.fake
 })
 
 afterAll(async () => {
-  for (const r of runtimes) await r.close()
-  await fake?.close()
-  rmSync(dir, { recursive: true, force: true })
+  await kube?.close()
 })
 
 describe('warm pool members on kubernetes', () => {
