@@ -39,7 +39,8 @@ export async function rateRun(targets: { name: string; pid?: number; dispatcher:
     target: 'corral added p99 ≤ squid-bump added p99, same run',
     met: bump && added.corral ? added.corral.p99_ms <= bump.p99_ms : null,
   }
-  writeFileSync(join(resultsDir, 'proxy-rate.json'), JSON.stringify(out, null, 2) + '\n')
+  const file = process.env.CORRAL_BENCH_OUT ?? join(resultsDir, 'proxy-rate.json')
+  writeFileSync(file, JSON.stringify(out, null, 2) + '\n')
   for (const [name, r] of Object.entries(results)) {
     const a = added[name]
     process.stdout.write(`${name.padEnd(11)} ${String(r.achieved_rps).padStart(7)} req/s  p50 ${String(r.p50_ms).padStart(6)}  p99 ${String(r.p99_ms).padStart(7)}  p99.9 ${String(r.p999_ms).padStart(7)}  max ${String(r.max_ms).padStart(7)} ms  errors ${r.errors}${a ? `  added p99 ${a.p99_ms} ms` : ''}${r.cpu_ms_per_req !== undefined ? `  cpu ${r.cpu_ms_per_req} ms/req (main threads ${r.main_cpu_ms_per_req}, busiest loop ${Math.round((r.main_busy_max ?? 0) * 100)} %, ${r.processes} process${r.processes === 1 ? '' : 'es'})` : ''}  generator ${r.generator_cpu_ms_per_req} ms/req\n`)
@@ -47,5 +48,5 @@ export async function rateRun(targets: { name: string; pid?: number; dispatcher:
   for (const [name, r] of Object.entries(results)) {
     if (r.threads_ms_per_req) process.stdout.write(`  ${name} threads ms/req: ${Object.entries(r.threads_ms_per_req).map(([k, v]) => `${k} ${v}`).join(', ')}\n`)
   }
-  process.stdout.write(`load average ${out.machine.loadavg_before.join(' ')} → ${out.machine.loadavg_after.join(' ')}; target met: ${out.met}\nwrote bench/results/proxy-rate.json\n`)
+  process.stdout.write(`load average ${out.machine.loadavg_before.join(' ')} → ${out.machine.loadavg_after.join(' ')}; target met: ${out.met}\nwrote ${file}\n`)
 }
