@@ -28,9 +28,9 @@
 //   CORRAL_BENCH_WORKERS=N                      # this build as `corral proxy --workers N` (default 1)
 //   CORRAL_BENCH_ALSO_WORKERS=N                 # also this build with `--workers N`, as `corral-wN`, same runs
 //   CORRAL_BENCH_BASELINE=/path/to/other/checkout  # also that build (its dist/) as `corral-base`
+//   CORRAL_BENCH_BASELINE_FIRST=1               # the baseline measured before this build (alternate between runs)
 //   CORRAL_BENCH_LOG_OFF=1                      # also this build without the provable log as `corral-log-off`,
 //     and an appender draining `corral`'s store beside it (bench/proxy-log-switch.ts)
-//   CORRAL_BENCH_BASELINE_FIRST=1               # the baseline measured before this build (alternate between runs)
 //   CORRAL_BENCH_OUT=bench/results/x.json       # where the JSON goes
 //   CORRAL_BENCH_PROFILE=1                      # --cpu-prof of the corral proxy → bench/results/prof/
 //   CORRAL_BENCH_NODE_ARGS="--max-semi-space-size=64"   # Node flags for every corral build measured
