@@ -13,22 +13,12 @@
 // have no place of their own, so they count for the JavaScript that called them. With `requests`
 // (the window's request count: rate × seconds) each row is also given in ms per request.
 import { execFileSync } from 'node:child_process'
+import { attribute, cliArgs, groupBy, largest } from './attribution.js'
 
 const args = process.argv.slice(2)
-const flag = (name: string): boolean => {
-  const i = args.indexOf(name)
-  if (i >= 0) args.splice(i, 1)
-  return i >= 0
-}
-const value = (name: string, fallback: string): string => {
-  const i = args.indexOf(name)
-  if (i < 0) return fallback
-  const v = args[i + 1] ?? fallback
-  args.splice(i, 2)
-  return v
-}
-const top = Number(value('--top', '30'))
-const inclusive = flag('--inclusive')
+const cli = cliArgs(args)
+const top = Number(cli.value('--top', '30'))
+const inclusive = cli.flag('--inclusive')
 const [file, requestsArg] = args as [string, string | undefined]
 if (!file) {
   process.stderr.write('usage: perf-summary.ts <perf.data> [requests] [--top N] [--inclusive]\n')
@@ -127,17 +117,12 @@ const fmt = (ns: number, total: number): string =>
 const samples = read(file)
 const total = samples.reduce((n, s) => n + s.ns, 0)
 process.stdout.write(`${file}: ${(total / 1e6).toFixed(0)} ms of CPU sampled${requests ? `, ${(total / 1e6 / requests * 1000).toFixed(1)} µs per request` : ''}\n`)
-const byThread = new Map<string, Sample[]>()
-for (const s of samples) byThread.set(thread(s), [...(byThread.get(thread(s)) ?? []), s])
-for (const [name, list] of [...byThread].sort((a, b) => b[1].length - a[1].length)) {
+const weight = (s: Sample): number => s.ns
+for (const [name, list] of [...groupBy(samples, thread)].sort((a, b) => b[1].length - a[1].length)) {
   const t = list.reduce((n, s) => n + s.ns, 0)
   process.stdout.write(`\n== ${name}: ${fmt(t, total)}\n`)
-  const self = new Map<string, number>()
-  for (const s of list) self.set(owner(s.frames), (self.get(owner(s.frames)) ?? 0) + s.ns)
-  for (const [k, v] of [...self].sort((a, b) => b[1] - a[1]).slice(0, top)) process.stdout.write(`  ${fmt(v, t)}  ${k}\n`)
+  for (const [k, v] of largest(attribute(list, (s) => owner(s.frames), weight), top)) process.stdout.write(`  ${fmt(v, t)}  ${k}\n`)
   if (!inclusive) continue
-  const incl = new Map<string, number>()
-  for (const s of list) for (const k of owners(s.frames)) incl.set(k, (incl.get(k) ?? 0) + s.ns)
   process.stdout.write('  -- inclusive\n')
-  for (const [k, v] of [...incl].sort((a, b) => b[1] - a[1]).slice(0, top)) process.stdout.write(`  ${fmt(v, t)}  ${k}\n`)
+  for (const [k, v] of largest(attribute(list, (s) => owners(s.frames), weight), top)) process.stdout.write(`  ${fmt(v, t)}  ${k}\n`)
 }

@@ -8,21 +8,16 @@
 // main thread and each worker thread write their own), shares of that profile's total time.
 import { readdirSync, readFileSync, statSync } from 'node:fs'
 import { join, resolve } from 'node:path'
+import { attribute, cliArgs, largest } from './attribution.js'
 
 interface CallFrame { functionName: string; url: string; lineNumber: number }
 interface ProfileNode { id: number; callFrame: CallFrame }
 interface Profile { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[]; startTime: number; endTime: number }
 
 const args = process.argv.slice(2)
-const flag = (name: string, fallback: string): string => {
-  const i = args.indexOf(name)
-  if (i < 0) return fallback
-  const v = args[i + 1] ?? fallback
-  args.splice(i, 2)
-  return v
-}
-const top = Number(flag('--top', '30'))
-const by = flag('--by', 'function')
+const cli = cliArgs(args)
+const top = Number(cli.value('--top', '30'))
+const by = cli.value('--by', 'function')
 const inputs = args.length > 0 ? args : [resolve(import.meta.dirname, 'results/prof')]
 const files = inputs.flatMap((p) => (statSync(p).isDirectory() ? readdirSync(p).filter((f) => f.endsWith('.cpuprofile')).sort().map((f) => join(p, f)) : [p]))
 
@@ -42,19 +37,15 @@ function place(url: string, fn: string): string {
 for (const file of files) {
   const p = JSON.parse(readFileSync(file, 'utf8')) as Profile
   const byId = new Map(p.nodes.map((n) => [n.id, n]))
-  const self = new Map<string, number>()
-  let total = 0
-  for (let i = 0; i < p.samples.length; i++) {
+  const self = attribute(p.samples.keys(), (i) => {
     const n = byId.get(p.samples[i]!)
-    const dt = p.timeDeltas[i] ?? 0
-    if (!n) continue
-    total += dt
+    if (!n) return undefined
     const where = place(n.callFrame.url, n.callFrame.functionName)
-    const key = by === 'file' || where.startsWith('(') ? where : `${where} ${n.callFrame.functionName || '(anonymous)'}`
-    self.set(key, (self.get(key) ?? 0) + dt)
-  }
+    return by === 'file' || where.startsWith('(') ? where : `${where} ${n.callFrame.functionName || '(anonymous)'}`
+  }, (i) => p.timeDeltas[i] ?? 0)
+  let total = 0
+  for (const v of self.values()) total += v
   const idle = self.get('(idle)') ?? 0
   process.stdout.write(`\n${file}\n  ${(total / 1e6).toFixed(2)} s sampled, ${((100 * (total - idle)) / Math.max(1, total)).toFixed(1)} % busy\n`)
-  const rows = [...self.entries()].sort((a, b) => b[1] - a[1]).slice(0, top)
-  for (const [k, v] of rows) process.stdout.write(`  ${((100 * v) / total).toFixed(1).padStart(5)} %  ${(v / 1e3).toFixed(0).padStart(7)} ms  ${k}\n`)
+  for (const [k, v] of largest(self, top)) process.stdout.write(`  ${((100 * v) / total).toFixed(1).padStart(5)} %  ${(v / 1e3).toFixed(0).padStart(7)} ms  ${k}\n`)
 }

@@ -29,6 +29,7 @@
 //   CORRAL_BENCH_ALSO_WORKERS=N                 # also this build with `--workers N`, as `corral-wN`, same runs
 //   CORRAL_BENCH_BASELINE=/path/to/other/checkout  # also that build (its dist/) as `corral-base`
 //   CORRAL_BENCH_BASELINE_WORKERS=N             # the baseline build with `--workers N`, as `corral-base-wN`
+//   CORRAL_BENCH_BASELINE_FIRST=1               # the baseline measured before this build (alternate between runs)
 //   CORRAL_BENCH_LOG_OFF=1                      # also this build without the provable log as `corral-log-off`,
 //     and an appender draining `corral`'s store beside it (bench/proxy-log-switch.ts)
 //   CORRAL_BENCH_OUT=bench/results/x.json       # where the JSON goes
@@ -108,7 +109,8 @@ async function startTargets(run: number, o: Ctx): Promise<Target[]> {
   if (baseRoot) {
     const n = Number(env.CORRAL_BENCH_BASELINE_WORKERS ?? 1)
     const p = await startCorral({ root: resolve(baseRoot), tmp: o.tmp, dataDir, dbUrl: baselineStore(dbUrl, baseRoot), ...(n > 1 ? { workers: n } : {}), nodeArgs: o.nodeArgs, env: proxyEnv })
-    targets.push(corralTarget(n > 1 ? `corral-base-w${n}` : 'corral-base', p, o.corralCa))
+    // CORRAL_BENCH_BASELINE_FIRST=1 measures the baseline before this build (alternate it between runs).
+    targets.splice(env.CORRAL_BENCH_BASELINE_FIRST ? 1 : targets.length, 0, corralTarget(n > 1 ? `corral-base-w${n}` : 'corral-base', p, o.corralCa))
   }
   const peer = (name: string, p: { port: number; caPem: string; pid: number }, offers: { h2: boolean; ws: boolean }): Target => {
     const via: Via = { upstreamCaPem: o.upCa, proxy: { url: `http://127.0.0.1:${p.port}`, caPem: p.caPem } }

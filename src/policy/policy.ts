@@ -239,7 +239,7 @@ export class Policy implements CompiledPolicy {
           continue
         }
       }
-      return { decision: 'allow', match: m, ...(json !== undefined ? { json } : {}), validationsApplied: validations }
+      return { decision: 'allow', match: m, json, validationsApplied: validations }
     }
     if (failure && !failure.ok) return { decision: 'deny', reason: failure.reason, detail: { allowrule_eval: evals, message: failure.message }, validationsApplied: validations }
     return { decision: 'deny', reason: 'no_match', detail: { allowrule_eval: evals }, validationsApplied: validations }

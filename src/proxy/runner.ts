@@ -17,7 +17,7 @@ import { requestBody, reserveBudgets } from './phases/request-body.js'
 import { requestHeaders, workspaceLimits } from './phases/request-headers.js'
 import { responseBody } from './phases/response-body.js'
 import { responseHeaders } from './phases/response-headers.js'
-import { terminal } from './phases/terminal.js'
+import { terminal, type TerminalOutcome } from './phases/terminal.js'
 import { transforms } from './phases/transforms.js'
 import { upstream } from './phases/upstream.js'
 import { ClientGone, type Entry, type ProxyCore, type RequestState } from './request-state.js'
@@ -63,7 +63,9 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
   })
   let denial: PolicyDenial | undefined
   try {
-    denial = preDenial ? await attributeOnly(core, st, preDenial) : await runPhases(core, st, ADMISSION)
+    // Admission usually answers without a promise: awaiting only a promise spares the turn.
+    const admitted = preDenial ? attributeOnly(core, st, preDenial) : runPhases(core, st, ADMISSION)
+    denial = admitted instanceof Promise ? await admitted : admitted
   } catch (err) {
     // A throw is a fault of the proxy: internal_error, never silence.
     denial = internalError(core, err)
@@ -79,7 +81,7 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
   // is ended (response-body.ts). A row the log refused outright cuts the response; one it could
   // not make durable in time but keeps (written when the disk or database is back) completes it:
   // the upstream has answered, and the client must not be told otherwise and retry a side effect.
-  st.beforeEnd = async () => refusal(await record(core, st)) === undefined
+  st.beforeEnd = () => record(core, st).then(recorded)
   let failed = false
   try {
     try {
@@ -106,16 +108,26 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
  * Releases the request's holds and records its row. Returns undefined when the row is recorded,
  * else the `audit_unavailable` denial to answer with instead (nothing more may leave).
  */
-async function record(core: ProxyCore, st: RequestState): Promise<PolicyDenial | undefined> {
+function record(core: ProxyCore, st: RequestState): Promise<PolicyDenial | undefined> {
+  // The row is still written when settling fails (exactly one per request); the budgets module
+  // reports its own state. Without a debit owed to the ledger, release answers at once and the
+  // row goes out in this turn.
+  const settleFailed = (err: unknown): void => void core.log.error({ err: { message: (err as Error)?.message ?? String(err) } }, 'proxy: settling the request budgets failed')
+  let released: MaybePromise<void> = undefined
   try {
-    await release(core, st)
+    released = release(core, st)
   } catch (err) {
-    // The row is still written (exactly one per request); the budgets module reports its own state.
-    core.log.error({ err: { message: (err as Error)?.message ?? String(err) } }, 'proxy: settling the request budgets failed')
+    settleFailed(err)
   }
-  const out = await terminal(core, st.ctx)
+  if (released instanceof Promise) return released.catch(settleFailed).then(() => terminal(core, st.ctx)).then(rowOutcome)
+  return terminal(core, st.ctx).then(rowOutcome)
+}
+
+function rowOutcome(out: TerminalOutcome): PolicyDenial | undefined {
   return out.recorded ? undefined : deny('audit_unavailable', { retry_after_s: out.retryAfterS, ...(out.kept ? { kept: true } : {}) }, 503)
 }
+
+const recorded = (unrecorded: PolicyDenial | undefined): boolean => refusal(unrecorded) === undefined
 
 /**
  * A denial's row, like record(); a 407 challenge's row is rate limited like a bare CONNECT's

@@ -14,14 +14,19 @@ export async function responseBody(_core: ProxyCore, st: RequestState): Promise<
   const observer = st.meter
   const { src, scrubber, scan, length } = st.relayed!
   let metered = false
-  const beforeEnd = async (): Promise<boolean> => {
-    metered = true
-    ctx.responseComplete = true
-    if (scrubber?.count) ctx.detail.scrubbed = scrubber.count
-    // The upstream's trailers (gRPC's status) go to an HTTP/2 client with the end of its stream.
-    if (ctx.protocol) relayTrailers(st, scrubber)
-    observer?.onEnd(true)
-    return st.beforeEnd ? st.beforeEnd() : true
+  // Not async: the row's promise is handed on as it is (a throw before it is a rejection still).
+  const beforeEnd = (): Promise<boolean> => {
+    try {
+      metered = true
+      ctx.responseComplete = true
+      if (scrubber?.count) ctx.detail.scrubbed = scrubber.count
+      // The upstream's trailers (gRPC's status) go to an HTTP/2 client with the end of its stream.
+      if (ctx.protocol) relayTrailers(st, scrubber)
+      observer?.onEnd(true)
+      return st.beforeEnd ? st.beforeEnd() : Promise.resolve(true)
+    } catch (err) {
+      return Promise.reject(err as Error)
+    }
   }
   try {
     await relay(src, res, (chunk) => {

@@ -45,7 +45,7 @@ function scrubbed(st: RequestState, scrubber: Scrubber, headers: Record<string, 
   const raw = headers['content-encoding']
   const encoding = (Array.isArray(raw) ? raw.join(',') : raw ?? '').trim().toLowerCase()
   if (encoding === '' || encoding === 'identity') {
-    return { src: body, scrubber, scan: scrubber.scan(), ...(declared > 0 && Number.isSafeInteger(declared) ? { length: declared } : {}) }
+    return { src: body, scrubber, scan: scrubber.scan(), length: declared > 0 && Number.isSafeInteger(declared) ? declared : undefined }
   }
   const decoder: Transform | undefined = encoding === 'gzip' || encoding === 'x-gzip' ? createGunzip() : encoding === 'deflate' ? createInflate() : encoding === 'br' ? createBrotliDecompress() : undefined
   if (!decoder) {

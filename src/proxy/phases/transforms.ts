@@ -20,7 +20,7 @@ export function transforms(core: ProxyCore, st: RequestState): PhaseResult {
     match: admission.match,
     request: st.policyRequest!,
     context: st.policyContext!,
-    ...(st.json !== undefined ? { json: st.json } : {}),
+    json: st.json,
     hasBody: st.body ? st.body.length > 0 : hasBodyOnWire(st),
     secrets: core.secrets ? core.secrets.lookupFor(ws.record.org_id) : NO_SECRETS,
     // Secret-bearing transforms follow the credential rule: only when Host is the CONNECT target.

@@ -46,8 +46,8 @@ export async function upstream(core: ProxyCore, st: RequestState): Promise<Phase
       headers: st.headers,
       body,
       signal: st.abort,
-      ...(ctx.match?.allowPrivate ? { allowPrivate: ctx.match.allowPrivate } : {}),
-      ...(h2 ? { h2 } : {}),
+      allowPrivate: ctx.match?.allowPrivate,
+      h2,
     })
     return undefined
   } catch (err) {
