@@ -6,9 +6,10 @@
 //           store exist), RSS read 5 s after its ready line (`fresh`) and after SETTLE seconds of
 //           nothing (`idle`: V8's memory reducer has run by then and shrunk the young generation)
 //   loaded  one process at a time: POSTs through its proxy at RATE req/s for LOAD seconds (open
-//           loop, bench/proxy-rate.ts; body CEL match, two header transforms, an injected
-//           credential, a request counter) and, for serve and dev, an API client at 20 req/s
-//           (GET /v1/audit and /v1/workspaces with the owner key); bare fastify gets GETs at RATE.
+//           loop, bench/proxy-rate.ts; bench:proxy's realistic policy, bench/proxy-setup.ts: body
+//           CEL match, two header transforms, an injected credential, a request counter) and, for
+//           serve and dev, an API client at 20 req/s (GET /v1/audit and /v1/workspaces with the
+//           owner key); bare fastify gets GETs at RATE.
 //           RSS sampled every 200 ms during the load (`during_max`, `during_mean`), 5 s after it
 //           (`after`) and SETTLE seconds after it (`after_settled`)
 //
@@ -24,12 +25,8 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync 
 import { cpus, tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { Agent, ProxyAgent, request, type Dispatcher } from 'undici'
-import { createAuditWriter } from '../src/audit/index.js'
-import { isStaticAuthProvider } from '../src/policy/index.js'
-import { CapabilityTokens, OrgMaterialAdmin, Sealer, loadMasterKey, loadTokenKey } from '../src/secrets/index.js'
-import { openStore } from '../src/store/index.js'
-import { proxyTables } from '../src/store/proxy-tables.js'
 import { fixedRate, processTree, treeCpu } from './proxy-rate.js'
+import { benchCapabilities, seedWorkspace } from './proxy-setup.js'
 
 const ROOT = resolve(import.meta.dirname, '..')
 const RATE = Number(process.env.CORRAL_BENCH_RATE ?? 1000)
@@ -38,32 +35,6 @@ const SETTLE_SECONDS = Number(process.env.CORRAL_BENCH_SETTLE_SECONDS ?? 75)
 const NODE_ARGS = process.env.CORRAL_BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []
 const TARGETS_MB = { serve_idle: 80, serve_loaded: 100 }
 
-const CAPS = `
-- name: llm
-  type: http
-  allow:
-    - name: messages
-      domains: ["127.0.0.1:UPSTREAM_PORT"]
-      allow_private: ["127.0.0.0/8"]
-      methods: [POST]
-      paths: ["/v1/messages"]
-      request_format: application/json
-      match:
-        requires_body: true
-        expr: request.body.model == "claude-bench" && request.body.max_tokens <= 4096
-  transforms:
-    - name: version
-      header: { name: anthropic-version, action: set, value: '"2023-06-01"' }
-    - name: identity
-      header: { name: accept-encoding, action: set, value: '"identity"' }
-    - name: key
-      auth: { credential: anthropic-key, provider: anthropic }
-  budgets:
-    counters:
-      - name: requests
-        source: request.count
-        workspace: { max: 1000000000 }
-`
 const POST_BODY = JSON.stringify({ model: 'claude-bench', max_tokens: 1024, messages: [{ role: 'user', content: 'x'.repeat(400) }] })
 const BARE_FASTIFY = `
 import Fastify from 'fastify'
@@ -140,23 +111,6 @@ async function stop(p: Proc): Promise<void> {
   const exited = new Promise((r) => p.child.once('exit', r))
   p.child.kill('SIGTERM')
   await Promise.race([exited, sleep(25_000)])
-}
-
-/** A provider, role (CAPS), workspace and credential in a new org of the store at `dbUrl`; returns a capability token. */
-async function seed(dbUrl: string, dataDir: string, upPort: number): Promise<string> {
-  const store = await openStore(dbUrl)
-  const org = (await store.orgs.create({ name: `bench-${Date.now()}` }))!
-  const t = proxyTables(store.db)
-  const prov = await t.workspaces.createProvider(org.id, { name: 'anthropic' })
-  const role = await t.workspaces.createRole(org.id, { name: 'bench', provider_id: prov, capabilities: CAPS.replaceAll('UPSTREAM_PORT', String(upPort)) })
-  const ws = await t.workspaces.create(org.id, { role_id: role, created_by_user_id: 'usr_bench' })
-  const audit = createAuditWriter(store)
-  await new OrgMaterialAdmin(store, new Sealer(await loadMasterKey(dataDir)), audit, isStaticAuthProvider)
-    .createCredential({ orgId: org.id, userId: 'usr_bench' }, { name: 'anthropic-key', provider: 'anthropic', kind: 'static_token', token: 'sk-bench' })
-  const token = (await new CapabilityTokens(await loadTokenKey(store.settings)).mint({ org_id: org.id, workspace_id: ws }, 3600)).token
-  await audit.close()
-  await store.close()
-  return token
 }
 
 interface Spec { name: string; root: string; kind: 'serve' | 'dev' | 'proxy' | 'fastify' }
@@ -261,7 +215,7 @@ async function main(): Promise<void> {
       process.stderr.write(`preparing ${s.name} …\n`)
       const dir = join(tmp, s.name)
       await stop(await launch(s, dir, upCaFile, env))
-      tokens.set(s.name, await seed(`sqlite:${join(dir, 'corral.db')}`, dir, upPort))
+      tokens.set(s.name, (await seedWorkspace(`sqlite:${join(dir, 'corral.db')}`, dir, benchCapabilities(upPort))).token)
     }
 
     process.stderr.write(`idle: every process started together, ${SETTLE_SECONDS} s …\n`)

@@ -132,16 +132,18 @@ export function ensurePackages(): { squid: boolean; mitm: boolean } {
 
 export interface Seeded { dataDir: string; dbUrl: string; token: string; workspaceId: string }
 
-/** A workspace, its secret material and a capability token, as the control plane would seed them. */
-export async function seed(tmp: string, upPort: number, h2Port: number): Promise<Seeded> {
-  const dataDir = join(tmp, 'data')
-  const dbUrl = `sqlite:${join(tmp, 'corral.db')}`
+/** The realistic bench policy, its domains the upstreams' (HTTP/1.1 and h2) and BENCH_NAME's. */
+export function benchCapabilities(upPort: number, h2Port = upPort): string {
+  return CAPS.replaceAll('UPSTREAM_PORT', String(upPort)).replaceAll('H2_PORT', String(h2Port)).replaceAll('NAME', BENCH_NAME)
+}
+
+/** A workspace under `capabilities`, its credential and a capability token in the store at `dbUrl`, as the control plane would seed them. */
+export async function seedWorkspace(dbUrl: string, dataDir: string, capabilities: string): Promise<{ token: string; workspaceId: string }> {
   const store = await openStore(dbUrl)
   const org = (await store.orgs.create({ name: 'bench' }))!
   const t = proxyTables(store.db)
   const prov = await t.workspaces.createProvider(org.id, { name: 'anthropic' })
-  const caps = CAPS.replaceAll('UPSTREAM_PORT', String(upPort)).replaceAll('H2_PORT', String(h2Port)).replaceAll('NAME', BENCH_NAME)
-  const role = await t.workspaces.createRole(org.id, { name: 'bench', provider_id: prov, capabilities: caps })
+  const role = await t.workspaces.createRole(org.id, { name: 'bench', provider_id: prov, capabilities })
   const ws = await t.workspaces.create(org.id, { role_id: role, created_by_user_id: 'usr_bench' })
   const audit = createAuditWriter(store)
   await new OrgMaterialAdmin(store, new Sealer(await loadMasterKey(dataDir)), audit, isStaticAuthProvider)
@@ -149,8 +151,16 @@ export async function seed(tmp: string, upPort: number, h2Port: number): Promise
   const token = (await new CapabilityTokens(await loadTokenKey(store.settings)).mint({ org_id: org.id, workspace_id: ws }, 3600)).token
   await audit.close()
   await store.close()
+  return { token, workspaceId: ws }
+}
+
+/** The bench's store and data dir in `tmp`, seeded with the realistic policy, and the hosts file naming BENCH_NAME. */
+export async function seed(tmp: string, upPort: number, h2Port: number): Promise<Seeded> {
+  const dataDir = join(tmp, 'data')
+  const dbUrl = `sqlite:${join(tmp, 'corral.db')}`
+  const { token, workspaceId } = await seedWorkspace(dbUrl, dataDir, benchCapabilities(upPort, h2Port))
   writeFileSync(join(tmp, 'hosts'), `127.0.0.1 localhost\n127.0.0.1 ${BENCH_NAME}\n`)
-  return { dataDir, dbUrl, token, workspaceId: ws }
+  return { dataDir, dbUrl, token, workspaceId }
 }
 
 /**

@@ -10,6 +10,7 @@ import type { Logger } from 'pino'
 import { LogSigner, ProvableLog, WitnessDir, createAuditBus, openAuditWriter } from '../audit/index.js'
 import type { AgentCallbackHandler } from '../contract/index.js'
 import { AddressGuard } from '../net/index.js'
+import { trimHeapWhenIdle } from '../proc/index.js'
 import { caFingerprint, loadOrCreateCa, type Endpoint } from '../proxy/index.js'
 import { CapabilityTokens, OAuthHttp, Sealer, loadMasterKey, loadTokenKey } from '../secrets/index.js'
 import {
@@ -58,7 +59,9 @@ export async function startServe(options: ServeOptions & { logger?: Logger }): P
   // Set by drain() (SIGTERM's first step): /readyz answers 503 from then on.
   const drain = { on: false }
   try {
-    return { ...(await build(config, logger, teardown, drain)), drain: () => void (drain.on = true) }
+    const running = await build(config, logger, teardown, drain)
+    teardown.add('idle heap', trimHeapWhenIdle())
+    return { ...running, drain: () => void (drain.on = true) }
   } catch (err) {
     await teardown.run().catch(() => {})
     throw err

@@ -1,8 +1,11 @@
 // Runs the appender's rounds on a worker thread (append-worker.ts) with its own connection to the
 // store's database: serve's event loop only posts a message per tick. The worker is started at the
-// first append, referenced only while a request is in flight (an idle worker never keeps a process
-// alive) and started again after a crash, which fails the requests in flight (the next tick
-// retries: an append is one transaction, so a crash mid-round stores nothing of it).
+// first append that has queued rows to take (`pending`, one indexed read on this thread's
+// connection, says so while no worker is up), exits once no round has added a leaf for
+// `idleExitMs` (a thread costs its own isolate and connection; an idle serve appends nothing), is
+// referenced only while a request is in flight (an idle worker never keeps a process alive) and is
+// started again after a crash, which fails the requests in flight (the next tick retries: an
+// append is one transaction, so a crash mid-round stores nothing of it).
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { pathToFileURL } from 'node:url'
@@ -20,21 +23,42 @@ const YOUNG_GENERATION_MB = 192
 
 interface Waiter { resolve: (r: Drained) => void; reject: (err: Error) => void }
 
+export interface AppendHostOptions {
+  /** Whether the queue holds a row; without it the worker, once started, stays up. */
+  pending?: () => Promise<boolean>
+  /** How long a worker whose rounds add nothing stays up (default 30 s). */
+  idleExitMs?: number
+}
+
+const IDLE_EXIT_MS = 30_000
+const nothing = (): Drained => ({ added: 0, unreadable: [] })
+
 export class AppendHost {
   readonly #data: AppendWorkerData
+  readonly #o: AppendHostOptions
   #worker: Worker | undefined
   #ready: Promise<Worker> | undefined
   readonly #waiting = new Map<number, Waiter>()
   #seq = 0
   #closed = false
+  #idle: NodeJS.Timeout | undefined
+  #retiring: { worker: Worker; exited: Promise<void> } | undefined
 
-  constructor(data: AppendWorkerData) {
+  constructor(data: AppendWorkerData, options: AppendHostOptions = {}) {
     this.#data = data
+    this.#o = options
+  }
+
+  /** Whether a worker thread is up (or starting). */
+  get running(): boolean {
+    return this.#ready !== undefined
   }
 
   /** Drains the queue on the worker; resolves with the leaves it added. */
   async append(): Promise<Drained> {
-    if (this.#closed) return { added: 0, unreadable: [] }
+    if (this.#closed) return nothing()
+    if (!this.#ready && this.#o.pending && !(await this.#o.pending())) return nothing()
+    if (this.#closed) return nothing()
     const worker = await (this.#ready ??= this.#spawn())
     const id = ++this.#seq
     return new Promise<Drained>((resolve, reject) => {
@@ -46,6 +70,12 @@ export class AppendHost {
 
   async close(): Promise<void> {
     this.#closed = true
+    clearTimeout(this.#idle)
+    if (this.#retiring) {
+      // Referenced until it exits: otherwise a process with nothing else to do would end first.
+      this.#retiring.worker.ref()
+      await this.#retiring.exited
+    }
     const ready = this.#ready
     this.#ready = undefined
     const worker = await ready?.catch(() => undefined)
@@ -56,7 +86,32 @@ export class AppendHost {
     await exited
   }
 
+  /** (Re)starts the idle clock: a worker that adds no leaf until it runs out is let go. */
+  #idleFrom(): void {
+    if (this.#o.pending === undefined) return
+    clearTimeout(this.#idle)
+    this.#idle = setTimeout(() => this.#retire(), this.#o.idleExitMs ?? IDLE_EXIT_MS).unref()
+  }
+
+  /** Lets an idle worker go: forgotten first (its exit is not a loss), then asked to close its connection. */
+  #retire(): void {
+    const worker = this.#worker
+    if (!worker || this.#closed) return
+    if (this.#waiting.size > 0) return this.#idleFrom()
+    this.#ready = undefined
+    this.#worker = undefined
+    const exited = new Promise<void>((r) => worker.once('exit', () => r()))
+    const retiring = { worker, exited }
+    this.#retiring = retiring
+    void exited.then(() => {
+      if (this.#retiring === retiring) this.#retiring = undefined
+    })
+    worker.postMessage({ type: 'close' })
+  }
+
   #spawn(): Promise<Worker> {
+    // The idle clock starts when this worker is ready: an earlier worker's must not retire it.
+    clearTimeout(this.#idle)
     const opts = { workerData: this.#data, resourceLimits: { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB } }
     const worker = import.meta.url.endsWith('.ts')
       ? new Worker(throughTsx(new URL('./append-worker.ts', import.meta.url).href), { ...opts, eval: true })
@@ -64,14 +119,20 @@ export class AppendHost {
     this.#worker = worker
     return new Promise<Worker>((ready, failed) => {
       worker.on('message', (m: AppendReply) => {
-        if ('ready' in m) return ready(worker)
+        if ('ready' in m) {
+          this.#idleFrom()
+          return ready(worker)
+        }
         if ('failed' in m) return failed(new Error(`the appender's thread could not open the store: ${m.failed}`))
         const w = this.#waiting.get(m.id)
         if (!w) return
         this.#waiting.delete(m.id)
         if (this.#waiting.size === 0) worker.unref()
         if ('error' in m) w.reject(new Error(m.error))
-        else w.resolve({ added: m.added, unreadable: m.unreadable })
+        else {
+          if (m.added > 0) this.#idleFrom()
+          w.resolve({ added: m.added, unreadable: m.unreadable })
+        }
       })
       const lost = (err: Error) => {
         failed(err)

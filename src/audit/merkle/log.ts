@@ -58,7 +58,9 @@ export class ProvableLog {
     this.#o = opts
     this.#batch = Math.max(1, opts.batch ?? 5_000)
     const memory = opts.thread?.url.startsWith('sqlite:') && opts.thread.url.includes(':memory:')
-    this.#host = opts.thread && !memory ? new AppendHost({ ...opts.thread, batch: this.#batch }) : undefined
+    this.#host = opts.thread && !memory
+      ? new AppendHost({ ...opts.thread, batch: this.#batch }, { pending: async () => (await opts.store.auditLog.pending(1)).length > 0 })
+      : undefined
   }
 
   start(): void {
