@@ -6,7 +6,7 @@ import { Flags } from '@oclif/core'
 import type { RemoteLog, VerifyReport } from '../audit/index.js'
 import type { CorralClient } from '../client/index.js'
 import { UsageError } from './errors.js'
-import { openStoreFromFlags } from './store-flags.js'
+import { openStoreFromFlags, storeUrlFromFlags } from './store-flags.js'
 
 export const trustFlags = {
   witness: Flags.string({ helpValue: 'DIR', summary: 'The witness directory serve publishes to (CORRAL_AUDIT_WITNESS_DIR): its checkpoints and keys are trusted.', env: 'CORRAL_AUDIT_WITNESS_DIR' }),
@@ -34,7 +34,8 @@ export async function verifyFrom(flags: { dir?: string; org?: string; witness?: 
   if (!flags.org) return verifyLog(await remoteInput(await api(), trust))
   const store = await openStoreFromFlags(flags)
   try {
-    return await verifyLog(await databaseInput(store, flags.org, trust))
+    // The rows are read and checked on threads of their own, each with a connection to the same database.
+    return await verifyLog(await databaseInput(store, flags.org, trust, { thread: { url: await storeUrlFromFlags(flags) } }))
   } finally {
     await store.close()
   }

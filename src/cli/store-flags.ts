@@ -11,3 +11,9 @@ export async function openStoreFromFlags(flags: { 'data-dir': string; db?: strin
   const { openStore, defaultStoreUrl } = await import('../store/index.js')
   return openStore(flags.db ?? defaultStoreUrl(flags['data-dir']))
 }
+
+/** The store URL the flags point at (for a part that opens connections of its own to it). */
+export async function storeUrlFromFlags(flags: { 'data-dir': string; db?: string }): Promise<string> {
+  const { defaultStoreUrl } = await import('../store/index.js')
+  return flags.db ?? defaultStoreUrl(flags['data-dir'])
+}

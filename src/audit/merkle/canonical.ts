@@ -87,3 +87,26 @@ function sameKeys(a: readonly string[], b: readonly string[]): boolean {
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
   return true
 }
+
+/**
+ * `storedRowBytes` for rows read as arrays of values in `columns` order (the verifier's read):
+ * the column plan is made once per result shape, and no object is built per row.
+ */
+export function rowEncoder(columns: readonly string[], omit: ReadonlySet<string> = NONE): (values: readonly unknown[]) => string {
+  const plan = columns.map((name, index) => ({ name, index })).filter(({ name }) => name !== 'ts' && !omit.has(name))
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+  const at = plan.map((p) => p.index)
+  const prefix = plan.map((p) => `${JSON.stringify(p.name)}:`)
+  const kind = plan.map((p) => (JSON_COLUMNS.has(p.name) ? 2 : INT_COLUMNS.has(p.name) ? 1 : 0))
+  return (values) => {
+    let out = ''
+    for (let i = 0; i < at.length; i++) {
+      const v = values[at[i]]
+      if (v === null || v === undefined) continue
+      const k = kind[i]
+      const text = k === 2 ? canonicalJson(typeof v === 'string' ? JSON.parse(v) : v) : k === 1 ? JSON.stringify(Number(v)) : JSON.stringify(typeof v === 'string' ? v : String(v))
+      out += out ? `,${prefix[i]}${text}` : `${prefix[i]}${text}`
+    }
+    return `{${out}}`
+  }
+}

@@ -8,18 +8,23 @@
 //   checkpoints/<size>.checkpoint   the database's signed checkpoints
 //   witness/<size>.checkpoint       the witness's copies, when the exporter could read the witness
 //   keys/<name>.vkey     every public key the database knows
-import { createReadStream } from 'node:fs'
 import { mkdir, open, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { AuditEvent } from '../../contract/index.js'
-import { LEAF_COLUMNS, type Store } from '../../store/index.js'
+import { LEAF_COLUMNS, openLeafReader, type Store } from '../../store/index.js'
 import { canonicalRow, storedRowBytes } from './canonical.js'
 import { logId, logOrigin } from './log.js'
 import { parseVerifierKey, type VerifierKey } from './note.js'
+import { RANGE, type RangeResult } from './range-check.js'
 import type { LeafEntry, VerifyInput } from './verify.js'
+import { runRanges } from './verify-pool.js'
+import type { VerifyJob } from './verify-worker.js'
 import { checkpointFileName, readFiles, WitnessDir } from './witness.js'
 
 export const BUNDLE_FORMAT = 'corral-audit-bundle/1'
+const READ_BLOCK = 8 << 20
+const LF = 10
+const CR = 13
 const PAGE = 5_000
 /** Leaves per database read while verifying. */
 const DB_PAGE = 10_000
@@ -79,16 +84,50 @@ export interface TrustOptions {
 }
 
 /** Verification input over the database. */
-export async function databaseInput(store: Store, orgId: string, trust: TrustOptions): Promise<VerifyInput> {
+export async function databaseInput(store: Store, orgId: string, trust: TrustOptions, opts: { thread?: { url: string; schema?: string } } = {}): Promise<VerifyInput> {
   const stored = await store.auditLog.checkpoints(orgId)
   const logKeys = (await store.auditLog.keys()).map((k) => k.vkey)
+  // A memory database cannot be opened by another thread: its leaves are checked on this one.
+  const thread = opts.thread && !opts.thread.url.includes(':memory:') ? opts.thread : undefined
   return {
-    orgId, leaves: databaseLeaves(store, orgId),
+    orgId,
+    ...(thread ? { ranges: (anchors: readonly number[]) => databaseRanges(thread, orgId, anchors) } : { leaves: databaseLeaves(store, orgId) }),
     // Every row of the org under a distinct leaf: none is unlogged, without looking each one up.
     unlogged: async ({ present, distinct }) => (distinct && (await store.auditLog.countRows(orgId)) === present ? [] : store.auditLog.unlogged(orgId)),
     checkpoints: stored.map((c) => c.note),
     ...(await trusted(trust, logKeys, orgId)),
   }
+}
+
+/**
+ * The org's leaves cut into ranges of RANGE positions for the verification threads. A log whose
+ * indexes run 0..n-1 is cut by index (and read up to the n leaves it had when verification began);
+ * one with gaps is cut at the indexes found at every RANGE-th position.
+ */
+async function* databaseRanges(thread: { url: string; schema?: string }, orgId: string, anchors: readonly number[]): AsyncGenerator<RangeResult> {
+  const reader = await openLeafReader(thread.url, thread.schema ? { schema: thread.schema } : {})
+  let cuts: number[]
+  let end: number
+  try {
+    const span = await reader.span(orgId)
+    if (span.count === 0) return
+    if (span.min === 0 && span.max === span.count - 1) {
+      cuts = []
+      for (let at = 0; at < span.count; at += RANGE) cuts.push(at)
+      end = span.count
+    } else {
+      const idx = await reader.indexes(orgId)
+      cuts = idx.filter((_, i) => i % RANGE === 0)
+      end = idx[idx.length - 1] + 1
+    }
+  } finally {
+    await reader.close()
+  }
+  const jobs = cuts.map((fromIdx, i) => {
+    const from = i * RANGE
+    return { kind: 'db' as const, orgId, from, fromIdx, toIdx: cuts[i + 1] ?? end, anchors: anchors.filter((a) => a > from && a <= from + RANGE) }
+  })
+  yield* runRanges(thread, jobs)
 }
 
 /** Verification input over an export directory; `trust.witness` defaults to the bundle's witness copies. */
@@ -100,7 +139,7 @@ export async function bundleInput(dir: string, trust: TrustOptions): Promise<Ver
   const t = await trusted({ ...trust, witness: trust.witness }, await readFiles(join(dir, 'keys'), '.vkey'), orgId)
   const bundled = await readFiles(join(dir, 'witness'), '.checkpoint')
   return {
-    orgId, leaves: bundleLeaves(dir), unlogged: async () => unlogged,
+    orgId, ranges: (anchors) => runRanges({}, bundleJobs(dir, anchors)), unlogged: async () => unlogged,
     checkpoints: await readFiles(join(dir, 'checkpoints'), '.checkpoint'),
     ...t,
     witness: t.witness ?? (bundled.length > 0 ? bundled : undefined),
@@ -115,67 +154,70 @@ async function trusted(trust: TrustOptions, logKeys: readonly string[], orgId: s
   return { keys, keysSource: named.length > 0 ? 'trusted' : 'log', ...(w ? { witness: await w.checkpoints(orgId) } : {}) }
 }
 
-/** The bundle's leaves and rows files in step, page by page. */
-async function* bundleLeaves(dir: string): AsyncGenerator<LeafEntry[]> {
-  const rows = new LineReader(join(dir, 'rows.jsonl'))
+/** The bundle's leaves and rows files in step, RANGE lines at a time, as the verification threads' jobs. */
+async function* bundleJobs(dir: string, anchors: readonly number[]): AsyncGenerator<Extract<VerifyJob, { kind: 'bundle' }> extends infer J ? Omit<J, 'id'> : never> {
+  const rows = lineBlocks(join(dir, 'rows.jsonl'), 1)
   try {
-    for await (const leafLines of lineChunks(join(dir, 'leaves.jsonl'))) {
-      const lines = await rows.take(leafLines.length)
-      yield leafLines.map((text, i) => {
-        const l = JSON.parse(text) as { index: number; id: string; leaf_hash: string }
-        const line = lines[i]
-        return { leaf: { idx: l.index, eventId: l.id, leafHash: l.leaf_hash }, ...(line !== undefined && line !== 'null' ? { line } : {}) }
-      })
+    let from = 0
+    for await (const leaves of lineBlocks(join(dir, 'leaves.jsonl'), 0)) {
+      const r = await rows.next()
+      yield { kind: 'bundle', from, leaves, rows: r.done ? new Uint8Array(1) : r.value, anchors: anchors.filter((a) => a > from && a <= from + RANGE) }
+      from += RANGE
     }
   } finally {
-    rows.close()
+    await rows.return(undefined)
   }
 }
 
-/** A file's non-empty lines, a read buffer at a time (LF or CRLF). */
-async function* lineChunks(path: string): AsyncGenerator<string[]> {
-  let rest = ''
-  for await (const chunk of createReadStream(path, { encoding: 'utf8', highWaterMark: 1 << 20 }) as AsyncIterable<string>) {
-    const parts = (rest + chunk).split('\n')
-    rest = parts.pop()!
-    const lines = parts.map(stripCr).filter((l) => l.length > 0)
-    if (lines.length > 0) yield lines
-  }
-  if (stripCr(rest).length > 0) yield [stripCr(rest)]
-}
-
-function stripCr(l: string): string {
-  return l.endsWith('\r') ? l.slice(0, -1) : l
-}
-
-/** Takes lines of a file on demand, in order (the rows file beside the leaves file). */
-class LineReader {
-  readonly #it: AsyncGenerator<string[]>
-  #buf: string[] = []
-  #at = 0
-  #done = false
-
-  constructor(path: string) {
-    this.#it = lineChunks(path)
-  }
-
-  /** The next `n` lines (fewer at the end of the file). */
-  async take(n: number): Promise<string[]> {
-    while (this.#buf.length - this.#at < n && !this.#done) {
-      const r = await this.#it.next()
-      if (r.done) this.#done = true
-      else {
-        this.#buf = this.#buf.slice(this.#at).concat(r.value)
-        this.#at = 0
-      }
+/**
+ * A file's bytes in blocks of RANGE non-empty lines (LF or CRLF; fewer in the last block), each
+ * block a buffer of its own (handed to a thread) with `spare` zero bytes before it.
+ */
+async function* lineBlocks(path: string, spare: number): AsyncGenerator<Uint8Array> {
+  const file = await open(path, 'r').catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return undefined
+    throw err
+  })
+  if (!file) return
+  try {
+    let pending: Buffer[] = []
+    let lines = 0
+    const cut = (): Uint8Array => {
+      const block = Buffer.concat([Buffer.alloc(spare), ...pending])
+      pending = []
+      lines = 0
+      return new Uint8Array(block.buffer, block.byteOffset, block.byteLength)
     }
-    const out = this.#buf.slice(this.#at, this.#at + n)
-    this.#at += out.length
-    return out
-  }
-
-  close(): void {
-    void this.#it.return(undefined)
+    // The line being read: its bytes so far in earlier chunks, and its last byte (CR before LF is no content).
+    let carried = 0
+    let carriedLast = -1
+    for (;;) {
+      const chunk = Buffer.allocUnsafe(READ_BLOCK)
+      const { bytesRead } = await file.read(chunk, 0, READ_BLOCK)
+      if (bytesRead === 0) break
+      const buf = chunk.subarray(0, bytesRead)
+      let from = 0
+      let start = 0
+      for (let nl = buf.indexOf(LF); nl !== -1; nl = buf.indexOf(LF, nl + 1)) {
+        const last = nl > start ? buf[nl - 1] : carriedLast
+        if (carried + nl - start - (last === CR ? 1 : 0) > 0) lines++
+        carried = 0
+        start = nl + 1
+        if (lines === RANGE) {
+          pending.push(buf.subarray(from, start))
+          from = start
+          yield cut()
+        }
+      }
+      if (bytesRead > start) {
+        carried += bytesRead - start
+        carriedLast = buf[bytesRead - 1]
+      }
+      if (from < bytesRead) pending.push(buf.subarray(from))
+    }
+    if (pending.length > 0) yield cut()
+  } finally {
+    await file.close()
   }
 }
 

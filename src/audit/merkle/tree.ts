@@ -174,6 +174,31 @@ export class CompactRange {
     this.#size++
   }
 
+  /**
+   * Appends a range of `count` leaves given as its own compact edge (one root per set bit of
+   * `count`, largest first). The range must start where a subtree of its largest part can: the
+   * size now is a multiple of that part's size.
+   */
+  extend(count: number, edge: readonly Hash[]): void {
+    let i = 0
+    for (let bit = 2 ** Math.floor(Math.log2(Math.max(count, 1))); bit >= 1; bit /= 2) {
+      if (Math.floor(count / bit) % 2 === 0) continue
+      if (this.#size % bit !== 0) throw new RangeError(`a subtree of ${bit} leaves cannot start at ${this.#size}`)
+      let h = edge[i++]
+      let s = this.#size / bit
+      while (s % 2 === 1) {
+        h = hashChildren(this.#edge.pop()!, h)
+        s = Math.floor(s / 2)
+      }
+      this.#edge.push(h)
+      this.#size += bit
+    }
+  }
+
+  clone(): CompactRange {
+    return new CompactRange(this.#size, this.#edge)
+  }
+
   root(): Hash {
     if (this.#edge.length === 0) return EMPTY
     let r = this.#edge[this.#edge.length - 1]

@@ -7,6 +7,7 @@ import type { AuditEvent } from '../../contract/index.js'
 import { LEAF_COLUMNS, type LogLeaf } from '../../store/index.js'
 import { canonicalRow, storedRowBytes } from './canonical.js'
 import { openCheckpoint, type VerifierKey } from './note.js'
+import { RANGE, RangeChecker, unpackEdge, type RangeResult } from './range-check.js'
 import { CompactRange, hashLeaf, hashLeafHex } from './tree.js'
 
 export type FindingKind =
@@ -47,8 +48,10 @@ export interface LeafTally {
 
 export interface VerifyInput {
   orgId: string
-  /** The leaves in index order, page by page. */
-  leaves: AsyncIterable<readonly LeafEntry[]>
+  /** The leaves in index order, page by page (checked on this thread)… */
+  leaves?: AsyncIterable<readonly LeafEntry[]>
+  /** …or the log already checked range by range, in order (worker threads); given the checkpoint sizes to record roots at. */
+  ranges?: (anchors: readonly number[]) => AsyncIterable<RangeResult>
   /** The org's rows in no leaf, asked after the walk. */
   unlogged: (tally: LeafTally) => Promise<ReadonlyArray<{ row: AuditEvent; pending: boolean }>>
   /** Checkpoint notes the log holds (database or export). */
@@ -87,37 +90,41 @@ export async function verifyLog(input: VerifyInput): Promise<VerifyReport> {
   const mismatched: Mismatch[] = []
   let matchedUpTo = 0
   let firstBadAnchor: number | undefined
-  let next = 0
+  let prevIdx: number | undefined
   let gap = false
   let present = 0
-  // Rows named by two leaves would let a duplicate stand in for a row inserted behind the log.
-  const ids = new Set<string>()
+  // Rows named by two leaves would let a duplicate stand in for a row inserted behind the log:
+  // every present leaf's id fingerprint, sorted at the end, shows them distinct.
+  let prints: Float64Array = new Float64Array(0)
   let distinct = true
-  for await (const page of input.leaves) {
-    for (const { leaf, raw, row, line } of page) {
-      if (leaf.idx !== next && !gap) {
+  for await (const r of input.ranges ? input.ranges(sizes) : checkEntries(input.leaves ?? [], sizes)) {
+    if (r.count === 0) continue
+    if (!gap) {
+      const expected = prevIdx === undefined ? 0 : prevIdx + 1
+      const missing = r.firstIdx !== expected ? { expected, found: r.firstIdx } : r.gap
+      if (missing) {
         gap = true
-        add({ kind: 'leaf_gap', error: true, index: next, message: `leaf ${next} is missing from the stored tree (the next stored leaf is ${leaf.idx}): the leaf table was edited` })
-      }
-      next = leaf.idx + 1
-      const bytes = line ?? (raw ? encodeOrNull(raw) : row ? canonicalRow(row) : undefined)
-      if (bytes === undefined) removed.push({ index: leaf.idx, id: leaf.eventId })
-      else {
-        present++
-        if (distinct && (ids.has(leaf.eventId) || ids.size >= MAX_TRACKED_IDS)) distinct = false
-        else if (distinct) ids.add(leaf.eventId)
-        const computed = bytes === null ? '' : hashLeafHex(bytes)
-        if (computed !== leaf.leafHash) mismatched.push({ index: leaf.idx, id: leaf.eventId, computed, stored: leaf.leafHash, row: bytes === null ? undefined : (row ?? parseRow(bytes)) })
-      }
-      range.append(Buffer.from(leaf.leafHash, 'hex'))
-      const a = anchors.get(range.size)
-      if (a) {
-        if (range.root().equals(a.root)) matchedUpTo = a.size
-        else firstBadAnchor ??= a.size
+        add({ kind: 'leaf_gap', error: true, index: missing.expected, message: `leaf ${missing.expected} is missing from the stored tree (the next stored leaf is ${missing.found}): the leaf table was edited` })
       }
     }
+    prevIdx = r.lastIdx
+    if (distinct && present + r.present > MAX_TRACKED_IDS) distinct = false
+    else if (distinct) prints = appendPrints(prints, present, r.fingerprints)
+    present += r.present
+    for (const x of r.removed) removed.push(x)
+    for (const m of r.mismatched) mismatched.push({ index: m.index, id: m.id, computed: m.computed, stored: m.stored, row: m.bytes === null ? undefined : (m.row ?? parseRow(m.bytes)) })
+    for (const a of r.anchors) {
+      const t = range.clone()
+      t.extend(a.size - r.from, unpackEdge(a.edge))
+      if (t.root().equals(anchors.get(a.size)!.root)) matchedUpTo = a.size
+      else firstBadAnchor ??= a.size
+    }
+    range.extend(r.count, unpackEdge(r.edge))
   }
-  ids.clear()
+  if (distinct) {
+    const sorted = prints.subarray(0, present).sort()
+    for (let i = 1; i < sorted.length && distinct; i++) if (sorted[i] === sorted[i - 1]) distinct = false
+  }
   const size = range.size
 
   if (firstBadAnchor !== undefined) {
@@ -225,6 +232,35 @@ function permuted(m: Mismatch, all: readonly Mismatch[]): Mismatch | undefined {
     if (hashLeaf(canonicalRow({ ...m.row, id: o.id })).toString('hex') === o.stored) return o
   }
   return undefined
+}
+
+/** Leaves handed over page by page, checked here in ranges as the worker threads check theirs. */
+async function* checkEntries(leaves: AsyncIterable<readonly LeafEntry[]> | Iterable<readonly LeafEntry[]>, anchors: readonly number[]): AsyncGenerator<RangeResult> {
+  let pos = 0
+  let checker = new RangeChecker(0, anchors)
+  for await (const page of leaves) {
+    for (const { leaf, raw, row, line } of page) {
+      if (checker.count === RANGE) {
+        yield checker.finish()
+        checker = new RangeChecker(pos, anchors)
+      }
+      const bytes = line ?? (raw ? encodeOrNull(raw) : row ? canonicalRow(row) : undefined)
+      const computed = bytes === undefined ? undefined : bytes === null ? '' : hashLeafHex(bytes)
+      if (checker.add(leaf.idx, leaf.eventId, leaf.leafHash, computed)) checker.mismatch(leaf.idx, leaf.eventId, computed!, leaf.leafHash, bytes ?? null, row)
+      pos++
+    }
+  }
+  yield checker.finish()
+}
+
+function appendPrints(into: Float64Array, used: number, more: Float64Array): Float64Array {
+  let out = into
+  if (used + more.length > into.length) {
+    out = new Float64Array(Math.max(used + more.length, into.length * 2))
+    out.set(into.subarray(0, used))
+  }
+  out.set(more, used)
+  return out
 }
 
 /** A stored row's leaf bytes; null when a column cannot be read (JSON edited into something that is not): the row was changed. */

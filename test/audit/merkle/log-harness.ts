@@ -1,6 +1,6 @@
 // A provable log on a real store for the tamper, replica and export suites: rows written by the
 // real audit writer, the appender and checkpointer of serve, a key in a temp data dir and a
-// witness directory; `tamper` runs SQL straight on the database as its owner (SQLite file through
+// witness directory; `verify` checks on the verification threads and in-process alike; `tamper` runs SQL straight on the database as its owner (SQLite file through
 // better-sqlite3, PostgreSQL as the superuser) with the append-only triggers dropped first.
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -42,8 +42,15 @@ export async function logFixture(store: Store, opts: { dataDir?: string; witness
       await Promise.all(all)
       await writer.flush()
     },
+    // On the verification threads (as `corral audit verify --org` runs), and on this thread: the
+    // two must report the same, finding for finding.
     async verify(trust = { witness: witnessDir }) {
-      return verifyLog(await databaseInput(store, org, trust))
+      const threaded = await verifyLog(await databaseInput(store, org, trust, { thread: storeTarget(store) }))
+      const inProcess = await verifyLog(await databaseInput(store, org, trust))
+      if (JSON.stringify(threaded) !== JSON.stringify(inProcess)) {
+        throw new Error(`verification on threads and in-process differ:\n${JSON.stringify(threaded)}\n${JSON.stringify(inProcess)}`)
+      }
+      return threaded
     },
     async ids() {
       return (await store.auditLog.leaves(org, 0, 1e9)).map((l) => l.eventId)
