@@ -1,7 +1,7 @@
 // The provable log (docs/audit.md "The provable log"): the leaf encoding, the RFC 9162 tree and
 // proofs, signed checkpoints, the witness directory, the appender and checkpointer serve runs,
 // verification and the offline bundle.
-export { canonicalJson, canonicalRow, rowLeafHash, storedRowBytes } from './canonical.js'
+export { canonicalJson, canonicalRow, rowEncoder, rowLeafHash, storedRowBytes } from './canonical.js'
 export {
   CompactRange, consistencyProof, hashChildren, hashLeaf, hashLeafHex, inclusionProof, subtreeRoot, verifyConsistency, verifyInclusion, type Hash,
 } from './tree.js'
