@@ -104,9 +104,17 @@ export function rowEncoder(columns: readonly string[], omit: ReadonlySet<string>
       const v = values[at[i]]
       if (v === null || v === undefined) continue
       const k = kind[i]
-      const text = k === 2 ? canonicalJson(typeof v === 'string' ? JSON.parse(v) : v) : k === 1 ? JSON.stringify(Number(v)) : JSON.stringify(typeof v === 'string' ? v : String(v))
+      const text = k === 2 ? canonicalJson(typeof v === 'string' ? JSON.parse(v) : v) : k === 1 ? JSON.stringify(Number(v)) : quote(typeof v === 'string' ? v : String(v))
       out += out ? `,${prefix[i]}${text}` : `${prefix[i]}${text}`
     }
     return `{${out}}`
   }
+}
+
+/** Characters JSON.stringify writes other than as themselves (surrogates: a lone one is escaped). */
+const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/
+
+/** JSON.stringify of a string, without its call where no character needs escaping (most column values). */
+function quote(s: string): string {
+  return ESCAPED.test(s) ? JSON.stringify(s) : `"${s}"`
 }

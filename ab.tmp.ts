@@ -1,0 +1,22 @@
+// A/B driver: the same four verifications from either checkout's sources, over the rows kept by bench:audit-verify.
+import { loadavg } from 'node:os'
+import { readFileSync } from 'node:fs'
+const root = process.argv[2]
+const { bundleInput, databaseInput, verifyLog } = await import(`${root}/src/audit/index.ts`)
+const { openStore } = await import(`${root}/src/store/index.ts`)
+const keep = '/tmp/verify-keep'
+const pgUrl = 'postgres://postgres:postgres@127.0.0.1:5432/corral_dev'
+const schema = readFileSync(`${keep}/pg-schema`, 'utf8').trim()
+const out: Record<string, unknown>[] = []
+async function time(name: string, f: () => Promise<{ ok: boolean; tree_size: number }>) {
+  const load = loadavg()[0]; const c = process.cpuUsage(); const t = performance.now()
+  const r = await f(); const u = process.cpuUsage(c)
+  const row = { root, name, ok: r.ok, rows: r.tree_size, wall_ms: Math.round(performance.now() - t), cpu_ms: Math.round((u.user + u.system) / 1000), load1: load }
+  out.push(row); console.log(JSON.stringify(row))
+}
+for (const [tag, url, opts, witness, exp] of [['sqlite', `sqlite:${keep}/bench.db`, {}, `${keep}/witness`, `${keep}/export-sqlite`], ['postgres', pgUrl, { schema }, `${keep}/pg/witness`, `${keep}/pg/export-postgres`]] as const) {
+  const store = await openStore(url, opts)
+  await time(`${tag} database`, async () => verifyLog(await databaseInput(store, 'org_bench', { witness }, { thread: { url, ...opts } })))
+  await store.close()
+  await time(`${tag} export`, async () => verifyLog(await bundleInput(exp, {})))
+}
