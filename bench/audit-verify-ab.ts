@@ -1,11 +1,18 @@
-// A/B driver: the same four verifications from either checkout's sources, over the rows kept by bench:audit-verify.
+// Before/after for `audit verify` (not a test): the same four verifications (SQLite and PostgreSQL,
+// from the database and from the export) from one checkout's sources, over the rows that
+// `CORRAL_BENCH_KEEP=DIR npm run bench:audit-verify` left in DIR. Run it for a baseline checkout
+// and this one alternately, in one session:
+//
+//   node --import tsx bench/audit-verify-ab.ts <checkout root> <keep dir> [postgres url]
+//
+// Prints one JSON line per verification: wall clock, CPU of the process (every thread), load average.
 import { loadavg } from 'node:os'
 import { readFileSync } from 'node:fs'
 const root = process.argv[2]
+const keep = process.argv[3] ?? '/tmp/verify-keep'
 const { bundleInput, databaseInput, verifyLog } = await import(`${root}/src/audit/index.ts`)
 const { openStore } = await import(`${root}/src/store/index.ts`)
-const keep = '/tmp/verify-keep'
-const pgUrl = 'postgres://postgres:postgres@127.0.0.1:5432/corral_dev'
+const pgUrl = process.argv[4] ?? process.env.CORRAL_TEST_PG_URL ?? 'postgres://postgres:postgres@127.0.0.1:5432/corral_dev'
 const schema = readFileSync(`${keep}/pg-schema`, 'utf8').trim()
 const out: Record<string, unknown>[] = []
 async function time(name: string, f: () => Promise<{ ok: boolean; tree_size: number }>) {
