@@ -13,13 +13,8 @@ import { Worker } from 'node:worker_threads'
 import type { Drained } from './append.js'
 import type { AppendReply, AppendWorkerData } from './append-worker.js'
 
-/**
- * A round holds its thousands of rows (about 6 MB as the driver returns them) until it ends: with
- * the default young generation they outlive several scavenges and are copied into the old one, a
- * seventh of a leaf's cost. Semi-spaces of 64 MB (young generation = 3 of them) let a round's rows
- * die young; the space is committed only as it fills.
- */
-const YOUNG_GENERATION_MB = 192
+/** The worker's niceness above the process's (append-worker.ts says why). */
+const APPENDER_NICER = 10
 
 interface Waiter { resolve: (r: Drained) => void; reject: (err: Error) => void }
 
@@ -112,7 +107,7 @@ export class AppendHost {
   #spawn(): Promise<Worker> {
     // The idle clock starts when this worker is ready: an earlier worker's must not retire it.
     clearTimeout(this.#idle)
-    const opts = { workerData: this.#data, resourceLimits: { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB } }
+    const opts = { workerData: { nicer: APPENDER_NICER, ...this.#data } }
     const worker = import.meta.url.endsWith('.ts')
       ? new Worker(throughTsx(new URL('./append-worker.ts', import.meta.url).href), { ...opts, eval: true })
       : new Worker(new URL('./append-worker.js', import.meta.url), opts)

@@ -1,16 +1,34 @@
 // The appender's thread (append-host.ts): its own store connection on the same database, so the
 // queue's read, every row's encoding and hashing, and the append transactions (synchronous on
 // SQLite) never run on the event loop that serves the API and the proxy.
+import { getPriority, setPriority } from 'node:os'
 import { parentPort, workerData } from 'node:worker_threads'
 import { openStore } from '../../store/index.js'
 import { drainQueue } from './append.js'
 
-export interface AppendWorkerData { url: string; schema?: string; batch: number }
+export interface AppendWorkerData {
+  url: string
+  schema?: string
+  batch: number
+  /** How much nicer than the process this thread runs (Linux keeps a nice value per thread). */
+  nicer?: number
+}
 export type AppendRequest = { type: 'append'; id: number } | { type: 'close' }
 export type AppendReply = { id: number; added: number; unreadable: string[] } | { id: number; error: string } | { ready: true } | { failed: string }
 
 const port = parentPort!
 const data = workerData as AppendWorkerData
+// Appending trails the writer by design (checkpoints cover what is appended), so under contention
+// for the cores the writer and the proxy come first and the appender takes what they leave: it
+// catches up when the burst ends. Only ever lowered, which needs no privilege. Only on Linux, where
+// the nice value is per thread: elsewhere it would lower the whole process.
+if (data.nicer && process.platform === 'linux') {
+  try {
+    setPriority(Math.min(19, getPriority() + data.nicer))
+  } catch {
+    // Left at the process's priority.
+  }
+}
 let stopping = false
 let running: Promise<unknown> = Promise.resolve()
 try {

@@ -2,6 +2,8 @@
 // connection): no thread while the queue is empty, a thread for queued rows, let go once its
 // rounds add nothing for its idle time, and a new one for the next rows, the tree continuing where
 // the last left it. Its exit when idle is not a loss, and a closed host starts none.
+import { readdirSync, readFileSync } from 'node:fs'
+import { getPriority } from 'node:os'
 import { describe, expect, it, vi } from 'vitest'
 import { AppendHost } from '../../../src/audit/merkle/append-host.js'
 import type { Store } from '../../../src/store/index.js'
@@ -58,3 +60,36 @@ for (const d of testDialects()) {
     })
   })
 }
+
+// The writer and the proxy come first: the appender's thread runs nicer than the process
+// (Linux keeps a nice value per thread), and only its own thread does.
+describe('appender thread priority', () => {
+  const niceOfThreads = (): Map<string, number> => {
+    const out = new Map<string, number>()
+    for (const tid of readdirSync('/proc/self/task')) {
+      try {
+        const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8')
+        out.set(tid, Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]))
+      } catch {
+        // The thread ended while listed.
+      }
+    }
+    return out
+  }
+
+  it.runIf(process.platform === 'linux')('runs its rounds 10 nicer than the process, and leaves every other thread as it was', async () => {
+    const d = testDialects()[0]!
+    const f = await logFixture(await d.open())
+    const before = niceOfThreads()
+    const base = getPriority()
+    const h = host(f.store, 60_000)
+    await f.write(20)
+    expect((await h.append()).added).toBe(20)
+    const after = niceOfThreads()
+    const added = [...after].filter(([tid]) => !before.has(tid))
+    expect(added.some(([, nice]) => nice === Math.min(19, base + 10))).toBe(true)
+    for (const [tid, nice] of before) if (after.has(tid)) expect(nice).toBe(after.get(tid))
+    expect(getPriority()).toBe(base)
+    await h.close()
+  })
+})
