@@ -3,7 +3,9 @@
 // bubblewrap runtime sets up a workspace's (src/runtime/egress.ts: every address local, nftables'
 // TPROXY to one listener, the resolver at 127.0.0.53; the sandbox init of sandbox-init.ts relaying
 // each connection to the proxy over a unix socket and the host's ProxyBridge). Started as root with
-// bwrap, the host's file system shared (--dev-bind / /) so the generator runs from this checkout.
+// bwrap, the host's file system shared (--dev-bind / /) so the generator runs from this checkout;
+// /dev is the sandbox's own (--dev), as in the runtime: the egress script unlinks /dev/net/tun once
+// open, which through the shared / removed the host's device node.
 // Also runs bench/resolver.ts (the resolver's queries/s through the proxy and alone) and folds its
 // two figures in.
 import { spawn } from 'node:child_process'
@@ -38,7 +40,7 @@ export async function measureTransparent(o: { tmp: string; proxyUrl: string; cor
       bridgePort: BRIDGE_PORT, seconds: o.seconds, rate: o.rate, rateSeconds: o.rateSeconds,
     }
     const inner = [process.execPath, join(dir, 'init.mjs'), process.execPath, '--import', 'tsx', join(ROOT, 'bench/transparent-generator.ts'), JSON.stringify(cfg)]
-    const args = ['--dev-bind', '/', '/', '--tmpfs', '/run', '--ro-bind', egress.dir, SANDBOX_EGRESS_DIR, '--unshare-net', '--die-with-parent',
+    const args = ['--dev-bind', '/', '/', '--dev', '/dev', '--dev-bind-try', '/dev/net/tun', '/dev/net/tun', '--tmpfs', '/run', '--ro-bind', egress.dir, SANDBOX_EGRESS_DIR, '--unshare-net', '--die-with-parent',
       '--cap-drop', 'ALL', '--cap-add', 'CAP_NET_ADMIN', '--cap-add', 'CAP_NET_BIND_SERVICE', '--chdir', ROOT, '--', ...egressCommand(inner)]
     // stdin stays open: the init stops its agent when stdin closes.
     const child = spawn('bwrap', args, {
