@@ -169,6 +169,8 @@ export interface AuditSink {
   writable?(): boolean
   /** Throws AuditUnavailableError when an event emitted now would be refused (a full queue, a closed writer). */
   admit?(): void
+  /** Resolves once every event acknowledged so far is in the database (the journaled writer's batches). */
+  flush?(): Promise<void>
 }
 
 /** Columns `filter` accepts on audit queries and stats (spec, GET /v1/audit). `counter` is virtual. */

@@ -8,6 +8,16 @@ import { TASK_ENDED_CHANNEL, type Store, type StoreTransaction, type WorkspaceRe
 
 export type TaskEnd = 'completed' | 'failed' | 'cancelled'
 
+/** At most this long a task's end waits for its acknowledged audit rows to reach the database. */
+const CATCH_UP_MS = 1_000
+
+async function settledWithin(p: Promise<void> | undefined, ms: number): Promise<void> {
+  if (!p) return
+  let timer: NodeJS.Timeout | undefined
+  const bound = new Promise<void>((r) => (timer = setTimeout(r, ms)))
+  await Promise.race([p.catch(() => {}), bound]).finally(() => clearTimeout(timer))
+}
+
 /** Records one lifecycle event of a workspace (and task) in the mutation's transaction. */
 export type RecordLifecycle = (ws: WorkspaceRecord, type: EventType, userId: string, detail?: Record<string, unknown>, taskId?: string) => void
 
@@ -42,6 +52,11 @@ export class LifecycleRecords {
 
   /** Ends a task once (first writer wins) and records `task_completed`; false when it had ended. */
   async finishTask(ws: WorkspaceRecord, taskId: string, status: TaskEnd, reason?: string, summary?: string): Promise<boolean> {
+    // The task's own rows (its agent's proxied requests, acknowledged from the journal and waiting
+    // for a database batch) are committed before its end, so a reader that stops at
+    // task_completed (`task submit --wait`, the console) has seen them. Bounded: an outage of the
+    // database must not hold a task's end.
+    await settledWithin(this.#audit.flush?.(), CATCH_UP_MS)
     const ended = await this.mutate(async (tx, record) => {
       if (!(await tx.workspaces.tasks.finish(taskId, status, reason, summary))) return false
       record(ws, 'task_completed', ws.created_by_user_id, { status, ...(reason ? { reason } : {}) }, taskId)
