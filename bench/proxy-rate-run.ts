@@ -42,7 +42,8 @@ async function measure(t: Target, rate: number, tag: string, resultsDir: string,
   const perfData = process.env.CORRAL_BENCH_PERF && t.pid ? join(resultsDir, 'prof', `perf-${t.name}${tag ? `-${tag}` : ''}.data`) : undefined
   if (perfData) mkdirSync(join(resultsDir, 'prof'), { recursive: true })
   try {
-    return await fixedRate(d, (x) => send(x), { rate, seconds: RATE_SECONDS, warmSeconds, ...(t.pid ? { pid: t.pid } : {}), ...(perfData ? { perfData } : {}) })
+    const tailFile = process.env.CORRAL_BENCH_TAIL_DIR ? join(process.env.CORRAL_BENCH_TAIL_DIR, `client-${t.name}-${rate}-${tag || '1'}.json`) : undefined
+    return await fixedRate(d, (x) => send(x), { rate, seconds: RATE_SECONDS, warmSeconds, ...(t.pid ? { pid: t.pid } : {}), ...(perfData ? { perfData } : {}), ...(tailFile ? { tailFile } : {}) })
   } finally {
     await d.close()
   }
@@ -54,7 +55,7 @@ function line(name: string, r: RateResult, a?: { p99_ms: number }): string {
   const cpu = r.cpu_ms_per_req !== undefined
     ? `  cpu ${r.cpu_ms_per_req} ms/req (main threads ${r.main_cpu_ms_per_req}, busiest loop ${Math.round((r.main_busy_max ?? 0) * 100)} %, ${r.processes} process${r.processes === 1 ? '' : 'es'}${r.processes_ms_per_req && r.processes_ms_per_req.length > 1 ? `: ${r.processes_ms_per_req.join(' + ')}` : ''})`
     : ''
-  return `${name.padEnd(11)} ${String(r.achieved_rps).padStart(7)} req/s  p50 ${String(r.p50_ms).padStart(6)}  p99 ${String(r.p99_ms).padStart(7)}  p99.9 ${String(r.p999_ms).padStart(7)}  max ${String(r.max_ms).padStart(7)} ms  errors ${r.errors}${a ? `  added p99 ${a.p99_ms} ms` : ''}${cpu}  generator ${r.generator_cpu_ms_per_req} ms/req\n`
+  return `${name.padEnd(11)} ${String(r.achieved_rps).padStart(7)} req/s  p50 ${String(r.p50_ms).padStart(6)}  p99 ${String(r.p99_ms).padStart(7)}  p99.9 ${String(r.p999_ms).padStart(7)}  max ${String(r.max_ms).padStart(7)} ms  errors ${r.errors}${a ? `  added p99 ${a.p99_ms} ms` : ''}${cpu}${r.rss_mb !== undefined ? `  rss ${r.rss_mb} MB` : ''}  generator ${r.generator_cpu_ms_per_req} ms/req\n`
 }
 
 const median = (xs: number[]): number => {

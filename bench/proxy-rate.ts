@@ -3,7 +3,7 @@
 // answers do, and each latency is measured from the request's *scheduled* start, so a stall of the
 // proxy shows up in the tail instead of slowing the generator down (no coordinated omission).
 import { spawn } from 'node:child_process'
-import { readdirSync, readFileSync } from 'node:fs'
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import type { Dispatcher } from 'undici'
 
 export interface RateResult {
@@ -36,6 +36,8 @@ export interface RateResult {
    * `V8 DefaultWorke…` GC and compiler helpers, a Worker thread under the name it was given).
    */
   threads_ms_per_req?: Record<string, number>
+  /** resident memory of the proxy's process tree at the end of the window (MB) */
+  rss_mb?: number
   /** this load generator's CPU per request (a saturated generator would inflate every latency) */
   generator_cpu_ms_per_req: number
 }
@@ -56,6 +58,15 @@ function statCpuMs(path: string): number {
 /** utime + stime of a process in ms, all its threads (/proc/<pid>/stat). */
 export function procCpuMs(pid: number): number {
   return statCpuMs(`/proc/${pid}/stat`)
+}
+
+/** VmRSS of a process in KB (0 when it is gone). */
+function rssKb(pid: number): number {
+  try {
+    return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0)
+  } catch {
+    return 0
+  }
 }
 
 function procCpuOr0(pid: number): number {
@@ -140,9 +151,11 @@ async function perfRecord(pids: readonly number[], out: string): Promise<{ stop(
   }
 }
 
-async function schedule(d: Dispatcher, send: (d: Dispatcher) => Promise<void>, rate: number, seconds: number, record: boolean): Promise<{ lat: Float64Array; ok: number; errors: number; elapsed: number }> {
+async function schedule(d: Dispatcher, send: (d: Dispatcher) => Promise<void>, rate: number, seconds: number, record: boolean): Promise<{ lat: Float64Array; at: Float64Array; ok: number; errors: number; elapsed: number }> {
   const n = Math.round(rate * seconds)
   const lat = new Float64Array(n)
+  // Each answered request's scheduled start, on the monotonic clock the tail attribution shares with the proxies (ms).
+  const at0 = new Float64Array(n)
   let ok = 0
   let errors = 0
   let inFlight = 0
@@ -155,7 +168,10 @@ async function schedule(d: Dispatcher, send: (d: Dispatcher) => Promise<void>, r
     inFlight++
     send(d).then(
       () => {
-        if (record) lat[ok] = performance.now() - at
+        if (record) {
+          lat[ok] = performance.now() - at
+          at0[ok] = at
+        }
         ok++
       },
       () => void errors++,
@@ -170,11 +186,11 @@ async function schedule(d: Dispatcher, send: (d: Dispatcher) => Promise<void>, r
     await new Promise((r) => setTimeout(r, 1))
   }
   if (inFlight > 0) await allDone
-  return { lat: lat.subarray(0, ok), ok, errors, elapsed: (performance.now() - start) / 1000 }
+  return { lat: lat.subarray(0, ok), at: at0.subarray(0, ok), ok, errors, elapsed: (performance.now() - start) / 1000 }
 }
 
 /** A warm-up at the same rate (discarded; `warmSeconds`, default 1), then `seconds` measured. */
-export async function fixedRate(d: Dispatcher, send: (d: Dispatcher) => Promise<void>, o: { rate: number; seconds: number; warmSeconds?: number; pid?: number; perfData?: string }): Promise<RateResult> {
+export async function fixedRate(d: Dispatcher, send: (d: Dispatcher) => Promise<void>, o: { rate: number; seconds: number; warmSeconds?: number; pid?: number; perfData?: string; tailFile?: string }): Promise<RateResult> {
   await schedule(d, send, o.rate, o.warmSeconds ?? 1, false)
   const pids = o.pid ? processTree(o.pid) : []
   const perf = o.perfData && pids.length ? await perfRecord(pids, o.perfData) : undefined
@@ -188,6 +204,11 @@ export async function fixedRate(d: Dispatcher, send: (d: Dispatcher) => Promise<
   const each1 = pids.map((p) => procCpuOr0(p))
   const threads1 = threadCpu(pids)
   await perf?.stop()
+  // CORRAL_BENCH_TAIL_DIR: every request's start (monotonic ms) and latency, with the proxy's pids, for bench/tail-attribution.ts.
+  if (o.tailFile) {
+    const origin = Number(process.hrtime.bigint()) / 1e6 - performance.now()
+    writeFileSync(o.tailFile, JSON.stringify({ pids, client: process.pid, at: Array.from(r.at, (t) => round(t + origin, 3)), lat: Array.from(r.lat, (x) => round(x, 3)) }))
+  }
   const n = Math.max(1, r.ok + r.errors)
   let mainMs = 0
   let busiest = 0
@@ -200,6 +221,7 @@ export async function fixedRate(d: Dispatcher, send: (d: Dispatcher) => Promise<
     ? {
         cpu_ms_per_req: round((cpu1.total - cpu0.total) / n, 3), main_cpu_ms_per_req: round(mainMs / n, 3), main_busy_max: round(busiest / (r.elapsed * 1000), 2), processes: pids.length,
         processes_ms_per_req: pids.map((_, i) => round((each1[i]! - each0[i]!) / n, 3)),
+        rss_mb: round(pids.reduce((a, p) => a + rssKb(p), 0) / 1024, 1),
         threads_ms_per_req: Object.fromEntries([...threads1].map(([k, v]) => [k, round((v - (threads0.get(k) ?? 0)) / n, 4)]).filter(([, v]) => (v as number) > 0)),
       }
     : {}

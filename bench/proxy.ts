@@ -30,11 +30,14 @@
 //   CORRAL_BENCH_BASELINE=/path/to/other/checkout  # also that build (its dist/) as `corral-base`
 //   CORRAL_BENCH_BASELINE_WORKERS=N             # the baseline build with `--workers N`, as `corral-base-wN`
 //   CORRAL_BENCH_BASELINE_FIRST=1               # the baseline measured before this build (alternate between runs)
+//   CORRAL_BENCH_BASELINE_NODE_ARGS="--max-semi-space-size=4"   # Node flags for the baseline only
 //   CORRAL_BENCH_LOG_OFF=1                      # also this build without the provable log as `corral-log-off`,
 //     and an appender draining `corral`'s store beside it (bench/proxy-log-switch.ts)
 //   CORRAL_BENCH_OUT=bench/results/x.json       # where the JSON goes
 //   CORRAL_BENCH_PROFILE=1                      # --cpu-prof of the corral proxy → bench/results/prof/
 //   CORRAL_BENCH_NODE_ARGS="--max-semi-space-size=64"   # Node flags for every corral build measured
+//   CORRAL_BENCH_TAIL_DIR=/tmp/tail            # every proxy and the client record GC pauses and loop stalls (bench/tail-probe.mjs)
+//     and each open-loop request's start and latency there; `npm run bench:tail -- /tmp/tail` lays the slowest over them
 //   CORRAL_BENCH_MODE=rate npm run bench:proxy  # only the open loop at CORRAL_BENCH_RATE (bench/proxy-rate-run.ts;
 //     CORRAL_BENCH_PERF=1 adds a `perf record` of each target; CORRAL_BENCH_RATE=500,1000 several rates;
 //     CORRAL_BENCH_RATE_ROUNDS=N rounds alternating the proxies' order; CORRAL_BENCH_RATE_WARM_SECONDS the first warm-up)
@@ -42,6 +45,7 @@ import { spawn } from 'node:child_process'
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { Agent, ProxyAgent, type Dispatcher } from 'undici'
 import { measureH2, type Via } from './proxy-h2.js'
 import { CONCURRENCY, closedLoop, firstEvent, mcpCall, post, round, rssAtStreams, stream, treeCpuMs, treeRssMb } from './proxy-load.js'
@@ -108,7 +112,9 @@ async function startTargets(run: number, o: Ctx): Promise<Target[]> {
   const baseRoot = env.CORRAL_BENCH_BASELINE
   if (baseRoot) {
     const n = Number(env.CORRAL_BENCH_BASELINE_WORKERS ?? 1)
-    const p = await startCorral({ root: resolve(baseRoot), tmp: o.tmp, dataDir, dbUrl: baselineStore(dbUrl, baseRoot), ...(n > 1 ? { workers: n } : {}), nodeArgs: o.nodeArgs, env: proxyEnv })
+    // CORRAL_BENCH_BASELINE_NODE_ARGS: Node flags for the baseline only (a V8 setting A/B'd on one build: CORRAL_BENCH_BASELINE=. with the flag).
+    const baseArgs = [...o.nodeArgs, ...(env.CORRAL_BENCH_BASELINE_NODE_ARGS?.split(' ').filter(Boolean) ?? [])]
+    const p = await startCorral({ root: resolve(baseRoot), tmp: o.tmp, dataDir, dbUrl: baselineStore(dbUrl, baseRoot), ...(n > 1 ? { workers: n } : {}), nodeArgs: baseArgs, env: proxyEnv })
     // CORRAL_BENCH_BASELINE_FIRST=1 measures the baseline before this build (alternate it between runs).
     targets.splice(env.CORRAL_BENCH_BASELINE_FIRST ? 1 : targets.length, 0, corralTarget(n > 1 ? `corral-base-w${n}` : 'corral-base', p, o.corralCa))
   }
@@ -251,7 +257,13 @@ async function main(): Promise<void> {
     const nodeArgs = [
       ...(env.CORRAL_BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir', join(resultsDir, 'prof')] : []),
       ...(env.CORRAL_BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
+      // CORRAL_BENCH_TAIL_DIR: every proxy and this client record their GC pauses and event-loop stalls there (bench/tail-attribution.ts).
+      ...(env.CORRAL_BENCH_TAIL_DIR ? ['--import', join(ROOT, 'bench/tail-probe.mjs')] : []),
     ]
+    if (env.CORRAL_BENCH_TAIL_DIR) {
+      mkdirSync(env.CORRAL_BENCH_TAIL_DIR, { recursive: true })
+      await import(pathToFileURL(join(ROOT, 'bench/tail-probe.mjs')).href)
+    }
     const ctx: Ctx = { tmp, seeded, upPort, h2Port, upCa, origin: `https://127.0.0.1:${upPort}`, nodeArgs }
     if (env.CORRAL_BENCH_MODE === 'rate') {
       const mark = children.length
