@@ -199,7 +199,8 @@ async function oneRun(run: number, o: Ctx): Promise<RunRecord> {
       for (const t of targets) {
         process.stderr.write(`run ${run}: ${rate} req/s: ${t.name} …\n`)
         const d = t.dispatcher(CONCURRENCY)
-        const r = await fixedRate(d, (x) => post(x, o.origin), { rate, seconds: LATENCY_SECONDS, ...(t.pid ? { pid: t.pid } : {}) })
+        const tailFile = env.CORRAL_BENCH_TAIL_DIR ? join(env.CORRAL_BENCH_TAIL_DIR, `client-${t.name}-${rate}-${run}.json`) : undefined
+        const r = await fixedRate(d, (x) => post(x, o.origin), { rate, seconds: LATENCY_SECONDS, ...(t.pid ? { pid: t.pid } : {}), ...(tailFile ? { tailFile } : {}) })
         await d.close()
         Object.assign(m[t.name]!, { [`${key}_p50_ms`]: r.p50_ms, [`${key}_p99_ms`]: r.p99_ms, [`${key}_achieved_rps`]: r.achieved_rps, [`${key}_cpu_ms_per_req`]: r.cpu_ms_per_req ?? null })
       }
