@@ -139,9 +139,10 @@ export function threadCpu(pids: readonly number[]): Map<string, number> {
 /**
  * `perf record` of every thread of these processes (call graphs; JIT frames are named when the
  * process runs with --perf-basic-prof) until stop(): the whole process's CPU, native work included.
+ * CORRAL_BENCH_PERF_HZ sets the sampling frequency (default 499 per second per thread).
  */
-async function perfRecord(pids: readonly number[], out: string): Promise<{ stop(): Promise<void> }> {
-  const child = spawn('perf', ['record', '-q', '-F', '499', '-g', '-p', pids.join(','), '-o', out], { stdio: 'ignore' })
+export async function perfRecord(pids: readonly number[], out: string): Promise<{ stop(): Promise<void> }> {
+  const child = spawn('perf', ['record', '-q', '-F', process.env.CORRAL_BENCH_PERF_HZ ?? '499', '-g', '-p', pids.join(','), '-o', out], { stdio: 'ignore' })
   await new Promise((r) => setTimeout(r, 300))
   return {
     stop: () => new Promise<void>((resolve) => {

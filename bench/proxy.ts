@@ -41,6 +41,8 @@
 //   CORRAL_BENCH_MODE=rate npm run bench:proxy  # only the open loop at CORRAL_BENCH_RATE (bench/proxy-rate-run.ts;
 //     CORRAL_BENCH_PERF=1 adds a `perf record` of each target; CORRAL_BENCH_RATE=500,1000 several rates;
 //     CORRAL_BENCH_RATE_ROUNDS=N rounds alternating the proxies' order; CORRAL_BENCH_RATE_WARM_SECONDS the first warm-up)
+//   CORRAL_BENCH_MODE=closed npm run bench:proxy  # only the POST closed loop, CPU per request by thread, rounds alternating
+//     the proxies' order (bench/proxy-closed-run.ts; CORRAL_BENCH_CLOSED_ROUNDS, CORRAL_BENCH_PERF=1 as above)
 import { spawn } from 'node:child_process'
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
@@ -52,6 +54,7 @@ import { CONCURRENCY, closedLoop, firstEvent, mcpCall, post, round, rssAtStreams
 import { startMitmproxy, startSquidBump, startSquidTunnel } from './proxy-peers.js'
 import { fixedRate } from './proxy-rate.js'
 import { rateRun } from './proxy-rate-run.js'
+import { closedRun } from './proxy-closed-run.js'
 import { markdownTable, printRun, summarize, type Metrics, type RunRecord } from './proxy-report.js'
 import { ROOT, baselineStore, children, ensurePackages, seed, spawnUntil, startCorral, stopSince, type Seeded } from './proxy-setup.js'
 import { logOffStore, startAppender } from './proxy-log-switch.js'
@@ -269,6 +272,12 @@ async function main(): Promise<void> {
     if (env.CORRAL_BENCH_MODE === 'rate') {
       const mark = children.length
       await rateRun(await startTargets(0, ctx), (d) => post(d, ctx.origin), resultsDir)
+      await stopSince(mark)
+      return
+    }
+    if (env.CORRAL_BENCH_MODE === 'closed') {
+      const mark = children.length
+      await closedRun(await startTargets(0, ctx), (d) => post(d, ctx.origin), resultsDir)
       await stopSince(mark)
       return
     }

@@ -1,0 +1,142 @@
+// bench:proxy's closed-loop-only mode (CORRAL_BENCH_MODE=closed): each target in turn (direct
+// first), POSTs only, CORRAL_BENCH_CONNECTIONS senders (default 32) each sending its next request as
+// soon as its last is answered, for CORRAL_BENCH_SECONDS (default 10). Each target is first warmed
+// for CORRAL_BENCH_WARM_SECONDS and at least CORRAL_BENCH_WARM_REQUESTS requests (default 30,000;
+// at most 120 s), then 2 s before each later round: a fresh Node proxy's CPU per request keeps
+// falling while V8 optimises, and on a loaded machine a warm-up by time alone answers too few
+// requests for TurboFan to finish, so its compiling lands in the window (corral's larger program
+// more than the floor's). CORRAL_BENCH_CLOSED_ROUNDS repeats it, the proxies'
+// order reversed every other round (direct stays first), so an A/B of two builds alternates which
+// runs first. Reports each target's req/s, its whole-tree CPU per request (every thread of every
+// process, /proc), the same by thread name (`main`: the event loop), the load average before and
+// after each round, and every proxy's CPU per request over corral's per round; CORRAL_BENCH_PERF=1
+// adds a `perf record` of every thread of each target over its window (bench/perf-summary.ts reads
+// it; the request count to pass is in the JSON as `requests`) → bench/results/proxy-closed.json
+// (or CORRAL_BENCH_OUT).
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { cpus } from 'node:os'
+import { join, resolve } from 'node:path'
+import type { Dispatcher } from 'undici'
+import { pct, round } from './proxy-load.js'
+import { perfRecord, processTree, threadCpu, treeCpu } from './proxy-rate.js'
+
+const SECONDS = Number(process.env.CORRAL_BENCH_SECONDS ?? 10)
+const WARM_SECONDS = Number(process.env.CORRAL_BENCH_WARM_SECONDS ?? 10)
+const WARM_REQUESTS = Number(process.env.CORRAL_BENCH_WARM_REQUESTS ?? 30_000)
+const WARM_MAX_SECONDS = 120
+const CONNECTIONS = Number(process.env.CORRAL_BENCH_CONNECTIONS ?? 32)
+const ROUNDS = Math.max(1, Number(process.env.CORRAL_BENCH_CLOSED_ROUNDS ?? 4))
+const loadavg = (): number[] => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).map(Number)
+
+type Target = { name: string; pid?: number; dispatcher: (n?: number) => Dispatcher }
+
+export interface ClosedResult {
+  requests: number
+  errors: number
+  rps: number
+  p50_ms: number
+  p99_ms: number
+  /** CPU of the target's process tree (every thread) per answered request */
+  cpu_ms_per_req?: number
+  /** CPU per request by thread name, summed over the tree's processes (`main`: each event loop) */
+  threads_ms_per_req?: Record<string, number>
+  /** this load generator's CPU per request */
+  generator_cpu_ms_per_req: number
+}
+
+async function loop(d: Dispatcher, send: (d: Dispatcher) => Promise<void>, seconds: number, lat?: number[]): Promise<{ ok: number; errors: number; elapsed: number }> {
+  let ok = 0
+  let errors = 0
+  const start = performance.now()
+  const end = start + seconds * 1000
+  await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
+    while (performance.now() < end) {
+      const t0 = performance.now()
+      await send(d).then(() => (ok++, lat?.push(performance.now() - t0)), () => void errors++)
+    }
+  }))
+  return { ok, errors, elapsed: (performance.now() - start) / 1000 }
+}
+
+async function measure(t: Target, send: (d: Dispatcher) => Promise<void>, warm: { seconds: number; requests: number }, perfData?: string): Promise<ClosedResult> {
+  const d = t.dispatcher(CONNECTIONS)
+  try {
+    const w0 = performance.now()
+    let warmed = (await loop(d, send, warm.seconds)).ok
+    while (warmed < warm.requests && performance.now() - w0 < WARM_MAX_SECONDS * 1000) warmed += (await loop(d, send, 2)).ok
+    const pids = t.pid ? processTree(t.pid) : []
+    const perf = perfData && pids.length ? await perfRecord(pids, perfData) : undefined
+    const cpu0 = treeCpu(pids).total
+    const threads0 = threadCpu(pids)
+    const gen0 = process.cpuUsage()
+    const lat: number[] = []
+    const r = await loop(d, send, SECONDS, lat)
+    const gen = process.cpuUsage(gen0)
+    const cpu1 = treeCpu(pids).total
+    const threads1 = threadCpu(pids)
+    await perf?.stop()
+    const n = Math.max(1, r.ok)
+    const proc = pids.length
+      ? {
+          cpu_ms_per_req: round((cpu1 - cpu0) / n, 4),
+          threads_ms_per_req: Object.fromEntries([...threads1].map(([k, v]) => [k, round((v - (threads0.get(k) ?? 0)) / n, 4)]).filter(([, v]) => (v as number) > 0)),
+        }
+      : {}
+    return {
+      requests: r.ok, errors: r.errors, rps: round(r.ok / r.elapsed, 1), p50_ms: round(pct(lat, 50)), p99_ms: round(pct(lat, 99)),
+      ...proc, generator_cpu_ms_per_req: round((gen.user + gen.system) / 1000 / n, 4),
+    }
+  } finally {
+    await d.close()
+  }
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s.length ? (s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2) : NaN
+}
+
+export async function closedRun(targets: Target[], post: (d: Dispatcher) => Promise<void>, resultsDir: string): Promise<void> {
+  const load0 = loadavg()
+  const rounds: { round: number; order: string[]; loadavg_before: number[]; loadavg_after: number[]; results: Record<string, ClosedResult> }[] = []
+  const warmed = new Set<string>()
+  const [direct, ...proxies] = targets
+  if (process.env.CORRAL_BENCH_PERF) mkdirSync(join(resultsDir, 'prof'), { recursive: true })
+  for (let r = 1; r <= ROUNDS; r++) {
+    const order = [direct!, ...(r % 2 === 0 ? [...proxies].reverse() : proxies)]
+    const before = loadavg()
+    const results: Record<string, ClosedResult> = {}
+    for (const t of order) {
+      process.stderr.write(`closed loop c=${CONNECTIONS} × ${SECONDS} s, round ${r}: ${t.name} …\n`)
+      const warm = warmed.has(t.name) ? { seconds: 2, requests: 0 } : { seconds: Math.max(1, WARM_SECONDS), requests: WARM_REQUESTS }
+      warmed.add(t.name)
+      const perfData = process.env.CORRAL_BENCH_PERF && t.pid ? join(resultsDir, 'prof', `perf-closed-${t.name}-${r}.data`) : undefined
+      results[t.name] = await measure(t, post, warm, perfData)
+    }
+    const rec = { round: r, order: order.map((t) => t.name), loadavg_before: before, loadavg_after: loadavg(), results }
+    rounds.push(rec)
+    process.stdout.write(`\nround ${r}, load average ${rec.loadavg_before.join(' ')} → ${rec.loadavg_after.join(' ')}\n`)
+    for (const t of order) {
+      const x = results[t.name]!
+      process.stdout.write(`${t.name.padEnd(12)} ${String(x.rps).padStart(7)} req/s  p50 ${x.p50_ms} ms  errors ${x.errors}${x.cpu_ms_per_req !== undefined ? `  cpu ${x.cpu_ms_per_req} ms/req (${Object.entries(x.threads_ms_per_req ?? {}).map(([k, v]) => `${k} ${v}`).join(', ')})` : ''}  generator ${x.generator_cpu_ms_per_req}\n`)
+    }
+  }
+  const summary: Record<string, unknown> = {}
+  for (const t of proxies) {
+    const cpu = rounds.map((x) => x.results[t.name]?.cpu_ms_per_req).filter((v): v is number => typeof v === 'number')
+    const main = rounds.map((x) => x.results[t.name]?.threads_ms_per_req?.main).filter((v): v is number => typeof v === 'number')
+    summary[t.name] = { cpu_ms_per_req: cpu, median: round(median(cpu), 4), main_median: round(median(main), 4), rps: rounds.map((x) => x.results[t.name]?.rps) }
+    if (t.name === 'corral') continue
+    const ratio = rounds.map((x) => (x.results.corral?.cpu_ms_per_req ?? NaN) / (x.results[t.name]?.cpu_ms_per_req ?? NaN)).filter(Number.isFinite).map((v) => round(v, 3))
+    summary[`corral/${t.name}`] = { per_round: ratio, median: round(median(ratio), 3) }
+  }
+  const out = {
+    machine: { cpus: cpus().length, node: process.version, loadavg_before: load0, loadavg_after: loadavg() },
+    mode: 'closed', seconds: SECONDS, warm_seconds: WARM_SECONDS, warm_requests: WARM_REQUESTS, connections: CONNECTIONS, rounds_count: ROUNDS,
+    request: 'POST /v1/messages (body CEL match, 2 header transforms, injected credential, request counter with a ceiling)',
+    rounds, summary,
+  }
+  const file = resolve(process.env.CORRAL_BENCH_OUT ?? join(resultsDir, 'proxy-closed.json'))
+  writeFileSync(file, JSON.stringify(out, null, 2) + '\n')
+  process.stdout.write(`\n${JSON.stringify(summary, null, 1)}\nload average ${out.machine.loadavg_before.join(' ')} → ${out.machine.loadavg_after.join(' ')}\nwrote ${file}\n`)
+}
