@@ -13,8 +13,8 @@
 // have no place of their own, so they count for the JavaScript that called them. With `requests`
 // (the window's request count: rate × seconds) each row is also given in ms per request.
 import { execFileSync } from 'node:child_process'
-import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { attribute, cliArgs, groupBy, largest } from './attribution.js'
+import { rewriteMap } from './perf-map.js'
 
 const args = process.argv.slice(2)
 const cli = cliArgs(args)
@@ -29,44 +29,10 @@ const requests = Number(requestsArg ?? 0)
 
 interface Sample { pid: number; tid: number; ns: number; frames: string[] }
 
-/**
- * V8 appends a line to /tmp/perf-<pid>.map for every code object it makes and never takes one
- * back, so an address range freed by GC and reused by later code carries two names, and perf may
- * pick the older (start-up code such as the module loader named in a steady-state window). Each
- * map of the recorded processes is rewritten keeping, where ranges overlap, the latest entry only
- * (the original kept beside it as .orig): what ran in the window was compiled after what it replaced.
- */
+/** Each recorded process's JIT map reduced to its latest names (bench/perf-map.ts) before perf reads it. */
 function latestNamesOnly(path: string): void {
   const pids = new Set(execFileSync('perf', ['script', '-i', path, '-F', 'pid'], { maxBuffer: 1 << 28, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).split('\n').map((l) => l.trim()).filter(Boolean))
-  for (const pid of pids) {
-    const map = `/tmp/perf-${pid}.map`
-    if (!existsSync(map)) continue
-    if (!existsSync(`${map}.orig`)) copyFileSync(map, `${map}.orig`)
-    const lines = readFileSync(`${map}.orig`, 'utf8').split('\n').filter(Boolean)
-    const kept: { start: number; end: number; line: string }[] = []
-    const taken: [number, number][] = [] // sorted, disjoint
-    const overlaps = (a: number, b: number): boolean => {
-      let lo = 0
-      let hi = taken.length
-      while (lo < hi) {
-        const mid = (lo + hi) >> 1
-        if (taken[mid]![1] <= a) lo = mid + 1
-        else hi = mid
-      }
-      return lo < taken.length && taken[lo]![0] < b
-    }
-    for (let i = lines.length - 1; i >= 0; i--) {
-      const [a, n] = lines[i]!.split(' ', 2)
-      const start = parseInt(a!, 16)
-      const end = start + Math.max(1, parseInt(n!, 16))
-      if (overlaps(start, end)) continue
-      kept.push({ start, end, line: lines[i]! })
-      let at = taken.findIndex((t) => t[0] > start)
-      if (at < 0) at = taken.length
-      taken.splice(at, 0, [start, end])
-    }
-    writeFileSync(map, kept.reverse().map((k) => k.line).join('\n') + '\n')
-  }
+  for (const pid of pids) rewriteMap(pid)
 }
 
 function read(path: string): Sample[] {

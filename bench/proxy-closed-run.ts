@@ -15,7 +15,7 @@
 // (or CORRAL_BENCH_OUT).
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { cpus } from 'node:os'
-import { join, resolve } from 'node:path'
+import { basename, join, resolve } from 'node:path'
 import type { Dispatcher } from 'undici'
 import { pct, round } from './proxy-load.js'
 import { perfRecord, processTree, threadCpu, treeCpu } from './proxy-rate.js'
@@ -102,6 +102,8 @@ export async function closedRun(targets: Target[], post: (d: Dispatcher) => Prom
   const warmed = new Set<string>()
   const [direct, ...proxies] = targets
   if (process.env.CORRAL_BENCH_PERF) mkdirSync(join(resultsDir, 'prof'), { recursive: true })
+  // perf files named after the JSON's name too, so a second run does not replace the first's.
+  const tag = process.env.CORRAL_BENCH_OUT ? `${basename(process.env.CORRAL_BENCH_OUT, '.json')}-` : ''
   for (let r = 1; r <= ROUNDS; r++) {
     const order = [direct!, ...(r % 2 === 0 ? [...proxies].reverse() : proxies)]
     const before = loadavg()
@@ -110,7 +112,7 @@ export async function closedRun(targets: Target[], post: (d: Dispatcher) => Prom
       process.stderr.write(`closed loop c=${CONNECTIONS} × ${SECONDS} s, round ${r}: ${t.name} …\n`)
       const warm = warmed.has(t.name) ? { seconds: 2, requests: 0 } : { seconds: Math.max(1, WARM_SECONDS), requests: WARM_REQUESTS }
       warmed.add(t.name)
-      const perfData = process.env.CORRAL_BENCH_PERF && t.pid ? join(resultsDir, 'prof', `perf-closed-${t.name}-${r}.data`) : undefined
+      const perfData = process.env.CORRAL_BENCH_PERF && t.pid ? join(resultsDir, 'prof', `perf-closed-${tag}${t.name}-${r}.data`) : undefined
       results[t.name] = await measure(t, post, warm, perfData)
     }
     const rec = { round: r, order: order.map((t) => t.name), loadavg_before: before, loadavg_after: loadavg(), results }
