@@ -1,5 +1,6 @@
-// SQLite through better-sqlite3: one file, WAL so readers never block the writer, a busy timeout so
-// a second process (the admin CLI while `serve` runs) waits for the lock instead of failing.
+// SQLite through better-sqlite3: one file, WAL so readers never block the writer; a statement that
+// finds the write lock held by another connection waits for it on a timer, never by sleeping on the
+// event loop (sqlite-driver.ts).
 // notify/listen is an in-process emitter shared by every Store opened on the same file in this
 // process; SQLite has no cross-process notification (multi-replica deployments use Postgres).
 
@@ -7,9 +8,10 @@ import { EventEmitter } from 'node:events'
 import { mkdirSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import BetterSqlite3 from 'better-sqlite3'
-import { CompiledQuery, Kysely, SqliteDialect, SqliteDriver, sql, type DatabaseConnection, type Driver } from 'kysely'
+import { Kysely, sql } from 'kysely'
 import type { Database } from '../schema.js'
 import { SqliteBulkWorker, type BulkInsertText } from './sqlite-bulk-worker.js'
+import { LockWaitingSqliteDialect } from './sqlite-driver.js'
 import { assertChannel, type BulkColumn, type StoreDialect } from './types.js'
 
 const emitters = new Map<string, { emitter: EventEmitter; refs: number }>()
@@ -36,7 +38,7 @@ export function openSqlite(path: string): StoreDialect {
   if (path !== ':memory:') mkdirSync(dirname(file), { recursive: true })
   const database = new BetterSqlite3(path === ':memory:' ? ':memory:' : file)
   configure(database)
-  const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database }) })
+  const db = new Kysely<Database>({ dialect: new LockWaitingSqliteDialect(database) })
   const optimizer = setInterval(() => void sql`PRAGMA optimize`.execute(db).catch(() => {}), 3_600_000)
   optimizer.unref()
   const emitter = sharedEmitter(file)
@@ -120,25 +122,9 @@ function configure(database: BetterSqlite3.Database): void {
   // at open and hourly, so filtered audit pages pick the most selective index.
   database.pragma('analysis_limit = 1000')
   database.pragma('optimize = 0x10002')
-}
-
-/**
- * Kysely's SQLite transactions BEGIN DEFERRED: one that reads and then writes while another
- * connection (the audit bulk worker, the admin CLI) committed in between cannot upgrade its
- * snapshot and fails at once with "database is locked" — the busy timeout never applies to that
- * case. BEGIN IMMEDIATE takes the write lock up front, so the busy timeout makes it wait instead.
- */
-class ImmediateSqliteDialect extends SqliteDialect {
-  override createDriver(): Driver {
-    return new (class extends SqliteDriver {
-      override async beginTransaction(connection: DatabaseConnection): Promise<void> {
-        await connection.executeQuery(CompiledQuery.raw('begin immediate'))
-      }
-    })(this.config)
-  }
-  constructor(readonly config: ConstructorParameters<typeof SqliteDialect>[0]) {
-    super(config)
-  }
+  // The settings above may wait for a lock (this is the open, not a request); from here on a busy
+  // statement fails at once and the driver waits for the lock off the event loop (sqlite-driver.ts).
+  database.pragma('busy_timeout = 0')
 }
 
 /** The bulk insert: on the worker thread, or on this connection for a memory database. */
