@@ -25,8 +25,14 @@ export async function logOffStore(dbUrl: string): Promise<string> {
   return `sqlite:${copy}`
 }
 
-/** The appender as serve runs it, against `dbUrl`, in a child process (bench/audit-appender-proc.ts). */
+/**
+ * The appender as serve runs it, against `dbUrl`, in a child process (bench/audit-appender-proc.ts);
+ * CORRAL_BENCH_APPENDER_IDLE=1 runs it under SCHED_IDLE, to tell its CPU from its lock and I/O.
+ */
 export async function startAppender(dbUrl: string): Promise<number> {
-  const p = await spawnUntil(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/audit-appender-proc.ts'), dbUrl], /READY/)
+  const args = ['--import', 'tsx', join(ROOT, 'bench/audit-appender-proc.ts'), dbUrl]
+  const p = process.env.CORRAL_BENCH_APPENDER_IDLE === '1'
+    ? await spawnUntil('chrt', ['-i', '0', process.execPath, ...args], /READY/)
+    : await spawnUntil(process.execPath, args, /READY/)
   return p.child.pid!
 }

@@ -32,7 +32,10 @@
 //   CORRAL_BENCH_BASELINE_FIRST=1               # the baseline measured before this build (alternate between runs)
 //   CORRAL_BENCH_BASELINE_NODE_ARGS="--max-semi-space-size=4"   # Node flags for the baseline only
 //   CORRAL_BENCH_LOG_OFF=1                      # also this build without the provable log as `corral-log-off`,
-//     and an appender draining `corral`'s store beside it (bench/proxy-log-switch.ts)
+//     and an appender draining `corral`'s store beside it (bench/proxy-log-switch.ts); with
+//     CORRAL_BENCH_BASELINE, `corral-base` gets an appender draining its store too (an A/B with the log on)
+//   CORRAL_BENCH_APPENDER_IDLE=1                # those appenders under SCHED_IDLE (`chrt -i 0`): they take
+//     only CPU nothing else wants, so a tail left with them is their lock or I/O, not their CPU
 //   CORRAL_BENCH_OUT=bench/results/x.json       # where the JSON goes
 //   CORRAL_BENCH_PROFILE=1                      # --cpu-prof of the corral proxy → bench/results/prof/
 //   CORRAL_BENCH_NODE_ARGS="--max-semi-space-size=64"   # Node flags for every corral build measured
@@ -117,7 +120,9 @@ async function startTargets(run: number, o: Ctx): Promise<Target[]> {
     const n = Number(env.CORRAL_BENCH_BASELINE_WORKERS ?? 1)
     // CORRAL_BENCH_BASELINE_NODE_ARGS: Node flags for the baseline only (a V8 setting A/B'd on one build: CORRAL_BENCH_BASELINE=. with the flag).
     const baseArgs = [...o.nodeArgs, ...(env.CORRAL_BENCH_BASELINE_NODE_ARGS?.split(' ').filter(Boolean) ?? [])]
-    const p = await startCorral({ root: resolve(baseRoot), tmp: o.tmp, dataDir, dbUrl: baselineStore(dbUrl, baseRoot), ...(n > 1 ? { workers: n } : {}), nodeArgs: baseArgs, env: proxyEnv })
+    const baseUrl = baselineStore(dbUrl, baseRoot)
+    if (env.CORRAL_BENCH_LOG_OFF === '1') await startAppender(baseUrl)
+    const p = await startCorral({ root: resolve(baseRoot), tmp: o.tmp, dataDir, dbUrl: baseUrl, ...(n > 1 ? { workers: n } : {}), nodeArgs: baseArgs, env: proxyEnv })
     // CORRAL_BENCH_BASELINE_FIRST=1 measures the baseline before this build (alternate it between runs).
     targets.splice(env.CORRAL_BENCH_BASELINE_FIRST ? 1 : targets.length, 0, corralTarget(n > 1 ? `corral-base-w${n}` : 'corral-base', p, o.corralCa))
   }
