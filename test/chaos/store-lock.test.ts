@@ -1,6 +1,7 @@
 // Another connection holds the database's write lock (on SQLite: a BEGIN IMMEDIATE from another
 // process, as the provable log's append transaction, the audit bulk worker or an admin CLI would;
-// on PostgreSQL: an exclusive lock on the budget ledgers) while `serve`'s proxy is asked for
+// on PostgreSQL: an exclusive lock on the budget ledgers) while the proxy (`serve`'s, then
+// `corral proxy` on the same data dir and database) is asked for
 // requests that make each kind of ledger write it does on the request path: a debit written behind
 // (an unlimited counter) and a lease taken from the ledger (a ceiling's first request). The
 // requests that do not need the ledger's answer must be answered while the lock is still held;
@@ -14,6 +15,7 @@ import { createInterface } from 'node:readline'
 import pg from 'pg'
 import { ProxyAgent, fetch as undiciFetch } from 'undici'
 import { afterAll, describe, expect, it } from 'vitest'
+import { startCorralProxy } from '../helpers/corral-proxy.js'
 import { seedWorkspace, startChaos, type Chaos } from './harness.js'
 import { chaosDialects } from './dialects.js'
 
@@ -90,59 +92,80 @@ async function ledgerUsed(c: Chaos, workspaceId: string, capability: string): Pr
   })
 }
 
+/**
+ * Through the proxy at `proxyUrl`: the lock taken after a warm-up, a debit written behind, a
+ * ceiling's first request, then requests needing no ledger; returns when the lock is released and
+ * the ceiling's request answered. Asserts the order of answers and release.
+ */
+async function underTheLock(o: { proxyUrl: string; port: number; token: string; caPem: string; lock: () => Promise<Lock> }): Promise<void> {
+  const agent = new ProxyAgent({ uri: o.proxyUrl, token: `Bearer ${o.token}`, requestTls: { ca: o.caPem } })
+  let released = false
+  const get = async (path: string): Promise<{ status: number; whileLocked: boolean }> => {
+    const res = await undiciFetch(`https://127.0.0.1:${o.port}${path}`, { dispatcher: agent, signal: AbortSignal.timeout(30_000) })
+    await res.arrayBuffer()
+    return { status: res.status, whileLocked: !released }
+  }
+  try {
+    // The workspace is active and its policy compiled before the lock is taken.
+    expect((await get('/free/warm')).status).toBe(200)
+    const lock = await o.lock()
+    let releasing: Promise<void> | undefined
+    // An answer counts as early only if it came before the release was even asked for.
+    const releaseOnce = (): Promise<void> => {
+      released = true
+      return (releasing ??= lock.release())
+    }
+    const bound = setTimeout(() => void releaseOnce(), LOCK_BOUND_MS)
+    // A debit written behind (the proxy writes it to the ledger on its own schedule).
+    const metered = await get('/metered/1')
+    // A ceiling's first request: its lease must come from the ledger before it is forwarded.
+    const calls = get('/calls/1')
+    // Requests that need no ledger, one after another, while both writes wait for the lock.
+    const free: Array<{ status: number; whileLocked: boolean }> = []
+    for (let i = 0; i < FREE_REQUESTS && !released; i++) free.push(await get(`/free/${i}`))
+    clearTimeout(bound)
+    await releaseOnce()
+    const leased = await calls
+
+    expect(metered).toEqual({ status: 200, whileLocked: true })
+    expect(free).toEqual(Array.from({ length: FREE_REQUESTS }, () => ({ status: 200, whileLocked: true })))
+    expect(leased).toEqual({ status: 200, whileLocked: false })
+  } finally {
+    await agent.close()
+  }
+}
+
 for (const d of chaosDialects('chaos/store-lock.test.ts')) {
   describe(`the proxy while another connection holds the database's write lock [${d.name}]`, () => {
     let c: Chaos | undefined
+    const started: ChildProcess[] = []
     afterAll(async () => {
+      for (const p of started) if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL')
       await c?.close()
       await d.drop()
     })
+    const lockOf = (chaos: Chaos) => (): Promise<Lock> => (d.name === 'sqlite' ? sqliteLock(chaos.db.slice('sqlite:'.length)) : postgresLock(chaos.db))
 
-    it('answers every request that does not need the ledger before the lock is released; the ledger gets every write after', async () => {
+    it('serve: answers every request that does not need the ledger before the lock is released; the ledger gets every write after', async () => {
       const db = await d.create()
       c = await startChaos(db ? { db } : {})
-      const chaos = c
       const ws = await seedWorkspace(c, caps(c.upstream.port))
-      const agent = new ProxyAgent({ uri: c.proxyUrl, token: `Bearer ${ws.token}`, requestTls: { ca: ws.caPem } })
-      let released = false
-      const get = async (path: string): Promise<{ status: number; whileLocked: boolean }> => {
-        const res = await undiciFetch(`https://127.0.0.1:${chaos.upstream.port}${path}`, { dispatcher: agent, signal: AbortSignal.timeout(30_000) })
-        await res.arrayBuffer()
-        return { status: res.status, whileLocked: !released }
-      }
-      try {
-        // The workspace is active and its policy compiled before the lock is taken.
-        expect((await get('/free/warm')).status).toBe(200)
-
-        const lock = d.name === 'sqlite' ? await sqliteLock(c.db.slice('sqlite:'.length)) : await postgresLock(c.db)
-        const bound = setTimeout(() => void releaseOnce(), LOCK_BOUND_MS)
-        let releasing: Promise<void> | undefined
-        // An answer counts as early only if it came before the release was even asked for.
-        const releaseOnce = (): Promise<void> => {
-          released = true
-          return (releasing ??= lock.release())
-        }
-        // A debit written behind (the proxy writes it to the ledger on its own schedule).
-        const metered = await get('/metered/1')
-        // A ceiling's first request: its lease must come from the ledger before it is forwarded.
-        const calls = get('/calls/1')
-        // Requests that need no ledger, one after another, while both writes wait for the lock.
-        const free: Array<{ status: number; whileLocked: boolean }> = []
-        for (let i = 0; i < FREE_REQUESTS && !released; i++) free.push(await get(`/free/${i}`))
-        clearTimeout(bound)
-        await releaseOnce()
-        const leased = await calls
-
-        expect(metered).toEqual({ status: 200, whileLocked: true })
-        expect(free).toEqual(Array.from({ length: FREE_REQUESTS }, () => ({ status: 200, whileLocked: true })))
-        expect(leased).toEqual({ status: 200, whileLocked: false })
-      } finally {
-        await agent.close()
-      }
+      await underTheLock({ proxyUrl: c.proxyUrl, port: c.upstream.port, token: ws.token, caPem: ws.caPem, lock: lockOf(c) })
       // Every write reached the ledger once the lock was gone: the debit written behind, and the lease.
       await c.serve.stop({ keepDataDir: true })
       expect(await ledgerUsed(c, ws.workspaceId, 'metered')).toBe(1)
       expect(await ledgerUsed(c, ws.workspaceId, 'calls')).toBe(1)
+    })
+
+    it('corral proxy: the same, on the same data dir and database with serve stopped', async () => {
+      const chaos = c!
+      const ws = await seedWorkspace(chaos, caps(chaos.upstream.port))
+      const proxy = await startCorralProxy({ workers: 1, dataDir: chaos.dataDir, db: chaos.db, upstreamCa: chaos.upstream.caFile, started })
+      await underTheLock({ proxyUrl: proxy.url, port: chaos.upstream.port, token: ws.token, caPem: ws.caPem, lock: lockOf(chaos) })
+      proxy.child.kill('SIGTERM')
+      expect(await proxy.exited).toBe(0)
+      expect(await ledgerUsed(chaos, ws.workspaceId, 'metered')).toBe(1)
+      expect(await ledgerUsed(chaos, ws.workspaceId, 'calls')).toBe(1)
     })
   })
 }
