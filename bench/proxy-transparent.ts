@@ -4,8 +4,8 @@
 // TPROXY to one listener, the resolver at 127.0.0.53; the sandbox init of sandbox-init.ts relaying
 // each connection to the proxy over a unix socket and the host's ProxyBridge). Started as root with
 // bwrap, the host's file system shared (--dev-bind / /) so the generator runs from this checkout;
-// /dev is the sandbox's own (--dev), as in the runtime: the egress script unlinks /dev/net/tun once
-// open, which through the shared / removed the host's device node.
+// /dev is the sandbox's own (--dev), as in the runtime, so nothing the egress script does to its
+// /dev reaches the host's device nodes.
 // Also runs bench/resolver.ts (the resolver's queries/s through the proxy and alone) and folds its
 // two figures in.
 import { spawn } from 'node:child_process'
@@ -41,7 +41,7 @@ export async function measureTransparent(o: { tmp: string; proxyUrl: string; cor
     }
     const inner = [process.execPath, join(dir, 'init.mjs'), process.execPath, '--import', 'tsx', join(ROOT, 'bench/transparent-generator.ts'), JSON.stringify(cfg)]
     const args = ['--dev-bind', '/', '/', '--dev', '/dev', '--dev-bind-try', '/dev/net/tun', '/dev/net/tun', '--tmpfs', '/run', '--ro-bind', egress.dir, SANDBOX_EGRESS_DIR, '--unshare-net', '--die-with-parent',
-      '--cap-drop', 'ALL', '--cap-add', 'CAP_NET_ADMIN', '--cap-add', 'CAP_NET_BIND_SERVICE', '--chdir', ROOT, '--', ...egressCommand(inner)]
+      '--cap-drop', 'ALL', '--cap-add', 'CAP_NET_ADMIN', '--cap-add', 'CAP_NET_BIND_SERVICE', '--cap-add', 'CAP_SETUID', '--cap-add', 'CAP_SETGID', '--chdir', ROOT, '--', ...egressCommand(inner)]
     // stdin stays open: the init stops its agent when stdin closes.
     const child = spawn('bwrap', args, {
       env: { ...process.env, CORRAL_BRIDGE_SOCKET: bridge.socketPath, CORRAL_BRIDGE_PORT: String(BRIDGE_PORT), CORRAL_PROXY_TOKEN: o.token },

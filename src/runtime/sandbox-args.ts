@@ -101,8 +101,10 @@ export function bwrapArgs(m: SandboxMounts, command: readonly string[]): string[
     else args.push('--ro-bind', dir, dir)
   }
   args.push('--proc', '/proc', '--dev', '/dev')
-  // The egress setup opens it as root for the UDP reports, then removes the node (egress.ts).
-  if (egress) args.push('--dev-bind-try', '/dev/net/tun', '/dev/net/tun')
+  // The egress setup opens it as root for the UDP reports (egress.ts). A bound node cannot be
+  // removed (it is a mount point) and an unlink through a shared /dev would reach the host's, so it
+  // stays, in a directory only root may enter: the agent's uid can neither list nor open it.
+  if (egress) args.push('--perms', '0700', '--dir', '/dev/net', '--dev-bind-try', '/dev/net/tun', '/dev/net/tun')
   // /tmp is RAM: sized to the workspace's memory (a write past it fails with ENOSPC), and its
   // pages are charged to the workspace's memory cgroup besides. Root sets it up, so it is opened
   // to everyone (sticky) for the agent's uid.

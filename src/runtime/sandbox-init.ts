@@ -11,8 +11,9 @@
 //    before the uid was dropped (the TPROXY listener, the resolver's UDP and TCP port 53) and hands
 //    each intercepted connection to the proxy as a CONNECT to the address and port the tool
 //    dialled (marked x-corral-egress), and each DNS query as a framed message on a CONNECT to
-//    resolver.corral.internal:53. What the proxy refuses is closed. A fourth descriptor, the tun
-//    device non-DNS UDP is routed into, is read packet by packet: each new destination and port is
+//    resolver.corral.internal:53. What the proxy refuses is closed. A fourth descriptor, a datagram
+//    socket on which egress.ts's relay hands over each packet of the tun device non-DNS UDP is
+//    routed into, is read packet by packet: each new destination and port is
 //    reported to the proxy (a CONNECT marked `udp`, refused with its row there), at most once per
 //    UDP_REPORT_MS each and for at most UDP_KEYS of them at a time; the datagrams go nowhere.
 // 2. Spawns the agent command with the rest of the environment (plus CORRAL_PACK_ENV's), reports `spawned` on fd 3 and
@@ -74,10 +75,10 @@ const UDP_KEYS = 256
 
 const UDP_POLL_MS = 200
 
-// Raw IPv4 packets from the tun device (one per read): the destination and port of each UDP
-// datagram. Anything else (IPv6 router solicitations, fragments after the first) is ignored. The
-// descriptor is non-blocking and polled: node has no way to wait on a character device, and a
-// blocking read in its thread pool would keep the process from ever exiting.
+// Raw IPv4 packets from the tun device, one per read of the relay's socket: the destination and
+// port of each UDP datagram. Anything else (IPv6 router solicitations, fragments after the first)
+// is ignored. The descriptor is non-blocking and polled: node has no way to wait on a raw
+// descriptor, and a blocking read in its thread pool would keep the process from ever exiting.
 let udpDrain = () => Promise.resolve()
 function startUdpReports(fd) {
   const reported = new Map()

@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Pod } from 'kubernetes-models/v1'
 import { kubernetesSettingsFromEnv } from '../../src/runtime/index.js'
-import { agentPod, claimName, keeperPod, openKubeClient, podName, podResources } from '../../src/runtime/kubernetes/index.js'
+import { agentPod, claimName, keeperPod, openKubeClient, podName, podResources, privilegeProblems } from '../../src/runtime/kubernetes/index.js'
 import { DEFAULT_LIMITS } from '../../src/runtime/limits.js'
 import { FakeKube } from '../helpers/fake-kube/index.js'
 import { kubernetesRuntime, type KubernetesRuntimeUnderTest } from '../runtime/drivers.js'
@@ -63,6 +63,18 @@ describe('Kubernetes workspace pods', () => {
     }
     // The kubelet gives Secret files to fsGroup: the pod's user must be in it to read them.
     if (secretVolumes.length > 0) expect(pod.spec.securityContext.fsGroup).toBeDefined()
+  })
+
+  // What the bubblewrap driver must hide inside the sandbox (a tun device the setup opened) has no
+  // counterpart here: no host path or device reaches a pod, no container adds a capability once
+  // init containers have exited, and the agent does not share a process namespace with the egress
+  // container (whose descriptors it could otherwise reach through /proc/<pid>/fd).
+  it.each(pods())('%s: no host path, no device, no shared process namespace, no capability beside the agent', (_label, pod) => {
+    const spec = pod.spec as Manifest['spec'] & { shareProcessNamespace?: boolean; hostPID?: boolean; hostNetwork?: boolean }
+    expect(spec.volumes.filter((v) => v.hostPath)).toEqual([])
+    expect(spec.containers.flatMap((c) => (c as { volumeDevices?: unknown[] }).volumeDevices ?? [])).toEqual([])
+    expect([spec.shareProcessNamespace, spec.hostPID, spec.hostNetwork].filter(Boolean)).toEqual([])
+    expect(privilegeProblems(pod)).toEqual([])
   })
 })
 
