@@ -6,6 +6,7 @@ export {
   type AuditWriter, type AuditWriterLogger, type AuditWriterOptions, type AuditWriterStats,
 } from './writer.js'
 export { auditedMutation, type RecordAudit } from './mutation.js'
+export { flushWithin } from './flush-within.js'
 export type { JournalDurability } from './journal.js'
 export { journalSettingsFromEnv } from './journal-files.js'
 export { AuditUnavailableError, type AuditUnavailableCause } from './unavailable.js'

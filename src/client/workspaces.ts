@@ -2,7 +2,7 @@
 // with files goes as multipart/form-data (repeatable `file` parts); everything else is JSON.
 import { readFile } from 'node:fs/promises'
 import { basename } from 'node:path'
-import type { TaskAcceptedJson, TaskJson, WorkspaceJson } from '../contract/index.js'
+import type { SnapshotFileEntry, TaskAcceptedJson, TaskJson, WorkspaceJson } from '../contract/index.js'
 import type { CorralClient } from './client.js'
 import { ApiConnectionError, apiErrorFrom } from './errors.js'
 
@@ -14,14 +14,7 @@ export type TaskRecord = TaskJson
 
 export type WorkspaceRecord = WorkspaceJson
 
-export interface SnapshotFileEntry {
-  path: string
-  size: number
-  is_dir: boolean
-  mtime: number
-  readonly: boolean
-  mime_type?: string
-}
+export type { SnapshotFileEntry }
 
 export interface TaskSubmission {
   description: string

@@ -2,5 +2,5 @@
 // with (src/contract/wire.ts), taken as types only so no server code is bundled.
 export type {
   AgentRoleJson as AgentRoleRecord, AuditEvent, ErrorBody as ErrorEnvelope, MeJson as Me, TaskJson as TaskRecord, WorkspaceJson as WorkspaceRecord,
-  AuditOrder, TaskLifecycleStatus, WorkspaceState,
+  AuditOrder, SnapshotFileEntry, TaskLifecycleStatus, WorkspaceState,
 } from '../contract/index.js'

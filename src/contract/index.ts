@@ -37,8 +37,9 @@ export {
 } from './resources.js'
 export {
   workspaceSchema, taskSchema, taskAcceptedSchema, apiKeySchema, createdApiKeySchema, membershipSchema, meSchema, providerSchema,
-  agentRoleSchema, roleResourcesSchema, roleWarningsSchema, type WorkspaceJson, type TaskJson, type TaskAcceptedJson, type ApiKeyJson,
-  type CreatedApiKeyJson, type MembershipJson, type MeJson, type ProviderJson, type AgentRoleJson, type RoleWarningJson,
+  agentRoleSchema, roleResourcesSchema, roleWarningsSchema, snapshotFileEntrySchema, snapshotFilesSchema, type WorkspaceJson, type TaskJson,
+  type TaskAcceptedJson, type ApiKeyJson, type CreatedApiKeyJson, type MembershipJson, type MeJson, type ProviderJson, type AgentRoleJson,
+  type RoleWarningJson, type SnapshotFileEntry,
 } from './wire.js'
 export { auditEventSchema, auditPageSchema, statsSchema, type StatsJson } from './wire-audit.js'
 export { checkpointListSchema, checkpointSchema, consistencyProofSchema, inclusionProofSchema, logPageSchema, unloggedSchema } from './wire-audit-log.js'

@@ -53,6 +53,24 @@ export const taskAcceptedSchema = {
 } as const
 export type TaskAcceptedJson = FromSchema<typeof taskAcceptedSchema>
 
+/** One entry of a snapshot listing (control-plane.md "Snapshot file entry"): what the runtimes read from a snapshot and the API answers. */
+export const snapshotFileEntrySchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['path', 'size', 'is_dir', 'mtime', 'readonly'],
+  // mtime: Unix-epoch seconds with fractional milliseconds.
+  properties: { path: str, size: int, is_dir: { type: 'boolean' }, mtime: { type: 'number' }, readonly: { type: 'boolean' }, mime_type: str },
+} as const
+export type SnapshotFileEntry = FromSchema<typeof snapshotFileEntrySchema>
+
+/** GET /v1/workspaces/{id}/snapshot/files. */
+export const snapshotFilesSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['entries'],
+  properties: { entries: { type: 'array', items: snapshotFileEntrySchema } },
+} as const
+
 const apiKeyProperties = {
   id: str, label: str, prefix: str, permission_set: oneOf(PERMISSION_SETS), created_by_user_id: str, created_at: dateTime, last_used_at: dateTime,
 } as const

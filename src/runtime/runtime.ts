@@ -5,7 +5,7 @@
 // outbound proxy, and the snapshots (through a SnapshotStore: tars on local disk, or a registry).
 // A driver never decides state transitions: it does what it is told and reports what it sees.
 import type { Readable } from 'node:stream'
-import type { RoleResources } from '../contract/index.js'
+import type { RoleResources, SnapshotFileEntry } from '../contract/index.js'
 import type { AgentCliMount } from './agent-clis.js'
 import type { Archiver } from './archiver.js'
 import type { DiskUsage, MeasureOptions } from './disk-usage.js'
@@ -237,6 +237,9 @@ export interface SnapshotRecord {
   sizeBytes: number
 }
 
+/** One entry of a snapshot listing: the contract's (src/contract/wire.ts), named here for the drivers. */
+export type { SnapshotFileEntry }
+
 /** One path of a snapshot, read without unpacking it (snapshot-content.ts). */
 export interface SnapshotContent {
   /** `file`: the file's bytes; `tar`: an uncompressed tar of the directory's subtree (all of /data for path ''). */
@@ -246,17 +249,6 @@ export interface SnapshotContent {
   /** Bytes the stream will deliver. */
   size: number
   stream: Readable
-}
-
-/** One entry of a snapshot listing (control-plane.md "Snapshot file entry"). */
-export interface SnapshotFileEntry {
-  path: string
-  size: number
-  is_dir: boolean
-  /** Unix-epoch seconds with fractional milliseconds. */
-  mtime: number
-  readonly: boolean
-  mime_type?: string
 }
 
 export type WorkspacePhase = 'absent' | 'ready' | 'running' | 'stopped'

@@ -2,7 +2,7 @@
 // contract's EVENT_KINDS) and a task's end, which is written once (first writer
 // wins) and announced so every proxy stops taking the task's token.
 import type { Logger } from 'pino'
-import { auditedMutation } from '../audit/index.js'
+import { auditedMutation, flushWithin } from '../audit/index.js'
 import { apiError, type AuditSink, type EventType, type NewAuditEvent } from '../contract/index.js'
 import { TASK_ENDED_CHANNEL, type Store, type StoreTransaction, type WorkspaceRecord } from '../store/index.js'
 
@@ -10,13 +10,6 @@ export type TaskEnd = 'completed' | 'failed' | 'cancelled'
 
 /** At most this long a task's end waits for its acknowledged audit rows to reach the database. */
 const CATCH_UP_MS = 1_000
-
-async function settledWithin(p: Promise<void> | undefined, ms: number): Promise<void> {
-  if (!p) return
-  let timer: NodeJS.Timeout | undefined
-  const bound = new Promise<void>((r) => (timer = setTimeout(r, ms)))
-  await Promise.race([p.catch(() => {}), bound]).finally(() => clearTimeout(timer))
-}
 
 /** Records one lifecycle event of a workspace (and task) in the mutation's transaction. */
 export type RecordLifecycle = (ws: WorkspaceRecord, type: EventType, userId: string, detail?: Record<string, unknown>, taskId?: string) => void
@@ -56,7 +49,7 @@ export class LifecycleRecords {
     // for a database batch) are committed before its end, so a reader that stops at
     // task_completed (`task submit --wait`, the console) has seen them. Bounded: an outage of the
     // database must not hold a task's end.
-    await settledWithin(this.#audit.flush?.(), CATCH_UP_MS)
+    await flushWithin(this.#audit, CATCH_UP_MS)
     const ended = await this.mutate(async (tx, record) => {
       if (!(await tx.workspaces.tasks.finish(taskId, status, reason, summary))) return false
       record(ws, 'task_completed', ws.created_by_user_id, { status, ...(reason ? { reason } : {}) }, taskId)

@@ -8,14 +8,7 @@ import { sizeLabel, viewable, viewOf, VIEW_CAP, type FileView } from '../file-vi
 import { saveBlob } from '../save-file.js'
 import { useSession } from '../session.js'
 import { ErrorBox, useAction } from '../ui.js'
-
-export interface SnapshotEntry {
-  path: string
-  size: number
-  is_dir: boolean
-  mtime: number
-  mime_type?: string
-}
+import type { SnapshotFileEntry } from '../wire.js'
 
 /** Fetches a path of the latest snapshot and offers it as a file download named `name`. */
 export async function downloadPath(api: Api, workspaceId: string, path: string, name: string): Promise<void> {
@@ -25,7 +18,7 @@ export async function downloadPath(api: Api, workspaceId: string, path: string, 
 
 const baseName = (path: string) => path.slice(path.lastIndexOf('/') + 1)
 
-export function FileViewer(props: { workspaceId: string; entry: SnapshotEntry; onClose: () => void }): ReactNode {
+export function FileViewer(props: { workspaceId: string; entry: SnapshotFileEntry; onClose: () => void }): ReactNode {
   const { api } = useSession()
   const [view, setView] = useState<FileView>()
   const [error, setError] = useState<unknown>()

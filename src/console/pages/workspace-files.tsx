@@ -6,8 +6,8 @@ import { ApiFailure, seg } from '../api.js'
 import { sizeLabel } from '../file-view.js'
 import { useSession } from '../session.js'
 import { ErrorBox, Status, useAction, useLoad } from '../ui.js'
-import type { WorkspaceRecord } from '../wire.js'
-import { downloadPath, FileViewer, type SnapshotEntry as Entry } from './workspace-file.js'
+import type { SnapshotFileEntry as Entry, WorkspaceRecord } from '../wire.js'
+import { downloadPath, FileViewer } from './workspace-file.js'
 
 const norm = (p: string) => p.replace(/^\.?\/+/, '').replace(/\/+$/, '')
 const parentOf = (p: string) => (p.includes('/') ? p.slice(0, p.lastIndexOf('/')) : '')

@@ -2,7 +2,7 @@
 // and validation of the filter/cursor/stats grammar live in src/audit; this file decides who may
 // see what: `audit:read:own` narrows to the caller's user_id, workspace variants do not narrow.
 import type { FastifyInstance } from 'fastify'
-import { auditStats, queryAudit, type AuditQueryInput, type AuditStatsInput, type AuditWriter } from '../../audit/index.js'
+import { auditStats, flushWithin, queryAudit, type AuditQueryInput, type AuditStatsInput } from '../../audit/index.js'
 import { idParams } from '../schemas/common.js'
 import { auditPageSchema, statsSchema } from '../../contract/index.js'
 import { auditQuerystring, statsQuerystring } from '../schemas/audit.js'
@@ -12,20 +12,13 @@ import { requireWorkspace } from '../workspace-access.js'
 const AUDIT_READ = [['audit:read', 'audit:read:own']] as const
 const WORKSPACE_AUDIT_READ = [['workspace:read', 'workspace:read:own'], ['audit:read', 'audit:read:own']] as const
 
-/** At most this long a read waits for this process's acknowledged events to reach the database. */
-const CATCH_UP_MS = 1_000
-
 /**
- * Events this process acknowledged before the read are committed first: with the journal on they
- * may be waiting for their database batch to fill (dbLingerMs), and a caller who saw an effect
- * (a task's end, a proxied answer) expects its rows. Bounded, so a read never waits out a
- * database outage (the query then fails or answers on its own).
+ * At most this long a read waits for this process's acknowledged events to reach the database:
+ * with the journal on they may be waiting for their batch to fill (dbLingerMs), and a caller who
+ * saw an effect (a task's end, a proxied answer) expects its rows. Bounded, so a read never waits
+ * out a database outage (the query then fails or answers on its own).
  */
-async function caughtUp(audit: AuditWriter): Promise<void> {
-  let timer: NodeJS.Timeout | undefined
-  const bound = new Promise<void>((r) => (timer = setTimeout(r, CATCH_UP_MS)))
-  await Promise.race([audit.flush().catch(() => {}), bound]).finally(() => clearTimeout(timer))
-}
+const CATCH_UP_MS = 1_000
 
 export async function auditRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
   app.get<{ Querystring: AuditQueryInput }>(
@@ -33,7 +26,7 @@ export async function auditRoutes(app: FastifyInstance, deps: ServerDeps): Promi
     { config: { permission: AUDIT_READ }, schema: { querystring: auditQuerystring, response: { 200: auditPageSchema } } },
     async (request) => {
       const p = request.principal!
-      await caughtUp(deps.audit)
+      await flushWithin(deps.audit, CATCH_UP_MS)
       return queryAudit(deps.store, p.org.id, request.query, request.grants[0].scope === 'own' ? { userId: p.userId } : undefined)
     },
   )
@@ -43,7 +36,7 @@ export async function auditRoutes(app: FastifyInstance, deps: ServerDeps): Promi
     { config: { permission: AUDIT_READ }, schema: { querystring: statsQuerystring, response: { 200: statsSchema } } },
     async (request) => {
       const p = request.principal!
-      await caughtUp(deps.audit)
+      await flushWithin(deps.audit, CATCH_UP_MS)
       return auditStats(deps.store, p.org.id, request.query, request.grants[0].scope === 'own' ? { userId: p.userId } : undefined)
     },
   )
@@ -53,7 +46,7 @@ export async function auditRoutes(app: FastifyInstance, deps: ServerDeps): Promi
     { config: { permission: WORKSPACE_AUDIT_READ }, schema: { params: idParams, querystring: auditQuerystring, response: { 200: auditPageSchema } } },
     async (request) => {
       const ws = await requireWorkspace(deps, request, request.params.id)
-      await caughtUp(deps.audit)
+      await flushWithin(deps.audit, CATCH_UP_MS)
       return queryAudit(deps.store, request.principal!.org.id, request.query, { workspaceId: ws.id })
     },
   )
@@ -63,7 +56,7 @@ export async function auditRoutes(app: FastifyInstance, deps: ServerDeps): Promi
     { config: { permission: WORKSPACE_AUDIT_READ }, schema: { params: idParams, querystring: statsQuerystring, response: { 200: statsSchema } } },
     async (request) => {
       const ws = await requireWorkspace(deps, request, request.params.id)
-      await caughtUp(deps.audit)
+      await flushWithin(deps.audit, CATCH_UP_MS)
       return auditStats(deps.store, request.principal!.org.id, request.query, { workspaceId: ws.id })
     },
   )

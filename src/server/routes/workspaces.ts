@@ -6,7 +6,7 @@
 import multipart from '@fastify/multipart'
 import type { FastifyInstance } from 'fastify'
 import { WORKSPACE_STATES, type WorkspaceRecord } from '../../store/index.js'
-import { apiError, taskAcceptedSchema, taskSchema, workspaceSchema } from '../../contract/index.js'
+import { apiError, snapshotFilesSchema, taskAcceptedSchema, taskSchema, workspaceSchema } from '../../contract/index.js'
 import { idParams } from '../schemas/common.js'
 import type { ServerDeps } from '../types.js'
 import { ownedWorkspace } from '../workspace-access.js'
@@ -177,20 +177,7 @@ function workspaceForkRoutes(app: FastifyInstance, deps: ServerDeps): void {
       config: { permission: READ },
       schema: {
         params: idParams,
-        response: {
-          200: {
-            type: 'object', required: ['entries'],
-            properties: {
-              entries: {
-                type: 'array',
-                items: {
-                  type: 'object', required: ['path', 'size', 'is_dir', 'mtime', 'readonly'],
-                  properties: { path: { type: 'string' }, size: { type: 'integer' }, is_dir: { type: 'boolean' }, mtime: { type: 'number' }, readonly: { type: 'boolean' }, mime_type: { type: 'string' } },
-                },
-              },
-            },
-          },
-        },
+        response: { 200: snapshotFilesSchema },
       },
     },
     async (request) => {
