@@ -231,9 +231,18 @@ function maskKey(into: Buffer): void {
   poolAt += 4
 }
 
-/** A close frame's payload: the code and a reason (cut to fit 125 bytes). */
-export function closePayload(code: number, reason: string): Buffer {
-  const r = Buffer.from(reason).subarray(0, 123)
+/**
+ * A close frame's payload: the code and a reason, cut to fit 125 bytes on a character boundary (a
+ * cut character would make the peer fail the close, 1007); no code (1005 to the reader) is empty.
+ */
+export function closePayload(code: number | undefined, reason: string | Buffer): Buffer {
+  if (code === undefined) return Buffer.alloc(0)
+  let r = Buffer.from(reason)
+  if (r.length > 123) {
+    let end = 123
+    while (end > 0 && (r[end]! & 0xc0) === 0x80) end--
+    r = r.subarray(0, end)
+  }
   const out = Buffer.allocUnsafe(2 + r.length)
   out.writeUInt16BE(code, 0)
   r.copy(out, 2)

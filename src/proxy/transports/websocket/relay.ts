@@ -12,7 +12,7 @@
 // workspace was stopped or the token expired, 1001 idle timeout or shutdown, 1009 a message over
 // the size limit or too large to meter, 1002/1007 a protocol or UTF-8 violation, 1014 the upstream
 // vanished without a close frame, 1011 a fault of the relay's own; otherwise a close is passed on
-// with the code the other side sent.
+// as the other side sent it, code and reason (scrubbed toward the agent).
 import type { Duplex } from 'node:stream'
 import { andThen, type MaybePromise } from '../../maybe.js'
 import type { ProxyCore, RequestState } from '../../request-state.js'
@@ -288,25 +288,31 @@ export class WebSocketRelay {
     if (!lane.busy && !this.#closedBy) this.#legs[lane.from].socket.resume()
   }
 
-  /** A close frame from a leg: answered there, and (if first) passed on to the other leg. */
+  /**
+   * A close frame from a leg: answered there with its code, and (if first) passed on to the other
+   * leg as sent — code and reason, the reason scrubbed toward the agent like any upstream byte; a
+   * close without a code stays one (1005 to the reader).
+   */
   #onCloseFrame(from: Leg, payload: Buffer): void {
     const l = this.#legs[from]
     if (l.gotClose) return
     l.gotClose = true
-    const code = payload.length >= 2 ? payload.readUInt16BE(0) : 1005
-    if (from === 'agent') this.#agentCode ??= code
-    else this.#upstreamCode ??= code
+    const code = payload.length >= 2 ? payload.readUInt16BE(0) : undefined
+    if (from === 'agent') this.#agentCode ??= code ?? 1005
+    else this.#upstreamCode ??= code ?? 1005
     if (l.sentClose) l.socket.end()
-    else this.#sendClose(from, code === 1005 ? 1000 : code, '')
-    if (!this.#closedBy) this.#passOn(from, code === 1005 ? 1000 : code)
+    else this.#sendClose(from, code, '')
+    if (this.#closedBy) return
+    const reason = payload.subarray(2)
+    this.#passOn(from, code, from === 'upstream' && this.#scrubber && reason.length ? this.#scrubber.whole(reason) : reason)
   }
 
   /** The first leg to close, by frame, violation or vanishing: the other leg is closed with `code`. */
-  #passOn(from: Leg, code: number): void {
+  #passOn(from: Leg, code: number | undefined, reason: string | Buffer = ''): void {
     this.#closedBy = from
-    if (from === 'upstream') this.#agentCode = code
-    else this.#upstreamCode = code
-    this.#sendClose(from === 'agent' ? 'upstream' : 'agent', code, '')
+    if (from === 'upstream') this.#agentCode = code ?? 1005
+    else this.#upstreamCode = code ?? 1005
+    this.#sendClose(from === 'agent' ? 'upstream' : 'agent', code, reason)
   }
 
   /** An error boundary: a fault of the relay's own closes this socket (1011), never the process. */
@@ -327,7 +333,7 @@ export class WebSocketRelay {
     if (!this.#closedBy) this.#passOn(leg, close)
   }
 
-  #sendClose(leg: Leg, code: number, reason: string): void {
+  #sendClose(leg: Leg, code: number | undefined, reason: string | Buffer): void {
     const l = this.#legs[leg]
     if (l.closed) return
     if (!l.sentClose) {
