@@ -1,15 +1,14 @@
 // Transparent egress from inside a real bubblewrap workspace, HTTPS_PROXY unset: ordinary tools
 // resolve through corral's resolver and their connections are decided by the real proxy.
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { networkInterfaces, tmpdir } from 'node:os'
 import { createSocket } from 'node:dgram'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { packageRoot } from '../../src/runtime/layout.js'
 import { startHarness, type Harness } from '../proxy/harness.js'
 import { startNamedUpstreams, type NamedUpstreams } from '../proxy/transparent-harness.js'
-import { bwrapAvailable } from './helpers.js'
+import { bwrapAvailable, runtimeBehind } from './helpers.js'
 import { startGitServer, type GitServer } from './git-http-server.js'
 import { localRuntime, type LocalRuntimeUnderTest } from './drivers.js'
 
@@ -60,7 +59,7 @@ true
 describe.skipIf(!available)('transparent egress from a bubblewrap workspace', () => {
   let h: Harness
   let up: NamedUpstreams
-  let root: string
+  let sandboxes: Awaited<ReturnType<typeof runtimeBehind>>
   let runtime: LocalRuntimeUnderTest
   let workspaceId: string
   let token: string
@@ -72,17 +71,14 @@ describe.skipIf(!available)('transparent egress from a bubblewrap workspace', ()
     gitServer = await startGitServer('cloned through corral\n', join(upDir, 'named-upstream-ca'))
     h = await startHarness({ resolve: async () => [{ address: '127.0.0.1', family: 4 }], upstreamCaPem: [up.caPem] })
     ;({ workspaceId, token } = await h.workspace(caps(up.httpsPort, up.httpPort), 'idle', { raw: true }))
-    await mkdir(join(packageRoot(), '.corral'), { recursive: true })
-    root = await mkdtemp(join(packageRoot(), '.corral', 'test-egress-'))
-    await writeFile(join(root, 'corral-ca.pem'), h.proxy.ca.certPem)
-    runtime = localRuntime({ root, proxy: { host: '127.0.0.1', port: Number(new URL(h.proxyUrl).port) }, caCertPath: join(root, 'corral-ca.pem'), stopGraceMs: 1000, warn: () => {} })
+    sandboxes = await runtimeBehind(h, 'test-egress-')
+    runtime = sandboxes.runtime
   })
   afterAll(async () => {
-    await runtime?.close()
+    await sandboxes?.close()
     await h?.close()
     await up?.close()
     await gitServer?.close()
-    if (root) await rm(root, { recursive: true, force: true })
   })
 
   it('resolves through corral and decides every connection, with dns and http rows', async () => {
@@ -200,7 +196,7 @@ next()
   })
 
   it('opted out (transparentEgress: false): no resolver and no route, only HTTPS_PROXY', async () => {
-    const optedOut = localRuntime({ root, proxy: { host: '127.0.0.1', port: Number(new URL(h.proxyUrl).port) }, caCertPath: join(root, 'corral-ca.pem'), stopGraceMs: 1000, warn: () => {}, transparentEgress: false })
+    const optedOut = localRuntime({ ...sandboxes.options, transparentEgress: false })
     const other = await h.workspace(caps(up.httpsPort, up.httpPort), 'idle', { raw: true })
     const ws = await optedOut.provision({ workspaceId: other.workspaceId })
     const script = String.raw`

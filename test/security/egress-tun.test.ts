@@ -5,17 +5,15 @@
 // anew). Before, the init (the agent's uid) held the descriptor and the agent reopened it through
 // /proc/<init>/fd. Transparent egress keeps working: a UDP lookup and a TCP connection reach the
 // proxy with their rows, and a UDP datagram is still reported.
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { tmpdir } from 'node:os'
 import { statSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { packageRoot } from '../../src/runtime/layout.js'
 import { startHarness, type Harness } from '../proxy/harness.js'
 import { startNamedUpstreams, type NamedUpstreams } from '../proxy/transparent-harness.js'
-import { bwrapAvailable } from '../runtime/helpers.js'
-import { localRuntime, type LocalRuntimeUnderTest } from '../runtime/drivers.js'
+import { bwrapAvailable, runtimeBehind } from '../runtime/helpers.js'
 
 const available = (await bwrapAvailable()) && process.getuid?.() === 0
 
@@ -97,27 +95,23 @@ python3 -c "$PROBE" > probe-after.json 2>> probe.err
 describe.skipIf(!available)('the tun device inside a bubblewrap workspace', () => {
   let h: Harness
   let up: NamedUpstreams
-  let root: string
-  let runtime: LocalRuntimeUnderTest
+  let sandboxes: Awaited<ReturnType<typeof runtimeBehind>>
   const tunBefore = statSync('/dev/net/tun', { throwIfNoEntry: false })
 
   beforeAll(async () => {
     up = await startNamedUpstreams(await mkdtemp(join(tmpdir(), 'corral-named-')))
     h = await startHarness({ resolve: async () => [{ address: '127.0.0.1', family: 4 }], upstreamCaPem: [up.caPem] })
-    await mkdir(join(packageRoot(), '.corral'), { recursive: true })
-    root = await mkdtemp(join(packageRoot(), '.corral', 'test-devnet-'))
-    await writeFile(join(root, 'corral-ca.pem'), h.proxy.ca.certPem)
-    runtime = localRuntime({ root, proxy: { host: '127.0.0.1', port: Number(new URL(h.proxyUrl).port) }, caCertPath: join(root, 'corral-ca.pem'), stopGraceMs: 1000, warn: () => {} })
+    sandboxes = await runtimeBehind(h, 'test-devnet-')
   })
   afterAll(async () => {
-    await runtime?.close()
+    await sandboxes?.close()
     await h?.close()
     await up?.close()
-    if (root) await rm(root, { recursive: true, force: true })
   })
 
   it('no process of the agent can open it, by any path or descriptor; UDP and TCP still reach the proxy', async () => {
     const w = await h.workspace(caps(up.httpsPort), 'idle', { raw: true })
+    const { runtime } = sandboxes
     const ws = await runtime.provision({ workspaceId: w.workspaceId })
     const agent = await runtime.startAgent(w.workspaceId, { command: ['/bin/bash', '-c', SCRIPT], proxyToken: w.token, env: { PROBE, HTTPS_PORT: String(up.httpsPort) } })
     expect(await agent.exited).toEqual({ code: 0, signal: null })
