@@ -35,7 +35,7 @@ const UDP_TABLE = 53
  * The uid of the relay that holds the tun device: the overflow uid, never an agent's (agents take
  * uids of corral's own range, DEFAULT_SANDBOX_UID up), and non-dumpable besides (listen.pl).
  */
-export const RELAY_UID = 65534
+const RELAY_UID = 65534
 
 export interface EgressFiles {
   /** Directory holding setup.sh, listen.pl and rules.nft, bound at SANDBOX_EGRESS_DIR. */
