@@ -20,6 +20,8 @@
 //   CORRAL_BENCH_BASELINE=/path/to/other/checkout   # also that build (its dist/) as serve-base, dev-base, proxy-base
 //   CORRAL_BENCH_NODE_ARGS="--max-semi-space-size=4" # Node flags for every corral process
 //   CORRAL_BENCH_RATE=1000 CORRAL_BENCH_LOAD_SECONDS=20 CORRAL_BENCH_SETTLE_SECONDS=75 (the defaults)
+//   CORRAL_BENCH_ONLY=serve,serve-base                # only these processes (names as in the table)
+//   CORRAL_BENCH_OUT=footprint-ab.json                # the results file's name under bench/results/
 import { spawn, type ChildProcess } from 'node:child_process'
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
@@ -33,6 +35,8 @@ const RATE = Number(process.env.CORRAL_BENCH_RATE ?? 1000)
 const LOAD_SECONDS = Number(process.env.CORRAL_BENCH_LOAD_SECONDS ?? 20)
 const SETTLE_SECONDS = Number(process.env.CORRAL_BENCH_SETTLE_SECONDS ?? 75)
 const NODE_ARGS = process.env.CORRAL_BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []
+const ONLY = process.env.CORRAL_BENCH_ONLY?.split(',').filter(Boolean)
+const OUT = process.env.CORRAL_BENCH_OUT ?? 'footprint.json'
 const TARGETS_MB = { serve_idle: 80, serve_loaded: 100 }
 
 const POST_BODY = JSON.stringify({ model: 'claude-bench', max_tokens: 1024, messages: [{ role: 'user', content: 'x'.repeat(400) }] })
@@ -203,11 +207,12 @@ async function main(): Promise<void> {
     // `corral dev` saves a CLI profile: in this run's own config dir, not the user's.
     const env = { XDG_CONFIG_HOME: join(tmp, 'config'), CORRAL_UPSTREAM_CA: upCaFile }
     const base = process.env.CORRAL_BENCH_BASELINE ? resolve(process.env.CORRAL_BENCH_BASELINE) : undefined
-    const specs: Spec[] = [
+    const all: Spec[] = [
       { name: 'fastify', root: ROOT, kind: 'fastify' },
       { name: 'serve', root: ROOT, kind: 'serve' }, { name: 'dev', root: ROOT, kind: 'dev' }, { name: 'proxy', root: ROOT, kind: 'proxy' },
       ...(base ? (['serve', 'dev', 'proxy'] as const).map((kind) => ({ name: `${kind}-base`, root: base, kind })) : []),
     ]
+    const specs = all.filter((s) => !ONLY || ONLY.includes(s.name))
 
     // Prepare each data dir with a first start (CA, keys, store, owner key), then seed its bench workspace.
     const tokens = new Map<string, string>()
@@ -237,16 +242,16 @@ async function main(): Promise<void> {
       process.stdout.write(`${p.name.padEnd(11)} fresh ${fmt(fresh.get(p.name)!)}  idle ${fmt(idle.get(p.name)!)}  loaded max ${fmt(l.during_max)}  after ${fmt(l.after)}  settled ${fmt(l.after_settled)}  (${l.achieved_rps} req/s, ${l.cpu_ms_per_req} ms cpu/req, ${l.errors} errors)\n`)
     }
     for (const p of procs) await stop(p)
-    const serve = results.serve as { idle: Rss; loaded: { during_max: Rss } }
+    const serve = results.serve as { idle: Rss; loaded: { during_max: Rss } } | undefined
     const out = {
       machine: { cpus: cpus().length, node: process.version, loadavg_idle: idleLoad, loadavg_end: loadavg() },
       rate: RATE, load_seconds: LOAD_SECONDS, settle_seconds: SETTLE_SECONDS, node_args: NODE_ARGS,
       results,
       targets_mb: TARGETS_MB,
-      met: { serve_idle: serve.idle.rss_mb <= TARGETS_MB.serve_idle, serve_loaded: serve.loaded.during_max.rss_mb <= TARGETS_MB.serve_loaded },
+      met: serve && { serve_idle: serve.idle.rss_mb <= TARGETS_MB.serve_idle, serve_loaded: serve.loaded.during_max.rss_mb <= TARGETS_MB.serve_loaded },
     }
-    writeFileSync(join(resultsDir, 'footprint.json'), JSON.stringify(out, null, 2) + '\n')
-    process.stdout.write(`load average ${idleLoad.join(' ')} (idle phase) → ${out.machine.loadavg_end.join(' ')}; targets met: ${JSON.stringify(out.met)}\nwrote bench/results/footprint.json\n`)
+    writeFileSync(resolve(resultsDir, OUT), JSON.stringify(out, null, 2) + '\n')
+    process.stdout.write(`load average ${idleLoad.join(' ')} (idle phase) → ${out.machine.loadavg_end.join(' ')}; targets met: ${JSON.stringify(out.met)}\nwrote bench/results/${OUT}\n`)
   } finally {
     for (const c of children) if (c.exitCode === null) c.kill('SIGTERM')
     await sleep(500)

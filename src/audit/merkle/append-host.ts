@@ -10,6 +10,7 @@ import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { Worker } from 'node:worker_threads'
+import { workerLimits } from '../../proc/index.js'
 import type { Drained } from './append.js'
 import type { AppendReply, AppendWorkerData } from './append-worker.js'
 
@@ -107,7 +108,7 @@ export class AppendHost {
   #spawn(): Promise<Worker> {
     // The idle clock starts when this worker is ready: an earlier worker's must not retire it.
     clearTimeout(this.#idle)
-    const opts = { workerData: { nicer: APPENDER_NICER, ...this.#data } }
+    const opts = { workerData: { nicer: APPENDER_NICER, ...this.#data }, resourceLimits: workerLimits() }
     const worker = import.meta.url.endsWith('.ts')
       ? new Worker(throughTsx(new URL('./append-worker.ts', import.meta.url).href), { ...opts, eval: true })
       : new Worker(new URL('./append-worker.js', import.meta.url), opts)

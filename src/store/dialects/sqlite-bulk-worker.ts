@@ -13,6 +13,7 @@
 
 import { createRequire } from 'node:module'
 import { Worker } from 'node:worker_threads'
+import { workerLimits } from '../../proc/index.js'
 
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads')
@@ -147,7 +148,7 @@ export class SqliteBulkWorker {
 
   #spawn(): Worker {
     const driver = createRequire(import.meta.url).resolve('better-sqlite3')
-    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { file: this.#file, driver } })
+    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { file: this.#file, driver }, resourceLimits: workerLimits() })
     worker.unref()
     worker.on('message', (m: { seq: number; inserted?: string[]; error?: { message: string; code?: string; name?: string } }) => {
       const p = this.#pending.get(m.seq)
