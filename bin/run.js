@@ -50,10 +50,6 @@ if (!fastPath()) {
   // of the time and the event loop does ~12 % less work (docs/proxy.md "Sixth session"). Set before
   // any command code loads; a flag V8 does not know is ignored, never fatal.
   setFlagsFromString('--no-allocation-site-pretenuring')
-  // The long-running commands hold their young generation at a cap once they listen
-  // (src/proc/young-generation.ts); until then it does not grow, or start-up alone would take it to
-  // V8's maximum (32 MB, touched), which no GC under load gives back.
-  if (argv[0] === 'serve' || argv[0] === 'proxy' || argv[0] === 'dev') setFlagsFromString('--semi-space-growth-factor=1')
   // `corral audit tail | head -3`: when the reader goes away, stop quietly instead of crashing on EPIPE.
   process.stdout.on('error', (error) => {
     if (error.code === 'EPIPE') process.exit(0)

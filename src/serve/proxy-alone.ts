@@ -10,7 +10,7 @@ import { join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { journalSettingsFromEnv, openAuditWriter } from '../audit/index.js'
 import { loadOrCreateCa } from '../proxy/index.js'
-import { capYoungGeneration, trimHeapWhenIdle } from '../proc/index.js'
+import { trimHeapWhenIdle } from '../proc/index.js'
 import { CapabilityTokens, Sealer, loadMasterKey, loadTokenKey } from '../secrets/index.js'
 import { defaultStoreUrl, openStore } from '../store/index.js'
 import { checkMasterKey } from './master-key.js'
@@ -75,7 +75,6 @@ export async function startProxyAlone(options: ProxyAloneOptions): Promise<Runni
     teardown.add('proxy', () => proxy.stop())
     await replica.listening({ proxyUrl: proxy.url })
     teardown.add('idle heap', trimHeapWhenIdle())
-    teardown.add('young generation', capYoungGeneration())
     return { logger, url: proxy.url, ...(replica.leases ? { replicaId: replica.id } : {}), stop: () => teardown.run() }
   } catch (err) {
     await teardown.run().catch(() => {})

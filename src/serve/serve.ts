@@ -10,7 +10,7 @@ import type { Logger } from 'pino'
 import { LogSigner, ProvableLog, WitnessDir, createAuditBus, openAuditWriter } from '../audit/index.js'
 import type { AgentCallbackHandler } from '../contract/index.js'
 import { AddressGuard } from '../net/index.js'
-import { capYoungGeneration, trimHeapWhenIdle } from '../proc/index.js'
+import { trimHeapWhenIdle } from '../proc/index.js'
 import { caFingerprint, loadOrCreateCa, type Endpoint } from '../proxy/index.js'
 import { CapabilityTokens, OAuthHttp, Sealer, loadMasterKey, loadTokenKey } from '../secrets/index.js'
 import {
@@ -61,7 +61,6 @@ export async function startServe(options: ServeOptions & { logger?: Logger }): P
   try {
     const running = await build(config, logger, teardown, drain)
     teardown.add('idle heap', trimHeapWhenIdle())
-    teardown.add('young generation', capYoungGeneration())
     return { ...running, drain: () => void (drain.on = true) }
   } catch (err) {
     await teardown.run().catch(() => {})
