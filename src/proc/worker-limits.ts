@@ -6,8 +6,13 @@
 // "Memory footprint").
 import type { ResourceLimits } from 'node:worker_threads'
 
-/** Resource limits for a background worker thread: semi-spaces of `semiSpaceMb`. */
-export function workerLimits(semiSpaceMb = 2): ResourceLimits {
+/** Resource limits for a background worker thread: semi-spaces of `semiSpaceMb` (`CORRAL_WORKER_SEMI_SPACE_MB`, default 2). */
+export function workerLimits(semiSpaceMb = semiSpaceFromEnv()): ResourceLimits {
   // V8 sizes a young generation as two semi-spaces plus a new large-object space of one more.
   return { maxYoungGenerationSizeMb: semiSpaceMb * 3 }
+}
+
+function semiSpaceFromEnv(env: NodeJS.ProcessEnv = process.env): number {
+  const n = Number(env.CORRAL_WORKER_SEMI_SPACE_MB ?? 2)
+  return Number.isInteger(n) && n >= 1 && n <= 64 ? n : 2
 }

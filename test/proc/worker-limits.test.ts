@@ -5,7 +5,8 @@
 import { execFile } from 'node:child_process'
 import { resolve } from 'node:path'
 import { promisify } from 'node:util'
-import { describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it } from 'vitest'
+import { workerLimits } from '../../src/proc/index.js'
 
 const run = promisify(execFile)
 const MODULE = resolve(import.meta.dirname, '../../src/proc/index.ts')
@@ -49,5 +50,24 @@ describe('workerLimits', () => {
     expect(two).toBeLessThanOrEqual(4)
     expect(four).toBeLessThanOrEqual(8)
     expect(unlimited).toBeGreaterThan(8)
+  })
+
+  describe('CORRAL_WORKER_SEMI_SPACE_MB', () => {
+    const saved = process.env.CORRAL_WORKER_SEMI_SPACE_MB
+    afterEach(() => {
+      if (saved === undefined) delete process.env.CORRAL_WORKER_SEMI_SPACE_MB
+      else process.env.CORRAL_WORKER_SEMI_SPACE_MB = saved
+    })
+
+    it('sets the semi-spaces in whole MB; anything else keeps 2 MB', () => {
+      delete process.env.CORRAL_WORKER_SEMI_SPACE_MB
+      expect(workerLimits()).toEqual({ maxYoungGenerationSizeMb: 6 })
+      process.env.CORRAL_WORKER_SEMI_SPACE_MB = '16'
+      expect(workerLimits()).toEqual({ maxYoungGenerationSizeMb: 48 })
+      for (const bad of ['', 'lots', '0', '-1', '2.5', '1000']) {
+        process.env.CORRAL_WORKER_SEMI_SPACE_MB = bad
+        expect(workerLimits()).toEqual({ maxYoungGenerationSizeMb: 6 })
+      }
+    })
   })
 })
