@@ -62,9 +62,10 @@ export class AppendHost {
 
   /**
    * Drains the queue on the worker; resolves with the leaves it added. `paced`, the worker holds
-   * rounds back while the writer has a backlog within the lag's bounds (`deferred` says it did).
+   * rounds back while the writer has a backlog within the lag's bounds (`deferred` says it did);
+   * `admitted`, the caller's pacer let the first round through.
    */
-  async append(paced = false): Promise<Drained> {
+  async append(paced = false, admitted = false): Promise<Drained> {
     if (this.#closed) return nothing()
     if (!this.#ready && this.#o.pending && !(await this.#o.pending())) return nothing()
     if (this.#closed) return nothing()
@@ -74,7 +75,7 @@ export class AppendHost {
       this.#waiting.set(id, { resolve, reject })
       worker.ref()
       this.#copyBusy()
-      worker.postMessage({ type: 'append', id, paced })
+      worker.postMessage({ type: 'append', id, paced, ...(admitted ? { admitted } : {}) })
     })
   }
 

@@ -17,7 +17,7 @@ export interface AppendWorkerData {
   busy?: SharedArrayBuffer
   pace?: PaceOptions
 }
-export type AppendRequest = { type: 'append'; id: number; paced: boolean } | { type: 'close' }
+export type AppendRequest = { type: 'append'; id: number; paced: boolean; admitted?: boolean } | { type: 'close' }
 export type AppendReply = { id: number; added: number; unreadable: string[]; deferred?: boolean } | { id: number; error: string } | { ready: true } | { failed: string }
 
 const port = parentPort!
@@ -48,7 +48,7 @@ try {
       void running.then(() => store.close()).finally(() => port.close())
       return
     }
-    running = drainQueue(store, data.batch, () => stopping, m.paced ? pacer : undefined).then(
+    running = drainQueue(store, data.batch, () => stopping, m.paced ? pacer : undefined, m.admitted === true).then(
       (r) => port.postMessage({ id: m.id, added: r.added, unreadable: r.unreadable, ...(r.deferred ? { deferred: true } : {}) } satisfies AppendReply),
       (err: unknown) => port.postMessage({ id: m.id, error: String((err as Error)?.message ?? err) } satisfies AppendReply),
     )

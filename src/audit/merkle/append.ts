@@ -88,11 +88,12 @@ export interface Drained {
  * the pacer holds the next round back (checked before each round, so a burst that starts mid-drain
  * has the lock and the cores back within one round).
  */
-export async function drainQueue(store: Store, batch: number, stopped: () => boolean, pacer?: AppendPacer): Promise<Drained> {
+export async function drainQueue(store: Store, batch: number, stopped: () => boolean, pacer?: AppendPacer, admitted = false): Promise<Drained> {
   let added = 0
   const unreadable: string[] = []
-  for (;;) {
-    if (pacer && !(await pacer.admit(store))) return { added, unreadable, deferred: true }
+  for (let round = 0; ; round++) {
+    // `admitted`: the caller's pacer let the first round through (a thread started for it has no lag clock yet).
+    if (pacer && !(admitted && round === 0) && !(await pacer.admit(store))) return { added, unreadable, deferred: true }
     const r = await appendRound(store, batch)
     added += r.added
     unreadable.push(...r.unreadable)

@@ -73,7 +73,7 @@ export class ProvableLog {
           ...(opts.writerBusy ? { busy: opts.writerBusy, ...(opts.pace ? { pace: opts.pace } : {}) } : {}),
         })
       : undefined
-    this.#pacer = opts.writerBusy && !this.#host ? new AppendPacer(opts.writerBusy, opts.pace) : undefined
+    this.#pacer = opts.writerBusy ? new AppendPacer(opts.writerBusy, opts.pace) : undefined
   }
 
   start(): void {
@@ -131,9 +131,17 @@ export class ProvableLog {
   }
 
   async #appendAll(paced: boolean): Promise<number> {
-    const r = await (this.#host
-      ? this.#host.append(paced)
-      : drainQueue(this.#o.store, this.#batch, () => this.#stopped, paced ? this.#pacer : undefined))
+    const pacer = paced ? this.#pacer : undefined
+    let r
+    if (this.#host) {
+      // With no thread up, this thread's pacer decides whether to start one: a thread's start (its
+      // isolate, its sources, its connection) is itself work a writer's burst should not share the
+      // cores with. A thread up paces its own rounds.
+      if (pacer && !this.#host.running && !(await pacer.admit(this.#o.store))) return 0
+      r = await this.#host.append(paced, pacer !== undefined && !this.#host.running)
+    } else {
+      r = await drainQueue(this.#o.store, this.#batch, () => this.#stopped, pacer)
+    }
     if (r.unreadable.length > 0) {
       this.#o.logger.error({ ids: r.unreadable.slice(0, 20), count: r.unreadable.length }, 'audit log: rows that do not read as stored (edited in the database) were appended under an unreadable leaf; corral audit verify reports each as changed')
     }
