@@ -94,8 +94,10 @@ async function child(root: string, dialect: string, variant: string): Promise<Re
     if (variant === 'off') await dropLogQueueTriggers(dialect, async (text) => (await q(text)).rows)
     const logger = { error: (o: object, m: string) => console.error(m, o), warn: () => {} }
     const writer = await openAuditWriter(store, { journalDir: join(dir, 'journal'), logger })
-    // As serve runs it: on a worker thread with its own connection (a build without that option ignores it).
-    const log = variant === 'on' ? new ProvableLog({ store, logger, thread: { url, ...(dialect === 'postgres' ? { schema } : {}) } } as never) : undefined
+    // As serve runs it: on a worker thread with its own connection, yielding to the writer's
+    // backlog (a build without those options ignores them; one without backlogged() never yields).
+    const busy = (writer as { backlogged?: () => boolean }).backlogged?.bind(writer)
+    const log = variant === 'on' ? new ProvableLog({ store, logger, thread: { url, ...(dialect === 'postgres' ? { schema } : {}) }, ...(busy ? { writerBusy: busy } : {}) } as never) : undefined
     log?.start()
     await writer.emit(decision(0) as never) // spawns the SQLite worker, opens the segment and the pool
     await writer.flush()
@@ -175,7 +177,8 @@ if (process.env.CORRAL_BENCH_CHILD) {
   for (let round = 0; round < ROUNDS; round++) {
     for (const dialect of dialects) {
       for (const variant of VARIANTS) {
-        for (const root of roots) {
+        // Builds alternate which runs first round by round: neither always has the warmer machine.
+        for (const root of round % 2 === 0 ? roots : [...roots].reverse()) {
           const out = execFileSync(process.execPath, ['--import', 'tsx', import.meta.filename], {
             env: { ...process.env, CORRAL_BENCH_CHILD: JSON.stringify([root, dialect, variant]) },
             stdio: ['ignore', 'pipe', 'inherit'],

@@ -117,7 +117,8 @@ async function ingest(dialect: string, store: Store, thread: { url: string; sche
   const writer = await openAuditWriter(store, { journalDir })
   const logger = { error: (o: object, m: string) => console.error(m, o) }
   // With the log on, the appender runs beside the writer as in serve (docs/audit.md), on its thread.
-  const log = variant === 'on' ? new ProvableLog({ store, logger, thread }) : undefined
+  // It yields to the writer's backlog as in serve (pacing, docs/audit.md).
+  const log = variant === 'on' ? new ProvableLog({ store, logger, thread, writerBusy: () => writer.backlogged() }) : undefined
   // Its thread started and its sources loaded before anything is timed, as in a serve that has run a while.
   await log?.append()
   log?.start()

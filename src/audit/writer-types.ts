@@ -99,6 +99,11 @@ export interface AuditWriter extends AuditSink {
   /** Refuses further events, flushes within drainTimeoutMs (see the file comment). */
   close(): Promise<void>
   stats(): AuditWriterStats
+  /**
+   * Whether a full batch or more waits for the database: the writer is committing back to back
+   * (the provable log's appender yields to it meanwhile); a field read, no I/O.
+   */
+  backlogged(): boolean
   /** Whether a row emitted now can be made durable (journal healthy, or the database taking rows); a field read, no I/O. */
   writable(): boolean
 }

@@ -301,6 +301,9 @@ function buildWriter(store: Store, opts: AuditWriterOptions, journal: Journal | 
       // database takes rows, proven by a commit since the journal failed.
       return stats.failing === undefined && committedAt > journal.degradedSince
     },
+    backlogged(): boolean {
+      return stats.pending >= batchSize
+    },
     stats(): AuditWriterStats {
       return { ...stats, ...(journal ? { journal: journal.stats() } : {}) }
     },

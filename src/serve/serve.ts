@@ -7,7 +7,7 @@
 import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
-import { LogSigner, ProvableLog, WitnessDir, createAuditBus, openAuditWriter } from '../audit/index.js'
+import { LogSigner, ProvableLog, WitnessDir, createAuditBus, openAuditWriter, type AuditWriter } from '../audit/index.js'
 import type { AgentCallbackHandler } from '../contract/index.js'
 import { AddressGuard } from '../net/index.js'
 import { trimHeapWhenIdle } from '../proc/index.js'
@@ -123,7 +123,7 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
   await workspaces.start()
 
   const deps: ServerDeps = {
-    store, audit, bus, logger, auditLog: await startAuditLog(config, store, logger, teardown),
+    store, audit, bus, logger, auditLog: await startAuditLog(config, store, audit, logger, teardown),
     config: { ...(await serverConfigFromEnv(config.env, config.dataDir)), taskRateLimit: config.taskRateLimit },
     identity: new Identity(await BuiltinIdentityProvider.open(store.settings), config.oidc ? [new OidcIdentityProvider(config.oidc)] : []),
     workspaces: workspaces.directory,
@@ -149,13 +149,16 @@ async function build(config: ServeConfig, logger: Logger, teardown: Teardown, dr
   }
 }
 
-/** The provable log (docs/audit.md): appender and checkpointer, signing with this data dir's key, stopped before the audit writer closes. */
-async function startAuditLog(config: ServeConfig, store: Store, logger: Logger, teardown: Teardown): Promise<ProvableLog> {
+/**
+ * The provable log (docs/audit.md): appender and checkpointer, signing with this data dir's key,
+ * yielding to the audit writer's backlog, stopped before the audit writer closes.
+ */
+async function startAuditLog(config: ServeConfig, store: Store, audit: AuditWriter, logger: Logger, teardown: Teardown): Promise<ProvableLog> {
   const auditLog = new ProvableLog({
     store, logger, signer: await LogSigner.open(config.dataDir),
     ...(config.auditLog.witnessDir ? { witness: new WitnessDir(config.auditLog.witnessDir) } : {}),
     appendIntervalMs: config.auditLog.appendIntervalMs, checkpointIntervalMs: config.auditLog.checkpointIntervalMs,
-    thread: { url: config.dbUrl },
+    thread: { url: config.dbUrl }, writerBusy: () => audit.backlogged(),
   })
   auditLog.start()
   teardown.add('audit log', () => auditLog.stop())

@@ -54,6 +54,16 @@ export function auditLog(handle: Kysely<Database>, pg: boolean) {
       return (await q.execute()).map((r) => ({ seq: Number(r.seq), eventId: String(r.event_id), orgId: r.org_id }))
     },
 
+    /**
+     * The queue's first and last seq (absent when empty): two index reads, so the appender can
+     * measure its lag in rows without counting the queue.
+     */
+    async queueExtent(): Promise<{ head: number; tail: number } | undefined> {
+      const r = await sql<{ head: Num | null; tail: Num | null }>`SELECT (SELECT min(seq) FROM audit_log_pending) AS head, (SELECT max(seq) FROM audit_log_pending) AS tail`.execute(db)
+      const row = r.rows[0]
+      return row?.head === null || row?.head === undefined ? undefined : { head: Number(row.head), tail: Number(row.tail) }
+    },
+
     /** The queue's head with each queued row as stored (absent when the row is gone), in one read. */
     async pendingRows(limit: number): Promise<Array<PendingRow & { row?: AuditEvent }>> {
       const rows = await db.selectFrom('audit_log_pending as p')

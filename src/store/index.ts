@@ -82,6 +82,12 @@ export interface OpenStoreOptions {
   schema?: string
   /** Postgres only: pool size (default 10). */
   poolSize?: number
+  /**
+   * Another connection of a process that opened (and migrated) the store already, such as the
+   * audit log appender's thread: no migration and no planner upkeep, neither of which may wait
+   * for (or hold) the write lock while the audit writer needs it.
+   */
+  secondary?: boolean
 }
 
 /**
@@ -90,6 +96,7 @@ export interface OpenStoreOptions {
  */
 export async function openStore(url: string, opts: OpenStoreOptions = {}): Promise<Store> {
   const dialect = await openDialect(url, opts)
+  if (opts.secondary) return storeOver(dialect)
   try {
     await migrateToLatestOrThrow(dialect.db as Kysely<unknown>, dialect.name, dialect.name === 'postgres' ? opts.schema : undefined)
   } catch (err) {
@@ -106,7 +113,7 @@ async function openDialect(url: string, opts: OpenStoreOptions): Promise<StoreDi
     if (!path) throw new Error('store URL sqlite: needs a path, e.g. sqlite:./.corral/corral.db')
     // Each dialect's driver is loaded only when a store of its kind is opened (pg is not needed on SQLite).
     const { openSqlite } = await import('./dialects/sqlite.js')
-    return openSqlite(path)
+    return openSqlite(path, { secondary: opts.secondary === true })
   }
   if (kind === 'postgres') {
     const { openPostgres } = await import('./dialects/postgres.js')

@@ -13,6 +13,7 @@ import { Worker } from 'node:worker_threads'
 import { workerLimits } from '../../proc/index.js'
 import type { Drained } from './append.js'
 import type { AppendReply, AppendWorkerData } from './append-worker.js'
+import type { PaceOptions } from './pace.js'
 
 /** The worker's niceness above the process's (append-worker.ts says why). */
 const APPENDER_NICER = 10
@@ -24,9 +25,14 @@ export interface AppendHostOptions {
   pending?: () => Promise<boolean>
   /** How long a worker whose rounds add nothing stays up (default 30 s). */
   idleExitMs?: number
+  /** Whether this process's writer has a backlog: paced appends yield to it (pace.ts). */
+  busy?: () => boolean
+  pace?: PaceOptions
 }
 
 const IDLE_EXIT_MS = 30_000
+/** How often the writer's backlog is copied to the worker while it is up: a burst gets the lock back within this and one round. */
+const BUSY_REFRESH_MS = 20
 const nothing = (): Drained => ({ added: 0, unreadable: [] })
 
 export class AppendHost {
@@ -39,10 +45,15 @@ export class AppendHost {
   #closed = false
   #idle: NodeJS.Timeout | undefined
   #retiring: { worker: Worker; exited: Promise<void> } | undefined
+  readonly #busy: Int32Array | undefined
+  #refresh: NodeJS.Timeout | undefined
 
   constructor(data: AppendWorkerData, options: AppendHostOptions = {}) {
-    this.#data = data
     this.#o = options
+    // One shared cell the worker reads before each paced round, so it learns of a burst that
+    // starts mid-drain without a message (its event loop is busy with the round).
+    this.#busy = options.busy ? new Int32Array(new SharedArrayBuffer(4)) : undefined
+    this.#data = this.#busy ? { ...data, busy: this.#busy.buffer as SharedArrayBuffer, ...(options.pace ? { pace: options.pace } : {}) } : data
   }
 
   /** Whether a worker thread is up (or starting). */
@@ -50,8 +61,12 @@ export class AppendHost {
     return this.#ready !== undefined
   }
 
-  /** Drains the queue on the worker; resolves with the leaves it added. */
-  async append(): Promise<Drained> {
+  /**
+   * Drains the queue on the worker; resolves with the leaves it added. `paced`, the worker holds
+   * rounds back while the writer has a backlog within the lag's bounds (`deferred` says it did);
+   * `admitted`, the caller's pacer let the first round through.
+   */
+  async append(paced = false, admitted = false): Promise<Drained> {
     if (this.#closed) return nothing()
     if (!this.#ready && this.#o.pending && !(await this.#o.pending())) return nothing()
     if (this.#closed) return nothing()
@@ -60,13 +75,15 @@ export class AppendHost {
     return new Promise<Drained>((resolve, reject) => {
       this.#waiting.set(id, { resolve, reject })
       worker.ref()
-      worker.postMessage({ type: 'append', id })
+      this.#copyBusy()
+      worker.postMessage({ type: 'append', id, paced, ...(admitted ? { admitted } : {}) })
     })
   }
 
   async close(): Promise<void> {
     this.#closed = true
     clearTimeout(this.#idle)
+    clearInterval(this.#refresh)
     if (this.#retiring) {
       // Referenced until it exits: otherwise a process with nothing else to do would end first.
       this.#retiring.worker.ref()
@@ -94,6 +111,7 @@ export class AppendHost {
     const worker = this.#worker
     if (!worker || this.#closed) return
     if (this.#waiting.size > 0) return this.#idleFrom()
+    clearInterval(this.#refresh)
     this.#ready = undefined
     this.#worker = undefined
     const exited = new Promise<void>((r) => worker.once('exit', () => r()))
@@ -103,6 +121,17 @@ export class AppendHost {
       if (this.#retiring === retiring) this.#retiring = undefined
     })
     worker.postMessage({ type: 'close' })
+  }
+
+  #copyBusy(): void {
+    if (this.#busy) Atomics.store(this.#busy, 0, this.#o.busy!() ? 1 : 0)
+  }
+
+  /** Copies the writer's backlog to the worker while it is up (an unreferenced timer: it keeps no process alive). */
+  #watchBusy(): void {
+    if (!this.#busy) return
+    clearInterval(this.#refresh)
+    this.#refresh = setInterval(() => this.#copyBusy(), BUSY_REFRESH_MS).unref()
   }
 
   #spawn(): Promise<Worker> {
@@ -117,6 +146,7 @@ export class AppendHost {
       worker.on('message', (m: AppendReply) => {
         if ('ready' in m) {
           this.#idleFrom()
+          this.#watchBusy()
           return ready(worker)
         }
         if ('failed' in m) return failed(new Error(`the appender's thread could not open the store: ${m.failed}`))
@@ -127,12 +157,13 @@ export class AppendHost {
         if ('error' in m) w.reject(new Error(m.error))
         else {
           if (m.added > 0) this.#idleFrom()
-          w.resolve({ added: m.added, unreadable: m.unreadable })
+          w.resolve({ added: m.added, unreadable: m.unreadable, ...(m.deferred ? { deferred: true } : {}) })
         }
       })
       const lost = (err: Error) => {
         failed(err)
         if (this.#worker !== worker) return
+        clearInterval(this.#refresh)
         this.#worker = undefined
         this.#ready = undefined
         const waiting = [...this.#waiting.values()]

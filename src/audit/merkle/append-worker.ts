@@ -5,6 +5,7 @@ import { getPriority, setPriority } from 'node:os'
 import { parentPort, workerData } from 'node:worker_threads'
 import { openStore } from '../../store/index.js'
 import { drainQueue } from './append.js'
+import { AppendPacer, type PaceOptions } from './pace.js'
 
 export interface AppendWorkerData {
   url: string
@@ -12,9 +13,12 @@ export interface AppendWorkerData {
   batch: number
   /** How much nicer than the process this thread runs (Linux keeps a nice value per thread). */
   nicer?: number
+  /** The writer's backlog flag (an Int32Array's one cell, 1 while backlogged), kept by the host; without it every round runs. */
+  busy?: SharedArrayBuffer
+  pace?: PaceOptions
 }
-export type AppendRequest = { type: 'append'; id: number } | { type: 'close' }
-export type AppendReply = { id: number; added: number; unreadable: string[] } | { id: number; error: string } | { ready: true } | { failed: string }
+export type AppendRequest = { type: 'append'; id: number; paced: boolean; admitted?: boolean } | { type: 'close' }
+export type AppendReply = { id: number; added: number; unreadable: string[]; deferred?: boolean } | { id: number; error: string } | { ready: true } | { failed: string }
 
 const port = parentPort!
 const data = workerData as AppendWorkerData
@@ -29,10 +33,14 @@ if (data.nicer && process.platform === 'linux') {
     // Left at the process's priority.
   }
 }
+const busy = data.busy ? new Int32Array(data.busy) : undefined
+// Kept across requests: the lag's clock is the worker's for as long as it is up.
+const pacer = busy ? new AppendPacer(() => Atomics.load(busy, 0) === 1, data.pace) : undefined
 let stopping = false
 let running: Promise<unknown> = Promise.resolve()
 try {
-  const store = await openStore(data.url, data.schema ? { schema: data.schema, poolSize: 2 } : { poolSize: 2 })
+  // The process opened and migrated the store already: this connection only reads and appends.
+  const store = await openStore(data.url, { ...(data.schema ? { schema: data.schema } : {}), poolSize: 2, secondary: true })
   port.on('message', (m: AppendRequest) => {
     if (m.type === 'close') {
       // The round in flight ends (drainQueue stops between rounds), then the connection closes.
@@ -40,8 +48,8 @@ try {
       void running.then(() => store.close()).finally(() => port.close())
       return
     }
-    running = drainQueue(store, data.batch, () => stopping).then(
-      (r) => port.postMessage({ id: m.id, added: r.added, unreadable: r.unreadable } satisfies AppendReply),
+    running = drainQueue(store, data.batch, () => stopping, m.paced ? pacer : undefined, m.admitted === true).then(
+      (r) => port.postMessage({ id: m.id, added: r.added, unreadable: r.unreadable, ...(r.deferred ? { deferred: true } : {}) } satisfies AppendReply),
       (err: unknown) => port.postMessage({ id: m.id, error: String((err as Error)?.message ?? err) } satisfies AppendReply),
     )
   })

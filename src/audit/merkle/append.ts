@@ -6,6 +6,7 @@
 import { nowIso } from '../../contract/index.js'
 import { AppendConflictError, isUniqueViolation, QUEUE_COLUMNS, type LogLeaf, type LogTree, type Store } from '../../store/index.js'
 import { storedRowBytes } from './canonical.js'
+import type { AppendPacer } from './pace.js'
 import { CompactRange, hashLeaf } from './tree.js'
 
 export interface RoundResult {
@@ -78,13 +79,21 @@ export function unreadableLeaf(raw: Readonly<Record<string, unknown>>): string {
 export interface Drained {
   added: number
   unreadable: string[]
+  /** The pacer held a round back (the writer has a backlog and the lag is within its bounds). */
+  deferred?: boolean
 }
 
-/** Rounds until the queue is empty, a replica conflicts (the next tick goes on) or `stopped()`. */
-export async function drainQueue(store: Store, batch: number, stopped: () => boolean): Promise<Drained> {
+/**
+ * Rounds until the queue is empty, a replica conflicts (the next tick goes on), `stopped()`, or
+ * the pacer holds the next round back (checked before each round, so a burst that starts mid-drain
+ * has the lock and the cores back within one round).
+ */
+export async function drainQueue(store: Store, batch: number, stopped: () => boolean, pacer?: AppendPacer, admitted = false): Promise<Drained> {
   let added = 0
   const unreadable: string[] = []
-  for (;;) {
+  for (let round = 0; ; round++) {
+    // `admitted`: the caller's pacer let the first round through (a thread started for it has no lag clock yet).
+    if (pacer && !(admitted && round === 0) && !(await pacer.admit(store))) return { added, unreadable, deferred: true }
     const r = await appendRound(store, batch)
     added += r.added
     unreadable.push(...r.unreadable)

@@ -11,6 +11,7 @@ import type { Store, StoredCheckpoint } from '../../store/index.js'
 import type { AuditWriterLogger } from '../writer-types.js'
 import { drainQueue } from './append.js'
 import { AppendHost } from './append-host.js'
+import { AppendPacer, type PaceOptions } from './pace.js'
 import { signCheckpoint } from './note.js'
 import type { LogSigner } from './signer.js'
 import type { WitnessDir } from './witness.js'
@@ -34,6 +35,13 @@ export interface ProvableLogOptions {
    * without it the rounds run on this thread (tests, a memory database).
    */
   thread?: { url: string; schema?: string }
+  /**
+   * Whether this process's writer has a backlog (serve: the audit writer's `backlogged()`): the
+   * appender's ticks and the cadence's checkpoints yield to it within `pace`'s bounds (pace.ts).
+   * Without it every round runs at once.
+   */
+  writerBusy?: () => boolean
+  pace?: PaceOptions
 }
 
 /** The log's origin line for one org: `corral/audit/<log id>/<org id>`. */
@@ -49,8 +57,9 @@ export class ProvableLog {
   readonly #o: ProvableLogOptions
   readonly #batch: number
   readonly #host: AppendHost | undefined
+  readonly #pacer: AppendPacer | undefined
   #timers: NodeJS.Timeout[] = []
-  #appending: Promise<number> | undefined
+  #appending: { run: Promise<number>; paced: boolean } | undefined
   #signing: Promise<StoredCheckpoint[]> | undefined
   #stopped = false
 
@@ -59,8 +68,12 @@ export class ProvableLog {
     this.#batch = Math.max(1, opts.batch ?? 5_000)
     const memory = opts.thread?.url.startsWith('sqlite:') && opts.thread.url.includes(':memory:')
     this.#host = opts.thread && !memory
-      ? new AppendHost({ ...opts.thread, batch: this.#batch }, { pending: async () => (await opts.store.auditLog.pending(1)).length > 0 })
+      ? new AppendHost({ ...opts.thread, batch: this.#batch }, {
+          pending: async () => (await opts.store.auditLog.pending(1)).length > 0,
+          ...(opts.writerBusy ? { busy: opts.writerBusy, ...(opts.pace ? { pace: opts.pace } : {}) } : {}),
+        })
       : undefined
+    this.#pacer = opts.writerBusy ? new AppendPacer(opts.writerBusy, opts.pace) : undefined
   }
 
   start(): void {
@@ -68,8 +81,8 @@ export class ProvableLog {
       if (this.#stopped) return
       fn().catch((err: unknown) => this.#o.logger.error({ err: String((err as Error)?.message ?? err) }, `audit log: ${what} failed; tried again at the next tick`))
     }
-    this.#timers.push(setInterval(tick('append', () => this.append()), this.#o.appendIntervalMs ?? 1_000))
-    if (this.#o.signer) this.#timers.push(setInterval(tick('checkpoint', () => this.checkpoint()), this.#o.checkpointIntervalMs ?? 60_000))
+    this.#timers.push(setInterval(tick('append', () => this.append({ paced: true })), this.#o.appendIntervalMs ?? 1_000))
+    if (this.#o.signer) this.#timers.push(setInterval(tick('checkpoint', () => this.#checkpoint(undefined, true)), this.#o.checkpointIntervalMs ?? 60_000))
     for (const t of this.#timers) t.unref()
   }
 
@@ -79,19 +92,35 @@ export class ProvableLog {
     for (const t of this.#timers) clearInterval(t)
     this.#timers = []
     // The worker ends its round in flight and exits; a round started meanwhile finds it closed.
-    await Promise.allSettled([this.#appending, this.#signing, this.#host?.close()])
+    await Promise.allSettled([this.#appending?.run, this.#signing, this.#host?.close()])
   }
 
-  /** Appends every queued row; returns how many leaves this process added. */
-  append(): Promise<number> {
-    this.#appending ??= this.#appendAll().finally(() => (this.#appending = undefined))
-    return this.#appending
+  /**
+   * Appends every queued row; returns how many leaves this process added. `paced` (the ticks),
+   * rounds are held back while the writer has a backlog within the lag's bounds; unpaced (an
+   * on-demand checkpoint, a drain), every queued row is appended, after a paced append in flight.
+   */
+  append(opts: { paced?: boolean } = {}): Promise<number> {
+    const paced = opts.paced === true
+    const cur = this.#appending
+    if (cur && (paced || !cur.paced)) return cur.run
+    const go = () => this.#appendAll(paced)
+    const run: Promise<number> = (cur ? cur.run.then(go, go) : go()).finally(() => {
+      if (this.#appending?.run === run) this.#appending = undefined
+    })
+    this.#appending = { run, paced }
+    return run
   }
 
   /** Appends, then signs every tree (or `orgId`'s) that grew since its last checkpoint; returns the latest checkpoint of each tree signed or published. */
   checkpoint(orgId?: string): Promise<StoredCheckpoint[]> {
+    return this.#checkpoint(orgId, false)
+  }
+
+  /** The cadence's checkpoints are paced: they sign what is appended and leave the writer's burst alone. */
+  #checkpoint(orgId: string | undefined, paced: boolean): Promise<StoredCheckpoint[]> {
     const run = async () => {
-      await this.append()
+      await this.append({ paced })
       return this.#signAll(orgId)
     }
     const p = (this.#signing ?? Promise.resolve([])).then(run, run)
@@ -101,8 +130,18 @@ export class ProvableLog {
     return p
   }
 
-  async #appendAll(): Promise<number> {
-    const r = await (this.#host ? this.#host.append() : drainQueue(this.#o.store, this.#batch, () => this.#stopped))
+  async #appendAll(paced: boolean): Promise<number> {
+    const pacer = paced ? this.#pacer : undefined
+    let r
+    if (this.#host) {
+      // With no thread up, this thread's pacer decides whether to start one: a thread's start (its
+      // isolate, its sources, its connection) is itself work a writer's burst should not share the
+      // cores with. A thread up paces its own rounds.
+      if (pacer && !this.#host.running && !(await pacer.admit(this.#o.store))) return 0
+      r = await this.#host.append(paced, pacer !== undefined && !this.#host.running)
+    } else {
+      r = await drainQueue(this.#o.store, this.#batch, () => this.#stopped, pacer)
+    }
     if (r.unreadable.length > 0) {
       this.#o.logger.error({ ids: r.unreadable.slice(0, 20), count: r.unreadable.length }, 'audit log: rows that do not read as stored (edited in the database) were appended under an unreadable leaf; corral audit verify reports each as changed')
     }

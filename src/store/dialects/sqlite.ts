@@ -32,15 +32,19 @@ function releaseEmitter(file: string): void {
   if (entry && --entry.refs <= 0) emitters.delete(file)
 }
 
-/** Opens `path` (created with its parent directories when missing). `:memory:` is allowed for tests. */
-export function openSqlite(path: string): StoreDialect {
+/**
+ * Opens `path` (created with its parent directories when missing). `:memory:` is allowed for tests.
+ * `secondary`: another connection of a process that keeps the database itself (the appender's
+ * thread), so no planner upkeep here, which could take the write lock while the writer needs it.
+ */
+export function openSqlite(path: string, opts: { secondary?: boolean } = {}): StoreDialect {
   const file = path === ':memory:' ? `:memory:${Math.random()}` : resolve(path)
   if (path !== ':memory:') mkdirSync(dirname(file), { recursive: true })
   const database = new BetterSqlite3(path === ':memory:' ? ':memory:' : file)
-  configure(database)
+  configure(database, opts.secondary === true)
   const db = new Kysely<Database>({ dialect: new LockWaitingSqliteDialect(database) })
-  const optimizer = setInterval(() => void sql`PRAGMA optimize`.execute(db).catch(() => {}), 3_600_000)
-  optimizer.unref()
+  const optimizer = opts.secondary ? undefined : setInterval(() => void sql`PRAGMA optimize`.execute(db).catch(() => {}), 3_600_000)
+  optimizer?.unref()
   const emitter = sharedEmitter(file)
   let closed = false
   const statements = new Map<string, BetterSqlite3.Statement>()
@@ -101,7 +105,7 @@ export function openSqlite(path: string): StoreDialect {
 }
 
 /** The connection's settings (the bulk worker sets its own write-side subset). */
-function configure(database: BetterSqlite3.Database): void {
+function configure(database: BetterSqlite3.Database, secondary: boolean): void {
   database.pragma('journal_mode = WAL')
   database.pragma('busy_timeout = 5000')
   // NORMAL is durable across application crashes in WAL mode; only an OS crash can lose the last commits.
@@ -120,8 +124,10 @@ function configure(database: BetterSqlite3.Database): void {
   database.pragma('mmap_size = 1073741824')
   // Planner statistics: refresh what changed since the last run (cheap with the analysis limit),
   // at open and hourly, so filtered audit pages pick the most selective index.
-  database.pragma('analysis_limit = 1000')
-  database.pragma('optimize = 0x10002')
+  if (!secondary) {
+    database.pragma('analysis_limit = 1000')
+    database.pragma('optimize = 0x10002')
+  }
   // The settings above may wait for a lock (this is the open, not a request); from here on a busy
   // statement fails at once and the driver waits for the lock off the event loop (sqlite-driver.ts).
   database.pragma('busy_timeout = 0')
