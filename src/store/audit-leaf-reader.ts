@@ -1,17 +1,24 @@
 // A read-only connection for walking one org's leaves with their rows, as arrays of values (no
 // object per row): what verification's worker threads read a million-row log with. Each thread
 // opens its own (SQLite: a read-only handle on the file, WAL lets it read beside serve; PostgreSQL:
-// one client) and reads ranges of leaf indexes. The SQL is `auditLog.leafRows`'s, by range.
-import type { ClientConfig } from 'pg'
+// one client) and reads ranges of leaf indexes. The SQL is `auditLog.leafRows`'s, by range. Rows
+// are handed to the caller one at a time as the driver reads them and none is kept, so a range of
+// rows is garbage while young instead of a heap of arrays that outlives it.
+import type { Client, ClientConfig, QueryArrayConfig } from 'pg'
 import { sqlitePath, storeUrlDialect } from './url.js'
 
 /** The leaf columns the reads put before the event's (`e.*`): `l_idx`, `l_event_id`, `l_leaf_hash`. */
 export const LEAF_READ_COLUMNS = 3
 
-export interface LeafRows {
-  /** Column names, the leaf's three first. */
-  columns: string[]
-  rows: Iterable<unknown[]>
+/**
+ * What a range is read into. `begin` comes before the first row with the result's column names (the
+ * leaf's three first) and again if the read starts over (everything before it is to be dropped);
+ * `row` gets each leaf's values (the event's null when no row has the leaf's id), valid only during
+ * the call.
+ */
+export interface LeafVisitor {
+  begin(columns: readonly string[]): void
+  row(values: readonly unknown[]): void
 }
 
 export interface LeafReader {
@@ -19,15 +26,23 @@ export interface LeafReader {
   span(orgId: string): Promise<{ count: number; min: number | null; max: number | null }>
   /** Every leaf index of the org, in order (to cut ranges of a log whose indexes have gaps). */
   indexes(orgId: string): Promise<number[]>
-  /** The leaves with `from <= idx < to`, in index order, each with its row's values (null when no row has the leaf's id). */
-  range(orgId: string, from: number, to: number): Promise<LeafRows>
+  /** The leaves with `from <= idx < to`, in index order, each with its row's values, into `visit`. */
+  range(orgId: string, from: number, to: number, visit: LeafVisitor): Promise<void>
   close(): Promise<void>
 }
 
 const SELECT = 'SELECT l.idx AS l_idx, l.event_id AS l_event_id, l.leaf_hash AS l_leaf_hash, e.* FROM audit_log_leaves l LEFT JOIN audit_events e ON e.id = '
 // The leaf's id is text on both dialects, the row's a uuid on PostgreSQL: a leaf id edited into
 // something that is not a uuid finds no row (it is reported removed) instead of failing the read.
+// PG_KEY says so exactly, with a regular expression that costs the server about as much as the
+// rest of the join. PG_FAST_KEY checks only the shape (36 characters, hyphens where a uuid has
+// them): a shaped id whose other characters are all hex digits is exactly what PG_KEY accepts,
+// and any other shaped id makes the cast fail, after which the range is read again with PG_KEY.
 const PG_KEY = `(CASE WHEN l.event_id ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' THEN l.event_id::uuid END)`
+const PG_FAST_KEY = `(CASE WHEN l.event_id LIKE '________-____-____-____-____________' THEN l.event_id::uuid END)`
+const PG_RANGE = 'WHERE l.org_id = $1 AND l.idx >= $2 AND l.idx < $3 ORDER BY l.idx'
+/** SQLSTATE of a text that is not a uuid (invalid_text_representation). */
+const NOT_A_UUID = '22P02'
 
 export async function openLeafReader(url: string, opts: { schema?: string } = {}): Promise<LeafReader> {
   return storeUrlDialect(url) === 'sqlite' ? sqliteReader(sqlitePath(url)) : postgresReader(url, opts.schema)
@@ -51,9 +66,9 @@ async function sqliteReader(path: string): Promise<LeafReader> {
     async indexes(orgId) {
       return (indexes.all(orgId) as unknown[]).map(Number)
     },
-    // A lazy iterator: rows are read as the caller takes them, none held beyond the one in hand.
-    async range(orgId, from, to) {
-      return { columns, rows: range.iterate(orgId, from, to) as Iterable<unknown[]> }
+    async range(orgId, from, to, visit) {
+      visit.begin(columns)
+      for (const r of range.iterate(orgId, from, to) as Iterable<unknown[]>) visit.row(r)
     },
     async close() {
       db.close()
@@ -70,7 +85,10 @@ async function postgresReader(url: string, schema: string | undefined): Promise<
       return (pg.types.getTypeParser as (oid: number, format?: string) => unknown)(oid, format)
     },
   }
-  const client = new pg.Client({ connectionString: url, types: types as ClientConfig['types'], ...(schema ? { options: `-c search_path="${schema}"` } : {}) })
+  // No JIT and no parallel workers: each range is one index-driven join whose plan JIT would compile
+  // again every time, and workers would take the cores the verification threads hash on.
+  const options = `-c jit=off -c max_parallel_workers_per_gather=0${schema ? ` -c search_path="${schema}"` : ''}`
+  const client = new pg.Client({ connectionString: url, types: types as ClientConfig['types'], options })
   client.on('error', () => {})
   await client.connect()
   return {
@@ -82,12 +100,51 @@ async function postgresReader(url: string, schema: string | undefined): Promise<
       const r = await client.query<unknown[]>({ text: 'SELECT idx FROM audit_log_leaves WHERE org_id = $1 ORDER BY idx', values: [orgId], rowMode: 'array' })
       return r.rows.map((row) => Number(row[0]))
     },
-    async range(orgId, from, to) {
-      const r = await client.query<unknown[]>({ text: `${SELECT}${PG_KEY} WHERE l.org_id = $1 AND l.idx >= $2 AND l.idx < $3 ORDER BY l.idx`, values: [orgId, from, to], rowMode: 'array' })
-      return { columns: r.fields.map((f) => f.name), rows: r.rows }
+    async range(orgId, from, to, visit) {
+      try {
+        await stream(pg, client, `${SELECT}${PG_FAST_KEY} ${PG_RANGE}`, [orgId, from, to], visit)
+      } catch (err) {
+        if ((err as { code?: unknown }).code !== NOT_A_UUID) throw err
+        await stream(pg, client, `${SELECT}${PG_KEY} ${PG_RANGE}`, [orgId, from, to], visit)
+      }
     },
     async close() {
       await client.end()
     },
   }
+}
+
+/** Runs a query whose rows go to `visit` as the driver parses them (none is accumulated). */
+function stream(pg: typeof import('pg').default, client: Client, text: string, values: unknown[], visit: LeafVisitor): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const config: QueryArrayConfig = { text, values, rowMode: 'array' }
+    const query = new pg.Query<unknown[]>(config)
+    let begun = false
+    // A visitor that throws must not throw into the driver's parser: the rest is read and dropped.
+    let failed: { err: unknown } | undefined
+    const begin = (fields: ReadonlyArray<{ name: string }>) => {
+      begun = true
+      visit.begin(fields.map((f) => f.name))
+    }
+    query.on('row', (row: unknown[], result?: { fields: ReadonlyArray<{ name: string }> }) => {
+      if (failed) return
+      try {
+        if (!begun) begin(result!.fields)
+        visit.row(row)
+      } catch (err) {
+        failed = { err }
+      }
+    })
+    query.on('end', (result: { fields: ReadonlyArray<{ name: string }> }) => {
+      if (failed) return reject(failed.err)
+      try {
+        if (!begun) begin(result.fields)
+      } catch (err) {
+        return reject(err)
+      }
+      resolve()
+    })
+    query.on('error', reject)
+    void client.query(query)
+  })
 }

@@ -88,6 +88,24 @@ for (const d of testDialects()) {
       expect(all.findings.find((x) => x.kind === 'truncated')!.message).toMatch(/the log has 26 leaves, but a checkpoint of size 30 was signed and published to the witness/)
     })
 
+    it('a leaf whose id was edited into one that names no row is reported removed, whatever its shape, and its row inserted', async () => {
+      const f = await checkpointed()
+      // Not a uuid; shaped like one but not hex (PostgreSQL's read casts uuid-shaped ids, fails, and
+      // reads the range again with the exact check); and two texts PostgreSQL's uuid cast would
+      // accept for the row but that are not its id.
+      const edits: Array<[number, string]> = [
+        [2, 'not-a-uuid'],
+        [11, 'zzzzzzzz-zzzz-zzzz-zzzz-zzzzzzzzzzzz'],
+        [20, `{${f.ids[20]}}`],
+        [27, f.ids[27].replaceAll('-', '')],
+      ]
+      await f.tamper(edits.map(([idx, id]) => ['UPDATE audit_log_leaves SET event_id = ? WHERE org_id = ? AND idx = ?', [id, f.org, idx]] as [string, unknown[]]))
+      const r = await f.verify()
+      expect(r.ok).toBe(false)
+      expect(errors(r)).toEqual([...edits.map(([, id]) => `removed ${id}`), ...edits.map(([idx]) => `inserted ${f.ids[idx]}`)].sort())
+      expect(r.findings.filter((x) => x.kind === 'removed').map((x) => x.index)).toEqual(edits.map(([idx]) => idx))
+    })
+
     it('a row inserted behind the log is reported even when a duplicate leaf makes the counts agree', async () => {
       const f = await checkpointed()
       await f.write(1, 'tail')

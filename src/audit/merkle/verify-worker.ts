@@ -21,18 +21,14 @@ let chain: Promise<unknown> = Promise.resolve()
 
 try {
   const reader = data.url ? await openLeafReader(data.url, data.schema ? { schema: data.schema } : {}) : undefined
-  const lazy = data.url?.startsWith('sqlite:') ?? false
   port.on('message', (job: VerifyJob | { kind: 'close' }) => {
     if (job.kind === 'close') {
       void chain.then(() => reader?.close()).finally(() => port.close())
       return
     }
-    // PostgreSQL: the query is sent now, so the server reads this range while the one before is hashed.
-    const read = job.kind === 'db' && !lazy ? reader!.range(job.orgId, job.fromIdx, job.toIdx) : undefined
-    read?.catch(() => {})
     chain = chain.then(async () => {
       try {
-        const result = job.kind === 'db' ? await checkDb(reader!, job, read) : checkBundle(job)
+        const result = job.kind === 'db' ? await checkDb(reader!, job) : checkBundle(job)
         port.postMessage({ id: job.id, result } satisfies VerifyReply, [result.fingerprints.buffer as ArrayBuffer])
       } catch (err) {
         port.postMessage({ id: job.id, error: String((err as Error)?.message ?? err) } satisfies VerifyReply)
@@ -47,32 +43,40 @@ try {
 let encoderKey = ''
 let encode: (values: readonly unknown[]) => string = () => ''
 
-async function checkDb(reader: LeafReader, job: Extract<VerifyJob, { kind: 'db' }>, read: ReturnType<LeafReader['range']> | undefined): Promise<RangeResult> {
-  const { columns, rows } = await (read ?? reader.range(job.orgId, job.fromIdx, job.toIdx))
-  const key = columns.join(',')
-  if (key !== encoderKey) {
-    encoderKey = key
-    encode = rowEncoder(columns, LEAF_COLUMNS)
-  }
-  const idAt = columns.indexOf('id', LEAF_READ_COLUMNS)
-  const orgAt = columns.indexOf('org_id', LEAF_READ_COLUMNS)
-  const checker = new RangeChecker(job.from, job.anchors)
-  for (const r of rows) {
-    const idx = Number(r[0])
-    const id = String(r[1])
-    const stored = String(r[2])
-    let bytes: string | null | undefined
-    if (r[idAt] !== null && r[idAt] !== undefined && r[orgAt] === job.orgId) {
-      try {
-        bytes = encode(r)
-      } catch {
-        // A column that cannot be read as stored (JSON edited into something that is not): the row was changed.
-        bytes = null
+/** Each row is encoded and hashed as the reader hands it over: a range's rows are never held. */
+async function checkDb(reader: LeafReader, job: Extract<VerifyJob, { kind: 'db' }>): Promise<RangeResult> {
+  let checker = new RangeChecker(job.from, job.anchors)
+  let idAt = -1
+  let orgAt = -1
+  await reader.range(job.orgId, job.fromIdx, job.toIdx, {
+    begin(columns) {
+      const key = columns.join(',')
+      if (key !== encoderKey) {
+        encoderKey = key
+        encode = rowEncoder(columns, LEAF_COLUMNS)
       }
-    }
-    const computed = bytes === undefined ? undefined : bytes === null ? '' : hash('sha256', `\0${bytes}`, 'hex')
-    if (checker.add(idx, id, stored, computed)) checker.mismatch(idx, id, computed!, stored, bytes ?? null)
-  }
+      idAt = columns.indexOf('id', LEAF_READ_COLUMNS)
+      orgAt = columns.indexOf('org_id', LEAF_READ_COLUMNS)
+      // A read that starts over starts the range over.
+      checker = new RangeChecker(job.from, job.anchors)
+    },
+    row(r) {
+      const idx = Number(r[0])
+      const id = String(r[1])
+      const stored = String(r[2])
+      let bytes: string | null | undefined
+      if (r[idAt] !== null && r[idAt] !== undefined && r[orgAt] === job.orgId) {
+        try {
+          bytes = encode(r)
+        } catch {
+          // A column that cannot be read as stored (JSON edited into something that is not): the row was changed.
+          bytes = null
+        }
+      }
+      const computed = bytes === undefined ? undefined : bytes === null ? '' : hash('sha256', `\0${bytes}`, 'hex')
+      if (checker.add(idx, id, stored, computed)) checker.mismatch(idx, id, computed!, stored, bytes ?? null)
+    },
+  })
   return checker.finish()
 }
 
