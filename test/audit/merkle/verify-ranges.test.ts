@@ -29,6 +29,14 @@ for (const d of testDialects()) {
       const bad = ids[RANGE * 2 + 5]
       await f.tamper([['UPDATE audit_events SET path = ? WHERE id = ?', ['/tampered', bad]]])
       expect(errors(await f.verify())).toEqual([`changed ${bad}`])
+
+      // A leaf id of a uuid's shape that is not one, deep in the second range: that range is read
+      // again after some of its rows were (PostgreSQL), and counts them once.
+      const shaped = 'zzzzzzzz-zzzz-zzzz-zzzz-zzzzzzzzzzzz'
+      await f.tamper([['UPDATE audit_log_leaves SET event_id = ? WHERE org_id = ? AND idx = ?', [shaped, f.org, RANGE + 9_000]]])
+      const r = await f.verify()
+      expect(errors(r)).toEqual([`changed ${bad}`, `inserted ${ids[RANGE + 9_000]}`, `removed ${shaped}`].sort())
+      expect(r.tree_size).toBe(size)
     })
   })
 }
