@@ -53,6 +53,35 @@ for (const d of testDialects()) {
           await c.end()
         }
       })
+
+      it('a store opens while other stores of the database drop their schemas (the migration scan looks across schemas)', async () => {
+        const url = pgTestUrl()!
+        const tag = randomBytes(4).toString('hex')
+        const churn = new pg.Client({ connectionString: url })
+        await churn.connect()
+        let stop = false
+        const dropping = (async () => {
+          for (let i = 0; !stop; i++) {
+            const other = `t_churn_${tag}_${i}`
+            await churn.query(`CREATE SCHEMA "${other}"; CREATE TABLE "${other}".t (id int)`)
+            await churn.query(`DROP SCHEMA "${other}" CASCADE`)
+          }
+        })()
+        const opened: string[] = []
+        try {
+          for (let i = 0; i < 12; i++) {
+            const schema = `t_race_${tag}_${i}`
+            opened.push(schema)
+            const store = await openStore(url, { schema, poolSize: 2 })
+            await store.close()
+          }
+        } finally {
+          stop = true
+          await dropping
+          for (const schema of opened) await churn.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+          await churn.end()
+        }
+      })
     }
   })
 }

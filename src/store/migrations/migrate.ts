@@ -17,9 +17,24 @@ export async function migrateToLatestOrThrow(db: Kysely<unknown>, dialect: Diale
   // Unordered: a migration appended by another part with an earlier timestamp still runs on stores
   // that already applied later ones.
   const migrator = new Migrator({ db, provider, allowUnorderedMigrations: true, ...(schema ? { migrationTableSchema: schema } : {}) })
-  const { error, results } = await migrator.migrateToLatest()
+  let { error, results } = await migrator.migrateToLatest()
+  // The Migrator looks for its tables across every schema of the database; a schema another store
+  // drops during that scan fails it by name before anything is applied. The scan is safe to repeat.
+  for (let attempt = 1; error && attempt < RACED_SCAN_ATTEMPTS && isOtherSchemaDropped(error, schema); attempt++) {
+    await new Promise((resolve) => setTimeout(resolve, 5 * attempt))
+    ;({ error, results } = await migrator.migrateToLatest())
+  }
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName
     throw new Error(`store migration ${failed ?? ''} failed: ${(error as Error).message ?? String(error)}`, { cause: error })
   }
+}
+
+const RACED_SCAN_ATTEMPTS = 20
+
+/** Postgres `invalid_schema_name` naming a schema that is not this store's. */
+function isOtherSchemaDropped(error: unknown, schema: string | undefined): boolean {
+  const err = error as { code?: string; message?: string }
+  if (err.code !== '3F000') return false
+  return !(schema && err.message?.includes(`"${schema}"`))
 }
