@@ -1,7 +1,7 @@
-// A background worker thread's young generation is kept small (src/proc/worker-limits.ts): in a
-// child process, a worker thread given workerLimits grows its new space no further than its two
+// A background worker thread's young generation can be held small (src/proc/worker-limits.ts): in a
+// child process, a worker thread given workerLimits(n) grows its new space no further than its two
 // semi-spaces under an allocation burst that survives scavenges, while the same burst in a worker
-// without them grows past it (V8's default, as the audit path's threads had).
+// without limits (the default) grows past it.
 import { execFile } from 'node:child_process'
 import { resolve } from 'node:path'
 import { promisify } from 'node:util'
@@ -27,7 +27,7 @@ const BURST = `
 `
 
 describe('workerLimits', () => {
-  it("bounds a worker thread's young generation to its two semi-spaces (2 MB by default, or as asked)", async () => {
+  it("bounds a worker thread's young generation to its two semi-spaces (as asked; V8's own by default)", async () => {
     const script = `
       import { Worker } from 'node:worker_threads'
       import { workerLimits } from ${JSON.stringify(MODULE)}
@@ -38,7 +38,7 @@ describe('workerLimits', () => {
         burst().then((max) => parentPort.postMessage(max))
       \`
       const sizes = []
-      for (const limits of [workerLimits(), workerLimits(4), undefined]) {
+      for (const limits of [workerLimits(2), workerLimits(4), workerLimits()]) {
         const w = new Worker(source, { eval: true, execArgv: [], ...(limits ? { resourceLimits: limits } : {}) })
         sizes.push(await new Promise((r) => w.once('message', r)))
         await w.terminate()
@@ -59,14 +59,16 @@ describe('workerLimits', () => {
       else process.env.CORRAL_WORKER_SEMI_SPACE_MB = saved
     })
 
-    it('sets the semi-spaces in whole MB; anything else keeps 2 MB', () => {
+    it("sets the semi-spaces in whole MB; unset or anything else keeps V8's", () => {
       delete process.env.CORRAL_WORKER_SEMI_SPACE_MB
+      expect(workerLimits()).toEqual({})
+      process.env.CORRAL_WORKER_SEMI_SPACE_MB = '2'
       expect(workerLimits()).toEqual({ maxYoungGenerationSizeMb: 6 })
       process.env.CORRAL_WORKER_SEMI_SPACE_MB = '16'
       expect(workerLimits()).toEqual({ maxYoungGenerationSizeMb: 48 })
       for (const bad of ['', 'lots', '0', '-1', '2.5', '1000']) {
         process.env.CORRAL_WORKER_SEMI_SPACE_MB = bad
-        expect(workerLimits()).toEqual({ maxYoungGenerationSizeMb: 6 })
+        expect(workerLimits()).toEqual({})
       }
     })
   })
