@@ -260,16 +260,21 @@ export function missingMutations(t: MutationTally, rows: AuditRow[]): { secrets:
   }
 }
 
+/** One allow rule (caps.yaml lines) for `/<path>/*` on the loopback upstream at `port`, naming its private range. */
+export function loopbackRule(port: number, path: string, methods: string[]): string {
+  return `    - domains: ["127.0.0.1:${port}"]
+      allow_private: ["127.0.0.0/8"]
+      methods: [${methods.join(', ')}]
+      paths: ["/${path}/*"]
+`
+}
+
 /**
  * The caps.yaml the suite's workspaces use: the loopback upstream on its port (a private address,
  * so the rule names the range: docs/policy.md "Destinations"), JSON POSTs, optional budget counters.
  */
 export function chaosCaps(port: number, budgets?: { calls: number; tokens: number }): string {
-  const rule = (path: string) => `    - domains: ["127.0.0.1:${port}"]
-      allow_private: ["127.0.0.0/8"]
-      methods: [POST, GET]
-      paths: ["/${path}/*"]
-`
+  const rule = (path: string) => loopbackRule(port, path, ['POST', 'GET'])
   if (!budgets) return `- name: chaos
   type: http
   allow:

@@ -16,18 +16,14 @@ import pg from 'pg'
 import { ProxyAgent, fetch as undiciFetch } from 'undici'
 import { afterAll, describe, expect, it } from 'vitest'
 import { startCorralProxy } from '../helpers/corral-proxy.js'
-import { seedWorkspace, startChaos, type Chaos } from './harness.js'
+import { loopbackRule, seedWorkspace, startChaos, type Chaos } from './harness.js'
 import { chaosDialects } from './dialects.js'
 
 const LOCK_BOUND_MS = 4_000
 const FREE_REQUESTS = 8
 
 function caps(port: number): string {
-  const rule = (path: string) => `    - domains: ["127.0.0.1:${port}"]
-      allow_private: ["127.0.0.0/8"]
-      methods: [GET]
-      paths: ["/${path}/*"]
-`
+  const rule = (path: string) => loopbackRule(port, path, ['GET'])
   return `- name: free
   type: http
   allow:

@@ -4,29 +4,14 @@
 // upstream; a close without a code stays one without a code. Real `ws` clients and servers, inside
 // a CONNECT tunnel. Where the proxy closes for its own reasons (policy, limits, violations) its own
 // code and reason are sent instead (test/proxy/websocket-limits.test.ts, test/security/websocket.test.ts).
-import { join } from 'node:path'
 import type { WebSocket } from 'ws'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { isStaticAuthProvider } from '../../src/policy/index.js'
-import { OrgMaterialAdmin, Sealer, loadMasterKey } from '../../src/secrets/index.js'
-import { wsSuite } from '../helpers/ws-suite.js'
+import { socketsCaps, wsSuite } from '../helpers/ws-suite.js'
 import { closed, opened, wsTunnel } from './ws-helpers.js'
 
 const SECRET = 'sk-ws-close-secret-51c2e8'
 
-const CAPS = `
-- name: realtime
-  type: http
-  allow:
-    - name: sockets
-      domains: ["127.0.0.1"]
-      methods: [GET]
-      paths: ["/upstream-closes", "/agent-closes"]
-  transforms:
-    - name: key
-      applies_to: [sockets]
-      header: { name: x-api-key, action: set, value: 'secrets["api_key"]' }
-`
+const CAPS = socketsCaps(['/upstream-closes', '/agent-closes'])
 
 /** What a close says: `code` undefined is a close frame without a code (1005 to whoever reads it). */
 type Close = { code?: number; reason?: string }
@@ -43,9 +28,7 @@ describe('WebSocket closes passed between the legs', () => {
   let secret = ''
 
   beforeAll(async () => {
-    const admin = new OrgMaterialAdmin(suite.h.store, new Sealer(await loadMasterKey(join(suite.h.dir, 'data'))), suite.h.audit, isStaticAuthProvider)
-    await admin.setSecret({ orgId: suite.h.orgId, userId: suite.h.userId }, 'api_key', SECRET)
-    ws = await suite.h.workspace(CAPS)
+    ws = await suite.keyedWorkspace(CAPS, SECRET)
     // The first message says how to close: the upstream closes so, with the injected key where the
     // reason says KEY (an upstream echoing the credential it was given).
     suite.up.paths.set('/upstream-closes', (up, req) => {

@@ -2,36 +2,24 @@
 // `ws` upstream, real TLS inside CONNECT and plain absolute-URI upgrades; the upgrade decided by
 // the policy like any request, messages metered against budgets, injected credentials scrubbed
 // from frames, and one row per socket with its closing fields, whichever side goes away.
-import { join } from 'node:path'
 import { ProxyAgent, WebSocket as UndiciWebSocket } from 'undici'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { isStaticAuthProvider } from '../../src/policy/index.js'
-import { OrgMaterialAdmin, Sealer, loadMasterKey } from '../../src/secrets/index.js'
-import { wsSuite } from '../helpers/ws-suite.js'
+import { socketsCaps, wsSuite } from '../helpers/ws-suite.js'
 import { closed, nextMessage, opened, wsPlain, wsTunnel } from './ws-helpers.js'
 
 const SECRET = 'sk-ws-secret-7f3a91'
 
-const CAPS = `
-- name: realtime
-  type: http
-  allow:
-    - name: sockets
-      domains: ["127.0.0.1"]
-      methods: [GET]
-      paths: ["/echo", "/headers", "/usage", "/vanish", "/refuse"]
-      match:
+const CAPS = socketsCaps(['/echo', '/headers', '/usage', '/vanish', '/refuse'], {
+  match: `      match:
         expr: '!("x-agent" in request.headers) || request.headers["x-agent"] != "blocked"'
-    - name: plain
+`,
+  rules: `    - name: plain
       domains: ["127.0.0.1"]
       methods: [GET]
       paths: ["/echo"]
       allow_insecure: true
-  transforms:
-    - name: key
-      applies_to: [sockets]
-      header: { name: x-api-key, action: set, value: 'secrets["api_key"]' }
-  budgets:
+`,
+  budgets: `  budgets:
     counters:
       - name: sent
         source: websocket.messages
@@ -42,7 +30,8 @@ const CAPS = `
         direction: to_agent
         value: 'event.type == "response.completed" ? event.data.response.usage.total_tokens : 0'
         workspace: { max: 100 }
-`
+`,
+})
 
 describe('WebSocket through the proxy', () => {
   const suite = wsSuite()
@@ -50,9 +39,7 @@ describe('WebSocket through the proxy', () => {
   let ws: { workspaceId: string; token: string }
 
   beforeAll(async () => {
-    const admin = new OrgMaterialAdmin(suite.h.store, new Sealer(await loadMasterKey(join(suite.h.dir, 'data'))), suite.h.audit, isStaticAuthProvider)
-    await admin.setSecret({ orgId: suite.h.orgId, userId: suite.h.userId }, 'api_key', SECRET)
-    ws = await suite.h.workspace(CAPS)
+    ws = await suite.keyedWorkspace(CAPS, SECRET)
   })
 
   it('relays text, binary, fragmented messages and pings inside a CONNECT tunnel; one row at close with the counts', async () => {
