@@ -80,7 +80,7 @@ async function measure(store: Store, thread: { url: string; schema?: string }, d
   const [exportMs, , exportCpu] = reuse ? [Number.NaN, undefined, Number.NaN] : await timed(() => writeBundle(store, ORG, out))
   const vkey = readFileSync(join(witness, 'keys', `${(await store.auditLog.keys())[0].name}.vkey`), 'utf8')
   process.stderr.write(`[${tag}] verifying from the database…\n`)
-  process.stderr.write(`[${tag}] exported in ${Math.round(exportMs)} ms (${Math.round(exportCpu)} ms CPU)\n`)
+  if (!reuse) process.stderr.write(`[${tag}] exported in ${Math.round(exportMs)} ms (${Math.round(exportCpu)} ms CPU)\n`)
   const dbLoad = loadavg()
   // As `corral audit verify --org` runs it: the rows read and checked on threads with connections of their own.
   const [dbMs, dbReport, dbCpu] = await timed(async () => verifyLog(await databaseInput(store, ORG, { witness }, { thread })))

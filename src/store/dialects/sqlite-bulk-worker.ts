@@ -34,6 +34,16 @@ parentPort.on('message', (m) => {
     db.close()
     process.exit(0)
   }
+  if (m.checkpoint) {
+    // PASSIVE: copies what no reader still needs and never waits for a lock or a reader.
+    try {
+      db.pragma('wal_checkpoint(PASSIVE)')
+      parentPort.postMessage({ seq: m.seq, inserted: [] })
+    } catch (err) {
+      parentPort.postMessage({ seq: m.seq, error: { message: String(err && err.message), code: err && err.code, name: err && err.name } })
+    }
+    return
+  }
   try {
     const stmt = prepared(m.text)
     const strict = prepared(m.strict)
@@ -106,7 +116,16 @@ export class SqliteBulkWorker {
     return this.#send({ ...text, json, jsonColumns, names, keyIndex })
   }
 
-  #send(m: { text: string; strict: string; keyIndex: number; rows?: readonly unknown[][]; json?: string; jsonColumns?: readonly boolean[]; names?: readonly string[] }): Promise<string[]> {
+  /**
+   * Copies the WAL's committed frames into the database file on the worker's connection (a
+   * PASSIVE checkpoint), starting a worker when none is up: the main connection's writes do not
+   * checkpoint on the event loop (sqlite.ts), so this is how a WAL they grew is brought back.
+   */
+  async checkpoint(): Promise<void> {
+    await this.#send({ checkpoint: true })
+  }
+
+  #send(m: { checkpoint: true } | { text: string; strict: string; keyIndex: number; rows?: readonly unknown[][]; json?: string; jsonColumns?: readonly boolean[]; names?: readonly string[] }): Promise<string[]> {
     if (this.#closed) return Promise.reject(Object.assign(new Error('the database connection is not open'), { code: 'SQLITE_MISUSE_CLOSED' }))
     const worker = this.#worker ?? this.#spawn()
     clearTimeout(this.#idle)

@@ -12,6 +12,7 @@ import { Kysely, sql } from 'kysely'
 import type { Database } from '../schema.js'
 import { SqliteBulkWorker, type BulkInsertText } from './sqlite-bulk-worker.js'
 import { LockWaitingSqliteDialect } from './sqlite-driver.js'
+import { walBacklog } from './sqlite-wal.js'
 import { assertChannel, type BulkColumn, type StoreDialect } from './types.js'
 
 const emitters = new Map<string, { emitter: EventEmitter; refs: number }>()
@@ -41,7 +42,7 @@ export function openSqlite(path: string, opts: { secondary?: boolean } = {}): St
   const file = path === ':memory:' ? `:memory:${Math.random()}` : resolve(path)
   if (path !== ':memory:') mkdirSync(dirname(file), { recursive: true })
   const database = new BetterSqlite3(path === ':memory:' ? ':memory:' : file)
-  configure(database, opts.secondary === true)
+  configure(database, opts.secondary === true, path !== ':memory:' && opts.secondary !== true)
   const db = new Kysely<Database>({ dialect: new LockWaitingSqliteDialect(database) })
   const optimizer = opts.secondary ? undefined : setInterval(() => void sql`PRAGMA optimize`.execute(db).catch(() => {}), 3_600_000)
   optimizer?.unref()
@@ -51,6 +52,22 @@ export function openSqlite(path: string, opts: { secondary?: boolean } = {}): St
   // Bulk inserts (the audit log's group commit) run on a worker thread with its own connection;
   // an in-memory database cannot be shared with one, so it keeps them on this thread.
   const bulk = path === ':memory:' ? undefined : new SqliteBulkWorker(file)
+  // The event loop's connection never runs a checkpoint (configure): a commit of its own that
+  // crossed the threshold would copy and sync ~40 MiB with every request of the process waiting.
+  // The bulk worker checkpoints as it commits; a WAL grown past the threshold by this connection's
+  // writes alone (no batch for a while) is handed to it from here.
+  let checkpointing = false
+  const walWatch = bulk && !opts.secondary
+    ? setInterval(() => {
+        if (checkpointing) return
+        checkpointing = true
+        void walBacklog(file)
+          .then((frames) => (frames !== undefined && frames >= WAL_CHECKPOINT_PAGES ? bulk.checkpoint() : undefined))
+          .catch(() => {})
+          .finally(() => { checkpointing = false })
+      }, WAL_WATCH_MS)
+    : undefined
+  walWatch?.unref()
 
   const local = { bulk, statements, database, db }
   const insertIgnoreMany = (table: string, columns: readonly BulkColumn[], rows: readonly unknown[][], key: string) => insertRows(local, table, columns, rows, key)
@@ -97,6 +114,7 @@ export function openSqlite(path: string, opts: { secondary?: boolean } = {}): St
       if (closed) return
       closed = true
       clearInterval(optimizer)
+      clearInterval(walWatch)
       releaseEmitter(file)
       await bulk?.close()
       await db.destroy()
@@ -104,8 +122,16 @@ export function openSqlite(path: string, opts: { secondary?: boolean } = {}): St
   }
 }
 
-/** The connection's settings (the bulk worker sets its own write-side subset). */
-function configure(database: BetterSqlite3.Database, secondary: boolean): void {
+/** WAL pages (of 4 KiB) past which a checkpoint runs: ~40 MiB. */
+export const WAL_CHECKPOINT_PAGES = 10_000
+/** How often the main connection's WAL is looked at (a read of the wal-index header). */
+const WAL_WATCH_MS = 5_000
+
+/**
+ * The connection's settings (the bulk worker sets its own write-side subset). `eventLoop`: the
+ * connection serves the process's event loop beside a bulk worker, so it never checkpoints.
+ */
+function configure(database: BetterSqlite3.Database, secondary: boolean, eventLoop: boolean): void {
   database.pragma('journal_mode = WAL')
   database.pragma('busy_timeout = 5000')
   // NORMAL is durable across application crashes in WAL mode; only an OS crash can lose the last commits.
@@ -114,7 +140,7 @@ function configure(database: BetterSqlite3.Database, secondary: boolean): void {
   // append end of each index) are copied into the database file once per checkpoint, so rarer
   // checkpoints write them fewer times (cheaper ingest; docs/storage.md has the figures). The
   // cost is a larger -wal file between checkpoints and a longer pause on the commit that runs one.
-  database.pragma('wal_autocheckpoint = 10000')
+  database.pragma(`wal_autocheckpoint = ${eventLoop ? 0 : WAL_CHECKPOINT_PAGES}`)
   database.pragma('foreign_keys = ON')
   // A 64 MiB page cache keeps the audit indexes' hot pages in memory at millions of rows.
   database.pragma('cache_size = -65536')
