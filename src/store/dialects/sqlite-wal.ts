@@ -27,3 +27,24 @@ export async function walBacklog(file: string): Promise<number | undefined> {
     await handle.close()
   }
 }
+
+/** How often the WAL is looked at (a read of the wal-index header). */
+const WAL_WATCH_MS = 5_000
+
+/** Every few seconds, `checkpoint()` when `file`'s WAL holds `pages` or more frames not yet copied back. */
+export function watchWal(file: string, pages: number, checkpoint: () => Promise<void>): NodeJS.Timeout {
+  let running = false
+  const timer = setInterval(() => {
+    if (running) return
+    running = true
+    void walBacklog(file)
+      .then((frames) => (frames !== undefined && frames >= pages ? checkpoint() : undefined))
+      // A failed read or checkpoint changes nothing: the next look tries again.
+      .catch(() => {})
+      .finally(() => {
+        running = false
+      })
+  }, WAL_WATCH_MS)
+  timer.unref()
+  return timer
+}

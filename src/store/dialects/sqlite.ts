@@ -12,7 +12,7 @@ import { Kysely, sql } from 'kysely'
 import type { Database } from '../schema.js'
 import { SqliteBulkWorker, type BulkInsertText } from './sqlite-bulk-worker.js'
 import { LockWaitingSqliteDialect } from './sqlite-driver.js'
-import { walBacklog } from './sqlite-wal.js'
+import { watchWal } from './sqlite-wal.js'
 import { assertChannel, type BulkColumn, type StoreDialect } from './types.js'
 
 const emitters = new Map<string, { emitter: EventEmitter; refs: number }>()
@@ -56,18 +56,7 @@ export function openSqlite(path: string, opts: { secondary?: boolean } = {}): St
   // crossed the threshold would copy and sync ~40 MiB with every request of the process waiting.
   // The bulk worker checkpoints as it commits; a WAL grown past the threshold by this connection's
   // writes alone (no batch for a while) is handed to it from here.
-  let checkpointing = false
-  const walWatch = bulk && !opts.secondary
-    ? setInterval(() => {
-        if (checkpointing) return
-        checkpointing = true
-        void walBacklog(file)
-          .then((frames) => (frames !== undefined && frames >= WAL_CHECKPOINT_PAGES ? bulk.checkpoint() : undefined))
-          .catch(() => {})
-          .finally(() => { checkpointing = false })
-      }, WAL_WATCH_MS)
-    : undefined
-  walWatch?.unref()
+  const walWatch = bulk && !opts.secondary ? watchWal(file, WAL_CHECKPOINT_PAGES, () => bulk.checkpoint()) : undefined
 
   const local = { bulk, statements, database, db }
   const insertIgnoreMany = (table: string, columns: readonly BulkColumn[], rows: readonly unknown[][], key: string) => insertRows(local, table, columns, rows, key)
@@ -124,8 +113,6 @@ export function openSqlite(path: string, opts: { secondary?: boolean } = {}): St
 
 /** WAL pages (of 4 KiB) past which a checkpoint runs: ~40 MiB. */
 export const WAL_CHECKPOINT_PAGES = 10_000
-/** How often the main connection's WAL is looked at (a read of the wal-index header). */
-const WAL_WATCH_MS = 5_000
 
 /**
  * The connection's settings (the bulk worker sets its own write-side subset). `eventLoop`: the
