@@ -4,7 +4,8 @@
 // one client) and reads ranges of leaf indexes. The SQL is `auditLog.leafRows`'s, by range. Rows
 // are handed to the caller one at a time as the driver reads them and none is kept, so a range of
 // rows is garbage while young instead of a heap of arrays that outlives it.
-import type { Client, ClientConfig, QueryArrayConfig } from 'pg'
+import type { Client, QueryArrayConfig } from 'pg'
+import { storeTypes } from './dialects/pg-types.js'
 import { sqlitePath, storeUrlDialect } from './url.js'
 
 /** The leaf columns the reads put before the event's (`e.*`): `l_idx`, `l_event_id`, `l_leaf_hash`. */
@@ -78,17 +79,12 @@ async function sqliteReader(path: string): Promise<LeafReader> {
 
 async function postgresReader(url: string, schema: string | undefined): Promise<LeafReader> {
   const { default: pg } = await import('pg')
-  // As the store's pool reads them (dialects/postgres.ts): the row's values, and so its leaf bytes, are the same.
-  const types = {
-    getTypeParser(oid: number, format?: string) {
-      if (oid === 20 || oid === 1700) return (v: string) => Number(v)
-      return (pg.types.getTypeParser as (oid: number, format?: string) => unknown)(oid, format)
-    },
-  }
+  // As the store's pool reads them: the row's values, and so its leaf bytes, are the same.
+  const types = storeTypes(pg)
   // No JIT and no parallel workers: each range is one index-driven join whose plan JIT would compile
   // again every time, and workers would take the cores the verification threads hash on.
   const options = `-c jit=off -c max_parallel_workers_per_gather=0${schema ? ` -c search_path="${schema}"` : ''}`
-  const client = new pg.Client({ connectionString: url, types: types as ClientConfig['types'], options })
+  const client = new pg.Client({ connectionString: url, types, options })
   client.on('error', () => {})
   await client.connect()
   return {

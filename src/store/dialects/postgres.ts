@@ -6,15 +6,10 @@
 import pg from 'pg'
 import { Kysely, PostgresDialect, sql } from 'kysely'
 import type { Database } from '../schema.js'
+import { storeTypes } from './pg-types.js'
 import { assertChannel, type BulkColumn, type ListenState, type NotifyHandler, type StoreDialect } from './types.js'
 
-// int8 (counts, epoch-ms) and numeric (sums) as JS numbers: every value we aggregate is far below 2^53.
-const types = {
-  getTypeParser(oid: number, format?: string) {
-    if (oid === 20 || oid === 1700) return (v: string) => Number(v)
-    return (pg.types.getTypeParser as (oid: number, format?: string) => unknown)(oid, format)
-  },
-}
+const types = storeTypes(pg)
 
 /** jsonb values are limited to 256 MiB; characters can take up to 4 bytes (a quarter, with room). */
 const JSONB_MAX_CHARS = 48 << 20
@@ -27,7 +22,7 @@ export interface PostgresOptions {
 export async function openPostgres(url: string, opts: PostgresOptions = {}): Promise<StoreDialect> {
   const schema = opts.schema
   if (schema !== undefined && !/^[a-z_][a-z0-9_]{0,40}$/.test(schema)) throw new TypeError(`invalid schema name: ${schema}`)
-  const base: pg.ClientConfig = { connectionString: url, types: types as pg.ClientConfig['types'] }
+  const base: pg.ClientConfig = { connectionString: url, types }
   if (schema) await createSchema(base, schema)
   const pool = createPool(base, opts.max ?? 10, schema)
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
