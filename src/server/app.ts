@@ -18,6 +18,7 @@ import { TokenBucketLimiter } from './rate-limit.js'
 import { REQUEST_ID_HEADER, mintRequestId } from './request-id.js'
 import { consoleRoutes } from './console.js'
 import { openApiRoute, registerOpenApi } from './openapi.js'
+import { lazySchemaController } from './lazy-schemas.js'
 import { healthRoutes } from './routes/health.js'
 import { V1_ROUTES } from './routes/index.js'
 import { taskLimiter } from './task-input.js'
@@ -26,6 +27,7 @@ import { fieldsOf, type ValidationIssue } from './validation.js'
 
 export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
   const limits = deps.config.limits ?? DEFAULT_API_LIMITS
+  const schemas = lazySchemaController()
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
     genReqId: mintRequestId,
@@ -34,6 +36,8 @@ export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
     // Wrong types are validation errors, not silently coerced; unknown body fields are rejected by
     // `additionalProperties: false` in the schemas rather than dropped.
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true } },
+    // Each route's validators and serializers are compiled at its first request (lazy-schemas.ts).
+    schemaController: schemas.option,
     // fastify's own 503-on-closing body is not our envelope; installDrain's hook answers instead.
     return503OnClosing: false,
     // Header, request and keep-alive timeouts (src/server/door.ts): a slow-drip or idle client
@@ -42,6 +46,7 @@ export async function buildApp(deps: ServerDeps): Promise<FastifyInstance> {
     ...edgeOptions(),
   })
 
+  schemas.attach(app)
   app.decorateRequest('principal', null)
   app.decorateRequest('grants', null as never)
   installDoor(app, limits)
