@@ -3,7 +3,8 @@
 // fields ajv cannot judge alone: agent event types against the closed enum, and each agent event
 // schema compiled the way request_schema is (no external $ref). The capabilities fragment is a
 // *path* here; src/packs/content.ts reads and compiles the file it names.
-import { Ajv } from 'ajv'
+import { createRequire } from 'node:module'
+import type { ValidateFunction } from 'ajv'
 import { parseDocument } from 'yaml'
 import { AGENT_EVENT_TYPES, type AgentEventType, apiError, type PackAgent, type PackManifest } from '../contract/index.js'
 import { compileSchema } from '../policy/index.js'
@@ -56,7 +57,12 @@ const manifestSchema = {
   },
 } as const
 
-const validate = new Ajv({ allErrors: true, strict: true }).compile(manifestSchema)
+const require = createRequire(import.meta.url)
+let compiled: ValidateFunction | undefined
+/** Compiled at the first manifest read, not at import: an idle server holds no ajv for it. */
+function manifestValidator(): ValidateFunction {
+  return (compiled ??= new (require('ajv') as typeof import('ajv')).Ajv({ allErrors: true, strict: true }).compile(manifestSchema))
+}
 
 /**
  * Parses and validates pack.yaml text. Throws a CorralError `validation_error` whose
@@ -79,6 +85,7 @@ export function parsePackManifest(source: string): PackManifest {
     fail({ 'pack.yaml': `cannot be read: ${(err as Error).message}` })
   }
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) fail({ 'pack.yaml': 'must be a mapping of fields (name, version, …)' })
+  const validate = manifestValidator()
   if (!validate(raw)) fail(fieldsOf(validate.errors ?? []))
 
   const m = raw as {

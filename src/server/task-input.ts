@@ -9,7 +9,8 @@ import { mkdir, rm } from 'node:fs/promises'
 import { basename, join } from 'node:path'
 import type { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import { Ajv } from 'ajv'
+import { createRequire } from 'node:module'
+import type { ValidateFunction } from 'ajv'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { compilePolicyCached } from '../policy/index.js'
 import type { Actor, TaskInput, WorkspaceService } from '../workspaces/index.js'
@@ -47,9 +48,17 @@ const followUpBody = {
   properties: { ...common, reset_session: { type: 'boolean' }, metadata: { type: 'object' } },
 } as const
 
-const ajv = new Ajv({ allErrors: true, coerceTypes: false })
-const validateCreate = ajv.compile(createBody)
-const validateFollowUp = ajv.compile(followUpBody)
+const require = createRequire(import.meta.url)
+let bodyValidators: { create: ValidateFunction; followUp: ValidateFunction } | undefined
+/** Compiled at the first task body, not at import: an idle server holds no ajv for them. */
+function validators(): { create: ValidateFunction; followUp: ValidateFunction } {
+  if (!bodyValidators) {
+    const { Ajv } = require('ajv') as typeof import('ajv')
+    const ajv = new Ajv({ allErrors: true, coerceTypes: false })
+    bodyValidators = { create: ajv.compile(createBody), followUp: ajv.compile(followUpBody) }
+  }
+  return bodyValidators
+}
 
 /** At most this many files per task, each at most MAX_FILE_BYTES. */
 const MAX_FILES = 20
@@ -150,7 +159,7 @@ export async function readTaskInput(request: FastifyRequest, controller: Workspa
     fields = (request.body ?? {}) as Record<string, unknown>
     if (typeof fields !== 'object' || Array.isArray(fields)) throw apiError('validation_error', 'the body must be a JSON object', { fields: { body: 'must be an object' } })
   }
-  const validate = opts.followUp ? validateFollowUp : validateCreate
+  const validate = opts.followUp ? validators().followUp : validators().create
   if (!validate(fields)) {
     await rm(controller.stagingDir(id), { recursive: true, force: true })
     const f = fieldsOf(validate.errors ?? [], 'body')

@@ -4,7 +4,8 @@
 // the task; iteration numbers, tool names and file paths are what the live views show) and leaves
 // every other field open, because `detail` is otherwise opaque and other agents may add their own.
 // Documented in docs/workspaces.md ("Agent events").
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
+import { createRequire } from 'node:module'
+import type { ErrorObject, ValidateFunction } from 'ajv'
 import { AGENT_EVENT_TYPES, TASK_OUTCOME_STATUSES, type AgentEventType } from '../contract/index.js'
 import { compileSchema } from '../policy/index.js'
 
@@ -50,12 +51,21 @@ export const AGENT_EVENT_SCHEMAS: Record<AgentEventType, Schema> = Object.fromEn
   }]),
 ) as Record<AgentEventType, Schema>
 
-const ajv = new Ajv({ allErrors: true, strict: true })
-const validators = new Map<string, ValidateFunction>(AGENT_EVENT_TYPES.map((t) => [t, ajv.compile(AGENT_EVENT_SCHEMAS[t])]))
+const require = createRequire(import.meta.url)
+let builtin: Map<string, ValidateFunction> | undefined
+/** Compiled at the first agent event, not at import: an idle server holds no ajv for them. */
+function builtinValidators(): Map<string, ValidateFunction> {
+  if (!builtin) {
+    const { Ajv } = require('ajv') as typeof import('ajv')
+    const ajv = new Ajv({ allErrors: true, strict: true })
+    builtin = new Map(AGENT_EVENT_TYPES.map((t) => [t, ajv.compile(AGENT_EVENT_SCHEMAS[t])]))
+  }
+  return builtin
+}
 
 /** Field messages (`/path: message`) when the body breaks its type's schema; undefined when valid. */
 export function agentEventErrors(type: AgentEventType, body: unknown): Record<string, string> | undefined {
-  const validate = validators.get(type)!
+  const validate = builtinValidators().get(type)!
   if (validate(body)) return undefined
   return fieldMessages(validate.errors as ErrorObject[], {})
 }
@@ -123,7 +133,7 @@ export function compiledPackCount(): number {
  */
 export function agentEventViolation(type: AgentEventType, body: unknown, packs: readonly PackEventValidators[] = []):
   { message: string; fields: Record<string, string>; packs: string[] } | undefined {
-  const own = validators.get(type)!
+  const own = builtinValidators().get(type)!
   const fields: Record<string, string> = own(body) ? {} : fieldMessages(own.errors as ErrorObject[], {})
   const ownFailed = Object.keys(fields).length > 0
   const refusedBy: string[] = []

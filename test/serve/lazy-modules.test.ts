@@ -29,6 +29,12 @@ describe('modules loaded before first use', () => {
     expect(loaded.filter((p) => ['pg', 'pino-pretty', 'tsyringe', '@peculiar/asn1-schema'].includes(p))).toEqual([])
   })
 
+  it("serve's face compiles no JSON schema at import: ajv and fastify's schema compilers wait for their first use", () => {
+    const loaded = packagesLoadedBy(['src/serve/index.ts', 'src/server/index.ts', 'src/packs/index.ts', 'src/workspaces/index.ts'])
+    expect(loaded).toContain('fastify')
+    expect(loaded.filter((p) => ['ajv', 'ajv-formats', '@fastify/ajv-compiler', '@fastify/fast-json-stringify-compiler'].includes(p))).toEqual([])
+  })
+
   it('`corral proxy` loads the proxy, not the API server (fastify and its plugins)', () => {
     const loaded = packagesLoadedBy(['src/serve/proxy-alone.ts', 'src/serve/proxy-workers.ts', 'src/server/logger.ts'])
     expect(loaded).toContain('pino')
