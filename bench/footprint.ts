@@ -5,7 +5,7 @@
 //   idle    every process started together on a prepared data dir (its second start: CA, keys and
 //           store exist), RSS read 5 s after its ready line (`fresh`) and after SETTLE seconds of
 //           nothing (`idle`: V8's memory reducer has run by then and shrunk the young generation)
-//   loaded  one process at a time: POSTs through its proxy at RATE req/s for LOAD seconds (open
+//   loaded  one process at a time (each next to its baseline, alternating which goes first): POSTs through its proxy at RATE req/s for LOAD seconds (open
 //           loop, bench/proxy-rate.ts; bench:proxy's realistic policy, bench/proxy-setup.ts: body
 //           CEL match, two header transforms, an injected credential, a request counter) and, for
 //           serve and dev, an API client at 20 req/s (GET /v1/audit and /v1/workspaces with the
@@ -232,7 +232,7 @@ async function main(): Promise<void> {
     const idleLoad = loadavg()
 
     const results: Record<string, unknown> = {}
-    for (const p of procs) {
+    for (const p of loadOrder(procs)) {
       const token = tokens.get(p.name)
       if (token) p.token = token
       process.stderr.write(`loaded: ${p.name}, ${RATE} req/s for ${LOAD_SECONDS} s …\n`)
@@ -257,6 +257,25 @@ async function main(): Promise<void> {
     await sleep(500)
     rmSync(tmp, { recursive: true, force: true })
   }
+}
+
+/**
+ * The loaded phases one process at a time, each build next to its baseline, which of the two goes
+ * first alternating from kind to kind (serve, serve-base, dev-base, dev, proxy, proxy-base): a pair
+ * runs under nearly the same machine load, and neither build always runs first.
+ */
+function loadOrder(procs: Proc[]): Proc[] {
+  const out: Proc[] = []
+  let flip = false
+  for (const p of procs) {
+    if (p.name.endsWith('-base') || out.includes(p)) continue
+    const base = procs.find((b) => b.name === `${p.name}-base`)
+    if (base) {
+      out.push(...(flip ? [base, p] : [p, base]))
+      flip = !flip
+    } else out.push(p)
+  }
+  return [...out, ...procs.filter((p) => !out.includes(p))]
 }
 
 const fmt = (r: Rss): string => `${r.rss_mb} MB (anon ${r.anon_mb})`
