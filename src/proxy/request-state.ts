@@ -17,6 +17,7 @@ import type { RowAllowance } from './row-allowance.js'
 import type { TaskLiveness } from './task-liveness.js'
 import type { CapabilityTokens, TokenCheck } from '../secrets/index.js'
 import type { Upstream, UpstreamResponse } from './upstream.js'
+import type { DirectBody } from './pooled-response.js'
 import type { BodyScan, Scrubber } from './scrub.js'
 import type { McpExchange } from './mcp/exchange.js'
 import type { ActiveWorkspace, ActiveWorkspaces } from './workspaces.js'
@@ -110,7 +111,8 @@ export interface ProxyCore {
 
 /** The body the response_body phase relays: the upstream's, or its scrubbed view. */
 export interface RelayedBody {
-  src: Readable
+  /** A stream, or the pooled client's body read without one (pooled-response.ts). */
+  src: Readable | DirectBody
   scrubber?: Scrubber
   /** The scan the relay applies to each chunk of `src` itself (an identity body: no stream in between). */
   scan?: BodyScan

@@ -1,6 +1,7 @@
 // The upstream client: one pooled undici Agent for every upstream, built at start, keep-alive on,
 // normal certificate verification against the system roots plus `--upstream-ca` extras. Request
-// bodies stream through unless a phase buffered them; response bodies come back as a stream.
+// bodies stream through unless a phase buffered them; a response body is read by the relay
+// without a stream in between when it can be (pooled-response.ts), else as a stream.
 // Every connection is made through the AddressGuard (src/net/). A pooled connection was
 // checked against the allowance of the agent that made it, so requests whose rule names private
 // ranges (`allow_private`) get an agent of their own per distinct list: a connection opened for
@@ -11,6 +12,7 @@ import type { Readable } from 'node:stream'
 import { Agent, type buildConnector, type Dispatcher } from 'undici'
 import { AddressGuard, allowList, guardedConnector } from '../net/index.js'
 import { H2Upstream, type H2Request } from './h2/upstream.js'
+import { dispatchPooled, type DirectBody } from './pooled-response.js'
 
 /** Connection-level headers that never cross a proxy (RFC 9110 §7.6.1), plus the proxy's own. */
 export const HOP_BY_HOP = new Set([
@@ -43,6 +45,8 @@ export interface UpstreamResponse {
   status: number
   headers: Record<string, string | string[]>
   body: Readable
+  /** The body without a stream (the pooled HTTP/1.1 client's), while nothing has read `body`. */
+  readonly direct?: DirectBody
   /** The upstream's trailers, filled in by the end of its body (empty when it sent none, and over HTTP/1.1). */
   trailers: Record<string, string | string[]>
 }
@@ -119,17 +123,14 @@ export class Upstream {
     }
     // The caller may have put the Host header in already (the upstream phase does): no copy then.
     const headers: Record<string, string | string[]> = req.headers.host === req.host ? req.headers : { ...req.headers, host: req.host }
-    const res = await this.#agentFor(req.allowPrivate).request({
+    // A dispatch, never a redirect followed: each hop is the agent's and must pass the policy on its own.
+    return dispatchPooled(this.#agentFor(req.allowPrivate), {
       origin: req.origin,
       method: req.method as Dispatcher.HttpMethod,
       path: req.path,
       headers,
-      body: req.body,
-      signal: req.signal,
-      // Redirects are the agent's business: each hop must pass the policy on its own.
-      maxRedirections: 0,
-    } as Dispatcher.RequestOptions)
-    return { status: res.statusCode, headers: res.headers as Record<string, string | string[]>, body: res.body as unknown as Readable, trailers: {} }
+      body: req.body as Dispatcher.DispatchOptions['body'],
+    }, req.signal)
   }
 
   #sendH2(req: UpstreamRequest): Promise<UpstreamResponse | undefined> {

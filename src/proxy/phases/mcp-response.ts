@@ -25,7 +25,8 @@ export function mcpResponse(core: ProxyCore, st: RequestState): PhaseOutcome {
           ? new JsonBodyFilter(x.server, tallyOf(st), core.maxInspectBytes)
           : undefined
   if (!filter) {
-    r.body.once('error', () => {}).destroy()
+    if (r.direct) r.direct.destroy()
+    else r.body.once('error', () => {}).destroy()
     st.ctx.detail.mcp_unreadable = encoding !== '' && encoding !== 'identity' ? `encoding ${encoding.slice(0, 40)}` : `content-type ${type.slice(0, 80) || 'none'}`
     throw new McpUnreadable('an MCP answer the proxy cannot read')
   }
