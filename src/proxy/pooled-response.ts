@@ -110,8 +110,15 @@ export class PooledResponse implements DirectBody {
 
   destroy(err?: Error): void {
     if (this.#finished) return
-    this.#finished = true
+    this.#finish()
     this.#abort?.(err ?? new errors.RequestAbortedError())
+  }
+
+  /** Once the exchange is over its connection may carry another request: this one's resume must not touch its parser. */
+  #finish(): void {
+    this.#finished = true
+    this.#paused = false
+    this.#resume = undefined
   }
 
   // undici's handler interface.
@@ -161,7 +168,7 @@ export class PooledResponse implements DirectBody {
 
   onComplete(): void {
     if (this.#finished) return
-    this.#finished = true
+    this.#finish()
     if (this.#sink) this.#sink.end()
     else this.#ended = true
   }
@@ -175,11 +182,11 @@ export class PooledResponse implements DirectBody {
     const settle = this.#settle
     if (settle) {
       this.#settle = undefined
-      this.#finished = true
+      this.#finish()
       return settle(err, undefined)
     }
     if (this.#finished) return
-    this.#finished = true
+    this.#finish()
     if (this.#sink) this.#sink.error(err)
     else this.#error = err
   }
