@@ -111,8 +111,10 @@ async function startTargets(run: number, o: Ctx): Promise<Target[]> {
     const n = Number(env.CORRAL_BENCH_ALSO_WORKERS)
     targets.push(corralTarget(`corral-w${n}`, await startCorral({ root: ROOT, tmp: o.tmp, dataDir, dbUrl, workers: n, nodeArgs: o.nodeArgs, env: proxyEnv }), o.corralCa))
   }
+  // CORRAL_BENCH_APPENDER_TRACE=dir: each appender's queue and CPU every 250 ms there (bench/appender-trace.ts).
+  const trace = (name: string) => (env.CORRAL_BENCH_APPENDER_TRACE ? join(env.CORRAL_BENCH_APPENDER_TRACE, `appender-${name}-${run}.jsonl`) : undefined)
   if (env.CORRAL_BENCH_LOG_OFF === '1') {
-    await startAppender(dbUrl)
+    await startAppender(dbUrl, ROOT, trace('corral'))
     targets.push(corralTarget('corral-log-off', await startCorral({ root: ROOT, tmp: o.tmp, dataDir, dbUrl: await logOffStore(dbUrl), workers, nodeArgs: o.nodeArgs, env: proxyEnv }), o.corralCa))
   }
   const baseRoot = env.CORRAL_BENCH_BASELINE
@@ -121,7 +123,7 @@ async function startTargets(run: number, o: Ctx): Promise<Target[]> {
     // CORRAL_BENCH_BASELINE_NODE_ARGS: Node flags for the baseline only (a V8 setting A/B'd on one build: CORRAL_BENCH_BASELINE=. with the flag).
     const baseArgs = [...o.nodeArgs, ...(env.CORRAL_BENCH_BASELINE_NODE_ARGS?.split(' ').filter(Boolean) ?? [])]
     const baseUrl = baselineStore(dbUrl, baseRoot)
-    if (env.CORRAL_BENCH_LOG_OFF === '1') await startAppender(baseUrl)
+    if (env.CORRAL_BENCH_LOG_OFF === '1') await startAppender(baseUrl, resolve(baseRoot), trace('corral-base'))
     const p = await startCorral({ root: resolve(baseRoot), tmp: o.tmp, dataDir, dbUrl: baseUrl, ...(n > 1 ? { workers: n } : {}), nodeArgs: baseArgs, env: proxyEnv })
     // CORRAL_BENCH_BASELINE_FIRST=1 measures the baseline before this build (alternate it between runs).
     targets.splice(env.CORRAL_BENCH_BASELINE_FIRST ? 1 : targets.length, 0, corralTarget(n > 1 ? `corral-base-w${n}` : 'corral-base', p, o.corralCa))
@@ -196,6 +198,7 @@ async function oneRun(run: number, o: Ctx): Promise<RunRecord> {
   const load0 = loadavg()
   const targets = await startTargets(run, o)
   const m: Record<string, Metrics> = Object.fromEntries(targets.map((t) => [t.name, {}]))
+  const windows: NonNullable<RunRecord['windows']> = []
   let third = RATE
   try {
     for (const t of targets) {
@@ -208,7 +211,9 @@ async function oneRun(run: number, o: Ctx): Promise<RunRecord> {
         process.stderr.write(`run ${run}: ${rate} req/s: ${t.name} …\n`)
         const d = t.dispatcher(CONCURRENCY)
         const tailFile = env.CORRAL_BENCH_TAIL_DIR ? join(env.CORRAL_BENCH_TAIL_DIR, `client-${t.name}-${rate}-${run}.json`) : undefined
+        const from = Date.now()
         const r = await fixedRate(d, (x) => post(x, o.origin), { rate, seconds: LATENCY_SECONDS, ...(t.pid ? { pid: t.pid } : {}), ...(tailFile ? { tailFile } : {}) })
+        windows.push({ target: t.name, phase: key, from, to: Date.now() })
         await d.close()
         Object.assign(m[t.name]!, { [`${key}_p50_ms`]: r.p50_ms, [`${key}_p99_ms`]: r.p99_ms, [`${key}_achieved_rps`]: r.achieved_rps, [`${key}_cpu_ms_per_req`]: r.cpu_ms_per_req ?? null })
       }
@@ -238,7 +243,7 @@ async function oneRun(run: number, o: Ctx): Promise<RunRecord> {
   } finally {
     await stopSince(mark)
   }
-  return { run, started, loadavg_before: load0, loadavg_after: loadavg(), third_rate: third, targets: m }
+  return { run, started, loadavg_before: load0, loadavg_after: loadavg(), third_rate: third, targets: m, windows }
 }
 
 /** The same bench under round-robin real-time scheduling (as root), its figures as a second column. */
