@@ -13,7 +13,7 @@ export interface AppendWorkerData {
   batch: number
   /** How much nicer than the process this thread runs (Linux keeps a nice value per thread). */
   nicer?: number
-  /** The writer's backlog flag (an Int32Array's one cell, 1 while backlogged), kept by the host; without it every round runs. */
+  /** The writer's backlog flag (an Int32Array's one cell, 1 while backlogged), kept by the host; without it the writer is never backlogged. */
   busy?: SharedArrayBuffer
   pace?: PaceOptions
 }
@@ -34,8 +34,9 @@ if (data.nicer && process.platform === 'linux') {
   }
 }
 const busy = data.busy ? new Int32Array(data.busy) : undefined
-// Kept across requests: the lag's clock is the worker's for as long as it is up.
-const pacer = busy ? new AppendPacer(() => Atomics.load(busy, 0) === 1, data.pace) : undefined
+// Kept across requests: the lag's clock is the worker's for as long as it is up. Without the
+// writer's flag the ticks never yield, and still catch up in slices.
+const pacer = new AppendPacer(busy ? () => Atomics.load(busy, 0) === 1 : () => false, data.pace)
 let stopping = false
 let running: Promise<unknown> = Promise.resolve()
 try {
