@@ -11,7 +11,10 @@
 // → bench/results/proxy-rate.json (or CORRAL_BENCH_OUT). CORRAL_BENCH_RATE_BACKLOG_SECONDS=S runs a
 // POST closed loop for S s against each proxy right before its window, as the full bench's closed
 // phases do before its rate phase: the provable log's queue then holds S seconds of a saturated
-// proxy's rows when the window starts, and its appender catches up during the window. Each window's
+// proxy's rows when the window starts, and its appender catches up during the window; with
+// CORRAL_BENCH_RATE_BACKLOG_HOLD=1 the target's appender process is stopped (SIGSTOP) through that
+// loop and continued as the window's warm-up starts, so the whole loop's rows are caught up in the
+// window (what pacing leaves after a writer's burst). Each window's
 // start and end are in `rounds[].windows` (bench/appender-trace.ts lays an appender's trace over them).
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { cpus } from 'node:os'
@@ -26,9 +29,10 @@ const CONNECTIONS = Number(process.env.CORRAL_BENCH_CONNECTIONS ?? 32)
 const ROUNDS = Math.max(1, Number(process.env.CORRAL_BENCH_RATE_ROUNDS ?? 1))
 const WARM_SECONDS = Number(process.env.CORRAL_BENCH_RATE_WARM_SECONDS ?? 10)
 const BACKLOG_SECONDS = Number(process.env.CORRAL_BENCH_RATE_BACKLOG_SECONDS ?? 0)
+const HOLD = process.env.CORRAL_BENCH_RATE_BACKLOG_HOLD === '1'
 const loadavg = (): number[] => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).map(Number)
 
-type Target = { name: string; pid?: number; dispatcher: (n?: number) => Dispatcher }
+type Target = { name: string; pid?: number; appenderPid?: number; dispatcher: (n?: number) => Dispatcher }
 
 interface Round {
   round: number
@@ -89,7 +93,12 @@ export async function rateRun(targets: Target[], post: (d: Dispatcher) => Promis
           process.stderr.write(`closed loop ${BACKLOG_SECONDS} s before the window: ${t.name} …\n`)
           const d = t.dispatcher()
           const from = Date.now()
-          await closedLoop(() => send(d), { seconds: BACKLOG_SECONDS })
+          if (HOLD && t.appenderPid) process.kill(t.appenderPid, 'SIGSTOP')
+          try {
+            await closedLoop(() => send(d), { seconds: BACKLOG_SECONDS })
+          } finally {
+            if (HOLD && t.appenderPid) process.kill(t.appenderPid, 'SIGCONT')
+          }
           windows.push({ target: t.name, phase: 'backlog', from, to: Date.now() })
           await d.close()
         }
@@ -128,7 +137,7 @@ export async function rateRun(targets: Target[], post: (d: Dispatcher) => Promis
   }
   const out = {
     machine: { cpus: cpus().length, node: process.version, loadavg_before: load0, loadavg_after: loadavg() },
-    rates: RATES, rounds_count: ROUNDS, seconds: RATE_SECONDS, warm_seconds: WARM_SECONDS, backlog_seconds: BACKLOG_SECONDS, connections: CONNECTIONS,
+    rates: RATES, rounds_count: ROUNDS, seconds: RATE_SECONDS, warm_seconds: WARM_SECONDS, backlog_seconds: BACKLOG_SECONDS, backlog_hold: HOLD, connections: CONNECTIONS,
     request: 'POST /v1/messages (body CEL match, 2 header transforms, injected credential, request counter with a ceiling)',
     rounds, summary,
   }
