@@ -81,19 +81,6 @@ export function auditLog(handle: Kysely<Database>, pg: boolean) {
       return row?.head === null || row?.head === undefined ? undefined : { head: Number(row.head), tail: Number(row.tail) }
     },
 
-    /** The queue's head with each queued row as stored (absent when the row is gone), in one read. */
-    async pendingRows(limit: number): Promise<Array<PendingRow & { row?: AuditEvent }>> {
-      type Row = Database['audit_events'] & { p_seq: Num; p_event_id: string; p_org_id: string }
-      const rows = (await sql<Row>`SELECT e.*, p.seq AS p_seq, p.event_id AS p_event_id, p.org_id AS p_org_id
-        FROM audit_log_pending p LEFT JOIN ${sql.raw(pg ? 'audit_events AS e' : SQLITE_LOG_JOINS.events)} ON e.id = p.event_id
-        ORDER BY p.seq LIMIT ${limit}`.execute(db)).rows
-      return rows.map((r) => {
-        const { p_seq, p_event_id, p_org_id, ...row } = r as typeof r & { p_seq: Num; p_event_id: string; p_org_id: string }
-        const base = { seq: Number(p_seq), eventId: String(p_event_id), orgId: p_org_id }
-        return row.id === null || row.id === undefined ? base : { ...base, row: fromRow(row) }
-      })
-    },
-
     /**
      * The queue's head for the appender, in one read: each entry with its row as the driver
      * returns it (`raw`, absent when the row is gone) and whether the row already has a leaf.
