@@ -26,11 +26,15 @@ export async function logOffStore(dbUrl: string): Promise<string> {
 }
 
 /**
- * The appender as serve runs it, against `dbUrl`, in a child process (bench/audit-appender-proc.ts);
- * CORRAL_BENCH_APPENDER_IDLE=1 runs it under SCHED_IDLE, to tell its CPU from its lock and I/O.
+ * The appender as serve runs it, against `dbUrl`, in a child process (bench/audit-appender-proc.ts
+ * running `root`'s sources: a baseline build's appender is its own code); CORRAL_BENCH_APPENDER_IDLE=1
+ * runs it under SCHED_IDLE, to tell its CPU from its lock and I/O. `trace`: where it writes its
+ * queue and CPU every 250 ms.
  */
-export async function startAppender(dbUrl: string): Promise<number> {
-  const args = ['--import', 'tsx', join(ROOT, 'bench/audit-appender-proc.ts'), dbUrl]
+export async function startAppender(dbUrl: string, root = ROOT, trace?: string): Promise<number> {
+  // CORRAL_BENCH_APPENDER_PROF=dir: a --cpu-prof of the appender process (its thread's too) there.
+  const prof = process.env.CORRAL_BENCH_APPENDER_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.CORRAL_BENCH_APPENDER_PROF] : []
+  const args = [...prof, '--import', 'tsx', join(ROOT, 'bench/audit-appender-proc.ts'), dbUrl, trace ?? '', root]
   const p = process.env.CORRAL_BENCH_APPENDER_IDLE === '1'
     ? await spawnUntil('chrt', ['-i', '0', process.execPath, ...args], /READY/)
     : await spawnUntil(process.execPath, args, /READY/)

@@ -8,12 +8,19 @@
 // percentiles, every proxy's ADDED latency over direct in the same round, its whole-tree CPU per
 // request (each process apart too: the primary and its workers), the load average before and after
 // each round, and, when corral-wN runs, its CPU per request over corral's per round
-// → bench/results/proxy-rate.json (or CORRAL_BENCH_OUT).
+// → bench/results/proxy-rate.json (or CORRAL_BENCH_OUT). CORRAL_BENCH_RATE_BACKLOG_SECONDS=S runs a
+// POST closed loop for S s against each proxy right before its window, as the full bench's closed
+// phases do before its rate phase: the provable log's queue then holds S seconds of a saturated
+// proxy's rows when the window starts, and its appender catches up during the window; with
+// CORRAL_BENCH_RATE_BACKLOG_HOLD=1 the target's appender process is stopped (SIGSTOP) through that
+// loop and continued as the window's warm-up starts, so the whole loop's rows are caught up in the
+// window (what pacing leaves after a writer's burst). Each window's
+// start and end are in `rounds[].windows` (bench/appender-trace.ts lays an appender's trace over them).
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { cpus } from 'node:os'
 import { join, resolve } from 'node:path'
 import type { Dispatcher } from 'undici'
-import { round } from './proxy-load.js'
+import { closedLoop, round } from './proxy-load.js'
 import { fixedRate, type RateResult } from './proxy-rate.js'
 
 const RATES = (process.env.CORRAL_BENCH_RATE ?? '3000').split(',').map(Number).filter((n) => n > 0)
@@ -21,9 +28,11 @@ const RATE_SECONDS = Number(process.env.CORRAL_BENCH_RATE_SECONDS ?? 20)
 const CONNECTIONS = Number(process.env.CORRAL_BENCH_CONNECTIONS ?? 32)
 const ROUNDS = Math.max(1, Number(process.env.CORRAL_BENCH_RATE_ROUNDS ?? 1))
 const WARM_SECONDS = Number(process.env.CORRAL_BENCH_RATE_WARM_SECONDS ?? 10)
+const BACKLOG_SECONDS = Number(process.env.CORRAL_BENCH_RATE_BACKLOG_SECONDS ?? 0)
+const HOLD = process.env.CORRAL_BENCH_RATE_BACKLOG_HOLD === '1'
 const loadavg = (): number[] => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).map(Number)
 
-type Target = { name: string; pid?: number; dispatcher: (n?: number) => Dispatcher }
+type Target = { name: string; pid?: number; appenderPid?: number; dispatcher: (n?: number) => Dispatcher }
 
 interface Round {
   round: number
@@ -33,6 +42,8 @@ interface Round {
   loadavg_after: number[]
   results: Record<string, RateResult>
   added_over_direct: Record<string, { p50_ms: number; p99_ms: number; p999_ms: number }>
+  /** Each target's measured window and the closed loop before it (ms since the epoch). */
+  windows: Array<{ target: string; phase: string; from: number; to: number }>
 }
 
 async function measure(t: Target, rate: number, tag: string, resultsDir: string, warmSeconds: number): Promise<RateResult> {
@@ -74,16 +85,32 @@ export async function rateRun(targets: Target[], post: (d: Dispatcher) => Promis
       const order = [direct!, ...(r % 2 === 0 ? [...proxies].reverse() : proxies)]
       const before = loadavg()
       const results: Record<string, RateResult> = {}
+      const windows: Round['windows'] = []
       for (const t of order) {
         const warm = warmed.has(t.name) ? 1 : Math.max(1, WARM_SECONDS)
         warmed.add(t.name)
+        if (BACKLOG_SECONDS > 0 && t !== direct) {
+          process.stderr.write(`closed loop ${BACKLOG_SECONDS} s before the window: ${t.name} …\n`)
+          const d = t.dispatcher()
+          const from = Date.now()
+          if (HOLD && t.appenderPid) process.kill(t.appenderPid, 'SIGSTOP')
+          try {
+            await closedLoop(() => send(d), { seconds: BACKLOG_SECONDS })
+          } finally {
+            if (HOLD && t.appenderPid) process.kill(t.appenderPid, 'SIGCONT')
+          }
+          windows.push({ target: t.name, phase: 'backlog', from, to: Date.now() })
+          await d.close()
+        }
+        const from = Date.now()
         results[t.name] = await measure(t, rate, ROUNDS > 1 || RATES.length > 1 ? `${rate}-${r}` : '', resultsDir, warm)
+        windows.push({ target: t.name, phase: String(rate), from, to: Date.now() })
       }
       const d = results.direct!
       const added = Object.fromEntries(Object.entries(results).filter(([n]) => n !== 'direct').map(([n, x]) => [n, {
         p50_ms: round(x.p50_ms - d.p50_ms), p99_ms: round(x.p99_ms - d.p99_ms), p999_ms: round(x.p999_ms - d.p999_ms),
       }]))
-      const rec: Round = { round: r, rate, order: order.map((t) => t.name), loadavg_before: before, loadavg_after: loadavg(), results, added_over_direct: added }
+      const rec: Round = { round: r, rate, order: order.map((t) => t.name), loadavg_before: before, loadavg_after: loadavg(), results, added_over_direct: added, windows }
       rounds.push(rec)
       process.stdout.write(`\nround ${r}, ${rate} req/s, load average ${rec.loadavg_before.join(' ')} → ${rec.loadavg_after.join(' ')}\n`)
       for (const t of order) process.stdout.write(line(t.name, results[t.name]!, added[t.name]))
@@ -110,7 +137,7 @@ export async function rateRun(targets: Target[], post: (d: Dispatcher) => Promis
   }
   const out = {
     machine: { cpus: cpus().length, node: process.version, loadavg_before: load0, loadavg_after: loadavg() },
-    rates: RATES, rounds_count: ROUNDS, seconds: RATE_SECONDS, warm_seconds: WARM_SECONDS, connections: CONNECTIONS,
+    rates: RATES, rounds_count: ROUNDS, seconds: RATE_SECONDS, warm_seconds: WARM_SECONDS, backlog_seconds: BACKLOG_SECONDS, backlog_hold: HOLD, connections: CONNECTIONS,
     request: 'POST /v1/messages (body CEL match, 2 header transforms, injected credential, request counter with a ceiling)',
     rounds, summary,
   }

@@ -13,6 +13,8 @@ export interface RunRecord {
   /** what the rate of the "third" latency phase was: a third of corral's own closed-loop maximum */
   third_rate: number
   targets: Record<string, Metrics>
+  /** Each open-loop window (ms since the epoch): where an appender's trace is laid over it. */
+  windows?: Array<{ target: string; phase: string; from: number; to: number }>
 }
 export interface Spread { min: number; median: number; max: number; n: number }
 

@@ -44,6 +44,10 @@
 //   CORRAL_BENCH_MODE=rate npm run bench:proxy  # only the open loop at CORRAL_BENCH_RATE (bench/proxy-rate-run.ts;
 //     CORRAL_BENCH_PERF=1 adds a `perf record` of each target; CORRAL_BENCH_RATE=500,1000 several rates;
 //     CORRAL_BENCH_RATE_ROUNDS=N rounds alternating the proxies' order; CORRAL_BENCH_RATE_WARM_SECONDS the first warm-up)
+//     CORRAL_BENCH_RATE_BACKLOG_SECONDS=S a POST closed loop of S s right before each proxy's window (the log's queue
+//     fills), CORRAL_BENCH_RATE_BACKLOG_HOLD=1 with its appender process stopped meanwhile (the log trails by those
+//     S s when the window starts, as pacing leaves it after a writer's burst), CORRAL_BENCH_APPENDER_TRACE=dir each
+//     appender's queue and CPU every 250 ms (bench/appender-trace.ts lays them over the windows)
 //   CORRAL_BENCH_MODE=closed npm run bench:proxy  # only the POST closed loop, CPU per request by thread, rounds alternating
 //     the proxies' order (bench/proxy-closed-run.ts; CORRAL_BENCH_CLOSED_ROUNDS, CORRAL_BENCH_PERF=1 as above)
 import { spawn } from 'node:child_process'
@@ -84,6 +88,8 @@ export interface Target {
   /** How the h2 and WebSocket phases reach it; null: it does not offer that. */
   h2: Via | null
   ws: Via | null
+  /** The process appending this target's store to the provable log (CORRAL_BENCH_LOG_OFF=1). */
+  appenderPid?: number
 }
 
 interface Ctx { tmp: string; seeded: Seeded; upPort: number; h2Port: number; upCa: string; origin: string; nodeArgs: string[]; corralCa?: string }
@@ -111,8 +117,10 @@ async function startTargets(run: number, o: Ctx): Promise<Target[]> {
     const n = Number(env.CORRAL_BENCH_ALSO_WORKERS)
     targets.push(corralTarget(`corral-w${n}`, await startCorral({ root: ROOT, tmp: o.tmp, dataDir, dbUrl, workers: n, nodeArgs: o.nodeArgs, env: proxyEnv }), o.corralCa))
   }
+  // CORRAL_BENCH_APPENDER_TRACE=dir: each appender's queue and CPU every 250 ms there (bench/appender-trace.ts).
+  const trace = (name: string) => (env.CORRAL_BENCH_APPENDER_TRACE ? join(env.CORRAL_BENCH_APPENDER_TRACE, `appender-${name}-${run}.jsonl`) : undefined)
   if (env.CORRAL_BENCH_LOG_OFF === '1') {
-    await startAppender(dbUrl)
+    targets[1]!.appenderPid = await startAppender(dbUrl, ROOT, trace('corral'))
     targets.push(corralTarget('corral-log-off', await startCorral({ root: ROOT, tmp: o.tmp, dataDir, dbUrl: await logOffStore(dbUrl), workers, nodeArgs: o.nodeArgs, env: proxyEnv }), o.corralCa))
   }
   const baseRoot = env.CORRAL_BENCH_BASELINE
@@ -121,10 +129,10 @@ async function startTargets(run: number, o: Ctx): Promise<Target[]> {
     // CORRAL_BENCH_BASELINE_NODE_ARGS: Node flags for the baseline only (a V8 setting A/B'd on one build: CORRAL_BENCH_BASELINE=. with the flag).
     const baseArgs = [...o.nodeArgs, ...(env.CORRAL_BENCH_BASELINE_NODE_ARGS?.split(' ').filter(Boolean) ?? [])]
     const baseUrl = baselineStore(dbUrl, baseRoot)
-    if (env.CORRAL_BENCH_LOG_OFF === '1') await startAppender(baseUrl)
+    const appenderPid = env.CORRAL_BENCH_LOG_OFF === '1' ? await startAppender(baseUrl, resolve(baseRoot), trace('corral-base')) : undefined
     const p = await startCorral({ root: resolve(baseRoot), tmp: o.tmp, dataDir, dbUrl: baseUrl, ...(n > 1 ? { workers: n } : {}), nodeArgs: baseArgs, env: proxyEnv })
     // CORRAL_BENCH_BASELINE_FIRST=1 measures the baseline before this build (alternate it between runs).
-    targets.splice(env.CORRAL_BENCH_BASELINE_FIRST ? 1 : targets.length, 0, corralTarget(n > 1 ? `corral-base-w${n}` : 'corral-base', p, o.corralCa))
+    targets.splice(env.CORRAL_BENCH_BASELINE_FIRST ? 1 : targets.length, 0, { ...corralTarget(n > 1 ? `corral-base-w${n}` : 'corral-base', p, o.corralCa), ...(appenderPid ? { appenderPid } : {}) })
   }
   const peer = (name: string, p: { port: number; caPem: string; pid: number }, offers: { h2: boolean; ws: boolean }): Target => {
     const via: Via = { upstreamCaPem: o.upCa, proxy: { url: `http://127.0.0.1:${p.port}`, caPem: p.caPem } }
@@ -196,6 +204,7 @@ async function oneRun(run: number, o: Ctx): Promise<RunRecord> {
   const load0 = loadavg()
   const targets = await startTargets(run, o)
   const m: Record<string, Metrics> = Object.fromEntries(targets.map((t) => [t.name, {}]))
+  const windows: NonNullable<RunRecord['windows']> = []
   let third = RATE
   try {
     for (const t of targets) {
@@ -208,7 +217,9 @@ async function oneRun(run: number, o: Ctx): Promise<RunRecord> {
         process.stderr.write(`run ${run}: ${rate} req/s: ${t.name} …\n`)
         const d = t.dispatcher(CONCURRENCY)
         const tailFile = env.CORRAL_BENCH_TAIL_DIR ? join(env.CORRAL_BENCH_TAIL_DIR, `client-${t.name}-${rate}-${run}.json`) : undefined
+        const from = Date.now()
         const r = await fixedRate(d, (x) => post(x, o.origin), { rate, seconds: LATENCY_SECONDS, ...(t.pid ? { pid: t.pid } : {}), ...(tailFile ? { tailFile } : {}) })
+        windows.push({ target: t.name, phase: key, from, to: Date.now() })
         await d.close()
         Object.assign(m[t.name]!, { [`${key}_p50_ms`]: r.p50_ms, [`${key}_p99_ms`]: r.p99_ms, [`${key}_achieved_rps`]: r.achieved_rps, [`${key}_cpu_ms_per_req`]: r.cpu_ms_per_req ?? null })
       }
@@ -238,7 +249,7 @@ async function oneRun(run: number, o: Ctx): Promise<RunRecord> {
   } finally {
     await stopSince(mark)
   }
-  return { run, started, loadavg_before: load0, loadavg_after: loadavg(), third_rate: third, targets: m }
+  return { run, started, loadavg_before: load0, loadavg_after: loadavg(), third_rate: third, targets: m, windows }
 }
 
 /** The same bench under round-robin real-time scheduling (as root), its figures as a second column. */

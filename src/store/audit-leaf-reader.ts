@@ -7,6 +7,7 @@
 import type { Client, QueryArrayConfig } from 'pg'
 import { storeTypes } from './dialects/pg-types.js'
 import { sqlitePath, storeUrlDialect } from './url.js'
+import { SQLITE_LOG_JOINS } from './audit-log.js'
 
 /** The leaf columns the reads put before the event's (`e.*`): `l_idx`, `l_event_id`, `l_leaf_hash`. */
 export const LEAF_READ_COLUMNS = 3
@@ -32,7 +33,10 @@ export interface LeafReader {
   close(): Promise<void>
 }
 
-const SELECT = 'SELECT l.idx AS l_idx, l.event_id AS l_event_id, l.leaf_hash AS l_leaf_hash, e.* FROM audit_log_leaves l LEFT JOIN audit_events e ON e.id = '
+const COLUMNS = 'SELECT l.idx AS l_idx, l.event_id AS l_event_id, l.leaf_hash AS l_leaf_hash, e.* FROM'
+const SELECT = `${COLUMNS} audit_log_leaves l LEFT JOIN audit_events e ON e.id = `
+/** SQLite's joins named (audit-log.ts SQLITE_LOG_JOINS says why). */
+const SQLITE_SELECT = `${COLUMNS} ${SQLITE_LOG_JOINS.leavesByIndex} LEFT JOIN ${SQLITE_LOG_JOINS.events} ON e.id = `
 // The leaf's id is text on both dialects, the row's a uuid on PostgreSQL: a leaf id edited into
 // something that is not a uuid finds no row (it is reported removed) instead of failing the read.
 // PG_KEY says so exactly, with a regular expression that costs the server about as much as the
@@ -57,7 +61,7 @@ async function sqliteReader(path: string): Promise<LeafReader> {
   db.pragma('mmap_size = 1073741824')
   const span = db.prepare('SELECT count(*) AS n, min(idx) AS lo, max(idx) AS hi FROM audit_log_leaves WHERE org_id = ?')
   const indexes = db.prepare('SELECT idx FROM audit_log_leaves WHERE org_id = ? ORDER BY idx').pluck()
-  const range = db.prepare(`${SELECT}l.event_id WHERE l.org_id = ? AND l.idx >= ? AND l.idx < ? ORDER BY l.idx`).raw(true)
+  const range = db.prepare(`${SQLITE_SELECT}l.event_id WHERE l.org_id = ? AND l.idx >= ? AND l.idx < ? ORDER BY l.idx`).raw(true)
   const columns = range.columns().map((c) => c.name)
   return {
     async span(orgId) {

@@ -36,6 +36,23 @@ export class AppendConflictError extends Error {
   override readonly name = 'AppendConflictError'
 }
 
+/**
+ * How the log's statements reach rows on SQLite: through the index each join is by, named. SQLite
+ * plans from sqlite_stat1, and statistics taken while a table was nearly empty (a new store's open
+ * analyzes every table; they are refreshed hourly) make a scan of the whole table look cheaper
+ * than a lookup: a scan of audit_events once per queued row made an append round, and a
+ * verification's read, quadratic in the log's size. A join by key has one right plan, so it is
+ * not left to the statistics (docs/audit.md "Catch-up at the cost of a lookup").
+ */
+export const SQLITE_LOG_JOINS = {
+  /** audit_events by id (its primary key). */
+  events: 'audit_events AS e INDEXED BY sqlite_autoindex_audit_events_1',
+  /** audit_log_leaves by event id. */
+  leavesByEvent: 'audit_log_leaves AS l INDEXED BY audit_log_leaves_event_idx',
+  /** audit_log_leaves by (org, index) (its primary key). */
+  leavesByIndex: 'audit_log_leaves AS l INDEXED BY sqlite_autoindex_audit_log_leaves_1',
+} as const
+
 const CHUNK = 500
 /** Single-column lists: well under both dialects' bind limits. */
 const BIG_CHUNK = 10_000
@@ -64,29 +81,18 @@ export function auditLog(handle: Kysely<Database>, pg: boolean) {
       return row?.head === null || row?.head === undefined ? undefined : { head: Number(row.head), tail: Number(row.tail) }
     },
 
-    /** The queue's head with each queued row as stored (absent when the row is gone), in one read. */
-    async pendingRows(limit: number): Promise<Array<PendingRow & { row?: AuditEvent }>> {
-      const rows = await db.selectFrom('audit_log_pending as p')
-        .leftJoin('audit_events as e', 'e.id', 'p.event_id')
-        .selectAll('e').select(['p.seq as p_seq', 'p.event_id as p_event_id', 'p.org_id as p_org_id'])
-        .orderBy('p.seq').limit(limit).execute()
-      return rows.map((r) => {
-        const { p_seq, p_event_id, p_org_id, ...row } = r as typeof r & { p_seq: Num; p_event_id: string; p_org_id: string }
-        const base = { seq: Number(p_seq), eventId: String(p_event_id), orgId: p_org_id }
-        return row.id === null || row.id === undefined ? base : { ...base, row: fromRow(row) }
-      })
-    },
-
     /**
      * The queue's head for the appender, in one read: each entry with its row as the driver
      * returns it (`raw`, absent when the row is gone) and whether the row already has a leaf.
      */
     async pendingBatch(limit: number): Promise<QueuedRow[]> {
-      const rows = await db.selectFrom('audit_log_pending as p')
-        .leftJoin('audit_events as e', 'e.id', 'p.event_id')
-        .leftJoin('audit_log_leaves as l', (j) => j.on(pg ? sql<boolean>`l.event_id = p.event_id::text` : sql<boolean>`l.event_id = p.event_id`))
-        .selectAll('e').select(['p.seq as p_seq', 'p.event_id as p_event_id', 'p.org_id as p_org_id', 'l.idx as p_leafed'])
-        .orderBy('p.seq').limit(limit).execute()
+      const rows = (await (pg
+        ? sql`SELECT e.*, p.seq AS p_seq, p.event_id AS p_event_id, p.org_id AS p_org_id, l.idx AS p_leafed
+            FROM audit_log_pending p LEFT JOIN audit_events e ON e.id = p.event_id LEFT JOIN audit_log_leaves l ON l.event_id = p.event_id::text
+            ORDER BY p.seq LIMIT ${limit}`
+        : sql`SELECT e.*, p.seq AS p_seq, p.event_id AS p_event_id, p.org_id AS p_org_id, l.idx AS p_leafed
+            FROM audit_log_pending p LEFT JOIN ${sql.raw(SQLITE_LOG_JOINS.events)} ON e.id = p.event_id LEFT JOIN ${sql.raw(SQLITE_LOG_JOINS.leavesByEvent)} ON l.event_id = p.event_id
+            ORDER BY p.seq LIMIT ${limit}`).execute(db)).rows
       // The driver's row is handed on as it is (the queue's columns beside the event's, see
       // QUEUE_COLUMNS): copying thousands of 34-column objects costs more than the rest of a round.
       return rows.map((r) => {
@@ -211,7 +217,7 @@ export function auditLog(handle: Kysely<Database>, pg: boolean) {
       // something that is not a uuid finds no row (it is reported removed) instead of failing the read.
       const key = pg ? sql`(CASE WHEN l.event_id ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' THEN l.event_id::uuid END)` : sql`l.event_id`
       const r = await sql<Record<string, unknown>>`SELECT l.idx AS l_idx, l.event_id AS l_event_id, l.leaf_hash AS l_leaf_hash, e.*
-        FROM audit_log_leaves l LEFT JOIN audit_events e ON e.id = ${key}
+        FROM ${sql.raw(pg ? 'audit_log_leaves l LEFT JOIN audit_events e' : `${SQLITE_LOG_JOINS.leavesByIndex} LEFT JOIN ${SQLITE_LOG_JOINS.events}`)} ON e.id = ${key}
         WHERE l.org_id = ${orgId} AND l.idx >= ${from} ORDER BY l.idx LIMIT ${limit}`.execute(db)
       return r.rows
     },

@@ -53,7 +53,7 @@ export class AppendHost {
     // One shared cell the worker reads before each paced round, so it learns of a burst that
     // starts mid-drain without a message (its event loop is busy with the round).
     this.#busy = options.busy ? new Int32Array(new SharedArrayBuffer(4)) : undefined
-    this.#data = this.#busy ? { ...data, busy: this.#busy.buffer as SharedArrayBuffer, ...(options.pace ? { pace: options.pace } : {}) } : data
+    this.#data = { ...data, ...(this.#busy ? { busy: this.#busy.buffer as SharedArrayBuffer } : {}), ...(options.pace ? { pace: options.pace } : {}) }
   }
 
   /** Whether a worker thread is up (or starting). */

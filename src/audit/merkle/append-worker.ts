@@ -3,9 +3,7 @@
 // SQLite) never run on the event loop that serves the API and the proxy.
 import { getPriority, setPriority } from 'node:os'
 import { parentPort, workerData } from 'node:worker_threads'
-import { openStore } from '../../store/index.js'
-import { drainQueue } from './append.js'
-import { AppendPacer, type PaceOptions } from './pace.js'
+import type { PaceOptions } from './pace.js'
 
 export interface AppendWorkerData {
   url: string
@@ -13,7 +11,7 @@ export interface AppendWorkerData {
   batch: number
   /** How much nicer than the process this thread runs (Linux keeps a nice value per thread). */
   nicer?: number
-  /** The writer's backlog flag (an Int32Array's one cell, 1 while backlogged), kept by the host; without it every round runs. */
+  /** The writer's backlog flag (an Int32Array's one cell, 1 while backlogged), kept by the host; without it the writer is never backlogged. */
   busy?: SharedArrayBuffer
   pace?: PaceOptions
 }
@@ -33,9 +31,15 @@ if (data.nicer && process.platform === 'linux') {
     // Left at the process's priority.
   }
 }
+// Loaded after the priority is lowered: loading and compiling the store and the log's modules is
+// most of a thread's start, and it starts while the proxy is answering.
+const { openStore } = await import('../../store/index.js')
+const { drainQueue } = await import('./append.js')
+const { AppendPacer } = await import('./pace.js')
 const busy = data.busy ? new Int32Array(data.busy) : undefined
-// Kept across requests: the lag's clock is the worker's for as long as it is up.
-const pacer = busy ? new AppendPacer(() => Atomics.load(busy, 0) === 1, data.pace) : undefined
+// Kept across requests: the lag's clock is the worker's for as long as it is up. Without the
+// writer's flag the ticks never yield, and still catch up in slices.
+const pacer = new AppendPacer(busy ? () => Atomics.load(busy, 0) === 1 : () => false, data.pace)
 let stopping = false
 let running: Promise<unknown> = Promise.resolve()
 try {

@@ -86,19 +86,25 @@ export interface Drained {
 /**
  * Rounds until the queue is empty, a replica conflicts (the next tick goes on), `stopped()`, or
  * the pacer holds the next round back (checked before each round, so a burst that starts mid-drain
- * has the lock and the cores back within one round).
+ * has the lock and the cores back within one round). With a pacer and the lag within its bounds,
+ * rounds are slices of `pacer.sliceRows` with a pause after each (pace.ts); past a bound, and
+ * without a pacer (an on-demand checkpoint), rounds of `batch` run back to back.
  */
 export async function drainQueue(store: Store, batch: number, stopped: () => boolean, pacer?: AppendPacer, admitted = false): Promise<Drained> {
   let added = 0
   const unreadable: string[] = []
   for (let round = 0; ; round++) {
+    const overdue = pacer ? await pacer.overdue(store) : true
     // `admitted`: the caller's pacer let the first round through (a thread started for it has no lag clock yet).
-    if (pacer && !(admitted && round === 0) && !(await pacer.admit(store))) return { added, unreadable, deferred: true }
-    const r = await appendRound(store, batch)
+    if (pacer && !overdue && !(admitted && round === 0) && pacer.busy()) return { added, unreadable, deferred: true }
+    const size = overdue ? batch : Math.min(batch, pacer!.sliceRows)
+    const began = performance.now()
+    const r = await appendRound(store, size)
     added += r.added
     unreadable.push(...r.unreadable)
-    if (r.taken === 0 || r.conflict || stopped()) return { added, unreadable }
-    // Between rounds, let the event loop run.
-    await new Promise((resolve) => setImmediate(resolve))
+    if (r.taken < size || r.conflict || stopped()) return { added, unreadable }
+    // Between rounds, let the event loop run; between slices, leave the core for the pause.
+    const pause = overdue ? 0 : pacer!.pauseAfter(performance.now() - began)
+    await new Promise((resolve) => (pause > 0 ? setTimeout(resolve, pause) : setImmediate(resolve)))
   }
 }

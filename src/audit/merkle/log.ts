@@ -38,7 +38,7 @@ export interface ProvableLogOptions {
   /**
    * Whether this process's writer has a backlog (serve: the audit writer's `backlogged()`): the
    * appender's ticks and the cadence's checkpoints yield to it within `pace`'s bounds (pace.ts).
-   * Without it every round runs at once.
+   * Without it they never yield; with or without it, a tick catches up in slices (pace.ts).
    */
   writerBusy?: () => boolean
   pace?: PaceOptions
@@ -57,7 +57,7 @@ export class ProvableLog {
   readonly #o: ProvableLogOptions
   readonly #batch: number
   readonly #host: AppendHost | undefined
-  readonly #pacer: AppendPacer | undefined
+  readonly #pacer: AppendPacer
   #timers: NodeJS.Timeout[] = []
   #appending: { run: Promise<number>; paced: boolean } | undefined
   #signing: Promise<StoredCheckpoint[]> | undefined
@@ -70,10 +70,11 @@ export class ProvableLog {
     this.#host = opts.thread && !memory
       ? new AppendHost({ ...opts.thread, batch: this.#batch }, {
           pending: async () => (await opts.store.auditLog.pending(1)).length > 0,
-          ...(opts.writerBusy ? { busy: opts.writerBusy, ...(opts.pace ? { pace: opts.pace } : {}) } : {}),
+          ...(opts.writerBusy ? { busy: opts.writerBusy } : {}),
+          ...(opts.pace ? { pace: opts.pace } : {}),
         })
       : undefined
-    this.#pacer = opts.writerBusy ? new AppendPacer(opts.writerBusy, opts.pace) : undefined
+    this.#pacer = new AppendPacer(opts.writerBusy ?? (() => false), opts.pace)
   }
 
   start(): void {
@@ -137,8 +138,9 @@ export class ProvableLog {
       // With no thread up, this thread's pacer decides whether to start one: a thread's start (its
       // isolate, its sources, its connection) is itself work a writer's burst should not share the
       // cores with. A thread up paces its own rounds.
-      if (pacer && !this.#host.running && !(await pacer.admit(this.#o.store))) return 0
-      r = await this.#host.append(paced, pacer !== undefined && !this.#host.running)
+      const admitted = pacer !== undefined && !this.#host.running
+      if (admitted && !(await pacer.admit(this.#o.store))) return 0
+      r = await this.#host.append(paced, admitted)
     } else {
       r = await drainQueue(this.#o.store, this.#batch, () => this.#stopped, pacer)
     }
