@@ -22,14 +22,23 @@ async function grow(d: ReturnType<typeof openSqlite>, pages: number): Promise<vo
   }
 }
 
+/** A new SQLite file opened by the dialect, with one table `big`; `body` runs on it, the dialect closed after. */
+async function onNewDatabase(body: (d: ReturnType<typeof openSqlite>, file: string) => Promise<void>): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'corral-wal-'))
+  dirs.push(dir)
+  const file = join(dir, 'corral.db')
+  const d = openSqlite(file)
+  try {
+    await sql`CREATE TABLE big (x BLOB)`.execute(d.db)
+    await body(d, file)
+  } finally {
+    await d.close()
+  }
+}
+
 describe('the SQLite event loop connection and the WAL checkpoint', () => {
   it("its commits past the threshold do not checkpoint; the bulk worker's thread does, soon after", async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'corral-wal-'))
-    dirs.push(dir)
-    const file = join(dir, 'corral.db')
-    const d = openSqlite(file)
-    try {
-      await sql`CREATE TABLE big (x BLOB)`.execute(d.db)
+    await onNewDatabase(async (d, file) => {
       await grow(d, WAL_CHECKPOINT_PAGES + 2_000)
       // A checkpoint on this connection would have copied the WAL back (nothing reads it) and the
       // commits after it restarted the WAL from its start: fewer frames than the threshold.
@@ -43,26 +52,17 @@ describe('the SQLite event loop connection and the WAL checkpoint', () => {
       // The data is all there, read through the database file now.
       const [row] = (await sql<{ n: number }>`SELECT count(*) AS n FROM big`.execute(d.db)).rows
       expect(row!.n).toBeGreaterThanOrEqual(WAL_CHECKPOINT_PAGES + 2_000)
-    } finally {
-      await d.close()
-    }
+    })
   }, 30_000)
 
   it('a small WAL is left alone: no checkpoint is asked for below the threshold', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'corral-wal-'))
-    dirs.push(dir)
-    const file = join(dir, 'corral.db')
-    const d = openSqlite(file)
-    try {
-      await sql`CREATE TABLE big (x BLOB)`.execute(d.db)
+    await onNewDatabase(async (d, file) => {
       await grow(d, 2_000)
       const before = await walBacklog(file)
       expect(before).toBeGreaterThan(1_000)
       // Past more than one look at the WAL (every 5 s).
       await new Promise((r) => setTimeout(r, 6_000))
       expect(await walBacklog(file)).toBe(before)
-    } finally {
-      await d.close()
-    }
+    })
   }, 30_000)
 })

@@ -7,12 +7,12 @@
 import Database from 'better-sqlite3'
 import pg from 'pg'
 import { describe, expect, it, vi } from 'vitest'
-import { createAuditWriter, ProvableLog } from '../../../src/audit/index.js'
+import { createAuditWriter } from '../../../src/audit/index.js'
 import type { Store } from '../../../src/store/index.js'
 import { storeTarget, testDialects } from '../../helpers/dialects.js'
 import { decision } from '../fixtures.js'
 import { quietLogger } from '../writer-helpers.js'
-import { errors, logFixture } from './log-harness.js'
+import { APPENDER_MODES, errors, logFixture, logOn } from './log-harness.js'
 
 /** Holds what an append would lock (SQLite: the write lock; PostgreSQL: the log's tables against writes) until released. */
 async function holdLogLocks(store: Store): Promise<() => Promise<void>> {
@@ -36,19 +36,11 @@ async function holdLogLocks(store: Store): Promise<() => Promise<void>> {
   }
 }
 
-const modes = [
-  { name: "the caller's thread", thread: false },
-  { name: 'its own thread', thread: true },
-] as const
-
 for (const d of testDialects()) {
-  for (const mode of modes) {
+  for (const mode of APPENDER_MODES) {
     describe(`appender pacing [${d.name}, ${mode.name}]`, () => {
       const pacedLog = (store: Store, busy: () => boolean, pace: { maxLagRows?: number; maxLagMs?: number }, batch?: number) =>
-        new ProvableLog({
-          store, logger: quietLogger(), writerBusy: busy, pace, ...(batch ? { batch } : {}),
-          ...(mode.thread ? { thread: storeTarget(store)! } : {}),
-        })
+        logOn(mode, store, { writerBusy: busy, pace, ...(batch ? { batch } : {}) })
 
       it('takes no lock and appends nothing while the writer has a backlog below the bound, and catches up once it is idle', async () => {
         const f = await logFixture(await d.open())

@@ -4,12 +4,10 @@
 // every row is still appended in commit order; past a bound the rounds are full batches back to
 // back, and a writer that never stops being busy still gets the log caught up. What a slice costs in time is the benchmark's (bench:proxy), not a test's.
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { ProvableLog } from '../../../src/audit/index.js'
 import { AppendPacer, type PaceOptions } from '../../../src/audit/merkle/pace.js'
 import type { Store } from '../../../src/store/index.js'
-import { storeTarget, testDialects } from '../../helpers/dialects.js'
-import { quietLogger } from '../writer-helpers.js'
-import { errors, logFixture } from './log-harness.js'
+import { testDialects } from '../../helpers/dialects.js'
+import { APPENDER_MODES, errors, logFixture, logOn } from './log-harness.js'
 
 /** The queue entries each round of `store` took, in order, empty reads left out (the caller's thread only). */
 function roundSizes(store: Store): number[] {
@@ -37,28 +35,31 @@ function pausesOf(): number[] {
 
 afterEach(() => vi.restoreAllMocks())
 
-const modes = [
-  { name: "the caller's thread", thread: false },
-  { name: 'its own thread', thread: true },
-] as const
-
 for (const d of testDialects()) {
-  for (const mode of modes) {
+  for (const mode of APPENDER_MODES) {
     describe(`catch-up in slices [${d.name}, ${mode.name}]`, () => {
       const log = (store: Store, pace: PaceOptions, o: { busy?: () => boolean; batch?: number } = {}) =>
-        new ProvableLog({
-          store, logger: quietLogger(), pace, ...(o.busy ? { writerBusy: o.busy } : {}), ...(o.batch ? { batch: o.batch } : {}),
-          ...(mode.thread ? { thread: storeTarget(store)! } : {}),
-        })
+        logOn(mode, store, { pace, ...(o.busy ? { writerBusy: o.busy } : {}), ...(o.batch ? { batch: o.batch } : {}) })
+      /** `rows` written, then one append of them by a log paced by `pace` (`paced`: as a tick; else on demand); the rounds' sizes and the pauses (the caller's thread only). */
+      const catchUp = async (pace: PaceOptions, o: { batch?: number }, rows: number, paced: boolean) => {
+        const f = await logFixture(await d.open())
+        const l = log(f.store, pace, o)
+        await f.write(rows)
+        const sizes = roundSizes(f.store)
+        const paused = pausesOf()
+        const added = await l.append(paced ? { paced: true } : {})
+        return { f, l, sizes, paused, added }
+      }
+      /** The log as appended checkpoints and verifies clean. */
+      const expectVerified = async (f: Awaited<ReturnType<typeof logFixture>>) => {
+        await f.log.checkpoint()
+        expect(errors(await f.verify())).toEqual([])
+      }
 
       it('within the bounds a tick appends slice by slice, pausing between slices, and catches up whole in commit order', async () => {
-        const f = await logFixture(await d.open())
-        const l = log(f.store, { sliceRows: 25 })
+        const { f, l, sizes, paused, added } = await catchUp({ sliceRows: 25 }, {}, 130, true)
         try {
-          await f.write(130)
-          const sizes = roundSizes(f.store)
-          const paused = pausesOf()
-          expect(await l.append({ paced: true })).toBe(130)
+          expect(added).toBe(130)
           if (!mode.thread) {
             expect(sizes).toEqual([25, 25, 25, 25, 25, 5])
             // A pause after each full slice, as long as the slice ran (half a core); the short last one ended the catch-up.
@@ -68,41 +69,31 @@ for (const d of testDialects()) {
           expect(await f.store.auditLog.pending(10)).toEqual([])
           const paths = (await f.store.auditLog.leafRows(f.org, 0, 1_000)).map((r) => String(r.path))
           expect(paths).toEqual(Array.from({ length: 130 }, (_, i) => `/w/${i}`))
-          await f.log.checkpoint()
-          expect(errors(await f.verify())).toEqual([])
+          await expectVerified(f)
         } finally {
           await l.stop()
         }
       })
 
       it('past the bound in rows it appends full batches back to back, then slices', async () => {
-        const f = await logFixture(await d.open())
-        const l = log(f.store, { sliceRows: 10, maxLagRows: 50, maxLagMs: 3_600_000 }, { batch: 40 })
+        const { f, l, sizes, paused, added } = await catchUp({ sliceRows: 10, maxLagRows: 50, maxLagMs: 3_600_000 }, { batch: 40 }, 130, true)
         try {
-          await f.write(130)
-          const sizes = roundSizes(f.store)
-          const paused = pausesOf()
-          expect(await l.append({ paced: true })).toBe(130)
+          expect(added).toBe(130)
           if (!mode.thread) {
             expect(sizes).toEqual([40, 40, 40, 10])
             // No pause between the batches past the bound; one after the slice within it.
             expect(paused).toHaveLength(1)
           }
-          await f.log.checkpoint()
-          expect(errors(await f.verify())).toEqual([])
+          await expectVerified(f)
         } finally {
           await l.stop()
         }
       })
 
       it('an on-demand append is never sliced', async () => {
-        const f = await logFixture(await d.open())
-        const l = log(f.store, { sliceRows: 10 })
+        const { l, sizes, paused, added } = await catchUp({ sliceRows: 10 }, {}, 60, false)
         try {
-          await f.write(60)
-          const sizes = roundSizes(f.store)
-          const paused = pausesOf()
-          expect(await l.append()).toBe(60)
+          expect(added).toBe(60)
           if (!mode.thread) {
             expect(sizes).toEqual([60])
             expect(paused).toEqual([])
@@ -123,8 +114,7 @@ for (const d of testDialects()) {
             expect(added).toBe(60)
           }, { timeout: 15_000, interval: 100 })
           expect(await f.store.auditLog.pending(10)).toEqual([])
-          await f.log.checkpoint()
-          expect(errors(await f.verify())).toEqual([])
+          await expectVerified(f)
         } finally {
           await l.stop()
         }

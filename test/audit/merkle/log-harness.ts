@@ -97,3 +97,14 @@ export async function tamper(store: Store, statements: ReadonlyArray<[string, un
 export function errors(r: VerifyReport): string[] {
   return r.findings.filter((f) => f.error).map((f) => `${f.kind} ${f.id ?? f.size ?? f.index ?? ''}`.trim()).sort()
 }
+
+/** Where a suite's appender runs: on the caller's thread, or on a thread of its own as serve runs it. */
+export const APPENDER_MODES = [
+  { name: "the caller's thread", thread: false },
+  { name: 'its own thread', thread: true },
+] as const
+
+/** A log over `store` (quiet logger) whose rounds run where `mode` says, with `opts` beside. */
+export function logOn(mode: (typeof APPENDER_MODES)[number], store: Store, opts: Partial<ConstructorParameters<typeof ProvableLog>[0]> = {}): ProvableLog {
+  return new ProvableLog({ store, logger: quietLogger(), ...opts, ...(mode.thread ? { thread: storeTarget(store)! } : {}) })
+}
