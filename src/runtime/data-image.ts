@@ -28,11 +28,32 @@ export const FULL_SLACK_BYTES = MIB
 /** Inodes: one per 8 KiB of quota, so small files run out of blocks about when they run out of inodes. */
 const BYTES_PER_INODE = 8192
 const MOUNT_OPTIONS = 'loop,nosuid,nodev,noatime'
+/**
+ * Tries at a loop mount. Attaching a free loop device races with other processes attaching one at
+ * the same moment (several serves starting on one host, their workspaces provisioning): mount can
+ * pick a device another process is configuring and fail ("probably corrupted filesystem on
+ * /dev/loopN"); a new try picks another device.
+ */
+const MOUNT_TRIES = 4
 const TOOLS = ['mkfs.ext4', 'e2fsck', 'mount', 'umount', 'losetup']
 
 interface ImageMeta {
   /** Bytes free right after mkfs: what the workspace may hold (the quota, give or take a block). */
   capacityBytes: number
+}
+
+/** Loop-mounts the ext4 image at `dir`, trying again after a failure (MOUNT_TRIES); the last failure is thrown. */
+async function mountLoop(image: string, dir: string): Promise<void> {
+  for (let tried = 1; ; tried++) {
+    try {
+      await run('mount', ['-t', 'ext4', '-o', MOUNT_OPTIONS, image, dir])
+      return
+    } catch (err) {
+      if (tried >= MOUNT_TRIES) throw err
+      // Apart in time from whoever took the device this try wanted.
+      await new Promise((r) => setTimeout(r, 25 + Math.random() * 100 * tried))
+    }
+  }
 }
 
 /** The escape of a mount point in /proc/self/mountinfo (space, tab, newline, backslash as octal). */
@@ -120,7 +141,7 @@ export class DataImages {
     await truncate(image, size)
     await run('mkfs.ext4', ['-q', '-F', '-m', '0', '-b', String(BLOCK), '-i', String(BYTES_PER_INODE),
       '-E', 'lazy_itable_init=1,lazy_journal_init=1', '-L', 'corral-data', image])
-    await run('mount', ['-t', 'ext4', '-o', MOUNT_OPTIONS, image, dir])
+    await mountLoop(image, dir)
     try {
       await rmdir(join(dir, 'lost+found')).catch(() => {})
       const st = await statfs(dir)
@@ -149,7 +170,7 @@ export class DataImages {
       await run('e2fsck', ['-p', image]).catch((err: { code?: number }) => {
         if (typeof err.code !== 'number' || err.code > 1) throw err
       })
-      await run('mount', ['-t', 'ext4', '-o', MOUNT_OPTIONS, image, dir])
+      await mountLoop(image, dir)
     }
     const meta = JSON.parse(await readFile(`${image}.json`, 'utf8').catch(() => '{}')) as Partial<ImageMeta>
     this.#mounted.set(resolve(dir), meta.capacityBytes ?? this.quotaBytes)
