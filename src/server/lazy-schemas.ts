@@ -38,16 +38,14 @@ export function schemaCompilation(app: FastifyInstance): SchemaCompilation | und
 export function lazySchemaController(): { option: NonNullable<FastifyServerOptions['schemaController']>; attach(app: FastifyInstance): void } {
   const waiting = new Set<() => unknown>()
   let compiled = 0
+  // once(), counted and dropped from the waiting set when it first builds.
   const later = <T>(build: () => T): (() => T) => {
-    let done: T | undefined
-    const get = (): T => {
-      if (done === undefined) {
-        done = build()
-        compiled++
-        waiting.delete(get)
-      }
-      return done
-    }
+    const get = once(() => {
+      const built = build()
+      waiting.delete(get)
+      compiled++
+      return built
+    })
     waiting.add(get)
     return get
   }
