@@ -14,9 +14,13 @@
 import { createRequire } from 'node:module'
 import { Worker } from 'node:worker_threads'
 import { workerLimits } from '../../proc/index.js'
+import { rowsOfJsonRecords, rowsOfRecords, rowsOfRecordsParsed } from './json-records.js'
 
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads')
+${rowsOfJsonRecords.toString()}
+${rowsOfRecordsParsed.toString()}
+${rowsOfRecords.toString()}
 const Database = require(workerData.driver)
 const db = new Database(workerData.file)
 db.pragma('journal_mode = WAL')
@@ -48,11 +52,8 @@ parentPort.on('message', (m) => {
     const stmt = prepared(m.text)
     const strict = prepared(m.strict)
     const inserted = []
-    // A JSON array of records (sqlite.ts rowsOfRecords, the same mapping): parsed here, off the main thread.
-    const rows = m.json === undefined ? m.rows : JSON.parse(m.json).map((r) => m.names.map((n, i) => {
-      const v = r[n]
-      return v === undefined || v === null ? null : m.jsonColumns[i] ? JSON.stringify(v) : v
-    }))
+    // A JSON array of records, read here, off the main thread (json-records.ts rowsOfRecords).
+    const rows = m.json === undefined ? m.rows : rowsOfRecords(m.json, m.names, m.jsonColumns)
     // A row the first statement skipped is a repeat or refused by a constraint: the second one
     // (sqlite.ts insertText) skips only a repeat and throws the constraint's own error otherwise.
     db.transaction(() => {

@@ -10,6 +10,7 @@ import { dirname, resolve } from 'node:path'
 import BetterSqlite3 from 'better-sqlite3'
 import { Kysely, sql } from 'kysely'
 import type { Database } from '../schema.js'
+import { rowsOfRecords } from './json-records.js'
 import { SqliteBulkWorker, type BulkInsertText } from './sqlite-bulk-worker.js'
 import { LockWaitingSqliteDialect } from './sqlite-driver.js'
 import { watchWal } from './sqlite-wal.js'
@@ -184,15 +185,6 @@ async function insertRows(
 function insertText(table: string, names: readonly string[], key: string): BulkInsertText {
   const columns = `${quote(table)} (${names.map(quote).join(', ')}) VALUES (${names.map(() => '?').join(', ')})`
   return { text: `INSERT OR IGNORE INTO ${columns}`, strict: `INSERT INTO ${columns} ON CONFLICT (${quote(key)}) DO NOTHING` }
-}
-
-/** A JSON array of records as rows in `names` order; JSON columns as their text. The bulk worker has its own copy. */
-function rowsOfRecords(json: string, names: readonly string[], jsonColumns: readonly boolean[]): unknown[][] {
-  const records = JSON.parse(json) as Array<Record<string, unknown>>
-  return records.map((r) => names.map((n, i) => {
-    const v = r[n]
-    return v === undefined || v === null ? null : jsonColumns[i] ? JSON.stringify(v) : v
-  }))
 }
 
 function quote(identifier: string): string {
