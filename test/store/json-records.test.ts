@@ -70,6 +70,9 @@ describe('rowsOfJsonRecords', () => {
       '{"id":"a"}',
       '[1]',
       '[{"id":"a"}]x',
+      '[{"latency_ms":-Infinity}]',
+      '[{"latency_ms":NaN}]',
+      '[{"latency_ms":Infinity}]',
     ]
     for (const json of cases) {
       expect(rowsOfJsonRecords(json, names, jsonColumns), json).toBeUndefined()

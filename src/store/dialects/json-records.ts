@@ -102,15 +102,26 @@ export function rowsOfJsonRecords(json: string, names: readonly string[], jsonCo
           const text = json.slice(start, i)
           isText = col !== undefined && jsonColumns[col]
           value = isText ? (escaped ? JSON.stringify(JSON.parse(text)) : text) : JSON.parse(text)
+        } else if (json.startsWith('null', i)) {
+          value = null
+          i += 4
+        } else if (json.startsWith('true', i)) {
+          value = true
+          i += 4
+        } else if (json.startsWith('false', i)) {
+          value = false
+          i += 5
         } else {
-          // A number, true, false or null: up to the next delimiter.
+          // A number, up to the next delimiter (JSON's grammar of a number is a subset of Number's).
           const start = i
           while (i < n) {
             const d = json.charCodeAt(i)
             if (d === 44 || d === 125) break
             i++
           }
-          value = JSON.parse(json.slice(start, i)) as unknown
+          if (!((c >= 48 && c <= 57) || c === 45)) return undefined
+          value = Number(json.slice(start, i))
+          if (!Number.isFinite(value)) return undefined
         }
         if (col !== undefined) row[col] = value === null ? null : jsonColumns[col] && !isText ? JSON.stringify(value) : value
         const sep = json.charCodeAt(i++)
