@@ -24,6 +24,7 @@ export function rowsOfJsonRecords(json: string, names: readonly string[], jsonCo
   const seenCols: Array<number | undefined> = []
   const n = json.length
   let i = 0
+  let slash = 0
   if (json.charCodeAt(i++) !== 91) return undefined // [
   if (json.charCodeAt(i) === 93) return i + 1 === n ? rows : undefined // ]
   for (;;) {
@@ -58,13 +59,13 @@ export function rowsOfJsonRecords(json: string, names: readonly string[], jsonCo
           // A string: its text between the quotes, unless it holds an escape.
           const end = json.indexOf('"', i + 1)
           if (end < 0) return undefined
-          const text = json.slice(i + 1, end)
-          const slash = text.indexOf('\\')
-          if (slash < 0) {
-            value = text
+          // The next backslash at or after this string (one forward search per backslash in the whole text).
+          if (slash >= 0 && slash <= i) slash = json.indexOf('\\', i + 1)
+          if (slash < 0 || slash > end) {
+            value = json.slice(i + 1, end)
             i = end + 1
           } else {
-            let j = i + 1 + slash
+            let j = slash
             while (j < n) {
               const d = json.charCodeAt(j)
               if (d === 92) j += 2
