@@ -4,3 +4,4 @@
 export { ownStartTicks, procStat, processGone } from './liveness.js'
 export { trimHeapWhenIdle } from './idle-heap.js'
 export { workerLimits } from './worker-limits.js'
+export { builtFile } from './build-files.js'

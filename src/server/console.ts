@@ -8,10 +8,11 @@ import { existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import fastifyStatic from '@fastify/static'
 import type { FastifyInstance } from 'fastify'
+import { builtFile } from '../proc/index.js'
 import { sendError } from './edge.js'
 
-/** dist/console/ of this install: two levels up from both src/server/ and dist/server/. */
-export const CONSOLE_DIR = fileURLToPath(new URL('../../dist/console/', import.meta.url))
+/** dist/console/ of this install: two levels up from both src/server/ and dist/server/, beside dist/bundle/. */
+export const CONSOLE_DIR = fileURLToPath(builtFile(import.meta.url, '../../dist/console/', '../console/'))
 
 export const CONSOLE_CSP = [
   "default-src 'none'",

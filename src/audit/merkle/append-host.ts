@@ -10,7 +10,7 @@ import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { Worker } from 'node:worker_threads'
-import { workerLimits } from '../../proc/index.js'
+import { builtFile, workerLimits } from '../../proc/index.js'
 import type { Drained } from './append.js'
 import type { AppendReply, AppendWorkerData } from './append-worker.js'
 import type { PaceOptions } from './pace.js'
@@ -140,7 +140,7 @@ export class AppendHost {
     const opts = { workerData: { nicer: APPENDER_NICER, ...this.#data }, resourceLimits: workerLimits() }
     const worker = import.meta.url.endsWith('.ts')
       ? new Worker(throughTsx(new URL('./append-worker.ts', import.meta.url).href), { ...opts, eval: true })
-      : new Worker(new URL('./append-worker.js', import.meta.url), opts)
+      : new Worker(builtFile(import.meta.url, './append-worker.js', 'workers/append-worker.js'), opts)
     this.#worker = worker
     return new Promise<Worker>((ready, failed) => {
       worker.on('message', (m: AppendReply) => {

@@ -8,6 +8,7 @@ import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { Worker } from 'node:worker_threads'
+import { builtFile } from '../../proc/index.js'
 import type { RangeResult } from './range-check.js'
 import type { VerifyJob, VerifyReply, VerifyWorkerData } from './verify-worker.js'
 
@@ -48,7 +49,7 @@ interface Thread { run(job: Job): Promise<RangeResult>; close(): Promise<void> }
 function spawn(data: VerifyWorkerData): Promise<Thread> {
   const worker = import.meta.url.endsWith('.ts')
     ? new Worker(throughTsx(new URL('./verify-worker.ts', import.meta.url).href), { eval: true, workerData: data })
-    : new Worker(new URL('./verify-worker.js', import.meta.url), { workerData: data })
+    : new Worker(builtFile(import.meta.url, './verify-worker.js', 'workers/verify-worker.js'), { workerData: data })
   const waiting = new Map<number, Waiter>()
   let seq = 0
   let exited = false
