@@ -8,7 +8,8 @@
 // Code shared by several commands goes to dist/bundle/chunks/ (esbuild's splitting: a command
 // loads only the chunks it reaches), and a module imported with `import()` stays a chunk of its own
 // that loads at its first use. Left to node_modules: native addons, oclif (bin/run.js and the
-// commands must share one copy of it), and what is loaded only by a file path or `createRequire`.
+// commands must share one copy of it), what is loaded only by a file path or `createRequire`, and
+// the schema compilers (below).
 // tsc's dist/ stays as it is: the agent, the CLI's hook and `caps lint` fast path, and benches run it.
 import { readdirSync, rmSync } from 'node:fs'
 import { join, relative } from 'node:path'
@@ -49,6 +50,10 @@ const result = await build({
   external: [
     'better-sqlite3', 're2', 'pg-native', 'cpu-features', 'ssh2', 'fsevents',
     '@oclif/*', 'pino-pretty', 'thread-stream', 'react-devtools-core',
+    // fastify requires its schema compilers inside functions; bundled, their text would sit in
+    // serve's fastify chunk from the start although src/server/lazy-schemas.ts loads them (from
+    // node_modules) only at a route's first request.
+    'ajv', 'ajv-formats', 'fast-json-stringify', '@fastify/ajv-compiler', '@fastify/fast-json-stringify-compiler',
   ],
   // CommonJS packages inside an ES module still call `require` (node's built-ins, the externals).
   banner: { js: "import { createRequire as __corralRequire } from 'node:module'; const require = __corralRequire(import.meta.url);" },
