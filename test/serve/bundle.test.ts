@@ -2,7 +2,8 @@
 // dozen source texts instead of every module's (docs/reliability.md "Memory footprint"). Checked on
 // the real binary: the modules `corral serve` and `corral proxy` load (recorded by a load
 // hook), and the worker threads started from the bundle (the appender signs a checkpoint, `audit
-// verify` runs its verify threads) with the console's files found beside it.
+// verify` runs its verify threads) with the console's files found beside it; and the manifest's
+// text oclif caches is compact (scripts/compact-manifest.mjs).
 import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -74,6 +75,16 @@ describe('the built commands run from the bundle', () => {
       await serve.stop()
     }
   }, 120_000)
+
+  it('the oclif manifest, whose text oclif keeps for the process\'s life, is compact and one byte a character', () => {
+    const text = readFileSync(join(root, 'oclif.manifest.json'), 'utf8')
+    expect(text.trimEnd()).not.toMatch(/\n/)
+    expect(text).not.toMatch(/[^\x00-\x7f]/)
+    const manifest = JSON.parse(text) as { commands: Record<string, { description?: string }> }
+    expect(manifest.commands.serve).toBeDefined()
+    // Escaped, not dropped: descriptions keep their characters once parsed.
+    expect(Object.values(manifest.commands).some((c) => /[^\x00-\x7f]/.test(c.description ?? ''))).toBe(true)
+  })
 
   it('`corral proxy` imports its code from dist/bundle/ too', async () => {
     const log = join(tmp, 'proxy-imports.txt')
