@@ -2,8 +2,8 @@
 // node_modules packages they import) into dist/bundle/, for oclif to load (package.json
 // `oclif.commands`). A process then holds a few dozen source texts instead of ~1,200 modules' (V8
 // keeps every module's source for lazy compilation, with its per-module records), and each text
-// without comments or indentation: an idle serve holds ~9 MB less (docs/reliability.md "Memory
-// footprint"). Identifiers keep their names, so stack traces in logs still name the functions.
+// without comments or indentation (docs/reliability.md "Memory footprint"). Identifiers keep their
+// names, so stack traces in logs still name the functions.
 //
 // Code shared by several commands goes to dist/bundle/chunks/ (esbuild's splitting: a command
 // loads only the chunks it reaches), and a module imported with `import()` stays a chunk of its own

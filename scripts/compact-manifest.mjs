@@ -1,8 +1,8 @@
 // Rewrites oclif.manifest.json (written by `oclif manifest`, indented) as compact JSON with every
 // character beyond ASCII escaped. oclif keeps the file's text in memory for the process's life (its
-// JSON file cache, in production): indented, and with the `…` and `—` of the commands'
-// descriptions (V8 then stores a text two bytes a character), that was 0.41 MB of every process's
-// heap; compact and ASCII it is ~0.14 MB (docs/reliability.md "Memory footprint").
+// JSON file cache, in production), and a text with any character beyond Latin-1 (the `…` and `—`
+// of the commands' descriptions) V8 stores two bytes a character (docs/reliability.md "Memory
+// footprint").
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
