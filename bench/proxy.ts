@@ -48,6 +48,8 @@
 //     fills), CORRAL_BENCH_RATE_BACKLOG_HOLD=1 with its appender process stopped meanwhile (the log trails by those
 //     S s when the window starts, as pacing leaves it after a writer's burst), CORRAL_BENCH_APPENDER_TRACE=dir each
 //     appender's queue and CPU every 250 ms (bench/appender-trace.ts lays them over the windows)
+//   CORRAL_BENCH_MODE=alloc npm run bench:proxy   # only bytes allocated per POST by frame and scavenges per request,
+//     at CORRAL_BENCH_RATE (default 300/s), rounds alternating the proxies' order (bench/proxy-alloc-run.ts)
 //   CORRAL_BENCH_MODE=closed npm run bench:proxy  # only the POST closed loop, CPU per request by thread, rounds alternating
 //     the proxies' order (bench/proxy-closed-run.ts; CORRAL_BENCH_CLOSED_ROUNDS, CORRAL_BENCH_PERF=1 as above)
 import { spawn } from 'node:child_process'
@@ -62,6 +64,7 @@ import { startMitmproxy, startSquidBump, startSquidTunnel } from './proxy-peers.
 import { fixedRate } from './proxy-rate.js'
 import { rateRun } from './proxy-rate-run.js'
 import { closedRun } from './proxy-closed-run.js'
+import { allocRun } from './proxy-alloc-run.js'
 import { markdownTable, printRun, summarize, type Metrics, type RunRecord } from './proxy-report.js'
 import { ROOT, baselineStore, children, ensurePackages, seed, spawnUntil, startCorral, stopSince, type Seeded } from './proxy-setup.js'
 import { logOffStore, startAppender } from './proxy-log-switch.js'
@@ -280,6 +283,11 @@ async function main(): Promise<void> {
       // CORRAL_BENCH_TAIL_DIR: every proxy and this client record their GC pauses and event-loop stalls there (bench/tail-attribution.ts).
       ...(env.CORRAL_BENCH_TAIL_DIR ? ['--import', join(ROOT, 'bench/tail-probe.mjs')] : []),
     ]
+    // The allocation mode needs the probe in every proxy (its SIGUSR2 heap sampling).
+    if (env.CORRAL_BENCH_MODE === 'alloc' && !env.CORRAL_BENCH_TAIL_DIR) {
+      env.CORRAL_BENCH_TAIL_DIR = join(tmp, 'probe')
+      nodeArgs.push('--import', join(ROOT, 'bench/tail-probe.mjs'))
+    }
     if (env.CORRAL_BENCH_TAIL_DIR) {
       mkdirSync(env.CORRAL_BENCH_TAIL_DIR, { recursive: true })
       await import(pathToFileURL(join(ROOT, 'bench/tail-probe.mjs')).href)
@@ -288,6 +296,12 @@ async function main(): Promise<void> {
     if (env.CORRAL_BENCH_MODE === 'rate') {
       const mark = children.length
       await rateRun(await startTargets(0, ctx), (d) => post(d, ctx.origin), resultsDir)
+      await stopSince(mark)
+      return
+    }
+    if (env.CORRAL_BENCH_MODE === 'alloc') {
+      const mark = children.length
+      await allocRun(await startTargets(0, ctx), (d) => post(d, ctx.origin), resultsDir, env.CORRAL_BENCH_TAIL_DIR!)
       await stopSince(mark)
       return
     }

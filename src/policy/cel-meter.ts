@@ -36,6 +36,30 @@ function exceeded(): CelBudgetExceeded {
  */
 export function withCelBudget<T>(budget: number, fn: () => T, deadlineMs = CEL_CALL_DEADLINE_MS): T {
   if (meter.depth > 0) return fn()
+  openScope(budget, deadlineMs)
+  try {
+    return fn()
+  } finally {
+    closeScope(budget)
+  }
+}
+
+/**
+ * withCelBudget over `fn.call(self, a, b)`: the proxy's per-request evaluators (a policy's
+ * admission, body check and transforms) pass their method and arguments instead of a closure
+ * made per call.
+ */
+export function withCelBudgetCall<S, A, B, T>(budget: number, self: S, fn: (this: S, a: A, b: B) => T, a: A, b: B): T {
+  if (meter.depth > 0) return fn.call(self, a, b)
+  openScope(budget, CEL_CALL_DEADLINE_MS)
+  try {
+    return fn.call(self, a, b)
+  } finally {
+    closeScope(budget)
+  }
+}
+
+function openScope(budget: number, deadlineMs: number): void {
   meter.depth = 1
   meter.left = budget
   meter.budget = budget
@@ -44,12 +68,11 @@ export function withCelBudget<T>(budget: number, fn: () => T, deadlineMs = CEL_C
   meter.deadlineMs = deadlineMs
   meter.untilClock = FIRST_CLOCK
   meter.timedOut = false
-  try {
-    return fn()
-  } finally {
-    meter.spent = budget - Math.max(meter.left, 0)
-    meter.depth = 0
-  }
+}
+
+function closeScope(budget: number): void {
+  meter.spent = budget - Math.max(meter.left, 0)
+  meter.depth = 0
 }
 
 /** Whether a budget scope is open (withCelBudget would just call its function). */

@@ -4,7 +4,7 @@
 
 import type { TransformFailure } from '../contract/index.js'
 import { CEL_CALL_BUDGET } from './cel-cost.js'
-import { withCelBudget } from './cel-meter.js'
+import { withCelBudgetCall } from './cel-meter.js'
 import type { CelProgram } from './cel.js'
 import { DomainIndex, normalizeHost } from './glob.js'
 import { summarizeErrors } from './json-schema.js'
@@ -98,7 +98,7 @@ export class Policy implements CompiledPolicy {
   // one CEL budget scope: all the expressions it evaluates share CEL_CALL_BUDGET (cel-cost.ts).
   admit(request: PolicyRequest, context: PolicyContext): AdmissionResult {
     try {
-      return withCelBudget(CEL_CALL_BUDGET, () => this.#admit(request, context))
+      return withCelBudgetCall(CEL_CALL_BUDGET, this, this.#admit, request, context)
     } catch (e) {
       return { decision: 'deny', reason: 'policy_error', detail: { message: errorLine(e) } }
     }
@@ -183,7 +183,7 @@ export class Policy implements CompiledPolicy {
 
   checkBody(admission: Exclude<AdmissionResult, Deny>, input: BodyInput): BodyResult {
     try {
-      return withCelBudget(CEL_CALL_BUDGET, () => this.#checkBody(admission, input))
+      return withCelBudgetCall(CEL_CALL_BUDGET, this, this.#checkBody, admission, input)
     } catch (e) {
       return { decision: 'deny', reason: 'policy_error', detail: { message: errorLine(e) }, validationsApplied: 0 }
     }
@@ -246,7 +246,7 @@ export class Policy implements CompiledPolicy {
   }
 
   applyTransforms(input: TransformInput): TransformOutput {
-    return withCelBudget(CEL_CALL_BUDGET, () => this.#applyTransforms(input))
+    return withCelBudgetCall(CEL_CALL_BUDGET, this, this.#applyTransforms, input, undefined)
   }
 
   #applyTransforms(input: TransformInput): TransformOutput {

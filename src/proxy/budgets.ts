@@ -75,7 +75,6 @@ class Slot {
 }
 
 interface Held { slot: Slot; amount: number }
-
 interface CounterHold {
   counter: CompiledCounter
   scopes: { scope: ScopeName; held: Held }[]
@@ -89,7 +88,6 @@ export class Reservation {
   settled = false
   constructor(readonly holds: CounterHold[]) {}
 }
-
 export interface Settlement {
   debits: Record<string, number>
   budgetState: Record<string, unknown>
@@ -190,7 +188,9 @@ export class Budgets {
     // reserve_per_request): a spent ceiling refuses the next request. A count of MCP tool calls
     // refuses only the calls it counts: a request that calls none of its tools needs nothing.
     const need = hold.counter.source === 'mcp.calls' ? amount : Math.max(amount, 1)
-    return andThen(this.#holdScope(hold, 'workspace', ws, need, amount), (d) => d ?? (task ? this.#holdScope(hold, 'task', task, need, amount) : undefined))
+    const d = this.#holdScope(hold, 'workspace', ws, need, amount)
+    if (!task) return d
+    return d instanceof Promise ? d.then((x) => x ?? this.#holdScope(hold, 'task', task, need, amount)) : d ?? this.#holdScope(hold, 'task', task, need, amount)
   }
 
   #holdScope(hold: CounterHold, scope: ScopeName, slot: Slot, need: number, amount: number): MaybePromise<PolicyDenial | undefined> {
@@ -198,11 +198,9 @@ export class Budgets {
       hold.scopes.push({ scope, held: { slot, amount } })
       return undefined
     }
-    return andThen(this.#take(slot, need, amount), (ok) => {
-      if (!ok) return deny('budget_exhausted', { counter: hold.counter.name, scope, max: slot.max, used: slot.used() }, 429)
-      hold.scopes.push({ scope, held: { slot, amount } })
-      return undefined
-    })
+    const took = this.#take(slot, need, amount)
+    if (took instanceof Promise) return took.then((ok) => scopeHeld(hold, scope, slot, amount, ok))
+    return scopeHeld(hold, scope, slot, amount, took)
   }
 
   /**
@@ -389,6 +387,12 @@ export class Budgets {
     }
     if (returns.length) await this.#ledgers.adjust(returns)
   }
+}
+
+/** A scope's hold once its lease answered: held, or budget_exhausted. */
+function scopeHeld(hold: CounterHold, scope: ScopeName, slot: Slot, amount: number, ok: boolean): PolicyDenial | undefined {
+  if (ok) hold.scopes.push({ scope, held: { slot, amount } })
+  return ok ? undefined : deny('budget_exhausted', { counter: hold.counter.name, scope, max: slot.max, used: slot.used() }, 429)
 }
 
 function concurrencyExhausted(counter: CompiledCounter): PolicyDenial {

@@ -11,8 +11,11 @@
 //  - the broker cannot mint it (unknown credential, not active, decryption failure, an OAuth
 //    provider's terminal or transient refusal).
 import type { MintedCredential } from '../secrets/index.js'
+import type { MaybePromise } from './maybe.js'
 import type { PlacementLookup, ProxyCore, RequestState } from './request-state.js'
-import { AUTH_PROVIDERS, isAuthProvider, type AuthPlacement } from '../policy/index.js'
+import { AUTH_PROVIDERS, isAuthProvider, type AuthPlacement, type TransformOutput } from '../policy/index.js'
+
+type AuthTransform = TransformOutput['auth'][number]
 
 /** Placement from the policy's provider registry (data, not code); OAuth families carry a minted access token. */
 export const providerPlacement: PlacementLookup = (provider) =>
@@ -20,33 +23,48 @@ export const providerPlacement: PlacementLookup = (provider) =>
 
 const ECHOING_METHODS = new Set(['TRACE', 'TRACK'])
 
-export async function injectCredentials(core: ProxyCore, st: RequestState): Promise<void> {
-  const out = st.transformed!
+/** Synchronous unless a credential must be read or minted first (the broker's cache answers at once). */
+export function injectCredentials(core: ProxyCore, st: RequestState): MaybePromise<void> {
   const { ctx, entry } = st
   const refuse = entry.scheme !== 'https' || ECHOING_METHODS.has(ctx.method) || !hostAgreesWithSni(st)
-  for (const auth of out.auth) {
-    const fail = (): void => {
-      ctx.transformsFailed[auth.key] = 'auth_unavailable'
-      ctx.authFailures[auth.credential] = 'auth_unavailable'
-    }
-    if (refuse || !core.credentials || !core.placements) {
-      fail()
+  return injectFrom(core, st, st.transformed!.auth, 0, refuse)
+}
+
+function injectFrom(core: ProxyCore, st: RequestState, auths: readonly AuthTransform[], from: number, refuse: boolean): MaybePromise<void> {
+  for (let i = from; i < auths.length; i++) {
+    const auth = auths[i]!
+    const placement = refuse || !core.credentials || !core.placements ? undefined : core.placements(auth.provider)
+    if (!placement) {
+      authFailed(st, auth)
       continue
     }
-    const placement = core.placements(auth.provider)
-    let minted: MintedCredential | undefined
+    let minted: MaybePromise<MintedCredential | undefined>
     try {
-      minted = placement ? await core.credentials.mint(ctx.attribution.org_id, auth.credential, auth.provider, st.workspace?.record.creator_user_id) : undefined
+      minted = core.credentials!.mint(st.ctx.attribution.org_id, auth.credential, auth.provider, st.workspace?.record.creator_user_id)
     } catch {
       minted = undefined // provider error text is never echoed (spec: coarse on purpose)
     }
-    if (!placement || !minted || !place(st, placement, minted)) {
-      fail()
-      continue
+    if (minted instanceof Promise) {
+      return minted.catch(() => undefined).then((m) => {
+        placed(st, auth, placement, m)
+        return injectFrom(core, st, auths, i + 1, refuse)
+      })
     }
-    ctx.transformsApplied++
-    if (!ctx.authUsed.includes(auth.credential)) ctx.authUsed.push(auth.credential)
+    placed(st, auth, placement, minted)
   }
+  return undefined
+}
+
+function placed(st: RequestState, auth: AuthTransform, placement: AuthPlacement, minted: MintedCredential | undefined): void {
+  if (!minted || !place(st, placement, minted)) return authFailed(st, auth)
+  const { ctx } = st
+  ctx.transformsApplied++
+  if (!ctx.authUsed.includes(auth.credential)) ctx.authUsed.push(auth.credential)
+}
+
+function authFailed(st: RequestState, auth: AuthTransform): void {
+  st.ctx.transformsFailed[auth.key] = 'auth_unavailable'
+  st.ctx.authFailures[auth.credential] = 'auth_unavailable'
 }
 
 /** Records bytes the proxy put into the request, for scrubbing from the response (scrub.ts). */
@@ -62,7 +80,7 @@ function place(st: RequestState, placement: AuthPlacement, cred: MintedCredentia
       const scheme = placement.scheme
       const value = !scheme ? cred.secret : scheme.endsWith('=') ? `${scheme}${cred.secret}` : `${scheme} ${cred.secret}`
       st.headers[placement.name.toLowerCase()] = value
-      injected(st, value, cred.secret)
+      ;(st.injected ??= []).push(value, cred.secret)
       return true
     }
     case 'basic': {
@@ -96,9 +114,13 @@ export function hostAgreesWithSni(st: RequestState): boolean {
   if (!tunnel) return false
   const raw = st.req.headers.host
   if (!raw) return false
+  // The requests of one tunnel name the same Host: the last one that agreed is remembered.
+  if (raw === tunnel.agreedHost) return true
   const host = stripPort(raw.toLowerCase()).replace(/\.$/, '')
   if (host !== tunnel.host) return false
-  return tunnel.sni === undefined ? true : tunnel.sni === host
+  const agrees = tunnel.sni === undefined ? true : tunnel.sni === host
+  if (agrees) tunnel.agreedHost = raw
+  return agrees
 }
 
 function stripPort(h: string): string {

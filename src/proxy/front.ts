@@ -353,7 +353,7 @@ export class ProxyFront {
     if (!tunnel) {
       return runRequest(this.#core, req, res, { scheme: 'http', host: normalizeHost(String(req.headers.host ?? '')), port: 0 }, path, deny('no_scheme'))
     }
-    const entry: Entry = { scheme: tunnel.plain ? 'http' : 'https', host: tunnel.host, port: tunnel.port, tunnel }
+    const entry: Entry = (tunnel.entry ??= { scheme: tunnel.plain ? 'http' : 'https', host: tunnel.host, port: tunnel.port, tunnel })
     return runRequest(this.#core, req, res, entry, path, (tunnel.plain && plainHostDisagrees(tunnel, req)) || refusedMethod(req))
   }
 }

@@ -6,7 +6,7 @@
 // ends in the terminal phase. docs/design.md "How to add a phase".
 import type { Phase } from '../contract/index.js'
 import type { PhaseOutcome } from './decision.js'
-import { untilDenied, type MaybePromise } from './maybe.js'
+import type { MaybePromise } from './maybe.js'
 import type { ProxyCore, RequestState } from './request-state.js'
 
 /** What every phase returns. */
@@ -26,9 +26,18 @@ export interface PhaseStep {
  * Runs a chain of phases in order, setting the row's `phase` before each; stops at the first
  * denial. A throw (or a rejection) is a fault, the runner's to answer.
  */
-export function runPhases(core: ProxyCore, st: RequestState, steps: readonly PhaseStep[]): PhaseResult {
-  return untilDenied(steps, (step) => {
+export function runPhases(core: ProxyCore, st: RequestState, steps: readonly PhaseStep[], from = 0): PhaseResult {
+  // untilDenied's loop written out: no closure over core and st per chain (maybe.ts).
+  for (let i = from; i < steps.length; i++) {
+    const step = steps[i]!
     st.ctx.phase = step.phase
-    return step.run(core, st)
-  })
+    const out = step.run(core, st)
+    if (out instanceof Promise) return runPhasesAfter(out, core, st, steps, i + 1)
+    if (out) return out
+  }
+  return undefined
+}
+
+function runPhasesAfter(out: Promise<PhaseOutcome>, core: ProxyCore, st: RequestState, steps: readonly PhaseStep[], next: number): Promise<PhaseOutcome> {
+  return out.then((d) => d ?? runPhases(core, st, steps, next))
 }

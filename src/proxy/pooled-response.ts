@@ -4,7 +4,6 @@
 // per chunk as the parser reads it; a consumer that needs a stream (the MCP filter, a decoder)
 // reads `body`, built on first use and fed by the same sink. Backpressure is the sink's: a chunk
 // it refuses pauses undici's parser (and so the upstream socket) until `resume`.
-import { EventEmitter } from 'node:events'
 import { Readable } from 'node:stream'
 import { errors, util, type Dispatcher } from 'undici'
 
@@ -131,8 +130,8 @@ export class PooledResponse implements DirectBody {
     this.#signal = undefined
     // The client left before the answer was complete: the upstream exchange is cut.
     const onAbort = (): void => this.destroy()
-    if (signal instanceof EventEmitter) signal.once('abort', onAbort)
-    else signal.addEventListener('abort', onAbort, { once: true })
+    if (signal instanceof AbortSignal) signal.addEventListener('abort', onAbort, { once: true })
+    else signal.on('abort', onAbort)
   }
 
   onHeaders(status: number, rawHeaders: Buffer[], resume: () => void): boolean {
@@ -192,8 +191,8 @@ export class PooledResponse implements DirectBody {
   }
 }
 
-/** The request's "client gone" signal: request-state.ts's ClientGone (an EventEmitter with `aborted`) or an AbortSignal. */
-export type ClientSignal = AbortSignal | EventEmitter
+/** The request's "client gone" signal: request-state.ts's ClientGone (its 'abort' fires once) or an AbortSignal. */
+export type ClientSignal = AbortSignal | { readonly aborted: boolean; on(event: 'abort', fn: () => void): unknown }
 
 const noop = (): void => {}
 

@@ -1,6 +1,5 @@
 // The state one request carries through the phases. Created by the front, read and filled by the
 // phases, closed by the terminal phase.
-import { EventEmitter } from 'node:events'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Readable } from 'node:stream'
 import type { AuditSink } from '../contract/index.js'
@@ -22,12 +21,37 @@ import type { BodyScan, Scrubber } from './scrub.js'
 import type { McpExchange } from './mcp/exchange.js'
 import type { ActiveWorkspace, ActiveWorkspaces } from './workspaces.js'
 
-export class ClientGone extends EventEmitter {
+/**
+ * The request's "client gone" signal: `aborted`, and listeners of its one event, 'abort', which
+ * fires at most once (so `once` is `on`). Not an EventEmitter: one per request, and an emitter's
+ * construction and `once` wrappers cost more than the list it needs.
+ */
+export class ClientGone {
   aborted = false
+  #listeners: (() => void)[] | undefined = undefined
+
+  on(_event: 'abort', fn: () => void): this {
+    ;(this.#listeners ??= []).push(fn)
+    return this
+  }
+
+  once(event: 'abort', fn: () => void): this {
+    return this.on(event, fn)
+  }
+
+  off(_event: 'abort', fn: () => void): this {
+    const l = this.#listeners
+    const i = l ? l.lastIndexOf(fn) : -1
+    if (i >= 0) l!.splice(i, 1)
+    return this
+  }
+
   abort(): void {
     if (this.aborted) return
     this.aborted = true
-    this.emit('abort')
+    const l = this.#listeners
+    this.#listeners = undefined
+    if (l) for (const fn of l) fn()
   }
 }
 
@@ -44,6 +68,10 @@ export interface TunnelContext {
   checked?: TokenCheck
   /** Plain HTTP intercepted by the sandbox (transparent.ts): requests name `host` in their Host header. */
   plain?: boolean
+  /** The last Host header found to name `host` (and the SNI): credential-injection.ts hostAgreesWithSni. */
+  agreedHost?: string
+  /** The entry every request of the tunnel shares, made by its first (front.ts). */
+  entry?: Entry
 }
 
 /** Where a request entered: plain HTTP (absolute URI) or inside an intercepted tunnel. */
@@ -52,6 +80,8 @@ export interface Entry {
   host: string
   port: number
   tunnel?: TunnelContext
+  /** `scheme://host:port` of the upstream, made once per entry by the upstream phase. */
+  origin?: string
 }
 
 /** Provider slug → where a minted credential goes (credential-injection.ts). */
@@ -128,7 +158,7 @@ export interface RequestState {
   readonly res: ServerResponse
   readonly entry: Entry
   readonly ctx: DecisionContext
-  /** Fires 'abort' when the client leaves before its response is complete (undici accepts an EventEmitter signal; cheaper than an AbortController per request). */
+  /** Fires 'abort' when the client leaves before its response is complete (cheaper than an AbortController per request). */
   readonly abort: ClientGone
   workspace?: ActiveWorkspace
   policyRequest?: PolicyRequest

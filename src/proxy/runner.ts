@@ -58,7 +58,8 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
   const ctx = new DecisionContext({ destination: entry.host, method: (req.method ?? 'GET').toUpperCase(), path })
   if (protocol) ctx.protocol = protocol
   const st: RequestState = { req, res, entry, ctx, abort: new ClientGone(), headers: forwardableHeaders(req), requestBytes: 0, responseBytes: 0 }
-  res.once('close', () => {
+  // 'close' comes once, and abort() is idempotent: `on` spares once's wrapper.
+  res.on('close', () => {
     if (!res.writableFinished) st.abort.abort()
   })
   let denial: PolicyDenial | undefined

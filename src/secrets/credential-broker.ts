@@ -16,21 +16,32 @@ const REFRESH_MS = 30_000
 interface Entry { value?: MintedCredential & { provider: string }; oauth?: OAuthCredentialRef; at: number }
 
 export class StaticCredentialBroker implements CredentialBroker {
-  readonly #cache = new Map<string, Entry>()
+  /** org → owner ('' for the org's own) → credential name: looked up without building a key per request. */
+  readonly #cache = new Map<string, Map<string, Map<string, Entry>>>()
   /** `oauth`: mints kind oauth; without it an OAuth credential cannot be minted (auth_unavailable). */
   constructor(private readonly tables: Pick<ProxyTablesRepo, 'credentials'>, private readonly sealer: Sealer, private readonly oauth?: OAuthMinter) {}
 
-  /** Undefined when the credential cannot be minted; throws (no provider text) when its OAuth provider refused or failed. */
-  async mint(orgId: string, name: string, provider: string, owner?: string): Promise<MintedCredential | undefined> {
-    const key = `${orgId}\u0000${owner ?? ''}\u0000${name}`
-    let entry = this.#cache.get(key)
-    if (!entry || Date.now() - entry.at >= REFRESH_MS) {
-      entry = await this.#read(orgId, name, owner)
-      this.#cache.set(key, entry)
-    }
+  /**
+   * Undefined when the credential cannot be minted; rejects (no provider text) when its OAuth
+   * provider refused or failed. A promise only when the row must be read or an OAuth token minted.
+   */
+  mint(orgId: string, name: string, provider: string, owner?: string): MintedCredential | undefined | Promise<MintedCredential | undefined> {
+    const entry = this.#cache.get(orgId)?.get(owner ?? '')?.get(name)
+    if (entry && Date.now() - entry.at < REFRESH_MS) return this.#minted(entry, provider)
+    return this.#read(orgId, name, owner).then((fresh) => {
+      let byOwner = this.#cache.get(orgId)
+      if (!byOwner) this.#cache.set(orgId, (byOwner = new Map()))
+      let byName = byOwner.get(owner ?? '')
+      if (!byName) byOwner.set(owner ?? '', (byName = new Map()))
+      byName.set(name, fresh)
+      return this.#minted(fresh, provider)
+    })
+  }
+
+  #minted(entry: Entry, provider: string): MintedCredential | undefined | Promise<MintedCredential | undefined> {
     if (entry.oauth) {
       if (entry.oauth.provider !== provider || !this.oauth) return undefined
-      return { kind: 'oauth', secret: await this.oauth.mint(entry.oauth), provider }
+      return this.oauth.mint(entry.oauth).then((secret) => ({ kind: 'oauth', secret, provider }))
     }
     return entry.value?.provider === provider ? entry.value : undefined
   }
@@ -51,7 +62,7 @@ export class StaticCredentialBroker implements CredentialBroker {
   }
 
   invalidate(orgId: string): void {
-    for (const k of this.#cache.keys()) if (k.startsWith(`${orgId}\u0000`)) this.#cache.delete(k)
+    this.#cache.delete(orgId)
     this.oauth?.invalidate(orgId)
   }
 }

@@ -28,7 +28,8 @@ export interface MintedCredential {
  * workspace creator's user id, whose personal credential of that name is chosen over the org's.
  */
 export interface CredentialBroker {
-  mint(orgId: string, credentialName: string, provider: string, owner?: string): Promise<MintedCredential | undefined>
+  /** A promise only when it must wait (a read of the store, an OAuth token): a cached credential answers at once. */
+  mint(orgId: string, credentialName: string, provider: string, owner?: string): MintedCredential | undefined | Promise<MintedCredential | undefined>
 }
 
 /** A secret's value by name (synchronous: transforms read it while evaluating). */

@@ -5,7 +5,7 @@
 // pooled undici agent instead (upstream.ts). undici's own h2 client was measured to drop the
 // response trailers, which gRPC cannot do without (docs/proxy.md "HTTP/2").
 import { once } from 'node:events'
-import type { EventEmitter } from 'node:events'
+import type { ClientSignal } from '../pooled-response.js'
 import { connect as h2connect, constants, type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http2'
 import { isIP, type BlockList } from 'node:net'
 import { Readable, pipeline } from 'node:stream'
@@ -25,7 +25,7 @@ export interface H2Request {
   host: string
   headers: Record<string, string | string[]>
   body: Readable | Buffer | AsyncIterable<Buffer> | undefined
-  signal: AbortSignal | EventEmitter
+  signal: ClientSignal
 }
 
 export interface H2Response {
@@ -186,8 +186,8 @@ function copyFields(from: IncomingHttpHeaders, to: Record<string, string | strin
   }
 }
 
-function onAbort(signal: AbortSignal | EventEmitter, fn: () => void): void {
+function onAbort(signal: ClientSignal, fn: () => void): void {
   if ('aborted' in signal && signal.aborted) return fn()
   if (typeof (signal as AbortSignal).addEventListener === 'function') (signal as AbortSignal).addEventListener('abort', fn, { once: true })
-  else (signal as EventEmitter).once('abort', fn)
+  else (signal as Exclude<ClientSignal, AbortSignal>).on('abort', fn)
 }

@@ -108,7 +108,8 @@ function relay(src: Readable | DirectBody, res: RequestState['res'], onChunk: (c
     const onResClose = (): void => {
       if (!res.writableFinished) finish(Object.assign(new Error('client closed the response early'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }))
     }
-    res.on('drain', () => src.resume()).once('close', onResClose).once('error', finish).once('finish', () => finish())
+    // `on`, not `once`: each fires once or finds the relay done, and once's wrappers cost per request.
+    res.on('drain', () => src.resume()).on('close', onResClose).on('error', finish).on('finish', () => finish())
     // The client may have left while the upstream answered: its 'close' has already fired.
     if (res.destroyed) return onResClose()
     if (!(src instanceof Readable)) return src.attach(sink)

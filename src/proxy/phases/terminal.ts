@@ -9,52 +9,67 @@ import type { ProxyCore } from '../request-state.js'
 const ALLOWRULE_EVAL_REASONS = new Set(['no_match', 'schema_violation', 'format_mismatch', 'no_scheme'])
 
 export function decisionRow(ctx: DecisionContext): NewAuditEvent {
-  const a = ctx.attribution
-  const denial = ctx.denial
-  // Built in the order the row's columns are read, one named store at a time: no spread of a
-  // temporary object (this runs once per request).
-  const row = { org_id: a.org_id, user_id: a.user_id, event_type: 'policy_decision' } as Mutable<NewAuditEvent>
-  if (a.workspace_id) row.workspace_id = a.workspace_id
-  if (a.task_id) row.task_id = a.task_id
-  row.agent_role = a.agent_role ?? ''
-  row.agent_provider = a.agent_provider ?? ''
-  row.destination = ctx.destination
-  row.method = ctx.method
-  row.path = ctx.path
-  row.decision = denial ? 'deny' : 'allow'
-  row.latency_ms = ctx.latencyMs()
-  row.transforms_applied = ctx.transformsApplied
-  row.validations_applied = ctx.validationsApplied
-  row.policy_type = 'http'
-  row.phase = ctx.phase
-  row.capability_name = ctx.capability ?? ''
-  row.transforms_failed = { ...ctx.transformsFailed }
-  row.auth_used = ctx.authUsed.slice()
-  row.auth_failures = { ...ctx.authFailures }
-  if (denial) {
-    row.reason = denial.reason
-    const detail: Record<string, unknown> = { ...ctx.callDetail, ...denial.detail }
-    if (ALLOWRULE_EVAL_REASONS.has(denial.reason) && ctx.allowruleEval && !detail.allowrule_eval) detail.allowrule_eval = ctx.allowruleEval
-    // Refused after the upstream answered (a request body over the limit while it streamed).
-    if (ctx.upstreamStatus !== undefined) upstreamOutcome(ctx, detail)
-    if (ctx.protocol !== undefined) streamOutcome(ctx, detail)
-    if (Object.keys(detail).length) row.detail = detail
-  } else {
-    row.debits = { ...ctx.debits }
-    row.budget_state = { ...ctx.budgetState }
-    row.floored = { ...ctx.floored }
-    // An allow was forwarded: the row says what the upstream answered and whether it all arrived,
-    // so a 404 or a 500, or a stream cut short, does not read as a plain allow.
-    // The allow rule that admitted it (its name, or `allow[i]`), as `caps test` and allowrule_eval name it.
-    const detail: Record<string, unknown> = ctx.match ? { rule: ctx.match.ruleKey, ...ctx.callDetail, ...ctx.detail } : { ...ctx.callDetail, ...ctx.detail }
-    upstreamOutcome(ctx, detail)
-    if (ctx.protocol !== undefined) streamOutcome(ctx, detail)
-    row.detail = detail
-  }
-  return row
+  return new DecisionRow(ctx)
 }
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] }
+
+// The row's columns are the interface's; the class only sets them. Optional columns a row does not
+// carry stay absent (never undefined), as the audit writer expects.
+interface DecisionRow extends Mutable<NewAuditEvent> {}
+
+/**
+ * One request's row, every column set in the constructor in the order the columns are read: a
+ * class instance gets room for all of them in one allocation, where an object literal grown one
+ * column at a time reallocates its property store as it grows (this runs once per request).
+ */
+class DecisionRow {
+  constructor(ctx: DecisionContext) {
+    const a = ctx.attribution
+    const denial = ctx.denial
+    this.org_id = a.org_id
+    this.user_id = a.user_id
+    this.event_type = 'policy_decision'
+    if (a.workspace_id) this.workspace_id = a.workspace_id
+    if (a.task_id) this.task_id = a.task_id
+    this.agent_role = a.agent_role ?? ''
+    this.agent_provider = a.agent_provider ?? ''
+    this.destination = ctx.destination
+    this.method = ctx.method
+    this.path = ctx.path
+    this.decision = denial ? 'deny' : 'allow'
+    this.latency_ms = ctx.latencyMs()
+    this.transforms_applied = ctx.transformsApplied
+    this.validations_applied = ctx.validationsApplied
+    this.policy_type = 'http'
+    this.phase = ctx.phase
+    this.capability_name = ctx.capability ?? ''
+    this.transforms_failed = { ...ctx.transformsFailed }
+    this.auth_used = ctx.authUsed.slice()
+    this.auth_failures = { ...ctx.authFailures }
+    if (denial) {
+      this.reason = denial.reason
+      const detail: Record<string, unknown> = { ...ctx.callDetail, ...denial.detail }
+      if (ALLOWRULE_EVAL_REASONS.has(denial.reason) && ctx.allowruleEval && !detail.allowrule_eval) detail.allowrule_eval = ctx.allowruleEval
+      // Refused after the upstream answered (a request body over the limit while it streamed).
+      if (ctx.upstreamStatus !== undefined) upstreamOutcome(ctx, detail)
+      if (ctx.protocol !== undefined) streamOutcome(ctx, detail)
+      if (Object.keys(detail).length) this.detail = detail
+    } else {
+      this.debits = { ...ctx.debits }
+      this.budget_state = { ...ctx.budgetState }
+      this.floored = { ...ctx.floored }
+      // An allow was forwarded: the row says what the upstream answered and whether it all arrived,
+      // so a 404 or a 500, or a stream cut short, does not read as a plain allow.
+      // The allow rule that admitted it (its name, or `allow[i]`), as `caps test` and allowrule_eval name it.
+      const detail: Record<string, unknown> = ctx.match ? { rule: ctx.match.ruleKey, ...ctx.callDetail, ...ctx.detail } : { ...ctx.callDetail, ...ctx.detail }
+      upstreamOutcome(ctx, detail)
+      if (ctx.protocol !== undefined) streamOutcome(ctx, detail)
+      this.detail = detail
+    }
+  }
+}
+
 
 /** Sets `detail.protocol` of an HTTP/2 stream, with `detail.grpc_status`/`grpc_message` when the client got one. */
 function streamOutcome(ctx: DecisionContext, detail: Record<string, unknown>): void {

@@ -40,7 +40,8 @@ export function transforms(core: ProxyCore, st: RequestState): PhaseResult {
   st.headers = headers
   if (out.bodyChanged && out.json !== undefined) st.outgoingBody = Buffer.from(JSON.stringify(out.json))
 
-  if (out.auth.length) return injectCredentials(core, st).then(() => askIdentity(st))
+  const injecting = out.auth.length ? injectCredentials(core, st) : undefined
+  if (injecting instanceof Promise) return injecting.then(() => askIdentity(st))
   return askIdentity(st)
 }
 

@@ -13,7 +13,7 @@ export async function upstream(core: ProxyCore, st: RequestState): Promise<Phase
   const out = st.transformed
   const path = out ? out.path : ctx.path
   const rawQuery = out ? out.rawQuery : st.policyRequest!.rawQuery
-  const origin = `${entry.scheme}://${entry.host.includes(':') ? `[${entry.host}]` : entry.host}:${entry.port}`
+  const origin = (entry.origin ??= `${entry.scheme}://${entry.host.includes(':') ? `[${entry.host}]` : entry.host}:${entry.port}`)
   const hostHeader = entry.tunnel ? (req.headers.host ?? entry.host) : hostOf(req.url!) ?? entry.host
 
   let body: Buffer | Readable | AsyncIterable<Buffer> | undefined
