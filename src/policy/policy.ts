@@ -21,6 +21,8 @@ type Outcome = AllowRuleEval["failed"]
 const EVAL_DOMAIN_MAX = 20
 /** Shortest value built from secrets that is scrubbed as a whole (the secrets themselves always are). */
 const DERIVED_MIN = 8
+/** The variables of a literal (it reads none): one frozen object, not one per evaluation. */
+const NO_VARS: Record<string, unknown> = Object.freeze({})
 
 function errorLine(e: unknown): string {
   return (e instanceof Error ? e.message : String(e)).split('\n')[0].slice(0, 200)
@@ -190,39 +192,47 @@ export class Policy implements CompiledPolicy {
   }
 
   #checkBody(admission: Exclude<AdmissionResult, Deny>, input: BodyInput): BodyResult {
-    const candidates = admission.decision === 'allow' ? [admission.match] : admission.candidates
+    // The candidates without an array for the one an allow names.
+    const allowed = admission.decision === 'allow' ? admission.match : undefined
+    const candidates = admission.decision === 'allow' ? undefined : admission.candidates
+    const count = candidates ? candidates.length : 1
     const present = input.body !== undefined && (typeof input.body === 'string' ? input.body.length > 0 : input.body.byteLength > 0)
     let validations = 0
-    let parsed: { ok: boolean; value?: unknown } | undefined
-    const evals: AllowRuleEval[] = []
+    // Parsed once for every candidate; the explanations only when one fails.
+    let parsed = false
+    let parsedValue: unknown
+    let parseFailed = false
+    let evals: AllowRuleEval[] | undefined
     let failure: CelCheck | undefined
-    for (const m of candidates) {
+    for (let c = 0; c < count; c++) {
+      const m = allowed ?? candidates![c]!
       const found = this.#rule(m)
       if (!found) return { decision: 'deny', reason: 'internal_error', detail: { message: 'admission does not belong to this policy' }, validationsApplied: validations }
       const { rule } = found
       let json: unknown
       if (rule.requestFormat === 'application/json' && present) {
         if (!isJsonType(mediaType(input.request.headers))) {
-          evals.push({ capability: m.capability, rule: m.ruleKey, failed: 'format' })
+          ;(evals ??= []).push({ capability: m.capability, rule: m.ruleKey, failed: 'format' })
           return { decision: 'deny', reason: 'format_mismatch', detail: { allowrule_eval: evals, capability: m.capability, rule: m.ruleKey, message: `Content-Type must be application/json` }, validationsApplied: validations }
         }
         if (!parsed) {
+          parsed = true
           try {
-            parsed = { ok: true, value: JSON.parse(bodyText(input.body!)) }
+            parsedValue = JSON.parse(bodyText(input.body!))
           } catch {
-            parsed = { ok: false }
+            parseFailed = true
           }
         }
-        if (!parsed.ok) {
-          evals.push({ capability: m.capability, rule: m.ruleKey, failed: 'json' })
+        if (parseFailed) {
+          ;(evals ??= []).push({ capability: m.capability, rule: m.ruleKey, failed: 'json' })
           return { decision: 'deny', reason: 'invalid_json', detail: { allowrule_eval: evals, capability: m.capability, rule: m.ruleKey }, validationsApplied: validations }
         }
-        json = parsed.value
+        json = parsedValue
         if (rule.schema) {
           validations++
           if (!rule.schema(json)) {
             const errors = summarizeErrors(rule.schema.errors)
-            evals.push({ capability: m.capability, rule: m.ruleKey, failed: 'schema', message: errors.join('; ') })
+            ;(evals ??= []).push({ capability: m.capability, rule: m.ruleKey, failed: 'schema', message: errors.join('; ') })
             return { decision: 'deny', reason: 'schema_violation', detail: { allowrule_eval: evals, capability: m.capability, rule: m.ruleKey, errors }, validationsApplied: validations }
           }
         }
@@ -231,18 +241,18 @@ export class Policy implements CompiledPolicy {
         const res = runBool(rule.match, celVars(input.request, input.context, json ?? null))
         if (!res.ok) {
           failure ??= res
-          evals.push({ capability: m.capability, rule: m.ruleKey, failed: 'match_error', message: res.message })
+          ;(evals ??= []).push({ capability: m.capability, rule: m.ruleKey, failed: 'match_error', message: res.message })
           continue
         }
         if (!res.value) {
-          evals.push({ capability: m.capability, rule: m.ruleKey, failed: 'match' })
+          ;(evals ??= []).push({ capability: m.capability, rule: m.ruleKey, failed: 'match' })
           continue
         }
       }
       return { decision: 'allow', match: m, json, validationsApplied: validations }
     }
-    if (failure && !failure.ok) return { decision: 'deny', reason: failure.reason, detail: { allowrule_eval: evals, message: failure.message }, validationsApplied: validations }
-    return { decision: 'deny', reason: 'no_match', detail: { allowrule_eval: evals }, validationsApplied: validations }
+    if (failure && !failure.ok) return { decision: 'deny', reason: failure.reason, detail: { allowrule_eval: evals ?? [], message: failure.message }, validationsApplied: validations }
+    return { decision: 'deny', reason: 'no_match', detail: { allowrule_eval: evals ?? [] }, validationsApplied: validations }
   }
 
   applyTransforms(input: TransformInput): TransformOutput {
@@ -311,7 +321,7 @@ export class Policy implements CompiledPolicy {
     let usedSecrets: string[] | undefined
     if (program) {
       // A literal reads no variable: nothing is built for it. Secrets go into a copy of the shared variables.
-      let vars: Record<string, unknown> = program.usesVars === false ? {} : varsFor(t.requiresBody)
+      let vars: Record<string, unknown> = program.usesVars === false ? NO_VARS : varsFor(t.requiresBody)
       if (program.secretKeys.length > 0) {
         vars = { ...vars }
         const secrets = secretsFor(program.secretKeys, input)

@@ -6,6 +6,7 @@ import { normalizeHost } from './glob.js'
 import type { HeaderMap, PolicyContext, PolicyRequest } from './types.js'
 
 const EMPTY_WS = Object.freeze({ id: '', org_id: '', role: '', environment: '' })
+const NO_TASK = Object.freeze({ id: '' })
 
 export function joinHeaders(h: HeaderMap): Record<string, string> {
   const out: Record<string, string> = {}
@@ -54,7 +55,7 @@ export function requestVar(req: PolicyRequest, body?: unknown): Record<string, u
 
 /** The variables of a request-site expression: `request` (its `body` where the site opts in), `workspace` and `task`. */
 export function celVars(req: PolicyRequest, ctx: PolicyContext, body?: unknown): Record<string, unknown> {
-  return { request: requestVar(req, body), workspace: ctx.workspace ?? EMPTY_WS, task: { id: ctx.task?.id ?? '' } }
+  return { request: requestVar(req, body), workspace: ctx.workspace ?? EMPTY_WS, task: ctx.task ? { id: ctx.task.id ?? '' } : NO_TASK }
 }
 
 export function mediaType(headers: HeaderMap): string {

@@ -23,6 +23,8 @@ export interface DirectBody {
   destroy(err?: Error): void
 }
 
+const NO_HEADERS: Record<string, string | string[]> = Object.freeze({})
+
 /** What the handler keeps before a sink is attached before it pauses the upstream (a stream's default mark). */
 const QUEUE_MAX = 65_536
 
@@ -30,7 +32,8 @@ type Settle = (err: Error | undefined, res: PooledResponse | undefined) => void
 
 export class PooledResponse implements DirectBody {
   status = 0
-  headers: Record<string, string | string[]> = {}
+  /** Set with the head (onHeaders), before anyone can read it. */
+  headers: Record<string, string | string[]> = NO_HEADERS
   /** Over HTTP/1.1 the client's trailers are not relayed (upstream.ts). */
   readonly trailers: Record<string, string | string[]> = {}
   #settle: Settle | undefined

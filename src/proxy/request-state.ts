@@ -199,3 +199,17 @@ export interface RequestState {
    */
   beforeEnd?: () => Promise<boolean>
 }
+
+/**
+ * A request's state with every field present from the start (unset ones undefined): the phases
+ * fill in a dozen of them, and an object grown a field at a time reallocates its property store
+ * as it grows; this one is made once, with room for all.
+ */
+export function newRequestState(req: IncomingMessage, res: ServerResponse, entry: Entry, ctx: DecisionContext, headers: Record<string, string | string[]>): RequestState {
+  return {
+    req, res, entry, ctx, abort: new ClientGone(), workspace: undefined, policyRequest: undefined, policyContext: undefined, admission: undefined,
+    headers, body: undefined, json: undefined, transformed: undefined, injected: undefined, outgoingBody: undefined, requestBytes: 0, responseBytes: 0,
+    responseStatus: undefined, response: undefined, relayed: undefined, reservation: undefined, meter: undefined, mcp: undefined, released: undefined,
+    bodyLimitHit: undefined, beforeEnd: undefined,
+  }
+}

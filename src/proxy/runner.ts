@@ -20,7 +20,7 @@ import { responseHeaders } from './phases/response-headers.js'
 import { terminal, type TerminalOutcome } from './phases/terminal.js'
 import { transforms } from './phases/transforms.js'
 import { upstream } from './phases/upstream.js'
-import { ClientGone, type Entry, type ProxyCore, type RequestState } from './request-state.js'
+import { newRequestState, type Entry, type ProxyCore, type RequestState } from './request-state.js'
 import { PROXY_CHALLENGE, requestToken } from './token.js'
 import { HOP_BY_HOP } from './upstream.js'
 
@@ -57,7 +57,7 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
   if (!preDenial && entry.host === CONTROL_HOST && (await serveAgentCallback(core, req, res, entry, path))) return
   const ctx = new DecisionContext({ destination: entry.host, method: (req.method ?? 'GET').toUpperCase(), path })
   if (protocol) ctx.protocol = protocol
-  const st: RequestState = { req, res, entry, ctx, abort: new ClientGone(), headers: forwardableHeaders(req), requestBytes: 0, responseBytes: 0 }
+  const st = newRequestState(req, res, entry, ctx, forwardableHeaders(req))
   // 'close' comes once, and abort() is idempotent: `on` spares once's wrapper.
   res.on('close', () => {
     if (!res.writableFinished) st.abort.abort()

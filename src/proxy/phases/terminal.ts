@@ -44,9 +44,11 @@ class DecisionRow {
     this.policy_type = 'http'
     this.phase = ctx.phase
     this.capability_name = ctx.capability ?? ''
-    this.transforms_failed = { ...ctx.transformsFailed }
-    this.auth_used = ctx.authUsed.slice()
-    this.auth_failures = { ...ctx.authFailures }
+    // The context's own objects, not copies: they are the request's, complete by the time any row
+    // is built (transforms and credentials come before every row; settle makes fresh budget objects).
+    this.transforms_failed = ctx.transformsFailed
+    this.auth_used = ctx.authUsed
+    this.auth_failures = ctx.authFailures
     if (denial) {
       this.reason = denial.reason
       const detail: Record<string, unknown> = { ...ctx.callDetail, ...denial.detail }
@@ -56,9 +58,9 @@ class DecisionRow {
       if (ctx.protocol !== undefined) streamOutcome(ctx, detail)
       if (Object.keys(detail).length) this.detail = detail
     } else {
-      this.debits = { ...ctx.debits }
-      this.budget_state = { ...ctx.budgetState }
-      this.floored = { ...ctx.floored }
+      this.debits = ctx.debits
+      this.budget_state = ctx.budgetState
+      this.floored = ctx.floored
       // An allow was forwarded: the row says what the upstream answered and whether it all arrived,
       // so a 404 or a 500, or a stream cut short, does not read as a plain allow.
       // The allow rule that admitted it (its name, or `allow[i]`), as `caps test` and allowrule_eval name it.
