@@ -23,6 +23,7 @@ import type { CompiledCounter, CounterValue } from '../policy/index.js'
 import type { FlooredReason } from '../contract/index.js'
 import type { BudgetLedgers, LedgerKey } from '../store/index.js'
 import { deny, type PolicyDenial } from './decision.js'
+import { Slot } from './budget-slot.js'
 import { andThen, untilDenied, type MaybePromise } from './maybe.js'
 
 const LEASE_FRACTION = 0.05
@@ -46,32 +47,6 @@ type ScopeName = 'workspace' | 'task'
 export interface ConcurrencyPermitSource {
   take(key: string, max: number, want: number): Promise<number>
   give(key: string, n: number): Promise<void>
-}
-
-class Slot {
-  lease = 0
-  /** Ledger `used` at the last database answer (includes our unreturned lease). */
-  dbUsed = 0
-  windowStart = 0
-  /** Debits not yet in the ledger: write-behind for unlimited scopes, owed (blocking) for ceilings. */
-  pending = 0
-  inFlight = 0
-  /** `max_concurrent` permits this process holds in the database, and how many requests use one. */
-  permits = 0
-  permitUsers = 0
-  acquiring: Promise<void> | undefined
-  /** Until when the ledger is known to have nothing left for this slot (see EXHAUSTED_RECHECK_MS). */
-  exhaustedUntil = 0
-  /** Removed from the slots (close): a cached reference must not be used any more. */
-  dropped = false
-  /** The per-counter caches (Budgets #wsSlot) that hold this slot under its workspace id. */
-  readonly cachedIn: Map<string, Slot>[] = []
-  constructor(readonly k: LedgerKey, readonly max: number) {}
-
-  /** Best local estimate of what is really spent in this window. */
-  used(): number {
-    return Math.max(0, this.dbUsed - this.lease + this.pending)
-  }
 }
 
 interface Held { slot: Slot; amount: number }
@@ -153,17 +128,33 @@ export class Budgets {
    */
   reserve(orgId: string, workspaceId: string, taskId: string | undefined, counters: readonly CompiledCounter[], requestBytes: number, mcpTools?: readonly string[]): MaybePromise<Reservation | PolicyDenial> {
     const reservation = new Reservation([])
-    const refused = (d: PolicyDenial | undefined): Reservation | PolicyDenial => {
-      if (!d) return reservation
-      this.#release(reservation)
-      return d
+    // Counter by counter without a closure per request; the rest goes on after the first that waits.
+    for (let i = 0; i < counters.length; i++) {
+      const held = this.#hold(reservation, counters[i]!, orgId, workspaceId, taskId, requestBytes, mcpTools)
+      if (held instanceof Promise) return this.#reserveAfter(held, reservation, counters, i + 1, orgId, workspaceId, taskId, requestBytes, mcpTools)
+      if (held) {
+        this.#release(reservation)
+        return held
+      }
     }
-    const held = untilDenied(counters, (counter) => this.#hold(reservation, counter, orgId, workspaceId, taskId, requestBytes, mcpTools))
-    if (!(held instanceof Promise)) return refused(held)
-    return held.then(refused, (err: unknown) => {
+    return reservation
+  }
+
+  async #reserveAfter(first: Promise<PolicyDenial | undefined>, reservation: Reservation, counters: readonly CompiledCounter[], next: number, orgId: string, workspaceId: string, taskId: string | undefined, requestBytes: number, mcpTools?: readonly string[]): Promise<Reservation | PolicyDenial> {
+    try {
+      let denied = await first
+      for (let i = next; !denied && i < counters.length; i++) {
+        // A hold that answers at once is taken in the same turn as the one before it.
+        const held = this.#hold(reservation, counters[i]!, orgId, workspaceId, taskId, requestBytes, mcpTools)
+        denied = held instanceof Promise ? await held : held
+      }
+      if (!denied) return reservation
+      this.#release(reservation)
+      return denied
+    } catch (err) {
       this.#release(reservation)
       throw err
-    })
+    }
   }
 
   /** One counter's holds: its max_concurrent slot (and database permit), then its scopes. */

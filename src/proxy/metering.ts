@@ -6,11 +6,15 @@
 import type { CompiledCounter, CounterValue, HeaderMap, ResponseView, SseMeter } from '../policy/index.js'
 import type { ResponseObserver } from './response-observer.js'
 
+/** A kept body with no bytes: one shared empty buffer (the counters only read it). */
+const NO_BODY = Buffer.alloc(0)
+
 export class ResponseMeter implements ResponseObserver {
   readonly #counters: readonly CompiledCounter[]
   readonly #limit: number
   #view: ResponseView | undefined
-  #meters = new Map<string, SseMeter>()
+  /** SSE counters' meters, made with the first (most responses meter none). */
+  #meters: Map<string, SseMeter> | undefined
   #doc: Buffer[] | undefined
   #docBytes = 0
   #docOverflow = false
@@ -27,14 +31,14 @@ export class ResponseMeter implements ResponseObserver {
     this.#view = { status, headers: headers as HeaderMap, size: 0 }
     for (const c of this.#counters) {
       if (c.phase !== 'response_body' || !c.matchesStatus(status)) continue
-      if (c.framing === 'sse') this.#meters.set(c.name, c.meter(this.#view))
+      if (c.framing === 'sse') (this.#meters ??= new Map()).set(c.name, c.meter(this.#view))
       else this.#doc ??= []
     }
   }
 
   onChunk(chunk: Buffer): void {
     this.#size += chunk.length
-    for (const m of this.#meters.values()) m.feed(chunk)
+    if (this.#meters) for (const m of this.#meters.values()) m.feed(chunk)
     if (this.#doc && !this.#docOverflow) {
       if (this.#docBytes + chunk.length > this.#limit) {
         this.#docOverflow = true
@@ -67,11 +71,11 @@ export class ResponseMeter implements ResponseObserver {
       if (c.phase === 'response_headers') {
         out.set(c.name, c.fromResponseHeaders(view))
       } else if (c.framing === 'sse') {
-        const m = this.#meters.get(c.name)
+        const m = this.#meters?.get(c.name)
         out.set(c.name, m ? m.end() : { value: c.failureCharge, floored: 'terminator_not_observed' })
       } else {
         // A body we could not keep whole (too large, or the stream was cut) cannot be parsed.
-        const body = this.#docOverflow || !this.#complete || !this.#ended ? '' : Buffer.concat(this.#doc ?? [], this.#docBytes)
+        const body = this.#docOverflow || !this.#complete || !this.#ended ? '' : this.#doc?.length ? Buffer.concat(this.#doc, this.#docBytes) : NO_BODY
         out.set(c.name, c.fromDocument(view, body))
       }
     }

@@ -197,7 +197,7 @@ export interface RequestState {
    * ended: records the row (durable) so no client sees a complete answer without it. False: the
    * row was refused, and the response is cut instead of completed.
    */
-  beforeEnd?: () => Promise<boolean>
+  beforeEnd?: (core: ProxyCore, st: RequestState) => Promise<boolean>
 }
 
 /**

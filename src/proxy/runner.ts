@@ -82,7 +82,7 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
   // is ended (response-body.ts). A row the log refused outright cuts the response; one it could
   // not make durable in time but keeps (written when the disk or database is back) completes it:
   // the upstream has answered, and the client must not be told otherwise and retry a side effect.
-  st.beforeEnd = () => record(core, st).then(recorded)
+  st.beforeEnd = recordAllow
   let failed = false
   try {
     try {
@@ -110,25 +110,38 @@ export async function runRequest(core: ProxyCore, req: IncomingMessage, res: Ser
  * else the `audit_unavailable` denial to answer with instead (nothing more may leave).
  */
 function record(core: ProxyCore, st: RequestState): Promise<PolicyDenial | undefined> {
+  return recordRow(core, st).then(rowOutcome)
+}
+
+/** st.beforeEnd of an allow: its row recorded (or kept by the log to be written later); false when it was refused. */
+function recordAllow(core: ProxyCore, st: RequestState): Promise<boolean> {
+  return recordRow(core, st).then(rowKeptOrRecorded)
+}
+
+/** Releases the request's holds, then emits its row (terminal.ts). */
+function recordRow(core: ProxyCore, st: RequestState): Promise<TerminalOutcome> {
   // The row is still written when settling fails (exactly one per request); the budgets module
   // reports its own state. Without a debit owed to the ledger, release answers at once and the
   // row goes out in this turn.
-  const settleFailed = (err: unknown): void => void core.log.error({ err: { message: (err as Error)?.message ?? String(err) } }, 'proxy: settling the request budgets failed')
   let released: MaybePromise<void> = undefined
   try {
     released = release(core, st)
   } catch (err) {
-    settleFailed(err)
+    settleFailed(core, err)
   }
-  if (released instanceof Promise) return released.catch(settleFailed).then(() => terminal(core, st.ctx)).then(rowOutcome)
-  return terminal(core, st.ctx).then(rowOutcome)
+  if (released instanceof Promise) return released.catch((err: unknown) => settleFailed(core, err)).then(() => terminal(core, st.ctx))
+  return terminal(core, st.ctx)
 }
+
+function settleFailed(core: ProxyCore, err: unknown): void {
+  core.log.error({ err: { message: (err as Error)?.message ?? String(err) } }, 'proxy: settling the request budgets failed')
+}
+
+const rowKeptOrRecorded = (out: TerminalOutcome): boolean => out.recorded || out.kept
 
 function rowOutcome(out: TerminalOutcome): PolicyDenial | undefined {
   return out.recorded ? undefined : deny('audit_unavailable', { retry_after_s: out.retryAfterS, ...(out.kept ? { kept: true } : {}) }, 503)
 }
-
-const recorded = (unrecorded: PolicyDenial | undefined): boolean => refusal(unrecorded) === undefined
 
 /**
  * A denial's row, like record(); a 407 challenge's row is rate limited like a bare CONNECT's

@@ -10,7 +10,7 @@ import type { BodyScan } from '../scrub.js'
 import type { BodySink, DirectBody } from '../pooled-response.js'
 
 /** Relays `st.relayed` to the client; a break on either side is thrown (a fault, not a denial). */
-export async function responseBody(_core: ProxyCore, st: RequestState): Promise<PhaseOutcome> {
+export async function responseBody(core: ProxyCore, st: RequestState): Promise<PhaseOutcome> {
   const { ctx, res } = st
   const observer = st.meter
   const { src, scrubber, scan, length } = st.relayed!
@@ -24,7 +24,7 @@ export async function responseBody(_core: ProxyCore, st: RequestState): Promise<
       // The upstream's trailers (gRPC's status) go to an HTTP/2 client with the end of its stream.
       if (ctx.protocol) relayTrailers(st, scrubber)
       observer?.onEnd(true)
-      return st.beforeEnd ? st.beforeEnd() : Promise.resolve(true)
+      return st.beforeEnd ? st.beforeEnd(core, st) : Promise.resolve(true)
     } catch (err) {
       return Promise.reject(err as Error)
     }
