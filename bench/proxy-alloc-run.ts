@@ -9,7 +9,8 @@
 // request do not depend much on the machine's load: the figure to compare on a shared machine.
 // Reports per round and target: KB per request (all of the main thread's allocation while the
 // window ran, divided by the requests answered), the top frames (innermost frame of corral's own
-// code, as bench/tail-heap.mjs), scavenges and mark-compacts per 1,000 requests, CPU per request
+// code, as bench/tail-heap.mjs), scavenges (their time, the young generation's size) and
+// mark-compacts per 1,000 requests, CPU per request
 // and the load average → bench/results/proxy-alloc.json (or CORRAL_BENCH_OUT); CORRAL_BENCH_ALLOC_KEEP=dir keeps
 // each window's profile.
 import { copyFileSync, existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
@@ -62,17 +63,20 @@ async function heapFile(dir: string, pid: number, before: Set<string>): Promise<
 }
 
 /** GC events of `pid` between two monotonic times (ms), from the probe's file. */
-function gcs(dir: string, pid: number, from: number, to: number): { scavenges: number; scavenge_ms: number; major: number } {
+function gcs(dir: string, pid: number, from: number, to: number): { scavenges: number; scavenge_ms: number; major: number; young_mb: number } {
   const file = join(dir, `probe-${pid}.jsonl`)
-  const r = { scavenges: 0, scavenge_ms: 0, major: 0 }
+  const r = { scavenges: 0, scavenge_ms: 0, major: 0, young_mb: 0 }
+  let young = 0
   if (!existsSync(file)) return r
   for (const line of readFileSync(file, 'utf8').split('\n')) {
     if (!line) continue
-    const e = JSON.parse(line) as { k: string; t: number; d: number; kind: string }
+    const e = JSON.parse(line) as { k: string; t: number; d: number; kind: string; young?: number }
     if (e.k !== 'gc' || e.t < from || e.t > to) continue
-    if (e.kind === 'scavenge') (r.scavenges++, (r.scavenge_ms += e.d))
+    if (e.kind === 'scavenge') (r.scavenges++, (r.scavenge_ms += e.d), (young += e.young ?? 0))
     else if (e.kind === 'mark-compact') r.major++
   }
+  // The young generation's size after each scavenge (V8 resizes it): scavenges per request follow from it and the bytes.
+  r.young_mb = r.scavenges ? round(young / r.scavenges / 1048576, 1) : 0
   return r
 }
 
@@ -112,11 +116,12 @@ export async function allocRun(targets: Target[], post: (d: Dispatcher) => Promi
         ;(perTarget[t.name] ??= []).push(kb)
         results[t.name] = {
           requests: x.sent, errors: x.errors, achieved_rps: x.achieved_rps, kb_per_req: kb,
-          scavenges_per_1k: round((g.scavenges / n) * 1000, 2), scavenge_ms_mean: g.scavenges ? round(g.scavenge_ms / g.scavenges, 3) : null, mark_compacts: g.major,
+          scavenges_per_1k: round((g.scavenges / n) * 1000, 2), scavenge_ms_mean: g.scavenges ? round(g.scavenge_ms / g.scavenges, 3) : null,
+          scavenge_ms_per_1k: round((g.scavenge_ms / n) * 1000, 2), young_mb: g.young_mb, mark_compacts: g.major,
           cpu_ms_per_req: x.cpu_ms_per_req, main_cpu_ms_per_req: x.main_cpu_ms_per_req, loadavg_before: l0, loadavg_after: loadavg(),
           frames: Object.fromEntries([...frames].sort((a, b) => b[1] - a[1]).slice(0, TOP).map(([k, v]) => [k, round(v / n / 1024, 2)])),
         }
-        process.stdout.write(`round ${r} ${t.name.padEnd(14)} ${kb} KB/req  ${(results[t.name] as { scavenges_per_1k: number }).scavenges_per_1k} scavenges/1k req  cpu ${x.cpu_ms_per_req} ms/req  load ${l0.join(' ')}\n`)
+        process.stdout.write(`round ${r} ${t.name.padEnd(14)} ${kb} KB/req  ${(results[t.name] as { scavenges_per_1k: number }).scavenges_per_1k} scavenges/1k req (young ${g.young_mb} MB)  cpu ${x.cpu_ms_per_req} ms/req  load ${l0.join(' ')}\n`)
       } finally {
         await d.close()
       }
