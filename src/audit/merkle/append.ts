@@ -5,7 +5,7 @@
 // extended a tree meanwhile makes this round roll back whole (the caller reads the queue again).
 import { nowIso } from '../../contract/index.js'
 import { AppendConflictError, isUniqueViolation, QUEUE_COLUMNS, type LogLeaf, type LogTree, type Store } from '../../store/index.js'
-import { storedRowBytes } from './canonical.js'
+import { rowEncoder } from './canonical.js'
 import type { AppendPacer } from './pace.js'
 import { CompactRange, hashLeaf } from './tree.js'
 
@@ -21,7 +21,7 @@ export interface RoundResult {
 }
 
 export async function appendRound(store: Store, batch: number): Promise<RoundResult> {
-  const queued = await store.auditLog.pendingBatch(batch)
+  const { columns, entries: queued } = await store.auditLog.pendingBatch(batch)
   if (queued.length === 0) return { taken: 0, added: 0, conflict: false, unreadable: [] }
   const orgIds = [...new Set(queued.map((q) => q.orgId))]
   const stored = new Map((await store.auditLog.treesOf(orgIds)).map((t) => [t.orgId, t]))
@@ -29,10 +29,12 @@ export async function appendRound(store: Store, batch: number): Promise<RoundRes
   const leaves: Array<LogLeaf & { orgId: string }> = []
   const seen = new Set<string>()
   const unreadable: string[] = []
+  const encode = rowEncoder(columns, QUEUE_COLUMNS)
+  const orgColumn = columns.indexOf('org_id')
   for (const q of queued) {
     // A queued row that is gone (removed behind the database's back) has no leaf, verify names it;
     // a row queued twice (by hand, or a replay) is appended once: a repeat must not stall the queue.
-    if (!q.raw || q.raw.org_id !== q.orgId || q.leafed || seen.has(q.eventId)) continue
+    if (!q.values || q.values[orgColumn] !== q.orgId || q.leafed || seen.has(q.eventId)) continue
     seen.add(q.eventId)
     let range = ranges.get(q.orgId)
     if (!range) {
@@ -42,9 +44,9 @@ export async function appendRound(store: Store, batch: number): Promise<RoundRes
     }
     let bytes: string
     try {
-      bytes = storedRowBytes(q.raw, QUEUE_COLUMNS)
+      bytes = encode(q.values)
     } catch {
-      bytes = unreadableLeaf(q.raw)
+      bytes = unreadableLeaf(Object.fromEntries(columns.map((c, i) => [c, q.values![i]])))
       unreadable.push(q.eventId)
     }
     const h = hashLeaf(bytes)

@@ -80,6 +80,10 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
       const res = await pool.query<Record<string, unknown>>(text, [json])
       return res.rows.map((r) => String(r[key]))
     },
+    async selectArrays(text, parameters) {
+      const res = await pool.query<unknown[]>({ text, values: [...parameters], rowMode: 'array' })
+      return { columns: res.fields.map((f) => f.name), rows: res.rows }
+    },
     async holdLock(name, mode, onLost) {
       return holdAdvisoryLock(base, prefix + name, mode, onLost)
     },

@@ -21,6 +21,24 @@ export function isSqliteBusy(err: unknown): boolean {
 }
 
 /**
+ * Runs `attempt` until it does not fail with SQLITE_BUSY, waiting on a timer between attempts as
+ * the driver's statements do, within the same bound. For statements run on the connection outside
+ * the driver (which must not be inside a transaction: a busy statement there fails it).
+ */
+export async function whenNotBusy<T>(attempt: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + SQLITE_LOCK_WAIT_MS
+  for (let i = 0; ; i++) {
+    try {
+      return await attempt()
+    } catch (err) {
+      if (!isSqliteBusy(err) || Date.now() >= deadline) throw err
+      const ms = Math.min(PAUSES_MS[Math.min(i, PAUSES_MS.length - 1)]!, Math.max(1, deadline - Date.now()))
+      await new Promise((resolve) => setTimeout(resolve, ms))
+    }
+  }
+}
+
+/**
  * Transactions BEGIN IMMEDIATE: Kysely's BEGIN DEFERRED transaction that reads and then writes
  * while another connection committed in between cannot upgrade its snapshot and fails at once;
  * taking the write lock up front makes it wait for the lock instead (here, on a timer).

@@ -12,7 +12,7 @@ import { Kysely, sql } from 'kysely'
 import type { Database } from '../schema.js'
 import { rowsOfRecords } from './json-records.js'
 import { SqliteBulkWorker, type BulkInsertText } from './sqlite-bulk-worker.js'
-import { LockWaitingSqliteDialect } from './sqlite-driver.js'
+import { LockWaitingSqliteDialect, whenNotBusy } from './sqlite-driver.js'
 import { watchWal } from './sqlite-wal.js'
 import { assertChannel, type BulkColumn, type StoreDialect } from './types.js'
 
@@ -50,6 +50,8 @@ export function openSqlite(path: string, opts: { secondary?: boolean } = {}): St
   const emitter = sharedEmitter(file)
   let closed = false
   const statements = new Map<string, BetterSqlite3.Statement>()
+  /** selectArrays' statements (in raw mode), prepared once per text. */
+  const arrayReads = new Map<string, BetterSqlite3.Statement>()
   // Bulk inserts (the audit log's group commit) run on a worker thread with its own connection;
   // an in-memory database cannot be shared with one, so it keeps them on this thread.
   const bulk = path === ':memory:' ? undefined : new SqliteBulkWorker(file)
@@ -99,6 +101,17 @@ export function openSqlite(path: string, opts: { secondary?: boolean } = {}): St
       const jsonColumns = columns.map((c) => c.pgType === 'jsonb')
       if (bulk) return bulk.runJson(text, json, jsonColumns, names, names.indexOf(key))
       return insertIgnoreMany(table, columns, rowsOfRecords(json, names, jsonColumns), key)
+    },
+    async selectArrays(text, parameters) {
+      let stmt = arrayReads.get(text)
+      if (!stmt) {
+        if (arrayReads.size >= 64) arrayReads.clear()
+        arrayReads.set(text, (stmt = database.prepare(text).raw(true)))
+      }
+      const read = stmt
+      // Through Kysely's connection: the read waits for (never runs inside) another query's transaction.
+      const rows = await whenNotBusy(() => db.connection().execute(async () => read.all(...parameters) as unknown[][]))
+      return { columns: read.columns().map((c) => c.name), rows }
     },
     async close() {
       if (closed) return

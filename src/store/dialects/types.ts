@@ -66,6 +66,13 @@ export interface StoreDialect {
    */
   insertJsonRecords(table: string, columns: readonly BulkColumn[], json: string, key: string): Promise<string[]>
   /**
+   * A read whose rows come back as arrays of values in the result's column order, beside the
+   * columns' names: the driver's values as an object read gives them, without an object per row
+   * (for reads of thousands of wide rows). `text` and `parameters` as Kysely compiles them. On the
+   * store's own connections: never inside a transaction.
+   */
+  selectArrays(text: string, parameters: readonly unknown[]): Promise<{ columns: string[]; rows: unknown[][] }>
+  /**
    * Postgres only: a session advisory lock named `name` held on a connection of its own until the
    * returned function releases it (or the process dies); null when held elsewhere in a conflicting mode.
    * `onLost`: called once when the lock's connection ends without a release (the lock is gone).

@@ -33,7 +33,7 @@ export const repositoryFactories = {
   /** OAuth credentials' provider configuration, sealed refresh tokens and consent states. */
   oauth: ({ db }: RepoContext) => oauthTables(db),
   /** The provable log: pending rows, leaves, trees, signed checkpoints and their keys. */
-  auditLog: ({ db, dialect }: RepoContext) => auditLog(db, dialect.name === 'postgres'),
+  auditLog: ({ db, dialect }: RepoContext) => auditLog(db, dialect),
 } satisfies Record<string, (ctx: RepoContext) => object>
 
 export type Repositories = { [K in keyof typeof repositoryFactories]: ReturnType<(typeof repositoryFactories)[K]> }

@@ -14,9 +14,9 @@ function roundSizes(store: Store): number[] {
   const sizes: number[] = []
   const real = store.auditLog.pendingBatch.bind(store.auditLog)
   vi.spyOn(store.auditLog, 'pendingBatch').mockImplementation(async (limit) => {
-    const rows = await real(limit)
-    if (rows.length > 0) sizes.push(rows.length)
-    return rows
+    const batch = await real(limit)
+    if (batch.entries.length > 0) sizes.push(batch.entries.length)
+    return batch
   })
   return sizes
 }
