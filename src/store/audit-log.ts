@@ -25,10 +25,13 @@ export interface PendingRow { seq: number; eventId: string; orgId: string }
 export const QUEUE_COLUMNS: ReadonlySet<string> = new Set(['p_seq', 'p_event_id', 'p_org_id', 'p_leafed'])
 /** The columns `leafRows` adds to each event's row. */
 export const LEAF_COLUMNS: ReadonlySet<string> = new Set(['l_idx', 'l_event_id', 'l_leaf_hash'])
-/** A queue entry for the appender: the row's values as the driver returned them, in the batch's `columns` order (absent when the row is gone; QUEUE_COLUMNS beside the event's), and whether it already has a leaf. */
+/** A queue entry for the appender: the row's values as the driver returned them, in the read's column order (absent when the row is gone; QUEUE_COLUMNS beside the event's), and whether it already has a leaf. */
 export interface QueuedRow extends PendingRow { leafed: boolean; values?: readonly unknown[] }
-/** The queue's head as `pendingBatch` reads it: the result's column names and one entry per queued row. */
-export interface QueuedBatch { columns: readonly string[]; entries: QueuedRow[] }
+/** What `pendingBatch` hands the queue's head to: the columns' names first (again if the read starts over), then each entry, whose `values` are valid only during the call. */
+export interface QueueVisitor {
+  begin(columns: readonly string[]): void
+  entry(row: QueuedRow): void
+}
 export interface LogLeaf { idx: number; eventId: string; leafHash: string }
 /** A tree's state: size, right edge (hex hashes, largest subtree first) and root (hex). */
 export interface LogTree { orgId: string; size: number; edge: string[]; root: string; updatedAt: string }
@@ -86,12 +89,13 @@ export function auditLog(handle: Kysely<Database>, dialect: StoreDialect) {
     },
 
     /**
-     * The queue's head for the appender, in one read: each entry with its row's values as the
-     * driver returns them (absent when the row is gone) and whether the row already has a leaf.
-     * Rows come as arrays (no object of some 38 keys per row, which cost more than the rest of
-     * the read); inside a transaction, through it, as objects turned into arrays.
+     * The queue's head for the appender, in one read, into `visit`: each entry with its row's values
+     * as the driver returns them (absent when the row is gone) and whether the row already has a
+     * leaf. Rows come as arrays, handed on as they are read (an object of some 38 keys per row, and
+     * a batch of them kept, cost more than the rest of the read); inside a transaction, through it,
+     * as objects turned into arrays.
      */
-    async pendingBatch(limit: number): Promise<QueuedBatch> {
+    async pendingBatch(limit: number, visit: QueueVisitor): Promise<void> {
       const query = pg
         ? sql`SELECT e.*, p.seq AS p_seq, p.event_id AS p_event_id, p.org_id AS p_org_id, l.idx AS p_leafed
             FROM audit_log_pending p LEFT JOIN audit_events e ON e.id = p.event_id LEFT JOIN audit_log_leaves l ON l.event_id = p.event_id::text
@@ -99,21 +103,25 @@ export function auditLog(handle: Kysely<Database>, dialect: StoreDialect) {
         : sql`SELECT e.*, p.seq AS p_seq, p.event_id AS p_event_id, p.org_id AS p_org_id, l.idx AS p_leafed
             FROM audit_log_pending p LEFT JOIN ${sql.raw(SQLITE_LOG_JOINS.events)} ON e.id = p.event_id LEFT JOIN ${sql.raw(SQLITE_LOG_JOINS.leavesByEvent)} ON l.event_id = p.event_id
             ORDER BY p.seq LIMIT ${limit}`
-      let read: { columns: readonly string[]; rows: readonly unknown[][] }
-      if (db.isTransaction) {
-        const objects = (await query.execute(db)).rows as Array<Record<string, unknown>>
-        read = { columns: objects.length > 0 ? Object.keys(objects[0]) : [], rows: objects.map((o) => Object.values(o)) }
-      } else {
-        const compiled = query.compile(db)
-        read = await dialect.selectArrays(compiled.sql, compiled.parameters)
+      let id = -1, seq = -1, eventId = -1, orgId = -1, leafed = -1
+      const arrays = {
+        begin(columns: readonly string[]) {
+          const at = (name: string) => columns.indexOf(name)
+          ;[id, seq, eventId, orgId, leafed] = [at('id'), at('p_seq'), at('p_event_id'), at('p_org_id'), at('p_leafed')]
+          visit.begin(columns)
+        },
+        row(v: readonly unknown[]) {
+          const base = { seq: Number(v[seq]), eventId: String(v[eventId]), orgId: v[orgId] as string, leafed: v[leafed] !== null && v[leafed] !== undefined }
+          visit.entry(v[id] === null || v[id] === undefined ? base : { ...base, values: v })
+        },
       }
-      const at = (name: string) => read.columns.indexOf(name)
-      const [id, seq, eventId, orgId, leafed] = [at('id'), at('p_seq'), at('p_event_id'), at('p_org_id'), at('p_leafed')]
-      const entries = read.rows.map((v): QueuedRow => {
-        const base = { seq: Number(v[seq]), eventId: String(v[eventId]), orgId: v[orgId] as string, leafed: v[leafed] !== null && v[leafed] !== undefined }
-        return v[id] === null || v[id] === undefined ? base : { ...base, values: v }
-      })
-      return { columns: read.columns, entries }
+      if (!db.isTransaction) {
+        const compiled = query.compile(db)
+        return dialect.selectArrays(compiled.sql, compiled.parameters, arrays)
+      }
+      const objects = (await query.execute(db)).rows as Array<Record<string, unknown>>
+      arrays.begin(objects.length > 0 ? Object.keys(objects[0]) : [])
+      for (const o of objects) arrays.row(Object.values(o))
     },
 
     /**

@@ -24,7 +24,7 @@ export type {
   AuditPageQuery, AuditStatsQuery, AuditStatsRow, AuditWhere, NumericPath, QuarantineInsert, QuarantinedEvent, StatsDimension,
 } from './repositories/audit.js'
 export { AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS, AUDIT_ROW_COLUMNS, AUDIT_TEXT_COLUMNS, epochMs, isUuid } from './repositories/audit-columns.js'
-export { AppendConflictError, LEAF_COLUMNS, QUEUE_COLUMNS, type AuditLogRepository, type LogLeaf, type LogTree, type PendingRow, type QueuedBatch, type QueuedRow, type StoredCheckpoint } from './audit-log.js'
+export { AppendConflictError, LEAF_COLUMNS, QUEUE_COLUMNS, type AuditLogRepository, type LogLeaf, type LogTree, type PendingRow, type QueuedRow, type QueueVisitor, type StoredCheckpoint } from './audit-log.js'
 export { LEAF_READ_COLUMNS, openLeafReader, type LeafReader, type LeafVisitor } from './audit-leaf-reader.js'
 export type { CredentialMeta, ProxyTablesRepo, SecretMeta, WorkspaceRow } from './proxy-tables.js'
 export type { OAuthClientRow, OAuthStateRow, OAuthTablesRepo, RefreshedTokens } from './oauth-tables.js'

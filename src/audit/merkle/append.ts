@@ -7,7 +7,7 @@ import { nowIso } from '../../contract/index.js'
 import { AppendConflictError, isUniqueViolation, QUEUE_COLUMNS, type LogLeaf, type LogTree, type Store } from '../../store/index.js'
 import { rowEncoder } from './canonical.js'
 import type { AppendPacer } from './pace.js'
-import { CompactRange, hashLeaf } from './tree.js'
+import { CompactRange, hashLeaf, type Hash } from './tree.js'
 
 export interface RoundResult {
   /** Queue entries read (0: the queue is empty). */
@@ -21,37 +21,53 @@ export interface RoundResult {
 }
 
 export async function appendRound(store: Store, batch: number): Promise<RoundResult> {
-  const { columns, entries: queued } = await store.auditLog.pendingBatch(batch)
-  if (queued.length === 0) return { taken: 0, added: 0, conflict: false, unreadable: [] }
-  const orgIds = [...new Set(queued.map((q) => q.orgId))]
-  const stored = new Map((await store.auditLog.treesOf(orgIds)).map((t) => [t.orgId, t]))
+  // Each row is encoded and hashed as it is read (none is kept); the leaves get their indexes once
+  // the trees are read, in the queue's order.
+  let seqs: number[] = []
+  let orgIds = new Set<string>()
+  let hashed: Array<{ orgId: string; eventId: string; hash: Hash }> = []
+  let unreadable: string[] = []
+  let seen = new Set<string>()
+  let columns: readonly string[] = []
+  let encode: (values: readonly unknown[]) => string = () => ''
+  let orgColumn = -1
+  await store.auditLog.pendingBatch(batch, {
+    begin(names) {
+      ;[seqs, orgIds, hashed, unreadable, seen] = [[], new Set(), [], [], new Set()]
+      columns = names
+      encode = rowEncoder(columns, QUEUE_COLUMNS)
+      orgColumn = columns.indexOf('org_id')
+    },
+    entry(q) {
+      seqs.push(q.seq)
+      orgIds.add(q.orgId)
+      // A queued row that is gone (removed behind the database's back) has no leaf, verify names it;
+      // a row queued twice (by hand, or a replay) is appended once: a repeat must not stall the queue.
+      if (!q.values || q.values[orgColumn] !== q.orgId || q.leafed || seen.has(q.eventId)) return
+      seen.add(q.eventId)
+      let bytes: string
+      try {
+        bytes = encode(q.values)
+      } catch {
+        bytes = unreadableLeaf(Object.fromEntries(columns.map((c, i) => [c, q.values![i]])))
+        unreadable.push(q.eventId)
+      }
+      hashed.push({ orgId: q.orgId, eventId: q.eventId, hash: hashLeaf(bytes) })
+    },
+  })
+  if (seqs.length === 0) return { taken: 0, added: 0, conflict: false, unreadable: [] }
+  const stored = new Map((await store.auditLog.treesOf([...orgIds])).map((t) => [t.orgId, t]))
   const ranges = new Map<string, CompactRange>()
   const leaves: Array<LogLeaf & { orgId: string }> = []
-  const seen = new Set<string>()
-  const unreadable: string[] = []
-  const encode = rowEncoder(columns, QUEUE_COLUMNS)
-  const orgColumn = columns.indexOf('org_id')
-  for (const q of queued) {
-    // A queued row that is gone (removed behind the database's back) has no leaf, verify names it;
-    // a row queued twice (by hand, or a replay) is appended once: a repeat must not stall the queue.
-    if (!q.values || q.values[orgColumn] !== q.orgId || q.leafed || seen.has(q.eventId)) continue
-    seen.add(q.eventId)
-    let range = ranges.get(q.orgId)
+  for (const { orgId, eventId, hash } of hashed) {
+    let range = ranges.get(orgId)
     if (!range) {
-      const t = stored.get(q.orgId)
+      const t = stored.get(orgId)
       range = new CompactRange(t?.size ?? 0, (t?.edge ?? []).map((h) => Buffer.from(h, 'hex')))
-      ranges.set(q.orgId, range)
+      ranges.set(orgId, range)
     }
-    let bytes: string
-    try {
-      bytes = encode(q.values)
-    } catch {
-      bytes = unreadableLeaf(Object.fromEntries(columns.map((c, i) => [c, q.values![i]])))
-      unreadable.push(q.eventId)
-    }
-    const h = hashLeaf(bytes)
-    leaves.push({ orgId: q.orgId, idx: range.size, eventId: q.eventId, leafHash: h.toString('hex') })
-    range.append(h)
+    leaves.push({ orgId, idx: range.size, eventId, leafHash: hash.toString('hex') })
+    range.append(hash)
   }
   const updatedAt = nowIso()
   const trees = [...ranges].map(([orgId, range]) => ({
@@ -59,12 +75,12 @@ export async function appendRound(store: Store, batch: number): Promise<RoundRes
     next: { orgId, size: range.size, edge: range.edge.map((h) => h.toString('hex')), root: range.root().toString('hex'), updatedAt } satisfies LogTree,
   }))
   try {
-    await store.transaction((tx) => tx.auditLog.appendRound(trees, leaves, queued.map((q) => q.seq)))
+    await store.transaction((tx) => tx.auditLog.appendRound(trees, leaves, seqs))
   } catch (err) {
-    if (err instanceof AppendConflictError || isUniqueViolation(err)) return { taken: queued.length, added: 0, conflict: true, unreadable: [] }
+    if (err instanceof AppendConflictError || isUniqueViolation(err)) return { taken: seqs.length, added: 0, conflict: true, unreadable: [] }
     throw err
   }
-  return { taken: queued.length, added: leaves.length, conflict: false, unreadable }
+  return { taken: seqs.length, added: leaves.length, conflict: false, unreadable }
 }
 
 /**

@@ -80,9 +80,10 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
       const res = await pool.query<Record<string, unknown>>(text, [json])
       return res.rows.map((r) => String(r[key]))
     },
-    async selectArrays(text, parameters) {
+    async selectArrays(text, parameters, visit) {
       const res = await pool.query<unknown[]>({ text, values: [...parameters], rowMode: 'array' })
-      return { columns: res.fields.map((f) => f.name), rows: res.rows }
+      visit.begin(res.fields.map((f) => f.name))
+      for (const values of res.rows) visit.row(values)
     },
     async holdLock(name, mode, onLost) {
       return holdAdvisoryLock(base, prefix + name, mode, onLost)

@@ -102,16 +102,19 @@ export function openSqlite(path: string, opts: { secondary?: boolean } = {}): St
       if (bulk) return bulk.runJson(text, json, jsonColumns, names, names.indexOf(key))
       return insertIgnoreMany(table, columns, rowsOfRecords(json, names, jsonColumns), key)
     },
-    async selectArrays(text, parameters) {
+    async selectArrays(text, parameters, visit) {
       let stmt = arrayReads.get(text)
       if (!stmt) {
         if (arrayReads.size >= 64) arrayReads.clear()
         arrayReads.set(text, (stmt = database.prepare(text).raw(true)))
       }
       const read = stmt
-      // Through Kysely's connection: the read waits for (never runs inside) another query's transaction.
-      const rows = await whenNotBusy(() => db.connection().execute(async () => read.all(...parameters) as unknown[][]))
-      return { columns: read.columns().map((c) => c.name), rows }
+      // Through Kysely's connection: the read waits for (never runs inside) another query's
+      // transaction. Rows go to the visitor as SQLite steps, so none outlives its young generation.
+      await whenNotBusy(() => db.connection().execute(async () => {
+        visit.begin(read.columns().map((c) => c.name))
+        for (const values of read.iterate(...parameters) as Iterable<unknown[]>) visit.row(values)
+      }))
     },
     async close() {
       if (closed) return

@@ -30,6 +30,12 @@ export interface BulkColumn {
   readonly pgType: 'text' | 'uuid' | 'bigint' | 'integer' | 'jsonb'
 }
 
+/** What `selectArrays` hands a read's result to. */
+export interface ArrayVisitor {
+  begin(columns: readonly string[]): void
+  row(values: readonly unknown[]): void
+}
+
 export interface StoreDialect {
   readonly name: DialectName
   readonly capabilities: DialectCapabilities
@@ -66,12 +72,14 @@ export interface StoreDialect {
    */
   insertJsonRecords(table: string, columns: readonly BulkColumn[], json: string, key: string): Promise<string[]>
   /**
-   * A read whose rows come back as arrays of values in the result's column order, beside the
-   * columns' names: the driver's values as an object read gives them, without an object per row
-   * (for reads of thousands of wide rows). `text` and `parameters` as Kysely compiles them. On the
-   * store's own connections: never inside a transaction.
+   * A read whose rows are handed to `visit` as arrays of values in the result's column order, the
+   * driver's values as an object read gives them, without an object per row (for reads of
+   * thousands of wide rows). `begin` gets the columns' names before the first row, and again if
+   * the read starts over (what came before it is to be dropped); a row's array is valid only
+   * during its call (SQLite hands rows on as it steps, none kept). `text` and `parameters` as
+   * Kysely compiles them. On the store's own connections: never inside a transaction.
    */
-  selectArrays(text: string, parameters: readonly unknown[]): Promise<{ columns: string[]; rows: unknown[][] }>
+  selectArrays(text: string, parameters: readonly unknown[], visit: ArrayVisitor): Promise<void>
   /**
    * Postgres only: a session advisory lock named `name` held on a connection of its own until the
    * returned function releases it (or the process dies); null when held elsewhere in a conflicting mode.

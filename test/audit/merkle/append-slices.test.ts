@@ -13,10 +13,10 @@ import { APPENDER_MODES, errors, logFixture, logOn } from './log-harness.js'
 function roundSizes(store: Store): number[] {
   const sizes: number[] = []
   const real = store.auditLog.pendingBatch.bind(store.auditLog)
-  vi.spyOn(store.auditLog, 'pendingBatch').mockImplementation(async (limit) => {
-    const batch = await real(limit)
-    if (batch.entries.length > 0) sizes.push(batch.entries.length)
-    return batch
+  vi.spyOn(store.auditLog, 'pendingBatch').mockImplementation(async (limit, visit) => {
+    let n = 0
+    await real(limit, { begin: (columns) => ((n = 0), visit.begin(columns)), entry: (q) => (n++, visit.entry(q)) })
+    if (n > 0) sizes.push(n)
   })
   return sizes
 }
