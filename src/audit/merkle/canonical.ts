@@ -9,9 +9,19 @@ import { AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS } from '../../store/index.js'
 import { hashLeaf, type Hash } from './tree.js'
 
 export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== 'object') {
-    if (typeof value === 'number' && !Number.isFinite(value)) throw new TypeError('a non-finite number has no JSON form')
-    return JSON.stringify(value)
+  switch (typeof value) {
+    case 'string':
+      return quote(value)
+    case 'boolean':
+      return value ? 'true' : 'false'
+    case 'number':
+      if (!Number.isFinite(value)) throw new TypeError('a non-finite number has no JSON form')
+      return JSON.stringify(value)
+    case 'object':
+      if (value === null) return 'null'
+      break
+    default:
+      return JSON.stringify(value)
   }
   if (Array.isArray(value)) {
     let out = ''
@@ -28,7 +38,7 @@ export function canonicalJson(value: unknown): string {
   for (const k of keys) {
     const v = obj[k]
     if (v === undefined) continue
-    out += `${out ? ',' : ''}${JSON.stringify(k)}:${canonicalJson(v)}`
+    out += `${out ? ',' : ''}${quote(k)}:${canonicalJson(v)}`
   }
   return `{${out}}`
 }

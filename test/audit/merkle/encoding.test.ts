@@ -5,7 +5,7 @@
 // numbers or digit strings, absent columns as null, and extra columns of a join left out.
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { canonicalRow, hashLeaf, hashLeafHex, rowEncoder, storedRowBytes } from '../../../src/audit/merkle/index.js'
+import { canonicalJson, canonicalRow, hashLeaf, hashLeafHex, rowEncoder, storedRowBytes } from '../../../src/audit/merkle/index.js'
 import { createHash } from 'node:crypto'
 import type { AuditEvent } from '../../../src/contract/index.js'
 import { AUDIT_INT_COLUMNS, AUDIT_JSON_COLUMNS, AUDIT_TEXT_COLUMNS, LEAF_COLUMNS, QUEUE_COLUMNS } from '../../../src/store/index.js'
@@ -78,5 +78,27 @@ describe('a stored row\'s leaf bytes', () => {
     const raw = { id: 'x', org_id: 'o', latency_ms: 'abc' }
     expect(storedRowBytes(raw)).toBe('{"id":"x","latency_ms":null,"org_id":"o"}')
     expect(storedRowBytes(raw)).not.toBe(canonicalRow({ id: 'x', org_id: 'o' } as unknown as AuditEvent))
+  })
+
+  it('of a JSON value are JSON.stringify\'s text of each key and value, keys sorted by UTF-16 code units', () => {
+    // The reference: every key and primitive through JSON.stringify (the encoder quotes strings
+    // that need no escaping itself and dispatches on the type first).
+    const reference = (v: unknown): string => {
+      if (v === null || typeof v !== 'object') return JSON.stringify(v)
+      if (Array.isArray(v)) return `[${v.map((x) => (x === undefined ? 'null' : reference(x))).join(',')}]`
+      const o = v as Record<string, unknown>
+      return `{${Object.keys(o).sort().filter((k) => o[k] !== undefined).map((k) => `${JSON.stringify(k)}:${reference(o[k])}`).join(',')}}`
+    }
+    const anyText = fc.string({ unit: 'binary', maxLength: 12 })
+    const value: fc.Arbitrary<unknown> = fc.letrec((tie) => ({
+      v: fc.oneof({ depthSize: 'small' }, fc.constant(null), fc.boolean(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.integer(), anyText, tie('a'), tie('o')),
+      a: fc.array(tie('v'), { maxLength: 4 }),
+      o: fc.dictionary(fc.oneof(anyText, fc.integer({ min: 0, max: 20 }).map(String)), tie('v'), { maxKeys: 5 }),
+    })).v
+    fc.assert(fc.property(value, (v) => {
+      expect(canonicalJson(v)).toBe(reference(v))
+    }), { numRuns: 2_000 })
+    expect(() => canonicalJson({ a: Infinity })).toThrow()
+    expect(canonicalJson([undefined, { a: undefined, b: true }])).toBe('[null,{"b":true}]')
   })
 })
