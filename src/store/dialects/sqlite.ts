@@ -14,7 +14,7 @@ import { rowsOfRecords } from './json-records.js'
 import { SqliteBulkWorker, type BulkInsertText } from './sqlite-bulk-worker.js'
 import { LockWaitingSqliteDialect, whenNotBusy } from './sqlite-driver.js'
 import { watchWal } from './sqlite-wal.js'
-import { assertChannel, type BulkColumn, type StoreDialect } from './types.js'
+import { assertChannel, type ArrayVisitor, type BulkColumn, type StoreDialect } from './types.js'
 
 const emitters = new Map<string, { emitter: EventEmitter; refs: number }>()
 
@@ -50,8 +50,6 @@ export function openSqlite(path: string, opts: { secondary?: boolean } = {}): St
   const emitter = sharedEmitter(file)
   let closed = false
   const statements = new Map<string, BetterSqlite3.Statement>()
-  /** selectArrays' statements (in raw mode), prepared once per text. */
-  const arrayReads = new Map<string, BetterSqlite3.Statement>()
   // Bulk inserts (the audit log's group commit) run on a worker thread with its own connection;
   // an in-memory database cannot be shared with one, so it keeps them on this thread.
   const bulk = path === ':memory:' ? undefined : new SqliteBulkWorker(file)
@@ -61,7 +59,8 @@ export function openSqlite(path: string, opts: { secondary?: boolean } = {}): St
   // writes alone (no batch for a while) is handed to it from here.
   const walWatch = bulk && !opts.secondary ? watchWal(file, WAL_CHECKPOINT_PAGES, () => bulk.checkpoint()) : undefined
 
-  const local = { bulk, statements, database, db }
+  // selectArrays' statements (in raw mode) apart: a statement's mode is its own.
+  const local = { bulk, statements, arrayReads: new Map<string, BetterSqlite3.Statement>(), database, db }
   const insertIgnoreMany = (table: string, columns: readonly BulkColumn[], rows: readonly unknown[][], key: string) => insertRows(local, table, columns, rows, key)
 
   return {
@@ -102,20 +101,7 @@ export function openSqlite(path: string, opts: { secondary?: boolean } = {}): St
       if (bulk) return bulk.runJson(text, json, jsonColumns, names, names.indexOf(key))
       return insertIgnoreMany(table, columns, rowsOfRecords(json, names, jsonColumns), key)
     },
-    async selectArrays(text, parameters, visit) {
-      let stmt = arrayReads.get(text)
-      if (!stmt) {
-        if (arrayReads.size >= 64) arrayReads.clear()
-        arrayReads.set(text, (stmt = database.prepare(text).raw(true)))
-      }
-      const read = stmt
-      // Through Kysely's connection: the read waits for (never runs inside) another query's
-      // transaction. Rows go to the visitor as SQLite steps, so none outlives its young generation.
-      await whenNotBusy(() => db.connection().execute(async () => {
-        visit.begin(read.columns().map((c) => c.name))
-        for (const values of read.iterate(...parameters) as Iterable<unknown[]>) visit.row(values)
-      }))
-    },
+    selectArrays: (text, parameters, visit) => readArrays(local, text, parameters, visit),
     async close() {
       if (closed) return
       closed = true
@@ -188,6 +174,25 @@ async function insertRows(
   // Holding Kysely's connection keeps every other query of this store out of our transaction.
   await db.connection().execute(async () => runAll.immediate())
   return inserted
+}
+
+/** selectArrays: a statement prepared once per text, in raw mode, stepped into the visitor. */
+async function readArrays(
+  conn: { arrayReads: Map<string, BetterSqlite3.Statement>; database: BetterSqlite3.Database; db: Kysely<Database> },
+  text: string, parameters: readonly unknown[], visit: ArrayVisitor,
+): Promise<void> {
+  let read = conn.arrayReads.get(text)
+  if (!read) {
+    if (conn.arrayReads.size >= 64) conn.arrayReads.clear()
+    conn.arrayReads.set(text, (read = conn.database.prepare(text).raw(true)))
+  }
+  const stmt = read
+  // Through Kysely's connection: the read waits for (never runs inside) another query's
+  // transaction. Rows go to the visitor as SQLite steps, so none outlives its young generation.
+  await whenNotBusy(() => conn.db.connection().execute(async () => {
+    visit.begin(stmt.columns().map((c) => c.name))
+    for (const values of stmt.iterate(...parameters) as Iterable<unknown[]>) visit.row(values)
+  }))
 }
 
 /**
