@@ -13,12 +13,13 @@
 // adds a `perf record` of every thread of each target over its window (bench/perf-summary.ts reads
 // it; the request count to pass is in the JSON as `requests`) → bench/results/proxy-closed.json
 // (or CORRAL_BENCH_OUT).
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus } from 'node:os'
 import { basename, join, resolve } from 'node:path'
 import type { Dispatcher } from 'undici'
 import { pct, round } from './proxy-load.js'
 import { perfRecord, processTree, threadCpu, treeCpu } from './proxy-rate.js'
+import { legTrace, syscallCount, type LegCounts } from './proxy-syscalls.js'
 
 const SECONDS = Number(process.env.CORRAL_BENCH_SECONDS ?? 10)
 const WARM_SECONDS = Number(process.env.CORRAL_BENCH_WARM_SECONDS ?? 10)
@@ -26,6 +27,8 @@ const WARM_REQUESTS = Number(process.env.CORRAL_BENCH_WARM_REQUESTS ?? 30_000)
 const WARM_MAX_SECONDS = 120
 const CONNECTIONS = Number(process.env.CORRAL_BENCH_CONNECTIONS ?? 32)
 const ROUNDS = Math.max(1, Number(process.env.CORRAL_BENCH_CLOSED_ROUNDS ?? 4))
+const SYSCALLS = process.env.CORRAL_BENCH_SYSCALLS === '1'
+const CHURN_DIR = process.env.CORRAL_BENCH_CHURN_DIR
 const loadavg = (): number[] => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).map(Number)
 
 type Target = { name: string; pid?: number; dispatcher: (n?: number) => Dispatcher }
@@ -42,6 +45,33 @@ export interface ClosedResult {
   threads_ms_per_req?: Record<string, number>
   /** this load generator's CPU per request */
   generator_cpu_ms_per_req: number
+  /** CORRAL_BENCH_SYSCALLS=1: syscalls per request over the window, the event loop (`main`) and every other thread */
+  syscalls_per_req?: { main: Record<string, number>; other: Record<string, number> }
+  /** CORRAL_BENCH_SYSCALLS=1: the event loop's reads and writes per request on each leg, over a further 3 s window */
+  legs?: LegCounts & { requests: number; rps: number }
+  /** CORRAL_BENCH_CHURN_DIR=<dir>: async resources, socket timer calls and listeners per request on the event loop (bench/churn-probe.mjs) */
+  churn_per_req?: Record<string, number>
+}
+
+/** bench/churn-probe.mjs's running totals of a process (SIGUSR2), or undefined where no probe answers. */
+async function churn(pid: number): Promise<Record<string, number> | undefined> {
+  if (!CHURN_DIR) return undefined
+  const file = join(CHURN_DIR, `churn-${pid}.json`)
+  try {
+    rmSync(file, { force: true })
+    process.kill(pid, 'SIGUSR2')
+  } catch {
+    return undefined
+  }
+  for (let i = 0; i < 40; i++) {
+    await new Promise((r) => setTimeout(r, 50))
+    try {
+      return JSON.parse(readFileSync(file, 'utf8')) as Record<string, number>
+    } catch {
+      // not written yet
+    }
+  }
+  return undefined
 }
 
 async function loop(d: Dispatcher, send: (d: Dispatcher) => Promise<void>, seconds: number, lat?: number[]): Promise<{ ok: number; errors: number; elapsed: number }> {
@@ -58,7 +88,7 @@ async function loop(d: Dispatcher, send: (d: Dispatcher) => Promise<void>, secon
   return { ok, errors, elapsed: (performance.now() - start) / 1000 }
 }
 
-async function measure(t: Target, send: (d: Dispatcher) => Promise<void>, warm: { seconds: number; requests: number }, perfData?: string): Promise<ClosedResult> {
+async function measure(t: Target, send: (d: Dispatcher) => Promise<void>, warm: { seconds: number; requests: number }, perfData?: string, upPort?: number): Promise<ClosedResult> {
   const d = t.dispatcher(CONNECTIONS)
   try {
     const w0 = performance.now()
@@ -68,6 +98,8 @@ async function measure(t: Target, send: (d: Dispatcher) => Promise<void>, warm: 
     const perf = perfData && pids.length ? await perfRecord(pids, perfData) : undefined
     const cpu0 = treeCpu(pids).total
     const threads0 = threadCpu(pids)
+    const churn0 = t.pid ? await churn(t.pid) : undefined
+    const sys = SYSCALLS && pids.length ? syscallCount(pids) : undefined
     const gen0 = process.cpuUsage()
     const lat: number[] = []
     const r = await loop(d, send, SECONDS, lat)
@@ -75,6 +107,18 @@ async function measure(t: Target, send: (d: Dispatcher) => Promise<void>, warm: 
     const cpu1 = treeCpu(pids).total
     const threads1 = threadCpu(pids)
     await perf?.stop()
+    const syscalls = await sys?.stop(r.ok)
+    const churn1 = churn0 && t.pid ? await churn(t.pid) : undefined
+    const churned = churn0 && churn1
+      ? Object.fromEntries(Object.entries(churn1).map(([k, v]) => [k, round((v - (churn0[k] ?? 0)) / Math.max(1, r.ok), 3)] as const).filter(([, v]) => v >= 0.01).sort((a, b) => b[1] - a[1]))
+      : undefined
+    let legs: ClosedResult['legs']
+    if (SYSCALLS && t.pid && upPort) {
+      const trace = legTrace(t.pid, upPort)
+      await new Promise((res) => setTimeout(res, 300))
+      const w = await loop(d, send, 3)
+      legs = { ...(await trace.stop(w.ok)), requests: w.ok, rps: round(w.ok / w.elapsed, 1) }
+    }
     const n = Math.max(1, r.ok)
     const proc = pids.length
       ? {
@@ -85,6 +129,7 @@ async function measure(t: Target, send: (d: Dispatcher) => Promise<void>, warm: 
     return {
       requests: r.ok, errors: r.errors, rps: round(r.ok / r.elapsed, 1), p50_ms: round(pct(lat, 50)), p99_ms: round(pct(lat, 99)),
       ...proc, generator_cpu_ms_per_req: round((gen.user + gen.system) / 1000 / n, 4),
+      ...(syscalls ? { syscalls_per_req: syscalls } : {}), ...(legs ? { legs } : {}), ...(churned ? { churn_per_req: churned } : {}),
     }
   } finally {
     await d.close()
@@ -96,7 +141,7 @@ const median = (xs: number[]): number => {
   return s.length ? (s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2) : NaN
 }
 
-export async function closedRun(targets: Target[], post: (d: Dispatcher) => Promise<void>, resultsDir: string): Promise<void> {
+export async function closedRun(targets: Target[], post: (d: Dispatcher) => Promise<void>, resultsDir: string, upPort?: number): Promise<void> {
   const load0 = loadavg()
   const rounds: { round: number; order: string[]; loadavg_before: number[]; loadavg_after: number[]; results: Record<string, ClosedResult> }[] = []
   const warmed = new Set<string>()
@@ -113,7 +158,7 @@ export async function closedRun(targets: Target[], post: (d: Dispatcher) => Prom
       const warm = warmed.has(t.name) ? { seconds: 2, requests: 0 } : { seconds: Math.max(1, WARM_SECONDS), requests: WARM_REQUESTS }
       warmed.add(t.name)
       const perfData = process.env.CORRAL_BENCH_PERF && t.pid ? join(resultsDir, 'prof', `perf-closed-${tag}${t.name}-${r}.data`) : undefined
-      results[t.name] = await measure(t, post, warm, perfData)
+      results[t.name] = await measure(t, post, warm, perfData, upPort)
     }
     const rec = { round: r, order: order.map((t) => t.name), loadavg_before: before, loadavg_after: loadavg(), results }
     rounds.push(rec)

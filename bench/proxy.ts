@@ -52,6 +52,8 @@
 //     at CORRAL_BENCH_RATE (default 300/s), rounds alternating the proxies' order (bench/proxy-alloc-run.ts)
 //   CORRAL_BENCH_MODE=closed npm run bench:proxy  # only the POST closed loop, CPU per request by thread, rounds alternating
 //     the proxies' order (bench/proxy-closed-run.ts; CORRAL_BENCH_CLOSED_ROUNDS, CORRAL_BENCH_PERF=1 as above)
+//     CORRAL_BENCH_SYSCALLS=1   syscalls, page faults and context switches per request, and reads/writes per leg (bench/proxy-syscalls.ts)
+//     CORRAL_BENCH_CHURN_DIR=D  async resources, socket timers and listeners per request of every Node proxy (bench/churn-probe.mjs)
 import { spawn } from 'node:child_process'
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
@@ -282,6 +284,8 @@ async function main(): Promise<void> {
       ...(env.CORRAL_BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
       // CORRAL_BENCH_TAIL_DIR: every proxy and this client record their GC pauses and event-loop stalls there (bench/tail-attribution.ts).
       ...(env.CORRAL_BENCH_TAIL_DIR ? ['--import', join(ROOT, 'bench/tail-probe.mjs')] : []),
+      // CORRAL_BENCH_CHURN_DIR (closed mode): every Node proxy counts its per-request churn (bench/churn-probe.mjs).
+      ...(env.CORRAL_BENCH_CHURN_DIR ? ['--import', join(ROOT, 'bench/churn-probe.mjs')] : []),
     ]
     // The allocation mode needs the probe in every proxy (its SIGUSR2 heap sampling).
     if (env.CORRAL_BENCH_MODE === 'alloc' && !env.CORRAL_BENCH_TAIL_DIR) {
@@ -307,7 +311,7 @@ async function main(): Promise<void> {
     }
     if (env.CORRAL_BENCH_MODE === 'closed') {
       const mark = children.length
-      await closedRun(await startTargets(0, ctx), (d) => post(d, ctx.origin), resultsDir)
+      await closedRun(await startTargets(0, ctx), (d) => post(d, ctx.origin), resultsDir, upPort)
       await stopSince(mark)
       return
     }
