@@ -16,7 +16,27 @@ if (isMainThread) probe()
 function probe() {
   const counts = Object.create(null)
   const bump = (k) => void (counts[k] = (counts[k] ?? 0) + 1)
-  createHook({ init: (_id, type) => bump(`async ${type}`) }).enable()
+  // CORRAL_BENCH_CHURN_STACKS=N: one promise in N is also counted by where it was made (its first frames outside node's internals).
+  const every = Number(process.env.CORRAL_BENCH_CHURN_STACKS ?? 0)
+  let seen = 0
+  const where = () => {
+    const o = {}
+    const limit = Error.stackTraceLimit
+    Error.stackTraceLimit = 12
+    Error.captureStackTrace(o, where)
+    Error.stackTraceLimit = limit
+    const frames = o.stack.split('\n').slice(1).map((l) => l.trim().replace(/^at /, '').replace(/file:\/\/\S*\/(dist|src|node_modules)\//, '$1/')).filter((l) => !l.includes('node:internal') && !l.includes('churn-probe'))
+    return `promise at ${frames.slice(0, 2).join(' < ')}`
+  }
+  createHook({
+    init: (_id, type) => {
+      bump(`async ${type}`)
+      if (every && type === 'PROMISE' && ++seen % every === 0) {
+        const k = where()
+        counts[k] = (counts[k] ?? 0) + every
+      }
+    },
+  }).enable()
 
   const wrap = (proto, name, key) => {
     const orig = proto[name]

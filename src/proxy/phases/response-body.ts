@@ -62,6 +62,11 @@ function relay(src: Readable | DirectBody, res: RequestState['res'], onChunk: (c
     let done = false
     let received = 0
     let last: Buffer | undefined
+    let draining = false
+    const onDrain = (): void => {
+      draining = false
+      src.resume()
+    }
     const finish = (err?: Error): void => {
       if (done) return
       done = true
@@ -74,7 +79,7 @@ function relay(src: Readable | DirectBody, res: RequestState['res'], onChunk: (c
       } else resolve()
     }
     const sink: BodySink = {
-      // False: the client's socket is full; the source waits for its 'drain'.
+      // False: the source pauses until the client's 'drain'.
       data(chunk: Buffer): boolean {
         if (done) return true
         // A chunk the scan holds back whole (it may begin a needle) sends nothing yet.
@@ -87,7 +92,13 @@ function relay(src: Readable | DirectBody, res: RequestState['res'], onChunk: (c
         }
         if (out.length === 0) return true
         onChunk(out)
-        return res.write(out)
+        if (res.write(out)) return true
+        // The client's socket is full: the source waits for its 'drain', listened for only now.
+        if (!draining) {
+          draining = true
+          res.once('drain', onDrain)
+        }
+        return false
       },
       end(): void {
         if (done) return
@@ -109,7 +120,8 @@ function relay(src: Readable | DirectBody, res: RequestState['res'], onChunk: (c
       if (!res.writableFinished) finish(Object.assign(new Error('client closed the response early'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }))
     }
     // `on`, not `once`: each fires once or finds the relay done, and once's wrappers cost per request.
-    res.on('drain', () => src.resume()).on('close', onResClose).on('error', finish).on('finish', () => finish())
+    // 'drain' is listened for only after a refused write (sink.data).
+    res.on('close', onResClose).on('error', finish).on('finish', () => finish())
     // The client may have left while the upstream answered: its 'close' has already fired.
     if (res.destroyed) return onResClose()
     if (!(src instanceof Readable)) return src.attach(sink)
