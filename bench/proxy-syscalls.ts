@@ -98,7 +98,7 @@ export interface LegCounts {
   bytes_per_call: Counts
   /** calls that moved no byte (EAGAIN, 0) per request, by `syscall fd-class` */
   empty: Counts
-  /** the first lines of the trace, the descriptors named by class (what one request looks like) */
+  /** the first lines of the trace of each `syscall fd-class` and of those that moved no byte, the descriptors named by class */
   sample: string[]
 }
 
@@ -124,10 +124,11 @@ export function legTrace(pid: number, upPort: number): { stop(requests: number):
           const m = /\s(\w+)\(fd: (\d+)[^)]*\)\s+=\s+(-?\d+|-1 \w+|\w+)/.exec(line)
           if (!m) continue
           const key = `${m[1]} ${classes.get(Number(m[2])) ?? 'closed'}`
-          if (sample.length < 40) sample.push(line.trim().replace(/\(fd: \d+/, `(fd: ${m[2]} ${classes.get(Number(m[2])) ?? 'closed'}`).replace(/buf: 0x[0-9a-f]+, |vec: 0x[0-9a-f]+, /, ''))
-          n[key] = (n[key] ?? 0) + 1
           const ret = Number(m[3])
-          if (Number.isFinite(ret) && ret > 0) bytes[key] = (bytes[key] ?? 0) + ret
+          const moved = Number.isFinite(ret) && ret > 0
+          if ((moved ? n[key] ?? 0 : empty[key] ?? 0) < 3) sample.push(line.trim().replace(/\(fd: \d+/, `(fd: ${m[2]} ${classes.get(Number(m[2])) ?? 'closed'}`).replace(/buf: 0x[0-9a-f]+, |vec: 0x[0-9a-f]+, /, ''))
+          n[key] = (n[key] ?? 0) + 1
+          if (moved) bytes[key] = (bytes[key] ?? 0) + ret
           else empty[key] = (empty[key] ?? 0) + 1
         }
         resolve({
