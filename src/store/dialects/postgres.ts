@@ -67,7 +67,8 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
       const res = await pool.query<Record<string, unknown>>(text, arrays)
       return res.rows.map((r) => String(r[key]))
     },
-    async insertJsonRecords(table: string, columns: readonly BulkColumn[], json: string, key: string) {
+    async insertJsonRecords(table: string, columns: readonly BulkColumn[], records: readonly string[], key: string) {
+      const json = `[${records.join(',')}]`
       const names = columns.map((c) => `"${c.name}"`).join(', ')
       const select = columns.map((c) => `r."${c.name}"`).join(', ')
       // jsonb: the text is parsed once and each jsonb column takes its value as parsed, where the

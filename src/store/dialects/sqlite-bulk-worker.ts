@@ -52,8 +52,17 @@ parentPort.on('message', (m) => {
     const stmt = prepared(m.text)
     const strict = prepared(m.strict)
     const inserted = []
-    // A JSON array of records, read here, off the main thread (json-records.ts rowsOfRecords).
-    const rows = m.json === undefined ? m.rows : rowsOfRecords(m.json, m.names, m.jsonColumns)
+    // Records, each one JSON object, read here, off the main thread (json-records.ts rowsOfRecords):
+    // joined into the array text here, in one join (this copy's first and last get the brackets).
+    let rows = m.rows
+    if (m.records !== undefined) {
+      const r = m.records
+      if (r.length > 0) {
+        r[0] = '[' + r[0]
+        r[r.length - 1] += ']'
+      }
+      rows = r.length > 0 ? rowsOfRecords(r.join(','), m.names, m.jsonColumns) : []
+    }
     // A row the first statement skipped is a repeat or refused by a constraint: the second one
     // (sqlite.ts insertText) skips only a repeat and throws the constraint's own error otherwise.
     db.transaction(() => {
@@ -109,12 +118,14 @@ export class SqliteBulkWorker {
   }
 
   /**
-   * The same for `json`, an array of records keyed by column name (`names`; JSON columns flagged),
-   * parsed on the worker: a string crosses as one copy, where rows would be structured-cloned
-   * value by value on this thread.
+   * The same for `records`, each a JSON object keyed by column name (`names`; JSON columns
+   * flagged), parsed on the worker: each string crosses as one copy, where rows would be
+   * structured-cloned value by value on this thread. Not joined into one text: a batch's text
+   * (hundreds of KB) would be a large object on both heaps, each mapped, faulted in page by page
+   * and unmapped again per batch.
    */
-  runJson(text: BulkInsertText, json: string, jsonColumns: readonly boolean[], names: readonly string[], keyIndex: number): Promise<string[]> {
-    return this.#send({ ...text, json, jsonColumns, names, keyIndex })
+  runRecords(text: BulkInsertText, records: readonly string[], jsonColumns: readonly boolean[], names: readonly string[], keyIndex: number): Promise<string[]> {
+    return this.#send({ ...text, records, jsonColumns, names, keyIndex })
   }
 
   /**
@@ -126,7 +137,7 @@ export class SqliteBulkWorker {
     await this.#send({ checkpoint: true })
   }
 
-  #send(m: { checkpoint: true } | { text: string; strict: string; keyIndex: number; rows?: readonly unknown[][]; json?: string; jsonColumns?: readonly boolean[]; names?: readonly string[] }): Promise<string[]> {
+  #send(m: { checkpoint: true } | { text: string; strict: string; keyIndex: number; rows?: readonly unknown[][]; records?: readonly string[]; jsonColumns?: readonly boolean[]; names?: readonly string[] }): Promise<string[]> {
     if (this.#closed) return Promise.reject(Object.assign(new Error('the database connection is not open'), { code: 'SQLITE_MISUSE_CLOSED' }))
     const worker = this.#worker ?? this.#spawn()
     clearTimeout(this.#idle)

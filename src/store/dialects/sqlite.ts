@@ -92,14 +92,14 @@ export function openSqlite(path: string, opts: { secondary?: boolean } = {}): St
       return sql<number | null>`(CASE WHEN typeof(${v}) IN ('integer', 'real') THEN ${v} END)`
     },
     insertIgnoreMany,
-    async insertJsonRecords(table: string, columns: readonly BulkColumn[], json: string, key: string) {
-      // Parsed where the rows are inserted: on the bulk worker, so this thread only joins strings.
+    async insertJsonRecords(table: string, columns: readonly BulkColumn[], records: readonly string[], key: string) {
+      // Parsed where the rows are inserted: on the bulk worker, so this thread only posts strings.
       // (SQLite's json_each with one `->>` per column cost more CPU in total than JSON.parse.)
       const names = columns.map((c) => c.name)
       const text = insertText(table, names, key)
       const jsonColumns = columns.map((c) => c.pgType === 'jsonb')
-      if (bulk) return bulk.runJson(text, json, jsonColumns, names, names.indexOf(key))
-      return insertIgnoreMany(table, columns, rowsOfRecords(json, names, jsonColumns), key)
+      if (bulk) return bulk.runRecords(text, records, jsonColumns, names, names.indexOf(key))
+      return insertIgnoreMany(table, columns, records.length ? rowsOfRecords(`[${records.join(',')}]`, names, jsonColumns) : [], key)
     },
     selectArrays: (text, parameters, visit) => readArrays(local, text, parameters, visit),
     async close() {

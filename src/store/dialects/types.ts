@@ -65,12 +65,13 @@ export interface StoreDialect {
    */
   insertIgnoreMany(table: string, columns: readonly BulkColumn[], rows: readonly unknown[][], key: string): Promise<string[]>
   /**
-   * The same, from one JSON array of objects keyed by column name (the audit writer's journal
-   * lines joined), parsed by the database (Postgres json_populate_recordset, SQLite json_each on
-   * the bulk worker's connection). Building it is a string join, where rows of values cost the main
-   * thread an escaping pass (Postgres) or a structured clone (the SQLite worker) of every value.
+   * The same, from records each a JSON object keyed by column name (the audit writer's journal
+   * lines), parsed by the database (Postgres: joined into one array for json_populate_recordset;
+   * SQLite: each parsed on the bulk worker's thread). The strings travel as they are, where rows
+   * of values cost the main thread an escaping pass (Postgres) or a structured clone (the SQLite
+   * worker) of every value.
    */
-  insertJsonRecords(table: string, columns: readonly BulkColumn[], json: string, key: string): Promise<string[]>
+  insertJsonRecords(table: string, columns: readonly BulkColumn[], records: readonly string[], key: string): Promise<string[]>
   /**
    * A read whose rows are handed to `visit` as arrays of values in the result's column order, the
    * driver's values as an object read gives them, without an object per row (for reads of

@@ -79,11 +79,11 @@ export function createAuditRepository({ db, dialect }: RepoContext) {
     /**
      * Events already encoded by the audit writer, each line a JSON object of its columns (`ts`
      * included): inserted in one transaction, ids already stored skipped; returns the ids that were
-     * new. The lines travel joined as one JSON text, parsed by the database.
+     * new. The lines travel as they are, parsed by the database (dialects/types.ts insertJsonRecords).
      */
     async insertEncodedReturningIds(lines: readonly string[]): Promise<string[]> {
       if (lines.length === 0) return []
-      return dialect.insertJsonRecords('audit_events', BULK_COLUMNS, `[${lines.join(',')}]`, 'id')
+      return dialect.insertJsonRecords('audit_events', BULK_COLUMNS, lines, 'id')
     },
 
     async getById(orgId: string, id: string): Promise<AuditEvent | undefined> {
