@@ -3,12 +3,13 @@ import { spawnSync } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
+import { Worker } from 'node:worker_threads'
 import BetterSqlite3 from 'better-sqlite3'
 import { afterAll, describe, expect, it, vi } from 'vitest'
 import { createAuditWriter, stamp } from '../../src/audit/index.js'
 import { openStore } from '../../src/store/index.js'
 import { SqliteBulkWorker } from '../../src/store/dialects/sqlite-bulk-worker.js'
-import { mutation, orgId } from '../audit/fixtures.js'
+import { decision, mutation, orgId } from '../audit/fixtures.js'
 
 describe('SQLite bulk insert worker', () => {
   const dir = mkdtempSync(join(tmpdir(), 'corral-bulk-'))
@@ -32,6 +33,29 @@ describe('SQLite bulk insert worker', () => {
     expect(n()).toBe(2)
     probe.close()
     expect(await pending).toHaveLength(1)
+    await store.close()
+  })
+
+  it('a batch of encoded lines crosses to the worker as those lines, never as one text joined from them, and every row is stored', async () => {
+    // A batch's joined text (hundreds of KB at a few thousand rows per second) was a large object
+    // on both threads' heaps per batch: mapped, faulted in page by page and unmapped again.
+    const store = await openStore(`sqlite:${join(dir, 'lines.db')}`)
+    const org = orgId()
+    const events = Array.from({ length: 200 }, (_, i) => stamp(i % 2 ? decision(org, { latency_ms: i }) : mutation(org)))
+    const lines = events.map((e) => JSON.stringify({ ts: Date.parse(e.timestamp), ...e }))
+    const longest = Math.max(...lines.map((l) => l.length))
+    const post = vi.spyOn(Worker.prototype, 'postMessage')
+    try {
+      expect((await store.audit.insertEncodedReturningIds(lines)).sort()).toEqual(events.map((e) => e.id).sort())
+      const sent = post.mock.calls.map(([m]) => m as Record<string, unknown>).filter((m) => m.text !== undefined)
+      expect(sent).toHaveLength(1)
+      expect(sent[0]!.records).toEqual(lines)
+      for (const v of Object.values(sent[0]!)) if (typeof v === 'string') expect(v.length).toBeLessThanOrEqual(Math.max(longest, 4096))
+    } finally {
+      post.mockRestore()
+    }
+    const n = await store.db.selectFrom('audit_events').select((eb) => eb.fn.countAll().as('n')).where('org_id', '=', org).executeTakeFirstOrThrow()
+    expect(Number(n.n)).toBe(200)
     await store.close()
   })
 
