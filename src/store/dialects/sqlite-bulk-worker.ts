@@ -119,10 +119,10 @@ export class SqliteBulkWorker {
 
   /**
    * The same for `records`, each a JSON object keyed by column name (`names`; JSON columns
-   * flagged), parsed on the worker: each string crosses as one copy, where rows would be
-   * structured-cloned value by value on this thread. Not joined into one text: a batch's text
-   * (hundreds of KB) would be a large object on both heaps, each mapped, faulted in page by page
-   * and unmapped again per batch.
+   * flagged), read on the worker: each string crosses as one copy, where rows would be
+   * structured-cloned value by value on this thread. Joined into the array text there, not here: a
+   * batch's text (hundreds of KB) is a large object, mapped, faulted in page by page and unmapped
+   * again, and here it was made twice per batch (the join, then its flattening with the brackets).
    */
   runRecords(text: BulkInsertText, records: readonly string[], jsonColumns: readonly boolean[], names: readonly string[], keyIndex: number): Promise<string[]> {
     return this.#send({ ...text, records, jsonColumns, names, keyIndex })

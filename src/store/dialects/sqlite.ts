@@ -93,7 +93,7 @@ export function openSqlite(path: string, opts: { secondary?: boolean } = {}): St
     },
     insertIgnoreMany,
     async insertJsonRecords(table: string, columns: readonly BulkColumn[], records: readonly string[], key: string) {
-      // Parsed where the rows are inserted: on the bulk worker, so this thread only posts strings.
+      // Read where the rows are inserted: on the bulk worker, so this thread only posts the strings.
       // (SQLite's json_each with one `->>` per column cost more CPU in total than JSON.parse.)
       const names = columns.map((c) => c.name)
       const text = insertText(table, names, key)
