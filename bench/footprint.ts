@@ -25,7 +25,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
+import { dirname, join, resolve } from 'node:path'
 import { Agent, ProxyAgent, request, type Dispatcher } from 'undici'
 import { fixedRate, processTree, treeCpu } from './proxy-rate.js'
 import { benchCapabilities, seedWorkspace } from './proxy-setup.js'
@@ -250,6 +250,7 @@ async function main(): Promise<void> {
       targets_mb: TARGETS_MB,
       met: serve && { serve_idle: serve.idle.rss_mb <= TARGETS_MB.serve_idle, serve_loaded: serve.loaded.during_max.rss_mb <= TARGETS_MB.serve_loaded },
     }
+    mkdirSync(dirname(resolve(resultsDir, OUT)), { recursive: true })
     writeFileSync(resolve(resultsDir, OUT), JSON.stringify(out, null, 2) + '\n')
     process.stdout.write(`load average ${idleLoad.join(' ')} (idle phase) → ${out.machine.loadavg_end.join(' ')}; targets met: ${JSON.stringify(out.met)}\nwrote bench/results/${OUT}\n`)
   } finally {
